@@ -1,0 +1,12 @@
+/* SPDX-License-Identifier: MIT */
+/* Umbrella header: everything public in Shoal. */
+#ifndef SHOAL_H
+#define SHOAL_H
+
+#include <shoal/api.h>
+#include <shoal/segment.h>
+#include <shoal/ring.h>
+#include <shoal/doorbell.h>
+#include <shoal/numa.h>
+
+#endif

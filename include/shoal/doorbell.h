@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Doorbells: how a consumer sleeps when idle and how producers wake it.
+ *
+ * A doorbell is a 64-byte object in shared memory holding a futex word. The
+ * consumer polls its rings for a bounded spin budget; when nothing arrives it
+ * announces that it is about to sleep (shoal_doorbell_prepare()), checks its
+ * rings one last time, and sleeps on the futex (shoal_doorbell_wait()).
+ * A producer, after committing records, calls shoal_doorbell_notify(): a load
+ * and a fence, and a FUTEX_WAKE system call only when the consumer announced
+ * that it sleeps.
+ *
+ * No wake-up is lost: the consumer's announcement and the producer's commit
+ * are each followed by a full fence before each reads the other's variable
+ * (a store-buffer / Dekker pattern), so at least one of them sees the other.
+ *
+ * Concurrency: one consumer per doorbell; any number of producers, in any
+ * processes, may notify concurrently.
+ */
+#ifndef SHOAL_DOORBELL_H
+#define SHOAL_DOORBELL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <shoal/api.h>
+
+/* Default spin budget before sleeping, in nanoseconds; see docs/design.md. */
+#define SHOAL_DOORBELL_SPIN_NS_DEFAULT 20000u
+
+struct shoal_doorbell {
+	_Alignas(64) _Atomic uint32_t state;   /* SHOAL__DB_AWAKE or SHOAL__DB_SLEEPING */
+	uint32_t reserved;
+	_Atomic uint64_t sleeps;      /* futex waits entered (consumer-written) */
+	_Atomic uint64_t wakes;       /* FUTEX_WAKE calls made (producer-written, RMW) */
+	uint64_t pad[5];
+};
+
+/* Initialise to awake with zero counters. */
+SHOAL_API void shoal_doorbell_init(struct shoal_doorbell *db);
+
+/*
+ * Producer side, after a commit: wake the consumer if it announced sleep.
+ * Costs a full fence and a load when the consumer is awake; a system call
+ * otherwise. Never blocks.
+ */
+SHOAL_API void shoal_doorbell_notify(struct shoal_doorbell *db);
+
+/*
+ * Consumer side. Announce sleep; the caller must then check its rings once
+ * more and call shoal_doorbell_cancel() if anything arrived, or
+ * shoal_doorbell_wait() if not.
+ */
+SHOAL_API void shoal_doorbell_prepare(struct shoal_doorbell *db);
+SHOAL_API void shoal_doorbell_cancel(struct shoal_doorbell *db);
+
+/*
+ * Sleep until notified, for at most `timeout_ns` (negative: no limit).
+ * Returns 0 when woken (or when a notify came before the sleep began),
+ * -ETIMEDOUT, or -EINTR on a signal. Leaves the doorbell awake.
+ */
+SHOAL_API int shoal_doorbell_wait(struct shoal_doorbell *db, int64_t timeout_ns);
+
+/*
+ * The whole consumer idle protocol: poll `ready(arg)` for up to `spin_ns`
+ * nanoseconds, then prepare, check again, and sleep; repeat until ready()
+ * returns true or `timeout_ns` passes (negative: no limit).
+ * Returns 0 when ready, -ETIMEDOUT, or -EINTR. May sleep: hence _wait.
+ */
+SHOAL_API int shoal_doorbell_poll_wait(struct shoal_doorbell *db, uint64_t spin_ns,
+				       bool (*ready)(void *arg), void *arg, int64_t timeout_ns);
+
+#endif

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * NUMA memory binding and verification, on top of libnuma and the kernel's
+ * memory policy calls.
+ *
+ * Binding happens before first touch: shoal_numa_bind() sets the policy of a
+ * fresh mapping, and the pages are placed on the node when first written.
+ * shoal_numa_node_of() asks the kernel where a page really is, so tests and
+ * tools can verify placement instead of trusting the policy.
+ */
+#ifndef SHOAL_NUMA_H
+#define SHOAL_NUMA_H
+
+#include <stddef.h>
+
+#include <shoal/api.h>
+
+/* Number of configured NUMA nodes (>= 1; 1 when libnuma reports no NUMA). */
+SHOAL_API int shoal_numa_node_count(void);
+
+/* Node of a CPU, or -EINVAL. */
+SHOAL_API int shoal_numa_node_of_cpu(int cpu);
+
+/*
+ * Bind [addr, addr + len) (page aligned) to `node` with MPOL_BIND, before the
+ * pages are touched. Returns 0, -EINVAL for a node that does not exist, or
+ * the errno of mbind.
+ */
+SHOAL_API int shoal_numa_bind(void *addr, size_t len, int node);
+
+/*
+ * The node holding the page at `addr` (the page must have been touched), or
+ * a negative errno (-EFAULT if not present, -ENOSYS without move_pages).
+ */
+SHOAL_API int shoal_numa_node_of(const void *addr);
+
+/*
+ * The node the memory policy of `addr` prefers or binds to, as set by
+ * shoal_numa_bind(), via get_mempolicy(); -1 when the default policy applies.
+ */
+SHOAL_API int shoal_numa_policy_node(const void *addr);
+
+#endif

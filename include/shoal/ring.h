@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Single-producer single-consumer rings of variable-length records in shared
+ * memory.
+ *
+ * A ring lives in a region of a segment (see shoal/segment.h): a control
+ * block, then a power-of-two data area. A record is an 8-byte header (length,
+ * tag) followed by the payload, padded to 8 bytes; a record never wraps.
+ * The largest payload is capacity / 2 - 8 bytes, which guarantees that an
+ * empty ring accepts any record whatever its current offset.
+ *
+ * At any time at most one producer handle and one consumer handle may be
+ * attached to a ring. Handles are process-local, so a producer or consumer
+ * that dies is replaced by attaching a new handle: a new consumer resumes at
+ * the last released record, a new producer after the last committed one.
+ *
+ * Concurrency: one thread may use a producer handle while one other thread
+ * (in any process) uses the consumer handle. shoal_ring_check() and
+ * shoal_ring_stats() may run at any time from any process, read-only.
+ *
+ * Progress: every call is wait-free. No call allocates, locks, logs or makes
+ * a system call; none of them sleeps (see shoal/doorbell.h for sleeping).
+ */
+#ifndef SHOAL_RING_H
+#define SHOAL_RING_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <shoal/api.h>
+
+#define SHOAL_RING_MIN_CAPACITY 64u
+#define SHOAL_RING_MAX_CAPACITY (1u << 30)
+#define SHOAL_RING_REC_HDR 8u  /* bytes of record header */
+
+/* Flags for shoal_ring_init(). */
+#define SHOAL_RING_INIT_FLAGS 0u /* none defined yet: any bit is -EINVAL */
+
+/* A record as seen by the consumer, or described by the producer. */
+struct shoal_rec {
+	const void *data;
+	uint32_t len;
+	uint16_t tag;   /* free for the caller */
+};
+
+/*
+ * Producer handle: process-local. Fields are private; the struct is public
+ * so that it can live on the stack or inside the caller's structures.
+ */
+struct shoal_ring_prod {
+	struct shoal__ring *r;
+	unsigned char *data;
+	uint32_t mask;
+	uint32_t max_payload;
+	uint32_t tail;        /* next free byte (reserved, not yet published) */
+	uint32_t tail_pub;    /* last published tail */
+	uint32_t head_cache;  /* last head read from the consumer */
+	uint32_t pending;     /* records reserved since the last commit */
+	uint64_t records_in;
+	uint64_t bytes_in;
+	uint64_t full_events;
+	uint32_t high_water;
+	bool full;
+	int err;
+};
+
+/* Consumer handle: process-local, fields private (see shoal_ring_prod). */
+struct shoal_ring_cons {
+	struct shoal__ring *r;
+	const unsigned char *data;
+	uint32_t mask;
+	uint32_t max_payload;
+	uint32_t head;        /* next byte to peek */
+	uint32_t head_pub;    /* last released head */
+	uint32_t tail_cache;  /* last tail read from the producer */
+	uint32_t pending;     /* records peeked since the last release */
+	uint64_t pending_bytes;
+	uint64_t records_out;
+	uint64_t bytes_out;
+	int err;
+};
+
+/* Counters and indices, read from shared memory (see shoal_ring_stats()). */
+struct shoal_ring_stats {
+	uint32_t capacity;
+	uint32_t max_payload;
+	uint32_t head;
+	uint32_t tail;
+	uint32_t used;          /* tail - head, bytes */
+	uint64_t records_in;
+	uint64_t bytes_in;      /* payload bytes */
+	uint64_t records_out;
+	uint64_t bytes_out;
+	uint64_t full_events;   /* reservations refused for lack of space (episodes) */
+	uint32_t high_water;    /* most bytes in use seen by the producer */
+	int32_t producer_pid;   /* last attached producer, 0 if none */
+	int32_t consumer_pid;
+};
+
+/* Bytes of shared memory a ring of `capacity` data bytes needs (0 if invalid). */
+SHOAL_API uint64_t shoal_ring_size(uint32_t capacity);
+
+/*
+ * Initialise a ring in `mem` (`len` bytes, 128-byte aligned). `capacity` is
+ * the data area size: a power of two between SHOAL_RING_MIN_CAPACITY and
+ * SHOAL_RING_MAX_CAPACITY. Must not race with any handle on the same memory.
+ * Returns 0, or -EINVAL (unknown flags, bad capacity, misaligned or short mem).
+ */
+SHOAL_API int shoal_ring_init(void *mem, uint64_t len, uint32_t capacity, uint32_t flags);
+
+/*
+ * Attach a producer or consumer handle to the ring in `mem` (`len` bytes),
+ * validating the control block. The producer resumes after the last
+ * committed record, the consumer at the last released one.
+ * Returns 0, or -EUCLEAN with a reason in *err if the ring is corrupted.
+ */
+SHOAL_API int shoal_ring_prod_attach(struct shoal_ring_prod *p, void *mem, uint64_t len,
+				     struct shoal_err *err);
+SHOAL_API int shoal_ring_cons_attach(struct shoal_ring_cons *c, void *mem, uint64_t len,
+				     struct shoal_err *err);
+
+/*
+ * Reserve room for a record of `len` payload bytes, after any records already
+ * reserved and not committed. Returns a pointer to write the payload to, or
+ * NULL when the ring is full, when len exceeds the largest payload, or when
+ * the handle saw corruption (shoal_ring_prod_error() tells which).
+ * The record becomes visible at the next shoal_ring_commit().
+ */
+SHOAL_API void *shoal_ring_reserve(struct shoal_ring_prod *p, uint32_t len, uint16_t tag);
+
+/* Publish every record reserved since the last commit (one release store). */
+SHOAL_API void shoal_ring_commit(struct shoal_ring_prod *p);
+
+/* Drop every record reserved since the last commit. */
+SHOAL_API void shoal_ring_cancel(struct shoal_ring_prod *p);
+
+/*
+ * Copy one record in and commit it. Returns 0, -EAGAIN when full, -EMSGSIZE
+ * when len exceeds the largest payload, -EUCLEAN after corruption.
+ */
+SHOAL_API int shoal_ring_enqueue(struct shoal_ring_prod *p, const void *buf, uint32_t len,
+				 uint16_t tag);
+
+/*
+ * Copy `n` records in and commit them together. `bulk` enqueues all or none
+ * and returns n or 0; `burst` enqueues as many as fit and returns how many.
+ * Both return -EMSGSIZE, enqueueing nothing, if any record is too large, and
+ * -EUCLEAN after corruption.
+ */
+SHOAL_API int shoal_ring_enqueue_bulk(struct shoal_ring_prod *p, const struct shoal_rec *recs,
+				      unsigned n);
+SHOAL_API int shoal_ring_enqueue_burst(struct shoal_ring_prod *p, const struct shoal_rec *recs,
+				       unsigned n);
+
+/*
+ * Peek at the next record after those already peeked and not released.
+ * Returns true and fills *rec, or false when the ring is empty or the handle
+ * saw corruption (shoal_ring_cons_error() tells which). rec->data points into
+ * shared memory and stays valid until shoal_ring_release(). Length and tag
+ * are read once and validated: rec->len never runs past the ring.
+ */
+SHOAL_API bool shoal_ring_peek(struct shoal_ring_cons *c, struct shoal_rec *rec);
+
+/* Peek up to `n` records. Returns how many (0 when empty or corrupted). */
+SHOAL_API unsigned shoal_ring_peek_burst(struct shoal_ring_cons *c, struct shoal_rec *recs,
+					 unsigned n);
+
+/* Release every record peeked so far (one release store). */
+SHOAL_API void shoal_ring_release(struct shoal_ring_cons *c);
+
+/*
+ * Copy the next record out and release it. Returns the payload length, -EAGAIN
+ * when empty, -EMSGSIZE when `cap` is too small (the record stays), -EUCLEAN
+ * after corruption. Records already peeked are released with it.
+ */
+SHOAL_API int shoal_ring_dequeue(struct shoal_ring_cons *c, void *buf, uint32_t cap,
+				 uint16_t *tag);
+
+/* True if the consumer has nothing left to peek (reads the producer's tail). */
+SHOAL_API bool shoal_ring_empty(struct shoal_ring_cons *c);
+
+/* The sticky error of a handle: 0 or -EUCLEAN. */
+SHOAL_API int shoal_ring_prod_error(const struct shoal_ring_prod *p);
+SHOAL_API int shoal_ring_cons_error(const struct shoal_ring_cons *c);
+
+/* Largest payload a ring accepts. */
+SHOAL_API uint32_t shoal_ring_max_payload(const struct shoal_ring_prod *p);
+
+/*
+ * Read a ring's indices and counters without attaching, from any process.
+ * Values are a snapshot and may be mutually inconsistent under traffic.
+ * Returns 0 or -EUCLEAN (with a reason) if the control block is invalid.
+ */
+SHOAL_API int shoal_ring_stats(const void *mem, uint64_t len, struct shoal_ring_stats *st,
+			       struct shoal_err *err);
+
+/*
+ * Validate a ring found in shared memory, read-only: the control block, the
+ * indices, and every record header between head and tail (walked at most
+ * once around the ring). Never trusts an index or a length it reads.
+ * Returns the number of records pending (>= 0), or -EUCLEAN with exactly what
+ * is wrong in *err. Under live traffic a concurrent producer may make a check
+ * report records it has just added; a concurrent consumer may make it fail
+ * spuriously, so tools retry before reporting corruption.
+ */
+SHOAL_API int shoal_ring_check(const void *mem, uint64_t len, struct shoal_ring_stats *st,
+			       struct shoal_err *err);
+
+#endif

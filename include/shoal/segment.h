@@ -1,0 +1,188 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Named shared-memory segments.
+ *
+ * A segment is a file in a shared-memory directory (by default /dev/shm, the
+ * directory POSIX shm_open() uses; SHOAL_SHM_DIR overrides it, and a hugetlbfs
+ * mount can be named per segment). Every segment starts with a header (magic,
+ * layout version, size, creator, creation time, generation) followed by a
+ * directory of named regions (rings, doorbells, registries of higher layers).
+ * Nothing inside a segment is a pointer: regions are found by offset from the
+ * segment's base and every offset read back is bounds-checked.
+ *
+ * Lifecycle rules:
+ *  1. shoal_seg_create() and shoal_seg_attach() either succeed and fill the
+ *     `struct shoal_seg`, or fail, change nothing and leave no file behind.
+ *  2. After a successful create or attach you must call shoal_seg_detach().
+ *  3. Only the creator process allocates regions (shoal_seg_alloc()), and only
+ *     from one thread. Any process may look regions up concurrently.
+ *  4. shoal_seg_unlink() removes the name; mappings stay valid until detached.
+ */
+#ifndef SHOAL_SEGMENT_H
+#define SHOAL_SEGMENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <shoal/api.h>
+
+#define SHOAL_SEG_MAGIC   UINT64_C(0x4745534c414f4853) /* "SHOALSEG" little-endian */
+#define SHOAL_SEG_VERSION 1u
+#define SHOAL_SEG_NAME_MAX 64     /* including the terminating NUL */
+#define SHOAL_SEG_REGION_NAME_MAX 40 /* including the terminating NUL */
+
+/* Region kinds. Values below SHOAL_SEG_KIND_USER are reserved for shm/. */
+#define SHOAL_SEG_KIND_RING     1u
+#define SHOAL_SEG_KIND_DOORBELL 2u
+#define SHOAL_SEG_KIND_USER     256u
+
+/* Flags for struct shoal_seg_opts.flags. */
+#define SHOAL_SEG_HUGE_TRY  (1u << 0) /* ask for transparent huge pages; fall back silently */
+#define SHOAL_SEG_HUGETLB   (1u << 1) /* require explicit huge pages (hugetlbfs dir) */
+#define SHOAL_SEG_CREATE_FLAGS (SHOAL_SEG_HUGE_TRY | SHOAL_SEG_HUGETLB)
+
+/* Flags for shoal_seg_attach(). */
+#define SHOAL_SEG_RDONLY        (1u << 0) /* map read-only: tools */
+#define SHOAL_SEG_ALLOW_FOREIGN (1u << 1) /* accept a segment owned by another user */
+#define SHOAL_SEG_ATTACH_FLAGS (SHOAL_SEG_RDONLY | SHOAL_SEG_ALLOW_FOREIGN)
+
+/* Outcome of the huge page request, in struct shoal_seg.huge. */
+#define SHOAL_SEG_HUGE_NONE   0 /* normal pages */
+#define SHOAL_SEG_HUGE_THP    1 /* MADV_HUGEPAGE accepted (the kernel may still use small pages) */
+#define SHOAL_SEG_HUGE_HUGETLB 2 /* explicit huge pages */
+
+struct shoal_seg_opts {
+	mode_t mode;          /* file mode; 0 means 0600 */
+	uint32_t flags;       /* SHOAL_SEG_* create flags */
+	int numa_node;        /* bind memory to this node before first touch; -1: no binding */
+	uint64_t generation;  /* incarnation number the creator assigns; 0 means 1 */
+	uint32_t dir_cap;     /* directory entries; 0 means 64 */
+	const char *dir;      /* directory for the file; NULL means SHOAL_SHM_DIR or /dev/shm */
+};
+
+/* A process-local handle. Fields are read-only for callers. */
+struct shoal_seg {
+	void *base;
+	size_t size;
+	int fd;
+	bool writable;
+	int huge;                           /* SHOAL_SEG_HUGE_* */
+	char name[SHOAL_SEG_NAME_MAX];
+	char path[256];
+};
+
+/* The header at offset 0 of every segment, as a snapshot for callers. */
+struct shoal_seg_info {
+	uint32_t version;
+	uint64_t size;
+	int32_t creator_pid;
+	uint32_t creator_uid;
+	uint64_t ctime_ns;        /* CLOCK_REALTIME at creation */
+	uint64_t generation;
+	int32_t numa_node;        /* -1 when not bound */
+	uint32_t dir_count;
+	uint32_t dir_cap;
+	uint64_t used;            /* bytes allocated so far */
+	char name[SHOAL_SEG_NAME_MAX];
+};
+
+/* One directory entry, as a snapshot. */
+struct shoal_seg_region {
+	uint32_t kind;
+	uint64_t off;
+	uint64_t len;
+	char name[SHOAL_SEG_REGION_NAME_MAX];
+};
+
+/*
+ * Create a new segment of `size` bytes (rounded up to the page size; at least
+ * the header and directory) named `name`. The name is a file name: 1 to 63
+ * characters of [A-Za-z0-9._-], not starting with a dot.
+ *
+ * Returns 0, or:
+ *  -EINVAL  bad name, size, unknown option flag, or a numa_node that does not exist
+ *  -EEXIST  a file of that name exists (see shoal_seg_probe() for leftovers)
+ *  -ENOMEM  no huge pages available for SHOAL_SEG_HUGETLB, or no memory
+ *  -ENOTSUP SHOAL_SEG_HUGETLB but no hugetlbfs directory
+ *  other    the errno of open/ftruncate/mmap/mbind
+ * On failure nothing is left behind. Allocates; makes system calls.
+ */
+SHOAL_API int shoal_seg_create(struct shoal_seg *seg, const char *name, size_t size,
+			       const struct shoal_seg_opts *opts, struct shoal_err *err);
+
+/*
+ * Attach to an existing segment and validate its header and directory against
+ * the real file. `name` is a segment name or, if it contains a '/', a path.
+ *
+ * Returns 0, or:
+ *  -ENOENT           no such segment
+ *  -EACCES           the file mode does not let us open it
+ *  -EPERM            owned by another user and SHOAL_SEG_ALLOW_FOREIGN not given
+ *  -EPROTO           not a Shoal segment (bad magic): a foreign file
+ *  -EPROTONOSUPPORT  a Shoal segment of another layout version
+ *  -EBADMSG          truncated: the file is smaller than its header says, or
+ *                    smaller than a header
+ *  -EUCLEAN          the header or directory is inconsistent (corrupted)
+ *  -EAGAIN           the creator has not finished initialising it
+ *  -EINVAL           unknown flag bits or a bad name
+ */
+SHOAL_API int shoal_seg_attach(struct shoal_seg *seg, const char *name, uint32_t flags,
+			       struct shoal_err *err);
+
+/* Unmap and close. Safe on a zeroed handle. Never fails. */
+SHOAL_API void shoal_seg_detach(struct shoal_seg *seg);
+
+/*
+ * Remove a segment's name (same name rules as attach). Returns 0, -ENOENT,
+ * or the errno of unlink.
+ */
+SHOAL_API int shoal_seg_unlink(const char *name);
+
+/*
+ * Allocate a region of `len` bytes aligned to `align` (a power of two, at
+ * least 8; 0 means 128) and add it to the directory under (kind, name).
+ * Only in the creating process, from one thread (rule 3). The memory is zero.
+ *
+ * Returns 0 and the region's offset in *off, or -EINVAL (bad args, read-only
+ * handle), -EEXIST (same kind and name exist), -ENOSPC (no room or directory
+ * full).
+ */
+SHOAL_API int shoal_seg_alloc(struct shoal_seg *seg, uint32_t kind, const char *name,
+			      uint64_t len, uint64_t align, uint64_t *off);
+
+/*
+ * Translate an offset read from shared memory into a pointer, checking that
+ * [off, off + len) lies inside the segment and that off is aligned to
+ * `align` (a power of two; 1 for none). Returns NULL when it does not.
+ * Never fails otherwise; no system call.
+ */
+SHOAL_API void *shoal_seg_ptr(const struct shoal_seg *seg, uint64_t off, uint64_t len,
+			      uint64_t align);
+
+/*
+ * Find a region by kind and name. Returns 0 and fills *region, -ENOENT, or
+ * -EUCLEAN if the directory entry found is out of bounds.
+ */
+SHOAL_API int shoal_seg_find(const struct shoal_seg *seg, uint32_t kind, const char *name,
+			     struct shoal_seg_region *region);
+
+/*
+ * Copy directory entry `i` (0 <= i < info.dir_count). Returns 0, -ENOENT past
+ * the end, or -EUCLEAN if the entry is out of bounds or badly named.
+ */
+SHOAL_API int shoal_seg_region_at(const struct shoal_seg *seg, uint32_t i,
+				  struct shoal_seg_region *region);
+
+/* Snapshot the header. Never fails on an attached handle. */
+SHOAL_API void shoal_seg_info(const struct shoal_seg *seg, struct shoal_seg_info *info);
+
+/*
+ * Is the process that created segment `name` still alive? Returns 1 (alive),
+ * 0 (dead: the segment is a leftover), or a negative errno from attaching.
+ * Reads pid and creation time; a recycled pid is detected by comparing the
+ * process start time with the segment's creation time.
+ */
+SHOAL_API int shoal_seg_probe(const char *name, struct shoal_err *err);
+
+#endif

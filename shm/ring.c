@@ -1,0 +1,585 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Single-producer single-consumer ring of variable-length records.
+ *
+ * Memory picture (offsets from the ring's start, see ring_layout.h):
+ *
+ *     0   control, immutable after init: magic, version, capacity, max_payload
+ *   128   producer line: tail, records_in, bytes_in, full_events, high_water
+ *   256   consumer line: head, records_out, bytes_out
+ *   512   data area: `capacity` bytes, a power of two
+ *
+ * The producer and consumer lines are 128 bytes apart so that the adjacent
+ * line prefetcher does not make them false-share. Each side keeps a private
+ * cache of the other side's index in its process-local handle and reads the
+ * shared one only when the cache says "full" (producer) or "empty"
+ * (consumer): in steady state each side writes only its own line.
+ *
+ * Index arithmetic: head and tail are free-running uint32_t byte counters;
+ * `tail - head` (mod 2^32) is the number of bytes in use, never more than the
+ * capacity (at most 2^30), and `index & (capacity - 1)` is the offset in the
+ * data area. Every record starts 8-byte aligned with an 8-byte header
+ * { len, tag, flags } written as one 64-bit word, followed by the payload
+ * padded to 8 bytes. A record never wraps: when it does not fit before the end
+ * of the data area, the producer fills the rest with a PAD record and starts
+ * over at offset 0. A record takes at most capacity / 2 bytes, so whatever the
+ * current offset, an empty ring always has room for it on one side or the
+ * other of the wrap point.
+ *
+ * Ordering guarantees:
+ *   R1 (commit, tail store-release) pairs with A1 (consumer tail load-acquire):
+ *      the consumer that sees a tail sees every record byte written before it.
+ *   R2 (release, head store-release) pairs with A2 (producer head
+ *      load-acquire): the producer overwrites bytes only after the consumer
+ *      has finished reading them.
+ * Counters are written with relaxed stores by their single writer and read by
+ * tools with relaxed loads: they order nothing, and a tool may see them lag
+ * the indices by one batch.
+ *
+ * Progress guarantees: every operation is wait-free (bounded steps, no loop
+ * waits for the other side). A side killed at any instruction leaves the
+ * shared indices at a published value: a new consumer resumes at `head`
+ * (records peeked but not released are delivered again), a new producer at
+ * `tail` (records reserved but not committed are lost: they were never sent).
+ *
+ * Untrusted memory: the other side may be buggy or hostile. Every index and
+ * record header read from shared memory is checked before use (tail - head
+ * within capacity, 8-byte alignment, record within the published bytes and
+ * the data area, PAD exactly up to the end). A failed check puts the handle in
+ * a sticky -EUCLEAN state; nothing is read or written outside the ring.
+ *
+ * Which calls may run concurrently: one producer-handle call and one
+ * consumer-handle call at a time on a ring, plus any number of
+ * shoal_ring_stats() / shoal_ring_check() readers.
+ */
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <shoal/ring.h>
+
+#include "shm/ring_layout.h"
+#include "shm/util.h"
+
+static inline uint32_t rec_size(uint32_t len)
+{
+	return (uint32_t)shoal__align_up((uint64_t)len + SHOAL_RING_REC_HDR, 8);
+}
+
+static inline uint64_t hdr_pack(uint32_t len, uint16_t tag, uint16_t flags)
+{
+	return (uint64_t)len | ((uint64_t)tag << 32) | ((uint64_t)flags << 48);
+}
+
+static inline struct shoal__rec_hdr hdr_unpack(uint64_t w)
+{
+	struct shoal__rec_hdr h = {
+		.len = (uint32_t)w,
+		.tag = (uint16_t)(w >> 32),
+		.flags = (uint16_t)(w >> 48),
+	};
+	return h;
+}
+
+static inline _Atomic uint64_t *hdr_at(const unsigned char *data, uint32_t off)
+{
+	return (_Atomic uint64_t *)(uintptr_t)(data + off);
+}
+
+uint64_t shoal_ring_size(uint32_t capacity)
+{
+	if (capacity < SHOAL_RING_MIN_CAPACITY || capacity > SHOAL_RING_MAX_CAPACITY ||
+	    !shoal__is_pow2_u64(capacity))
+		return 0;
+	return (uint64_t)SHOAL__RING_DATA_OFF + capacity;
+}
+
+int shoal_ring_init(void *mem, uint64_t len, uint32_t capacity, uint32_t flags)
+{
+	struct shoal__ring *r = mem;
+	uint64_t need = shoal_ring_size(capacity);
+
+	if (flags & ~SHOAL_RING_INIT_FLAGS)
+		return -EINVAL;
+	if (need == 0 || mem == NULL || len < need || ((uintptr_t)mem % SHOAL_FALSE_SHARING) != 0)
+		return -EINVAL;
+	/* Nobody may use the ring during init (contract), so plain stores. */
+	memset(r, 0, SHOAL__RING_DATA_OFF);
+	r->version = SHOAL__RING_VERSION;
+	r->capacity = capacity;
+	r->flags = flags;
+	r->max_payload = capacity / 2 - SHOAL_RING_REC_HDR;
+	r->data_off = SHOAL__RING_DATA_OFF;
+	r->magic = SHOAL__RING_MAGIC;
+	return 0;
+}
+
+/*
+ * Validate the control block: the immutable fields first, then the two
+ * indices. Used by attach, stats and check, so every reader applies the same
+ * rules to untrusted memory.
+ */
+static int ring_validate(const struct shoal__ring *r, uint64_t len, uint32_t *head,
+			 uint32_t *tail, struct shoal_err *err)
+{
+	uint32_t cap, h, t;
+
+	if (r == NULL || len < SHOAL__RING_DATA_OFF)
+		return shoal__fail(err, -EUCLEAN, "ring region of %llu bytes is smaller than the "
+				   "%u-byte control block", (unsigned long long)len,
+				   SHOAL__RING_DATA_OFF);
+	if (((uintptr_t)r % 8) != 0)
+		return shoal__fail(err, -EUCLEAN, "ring region is not 8-byte aligned");
+	if (r->magic != SHOAL__RING_MAGIC)
+		return shoal__fail(err, -EUCLEAN, "ring magic is 0x%08x, expected 0x%08x",
+				   r->magic, SHOAL__RING_MAGIC);
+	if (r->version != SHOAL__RING_VERSION)
+		return shoal__fail(err, -EUCLEAN, "ring layout version %u, expected %u",
+				   r->version, SHOAL__RING_VERSION);
+	cap = r->capacity;
+	if (cap < SHOAL_RING_MIN_CAPACITY || cap > SHOAL_RING_MAX_CAPACITY ||
+	    !shoal__is_pow2_u64(cap))
+		return shoal__fail(err, -EUCLEAN, "ring capacity %u is not a power of two in "
+				   "[%u, %u]", cap, SHOAL_RING_MIN_CAPACITY,
+				   SHOAL_RING_MAX_CAPACITY);
+	if (r->data_off != SHOAL__RING_DATA_OFF)
+		return shoal__fail(err, -EUCLEAN, "ring data offset %u, expected %u",
+				   r->data_off, SHOAL__RING_DATA_OFF);
+	if ((uint64_t)SHOAL__RING_DATA_OFF + cap > len)
+		return shoal__fail(err, -EUCLEAN, "ring of capacity %u runs past its %llu-byte "
+				   "region", cap, (unsigned long long)len);
+	if (r->max_payload != cap / 2 - SHOAL_RING_REC_HDR)
+		return shoal__fail(err, -EUCLEAN, "ring max payload %u, expected %u",
+				   r->max_payload, cap / 2 - SHOAL_RING_REC_HDR);
+	if (r->flags & ~SHOAL_RING_INIT_FLAGS)
+		return shoal__fail(err, -EUCLEAN, "ring has unknown flags 0x%x", r->flags);
+	/* Relaxed: a snapshot for validation; attach orders later reads itself. */
+	h = shoal_load_relaxed(&r->head);
+	t = shoal_load_relaxed(&r->tail);
+	if ((h | t) % 8 != 0)
+		return shoal__fail(err, -EUCLEAN, "ring index not 8-byte aligned (head %u, "
+				   "tail %u)", h, t);
+	if (t - h > cap)
+		return shoal__fail(err, -EUCLEAN, "ring holds %u bytes, more than its capacity "
+				   "%u (head %u, tail %u)", t - h, cap, h, t);
+	*head = h;
+	*tail = t;
+	return 0;
+}
+
+int shoal_ring_prod_attach(struct shoal_ring_prod *p, void *mem, uint64_t len,
+			   struct shoal_err *err)
+{
+	struct shoal__ring *r = mem;
+	uint32_t h, t;
+	int ret = ring_validate(r, len, &h, &t, err);
+
+	if (ret < 0)
+		return ret;
+	memset(p, 0, sizeof(*p));
+	p->r = r;
+	p->data = (unsigned char *)mem + SHOAL__RING_DATA_OFF;
+	p->mask = r->capacity - 1;
+	p->max_payload = r->max_payload;
+	p->tail = p->tail_pub = t;
+	/* A2: pairs with R2 in shoal_ring_release(): bytes before head are free. */
+	p->head_cache = shoal_load_acquire(&r->head);
+	if (t - p->head_cache > r->capacity)
+		return shoal__fail(err, -EUCLEAN, "ring head %u moved past tail %u",
+				   p->head_cache, t);
+	/* Relaxed: counters are only read by tools; the producer owns them. */
+	p->records_in = shoal_load_relaxed(&r->records_in);
+	p->bytes_in = shoal_load_relaxed(&r->bytes_in);
+	p->full_events = shoal_load_relaxed(&r->full_events);
+	p->high_water = shoal_load_relaxed(&r->high_water);
+	shoal_store_relaxed(&r->producer_pid, (int32_t)getpid());
+	return 0;
+}
+
+int shoal_ring_cons_attach(struct shoal_ring_cons *c, void *mem, uint64_t len,
+			   struct shoal_err *err)
+{
+	struct shoal__ring *r = mem;
+	uint32_t h, t;
+	int ret = ring_validate(r, len, &h, &t, err);
+
+	if (ret < 0)
+		return ret;
+	memset(c, 0, sizeof(*c));
+	c->r = r;
+	c->data = (const unsigned char *)mem + SHOAL__RING_DATA_OFF;
+	c->mask = r->capacity - 1;
+	c->max_payload = r->max_payload;
+	c->head = c->head_pub = c->tail_cache = h;
+	/* Relaxed: the consumer owns these counters; tools only read them. */
+	c->records_out = shoal_load_relaxed(&r->records_out);
+	c->bytes_out = shoal_load_relaxed(&r->bytes_out);
+	shoal_store_relaxed(&r->consumer_pid, (int32_t)getpid());
+	return 0;
+}
+
+/* Refresh the cached head. Returns false (and sets the sticky error) if the
+ * consumer published an impossible head. */
+static bool prod_refresh(struct shoal_ring_prod *p)
+{
+	/* A2: pairs with R2 in shoal_ring_release(): the consumer is done with
+	 * every byte before this head, so the producer may overwrite them. */
+	uint32_t h = shoal_load_acquire(&p->r->head);
+
+	if (SHOAL_UNLIKELY(p->tail_pub - h > p->mask + 1 || (h % 8) != 0)) {
+		p->err = -EUCLEAN;
+		return false;
+	}
+	p->head_cache = h;
+	return true;
+}
+
+static void prod_note_full(struct shoal_ring_prod *p)
+{
+	if (!p->full) {
+		p->full = true;
+		/* Relaxed: single writer; a counter for tools. */
+		shoal_store_relaxed(&p->r->full_events, ++p->full_events);
+	}
+}
+
+void *shoal_ring_reserve(struct shoal_ring_prod *p, uint32_t len, uint16_t tag)
+{
+	uint32_t cap = p->mask + 1;
+	uint32_t need, off, contig, total;
+
+	if (SHOAL_UNLIKELY(len > p->max_payload || p->err))
+		return NULL;
+	need = rec_size(len);
+	off = p->tail & p->mask;
+	contig = cap - off;
+	total = need <= contig ? need : contig + need;
+	if (SHOAL_UNLIKELY(total > cap - (p->tail - p->head_cache))) {
+		if (!prod_refresh(p))
+			return NULL;
+		if (total > cap - (p->tail - p->head_cache)) {
+			prod_note_full(p);
+			return NULL;
+		}
+	}
+	if (need > contig) {
+		/* Relaxed: published by R1 at commit, like the payload. */
+		shoal_store_relaxed(hdr_at(p->data, off),
+				    hdr_pack(contig - SHOAL_RING_REC_HDR, 0, SHOAL__REC_PAD));
+		p->tail += contig;
+		off = 0;
+	}
+	/* Relaxed: published by R1 at commit. */
+	shoal_store_relaxed(hdr_at(p->data, off), hdr_pack(len, tag, 0));
+	p->tail += need;
+	p->pending++;
+	p->bytes_in += len;
+	p->full = false;
+	return p->data + off + SHOAL_RING_REC_HDR;
+}
+
+void shoal_ring_commit(struct shoal_ring_prod *p)
+{
+	struct shoal__ring *r = p->r;
+	uint32_t used;
+
+	if (p->pending == 0)
+		return;
+	/* R1: pairs with A1 in cons_refresh(): every header and payload byte of
+	 * the reserved records is visible before the new tail. */
+	shoal_store_release(&r->tail, p->tail);
+	p->tail_pub = p->tail;
+	p->records_in += p->pending;
+	p->pending = 0;
+	/* Relaxed: single-writer counters, read only by tools. */
+	shoal_store_relaxed(&r->records_in, p->records_in);
+	shoal_store_relaxed(&r->bytes_in, p->bytes_in);
+	used = p->tail - p->head_cache;   /* an upper bound: the head may have moved */
+	if (used > p->high_water) {
+		p->high_water = used;
+		shoal_store_relaxed(&r->high_water, used);
+	}
+}
+
+void shoal_ring_cancel(struct shoal_ring_prod *p)
+{
+	/* Nothing was published: roll the private index and counter back. The
+	 * payload bytes of cancelled records are not tracked separately, so
+	 * recompute them from the published count. */
+	p->tail = p->tail_pub;
+	p->pending = 0;
+	p->bytes_in = shoal_load_relaxed(&p->r->bytes_in);
+}
+
+static inline bool prod_check_lens(const struct shoal_ring_prod *p, const struct shoal_rec *recs,
+				   unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (recs[i].len > p->max_payload)
+			return false;
+	return true;
+}
+
+int shoal_ring_enqueue(struct shoal_ring_prod *p, const void *buf, uint32_t len, uint16_t tag)
+{
+	void *dst;
+
+	if (SHOAL_UNLIKELY(len > p->max_payload))
+		return -EMSGSIZE;
+	dst = shoal_ring_reserve(p, len, tag);
+	if (SHOAL_UNLIKELY(dst == NULL))
+		return p->err ? p->err : -EAGAIN;
+	memcpy(dst, buf, len);
+	shoal_ring_commit(p);
+	return 0;
+}
+
+static int enqueue_n(struct shoal_ring_prod *p, const struct shoal_rec *recs, unsigned n,
+		     bool all_or_nothing)
+{
+	unsigned i;
+
+	if (SHOAL_UNLIKELY(!prod_check_lens(p, recs, n)))
+		return -EMSGSIZE;
+	for (i = 0; i < n; i++) {
+		void *dst = shoal_ring_reserve(p, recs[i].len, recs[i].tag);
+
+		if (dst == NULL)
+			break;
+		memcpy(dst, recs[i].data, recs[i].len);
+	}
+	if (p->err) {
+		shoal_ring_cancel(p);
+		return p->err;
+	}
+	if (i < n && all_or_nothing) {
+		shoal_ring_cancel(p);
+		return 0;
+	}
+	shoal_ring_commit(p);
+	return (int)i;
+}
+
+int shoal_ring_enqueue_bulk(struct shoal_ring_prod *p, const struct shoal_rec *recs, unsigned n)
+{
+	return enqueue_n(p, recs, n, true);
+}
+
+int shoal_ring_enqueue_burst(struct shoal_ring_prod *p, const struct shoal_rec *recs, unsigned n)
+{
+	return enqueue_n(p, recs, n, false);
+}
+
+/* Refresh the cached tail. Returns false (sticky error) on an impossible tail. */
+static bool cons_refresh(struct shoal_ring_cons *c)
+{
+	/* A1: pairs with R1 in shoal_ring_commit(): every record byte before
+	 * this tail is visible. */
+	uint32_t t = shoal_load_acquire(&c->r->tail);
+
+	if (SHOAL_UNLIKELY(t - c->head_pub > c->mask + 1 || (t % 8) != 0 ||
+			   t - c->head > t - c->head_pub)) {
+		c->err = -EUCLEAN;
+		return false;
+	}
+	c->tail_cache = t;
+	return true;
+}
+
+bool shoal_ring_peek(struct shoal_ring_cons *c, struct shoal_rec *rec)
+{
+	uint32_t cap = c->mask + 1;
+	struct shoal__rec_hdr h;
+	uint32_t off, avail, need;
+
+	if (SHOAL_UNLIKELY(c->err))
+		return false;
+	if (c->head == c->tail_cache && (!cons_refresh(c) || c->head == c->tail_cache))
+		return false;
+	off = c->head & c->mask;
+	avail = c->tail_cache - c->head;
+	/* Relaxed: ordered by A1; one 64-bit load so the header cannot change
+	 * between the checks below and its use. */
+	h = hdr_unpack(shoal_load_relaxed(hdr_at(c->data, off)));
+	if (h.flags & SHOAL__REC_PAD) {
+		if (SHOAL_UNLIKELY(h.flags != SHOAL__REC_PAD ||
+				   (uint64_t)h.len + SHOAL_RING_REC_HDR != cap - off ||
+				   avail <= cap - off))
+			goto corrupt;
+		c->head += cap - off;
+		avail -= cap - off;
+		off = 0;
+		h = hdr_unpack(shoal_load_relaxed(hdr_at(c->data, 0)));
+	}
+	if (SHOAL_UNLIKELY(h.flags != 0 || h.len > c->max_payload))
+		goto corrupt;
+	need = rec_size(h.len);
+	if (SHOAL_UNLIKELY(need > avail || need > cap - off))
+		goto corrupt;
+	rec->data = c->data + off + SHOAL_RING_REC_HDR;
+	rec->len = h.len;
+	rec->tag = h.tag;
+	c->head += need;
+	c->pending++;
+	c->pending_bytes += h.len;
+	return true;
+corrupt:
+	c->err = -EUCLEAN;
+	return false;
+}
+
+unsigned shoal_ring_peek_burst(struct shoal_ring_cons *c, struct shoal_rec *recs, unsigned n)
+{
+	unsigned i = 0;
+
+	while (i < n && shoal_ring_peek(c, &recs[i]))
+		i++;
+	return i;
+}
+
+void shoal_ring_release(struct shoal_ring_cons *c)
+{
+	struct shoal__ring *r = c->r;
+
+	if (c->head == c->head_pub)
+		return;
+	/* Counters first, index last: a consumer killed between the two leaves
+	 * counters ahead by one batch, never an index ahead of its counters'
+	 * meaning for delivery. Relaxed: single writer, read only by tools. */
+	c->records_out += c->pending;
+	c->bytes_out += c->pending_bytes;
+	c->pending = 0;
+	c->pending_bytes = 0;
+	shoal_store_relaxed(&r->records_out, c->records_out);
+	shoal_store_relaxed(&r->bytes_out, c->bytes_out);
+	/* R2: pairs with A2 in prod_refresh(): every read of the released
+	 * records happens before the producer may reuse their bytes. */
+	shoal_store_release(&r->head, c->head);
+	c->head_pub = c->head;
+}
+
+int shoal_ring_dequeue(struct shoal_ring_cons *c, void *buf, uint32_t cap, uint16_t *tag)
+{
+	struct shoal_rec rec;
+	uint32_t save_head = c->head;
+	uint64_t save_bytes = c->pending_bytes;
+
+	if (!shoal_ring_peek(c, &rec))
+		return c->err ? c->err : -EAGAIN;
+	if (rec.len > cap) {
+		/* Un-peek: the record stays for a larger buffer. */
+		c->head = save_head;
+		c->pending--;
+		c->pending_bytes = save_bytes;
+		return -EMSGSIZE;
+	}
+	memcpy(buf, rec.data, rec.len);
+	if (tag)
+		*tag = rec.tag;
+	shoal_ring_release(c);
+	return (int)rec.len;
+}
+
+bool shoal_ring_empty(struct shoal_ring_cons *c)
+{
+	if (c->head != c->tail_cache)
+		return false;
+	return !cons_refresh(c) || c->head == c->tail_cache;
+}
+
+int shoal_ring_prod_error(const struct shoal_ring_prod *p)
+{
+	return p->err;
+}
+
+int shoal_ring_cons_error(const struct shoal_ring_cons *c)
+{
+	return c->err;
+}
+
+uint32_t shoal_ring_max_payload(const struct shoal_ring_prod *p)
+{
+	return p->max_payload;
+}
+
+int shoal_ring_stats(const void *mem, uint64_t len, struct shoal_ring_stats *st,
+		     struct shoal_err *err)
+{
+	const struct shoal__ring *r = mem;
+	uint32_t h, t;
+	int ret = ring_validate(r, len, &h, &t, err);
+
+	if (ret < 0)
+		return ret;
+	memset(st, 0, sizeof(*st));
+	st->capacity = r->capacity;
+	st->max_payload = r->max_payload;
+	st->head = h;
+	st->tail = t;
+	st->used = t - h;
+	/* Relaxed: counters order nothing; a snapshot for display. */
+	st->records_in = shoal_load_relaxed(&r->records_in);
+	st->bytes_in = shoal_load_relaxed(&r->bytes_in);
+	st->records_out = shoal_load_relaxed(&r->records_out);
+	st->bytes_out = shoal_load_relaxed(&r->bytes_out);
+	st->full_events = shoal_load_relaxed(&r->full_events);
+	st->high_water = shoal_load_relaxed(&r->high_water);
+	st->producer_pid = shoal_load_relaxed(&r->producer_pid);
+	st->consumer_pid = shoal_load_relaxed(&r->consumer_pid);
+	return 0;
+}
+
+int shoal_ring_check(const void *mem, uint64_t len, struct shoal_ring_stats *st,
+		     struct shoal_err *err)
+{
+	const struct shoal__ring *r = mem;
+	const unsigned char *data = (const unsigned char *)mem + SHOAL__RING_DATA_OFF;
+	uint32_t pos, end, cap, mask;
+	int ret, records = 0;
+
+	ret = shoal_ring_stats(mem, len, st, err);
+	if (ret < 0)
+		return ret;
+	cap = st->capacity;
+	mask = cap - 1;
+	pos = st->head;
+	end = st->tail;
+	/* Each step advances by at least 8 bytes and end - pos <= cap, so the
+	 * walk ends after at most cap / 8 steps. */
+	while (pos != end) {
+		uint32_t off = pos & mask, avail = end - pos, need;
+		/* Relaxed: a best-effort read-only walk; validated below. */
+		struct shoal__rec_hdr h = hdr_unpack(shoal_load_relaxed(hdr_at(data, off)));
+
+		if (h.flags & ~SHOAL__REC_FLAGS)
+			return shoal__fail(err, -EUCLEAN, "record at index %u has unknown flags "
+					   "0x%x", pos, h.flags);
+		if (h.flags & SHOAL__REC_PAD) {
+			if ((uint64_t)h.len + SHOAL_RING_REC_HDR != cap - off)
+				return shoal__fail(err, -EUCLEAN, "pad record at offset %u has "
+						   "length %u, expected %u (to the end)", off,
+						   h.len, cap - off - SHOAL_RING_REC_HDR);
+			if (avail <= cap - off)
+				return shoal__fail(err, -EUCLEAN, "pad record at offset %u is "
+						   "not followed by a record before tail %u",
+						   off, end);
+			pos += cap - off;
+			continue;
+		}
+		if (h.len > r->max_payload)
+			return shoal__fail(err, -EUCLEAN, "record at index %u has length %u, "
+					   "more than the largest payload %u", pos, h.len,
+					   r->max_payload);
+		need = rec_size(h.len);
+		if (need > cap - off)
+			return shoal__fail(err, -EUCLEAN, "record at offset %u of length %u runs "
+					   "past the end of the data area (%u bytes)", off,
+					   h.len, cap);
+		if (need > avail)
+			return shoal__fail(err, -EUCLEAN, "record at index %u of length %u runs "
+					   "past tail %u", pos, h.len, end);
+		pos += need;
+		records++;
+	}
+	return records;
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include <shoal/api.h>
+
+#include "shm/util.h"
+
+void shoal__abort(const char *file, const char *func, int line, const char *what)
+{
+	fprintf(stderr, "shoal: internal invariant broken at %s:%d in %s(): %s\n", file, line,
+		func, what);
+	abort();
+}
+
+int shoal__fail(struct shoal_err *err, int code, const char *fmt, ...)
+{
+	if (err != NULL) {
+		va_list ap;
+
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		va_end(ap);
+	}
+	return code;
+}
+
+uint64_t shoal__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+const char *shoal_strerror(int err)
+{
+	switch (-err) {
+	case 0:
+		return "success";
+	case EPROTO:
+		return "not a Shoal segment (bad magic)";
+	case EPROTONOSUPPORT:
+		return "Shoal segment of an unsupported layout version";
+	case EBADMSG:
+		return "truncated segment";
+	case EUCLEAN:
+		return "corrupted shared memory";
+	default:
+		return strerror(-err);
+	}
+}

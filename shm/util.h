@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/* Small helpers private to shm/ and the layers above it. */
+#ifndef SHOAL_SHM_UTIL_H
+#define SHOAL_SHM_UTIL_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <shoal/api.h>
+
+/* A broken internal invariant: print where and abort. Not for bad input. */
+#define SHOAL_ASSERT(cond)                                                          \
+	do {                                                                        \
+		if (__builtin_expect(!(cond), 0))                                   \
+			shoal__abort(__FILE__, __func__, __LINE__, #cond);          \
+	} while (0)
+
+#define SHOAL_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define SHOAL_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+__attribute__((noreturn)) void shoal__abort(const char *file, const char *func, int line,
+					    const char *what);
+
+/* Fill err->msg (if err is non-NULL) and return `code` (a negative errno). */
+__attribute__((format(printf, 3, 4)))
+int shoal__fail(struct shoal_err *err, int code, const char *fmt, ...);
+
+static inline int shoal__is_pow2_u64(uint64_t x)
+{
+	return x != 0 && (x & (x - 1)) == 0;
+}
+
+static inline uint64_t shoal__align_up(uint64_t x, uint64_t a)
+{
+	return (x + a - 1) & ~(a - 1);
+}
+
+/* Monotonic clock in nanoseconds (vDSO: no system call). */
+uint64_t shoal__now_ns(void);
+
+#endif

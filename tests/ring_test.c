@@ -1,0 +1,403 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Ring invariants, single process: one body per behaviour, run over a table
+ * of variants (capacity x record length x starting offset), so that every
+ * record size meets the wrap point at every 8-byte offset.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shoal/ring.h>
+
+#include "shm/ring_layout.h"
+#include "tests/testutil.h"
+
+struct variant {
+	uint32_t cap;
+	uint32_t len;    /* UINT32_MAX: the largest payload */
+	uint32_t start;  /* byte offset of head and tail before the case runs */
+};
+
+struct fixture {
+	void *mem;
+	struct shoal_ring_prod p;
+	struct shoal_ring_cons c;
+	uint32_t cap;
+	uint32_t len;
+};
+
+static void fill_pattern(unsigned char *buf, uint32_t len, uint32_t seed)
+{
+	for (uint32_t i = 0; i < len; i++)
+		buf[i] = (unsigned char)(seed * 31 + i * 7 + 1);
+}
+
+static int check_pattern(const unsigned char *buf, uint32_t len, uint32_t seed)
+{
+	for (uint32_t i = 0; i < len; i++)
+		if (buf[i] != (unsigned char)(seed * 31 + i * 7 + 1))
+			return 0;
+	return 1;
+}
+
+static struct fixture *fixture_new(uint32_t cap)
+{
+	struct fixture *f = calloc(1, sizeof(*f));
+
+	assert_non_null(f);
+	assert_int_equal(posix_memalign(&f->mem, 128, shoal_ring_size(cap)), 0);
+	assert_int_equal(shoal_ring_init(f->mem, shoal_ring_size(cap), cap, 0), 0);
+	assert_int_equal(shoal_ring_prod_attach(&f->p, f->mem, shoal_ring_size(cap), NULL), 0);
+	assert_int_equal(shoal_ring_cons_attach(&f->c, f->mem, shoal_ring_size(cap), NULL), 0);
+	f->cap = cap;
+	return f;
+}
+
+static void fixture_free(struct fixture *f)
+{
+	free(f->mem);
+	free(f);
+}
+
+/* Move head and tail to `start` with one filler record that is consumed. */
+static void advance_to(struct fixture *f, uint32_t start)
+{
+	struct shoal_rec r;
+
+	if (start == 0)
+		return;
+	assert_non_null(shoal_ring_reserve(&f->p, start - SHOAL_RING_REC_HDR, 0));
+	shoal_ring_commit(&f->p);
+	assert_true(shoal_ring_peek(&f->c, &r));
+	shoal_ring_release(&f->c);
+	assert_true(shoal_ring_empty(&f->c));
+}
+
+static int setup_variant(void **state)
+{
+	const struct variant *v = *state;
+	struct fixture *f = fixture_new(v->cap);
+
+	f->len = v->len == UINT32_MAX ? v->cap / 2 - SHOAL_RING_REC_HDR : v->len;
+	/* A filler record can hold at most cap/2; two fillers reach the rest. */
+	if (v->start > v->cap / 2) {
+		advance_to(f, v->cap / 2);
+		advance_to(f, v->start - v->cap / 2);
+	} else {
+		advance_to(f, v->start);
+	}
+	*state = f;
+	return 0;
+}
+
+static int teardown_variant(void **state)
+{
+	fixture_free(*state);
+	return 0;
+}
+
+/* Fill until full, check every refusal form, drain, check every byte. */
+static void ring_fill_to_full_then_drain_in_order(void **state)
+{
+	struct fixture *f = *state;
+	unsigned char buf[8192];
+	struct shoal_rec rec, recs[2];
+	uint32_t n = 0;
+	void *dst;
+
+	assert_false(shoal_ring_peek(&f->c, &rec));
+	assert_int_equal(shoal_ring_dequeue(&f->c, buf, sizeof(buf), NULL), -EAGAIN);
+	while ((dst = shoal_ring_reserve(&f->p, f->len, (uint16_t)n)) != NULL) {
+		fill_pattern(dst, f->len, n);
+		shoal_ring_commit(&f->p);
+		n++;
+		assert_true(n <= f->cap / 8);
+	}
+	assert_true(n >= 1);   /* an empty ring always takes one record */
+	assert_int_equal(shoal_ring_prod_error(&f->p), 0);
+	fill_pattern(buf, f->len, 0);
+	assert_int_equal(shoal_ring_enqueue(&f->p, buf, f->len, 0), -EAGAIN);
+	recs[0] = (struct shoal_rec){ .data = buf, .len = f->len };
+	recs[1] = recs[0];
+	assert_int_equal(shoal_ring_enqueue_burst(&f->p, recs, 2), 0);
+	assert_int_equal(shoal_ring_enqueue_bulk(&f->p, recs, 2), 0);
+	for (uint32_t i = 0; i < n; i++) {
+		assert_true(shoal_ring_peek(&f->c, &rec));
+		assert_int_equal(rec.len, f->len);
+		assert_int_equal(rec.tag, (uint16_t)i);
+		assert_true(check_pattern(rec.data, rec.len, i));
+		shoal_ring_release(&f->c);
+	}
+	assert_false(shoal_ring_peek(&f->c, &rec));
+	assert_int_equal(shoal_ring_cons_error(&f->c), 0);
+	assert_true(shoal_ring_empty(&f->c));
+}
+
+/* A record that does not fit before the end wraps to offset 0 via a pad. */
+static void ring_record_wraps_through_pad(void **state)
+{
+	struct fixture *f = *state;
+	unsigned char buf[8192];
+	struct shoal_rec rec;
+
+	for (uint32_t i = 0; i < 3; i++) {
+		fill_pattern(buf, f->len, 100 + i);
+		assert_int_equal(shoal_ring_enqueue(&f->p, buf, f->len, 7), 0);
+		assert_true(shoal_ring_peek(&f->c, &rec));
+		assert_int_equal(rec.len, f->len);
+		assert_int_equal(rec.tag, 7);
+		assert_true(check_pattern(rec.data, rec.len, 100 + i));
+		/* The record lies inside the data area, never across its end. */
+		assert_true((const unsigned char *)rec.data + rec.len <=
+			    (const unsigned char *)f->mem + SHOAL__RING_DATA_OFF + f->cap);
+		shoal_ring_release(&f->c);
+	}
+	assert_true(shoal_ring_empty(&f->c));
+}
+
+/* The stats and the walk agree with what was enqueued. */
+static void ring_check_counts_pending_records(void **state)
+{
+	struct fixture *f = *state;
+	struct shoal_ring_stats st;
+	struct shoal_err err = {{0}};
+	unsigned char buf[8192] = {0};
+	int n = 0;
+
+	while (shoal_ring_enqueue(&f->p, buf, f->len, 0) == 0)
+		n++;
+	assert_int_equal(shoal_ring_check(f->mem, shoal_ring_size(f->cap), &st, &err), n);
+	assert_true(st.used <= f->cap);
+	assert_int_equal(st.capacity, f->cap);
+	assert_true(st.full_events >= 1);
+	assert_true(st.high_water >= st.used);
+}
+
+#define CAPS_N 3
+static const uint32_t caps[CAPS_N] = { 64, 256, 4096 };
+static const uint32_t lens[] = { 0, 1, 7, 8, 9, 24, 56, 100, UINT32_MAX };
+
+static struct variant *variants;
+static size_t n_variants;
+
+static void build_variants(void)
+{
+	size_t max = 0;
+
+	for (int c = 0; c < CAPS_N; c++)
+		max += (caps[c] / 8) * (sizeof(lens) / sizeof(lens[0]));
+	variants = calloc(max, sizeof(*variants));
+	for (int c = 0; c < CAPS_N; c++) {
+		/* Every 8-byte offset for small rings; a sample for the large one. */
+		uint32_t step = caps[c] <= 256 ? 8 : 120;
+
+		for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+			uint32_t len = lens[l];
+
+			if (len != UINT32_MAX && len > caps[c] / 2 - SHOAL_RING_REC_HDR)
+				continue;
+			for (uint32_t s = 0; s < caps[c]; s += step) {
+				uint32_t start = s & ~7u;
+
+				/* A filler needs at least its header. */
+				if (start != 0 && start < SHOAL_RING_REC_HDR)
+					continue;
+				variants[n_variants++] =
+					(struct variant){ caps[c], len, start };
+			}
+		}
+	}
+}
+
+/* Table-free cases: argument checks and single behaviours. */
+
+static void ring_init_rejects_bad_arguments(void **state)
+{
+	void *mem;
+
+	(void)state;
+	assert_int_equal(posix_memalign(&mem, 128, 8192), 0);
+	assert_int_equal(shoal_ring_init(mem, 8192, 256, 1), -EINVAL);
+	assert_int_equal(shoal_ring_init(mem, 8192, 255, 0), -EINVAL);
+	assert_int_equal(shoal_ring_init(mem, 8192, 32, 0), -EINVAL);
+	assert_int_equal(shoal_ring_init(mem, 8192, 8192, 0), -EINVAL);   /* too short */
+	assert_int_equal(shoal_ring_init((char *)mem + 8, 8000, 256, 0), -EINVAL);
+	assert_int_equal(shoal_ring_init(mem, 8192, 4096, 0), 0);
+	assert_int_equal(shoal_ring_size(100), 0);
+	free(mem);
+}
+
+static void ring_oversized_record_is_emsgsize(void **state)
+{
+	struct fixture *f = fixture_new(256);
+	unsigned char buf[512] = {0};
+	uint32_t max = shoal_ring_max_payload(&f->p);
+	struct shoal_rec recs[2] = { { buf, 8, 0 }, { buf, max + 1, 0 } };
+	struct shoal_ring_stats st;
+
+	(void)state;
+	assert_int_equal(max, 256 / 2 - 8);
+	assert_int_equal(shoal_ring_enqueue(&f->p, buf, max + 1, 0), -EMSGSIZE);
+	assert_null(shoal_ring_reserve(&f->p, max + 1, 0));
+	assert_int_equal(shoal_ring_enqueue_bulk(&f->p, recs, 2), -EMSGSIZE);
+	assert_int_equal(shoal_ring_enqueue_burst(&f->p, recs, 2), -EMSGSIZE);
+	assert_true(shoal_ring_empty(&f->c));   /* nothing half-enqueued */
+	assert_int_equal(shoal_ring_stats(f->mem, shoal_ring_size(256), &st, NULL), 0);
+	assert_int_equal(st.records_in, 0);
+	assert_int_equal(shoal_ring_enqueue(&f->p, buf, max, 0), 0);
+	fixture_free(f);
+}
+
+static void ring_burst_takes_what_fits_bulk_takes_all_or_nothing(void **state)
+{
+	struct fixture *f = fixture_new(256);
+	unsigned char buf[56] = {0};
+	struct shoal_rec recs[8];
+	int n;
+
+	(void)state;
+	for (int i = 0; i < 8; i++)
+		recs[i] = (struct shoal_rec){ buf, 56, (uint16_t)i };
+	/* 64 bytes each: 4 fit in 256. */
+	assert_int_equal(shoal_ring_enqueue_bulk(&f->p, recs, 8), 0);
+	assert_true(shoal_ring_empty(&f->c));
+	n = shoal_ring_enqueue_burst(&f->p, recs, 8);
+	assert_int_equal(n, 4);
+	assert_int_equal(shoal_ring_enqueue_bulk(&f->p, recs, 1), 0);
+	struct shoal_rec out[8];
+	assert_int_equal(shoal_ring_peek_burst(&f->c, out, 8), 4);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(out[i].tag, i);
+	shoal_ring_release(&f->c);
+	assert_int_equal(shoal_ring_enqueue_bulk(&f->p, recs, 4), 4);
+	fixture_free(f);
+}
+
+static void ring_reserved_records_are_invisible_until_commit(void **state)
+{
+	struct fixture *f = fixture_new(256);
+	struct shoal_rec rec;
+
+	(void)state;
+	memset(shoal_ring_reserve(&f->p, 10, 1), 'a', 10);
+	memset(shoal_ring_reserve(&f->p, 10, 2), 'b', 10);
+	assert_false(shoal_ring_peek(&f->c, &rec));
+	shoal_ring_cancel(&f->p);
+	shoal_ring_commit(&f->p);   /* nothing left to commit */
+	assert_false(shoal_ring_peek(&f->c, &rec));
+	memset(shoal_ring_reserve(&f->p, 3, 3), 'c', 3);
+	shoal_ring_commit(&f->p);
+	assert_true(shoal_ring_peek(&f->c, &rec));
+	assert_int_equal(rec.tag, 3);
+	assert_memory_equal(rec.data, "ccc", 3);
+	fixture_free(f);
+}
+
+static void ring_dequeue_small_buffer_keeps_record(void **state)
+{
+	struct fixture *f = fixture_new(256);
+	char out[16];
+	uint16_t tag = 0;
+
+	(void)state;
+	assert_int_equal(shoal_ring_enqueue(&f->p, "hello, world", 12, 9), 0);
+	assert_int_equal(shoal_ring_dequeue(&f->c, out, 4, &tag), -EMSGSIZE);
+	assert_int_equal(shoal_ring_dequeue(&f->c, out, sizeof(out), &tag), 12);
+	assert_int_equal(tag, 9);
+	assert_memory_equal(out, "hello, world", 12);
+	assert_int_equal(shoal_ring_dequeue(&f->c, out, sizeof(out), &tag), -EAGAIN);
+	fixture_free(f);
+}
+
+static void ring_new_consumer_resumes_at_released_head(void **state)
+{
+	struct fixture *f = fixture_new(256);
+	struct shoal_ring_cons c2;
+	struct shoal_rec rec;
+	uint32_t v;
+
+	(void)state;
+	for (v = 0; v < 3; v++)
+		assert_int_equal(shoal_ring_enqueue(&f->p, &v, sizeof(v), 0), 0);
+	assert_true(shoal_ring_peek(&f->c, &rec));
+	shoal_ring_release(&f->c);          /* record 0 released */
+	assert_true(shoal_ring_peek(&f->c, &rec));   /* record 1 peeked only */
+	/* The first consumer "dies"; a successor attaches. */
+	assert_int_equal(shoal_ring_cons_attach(&c2, f->mem, shoal_ring_size(256), NULL), 0);
+	assert_true(shoal_ring_peek(&c2, &rec));
+	memcpy(&v, rec.data, sizeof(v));
+	assert_int_equal(v, 1);
+	fixture_free(f);
+}
+
+static void ring_zero_length_record_round_trips(void **state)
+{
+	struct fixture *f = fixture_new(64);
+	struct shoal_rec rec;
+	int n = 0;
+
+	(void)state;
+	while (shoal_ring_reserve(&f->p, 0, 5) != NULL)
+		n++;
+	assert_int_equal(n, 64 / 8);   /* a header each: the whole ring */
+	shoal_ring_commit(&f->p);
+	while (shoal_ring_peek(&f->c, &rec)) {
+		assert_int_equal(rec.len, 0);
+		assert_int_equal(rec.tag, 5);
+		n--;
+	}
+	assert_int_equal(n, 0);
+	fixture_free(f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest fixed[] = {
+		cmocka_unit_test(ring_init_rejects_bad_arguments),
+		cmocka_unit_test(ring_oversized_record_is_emsgsize),
+		cmocka_unit_test(ring_burst_takes_what_fits_bulk_takes_all_or_nothing),
+		cmocka_unit_test(ring_reserved_records_are_invisible_until_commit),
+		cmocka_unit_test(ring_dequeue_small_buffer_keeps_record),
+		cmocka_unit_test(ring_new_consumer_resumes_at_released_head),
+		cmocka_unit_test(ring_zero_length_record_round_trips),
+	};
+	struct CMUnitTest *table;
+	size_t n = 0;
+	int failed;
+
+	build_variants();
+	table = calloc(n_variants * 3, sizeof(*table));
+	char (*names)[64] = calloc(n_variants * 3, 64);
+	for (size_t i = 0; i < n_variants; i++) {
+		static const struct {
+			const char *name;
+			CMUnitTestFunction fn;
+		} bodies[3] = {
+			{ "ring_fill_to_full_then_drain_in_order", ring_fill_to_full_then_drain_in_order },
+			{ "ring_record_wraps_through_pad", ring_record_wraps_through_pad },
+			{ "ring_check_counts_pending_records", ring_check_counts_pending_records },
+		};
+		for (int b = 0; b < 3; b++) {
+			char *nm = names[n];
+
+			snprintf(nm, 64, "%s/cap%u/len%d/at%u", bodies[b].name, variants[i].cap,
+				 variants[i].len == UINT32_MAX ? -1 : (int)variants[i].len,
+				 variants[i].start);
+			table[n++] = (struct CMUnitTest){
+				.name = nm,
+				.test_func = bodies[b].fn,
+				.setup_func = setup_variant,
+				.teardown_func = teardown_variant,
+				.initial_state = &variants[i],
+			};
+		}
+	}
+	failed = cmocka_run_group_tests_name("ring_fixed", fixed, NULL, NULL);
+	failed += _cmocka_run_group_tests("ring_variants", table, n, NULL, NULL);
+	free(table);
+	free(names);
+	free(variants);
+	return failed ? 1 : 0;
+}

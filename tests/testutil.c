@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/testutil.h"
+
+static char dir[256];
+static char path[512];
+
+const char *test_shm_dir_make(const char *test_name)
+{
+	snprintf(dir, sizeof(dir), "/dev/shm/shoal-test-%s-%d", test_name, (int)getpid());
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+		fprintf(stderr, "mkdir %s: %s\n", dir, strerror(errno));
+		abort();
+	}
+	setenv("SHOAL_SHM_DIR", dir, 1);
+	return dir;
+}
+
+void test_shm_dir_remove(void)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+	rmdir(dir);
+}
+
+const char *test_seg_path(const char *name)
+{
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return path;
+}
+
+int test_wait_pid(pid_t pid, int timeout_ms)
+{
+	int status;
+	struct timespec ts = { 0, 1000000 };
+
+	for (int waited = 0; waited < timeout_ms; waited++) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+
+		if (r == pid)
+			return status;
+		nanosleep(&ts, NULL);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &status, 0);
+	return -1;
+}
+
+void test_assert_exited(int status, int code)
+{
+	if (status == -1)
+		fail_msg("child timed out and was killed");
+	if (WIFSIGNALED(status))
+		fail_msg("child killed by signal %d", WTERMSIG(status));
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), code);
+}
+
+int test_under_tool(void)
+{
+	const char *s = getenv("SHOAL_SANITIZER");
+
+	return s != NULL && s[0] != '\0';
+}
+
+uint64_t test_scale(uint64_t n)
+{
+	const char *s = getenv("SHOAL_SANITIZER");
+
+	if (s == NULL || s[0] == '\0')
+		return n;
+	if (strcmp(s, "valgrind") == 0)
+		return n / 100 ? n / 100 : 1;
+	return n / 10 ? n / 10 : 1;
+}

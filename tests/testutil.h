@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Helpers shared by the test programs: private segment directories, child
+ * processes with deadlines, and a few assertions cmocka lacks.
+ */
+#ifndef SHOAL_TESTS_TESTUTIL_H
+#define SHOAL_TESTS_TESTUTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <cmocka.h>
+
+/*
+ * Point SHOAL_SHM_DIR at a fresh private directory under /dev/shm so that
+ * tests running in parallel never see each other's segments. Returns the
+ * directory; test_shm_dir_remove() deletes it and everything in it.
+ */
+const char *test_shm_dir_make(const char *test_name);
+void test_shm_dir_remove(void);
+
+/* Path of a segment name inside the test directory. */
+const char *test_seg_path(const char *name);
+
+/*
+ * Wait for `pid` for at most `timeout_ms`; kill it with SIGKILL past that.
+ * Returns the wait status, or -1 if it had to be killed.
+ */
+int test_wait_pid(pid_t pid, int timeout_ms);
+
+/* Exit status of a child that must have exited normally with `code`. */
+void test_assert_exited(int status, int code);
+
+/* True when running under a sanitizer or valgrind (see meson test setups). */
+int test_under_tool(void);
+
+/* Scale an iteration count down under sanitizers and valgrind. */
+uint64_t test_scale(uint64_t n);
+
+/* A fast deterministic PRNG (xorshift64*). */
+static inline uint64_t test_rand(uint64_t *s)
+{
+	uint64_t x = *s;
+
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	*s = x;
+	return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* FNV-1a over a buffer, the checksum records carry in the stress tests. */
+static inline uint32_t test_checksum(const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+	uint32_t h = 2166136261u;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ p[i]) * 16777619u;
+	return h;
+}
+
+#endif

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
+#include <sched.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -92,4 +93,29 @@ uint64_t test_scale(uint64_t n)
 	if (strcmp(s, "valgrind") == 0)
 		return n / 100 ? n / 100 : 1;
 	return n / 10 ? n / 10 : 1;
+}
+
+pid_t test_spawn(int (*fn)(void *arg), void *arg)
+{
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "fork: %s\n", strerror(errno));
+		abort();
+	}
+	if (pid == 0)
+		_exit(fn(arg));
+	return pid;
+}
+
+void test_pin(int cpu)
+{
+	cpu_set_t set;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	CPU_ZERO(&set);
+	CPU_SET(n > 0 ? cpu % n : 0, &set);
+	(void)sched_setaffinity(0, sizeof(set), &set);
 }

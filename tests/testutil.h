@@ -10,7 +10,9 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -30,6 +32,26 @@ const char *test_seg_path(const char *name);
  * Returns the wait status, or -1 if it had to be killed.
  */
 int test_wait_pid(pid_t pid, int timeout_ms);
+
+/*
+ * Run fn(arg) in a forked child process that exits with its return value.
+ * Children must not use cmocka assertions (a failure would longjmp into the
+ * copy of the test runner); they use CHILD_CHECK. Returns the pid.
+ */
+pid_t test_spawn(int (*fn)(void *arg), void *arg);
+
+/* In a child process: on failure, say where and exit 1. */
+#define CHILD_CHECK(cond)                                                            \
+	do {                                                                         \
+		if (!(cond)) {                                                       \
+			fprintf(stderr, "%s:%d: child check failed: %s\n", __FILE__,  \
+				__LINE__, #cond);                                    \
+			_exit(1);                                                    \
+		}                                                                    \
+	} while (0)
+
+/* Pin the calling process to one CPU (modulo the CPUs online). */
+void test_pin(int cpu);
 
 /* Exit status of a child that must have exited normally with `code`. */
 void test_assert_exited(int status, int code);

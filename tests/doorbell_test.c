@@ -1,0 +1,202 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Doorbells across real processes. The race case makes a consumer go to
+ * sleep (spin budget 0) for every single message while the producer rings
+ * right around that moment; a lost wake-up shows as a wait that runs into
+ * its one-second timeout while the message is already there.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <shoal/doorbell.h>
+#include <shoal/segment.h>
+
+#include "tests/testutil.h"
+
+struct race {
+	struct shoal_doorbell db;
+	_Alignas(64) _Atomic uint64_t sent;   /* messages published by the producer */
+	_Alignas(64) _Atomic uint64_t acked;  /* messages the consumer has seen */
+	_Atomic uint64_t lost;                /* waits that timed out with a message there */
+	uint64_t rounds;
+	int burst;                            /* producer does not wait for acks */
+};
+
+static struct shoal_seg seg;
+
+static struct race *race_new(const char *name, uint64_t rounds, int burst)
+{
+	uint64_t off;
+	struct race *r;
+
+	test_shm_dir_make(name);
+	assert_int_equal(shoal_seg_create(&seg, name, 1 << 16, NULL, NULL), 0);
+	assert_int_equal(shoal_seg_alloc(&seg, SHOAL_SEG_KIND_USER, "race", sizeof(*r), 64, &off),
+			 0);
+	r = shoal_seg_ptr(&seg, off, sizeof(*r), 64);
+	shoal_doorbell_init(&r->db);
+	r->rounds = rounds;
+	r->burst = burst;
+	return r;
+}
+
+static void race_free(void)
+{
+	shoal_seg_detach(&seg);
+	test_shm_dir_remove();
+}
+
+struct waiter {
+	struct race *r;
+	uint64_t want;
+};
+
+static bool arrived(void *arg)
+{
+	struct waiter *w = arg;
+
+	return atomic_load_explicit(&w->r->sent, memory_order_acquire) >= w->want;
+}
+
+static int race_consumer(void *arg)
+{
+	struct race *r = arg;
+	struct waiter w = { r, 0 };
+
+	test_pin(1);
+	while (atomic_load(&r->acked) < r->rounds) {
+		w.want = atomic_load(&r->acked) + 1;
+		for (;;) {
+			shoal_doorbell_prepare(&r->db);
+			if (arrived(&w)) {
+				shoal_doorbell_cancel(&r->db);
+				break;
+			}
+			int ret = shoal_doorbell_wait(&r->db, 1000000000);
+
+			if (ret == -ETIMEDOUT && arrived(&w))
+				atomic_fetch_add(&r->lost, 1);
+			if (arrived(&w))
+				break;
+		}
+		atomic_store(&r->acked, atomic_load(&r->sent));
+	}
+	return 0;
+}
+
+static int race_producer(void *arg)
+{
+	struct race *r = arg;
+	uint64_t seed = 3;
+
+	test_pin(0);
+	for (uint64_t i = 1; i <= r->rounds; i++) {
+		/* Vary the moment of the ring relative to the consumer's sleep. */
+		for (uint64_t d = test_rand(&seed) % 200; d > 0; d--)
+			__asm__ __volatile__("" ::: "memory");
+		atomic_store_explicit(&r->sent, i, memory_order_release);
+		shoal_doorbell_notify(&r->db);
+		if (!r->burst) {
+			while (atomic_load(&r->acked) < i)
+				sched_yield();
+		} else if (test_rand(&seed) % 8 == 0) {
+			sched_yield();
+		}
+	}
+	return 0;
+}
+
+static void run_race(struct race *r)
+{
+	pid_t cons = test_spawn(race_consumer, r);
+	pid_t prod = test_spawn(race_producer, r);
+
+	test_assert_exited(test_wait_pid(prod, 120000), 0);
+	test_assert_exited(test_wait_pid(cons, 120000), 0);
+	print_message("rounds %llu, consumer sleeps %llu, wake calls %llu\n",
+		      (unsigned long long)r->rounds,
+		      (unsigned long long)atomic_load(&r->db.sleeps),
+		      (unsigned long long)atomic_load(&r->db.wakes));
+	assert_int_equal(atomic_load(&r->lost), 0);
+	assert_int_equal(atomic_load(&r->acked), r->rounds);
+	/* The race really was exercised: the consumer slept and was woken. */
+	assert_true(atomic_load(&r->db.sleeps) > 0);
+	assert_true(atomic_load(&r->db.wakes) > 0);
+}
+
+static void doorbell_no_lost_wakeup_ping_pong(void **state)
+{
+	(void)state;
+	run_race(race_new("dbping", test_scale(20000), 0));
+	race_free();
+}
+
+static void doorbell_no_lost_wakeup_burst(void **state)
+{
+	(void)state;
+	run_race(race_new("dbburst", test_scale(200000), 1));
+	race_free();
+}
+
+/* A producer that notifies an awake consumer makes no system call. */
+static void doorbell_notify_skips_wake_when_awake(void **state)
+{
+	struct shoal_doorbell db;
+
+	(void)state;
+	shoal_doorbell_init(&db);
+	for (int i = 0; i < 1000; i++)
+		shoal_doorbell_notify(&db);
+	assert_int_equal(atomic_load(&db.wakes), 0);
+	/* After an announced sleep, exactly one of several notifies wakes. */
+	shoal_doorbell_prepare(&db);
+	shoal_doorbell_notify(&db);
+	shoal_doorbell_notify(&db);
+	assert_int_equal(atomic_load(&db.wakes), 1);
+	/* The notify came first: the wait returns at once, not after 10 s. */
+	assert_int_equal(shoal_doorbell_wait(&db, 10000000000), 0);
+}
+
+static void doorbell_wait_times_out(void **state)
+{
+	struct shoal_doorbell db;
+
+	(void)state;
+	shoal_doorbell_init(&db);
+	shoal_doorbell_prepare(&db);
+	assert_int_equal(shoal_doorbell_wait(&db, 1000000), -ETIMEDOUT);
+	assert_int_equal(atomic_load(&db.sleeps), 1);
+}
+
+static bool never(void *arg)
+{
+	(void)arg;
+	return false;
+}
+
+static void doorbell_poll_wait_times_out_after_spinning(void **state)
+{
+	struct shoal_doorbell db;
+
+	(void)state;
+	shoal_doorbell_init(&db);
+	assert_int_equal(shoal_doorbell_poll_wait(&db, 1000, never, NULL, 5000000), -ETIMEDOUT);
+	assert_true(atomic_load(&db.sleeps) >= 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(doorbell_notify_skips_wake_when_awake),
+		cmocka_unit_test(doorbell_wait_times_out),
+		cmocka_unit_test(doorbell_poll_wait_times_out_after_spinning),
+		cmocka_unit_test(doorbell_no_lost_wakeup_ping_pong),
+		cmocka_unit_test(doorbell_no_lost_wakeup_burst),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

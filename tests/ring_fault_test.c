@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Hostile rings: a peer that writes garbage into the control block or the
+ * record headers. Every case must be refused with -EUCLEAN and a reason, and
+ * nothing may be read or written outside the ring (run under the asan setup:
+ * the ring lives in a heap block of exactly its size, so any stray access is
+ * reported).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shoal/ring.h>
+
+#include "shm/ring_layout.h"
+#include "tests/testutil.h"
+
+#define CAP 256u
+
+struct ring_mem {
+	struct shoal__ring *r;
+	unsigned char *data;
+	uint64_t len;
+};
+
+static struct ring_mem ring_new(void)
+{
+	struct ring_mem m;
+	void *p;
+
+	m.len = shoal_ring_size(CAP);
+	assert_int_equal(posix_memalign(&p, 128, m.len), 0);
+	assert_int_equal(shoal_ring_init(p, m.len, CAP, 0), 0);
+	m.r = p;
+	m.data = (unsigned char *)p + SHOAL__RING_DATA_OFF;
+	return m;
+}
+
+static void put_hdr(struct ring_mem *m, uint32_t off, uint32_t len, uint16_t tag, uint16_t flags)
+{
+	uint64_t w = (uint64_t)len | ((uint64_t)tag << 32) | ((uint64_t)flags << 48);
+
+	memcpy(m->data + off, &w, sizeof(w));
+}
+
+/* A corruption of the control block, applied to a ring holding 2 records. */
+struct control_case {
+	const char *name;
+	void (*corrupt)(struct shoal__ring *r);
+	const char *reason;   /* a phrase the error message must contain */
+};
+
+static void bad_magic(struct shoal__ring *r) { r->magic = 0x12345678; }
+static void bad_version(struct shoal__ring *r) { r->version = 9; }
+static void cap_not_pow2(struct shoal__ring *r) { r->capacity = 200; }
+static void cap_past_region(struct shoal__ring *r) { r->capacity = 1u << 20; }
+static void bad_data_off(struct shoal__ring *r) { r->data_off = 64; }
+static void bad_max_payload(struct shoal__ring *r) { r->max_payload = CAP; }
+static void unknown_flags(struct shoal__ring *r) { r->flags = 0x80; }
+static void head_past_tail(struct shoal__ring *r) { atomic_store(&r->head, atomic_load(&r->tail) + 8); }
+static void tail_too_far(struct shoal__ring *r) { atomic_store(&r->tail, atomic_load(&r->head) + CAP + 8); }
+static void tail_misaligned(struct shoal__ring *r) { atomic_store(&r->tail, atomic_load(&r->tail) + 3); }
+
+static const struct control_case control_cases[] = {
+	{ "magic", bad_magic, "magic" },
+	{ "version", bad_version, "version" },
+	{ "capacity_not_pow2", cap_not_pow2, "power of two" },
+	{ "capacity_past_region", cap_past_region, "runs past" },
+	{ "data_off", bad_data_off, "data offset" },
+	{ "max_payload", bad_max_payload, "max payload" },
+	{ "unknown_flags", unknown_flags, "unknown flags" },
+	{ "head_past_tail", head_past_tail, "more than its capacity" },
+	{ "tail_too_far", tail_too_far, "more than its capacity" },
+	{ "tail_misaligned", tail_misaligned, "aligned" },
+};
+
+static void ring_corrupted_control_is_refused(void **state)
+{
+	const struct control_case *cc = *state;
+	struct ring_mem m = ring_new();
+	struct shoal_ring_prod p;
+	struct shoal_ring_cons c;
+	struct shoal_ring_stats st;
+	struct shoal_err err = {{0}};
+
+	assert_int_equal(shoal_ring_prod_attach(&p, m.r, m.len, NULL), 0);
+	assert_int_equal(shoal_ring_enqueue(&p, "abc", 3, 0), 0);
+	assert_int_equal(shoal_ring_enqueue(&p, "defg", 4, 0), 0);
+	cc->corrupt(m.r);
+	assert_int_equal(shoal_ring_cons_attach(&c, m.r, m.len, &err), -EUCLEAN);
+	assert_non_null(strstr(err.msg, cc->reason));
+	assert_int_equal(shoal_ring_prod_attach(&p, m.r, m.len, NULL), -EUCLEAN);
+	assert_int_equal(shoal_ring_stats(m.r, m.len, &st, NULL), -EUCLEAN);
+	assert_int_equal(shoal_ring_check(m.r, m.len, &st, NULL), -EUCLEAN);
+	free(m.r);
+}
+
+/* A corruption of a record header in a ring otherwise valid. */
+struct record_case {
+	const char *name;
+	void (*corrupt)(struct ring_mem *m);
+	const char *reason;
+};
+
+/* Two records at offsets 0 (len 16) and 24 (len 4) are published. */
+static void len_past_tail(struct ring_mem *m) { put_hdr(m, 24, 40, 0, 0); }
+static void len_over_max(struct ring_mem *m) { put_hdr(m, 0, 0xfffffff0u, 0, 0); }
+static void len_past_end(struct ring_mem *m)
+{
+	/* A record near the end whose length runs past the data area. */
+	atomic_store(&m->r->head, CAP - 16);
+	atomic_store(&m->r->tail, CAP + 32);
+	put_hdr(m, CAP - 16, 64, 0, 0);
+}
+static void pad_short(struct ring_mem *m)
+{
+	atomic_store(&m->r->head, CAP - 32);
+	atomic_store(&m->r->tail, CAP + 16);
+	put_hdr(m, CAP - 32, 8, 0, SHOAL__REC_PAD);
+}
+static void pad_last(struct ring_mem *m)
+{
+	atomic_store(&m->r->head, CAP - 32);
+	atomic_store(&m->r->tail, CAP);
+	put_hdr(m, CAP - 32, 32 - SHOAL_RING_REC_HDR, 0, SHOAL__REC_PAD);
+}
+static void flags_unknown(struct ring_mem *m) { put_hdr(m, 0, 16, 0, 0x40); }
+
+static const struct record_case record_cases[] = {
+	{ "len_past_tail", len_past_tail, "past tail" },
+	{ "len_over_max", len_over_max, "largest payload" },
+	{ "len_past_end", len_past_end, "past the end" },
+	{ "pad_short", pad_short, "to the end" },
+	{ "pad_last", pad_last, "not followed" },
+	{ "flags_unknown", flags_unknown, "unknown flags" },
+};
+
+static void ring_corrupted_record_is_refused(void **state)
+{
+	const struct record_case *rc = *state;
+	struct ring_mem m = ring_new();
+	struct shoal_ring_prod p;
+	struct shoal_ring_cons c;
+	struct shoal_ring_stats st;
+	struct shoal_rec rec;
+	struct shoal_err err = {{0}};
+	int seen = 0;
+
+	assert_int_equal(shoal_ring_prod_attach(&p, m.r, m.len, NULL), 0);
+	assert_int_equal(shoal_ring_enqueue(&p, "0123456789abcdef", 16, 0), 0);
+	assert_int_equal(shoal_ring_enqueue(&p, "wxyz", 4, 0), 0);
+	rc->corrupt(&m);
+	assert_int_equal(shoal_ring_check(m.r, m.len, &st, &err), -EUCLEAN);
+	assert_non_null(strstr(err.msg, rc->reason));
+	assert_int_equal(shoal_ring_cons_attach(&c, m.r, m.len, NULL), 0);
+	while (shoal_ring_peek(&c, &rec)) {
+		assert_true((const unsigned char *)rec.data + rec.len <= m.data + CAP);
+		seen++;
+		assert_true(seen <= 2);
+	}
+	assert_int_equal(shoal_ring_cons_error(&c), -EUCLEAN);
+	/* The error is sticky: nothing more is read from this ring. */
+	assert_false(shoal_ring_peek(&c, &rec));
+	assert_int_equal(shoal_ring_dequeue(&c, &rec, sizeof(rec), NULL), -EUCLEAN);
+	free(m.r);
+}
+
+static void ring_producer_refuses_head_past_tail(void **state)
+{
+	struct ring_mem m = ring_new();
+	struct shoal_ring_prod p;
+	char buf[64] = {0};
+
+	(void)state;
+	assert_int_equal(shoal_ring_prod_attach(&p, m.r, m.len, NULL), 0);
+	while (shoal_ring_enqueue(&p, buf, sizeof(buf), 0) == 0)
+		;
+	/* A hostile consumer publishes a head beyond everything written. */
+	atomic_store(&m.r->head, atomic_load(&m.r->tail) + 64);
+	assert_null(shoal_ring_reserve(&p, sizeof(buf), 0));
+	assert_int_equal(shoal_ring_prod_error(&p), -EUCLEAN);
+	assert_int_equal(shoal_ring_enqueue(&p, buf, 8, 0), -EUCLEAN);
+	free(m.r);
+}
+
+/*
+ * Random garbage in the indices and the data area, many rounds: the consumer
+ * may deliver garbage records or stop with -EUCLEAN, but every record it
+ * returns lies inside the data area and it never loops forever.
+ */
+static void ring_random_corruption_stays_inside(void **state)
+{
+	uint64_t seed = 0x5eed, rounds = test_scale(20000);
+
+	(void)state;
+	for (uint64_t i = 0; i < rounds; i++) {
+		struct ring_mem m = ring_new();
+		struct shoal_ring_prod p;
+		struct shoal_ring_cons c;
+		struct shoal_ring_stats st;
+		struct shoal_rec rec;
+		char buf[40] = {0};
+		int peeks = 0;
+
+		assert_int_equal(shoal_ring_prod_attach(&p, m.r, m.len, NULL), 0);
+		for (uint64_t k = test_rand(&seed) % 12; k > 0; k--)
+			(void)shoal_ring_enqueue(&p, buf, (uint32_t)(test_rand(&seed) % 40), 0);
+		for (uint64_t k = test_rand(&seed) % 6; k > 0; k--) {
+			uint64_t v = test_rand(&seed);
+			uint32_t off = (uint32_t)(test_rand(&seed) % (CAP / 8)) * 8;
+
+			switch (test_rand(&seed) % 4) {
+			case 0: memcpy(m.data + off, &v, 8); break;
+			case 1: atomic_store(&m.r->tail, (uint32_t)v & ~7u); break;
+			case 2: atomic_store(&m.r->head, (uint32_t)v); break;
+			default: m.data[off] = (unsigned char)v; break;
+			}
+		}
+		(void)shoal_ring_check(m.r, m.len, &st, NULL);
+		if (shoal_ring_cons_attach(&c, m.r, m.len, NULL) == 0) {
+			while (shoal_ring_peek(&c, &rec)) {
+				assert_true((const unsigned char *)rec.data >= m.data);
+				assert_true((const unsigned char *)rec.data + rec.len <= m.data + CAP);
+				assert_true(++peeks <= (int)(CAP / 8));
+			}
+		}
+		free(m.r);
+	}
+}
+
+#define N_CONTROL (sizeof(control_cases) / sizeof(control_cases[0]))
+#define N_RECORD (sizeof(record_cases) / sizeof(record_cases[0]))
+
+int main(void)
+{
+	struct CMUnitTest table[N_CONTROL + N_RECORD];
+	char names[N_CONTROL + N_RECORD][80];
+	const struct CMUnitTest fixed[] = {
+		cmocka_unit_test(ring_producer_refuses_head_past_tail),
+		cmocka_unit_test(ring_random_corruption_stays_inside),
+	};
+	size_t n = 0;
+	int failed;
+
+	for (size_t i = 0; i < N_CONTROL; i++, n++) {
+		snprintf(names[n], sizeof(names[n]), "ring_corrupted_control_is_refused/%s",
+			 control_cases[i].name);
+		table[n] = (struct CMUnitTest){ names[n], ring_corrupted_control_is_refused,
+						NULL, NULL, (void *)&control_cases[i] };
+	}
+	for (size_t i = 0; i < N_RECORD; i++, n++) {
+		snprintf(names[n], sizeof(names[n]), "ring_corrupted_record_is_refused/%s",
+			 record_cases[i].name);
+		table[n] = (struct CMUnitTest){ names[n], ring_corrupted_record_is_refused,
+						NULL, NULL, (void *)&record_cases[i] };
+	}
+	failed = _cmocka_run_group_tests("ring_fault_table", table, n, NULL, NULL);
+	failed += cmocka_run_group_tests_name("ring_fault", fixed, NULL, NULL);
+	return failed ? 1 : 0;
+}

@@ -18,6 +18,9 @@
  *      the producer sees SLEEPING and wakes it. futex_wait() itself re-checks
  *      state == SLEEPING atomically in the kernel, so a wake that lands between
  *      the consumer's last check and its sleep is not lost either.
+ * Several threads may wait on one doorbell (senders waiting for space in a
+ * receiver's rings do): a notify wakes all of them, and each re-checks.
+ *
  * Progress guarantees: notify is wait-free (one fence, one load; one exchange
  * and one system call only when the consumer sleeps). wait blocks by design.
  *
@@ -27,6 +30,8 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <stddef.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <stdint.h>
 #include <sys/syscall.h>
@@ -38,10 +43,13 @@
 #include "shm/atomic.h"
 #include "shm/util.h"
 
-#define DB_AWAKE 0u
-#define DB_SLEEPING 1u
+#define DB_AWAKE SHOAL_DOORBELL_AWAKE
+#define DB_SLEEPING SHOAL_DOORBELL_SLEEPING
 
 static_assert(sizeof(struct shoal_doorbell) == 64, "doorbell ABI");
+static_assert(offsetof(struct shoal_doorbell, state) == 0, "doorbell ABI");
+static_assert(offsetof(struct shoal_doorbell, sleeps) == 8, "doorbell ABI");
+static_assert(offsetof(struct shoal_doorbell, wakes) == 16, "doorbell ABI");
 
 static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val, const struct timespec *ts)
 {
@@ -69,7 +77,7 @@ void shoal_doorbell_notify(struct shoal_doorbell *db)
 	 * of which producer issues the wake (the first one to swap it). */
 	if (atomic_exchange_explicit(&db->state, DB_AWAKE, memory_order_relaxed) == DB_SLEEPING) {
 		shoal_fetch_add_relaxed(&db->wakes, 1);
-		futex(&db->state, FUTEX_WAKE, 1, NULL);
+		futex(&db->state, FUTEX_WAKE, INT_MAX, NULL);
 	}
 }
 

@@ -153,9 +153,15 @@ static int ring_validate(const struct shoal__ring *r, uint64_t len, uint32_t *he
 				   r->max_payload, cap / 2 - SHOAL_RING_REC_HDR);
 	if (r->flags & ~SHOAL_RING_INIT_FLAGS)
 		return shoal__fail(err, -EUCLEAN, "ring has unknown flags 0x%x", r->flags);
-	/* Relaxed: a snapshot for validation; attach orders later reads itself. */
-	h = shoal_load_relaxed(&r->head);
-	t = shoal_load_relaxed(&r->tail);
+	/* Relaxed: a snapshot for validation; attach orders later reads itself.
+	 * Both sides may move between the two loads (a tool reads a live ring),
+	 * so read head around tail and retry a few times if it moved. */
+	for (int tries = 0;; tries++) {
+		h = shoal_load_relaxed(&r->head);
+		t = shoal_load_relaxed(&r->tail);
+		if (shoal_load_relaxed(&r->head) == h || tries == 8)
+			break;
+	}
 	if ((h | t) % 8 != 0)
 		return shoal__fail(err, -EUCLEAN, "ring index not 8-byte aligned (head %u, "
 				   "tail %u)", h, t);
@@ -396,6 +402,7 @@ bool shoal_ring_peek(struct shoal_ring_cons *c, struct shoal_rec *rec)
 		return false;
 	if (c->head == c->tail_cache && (!cons_refresh(c) || c->head == c->tail_cache))
 		return false;
+	c->head_prev = c->head;
 	off = c->head & c->mask;
 	avail = c->tail_cache - c->head;
 	/* Relaxed: ordered by A1; one 64-bit load so the header cannot change
@@ -422,6 +429,7 @@ bool shoal_ring_peek(struct shoal_ring_cons *c, struct shoal_rec *rec)
 	c->head += need;
 	c->pending++;
 	c->pending_bytes += h.len;
+	c->last_len = h.len;
 	return true;
 corrupt:
 	c->err = -EUCLEAN;
@@ -458,19 +466,23 @@ void shoal_ring_release(struct shoal_ring_cons *c)
 	c->head_pub = c->head;
 }
 
+void shoal_ring_unpeek(struct shoal_ring_cons *c)
+{
+	if (c->pending == 0 || c->head == c->head_prev)
+		return;
+	c->head = c->head_prev;
+	c->pending--;
+	c->pending_bytes -= c->last_len;
+}
+
 int shoal_ring_dequeue(struct shoal_ring_cons *c, void *buf, uint32_t cap, uint16_t *tag)
 {
 	struct shoal_rec rec;
-	uint32_t save_head = c->head;
-	uint64_t save_bytes = c->pending_bytes;
 
 	if (!shoal_ring_peek(c, &rec))
 		return c->err ? c->err : -EAGAIN;
 	if (rec.len > cap) {
-		/* Un-peek: the record stays for a larger buffer. */
-		c->head = save_head;
-		c->pending--;
-		c->pending_bytes = save_bytes;
+		shoal_ring_unpeek(c);   /* the record stays for a larger buffer */
 		return -EMSGSIZE;
 	}
 	memcpy(buf, rec.data, rec.len);

@@ -14,8 +14,9 @@
  * are each followed by a full fence before each reads the other's variable
  * (a store-buffer / Dekker pattern), so at least one of them sees the other.
  *
- * Concurrency: one consumer per doorbell; any number of producers, in any
- * processes, may notify concurrently.
+ * Concurrency: usually one waiter per doorbell; several may wait (a notify
+ * wakes them all). Any number of producers, in any processes, may notify
+ * concurrently.
  */
 #ifndef SHOAL_DOORBELL_H
 #define SHOAL_DOORBELL_H
@@ -28,8 +29,13 @@
 /* Default spin budget before sleeping, in nanoseconds; see docs/design.md. */
 #define SHOAL_DOORBELL_SPIN_NS_DEFAULT 20000u
 
+/* Values of struct shoal_doorbell.state. */
+#define SHOAL_DOORBELL_AWAKE    0u
+#define SHOAL_DOORBELL_SLEEPING 1u
+
+/* Shared-memory ABI: 64 bytes, state at 0, sleeps at 8, wakes at 16. */
 struct shoal_doorbell {
-	_Alignas(64) _Atomic uint32_t state;   /* SHOAL__DB_AWAKE or SHOAL__DB_SLEEPING */
+	_Alignas(64) _Atomic uint32_t state;   /* SHOAL_DOORBELL_AWAKE or _SLEEPING */
 	uint32_t reserved;
 	_Atomic uint64_t sleeps;      /* futex waits entered (consumer-written) */
 	_Atomic uint64_t wakes;       /* FUTEX_WAKE calls made (producer-written, RMW) */

@@ -72,6 +72,8 @@ struct shoal_ring_cons {
 	uint32_t max_payload;
 	uint32_t head;        /* next byte to peek */
 	uint32_t head_pub;    /* last released head */
+	uint32_t head_prev;   /* head before the last peek (for unpeek) */
+	uint32_t last_len;    /* payload bytes of the last peek */
 	uint32_t tail_cache;  /* last tail read from the producer */
 	uint32_t pending;     /* records peeked since the last release */
 	uint64_t pending_bytes;
@@ -165,6 +167,13 @@ SHOAL_API bool shoal_ring_peek(struct shoal_ring_cons *c, struct shoal_rec *rec)
 SHOAL_API unsigned shoal_ring_peek_burst(struct shoal_ring_cons *c, struct shoal_rec *recs,
 					 unsigned n);
 
+/*
+ * Give back the record returned by the last successful peek: the next peek
+ * returns it again. Only that one record, and only before a release; other
+ * calls are a no-op. For consumers that find they cannot take a record now.
+ */
+SHOAL_API void shoal_ring_unpeek(struct shoal_ring_cons *c);
+
 /* Release every record peeked so far (one release store). */
 SHOAL_API void shoal_ring_release(struct shoal_ring_cons *c);
 
@@ -199,7 +208,8 @@ SHOAL_API int shoal_ring_stats(const void *mem, uint64_t len, struct shoal_ring_
  * indices, and every record header between head and tail (walked at most
  * once around the ring). Never trusts an index or a length it reads.
  * Returns the number of records pending (>= 0), or -EUCLEAN with exactly what
- * is wrong in *err. Under live traffic a concurrent producer may make a check
+ * is wrong in *err; *st is filled whenever the control block is valid (that
+ * is, whenever shoal_ring_stats() would succeed), even if the walk fails. Under live traffic a concurrent producer may make a check
  * report records it has just added; a concurrent consumer may make it fail
  * spuriously, so tools retry before reporting corruption.
  */

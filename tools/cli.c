@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "tools/cli.h"
+
+void shoal__cli_help(const struct shoal__cmd *cmd)
+{
+	fputs(cmd->help, stdout);
+}
+
+int shoal__cli_usage_error(const struct shoal__cmd *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (cmd != NULL)
+		fprintf(stderr, "shoal %s: ", cmd->name);
+	else
+		fputs("shoal: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	if (cmd != NULL)
+		fprintf(stderr, "\nTry 'shoal %s --help'.\n", cmd->name);
+	else
+		fputs("\nTry 'shoal --help'.\n", stderr);
+	return SHOAL_EXIT_USAGE;
+}
+
+int shoal__cli_option_error(const struct shoal__cmd *cmd, char **argv, int c)
+{
+	/* For a long option, getopt_long() has moved optind just past it. */
+	const char *arg = argv[optind - 1];
+
+	if (optopt > 0 && optopt < SHOAL_CLI_OPT_LONG)
+		return shoal__cli_usage_error(cmd, c == ':' ? "option '-%c' needs a value" :
+					      "unknown option '-%c'", optopt);
+	if (c == ':')
+		return shoal__cli_usage_error(cmd, "option '%s' needs a value", arg);
+	if (optopt != 0)
+		return shoal__cli_usage_error(cmd, "option '%s' takes no value", arg);
+	return shoal__cli_usage_error(cmd, "unknown option '%s'", arg);
+}
+
+int shoal__cli_parse_uint(const char *s, uint32_t max, uint32_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	/* strtoull() accepts leading blanks and a sign; a count takes neither. */
+	if (!isdigit((unsigned char)s[0]))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (*end != '\0')
+		return -EINVAL;
+	if (errno == ERANGE || v > max)
+		return -ERANGE;
+	*out = (uint32_t)v;
+	return 0;
+}

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The `shoal` command's subcommand table and the helpers every subcommand
+ * shares: exit codes, usage errors, number parsing.
+ *
+ * Adding a subcommand: write tools/cmd_<name>.c defining
+ * `const struct shoal__cmd shoal__cmd_<name>`, declare it below, list it in
+ * the table in tools/shoal.c, and add <name> to `tool_cmds` in
+ * tools/meson.build.
+ */
+#ifndef SHOAL_TOOLS_CLI_H
+#define SHOAL_TOOLS_CLI_H
+
+#include <stdint.h>
+
+/* Exit codes shared by every subcommand (documented in each one's help). */
+#define SHOAL_EXIT_OK      0   /* everything read is intact */
+#define SHOAL_EXIT_CORRUPT 1   /* something read is corrupted, or not found */
+#define SHOAL_EXIT_USAGE   2   /* bad command line */
+#define SHOAL_EXIT_ATTACH  3   /* cannot attach to the segment */
+
+struct shoal__cmd {
+	const char *name;
+	const char *summary;   /* one line for `shoal help` */
+	/*
+	 * Run the subcommand. argv[0] is the subcommand's name and argv[argc]
+	 * is NULL, as for main(). Returns a SHOAL_EXIT_* code.
+	 */
+	int (*fn)(const struct shoal__cmd *cmd, int argc, char **argv);
+	const char *help;      /* full text for `shoal <name> --help` */
+};
+
+extern const struct shoal__cmd shoal__cmd_ring;
+
+/* Print the subcommand's help text on stdout. */
+void shoal__cli_help(const struct shoal__cmd *cmd);
+
+/*
+ * Report a bad command line on stderr, as "shoal <cmd>: <problem>" followed
+ * by a hint to run --help. Returns SHOAL_EXIT_USAGE.
+ */
+__attribute__((format(printf, 2, 3)))
+int shoal__cli_usage_error(const struct shoal__cmd *cmd, const char *fmt, ...);
+
+/*
+ * The `val` of every long option, short or not, starts here, so that a
+ * getopt_long() error can tell a short option from a long one (optopt).
+ */
+#define SHOAL_CLI_OPT_LONG 256
+
+/*
+ * Report what getopt_long() objected to, after it returned '?' (unknown
+ * option, or a value given to a long option that takes none) or ':' (missing
+ * value; the option string must start with ':'). Callers set opterr = 0 so
+ * that getopt_long() prints nothing itself, and give long options values
+ * from SHOAL_CLI_OPT_LONG up. Returns SHOAL_EXIT_USAGE.
+ */
+int shoal__cli_option_error(const struct shoal__cmd *cmd, char **argv, int c);
+
+/*
+ * Parse a decimal number in [0, max] that fills the whole string. Returns 0,
+ * or -EINVAL (not a number, trailing characters) or -ERANGE (above max).
+ */
+int shoal__cli_parse_uint(const char *s, uint32_t max, uint32_t *out);
+
+#endif

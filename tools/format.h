@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/* Text formatting shared by the tools' human-readable output. */
+#ifndef SHOAL_TOOLS_FORMAT_H
+#define SHOAL_TOOLS_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Bytes `shoal__fmt_printable()` needs for a string of `len` bytes: every
+ * byte may become a four-character escape.
+ */
+#define SHOAL_FMT_PRINTABLE_SIZE(len) (4 * (len) + 1)
+
+/*
+ * Copy `s` into `buf` (`cap` bytes) with every byte outside printable ASCII
+ * written as \xNN, so that a name read from shared memory cannot send
+ * control sequences to the terminal; a backslash is doubled. Truncates to
+ * fit. Returns buf.
+ */
+const char *shoal__fmt_printable(char *buf, size_t cap, const char *s);
+
+/*
+ * Write a CLOCK_REALTIME time in nanoseconds as ISO 8601 UTC with
+ * milliseconds ("2024-12-02T09:35:12.345Z") into `buf` (at least
+ * SHOAL_FMT_TIME_SIZE bytes). Returns buf.
+ */
+#define SHOAL_FMT_TIME_SIZE 40
+const char *shoal__fmt_time(char *buf, size_t cap, uint64_t ns);
+
+/* 100 * part / whole, 0 when whole is 0. */
+double shoal__fmt_percent(uint64_t part, uint64_t whole);
+
+#endif

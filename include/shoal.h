@@ -8,5 +8,9 @@
 #include <shoal/ring.h>
 #include <shoal/doorbell.h>
 #include <shoal/numa.h>
+#include <shoal/message.h>
+#include <shoal/filter.h>
+#include <shoal/group.h>
+#include <shoal/router.h>
 
 #endif

@@ -395,6 +395,11 @@ static uint32_t dir_count(const struct shoal_seg *seg)
 	return shoal_load_acquire(&hdr(seg)->dir_count);
 }
 
+uint32_t shoal_seg_dir_count(const struct shoal_seg *seg)
+{
+	return dir_count(seg);
+}
+
 int shoal_seg_region_at(const struct shoal_seg *seg, uint32_t i, struct shoal_seg_region *region)
 {
 	const struct shoal__seg_hdr *h = hdr(seg);

@@ -105,8 +105,12 @@ pid_t test_spawn(int (*fn)(void *arg), void *arg)
 		fprintf(stderr, "fork: %s\n", strerror(errno));
 		abort();
 	}
-	if (pid == 0)
+	if (pid == 0) {
+		/* Like an exec'd program, the child holds none of the parent's
+		 * descriptors (a router's connections among them). */
+		close_range(3, ~0u, 0);
 		_exit(fn(arg));
+	}
 	return pid;
 }
 

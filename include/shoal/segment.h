@@ -174,6 +174,12 @@ SHOAL_API int shoal_seg_find(const struct shoal_seg *seg, uint32_t kind, const c
 SHOAL_API int shoal_seg_region_at(const struct shoal_seg *seg, uint32_t i,
 				  struct shoal_seg_region *region);
 
+/*
+ * Number of directory entries (one acquire load): a cheap way for a reader
+ * to notice that regions were added. Never fails on an attached handle.
+ */
+SHOAL_API uint32_t shoal_seg_dir_count(const struct shoal_seg *seg);
+
 /* Snapshot the header. Never fails on an attached handle. */
 SHOAL_API void shoal_seg_info(const struct shoal_seg *seg, struct shoal_seg_info *info);
 

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Group programs: a process that hosts one actor group of a Shoal system.
+ *
+ * A program describes its group (actors, workers, message types, handler,
+ * in-group routing, routes to subscribe) and calls shoal_group_main(), which
+ * attaches to the system's router, registers, and runs the worker loop until
+ * the router tells it to stop. Programs that drive their own loop (load
+ * generators, tests) use attach / poll / detach instead.
+ *
+ * Lifecycle rules:
+ *  1. If shoal_group_attach() succeeds you must call shoal_group_detach().
+ *  2. A worker context (struct shoal_ctx) is used by one thread at a time:
+ *     its rings are single-producer single-consumer. shoal_group_run() gives
+ *     each worker its own thread; handlers get the context of their worker.
+ *  3. Handlers never run after shoal_group_run() or shoal_poll() returns.
+ *  4. A message's `data` and `env` are valid only during the handler call.
+ *  5. A request is answered in its handler (shoal_respond()); a request the
+ *     handler leaves unanswered is answered with -ECANCELED for it.
+ *
+ * Errors (every send returns 0 or one of these):
+ *  -EAGAIN       the destination (or, for routed sends, the path to the
+ *                router) is full: try_* only
+ *  -EHOSTUNREACH no route matches this message type
+ *  -EMSGSIZE     payload larger than the type's max_size
+ *  -ENOMSG       a type this program did not declare
+ *  -ESTALE       the address belongs to an earlier incarnation of its group
+ *  -EHOSTDOWN    the destination group failed and will not come back
+ *  -EINVAL       a malformed address or argument
+ *  -ESHUTDOWN    the system is stopping
+ *  -EUCLEAN      corrupted shared memory was detected on this path
+ */
+#ifndef SHOAL_GROUP_H
+#define SHOAL_GROUP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <shoal/api.h>
+#include <shoal/filter.h>
+#include <shoal/message.h>
+
+struct shoal_group;
+struct shoal_ctx;
+
+/* One actor: a slot of the group, with state the program owns. */
+struct shoal_actor {
+	struct shoal_ctx *ctx;       /* the worker running this actor */
+	uint64_t addr;               /* this actor's address (current generation) */
+	uint16_t slot;
+	void *state;                 /* free for the program (set in on_start) */
+	void *user;                  /* the descriptor's user pointer */
+};
+
+/* In-group routing outcome for messages addressed to the group as a whole. */
+enum shoal_outcome_kind {
+	SHOAL_OUT_UNICAST = 0,       /* to slots[0] */
+	SHOAL_OUT_MULTICAST,         /* to slots[0 .. n) */
+	SHOAL_OUT_BROADCAST,         /* to every actor */
+	SHOAL_OUT_DISCARD,           /* to nobody, counted */
+};
+
+#define SHOAL_OUT_MAX_SLOTS 16
+
+struct shoal_outcome {
+	uint8_t kind;                /* enum shoal_outcome_kind */
+	uint8_t n;
+	uint16_t slots[SHOAL_OUT_MAX_SLOTS];
+};
+
+struct shoal_group_desc {
+	const char *name;            /* NULL: $SHOAL_GROUP */
+	uint16_t n_actors;           /* 0: as the system declares the group, else 1 */
+	uint16_t n_workers;          /* worker threads; 0: as declared, else 1 */
+	int node;                    /* NUMA node wanted; -1: the router decides */
+	const struct shoal_type *types;   /* every type this program sends or receives */
+	uint32_t n_types;
+	const struct shoal_filter *subs;  /* routes to this group, subscribed at attach */
+	uint32_t n_subs;                  /* (their `group` field is ignored) */
+	void (*on_message)(struct shoal_actor *a, const struct shoal_msg *m);
+	int (*on_start)(struct shoal_actor *a);   /* optional; non-zero fails the attach */
+	void (*on_stop)(struct shoal_actor *a);   /* optional */
+	/* Optional in-group router for messages sent to the group as a whole;
+	 * without it they go to actor 0. Runs in the receiving worker. */
+	void (*route)(const struct shoal_msg *m, struct shoal_outcome *out, void *user);
+	void *user;
+};
+
+/* A response, filled by shoal_request(). */
+struct shoal_reply {
+	uint32_t type;
+	uint32_t len;                /* payload bytes copied into buf */
+	void *buf;                   /* caller's buffer */
+	uint32_t cap;                /* its size */
+};
+
+/*
+ * Attach to system `system` (NULL: $SHOAL_SYSTEM) and register the group.
+ * Runs on_start for every actor. Returns 0 or a negative errno with the
+ * reason in *err: -ECONNREFUSED/-ENOENT (no router), -EACCES (refused by the
+ * router: another user), -EEXIST (a type conflicts with the system's
+ * declaration, or the group is already running), -EINVAL (bad descriptor).
+ * Blocks on the control socket; allocates.
+ */
+SHOAL_API int shoal_group_attach(struct shoal_group **g, const struct shoal_group_desc *desc,
+				 const char *system, struct shoal_err *err);
+
+/* Worker context `w` (0 .. n_workers-1), or NULL. */
+SHOAL_API struct shoal_ctx *shoal_group_worker(struct shoal_group *g, unsigned w);
+
+/* This group's id and current generation. */
+SHOAL_API int shoal_group_id(const struct shoal_group *g);
+SHOAL_API uint32_t shoal_group_generation(const struct shoal_group *g);
+
+/* Address of actor `slot` of group `name` in the current generation, or 0. */
+SHOAL_API uint64_t shoal_group_lookup(struct shoal_group *g, const char *name, uint16_t slot);
+
+/*
+ * Run every worker (worker 0 on the calling thread, the others on new
+ * threads) until the router says stop or shoal_group_stop() is called; then
+ * drain what is queued, run on_stop, and return 0 (or a negative errno).
+ */
+SHOAL_API int shoal_group_run(struct shoal_group *g);
+
+/* Ask the workers to stop. Async-signal-safe; callable from any thread. */
+SHOAL_API void shoal_group_stop(struct shoal_group *g);
+
+/* Leave the system (BYE to the router), free everything. Never fails. */
+SHOAL_API void shoal_group_detach(struct shoal_group *g);
+
+/*
+ * Everything in one call: parse --system NAME / --group NAME (defaults
+ * from the environment), attach, run, detach. Installs SIGINT/SIGTERM
+ * handlers that stop the group. Returns a process exit status.
+ */
+SHOAL_API int shoal_group_main(const struct shoal_group_desc *desc, int argc, char **argv);
+
+/*
+ * Handle pending messages on this worker: up to `budget` (0: no limit)
+ * messages. If nothing is pending, wait up to `timeout_ns` (0: do not wait,
+ * negative: until something arrives or stop), spinning the router's budget
+ * first and then sleeping. Returns how many messages were handled, or
+ * -ESHUTDOWN once a stop was requested and nothing is left.
+ */
+SHOAL_API int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns);
+
+/* Routed sends: the router decides the receivers. */
+SHOAL_API int shoal_send(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32_t len);
+SHOAL_API int shoal_try_send(struct shoal_ctx *ctx, uint32_t type, const void *buf,
+			     uint32_t len);
+
+/* Direct sends to an actor or group address, skipping the router. */
+SHOAL_API int shoal_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type,
+			    const void *buf, uint32_t len);
+SHOAL_API int shoal_try_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type,
+				const void *buf, uint32_t len);
+
+/*
+ * Zero-copy: reserve room for a `len`-byte payload of `type` to `dest`
+ * (SHOAL_ADDR_NONE: routed) and return it in *buf; fill it, then
+ * shoal_commit(). Never waits: the errors are those of the try_ forms. One
+ * reservation at a time per context.
+ */
+SHOAL_API int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t len,
+			    void **buf);
+SHOAL_API void shoal_commit(struct shoal_ctx *ctx);
+
+/*
+ * Send a request to `dest` and wait for the response, up to `timeout_ns`.
+ * Other messages arriving meanwhile are kept and handled after. Returns 0
+ * with the response in *reply; the responder's error (negative errno) if it
+ * answered with one; -EOWNERDEAD if the responder's process died or
+ * restarted (detected promptly, not at the timeout); -ETIMEDOUT; -EMSGSIZE if
+ * the response did not fit reply->buf; or a send error.
+ */
+SHOAL_API int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type,
+			    const void *buf, uint32_t len, int64_t timeout_ns,
+			    struct shoal_reply *reply);
+
+/* Answer request `req` (from the handler that received it). */
+SHOAL_API int shoal_respond(struct shoal_ctx *ctx, const struct shoal_msg *req, uint32_t type,
+			    const void *buf, uint32_t len);
+
+/* Answer request `req` with an error (a negative errno). */
+SHOAL_API int shoal_respond_error(struct shoal_ctx *ctx, const struct shoal_msg *req, int err);
+
+/* Subscribe this group to `f` at run time; returns the filter id in *id. */
+SHOAL_API int shoal_subscribe(struct shoal_ctx *ctx, const struct shoal_filter *f, uint32_t *id);
+SHOAL_API int shoal_unsubscribe(struct shoal_ctx *ctx, uint32_t id);
+
+/* The address of the worker's current actor (inside a handler) or group. */
+SHOAL_API uint64_t shoal_ctx_self(const struct shoal_ctx *ctx);
+
+#endif

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Messages: types, addresses and the envelope every message carries.
+ *
+ * A message type is a numeric id with a name and a maximum payload size,
+ * declared once in a protocol header that the programs of a system share and
+ * registered with the router when a process attaches. Two programs declaring
+ * one id with different names or sizes are refused at attach (-EEXIST).
+ *
+ * An address names a group and an actor slot in it, with the generation of
+ * the group's incarnation: a restarted group gets a new generation, so an
+ * actor address kept from before the restart is detected as stale (-ESTALE
+ * at the sender, or dropped and counted at the receiver) instead of reaching
+ * a stranger. Group addresses (SHOAL_SLOT_GROUP, SHOAL_SLOT_ALL) and routed
+ * messages name the group whatever its incarnation: what was queued for a
+ * group while it restarted is handled by its new process.
+ */
+#ifndef SHOAL_MESSAGE_H
+#define SHOAL_MESSAGE_H
+
+#include <stdint.h>
+
+#include <shoal/api.h>
+
+#define SHOAL_NAME_MAX 32            /* group and type names, including the NUL */
+#define SHOAL_TYPE_MAX_SIZE (1u << 20)
+
+/* A message type. Ids are non-zero; names are 1..31 characters. */
+struct shoal_type {
+	uint32_t id;
+	uint32_t max_size;           /* largest payload in bytes */
+	const char *name;
+};
+
+/*
+ * Addresses: bits 63..48 group id + 1 (so that 0 is no address), 47..32 the
+ * actor slot, 31..0 the generation.
+ */
+#define SHOAL_ADDR_NONE  UINT64_C(0)
+#define SHOAL_SLOT_GROUP 0xffffu     /* the group as a whole: its in-group router picks actors */
+#define SHOAL_SLOT_ALL   0xfffeu     /* every actor of the group (broadcast) */
+#define SHOAL_MAX_ACTORS 0xfff0u
+
+static inline uint64_t shoal_addr_make(uint16_t group, uint16_t slot, uint32_t gen)
+{
+	return ((uint64_t)(group + 1u) << 48) | ((uint64_t)slot << 32) | gen;
+}
+
+static inline int shoal_addr_group(uint64_t addr)
+{
+	return (int)(addr >> 48) - 1;
+}
+
+static inline uint16_t shoal_addr_slot(uint64_t addr)
+{
+	return (uint16_t)(addr >> 32);
+}
+
+static inline uint32_t shoal_addr_gen(uint64_t addr)
+{
+	return (uint32_t)addr;
+}
+
+/* Envelope flags. */
+#define SHOAL_ENV_REQUEST  (1u << 0)   /* expects a response: request_id is set */
+#define SHOAL_ENV_RESPONSE (1u << 1)   /* answers request_id */
+#define SHOAL_ENV_ERROR    (1u << 2)   /* response carrying an int32 -errno payload */
+#define SHOAL_ENV_TRY      (1u << 3)   /* routed try_send: drop, counted, if a destination is full */
+#define SHOAL_ENV_ROUTED   (1u << 4)   /* set by the router on the copies it delivers */
+#define SHOAL_ENV_FLAGS    0x1fu
+
+/*
+ * The envelope: 56 bytes in front of every payload in every ring. Set by
+ * the runtime at send; the router fills `dest` for routed messages.
+ */
+struct shoal_envelope {
+	uint32_t type;
+	uint32_t len;                /* payload bytes after the envelope */
+	uint64_t sender;             /* address of the sending actor (or its group) */
+	uint64_t dest;               /* address of the receiving actor, group or SHOAL_SLOT_ALL */
+	uint64_t trace_id;           /* new at the origin, carried through handlers */
+	uint64_t request_id;         /* 0 unless a request or a response */
+	uint64_t send_ns;            /* CLOCK_MONOTONIC when sent */
+	uint32_t flags;              /* SHOAL_ENV_* */
+	uint32_t reserved;
+};
+
+/* A received message as handlers see it. `data` is valid during the call. */
+struct shoal_msg {
+	const struct shoal_envelope *env;
+	const void *data;
+	uint32_t len;
+	uint32_t type;
+};
+
+#endif

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The router: owns a Shoal system. It creates the system's registry in
+ * shared memory and its control socket, registers group processes, holds the
+ * routing table (a flat vector of filters published with RCU), and runs one
+ * dispatcher thread per NUMA node in use, each copying routed messages from
+ * the uplink rings of the groups on its node into the inbound rings of the
+ * matching groups.
+ *
+ * Lifecycle rules:
+ *  1. If shoal_router_start() succeeds you must call shoal_router_destroy().
+ *  2. Every other call may run from any thread while the router runs; route
+ *     changes never pause dispatch.
+ *  3. shoal_router_destroy() stops the threads and removes the socket and
+ *     every segment of the system.
+ */
+#ifndef SHOAL_ROUTER_H
+#define SHOAL_ROUTER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <shoal/api.h>
+#include <shoal/filter.h>
+
+struct shoal_router;
+
+/* Group states, as shown in the registry and by the tools. */
+enum shoal_group_state {
+	SHOAL_GROUP_EMPTY = 0,       /* slot unused */
+	SHOAL_GROUP_DOWN,            /* declared, no process attached: messages queue */
+	SHOAL_GROUP_RUNNING,         /* a process is attached */
+	SHOAL_GROUP_STOPPING,        /* asked to stop, draining */
+	SHOAL_GROUP_FAILED,          /* will not come back: sends fail with -EHOSTDOWN */
+};
+
+#define SHOAL_MAX_GROUPS 256
+#define SHOAL_MAX_WORKERS 16
+#define SHOAL_MAX_NODES 8
+
+/* A described NUMA topology (for tests); NULL means read it with libnuma. */
+struct shoal_topology {
+	int n_nodes;
+	/* CPUs of each node, as a bit mask of CPU numbers 0..63. */
+	uint64_t cpus[SHOAL_MAX_NODES];
+};
+
+struct shoal_router_opts {
+	const char *system;          /* system name: [A-Za-z0-9_-], 1..31 characters */
+	mode_t mode;                 /* segments and socket; 0 means 0600 */
+	uint64_t spin_ns;            /* idle spin budget before sleeping; 0: default */
+	uint32_t uplink_capacity;    /* bytes per uplink ring; 0: 256 KiB */
+	uint32_t inbound_capacity;   /* bytes per inbound ring; 0: 256 KiB */
+	uint32_t direct_capacity;    /* bytes per direct ring; 0: 64 KiB */
+	const struct shoal_topology *topology;
+};
+
+/* What shoal_router_group() declares before (or without) a process attaching. */
+struct shoal_group_spec {
+	const char *name;
+	uint16_t n_workers;          /* 0: 1 */
+	uint16_t n_actors;           /* 0: 1 */
+	int node;                    /* -1: the router places it */
+};
+
+/*
+ * Create the system and start the router's threads. Returns 0, -EEXIST if
+ * a live system of that name exists, -EINVAL for bad options, or an errno
+ * from creating segments or the socket, with the reason in *err.
+ */
+SHOAL_API int shoal_router_start(struct shoal_router **r, const struct shoal_router_opts *opts,
+				 struct shoal_err *err);
+
+/*
+ * Declare a group so that routes can name it and messages queue for it
+ * before its process attaches. Returns the group id (>= 0), or -EEXIST
+ * (declared with other settings), -ENOSPC, -EINVAL.
+ */
+SHOAL_API int shoal_router_group(struct shoal_router *r, const struct shoal_group_spec *spec,
+				 struct shoal_err *err);
+
+/* Id of a declared group, or -ENOENT. */
+SHOAL_API int shoal_router_group_id(struct shoal_router *r, const char *name);
+
+/*
+ * Add a route (a filter whose `group` is a declared group id) and publish
+ * the new vector; the id is returned in *id. Returns 0, -EINVAL (invalid
+ * filter or group), -ENOSPC.
+ */
+SHOAL_API int shoal_router_add_route(struct shoal_router *r, const struct shoal_filter *f,
+				     uint32_t *id, struct shoal_err *err);
+
+/* Remove a route by id and publish. Returns 0 or -ENOENT. */
+SHOAL_API int shoal_router_remove_route(struct shoal_router *r, uint32_t id);
+
+/*
+ * Ask every group process to stop (drain, then exit), wait up to
+ * `timeout_ns` for them to leave. Returns 0, or -ETIMEDOUT if some did not.
+ */
+SHOAL_API int shoal_router_stop_groups(struct shoal_router *r, int64_t timeout_ns);
+
+/* Ask one group process to stop (graceful). Returns 0 or -ENOENT. */
+SHOAL_API int shoal_router_stop_group(struct shoal_router *r, int id);
+
+/* Mark a group failed: its routes stay, sends to it fail with -EHOSTDOWN. */
+SHOAL_API int shoal_router_fail_group(struct shoal_router *r, int id);
+
+/* Pid of the process attached to group `id`, 0 if none. */
+SHOAL_API pid_t shoal_router_group_pid(struct shoal_router *r, int id);
+
+/*
+ * Wait until the group process set changes (a process attached or left) or
+ * `timeout_ns` passes. Returns 0 or -ETIMEDOUT. For supervisors and tests.
+ */
+SHOAL_API int shoal_router_wait_change(struct shoal_router *r, int64_t timeout_ns);
+
+/* Stop the threads, remove the socket and every segment, free. */
+SHOAL_API void shoal_router_destroy(struct shoal_router *r);
+
+#endif

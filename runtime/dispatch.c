@@ -1,0 +1,485 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Dispatchers: one thread per NUMA node in use, pinned to that node's CPUs.
+ * Each drains the uplink rings of the groups placed on its node, matches
+ * every message against the published routing snapshot, and copies it into
+ * the inbound ring (of this dispatcher) of each matching group's worker.
+ *
+ * Why the sender's node: the dispatcher reads uplinks locally and writes
+ * inbound rings that may be remote; remote stores drain through the store
+ * buffer, while remote loads stall the pipeline, so the one unavoidable
+ * cross-node transfer is done as a write.
+ *
+ * Memory picture (all process-local, owned by this thread):
+ *   up[g * MAX_WORKERS + w]   consumer handle of each uplink + parking state
+ *   out[g * MAX_WORKERS + w]  producer handle of this dispatcher's inbound
+ *                             ring of worker w of group g
+ *   dirty[]                   outputs written since the last commit
+ *
+ * Ordering guarantees: ring R1/A1 and R2/A2 (shm/ring.c) order the message
+ * bytes; doorbell F1/F2 (shm/doorbell.c) order sleeping. A1 here is the
+ * rcu_dereference() of the snapshot, pairing with R1 rcu_xchg_pointer() in
+ * router.c publish().
+ *
+ * Progress guarantees: a pass is wait-free: a full destination never blocks
+ * the dispatcher. A message sent with send() (blocking) that finds a
+ * destination full parks its uplink: the message stays at the uplink's head,
+ * unreleased, the destinations already served are remembered, and the pass
+ * moves on; later passes retry only the remaining destinations. So a slow
+ * consumer back-pressures exactly the senders that target it, and each
+ * sender's order is kept. A try_send message is dropped for a full
+ * destination and counted (DESIGN invariant 6).
+ *
+ * RCU (QSBR flavour): the thread is online while it runs passes and announces
+ * a quiescent state after each; it goes offline only around the futex sleep.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shoal/doorbell.h>
+
+#include "runtime/router_impl.h"
+#include "shm/util.h"
+
+#define PASS_BUDGET 64u           /* records per uplink per pass */
+#define PARK_SLEEP_NS 200000      /* retry period while a blocking message waits */
+#define IDLE_SLEEP_NS 100000000   /* re-check the stop flag this often when idle */
+
+struct uplink {
+	void *ring;                   /* what `c` is attached to (NULL: not attached) */
+	struct shoal_ring_cons c;
+	bool parked;                  /* head record waits for a full destination */
+	uint32_t n_done;              /* destinations already served for it */
+	uint32_t cap_done;
+	uint32_t *done;               /* (group << 16 | worker) pairs */
+	/* Counters of this uplink's worker block (written only by us). */
+	uint64_t no_route, dropped_full, malformed;
+};
+
+struct output {
+	void *ring;
+	struct shoal_ring_prod p;
+	bool dirty;
+	struct shoal_doorbell *db;
+};
+
+struct shoal__dispatcher {
+	struct shoal_router *r;
+	int index;
+	int node;
+	pthread_t thread;
+	struct uplink *up;
+	struct output *out;
+	uint32_t *dirty;
+	uint32_t n_dirty;
+	uint32_t *matches;
+	uint32_t cap_matches;
+	struct shoal__reg_dispatcher *stats;
+	/* Local copies of the counters, stored with relaxed stores. */
+	uint64_t batches, messages, delivered, no_route, dropped_full, dropped_dead, malformed;
+	uint64_t sleeps, busy_ns;
+	uint64_t gstat_delivered[SHOAL_MAX_GROUPS];
+	uint64_t gstat_full[SHOAL_MAX_GROUPS];
+	uint64_t gstat_dead[SHOAL_MAX_GROUPS];
+};
+
+#define SLOT(g, w) ((uint32_t)(g) * SHOAL_MAX_WORKERS + (uint32_t)(w))
+
+static bool done_has(const struct uplink *u, uint32_t key)
+{
+	for (uint32_t i = 0; i < u->n_done; i++)
+		if (u->done[i] == key)
+			return true;
+	return false;
+}
+
+static void done_add(struct uplink *u, uint32_t key)
+{
+	if (u->n_done == u->cap_done) {
+		uint32_t cap = u->cap_done ? 2 * u->cap_done : 16;
+		uint32_t *n = realloc(u->done, cap * sizeof(*n));
+
+		/* Without room we cannot remember the destination: it would get
+		 * the message twice after the retry. That is an environmental
+		 * failure in a non-hot path; stop rather than duplicate. */
+		SHOAL_ASSERT(n != NULL);
+		u->done = n;
+		u->cap_done = cap;
+	}
+	u->done[u->n_done++] = key;
+}
+
+static struct output *output_of(struct shoal__dispatcher *d, const struct shoal__snap_group *sg,
+				uint32_t g, uint32_t w)
+{
+	struct output *o = &d->out[SLOT(g, w)];
+	void *ring = sg->in[w * SHOAL_MAX_NODES + (uint32_t)d->index];
+
+	if (SHOAL_UNLIKELY(o->ring != ring)) {
+		if (ring == NULL ||
+		    shoal_ring_prod_attach(&o->p, ring, sg->in_len, NULL) < 0)
+			return NULL;
+		o->ring = ring;
+		o->db = &sg->mbx->w[w].in_db;
+	}
+	return o;
+}
+
+enum deliver_result { DELIVERED, SKIPPED, FULL };
+
+/* Copy one message to worker w of group g, with `dest` set. */
+static enum deliver_result deliver(struct shoal__dispatcher *d, struct uplink *u,
+				   const struct shoal__snap_group *sg, uint32_t g, uint32_t w,
+				   const struct shoal_envelope *env, const void *payload)
+{
+	uint32_t key = g << 16 | w;
+	struct output *o;
+	unsigned char *dst;
+
+	if (u->parked && done_has(u, key))
+		return SKIPPED;
+	o = output_of(d, sg, g, w);
+	if (SHOAL_UNLIKELY(o == NULL))
+		return SKIPPED;
+	dst = shoal_ring_reserve(&o->p, (uint32_t)sizeof(*env) + env->len, 0);
+	if (dst == NULL)
+		return FULL;
+	memcpy(dst, env, sizeof(*env));
+	memcpy(dst + sizeof(*env), payload, env->len);
+	if (!o->dirty) {
+		o->dirty = true;
+		d->dirty[d->n_dirty++] = SLOT(g, w);
+	}
+	d->delivered++;
+	d->gstat_delivered[g]++;
+	return DELIVERED;
+}
+
+static uint32_t sender_hash(uint64_t sender)
+{
+	uint64_t x = sender * UINT64_C(0x9e3779b97f4a7c15);
+
+	return (uint32_t)(x >> 32);
+}
+
+/*
+ * Route one uplink record. Returns false if the uplink must park on it
+ * (a blocking message found a destination full).
+ */
+static bool dispatch_one(struct shoal__dispatcher *d, const struct shoal__snapshot *s,
+			 struct uplink *u, const struct shoal_rec *rec)
+{
+	struct shoal_envelope env;
+	const unsigned char *payload = (const unsigned char *)rec->data + sizeof(env);
+	uint32_t n;
+	bool park = false;
+
+	if (SHOAL_UNLIKELY(rec->len < sizeof(env)))
+		goto malformed;
+	/* The envelope is untrusted shared memory: copy it once, then check. */
+	memcpy(&env, rec->data, sizeof(env));
+	if (SHOAL_UNLIKELY(env.len != rec->len - sizeof(env) || env.type == 0 ||
+			   (env.flags & ~SHOAL_ENV_FLAGS)))
+		goto malformed;
+	n = shoal__route_match(s->routes, env.type, payload, env.len, d->matches, d->cap_matches);
+	if (n == 0) {
+		d->no_route++;
+		u->no_route++;
+		return true;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct shoal_filter *f = shoal__route_filter(s->routes, d->matches[i]);
+		const struct shoal__snap_group *sg = &s->groups[f->group];
+		uint32_t g = f->group, w0, w1, gen;
+		uint16_t slot;
+		uint64_t key = 0;
+
+		if (!sg->used || f->mode == SHOAL_ROUTE_DISCARD)
+			continue;
+		if (sg->state == SHOAL_GROUP_FAILED) {
+			d->dropped_dead++;
+			d->gstat_dead[g]++;
+			continue;
+		}
+		/* Relaxed: the generation names the incarnation that will read
+		 * the message; a restart racing with this is caught as stale by
+		 * the receiver, never delivered to the wrong actor. */
+		gen = shoal_load_relaxed(&sg->reg->gen);
+		switch (f->mode) {
+		case SHOAL_ROUTE_UNICAST_KEY:
+			(void)shoal_filter_key(f, payload, env.len, &key);
+			slot = (uint16_t)(key % sg->n_actors);
+			w0 = slot % sg->n_workers;
+			w1 = w0 + 1;
+			break;
+		case SHOAL_ROUTE_BROADCAST:
+			slot = SHOAL_SLOT_ALL;
+			w0 = 0;
+			w1 = sg->n_workers;
+			break;
+		default:
+			slot = SHOAL_SLOT_GROUP;
+			w0 = sender_hash(env.sender) % sg->n_workers;
+			w1 = w0 + 1;
+			break;
+		}
+		env.dest = shoal_addr_make((uint16_t)g, slot, gen);
+		env.flags |= SHOAL_ENV_ROUTED;
+		for (uint32_t w = w0; w < w1; w++) {
+			enum deliver_result res = deliver(d, u, sg, g, w, &env, payload);
+
+			if (res == DELIVERED) {
+				/* Remembered in case a later destination parks us. */
+				done_add(u, g << 16 | w);
+			} else if (res == FULL && (env.flags & SHOAL_ENV_TRY)) {
+				d->dropped_full++;
+				d->gstat_full[g]++;
+				u->dropped_full++;
+			} else if (res == FULL) {
+				park = true;
+			}
+		}
+	}
+	u->parked = park;
+	if (!park)
+		u->n_done = 0;
+	return !park;
+malformed:
+	d->malformed++;
+	u->malformed++;
+	return true;
+}
+
+/* Commit every output written in this pass and ring its doorbell. */
+static void flush_outputs(struct shoal__dispatcher *d)
+{
+	for (uint32_t i = 0; i < d->n_dirty; i++) {
+		struct output *o = &d->out[d->dirty[i]];
+
+		shoal_ring_commit(&o->p);
+		shoal_doorbell_notify(o->db);
+		o->dirty = false;
+	}
+	d->n_dirty = 0;
+}
+
+/* Drain one uplink for at most PASS_BUDGET records. Returns records taken. */
+static uint32_t drain(struct shoal__dispatcher *d, const struct shoal__snapshot *s,
+		      const struct shoal__snap_uplink *su)
+{
+	struct uplink *u = &d->up[SLOT(su->group, su->worker)];
+	struct shoal_rec rec;
+	uint32_t n = 0;
+
+	if (SHOAL_UNLIKELY(u->ring != su->ring)) {
+		if (su->ring == NULL || shoal_ring_cons_attach(&u->c, su->ring, su->len, NULL) < 0)
+			return 0;
+		u->ring = su->ring;
+		u->parked = false;
+		u->n_done = 0;
+	}
+	while (n < PASS_BUDGET && shoal_ring_peek(&u->c, &rec)) {
+		if (!dispatch_one(d, s, u, &rec)) {
+			shoal_ring_unpeek(&u->c);
+			break;
+		}
+		n++;
+	}
+	/* The outputs are committed before the uplink is released: a crash
+	 * between the two re-delivers, never loses. */
+	if (d->n_dirty > 0)
+		flush_outputs(d);
+	if (n > 0) {
+		shoal_ring_release(&u->c);
+		/* The sender may sleep on a full uplink. */
+		shoal_doorbell_notify(&su->mw->up_db);
+		/* Relaxed: counters of this uplink's worker block; we are its
+		 * only writer. */
+		shoal_store_relaxed(&su->mw->up_no_route, u->no_route);
+		shoal_store_relaxed(&su->mw->up_dropped_full, u->dropped_full);
+		shoal_store_relaxed(&su->mw->up_malformed, u->malformed);
+	}
+	return n;
+}
+
+static void publish_stats(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
+{
+	struct shoal__reg_dispatcher *st = d->stats;
+
+	/* Relaxed: single-writer counters for the tools. */
+	shoal_store_relaxed(&st->batches, d->batches);
+	shoal_store_relaxed(&st->messages, d->messages);
+	shoal_store_relaxed(&st->delivered, d->delivered);
+	shoal_store_relaxed(&st->no_route, d->no_route);
+	shoal_store_relaxed(&st->dropped_full, d->dropped_full);
+	shoal_store_relaxed(&st->dropped_dead, d->dropped_dead);
+	shoal_store_relaxed(&st->malformed, d->malformed);
+	shoal_store_relaxed(&st->sleeps, d->sleeps);
+	shoal_store_relaxed(&st->busy_ns, d->busy_ns);
+	for (uint32_t g = 0; g < SHOAL_MAX_GROUPS; g++) {
+		struct shoal__reg_gstat *gs;
+
+		if (!s->groups[g].used)
+			continue;
+		gs = &s->groups[g].reg->stats[d->index];
+		shoal_store_relaxed(&gs->delivered, d->gstat_delivered[g]);
+		shoal_store_relaxed(&gs->dropped_full, d->gstat_full[g]);
+		shoal_store_relaxed(&gs->dropped_dead, d->gstat_dead[g]);
+	}
+}
+
+static bool ensure_match_buffer(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
+{
+	if (s->max_matches <= d->cap_matches)
+		return true;
+	uint32_t *m = realloc(d->matches, s->max_matches * sizeof(*m));
+
+	if (m == NULL)
+		return false;
+	d->matches = m;
+	d->cap_matches = s->max_matches;
+	return true;
+}
+
+static bool uplinks_empty(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
+{
+	for (uint32_t i = 0; i < s->n_uplinks[d->index]; i++) {
+		const struct shoal__snap_uplink *su = &s->uplinks[d->index][i];
+		struct uplink *u = &d->up[SLOT(su->group, su->worker)];
+
+		if (u->ring != su->ring)
+			return false;   /* a new uplink: let a pass attach it */
+		/* A parked uplink has nothing new to do until its destination
+		 * drains: the timed sleep retries it. */
+		if (u->ring != NULL && !u->parked && !shoal_ring_empty(&u->c))
+			return false;
+	}
+	return true;
+}
+
+static void pin_to_node(struct shoal__dispatcher *d)
+{
+	uint64_t cpus = d->r->topo.cpus[d->node];
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	for (int c = 0; c < 64; c++)
+		if (cpus & (UINT64_C(1) << c))
+			CPU_SET(c, &set);
+	if (CPU_COUNT(&set) > 0)
+		(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+static void *dispatcher_main(void *arg)
+{
+	struct shoal__dispatcher *d = arg;
+	struct shoal_router *r = d->r;
+	struct shoal_doorbell *bell = &r->bell->disp[d->index];
+	uint64_t idle_since = 0, loops = 0;
+
+	pin_to_node(d);
+	rcu_register_thread();
+	while (!atomic_load_explicit(&r->stopping, memory_order_relaxed)) {
+		struct shoal__snapshot *s;
+		uint32_t moved = 0;
+		bool parked = false;
+		uint64_t t0 = shoal__now_ns();
+
+		rcu_read_lock();
+		/* A1: pairs with R1 rcu_xchg_pointer() in publish(). */
+		s = SHOAL__SNAP_DEREF(r->snap);
+		if (ensure_match_buffer(d, s)) {
+			for (uint32_t i = 0; i < s->n_uplinks[d->index]; i++) {
+				const struct shoal__snap_uplink *su = &s->uplinks[d->index][i];
+
+				moved += drain(d, s, su);
+				parked |= d->up[SLOT(su->group, su->worker)].parked;
+			}
+		}
+		if (moved > 0) {
+			d->messages += moved;
+			d->batches++;
+			d->busy_ns += shoal__now_ns() - t0;
+			idle_since = 0;
+		}
+		if ((++loops & 63) == 0 || moved == 0)
+			publish_stats(d, s);
+		if (moved > 0 || (idle_since = idle_since ? idle_since : t0,
+				  t0 - idle_since < r->spin_ns)) {
+			rcu_read_unlock();
+			SHOAL__SNAP_QUIESCENT(r->snap);
+			rcu_quiescent_state();
+			if (moved == 0)
+				shoal_cpu_relax();
+			continue;
+		}
+		/* Idle past the spin budget: announce sleep, look once more while
+		 * still online (the snapshot is only safe to read online), then go
+		 * offline for the futex wait. */
+		shoal_doorbell_prepare(bell);
+		if (!uplinks_empty(d, s)) {
+			shoal_doorbell_cancel(bell);
+			rcu_read_unlock();
+			SHOAL__SNAP_QUIESCENT(r->snap);
+			rcu_quiescent_state();
+			continue;
+		}
+		rcu_read_unlock();
+		d->sleeps++;
+		SHOAL__SNAP_QUIESCENT(r->snap);
+		rcu_thread_offline();
+		shoal_doorbell_wait(bell, parked ? PARK_SLEEP_NS : IDLE_SLEEP_NS);
+		rcu_thread_online();
+		idle_since = parked ? idle_since : 0;
+	}
+	rcu_unregister_thread();
+	return NULL;
+}
+
+int shoal__dispatcher_start(struct shoal_router *r, int index, int node)
+{
+	struct shoal__dispatcher *d = calloc(1, sizeof(*d));
+	int ret;
+
+	if (d == NULL)
+		return -ENOMEM;
+	d->r = r;
+	d->index = index;
+	d->node = node;
+	d->stats = &r->reg->disp[index];
+	d->up = calloc(SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS, sizeof(*d->up));
+	d->out = calloc(SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS, sizeof(*d->out));
+	d->dirty = calloc(SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS, sizeof(*d->dirty));
+	if (d->up == NULL || d->out == NULL || d->dirty == NULL) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	ret = -pthread_create(&d->thread, NULL, dispatcher_main, d);
+	if (ret < 0)
+		goto fail;
+	r->disp[index] = d;
+	return 0;
+fail:
+	free(d->up);
+	free(d->out);
+	free(d->dirty);
+	free(d);
+	return ret;
+}
+
+void shoal__dispatcher_stop(struct shoal__dispatcher *d)
+{
+	if (d == NULL)
+		return;
+	pthread_join(d->thread, NULL);
+	for (uint32_t i = 0; i < SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS; i++)
+		free(d->up[i].done);
+	free(d->up);
+	free(d->out);
+	free(d->dirty);
+	free(d->matches);
+	free(d);
+}

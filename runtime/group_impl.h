@@ -1,0 +1,133 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Group process internals shared by group.c (attach, lifecycle, control)
+ * and worker.c (the data path: sends, receive loop, requests). Private.
+ */
+#ifndef SHOAL_RUNTIME_GROUP_IMPL_H
+#define SHOAL_RUNTIME_GROUP_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include <shoal/group.h>
+#include <shoal/ring.h>
+
+#include "runtime/layout.h"
+
+#define SHOAL__FWD_CAP (64u * 1024)    /* in-process rings between workers */
+
+/* A type this program declared, with its registry slot. */
+struct shoal__ltype {
+	uint32_t id;
+	uint32_t max_size;
+	struct shoal__reg_type *reg;
+};
+
+/* Another group's mailbox, mapped in this process for direct sends. */
+struct shoal__peer {
+	bool mapped;
+	struct shoal_seg seg;
+	struct shoal__mbx_hdr *hdr;
+};
+
+/* This worker's producer side of a direct ring into (group, worker). */
+struct shoal__dout {
+	void *ring;
+	struct shoal_ring_prod p;
+	struct shoal__mbx_worker *dst;
+};
+
+/* A ring this worker consumes. */
+struct shoal__inring {
+	void *mem;
+	struct shoal_ring_cons c;
+};
+
+/* A message kept aside while the worker waits for a response. */
+struct shoal__deferred {
+	struct shoal__deferred *next;
+	uint32_t len;
+	unsigned char rec[];
+};
+
+struct shoal_ctx {
+	struct shoal_group *g;
+	unsigned w;
+	struct shoal__mbx_worker *mw;
+	struct shoal_ring_prod up;
+	struct shoal_doorbell *bell;     /* our dispatcher's doorbell */
+
+	struct shoal__inring *in;        /* mailbox rings, then in-process ones */
+	uint32_t n_in, cap_in;
+	uint32_t dir_seen;               /* mailbox directory entries already scanned */
+	uint32_t rr;                     /* ring to start the next pass at */
+	bool released;                   /* a pass released records: ring space_db */
+
+	struct shoal__dout *dout[SHOAL_MAX_GROUPS];
+	struct shoal_ring_prod *fwd;     /* [n_workers]: to other workers of this process */
+
+	/* Handler context. */
+	struct shoal_actor *cur;
+	uint64_t cur_trace;
+	const struct shoal_envelope *cur_req;
+	bool responded;
+
+	/* Zero-copy reservation. */
+	struct shoal_ring_prod *res_p;
+	struct shoal_doorbell *res_db;
+	bool res_routed;
+
+	/* A request waiting for its response. */
+	uint64_t next_rid;
+	uint64_t wait_rid;
+	struct shoal_reply *wait_reply;
+	int wait_status;
+	bool wait_done;
+	struct shoal__deferred *def_head, *def_tail;
+
+	/* Counters, mirrored into mw with relaxed stores. */
+	uint64_t sent_routed, sent_direct, received, handled, try_failed, stale, malformed,
+		 discarded;
+};
+
+struct shoal_group {
+	struct shoal_group_desc desc;
+	char name[SHOAL_NAME_MAX];
+	char system[SHOAL__SYSTEM_MAX];
+	uint16_t id;
+	uint16_t n_workers;
+	uint16_t n_actors;
+	uint32_t gen;
+	uint64_t spin_ns;
+
+	int ctl;
+	pthread_mutex_t ctl_lock;        /* the control socket and peer mappings */
+
+	struct shoal__registry reg;
+	struct shoal_seg bell_seg, mbx_seg;
+	struct shoal__bell *bell;
+	struct shoal__mbx_hdr *mbx;
+
+	struct shoal__ltype *types;      /* open addressing, types_mask + 1 slots */
+	uint32_t types_mask;
+
+	struct shoal__peer peers[SHOAL_MAX_GROUPS];
+	struct shoal_actor *actors;
+	struct shoal_ctx *ctx;
+	void *fwd_mem;                   /* n_workers^2 in-process rings */
+	atomic_bool stop;
+};
+
+/* worker.c */
+int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err);
+void shoal__ctx_fini(struct shoal_ctx *ctx);
+void shoal__ctx_scan(struct shoal_ctx *ctx);
+bool shoal__stop_requested(const struct shoal_group *g);
+
+/* group.c: control requests (serialised on ctl_lock). */
+int shoal__open_direct(struct shoal_group *g, unsigned src_worker, uint16_t dst_group,
+		       uint16_t dst_worker, char *ring, struct shoal_err *err);
+struct shoal__peer *shoal__peer_get(struct shoal_group *g, uint16_t dst_group);
+
+#endif

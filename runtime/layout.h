@@ -1,0 +1,196 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shared-memory layout of a Shoal system: an ABI between the router, the
+ * group processes and the tools. Private; never installed.
+ *
+ * Segments of system S (names relative to the shm directory):
+ *   shoal.S.reg     registry: system header, message types, groups, dispatcher
+ *                   counters. Written by the router only; mapped read-only by
+ *                   groups and tools.
+ *   shoal.S.bell    one doorbell per dispatcher; every group may ring them.
+ *   shoal.S.g.NAME  a group's mailbox: created by the router on the group's
+ *                   NUMA node, attached read-write by the group's process and
+ *                   by direct senders. It outlives the group's process, so a
+ *                   restarted process finds what was queued for it.
+ * Control socket: S's socket is shoal.S.ctl in the same directory.
+ *
+ * Rings in a mailbox (region names):
+ *   up.W        uplink of worker W: W produces, its node's dispatcher consumes
+ *   in.W.dD     inbound of worker W from dispatcher D
+ *   in.W.gG.V   inbound of worker W from worker V of group G (direct sends)
+ * Every ring has exactly one producer and one consumer (DESIGN invariant 3).
+ */
+#ifndef SHOAL_RUNTIME_LAYOUT_H
+#define SHOAL_RUNTIME_LAYOUT_H
+
+#include <assert.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <shoal/doorbell.h>
+#include <shoal/message.h>
+#include <shoal/router.h>
+#include <shoal/segment.h>
+
+#include "shm/atomic.h"
+
+#define SHOAL__KIND_REGISTRY (SHOAL_SEG_KIND_USER + 1)
+#define SHOAL__KIND_BELL     (SHOAL_SEG_KIND_USER + 2)
+#define SHOAL__KIND_MAILBOX  (SHOAL_SEG_KIND_USER + 3)
+
+#define SHOAL__REG_MAGIC UINT32_C(0x47455253)   /* "SREG" */
+#define SHOAL__MBX_MAGIC UINT32_C(0x58424d53)   /* "SMBX" */
+#define SHOAL__LAYOUT_VERSION 1u
+#define SHOAL__MAX_TYPES 1024u
+#define SHOAL__SYSTEM_MAX 32u
+
+/* Per-dispatcher counters, written by that dispatcher only. */
+struct shoal__reg_dispatcher {
+	int32_t node;
+	uint32_t pad0;
+	uint64_t cpus;                   /* CPU mask it is pinned to */
+	_Atomic uint64_t batches;        /* loop passes that moved at least one message */
+	_Atomic uint64_t messages;       /* records taken from uplinks */
+	_Atomic uint64_t delivered;      /* copies written into inbound rings */
+	_Atomic uint64_t no_route;       /* messages that matched no filter */
+	_Atomic uint64_t dropped_full;   /* try_send copies dropped: destination full */
+	_Atomic uint64_t dropped_dead;   /* copies dropped: destination group failed */
+	_Atomic uint64_t malformed;      /* records rejected: bad envelope */
+	_Atomic uint64_t sleeps;         /* times it went to sleep idle */
+	_Atomic uint64_t busy_ns;        /* time spent in passes that moved messages */
+	uint8_t pad1[SHOAL_FALSE_SHARING - 88];
+};
+
+struct shoal__reg_hdr {
+	uint32_t magic;
+	uint32_t version;
+	char system[SHOAL__SYSTEM_MAX];
+	int32_t router_pid;
+	_Atomic uint32_t state;          /* 1 running, 2 stopping */
+	uint32_t n_nodes;
+	_Atomic uint32_t n_dispatchers;
+	_Atomic uint32_t route_version;  /* publications of the filter vector */
+	_Atomic uint32_t n_routes;
+	_Atomic uint32_t n_groups;       /* slots in use (a high-water mark) */
+	uint32_t max_groups;
+	uint32_t max_types;
+	uint32_t types_off;              /* from the start of this struct */
+	uint32_t groups_off;
+	uint64_t spin_ns;
+	uint8_t pad0[SHOAL_FALSE_SHARING - 96];
+	struct shoal__reg_dispatcher disp[SHOAL_MAX_NODES];
+};
+
+struct shoal__reg_type {
+	_Atomic uint32_t id;             /* 0: free; published last (release) */
+	uint32_t max_size;
+	_Atomic uint32_t routes;         /* filters listing this type, set at publish */
+	uint32_t pad;
+	char name[SHOAL_NAME_MAX];
+	uint8_t pad1[16];
+};
+
+struct shoal__reg_gstat {            /* one per dispatcher, written by it only */
+	_Atomic uint64_t delivered;
+	_Atomic uint64_t dropped_full;
+	_Atomic uint64_t dropped_dead;
+	uint64_t pad;
+};
+
+struct shoal__reg_group {
+	char name[SHOAL_NAME_MAX];
+	_Atomic uint32_t state;          /* enum shoal_group_state */
+	_Atomic uint32_t gen;            /* incarnation: bumped at every attach */
+	_Atomic int32_t pid;
+	uint16_t n_workers;
+	uint16_t n_actors;
+	int32_t node;
+	uint32_t dispatcher;
+	_Atomic uint32_t attaches;       /* processes that attached (restarts + 1) */
+	uint32_t pad0;
+	char mailbox[SHOAL_SEG_NAME_MAX];
+	uint8_t pad1[64];
+	struct shoal__reg_gstat stats[SHOAL_MAX_NODES];
+};
+
+/* Per-worker block of a mailbox. */
+struct shoal__mbx_worker {
+	struct shoal_doorbell in_db;     /* the worker sleeps here when idle */
+	struct shoal_doorbell up_db;     /* the worker sleeps here while its uplink is full */
+	struct shoal_doorbell space_db;  /* direct senders sleep here while its rings are full */
+	uint8_t pad0[SHOAL_FALSE_SHARING - 64];
+	/* Written by the worker only. */
+	_Atomic uint64_t sent_routed;
+	_Atomic uint64_t sent_direct;
+	_Atomic uint64_t received;
+	_Atomic uint64_t handled;
+	_Atomic uint64_t try_failed;     /* try_* sends refused (full, no route ...) */
+	_Atomic uint64_t stale;          /* messages dropped: addressed to an old generation */
+	_Atomic uint64_t malformed;      /* records dropped: bad envelope */
+	_Atomic uint64_t discarded;      /* in-group outcome DISCARD */
+	uint8_t pad1[SHOAL_FALSE_SHARING - 64];
+	/* Written by the dispatcher that drains this worker's uplink. */
+	_Atomic uint64_t up_no_route;
+	_Atomic uint64_t up_dropped_full;
+	_Atomic uint64_t up_malformed;
+	uint8_t pad2[SHOAL_FALSE_SHARING - 24];
+};
+
+struct shoal__mbx_hdr {
+	uint32_t magic;
+	uint32_t version;
+	uint16_t group;
+	uint16_t n_workers;
+	uint16_t n_actors;
+	uint16_t pad0;
+	_Atomic uint32_t stop;           /* router -> group: drain and leave */
+	uint8_t pad1[SHOAL_FALSE_SHARING - 20];
+	struct shoal__mbx_worker w[SHOAL_MAX_WORKERS];
+};
+
+struct shoal__bell {
+	struct shoal_doorbell disp[SHOAL_MAX_NODES];
+};
+
+static_assert(sizeof(struct shoal__reg_dispatcher) == SHOAL_FALSE_SHARING, "registry ABI");
+static_assert(offsetof(struct shoal__reg_hdr, disp) == SHOAL_FALSE_SHARING, "registry ABI");
+static_assert(sizeof(struct shoal__reg_type) == 64, "registry ABI");
+static_assert(offsetof(struct shoal__reg_group, stats) == 192, "registry ABI");
+static_assert(sizeof(struct shoal__reg_group) == 192 + 32 * SHOAL_MAX_NODES, "registry ABI");
+static_assert(sizeof(struct shoal__mbx_worker) == 4 * SHOAL_FALSE_SHARING, "mailbox ABI");
+static_assert(offsetof(struct shoal__mbx_worker, sent_routed) == 2 * SHOAL_FALSE_SHARING,
+	      "mailbox ABI");
+static_assert(offsetof(struct shoal__mbx_hdr, w) == SHOAL_FALSE_SHARING, "mailbox ABI");
+static_assert(sizeof(struct shoal_envelope) == 56, "envelope ABI");
+static_assert(offsetof(struct shoal_envelope, dest) == 16, "envelope ABI");
+static_assert(offsetof(struct shoal_envelope, flags) == 48, "envelope ABI");
+
+#define SHOAL__REG_SIZE (sizeof(struct shoal__reg_hdr) +                              \
+			 SHOAL__MAX_TYPES * sizeof(struct shoal__reg_type) +           \
+			 SHOAL_MAX_GROUPS * sizeof(struct shoal__reg_group))
+
+/* Segment and socket names of a system (buffers of SHOAL_SEG_NAME_MAX). */
+int shoal__name_registry(char *buf, const char *system);
+int shoal__name_bell(char *buf, const char *system);
+int shoal__name_mailbox(char *buf, const char *system, const char *group);
+int shoal__path_socket(char *buf, size_t len, const char *system);
+
+/* Check a system or group name: 1..31 characters of [A-Za-z0-9_-]. */
+int shoal__check_name(const char *name, const char *what, struct shoal_err *err);
+
+/* The registry views of an attached registry segment, bounds-checked. */
+struct shoal__registry {
+	struct shoal_seg seg;
+	struct shoal__reg_hdr *hdr;
+	struct shoal__reg_type *types;
+	struct shoal__reg_group *groups;
+};
+
+/* Attach the registry of system `system` (a name) and validate its layout. */
+int shoal__registry_attach(struct shoal__registry *reg, const char *system, uint32_t flags,
+			   struct shoal_err *err);
+
+/* Find mailbox header of an attached mailbox segment; NULL if invalid. */
+struct shoal__mbx_hdr *shoal__mailbox_hdr(const struct shoal_seg *seg);
+
+#endif

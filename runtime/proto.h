@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The control protocol between group processes and the router: fixed-layout
+ * messages over a UNIX SOCK_SEQPACKET socket (one message per packet, so no
+ * framing). Every message the router receives is validated by
+ * shoal__ctl_check() before any field is used: the peer may be buggy or
+ * hostile (its uid was checked, its code was not).
+ *
+ *   group -> router   HELLO, SUB, UNSUB, OPEN_DIRECT, BYE
+ *   router -> group   WELCOME, OK, DIRECT, ERROR
+ * Each request gets exactly one reply, in order (the group serialises its
+ * requests). The router tells a group to stop through its mailbox, not the
+ * socket, so a group never has to read the socket asynchronously.
+ */
+#ifndef SHOAL_RUNTIME_PROTO_H
+#define SHOAL_RUNTIME_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <shoal/filter.h>
+#include <shoal/message.h>
+#include <shoal/segment.h>
+
+#define SHOAL__CTL_MAGIC   UINT32_C(0x4c544353)   /* "SCTL" */
+#define SHOAL__CTL_VERSION 1u
+#define SHOAL__CTL_MAX     (64u * 1024)          /* largest packet */
+#define SHOAL__CTL_MAX_TYPES 512u
+#define SHOAL__CTL_MAX_SUBS  64u
+
+enum shoal__ctl_op {
+	SHOAL__CTL_HELLO = 1,
+	SHOAL__CTL_WELCOME,
+	SHOAL__CTL_ERROR,
+	SHOAL__CTL_OK,
+	SHOAL__CTL_SUB,
+	SHOAL__CTL_UNSUB,
+	SHOAL__CTL_OPEN_DIRECT,
+	SHOAL__CTL_DIRECT,
+	SHOAL__CTL_BYE,
+	SHOAL__CTL_OP_MAX,
+};
+
+struct shoal__ctl_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t op;
+	uint32_t len;                    /* whole packet, header included */
+	uint32_t pad;
+};
+
+struct shoal__ctl_type {
+	uint32_t id;
+	uint32_t max_size;
+	char name[SHOAL_NAME_MAX];
+};
+
+/* HELLO is followed by n_types shoal__ctl_type, then n_subs shoal_filter. */
+struct shoal__ctl_hello {
+	struct shoal__ctl_hdr h;
+	char group[SHOAL_NAME_MAX];
+	int32_t pid;
+	uint16_t n_workers;
+	uint16_t n_actors;
+	int32_t node;
+	uint32_t n_types;
+	uint32_t n_subs;
+	uint32_t pad;
+};
+
+struct shoal__ctl_welcome {
+	struct shoal__ctl_hdr h;
+	uint16_t group;
+	uint16_t n_workers;
+	uint16_t n_actors;
+	uint16_t pad;
+	uint32_t gen;
+	uint32_t pad2;
+	uint64_t spin_ns;
+	char registry[SHOAL_SEG_NAME_MAX];
+	char bell[SHOAL_SEG_NAME_MAX];
+	char mailbox[SHOAL_SEG_NAME_MAX];
+};
+
+struct shoal__ctl_error {
+	struct shoal__ctl_hdr h;
+	int32_t err;                     /* negative errno */
+	uint32_t pad;
+	char msg[SHOAL_ERR_MSG_MAX];
+};
+
+struct shoal__ctl_ok {
+	struct shoal__ctl_hdr h;
+	uint32_t id;
+	uint32_t pad;
+};
+
+struct shoal__ctl_sub {
+	struct shoal__ctl_hdr h;
+	struct shoal_filter f;
+};
+
+struct shoal__ctl_unsub {
+	struct shoal__ctl_hdr h;
+	uint32_t id;
+	uint32_t pad;
+};
+
+struct shoal__ctl_open_direct {
+	struct shoal__ctl_hdr h;
+	uint16_t dst_group;
+	uint16_t dst_worker;
+	uint16_t src_worker;
+	uint16_t pad;
+};
+
+struct shoal__ctl_direct {
+	struct shoal__ctl_hdr h;
+	char ring[SHOAL_SEG_REGION_NAME_MAX];
+};
+
+/* Fill a header for `op` with total length `len`. */
+void shoal__ctl_init(struct shoal__ctl_hdr *h, uint16_t op, uint32_t len);
+
+/*
+ * Validate a received packet of `len` bytes: magic, version, a known op, the
+ * exact length its op and counts imply, NUL-terminated names and, for SUB,
+ * a valid filter. Returns the op, or -EBADMSG / -EPROTONOSUPPORT / -EINVAL
+ * with the reason in *err. Reads nothing outside [buf, buf + len).
+ */
+int shoal__ctl_check(const void *buf, size_t len, struct shoal_err *err);
+
+/* The type and filter arrays that follow a validated HELLO. */
+const struct shoal__ctl_type *shoal__ctl_hello_types(const struct shoal__ctl_hello *m);
+const struct shoal_filter *shoal__ctl_hello_subs(const struct shoal__ctl_hello *m);
+size_t shoal__ctl_hello_size(uint32_t n_types, uint32_t n_subs);
+
+/* Send one packet / receive one packet (blocking, EINTR retried). */
+int shoal__ctl_send(int fd, const void *msg, size_t len);
+int shoal__ctl_recv(int fd, void *buf, size_t cap);
+
+/* Send an ERROR reply. */
+int shoal__ctl_send_error(int fd, int err, const char *msg);
+
+#endif

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The router's routing table: every filter of the system in one flat vector,
+ * plus the index derived from it at build time (see runtime/filter.c for the
+ * layout). Private to the runtime, never installed.
+ *
+ * Lifecycle:
+ *   1. The control thread builds a table with shoal__route_build(). If that
+ *      succeeds, it must eventually call shoal__route_free() on it.
+ *   2. A built table never changes. The router publishes it with one pointer
+ *      swap and frees the previous one after an RCU grace period.
+ *   3. Any number of threads may call every function except free on the same
+ *      table at the same time; free must not race with any of them.
+ */
+#ifndef SHOAL_RUNTIME_ROUTE_H
+#define SHOAL_RUNTIME_ROUTE_H
+
+#include <stdint.h>
+
+#include <shoal/api.h>
+#include <shoal/filter.h>
+
+struct shoal__route_table;   /* opaque, immutable after build */
+
+#define SHOAL__ROUTE_INDEXED 0   /* derive per-type index and key partitions */
+#define SHOAL__ROUTE_FLAT    1   /* baseline: scan the whole vector per message, no index */
+
+/* Largest table: keeps every derived offset within 32 bits. */
+#define SHOAL__ROUTE_MAX_FILTERS (UINT32_C(1) << 20)
+
+/*
+ * Build a table from a copy of filters[0 .. n) (filters may be NULL when n is
+ * 0); filter i keeps index i. `mode` is SHOAL__ROUTE_INDEXED or
+ * SHOAL__ROUTE_FLAT.
+ * Returns 0 and the table in *out; -EINVAL with "filter #i: reason" in *err
+ * when filter i fails shoal_filter_validate(), or with the reason when the
+ * mode is unknown or n exceeds SHOAL__ROUTE_MAX_FILTERS; -ENOMEM when an
+ * allocation fails. On failure nothing is built and *out is not written.
+ * Allocates; never for the hot path.
+ */
+int shoal__route_build(struct shoal__route_table **out, const struct shoal_filter *filters,
+		       uint32_t n, int mode, struct shoal_err *err);
+
+/* Free a table in one call. NULL is allowed. */
+void shoal__route_free(struct shoal__route_table *t);
+
+/* Number of filters in the table. */
+uint32_t shoal__route_count(const struct shoal__route_table *t);
+
+/* The table's copy of filter i, or NULL when i >= shoal__route_count(). */
+const struct shoal_filter *shoal__route_filter(const struct shoal__route_table *t, uint32_t i);
+
+/*
+ * An upper bound of the number of filters any one message can match: the
+ * size of the `out` array shoal__route_match() needs so that it never
+ * truncates. At least 1 when the table holds a filter, 0 for an empty table.
+ * The indexed mode derives a tighter bound than the flat one (a message
+ * matches one bucket of a modulus partition, one value of an EQ/IN map).
+ */
+uint32_t shoal__route_max_matches(const struct shoal__route_table *t);
+
+/* Number of filters that list message type `type` (0: no route for it). */
+uint32_t shoal__route_type_filters(const struct shoal__route_table *t, uint32_t type);
+
+/*
+ * Write the indices of the filters matching a message of type `type` and
+ * payload[0 .. len) to out[0 .. max), in ascending order, and return how many
+ * were written. When more than `max` filters match, the `max` smallest
+ * indices are written. A payload too short for a filter's key does not match
+ * that filter; nothing outside payload[0 .. len) is read, whatever `len` and
+ * the filters' offsets are (type and payload come from other processes).
+ * Hot path: no allocation, lock, system call or recursion; read-only and
+ * wait-free, safe from any number of threads at once.
+ */
+uint32_t shoal__route_match(const struct shoal__route_table *t, uint32_t type,
+			    const void *payload, uint32_t len, uint32_t *out, uint32_t max);
+
+#endif

@@ -1,0 +1,1165 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The router's control side: the system's registry and segments, the control
+ * socket, group registration, routes, and publishing the routing snapshot.
+ *
+ * Publishing (DESIGN invariant 5): every change (a route added or removed, a
+ * group declared, a dispatcher started) rebuilds a complete snapshot: the
+ * flat filter vector with its derived index (runtime/filter.c), the
+ * destination table and each dispatcher's uplink list. The snapshot is
+ * swapped in with one rcu_xchg_pointer() and the old one is freed after
+ * synchronize_rcu(). Dispatchers read it under the QSBR flavour of liburcu
+ * (see docs/design.md for the measurement behind that choice): they never
+ * take a lock and never wait for the control side.
+ *
+ * Ordering guarantees:
+ *   R1 rcu_xchg_pointer() (release) pairs with A1 rcu_dereference() in the
+ *      dispatchers: a dispatcher that sees a snapshot sees it fully built,
+ *      including every ring it points to (initialised before the publish).
+ *   R2 (type id store-release) pairs with A2 in group processes reading the
+ *      type table: a type with a non-zero id has its name and size set.
+ *   Registry fields other than type ids are single-writer (this thread,
+ *   under router->lock) and read by others with relaxed loads: they are
+ *   status for display and liveness checks, ordering nothing.
+ *
+ * Concurrency: every public call and the control thread take router->lock;
+ * dispatchers never do. synchronize_rcu() runs under the lock, so publishes
+ * are serialised; dispatchers pass a quiescent state after every pass and go
+ * offline before sleeping, so a grace period takes about one pass.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <dirent.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <numa.h>
+
+#include <shoal/doorbell.h>
+#include <shoal/numa.h>
+
+#include "runtime/proto.h"
+#include "runtime/router_impl.h"
+#include "shm/util.h"
+
+#define DEFAULT_UP_CAP (256u * 1024)
+#define DEFAULT_IN_CAP (256u * 1024)
+#define DEFAULT_DIRECT_CAP (64u * 1024)
+#define MAILBOX_DIR_CAP 1024u
+#define MAILBOX_DIRECT_RINGS 128u
+#define MAX_CONNS 1024
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static void wake_all_workers(struct shoal_router *r)
+{
+	for (uint32_t g = 0; g < r->n_groups; g++) {
+		struct shoal__group_slot *s = &r->groups[g];
+
+		if (!s->used)
+			continue;
+		for (unsigned w = 0; w < s->n_workers; w++) {
+			shoal_doorbell_notify(&s->hdr->w[w].in_db);
+			shoal_doorbell_notify(&s->hdr->w[w].space_db);
+		}
+	}
+}
+
+static void note_change(struct shoal_router *r)
+{
+	r->change_count++;
+	pthread_cond_broadcast(&r->changed);
+}
+
+static int find_group(const struct shoal_router *r, const char *name)
+{
+	for (uint32_t g = 0; g < r->n_groups; g++)
+		if (r->groups[g].used && strcmp(r->groups[g].name, name) == 0)
+			return (int)g;
+	return -ENOENT;
+}
+
+/* ---- topology ---------------------------------------------------------- */
+
+static void topology_read(struct shoal_router *r, const struct shoal_topology *given)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (given != NULL) {
+		r->topo = *given;
+		r->numa_real = false;
+		return;
+	}
+	memset(&r->topo, 0, sizeof(r->topo));
+	r->numa_real = true;
+	r->topo.n_nodes = shoal_numa_node_count();
+	if (r->topo.n_nodes > SHOAL_MAX_NODES)
+		r->topo.n_nodes = SHOAL_MAX_NODES;
+	for (long cpu = 0; cpu < ncpu && cpu < 64; cpu++) {
+		int node = shoal_numa_node_of_cpu((int)cpu);
+
+		if (node >= 0 && node < r->topo.n_nodes)
+			r->topo.cpus[node] |= UINT64_C(1) << cpu;
+	}
+}
+
+/* Node with the fewest groups (ties: the lowest). */
+static int place_group(const struct shoal_router *r)
+{
+	int count[SHOAL_MAX_NODES] = { 0 }, best = 0;
+
+	for (uint32_t g = 0; g < r->n_groups; g++)
+		if (r->groups[g].used)
+			count[r->groups[g].node]++;
+	for (int n = 1; n < r->topo.n_nodes; n++)
+		if (count[n] < count[best])
+			best = n;
+	return best;
+}
+
+static int dispatcher_of_node(const struct shoal_router *r, int node)
+{
+	for (int d = 0; d < r->n_disp; d++)
+		if (r->disp_node[d] == node)
+			return d;
+	return -1;
+}
+
+/* ---- the snapshot ------------------------------------------------------ */
+
+static void snapshot_free(struct shoal__snapshot *s)
+{
+	if (s == NULL)
+		return;
+	shoal__route_free(s->routes);
+	for (int d = 0; d < SHOAL_MAX_NODES; d++)
+		free(s->uplinks[d]);
+	free(s);
+}
+
+static void ring_region(struct shoal__group_slot *s, const char *name, void **mem, uint64_t *len)
+{
+	struct shoal_seg_region reg;
+
+	*mem = NULL;
+	if (shoal_seg_find(&s->mbx, SHOAL_SEG_KIND_RING, name, &reg) == 0) {
+		*mem = shoal_seg_ptr(&s->mbx, reg.off, reg.len, 128);
+		if (len)
+			*len = reg.len;
+	}
+}
+
+static int snapshot_build(struct shoal_router *r, struct shoal__snapshot **out,
+			  struct shoal_err *err)
+{
+	struct shoal__snapshot *s = calloc(1, sizeof(*s));
+	struct shoal_filter *fv = NULL;
+	int ret;
+
+	if (s == NULL)
+		return -ENOMEM;
+	s->version = ++r->version;
+	s->n_disp = (uint32_t)r->n_disp;
+	if (r->n_routes > 0) {
+		fv = malloc(r->n_routes * sizeof(*fv));
+		if (fv == NULL) {
+			free(s);
+			return -ENOMEM;
+		}
+		for (uint32_t i = 0; i < r->n_routes; i++)
+			fv[i] = r->routes[i].f;
+	}
+	ret = shoal__route_build(&s->routes, fv, r->n_routes, SHOAL__ROUTE_INDEXED, err);
+	free(fv);
+	if (ret < 0) {
+		free(s);
+		return ret;
+	}
+	s->max_matches = shoal__route_max_matches(s->routes);
+	for (int d = 0; d < r->n_disp; d++) {
+		s->uplinks[d] = calloc((size_t)r->n_groups * SHOAL_MAX_WORKERS + 1,
+				       sizeof(struct shoal__snap_uplink));
+		if (s->uplinks[d] == NULL) {
+			snapshot_free(s);
+			return -ENOMEM;
+		}
+	}
+	for (uint32_t g = 0; g < r->n_groups; g++) {
+		struct shoal__group_slot *gs = &r->groups[g];
+		struct shoal__snap_group *sg = &s->groups[g];
+		int d_own = dispatcher_of_node(r, gs->node);
+		char name[SHOAL_SEG_REGION_NAME_MAX];
+
+		if (!gs->used)
+			continue;
+		sg->used = true;
+		sg->state = (uint8_t)shoal_load_relaxed(&r->regg[g].state);
+		sg->n_workers = gs->n_workers;
+		sg->n_actors = gs->n_actors;
+		sg->reg = &r->regg[g];
+		sg->mbx = gs->hdr;
+		for (unsigned w = 0; w < gs->n_workers; w++) {
+			struct shoal__snap_uplink *u;
+
+			for (int d = 0; d < r->n_disp; d++) {
+				snprintf(name, sizeof(name), "in.%u.d%d", w, d);
+				ring_region(gs, name, &sg->in[w * SHOAL_MAX_NODES + (unsigned)d],
+					    &sg->in_len);
+			}
+			u = &s->uplinks[d_own][s->n_uplinks[d_own]++];
+			u->group = (uint16_t)g;
+			u->worker = (uint16_t)w;
+			u->mw = &gs->hdr->w[w];
+			snprintf(name, sizeof(name), "up.%u", w);
+			ring_region(gs, name, &u->ring, &u->len);
+		}
+	}
+	*out = s;
+	return 0;
+}
+
+/* Rebuild and publish. Called with r->lock held. */
+static int publish(struct shoal_router *r, struct shoal_err *err)
+{
+	struct shoal__snapshot *s, *old;
+	int ret = snapshot_build(r, &s, err);
+
+	if (ret < 0)
+		return ret;
+	for (uint32_t t = 0; t < SHOAL__MAX_TYPES; t++) {
+		uint32_t id = shoal_load_relaxed(&r->types[t].id);
+
+		if (id != 0)
+			/* Relaxed: a hint for try_send's no-route check. */
+			shoal_store_relaxed(&r->types[t].routes,
+					    shoal__route_type_filters(s->routes, id));
+	}
+	/* R1: pairs with A1 (rcu_dereference) in the dispatchers. */
+	old = SHOAL__SNAP_PUBLISH(r->snap, s);
+	shoal_store_relaxed(&r->reg->route_version, s->version);
+	shoal_store_relaxed(&r->reg->n_routes, r->n_routes);
+	if (old != NULL) {
+		synchronize_rcu();
+		SHOAL__SNAP_GRACE(r->snap);
+		snapshot_free(old);
+	}
+	/* A new dispatcher or new rings: make sure sleeping dispatchers look. */
+	for (int d = 0; d < r->n_disp; d++)
+		shoal_doorbell_notify(&r->bell->disp[d]);
+	return 0;
+}
+
+/* ---- segments ------------------------------------------------------------ */
+
+static int alloc_ring(struct shoal_seg *seg, const char *name, uint32_t cap)
+{
+	uint64_t off, len = shoal_ring_size(cap);
+	struct shoal_seg_region existing;
+	int ret;
+
+	if (shoal_seg_find(seg, SHOAL_SEG_KIND_RING, name, &existing) == 0)
+		return 0;
+	ret = shoal_seg_alloc(seg, SHOAL_SEG_KIND_RING, name, len, 0, &off);
+	if (ret < 0)
+		return ret;
+	return shoal_ring_init(shoal_seg_ptr(seg, off, len, 128), len, cap, 0);
+}
+
+/* Give every group an inbound ring per worker from dispatcher `d`. */
+static int add_dispatcher_rings(struct shoal_router *r, int d)
+{
+	char name[SHOAL_SEG_REGION_NAME_MAX];
+
+	for (uint32_t g = 0; g < r->n_groups; g++) {
+		struct shoal__group_slot *s = &r->groups[g];
+
+		if (!s->used)
+			continue;
+		for (unsigned w = 0; w < s->n_workers; w++) {
+			int ret;
+
+			snprintf(name, sizeof(name), "in.%u.d%d", w, d);
+			ret = alloc_ring(&s->mbx, name, r->in_cap);
+			if (ret < 0)
+				return ret;
+		}
+	}
+	return 0;
+}
+
+static int ensure_dispatcher(struct shoal_router *r, int node, struct shoal_err *err)
+{
+	int d = dispatcher_of_node(r, node), ret;
+
+	if (d >= 0)
+		return d;
+	d = r->n_disp;
+	ret = add_dispatcher_rings(r, d);
+	if (ret < 0)
+		return shoal__fail(err, ret, "cannot add inbound rings for the dispatcher of node "
+				   "%d: %s", node, strerror(-ret));
+	r->reg->disp[d].node = node;
+	r->reg->disp[d].cpus = r->topo.cpus[node];
+	shoal_doorbell_init(&r->bell->disp[d]);
+	ret = shoal__dispatcher_start(r, d, node);
+	if (ret < 0)
+		return shoal__fail(err, ret, "cannot start the dispatcher of node %d: %s", node,
+				   strerror(-ret));
+	r->disp_node[d] = node;
+	r->n_disp = d + 1;
+	shoal_store_relaxed(&r->reg->n_dispatchers, (uint32_t)r->n_disp);
+	return d;
+}
+
+static int create_mailbox(struct shoal_router *r, struct shoal__group_slot *s, uint16_t id,
+			  struct shoal_err *err)
+{
+	struct shoal_seg_opts o = { .mode = r->mode, .dir_cap = MAILBOX_DIR_CAP, .numa_node = -1 };
+	char seg_name[SHOAL_SEG_NAME_MAX], name[SHOAL_SEG_REGION_NAME_MAX];
+	uint64_t size, off;
+	int ret;
+
+	/* Bind the mailbox to its node before first touch: the router's
+	 * writes below fault the pages in on that node, not on ours. */
+	if (r->numa_real && s->node < shoal_numa_node_count())
+		o.numa_node = s->node;
+	size = 2 * sizeof(struct shoal__mbx_hdr) +
+	       (uint64_t)s->n_workers * (shoal_ring_size(r->up_cap) +
+					 SHOAL_MAX_NODES * shoal_ring_size(r->in_cap)) +
+	       (uint64_t)MAILBOX_DIRECT_RINGS * shoal_ring_size(r->direct_cap);
+	shoal__name_mailbox(seg_name, r->system, s->name);
+	ret = shoal_seg_create(&s->mbx, seg_name, size, &o, err);
+	if (ret < 0)
+		return ret;
+	ret = shoal_seg_alloc(&s->mbx, SHOAL__KIND_MAILBOX, "mailbox", sizeof(*s->hdr), 128, &off);
+	if (ret < 0)
+		goto fail;
+	s->hdr = shoal_seg_ptr(&s->mbx, off, sizeof(*s->hdr), 128);
+	s->hdr->version = SHOAL__LAYOUT_VERSION;
+	s->hdr->group = id;
+	s->hdr->n_workers = s->n_workers;
+	s->hdr->n_actors = s->n_actors;
+	for (unsigned w = 0; w < s->n_workers; w++) {
+		shoal_doorbell_init(&s->hdr->w[w].in_db);
+		shoal_doorbell_init(&s->hdr->w[w].up_db);
+		shoal_doorbell_init(&s->hdr->w[w].space_db);
+		snprintf(name, sizeof(name), "up.%u", w);
+		ret = alloc_ring(&s->mbx, name, r->up_cap);
+		for (int d = 0; ret == 0 && d < r->n_disp; d++) {
+			snprintf(name, sizeof(name), "in.%u.d%d", w, d);
+			ret = alloc_ring(&s->mbx, name, r->in_cap);
+		}
+		if (ret < 0)
+			goto fail;
+	}
+	/* Readers check the magic last (segment R1 already covers the header;
+	 * this covers a mailbox region read by a process attached earlier). */
+	s->hdr->magic = SHOAL__MBX_MAGIC;
+	return 0;
+fail:
+	shoal__fail(err, ret, "cannot lay out mailbox %s: %s", seg_name, strerror(-ret));
+	shoal_seg_detach(&s->mbx);
+	shoal_seg_unlink(seg_name);
+	return ret;
+}
+
+/* Declare a group slot. Called with r->lock held. Returns the id. */
+static int declare_group(struct shoal_router *r, const struct shoal_group_spec *spec,
+			 struct shoal_err *err)
+{
+	uint16_t nw = spec->n_workers ? spec->n_workers : 1;
+	uint16_t na = spec->n_actors ? spec->n_actors : 1;
+	struct shoal__group_slot *s;
+	struct shoal__reg_group *rg;
+	int id, ret, d;
+
+	ret = shoal__check_name(spec->name, "group", err);
+	if (ret < 0)
+		return ret;
+	if (nw > SHOAL_MAX_WORKERS || na > SHOAL_MAX_ACTORS)
+		return shoal__fail(err, -EINVAL, "group %s: %u workers, %u actors (limits %u, %u)",
+				   spec->name, nw, na, SHOAL_MAX_WORKERS, SHOAL_MAX_ACTORS);
+	if (spec->node >= r->topo.n_nodes || spec->node < -1)
+		return shoal__fail(err, -EINVAL, "group %s: NUMA node %d does not exist (%d nodes)",
+				   spec->name, spec->node, r->topo.n_nodes);
+	id = find_group(r, spec->name);
+	if (id >= 0) {
+		s = &r->groups[id];
+		/* A process that leaves a count at 0 takes the declared one. */
+		if ((spec->n_workers && s->n_workers != nw) || (spec->n_actors && s->n_actors != na))
+			return shoal__fail(err, -EEXIST, "group %s is declared with %u workers and "
+					   "%u actors, not %u and %u", spec->name, s->n_workers,
+					   s->n_actors, nw, na);
+		return id;
+	}
+	if (r->n_groups >= SHOAL_MAX_GROUPS)
+		return shoal__fail(err, -ENOSPC, "the system already has %d groups",
+				   SHOAL_MAX_GROUPS);
+	id = (int)r->n_groups;
+	s = &r->groups[id];
+	memset(s, 0, sizeof(*s));
+	snprintf(s->name, sizeof(s->name), "%s", spec->name);
+	s->n_workers = nw;
+	s->n_actors = na;
+	s->node = spec->node >= 0 ? spec->node : place_group(r);
+	s->conn = -1;
+	d = ensure_dispatcher(r, s->node, err);
+	if (d < 0)
+		return d;
+	ret = create_mailbox(r, s, (uint16_t)id, err);
+	if (ret < 0)
+		return ret;
+	s->used = true;
+	r->n_groups++;
+	rg = &r->regg[id];
+	memcpy(rg->name, s->name, sizeof(rg->name));
+	rg->n_workers = nw;
+	rg->n_actors = na;
+	rg->node = s->node;
+	rg->dispatcher = (uint32_t)d;
+	shoal__name_mailbox(rg->mailbox, r->system, s->name);
+	shoal_store_relaxed(&rg->state, SHOAL_GROUP_DOWN);
+	shoal_store_relaxed(&r->reg->n_groups, r->n_groups);
+	ret = publish(r, err);
+	return ret < 0 ? ret : id;
+}
+
+/* ---- types and routes ---------------------------------------------------- */
+
+/* Register a type, or check it against the registered one. */
+static int register_type(struct shoal_router *r, const struct shoal__ctl_type *t,
+			 struct shoal_err *err)
+{
+	uint32_t free_slot = UINT32_MAX;
+
+	for (uint32_t i = 0; i < SHOAL__MAX_TYPES; i++) {
+		struct shoal__reg_type *rt = &r->types[i];
+		uint32_t id = shoal_load_relaxed(&rt->id);
+
+		if (id == t->id) {
+			if (rt->max_size != t->max_size || strcmp(rt->name, t->name) != 0)
+				return shoal__fail(err, -EEXIST, "message type %u is '%s' (max %u "
+						   "bytes) in this system, '%s' (max %u bytes) in "
+						   "this program", t->id, rt->name, rt->max_size,
+						   t->name, t->max_size);
+			return 0;
+		}
+		if (id == 0 && free_slot == UINT32_MAX)
+			free_slot = i;
+	}
+	if (free_slot == UINT32_MAX)
+		return shoal__fail(err, -ENOSPC, "the system already has %u message types",
+				   SHOAL__MAX_TYPES);
+	r->types[free_slot].max_size = t->max_size;
+	memcpy(r->types[free_slot].name, t->name, sizeof(t->name));
+	/* R2: pairs with A2 in group processes: name and size before the id. */
+	shoal_store_release(&r->types[free_slot].id, t->id);
+	return 0;
+}
+
+static bool same_filter(const struct shoal_filter *a, const struct shoal_filter *b)
+{
+	struct shoal_filter x = *a, y = *b;
+
+	x.id = y.id = 0;
+	return memcmp(&x, &y, sizeof(x)) == 0;
+}
+
+/* Append a route (no publish). Called with r->lock held. */
+static int route_append(struct shoal_router *r, const struct shoal_filter *f, int owner,
+			uint32_t *id, struct shoal_err *err)
+{
+	int ret = shoal_filter_validate(f, err);
+
+	if (ret < 0)
+		return ret;
+	if (f->group >= r->n_groups || !r->groups[f->group].used)
+		return shoal__fail(err, -EINVAL, "route to group id %u, which is not declared",
+				   f->group);
+	for (uint32_t i = 0; i < r->n_routes; i++)
+		if (r->routes[i].owner == owner && same_filter(&r->routes[i].f, f)) {
+			*id = r->routes[i].f.id;
+			return 0;
+		}
+	if (r->n_routes == r->cap_routes) {
+		uint32_t cap = r->cap_routes ? 2 * r->cap_routes : 64;
+		struct shoal__route_entry *n = realloc(r->routes, cap * sizeof(*n));
+
+		if (n == NULL)
+			return -ENOMEM;
+		r->routes = n;
+		r->cap_routes = cap;
+	}
+	r->routes[r->n_routes].f = *f;
+	r->routes[r->n_routes].f.id = ++r->next_route_id;
+	r->routes[r->n_routes].owner = owner;
+	*id = r->routes[r->n_routes].f.id;
+	r->n_routes++;
+	return 0;
+}
+
+/* Remove routes matching (id, owner); id 0 means all of the owner's. */
+static uint32_t route_remove(struct shoal_router *r, uint32_t id, int owner, bool any_owner)
+{
+	uint32_t kept = 0, removed = 0;
+
+	for (uint32_t i = 0; i < r->n_routes; i++) {
+		bool match = (id == 0 || r->routes[i].f.id == id) &&
+			     (any_owner || r->routes[i].owner == owner);
+
+		if (match)
+			removed++;
+		else
+			r->routes[kept++] = r->routes[i];
+	}
+	r->n_routes = kept;
+	return removed;
+}
+
+/* ---- control connections ---------------------------------------------- */
+
+static int conn_group(const struct shoal_router *r, int fd)
+{
+	for (uint32_t g = 0; g < r->n_groups; g++)
+		if (r->groups[g].used && r->groups[g].conn == fd)
+			return (int)g;
+	return -1;
+}
+
+static void group_left(struct shoal_router *r, int g)
+{
+	struct shoal__group_slot *s = &r->groups[g];
+
+	s->conn = -1;
+	s->pid = 0;
+	shoal_store_relaxed(&r->regg[g].pid, 0);
+	if (shoal_load_relaxed(&r->regg[g].state) != SHOAL_GROUP_FAILED)
+		shoal_store_relaxed(&r->regg[g].state, SHOAL_GROUP_DOWN);
+	/* Requesters waiting on this group re-check its state now. */
+	wake_all_workers(r);
+	note_change(r);
+}
+
+static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_hello *m,
+			struct shoal_err *err)
+{
+	struct shoal_group_spec spec = { .name = m->group, .n_workers = m->n_workers,
+					 .n_actors = m->n_actors, .node = m->node };
+	const struct shoal__ctl_type *types = shoal__ctl_hello_types(m);
+	const struct shoal_filter *subs = shoal__ctl_hello_subs(m);
+	struct shoal__ctl_welcome w;
+	struct shoal__group_slot *s;
+	uint32_t gen, id;
+	int g, ret;
+
+	if (conn_group(r, fd) >= 0)
+		return shoal__fail(err, -EISCONN, "this connection already registered a group");
+	for (uint32_t i = 0; i < m->n_types; i++) {
+		ret = register_type(r, &types[i], err);
+		if (ret < 0)
+			return ret;
+	}
+	g = declare_group(r, &spec, err);
+	if (g < 0)
+		return g;
+	s = &r->groups[g];
+	if (s->conn >= 0)
+		return shoal__fail(err, -EEXIST, "group %s is already running (pid %d)", s->name,
+				   (int)s->pid);
+	if (shoal_load_relaxed(&r->regg[g].state) == SHOAL_GROUP_FAILED)
+		return shoal__fail(err, -EHOSTDOWN, "group %s was marked failed", s->name);
+	route_remove(r, 0, g, false);
+	for (uint32_t i = 0; i < m->n_subs; i++) {
+		struct shoal_filter f = subs[i];
+
+		f.group = (uint16_t)g;
+		ret = route_append(r, &f, g, &id, err);
+		if (ret < 0)
+			return ret;
+	}
+	s->conn = fd;
+	s->pid = m->pid;
+	shoal_store_relaxed(&s->hdr->stop, 0);
+	gen = shoal_load_relaxed(&r->regg[g].gen) + 1;
+	shoal_store_relaxed(&r->regg[g].gen, gen);
+	shoal_store_relaxed(&r->regg[g].pid, m->pid);
+	shoal_store_relaxed(&r->regg[g].attaches, shoal_load_relaxed(&r->regg[g].attaches) + 1);
+	shoal_store_relaxed(&r->regg[g].state, SHOAL_GROUP_RUNNING);
+	ret = publish(r, err);
+	if (ret < 0)
+		return ret;
+	memset(&w, 0, sizeof(w));
+	shoal__ctl_init(&w.h, SHOAL__CTL_WELCOME, sizeof(w));
+	w.group = (uint16_t)g;
+	w.n_workers = s->n_workers;
+	w.n_actors = s->n_actors;
+	w.gen = gen;
+	w.spin_ns = r->spin_ns;
+	shoal__name_registry(w.registry, r->system);
+	shoal__name_bell(w.bell, r->system);
+	shoal__name_mailbox(w.mailbox, r->system, s->name);
+	note_change(r);
+	return shoal__ctl_send(fd, &w, sizeof(w));
+}
+
+static int reply_ok(int fd, uint32_t id)
+{
+	struct shoal__ctl_ok ok;
+
+	memset(&ok, 0, sizeof(ok));
+	shoal__ctl_init(&ok.h, SHOAL__CTL_OK, sizeof(ok));
+	ok.id = id;
+	return shoal__ctl_send(fd, &ok, sizeof(ok));
+}
+
+static int handle_open_direct(struct shoal_router *r, int g, const struct shoal__ctl_open_direct *m,
+			      struct shoal_err *err)
+{
+	struct shoal__ctl_direct reply;
+	struct shoal__group_slot *dst;
+	int ret;
+
+	if (m->dst_group >= r->n_groups || !r->groups[m->dst_group].used)
+		return shoal__fail(err, -EINVAL, "no group with id %u", m->dst_group);
+	dst = &r->groups[m->dst_group];
+	if (m->dst_worker >= dst->n_workers || m->src_worker >= r->groups[g].n_workers)
+		return shoal__fail(err, -EINVAL, "worker out of range");
+	memset(&reply, 0, sizeof(reply));
+	shoal__ctl_init(&reply.h, SHOAL__CTL_DIRECT, sizeof(reply));
+	snprintf(reply.ring, sizeof(reply.ring), "in.%u.g%d.%u", m->dst_worker, g, m->src_worker);
+	ret = alloc_ring(&dst->mbx, reply.ring, r->direct_cap);
+	if (ret < 0)
+		return shoal__fail(err, ret, "no room for a direct ring in group %s's mailbox",
+				   dst->name);
+	/* The receiver looks for new rings when it wakes. */
+	shoal_doorbell_notify(&dst->hdr->w[m->dst_worker].in_db);
+	return shoal__ctl_send(r->groups[g].conn, &reply, sizeof(reply));
+}
+
+/* Handle one packet from `fd`. Returns < 0 to drop the connection. */
+static int handle_packet(struct shoal_router *r, int fd, const void *buf, size_t len)
+{
+	struct shoal_err err = { { 0 } };
+	int op = shoal__ctl_check(buf, len, &err), g, ret = 0;
+	uint32_t id = 0;
+
+	if (op < 0) {
+		shoal__ctl_send_error(fd, op, err.msg);
+		return op;
+	}
+	pthread_mutex_lock(&r->lock);
+	g = conn_group(r, fd);
+	if (op != SHOAL__CTL_HELLO && g < 0) {
+		ret = shoal__fail(&err, -ENOTCONN, "send HELLO first");
+		goto out;
+	}
+	switch (op) {
+	case SHOAL__CTL_HELLO:
+		ret = handle_hello(r, fd, buf, &err);
+		break;
+	case SHOAL__CTL_SUB: {
+		struct shoal_filter f = ((const struct shoal__ctl_sub *)buf)->f;
+
+		f.group = (uint16_t)g;
+		ret = route_append(r, &f, g, &id, &err);
+		if (ret == 0)
+			ret = publish(r, &err);
+		if (ret == 0)
+			ret = reply_ok(fd, id);
+		break;
+	}
+	case SHOAL__CTL_UNSUB:
+		id = ((const struct shoal__ctl_unsub *)buf)->id;
+		if (id == 0 || route_remove(r, id, g, false) == 0)
+			ret = shoal__fail(&err, -ENOENT, "this group has no route %u", id);
+		else
+			ret = publish(r, &err);
+		if (ret == 0)
+			ret = reply_ok(fd, id);
+		break;
+	case SHOAL__CTL_OPEN_DIRECT:
+		ret = handle_open_direct(r, g, buf, &err);
+		break;
+	case SHOAL__CTL_BYE:
+		group_left(r, g);
+		ret = reply_ok(fd, 0);
+		break;
+	default:
+		ret = shoal__fail(&err, -EBADMSG, "op %d is not a request", op);
+		break;
+	}
+out:
+	pthread_mutex_unlock(&r->lock);
+	if (ret < 0 && err.msg[0] != '\0')
+		shoal__ctl_send_error(fd, ret, err.msg);
+	/* A failed HELLO ends the connection; a failed request does not. */
+	return (ret < 0 && (op == SHOAL__CTL_HELLO || g < 0)) ? ret : 0;
+}
+
+static void conn_close(struct shoal_router *r, int ep, int fd)
+{
+	int g;
+
+	epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+	pthread_mutex_lock(&r->lock);
+	g = conn_group(r, fd);
+	if (g >= 0)
+		group_left(r, g);
+	pthread_mutex_unlock(&r->lock);
+	close(fd);
+}
+
+#define CONN_REFUSED (UINT64_C(1) << 32)
+
+/*
+ * Accept a connection. Only the system's owner may attach: peer
+ * credentials, not the file mode alone (the socket may be reachable by
+ * others). A refused peer is answered at its first request, so that it
+ * reads the reason instead of a reset connection.
+ */
+static void conn_accept(struct shoal_router *r, int ep)
+{
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	int fd = accept4(r->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	ev.data.u64 = (uint64_t)fd;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != geteuid())
+		ev.data.u64 |= CONN_REFUSED | (uint64_t)cred.uid << 33;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0)
+		close(fd);
+}
+
+static void conn_refuse(struct shoal_router *r, int fd, uint64_t data, void *buf)
+{
+	char msg[160];
+
+	(void)shoal__ctl_recv(fd, buf, SHOAL__CTL_MAX);
+	snprintf(msg, sizeof(msg), "uid %u may not attach to system %s (owner uid %u)",
+		 (unsigned)(data >> 33), r->system, (unsigned)geteuid());
+	shoal__ctl_send_error(fd, -EACCES, msg);
+}
+
+static void *control_main(void *arg)
+{
+	struct shoal_router *r = arg;
+	struct epoll_event ev = { .events = EPOLLIN }, evs[32];
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	void *buf = malloc(SHOAL__CTL_MAX);
+
+	if (ep < 0 || buf == NULL)
+		goto out;
+	ev.data.u64 = (uint64_t)r->listen_fd;
+	epoll_ctl(ep, EPOLL_CTL_ADD, r->listen_fd, &ev);
+	ev.data.u64 = (uint64_t)r->wake_fd;
+	epoll_ctl(ep, EPOLL_CTL_ADD, r->wake_fd, &ev);
+	while (!atomic_load(&r->stopping)) {
+		int n = epoll_wait(ep, evs, 32, -1);
+
+		for (int i = 0; i < n; i++) {
+			int fd = (int)(uint32_t)evs[i].data.u64, len;
+
+			if (fd == r->wake_fd)
+				continue;
+			if (fd == r->listen_fd) {
+				conn_accept(r, ep);
+				continue;
+			}
+			if (evs[i].data.u64 & CONN_REFUSED) {
+				if (evs[i].events & EPOLLIN)
+					conn_refuse(r, fd, evs[i].data.u64, buf);
+				epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+				close(fd);
+				continue;
+			}
+			if (evs[i].events & EPOLLIN) {
+				len = shoal__ctl_recv(fd, buf, SHOAL__CTL_MAX);
+				if (len > 0 && handle_packet(r, fd, buf, (size_t)len) == 0)
+					continue;
+			}
+			conn_close(r, ep, fd);
+		}
+	}
+out:
+	free(buf);
+	if (ep >= 0)
+		close(ep);
+	return NULL;
+}
+
+/* ---- start, leftovers, stop ------------------------------------------- */
+
+/* Remove every segment and the socket of `system` (a dead router's). */
+static void remove_system_files(const char *system)
+{
+	const char *dir = getenv("SHOAL_SHM_DIR");
+	char prefix[64], path[512];
+	struct dirent *e;
+	DIR *d;
+
+	if (dir == NULL || dir[0] == '\0')
+		dir = "/dev/shm";
+	snprintf(prefix, sizeof(prefix), "shoal.%s.", system);
+	d = opendir(dir);
+	if (d == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	closedir(d);
+}
+
+static int claim_system(struct shoal_router *r, struct shoal_err *err)
+{
+	char reg_name[SHOAL_SEG_NAME_MAX];
+	int alive;
+
+	shoal__name_registry(reg_name, r->system);
+	alive = shoal_seg_probe(reg_name, NULL);
+	if (alive == 1)
+		return shoal__fail(err, -EEXIST, "system %s is already running (its router is "
+				   "alive)", r->system);
+	/* Dead, foreign or broken leftovers of this system's names: remove. */
+	remove_system_files(r->system);
+	return 0;
+}
+
+static int create_registry(struct shoal_router *r, struct shoal_err *err)
+{
+	struct shoal_seg_opts o = { .mode = r->mode, .numa_node = -1, .dir_cap = 8 };
+	char name[SHOAL_SEG_NAME_MAX];
+	uint64_t off;
+	int ret;
+
+	shoal__name_registry(name, r->system);
+	ret = shoal_seg_create(&r->reg_seg, name, SHOAL__REG_SIZE + 8192, &o, err);
+	if (ret < 0)
+		return ret;
+	ret = shoal_seg_alloc(&r->reg_seg, SHOAL__KIND_REGISTRY, "registry", SHOAL__REG_SIZE, 128,
+			      &off);
+	if (ret < 0)
+		return shoal__fail(err, ret, "cannot lay out the registry");
+	r->reg = shoal_seg_ptr(&r->reg_seg, off, SHOAL__REG_SIZE, 128);
+	r->reg->version = SHOAL__LAYOUT_VERSION;
+	snprintf(r->reg->system, sizeof(r->reg->system), "%s", r->system);
+	r->reg->router_pid = (int32_t)getpid();
+	r->reg->n_nodes = (uint32_t)r->topo.n_nodes;
+	r->reg->max_groups = SHOAL_MAX_GROUPS;
+	r->reg->max_types = SHOAL__MAX_TYPES;
+	r->reg->types_off = sizeof(*r->reg);
+	r->reg->groups_off = sizeof(*r->reg) + SHOAL__MAX_TYPES * sizeof(struct shoal__reg_type);
+	r->reg->spin_ns = r->spin_ns;
+	shoal_store_relaxed(&r->reg->state, 1);
+	r->types = (struct shoal__reg_type *)((char *)r->reg + r->reg->types_off);
+	r->regg = (struct shoal__reg_group *)((char *)r->reg + r->reg->groups_off);
+	r->reg->magic = SHOAL__REG_MAGIC;
+
+	shoal__name_bell(name, r->system);
+	ret = shoal_seg_create(&r->bell_seg, name, sizeof(struct shoal__bell) + 4096, &o, err);
+	if (ret < 0)
+		return ret;
+	ret = shoal_seg_alloc(&r->bell_seg, SHOAL__KIND_BELL, "bell", sizeof(struct shoal__bell),
+			      64, &off);
+	if (ret < 0)
+		return shoal__fail(err, ret, "cannot lay out the doorbells");
+	r->bell = shoal_seg_ptr(&r->bell_seg, off, sizeof(*r->bell), 64);
+	return 0;
+}
+
+static int open_socket(struct shoal_router *r, struct shoal_err *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	if (shoal__path_socket(r->sock_path, sizeof(r->sock_path), r->system) < 0 ||
+	    strlen(r->sock_path) >= sizeof(sa.sun_path))
+		return shoal__fail(err, -ENAMETOOLONG, "control socket path too long");
+	strcpy(sa.sun_path, r->sock_path);
+	r->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (r->listen_fd < 0)
+		return shoal__fail(err, -errno, "socket: %s", strerror(errno));
+	unlink(r->sock_path);
+	if (bind(r->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    chmod(r->sock_path, r->mode) != 0 || listen(r->listen_fd, 64) != 0)
+		return shoal__fail(err, -errno, "cannot listen on %s: %s", r->sock_path,
+				   strerror(errno));
+	r->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (r->wake_fd < 0)
+		return shoal__fail(err, -errno, "eventfd: %s", strerror(errno));
+	return 0;
+}
+
+int shoal_router_start(struct shoal_router **out, const struct shoal_router_opts *opts,
+		       struct shoal_err *err)
+{
+	struct shoal_router *r;
+	int ret;
+
+	if (opts == NULL)
+		return shoal__fail(err, -EINVAL, "no router options");
+	ret = shoal__check_name(opts->system, "system", err);
+	if (ret < 0)
+		return ret;
+	if (opts->topology && (opts->topology->n_nodes < 1 ||
+			       opts->topology->n_nodes > SHOAL_MAX_NODES))
+		return shoal__fail(err, -EINVAL, "described topology has %d nodes (1..%d)",
+				   opts->topology->n_nodes, SHOAL_MAX_NODES);
+	r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		return -ENOMEM;
+	snprintf(r->system, sizeof(r->system), "%s", opts->system);
+	r->mode = opts->mode ? opts->mode : 0600;
+	r->spin_ns = opts->spin_ns ? opts->spin_ns : SHOAL_DOORBELL_SPIN_NS_DEFAULT;
+	r->up_cap = opts->uplink_capacity ? opts->uplink_capacity : DEFAULT_UP_CAP;
+	r->in_cap = opts->inbound_capacity ? opts->inbound_capacity : DEFAULT_IN_CAP;
+	r->direct_cap = opts->direct_capacity ? opts->direct_capacity : DEFAULT_DIRECT_CAP;
+	r->listen_fd = r->wake_fd = -1;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->changed, NULL);
+	if (!shoal_ring_size(r->up_cap) || !shoal_ring_size(r->in_cap) ||
+	    !shoal_ring_size(r->direct_cap) || r->in_cap < r->up_cap) {
+		ret = shoal__fail(err, -EINVAL, "ring capacities must be powers of two, and "
+				  "inbound rings at least as large as uplinks");
+		goto fail;
+	}
+	topology_read(r, opts->topology);
+	ret = claim_system(r, err);
+	if (ret < 0)
+		goto fail;
+	ret = create_registry(r, err);
+	if (ret < 0)
+		goto fail;
+	ret = open_socket(r, err);
+	if (ret < 0)
+		goto fail;
+	pthread_mutex_lock(&r->lock);
+	ret = publish(r, err);
+	pthread_mutex_unlock(&r->lock);
+	if (ret < 0)
+		goto fail;
+	ret = pthread_create(&r->control, NULL, control_main, r);
+	if (ret != 0) {
+		ret = shoal__fail(err, -ret, "cannot start the control thread");
+		goto fail;
+	}
+	r->control_started = true;
+	*out = r;
+	return 0;
+fail:
+	shoal_router_destroy(r);
+	return ret;
+}
+
+int shoal_router_group(struct shoal_router *r, const struct shoal_group_spec *spec,
+		       struct shoal_err *err)
+{
+	int ret;
+
+	pthread_mutex_lock(&r->lock);
+	ret = declare_group(r, spec, err);
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}
+
+int shoal_router_group_id(struct shoal_router *r, const char *name)
+{
+	int ret;
+
+	pthread_mutex_lock(&r->lock);
+	ret = find_group(r, name);
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}
+
+int shoal_router_add_route(struct shoal_router *r, const struct shoal_filter *f, uint32_t *id,
+			   struct shoal_err *err)
+{
+	uint32_t tmp;
+	int ret;
+
+	pthread_mutex_lock(&r->lock);
+	ret = route_append(r, f, -1, id ? id : &tmp, err);
+	if (ret == 0)
+		ret = publish(r, err);
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}
+
+int shoal_router_remove_route(struct shoal_router *r, uint32_t id)
+{
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&r->lock);
+	if (id != 0 && route_remove(r, id, -1, true) > 0)
+		ret = publish(r, NULL);
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}
+
+static bool any_attached(struct shoal_router *r)
+{
+	for (uint32_t g = 0; g < r->n_groups; g++)
+		if (r->groups[g].used && r->groups[g].conn >= 0)
+			return true;
+	return false;
+}
+
+static void deadline_after(struct timespec *ts, int64_t ns)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ns / 1000000000;
+	ts->tv_nsec += ns % 1000000000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
+static void ask_stop(struct shoal_router *r, int g)
+{
+	struct shoal__group_slot *s = &r->groups[g];
+
+	shoal_store_relaxed(&s->hdr->stop, 1);
+	if (s->conn >= 0)
+		shoal_store_relaxed(&r->regg[g].state, SHOAL_GROUP_STOPPING);
+	for (unsigned w = 0; w < s->n_workers; w++) {
+		shoal_doorbell_notify(&s->hdr->w[w].in_db);
+		shoal_doorbell_notify(&s->hdr->w[w].up_db);
+		shoal_doorbell_notify(&s->hdr->w[w].space_db);
+	}
+}
+
+int shoal_router_stop_group(struct shoal_router *r, int id)
+{
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&r->lock);
+	if (id >= 0 && (uint32_t)id < r->n_groups && r->groups[id].used) {
+		ask_stop(r, id);
+		ret = 0;
+	}
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}
+
+int shoal_router_stop_groups(struct shoal_router *r, int64_t timeout_ns)
+{
+	struct timespec ts;
+	int ret = 0;
+
+	pthread_mutex_lock(&r->lock);
+	shoal_store_relaxed(&r->reg->state, 2);
+	for (uint32_t g = 0; g < r->n_groups; g++)
+		if (r->groups[g].used)
+			ask_stop(r, (int)g);
+	deadline_after(&ts, timeout_ns);
+	while (any_attached(r) && ret == 0)
+		ret = -pthread_cond_timedwait(&r->changed, &r->lock, &ts);
+	pthread_mutex_unlock(&r->lock);
+	return ret == 0 ? 0 : -ETIMEDOUT;
+}
+
+int shoal_router_fail_group(struct shoal_router *r, int id)
+{
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&r->lock);
+	if (id >= 0 && (uint32_t)id < r->n_groups && r->groups[id].used) {
+		shoal_store_relaxed(&r->regg[id].state, SHOAL_GROUP_FAILED);
+		ret = publish(r, NULL);
+		wake_all_workers(r);
+		note_change(r);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}
+
+pid_t shoal_router_group_pid(struct shoal_router *r, int id)
+{
+	pid_t pid = 0;
+
+	pthread_mutex_lock(&r->lock);
+	if (id >= 0 && (uint32_t)id < r->n_groups && r->groups[id].used)
+		pid = r->groups[id].conn >= 0 ? r->groups[id].pid : 0;
+	pthread_mutex_unlock(&r->lock);
+	return pid;
+}
+
+int shoal_router_wait_change(struct shoal_router *r, int64_t timeout_ns)
+{
+	struct timespec ts;
+	uint64_t seen;
+	int ret = 0;
+
+	pthread_mutex_lock(&r->lock);
+	seen = r->change_count;
+	deadline_after(&ts, timeout_ns);
+	while (r->change_count == seen && ret == 0)
+		ret = pthread_cond_timedwait(&r->changed, &r->lock, &ts);
+	pthread_mutex_unlock(&r->lock);
+	return ret == 0 ? 0 : -ETIMEDOUT;
+}
+
+void shoal_router_destroy(struct shoal_router *r)
+{
+	char name[SHOAL_SEG_NAME_MAX];
+	uint64_t one = 1;
+
+	if (r == NULL)
+		return;
+	atomic_store(&r->stopping, true);
+	if (r->control_started) {
+		if (write(r->wake_fd, &one, sizeof(one)) < 0)
+			pthread_cancel(r->control);
+		pthread_join(r->control, NULL);
+	}
+	for (int d = 0; d < r->n_disp; d++) {
+		shoal_doorbell_notify(&r->bell->disp[d]);
+		shoal__dispatcher_stop(r->disp[d]);
+	}
+	for (uint32_t g = 0; g < r->n_groups; g++) {
+		struct shoal__group_slot *s = &r->groups[g];
+
+		if (!s->used)
+			continue;
+		if (s->conn >= 0)
+			close(s->conn);
+		shoal__name_mailbox(name, r->system, s->name);
+		shoal_seg_detach(&s->mbx);
+		shoal_seg_unlink(name);
+	}
+	snapshot_free(r->snap);
+	if (r->listen_fd >= 0) {
+		close(r->listen_fd);
+		unlink(r->sock_path);
+	}
+	if (r->wake_fd >= 0)
+		close(r->wake_fd);
+	if (r->reg != NULL) {
+		shoal__name_registry(name, r->system);
+		shoal_seg_detach(&r->reg_seg);
+		shoal_seg_unlink(name);
+		shoal__name_bell(name, r->system);
+		shoal_seg_detach(&r->bell_seg);
+		shoal_seg_unlink(name);
+	}
+	free(r->routes);
+	pthread_mutex_destroy(&r->lock);
+	pthread_cond_destroy(&r->changed);
+	free(r);
+}

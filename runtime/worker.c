@@ -1,0 +1,921 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The data path of a group process: sends (routed through the uplink,
+ * direct into another group's ring), the receive loop with in-group routing,
+ * and request/response.
+ *
+ * Memory picture of one worker (struct shoal_ctx, used by one thread):
+ *   up          producer of its uplink ring (-> its node's dispatcher)
+ *   in[]        consumers of its inbound rings: one per dispatcher, one per
+ *               direct sender (created on first use by the router), and one
+ *               per other worker of this process (in-process forwarding)
+ *   dout[g][w]  producers of the direct rings it opened into other groups
+ *   fwd[w]      producers of the in-process rings to the other workers
+ * Every ring has one producer and one consumer, so a dead process can never
+ * wedge a ring it does not own (DESIGN invariant 3).
+ *
+ * Ordering guarantees: those of the rings (R1/A1, R2/A2 in shm/ring.c) and
+ * doorbells (F1/F2 in shm/doorbell.c); registry reads (generation, state,
+ * route counts) are relaxed snapshots that order nothing: a stale one at
+ * worst makes a send fail early or a receiver drop a message as stale.
+ *
+ * Progress guarantees: try_* sends and shoal_reserve are wait-free. send,
+ * send_to and request wait, and say so: bounded spin, then a futex sleep on
+ * the doorbell the other side rings when it makes room or delivers.
+ *
+ * Hot path: no allocation, lock, log or system call, except the FUTEX_WAKE a
+ * doorbell makes when the other side announced sleep.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <shoal/doorbell.h>
+#include <shoal/group.h>
+
+#include "runtime/group_impl.h"
+#include "runtime/proto.h"
+#include "shm/util.h"
+
+#define POLL_BATCH 32u
+#define SLEEP_SLICE_NS 100000000        /* re-check stop and liveness this often */
+#define ENV_SIZE ((uint32_t)sizeof(struct shoal_envelope))
+
+/* ---- counters ------------------------------------------------------------ */
+
+/* Relaxed stores: the worker is the only writer of its counter line. */
+#define COUNT(ctx, field) shoal_store_relaxed(&(ctx)->mw->field, ++(ctx)->field)
+
+/* ---- rings of this worker ---------------------------------------------------- */
+
+static int add_inring(struct shoal_ctx *ctx, void *mem, uint64_t len)
+{
+	if (ctx->n_in == ctx->cap_in) {
+		uint32_t cap = ctx->cap_in ? 2 * ctx->cap_in : 8;
+		struct shoal__inring *n = realloc(ctx->in, cap * sizeof(*n));
+
+		if (n == NULL)
+			return -ENOMEM;
+		ctx->in = n;
+		ctx->cap_in = cap;
+	}
+	if (shoal_ring_cons_attach(&ctx->in[ctx->n_in].c, mem, len, NULL) < 0)
+		return -EUCLEAN;
+	ctx->in[ctx->n_in].mem = mem;
+	ctx->n_in++;
+	return 0;
+}
+
+/*
+ * Attach the inbound rings the router added to our mailbox since the last
+ * scan ("in.W.*" for this worker). Cheap when nothing changed: one load.
+ */
+void shoal__ctx_scan(struct shoal_ctx *ctx)
+{
+	uint32_t count = shoal_seg_dir_count(&ctx->g->mbx_seg);
+	char prefix[16];
+	size_t plen;
+
+	if (SHOAL_LIKELY(count == ctx->dir_seen))
+		return;
+	plen = (size_t)snprintf(prefix, sizeof(prefix), "in.%u.", ctx->w);
+	for (uint32_t i = ctx->dir_seen; i < count; i++) {
+		struct shoal_seg_region r;
+		void *mem;
+
+		if (shoal_seg_region_at(&ctx->g->mbx_seg, i, &r) < 0)
+			break;
+		if (r.kind != SHOAL_SEG_KIND_RING || strncmp(r.name, prefix, plen) != 0)
+			continue;
+		mem = shoal_seg_ptr(&ctx->g->mbx_seg, r.off, r.len, 128);
+		if (mem == NULL || add_inring(ctx, mem, r.len) < 0)
+			continue;   /* a corrupted ring is skipped, not trusted */
+	}
+	ctx->dir_seen = count;
+}
+
+static void fwd_ring(struct shoal_group *g, unsigned from, unsigned to, void **mem, uint64_t *len)
+{
+	*len = shoal_ring_size(SHOAL__FWD_CAP);
+	*mem = (char *)g->fwd_mem + (from * g->n_workers + to) * *len;
+}
+
+int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
+{
+	struct shoal_ctx *ctx = &g->ctx[w];
+	struct shoal_seg_region r;
+	char name[SHOAL_SEG_REGION_NAME_MAX];
+	void *mem;
+	uint64_t len;
+	int ret;
+
+	ctx->g = g;
+	ctx->w = w;
+	ctx->mw = &g->mbx->w[w];
+	ctx->bell = &g->bell->disp[g->reg.groups[g->id].dispatcher % SHOAL_MAX_NODES];
+	ctx->next_rid = 1;
+	snprintf(name, sizeof(name), "up.%u", w);
+	if (shoal_seg_find(&g->mbx_seg, SHOAL_SEG_KIND_RING, name, &r) < 0 ||
+	    (mem = shoal_seg_ptr(&g->mbx_seg, r.off, r.len, 128)) == NULL)
+		return shoal__fail(err, -EUCLEAN, "mailbox has no uplink ring %s", name);
+	ret = shoal_ring_prod_attach(&ctx->up, mem, r.len, err);
+	if (ret < 0)
+		return ret;
+	/* Counters continue from what the previous incarnation published. */
+	ctx->sent_routed = shoal_load_relaxed(&ctx->mw->sent_routed);
+	ctx->sent_direct = shoal_load_relaxed(&ctx->mw->sent_direct);
+	ctx->received = shoal_load_relaxed(&ctx->mw->received);
+	ctx->handled = shoal_load_relaxed(&ctx->mw->handled);
+	ctx->try_failed = shoal_load_relaxed(&ctx->mw->try_failed);
+	ctx->stale = shoal_load_relaxed(&ctx->mw->stale);
+	ctx->malformed = shoal_load_relaxed(&ctx->mw->malformed);
+	ctx->discarded = shoal_load_relaxed(&ctx->mw->discarded);
+	shoal__ctx_scan(ctx);
+	if (g->n_workers < 2)
+		return 0;
+	/* In-process forwarding rings, all allocated by the first worker. */
+	if (g->fwd_mem == NULL) {
+		size_t total = (size_t)g->n_workers * g->n_workers * shoal_ring_size(SHOAL__FWD_CAP);
+
+		if (posix_memalign(&g->fwd_mem, 128, total) != 0)
+			return -ENOMEM;
+		for (unsigned a = 0; a < g->n_workers; a++)
+			for (unsigned b = 0; b < g->n_workers; b++) {
+				fwd_ring(g, a, b, &mem, &len);
+				shoal_ring_init(mem, len, SHOAL__FWD_CAP, 0);
+			}
+	}
+	ctx->fwd = calloc(g->n_workers, sizeof(*ctx->fwd));
+	if (ctx->fwd == NULL)
+		return -ENOMEM;
+	for (unsigned o = 0; o < g->n_workers; o++) {
+		if (o == w)
+			continue;
+		fwd_ring(g, w, o, &mem, &len);
+		shoal_ring_prod_attach(&ctx->fwd[o], mem, len, NULL);
+		fwd_ring(g, o, w, &mem, &len);
+		ret = add_inring(ctx, mem, len);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+void shoal__ctx_fini(struct shoal_ctx *ctx)
+{
+	struct shoal__deferred *d = ctx->def_head;
+
+	while (d != NULL) {
+		struct shoal__deferred *next = d->next;
+
+		free(d);
+		d = next;
+	}
+	for (int i = 0; i < SHOAL_MAX_GROUPS; i++)
+		free(ctx->dout[i]);
+	free(ctx->in);
+	free(ctx->fwd);
+}
+
+bool shoal__stop_requested(const struct shoal_group *g)
+{
+	/* Relaxed: a flag; the doorbell that accompanies it orders nothing
+	 * either, we only need to see it eventually. */
+	return atomic_load_explicit(&g->stop, memory_order_relaxed) ||
+	       shoal_load_relaxed(&g->mbx->stop) != 0;
+}
+
+/* ---- sending ---------------------------------------------------------------- */
+
+static const struct shoal__ltype *type_of(const struct shoal_group *g, uint32_t id)
+{
+	for (uint32_t h = id & g->types_mask;; h = (h + 1) & g->types_mask) {
+		if (g->types[h].id == id)
+			return &g->types[h];
+		if (g->types[h].id == 0)
+			return NULL;
+	}
+}
+
+uint64_t shoal_ctx_self(const struct shoal_ctx *ctx)
+{
+	if (ctx->cur != NULL)
+		return ctx->cur->addr;
+	return shoal_addr_make(ctx->g->id, SHOAL_SLOT_GROUP, ctx->g->gen);
+}
+
+static uint64_t new_trace_id(struct shoal_ctx *ctx)
+{
+	/* Unique per system: group, worker and a per-worker counter. */
+	return (uint64_t)(ctx->g->id + 1u) << 48 | (uint64_t)ctx->w << 40 |
+	       ((ctx->sent_routed + ctx->sent_direct + 1) & ((UINT64_C(1) << 40) - 1));
+}
+
+static void fill_env(struct shoal_ctx *ctx, void *dst, uint32_t type, uint32_t len, uint64_t dest,
+		     uint32_t flags, uint64_t rid)
+{
+	struct shoal_envelope env;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);   /* vDSO: no system call */
+	env.type = type;
+	env.len = len;
+	env.sender = shoal_ctx_self(ctx);
+	env.dest = dest;
+	env.trace_id = ctx->cur != NULL ? ctx->cur_trace : new_trace_id(ctx);
+	env.request_id = rid;
+	env.send_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	env.flags = flags;
+	env.reserved = 0;
+	memcpy(dst, &env, sizeof(env));
+}
+
+static int check_type(struct shoal_ctx *ctx, uint32_t type, uint32_t len,
+		      const struct shoal__ltype **out)
+{
+	const struct shoal__ltype *t = type_of(ctx->g, type);
+
+	if (SHOAL_UNLIKELY(t == NULL))
+		return -ENOMSG;
+	if (SHOAL_UNLIKELY(len > t->max_size))
+		return -EMSGSIZE;
+	*out = t;
+	return 0;
+}
+
+struct waiter {
+	struct shoal_ring_prod *p;
+	uint32_t need;
+};
+
+static bool room(void *arg)
+{
+	struct waiter *w = arg;
+	void *dst = shoal_ring_reserve(w->p, w->need, 0);
+
+	if (dst == NULL)
+		return shoal_ring_prod_error(w->p) != 0;
+	shoal_ring_cancel(w->p);
+	return true;
+}
+
+/* Wait for room in `p`, sleeping on `db` (rung by the consumer's side). */
+static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct shoal_doorbell *db,
+		     uint32_t need)
+{
+	struct waiter w = { p, need };
+
+	for (;;) {
+		int ret = shoal_doorbell_poll_wait(db, ctx->g->spin_ns, room, &w, SLEEP_SLICE_NS);
+
+		if (shoal_ring_prod_error(p))
+			return -EUCLEAN;
+		if (ret == 0)
+			return 0;
+		if (shoal__stop_requested(ctx->g))
+			return -ESHUTDOWN;
+	}
+}
+
+/* Reserve `ENV_SIZE + len` in `p`, waiting if asked. */
+static void *reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct shoal_doorbell *db,
+			uint32_t len, bool wait, int *err)
+{
+	for (;;) {
+		void *dst = shoal_ring_reserve(p, ENV_SIZE + len, 0);
+		int ret;
+
+		if (SHOAL_LIKELY(dst != NULL))
+			return dst;
+		if (shoal_ring_prod_error(p)) {
+			*err = -EUCLEAN;
+			return NULL;
+		}
+		if (ENV_SIZE + len > shoal_ring_max_payload(p)) {
+			*err = -EMSGSIZE;
+			return NULL;
+		}
+		if (!wait) {
+			*err = -EAGAIN;
+			return NULL;
+		}
+		ret = wait_room(ctx, p, db, ENV_SIZE + len);
+		if (ret < 0) {
+			*err = ret;
+			return NULL;
+		}
+	}
+}
+
+static int send_routed(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32_t len,
+		       bool wait)
+{
+	const struct shoal__ltype *t;
+	unsigned char *dst;
+	int ret = check_type(ctx, type, len, &t);
+
+	/* Relaxed: a hint the router sets at publish; the dispatcher still
+	 * counts a message that finds no route after a concurrent change. */
+	if (ret == 0 && shoal_load_relaxed(&t->reg->routes) == 0)
+		ret = -EHOSTUNREACH;
+	if (ret == 0) {
+		dst = reserve_in(ctx, &ctx->up, &ctx->mw->up_db, len, wait, &ret);
+		if (dst != NULL) {
+			fill_env(ctx, dst, type, len, SHOAL_ADDR_NONE, wait ? 0 : SHOAL_ENV_TRY, 0);
+			memcpy(dst + ENV_SIZE, buf, len);
+			shoal_ring_commit(&ctx->up);
+			shoal_doorbell_notify(ctx->bell);
+			COUNT(ctx, sent_routed);
+			return 0;
+		}
+	}
+	if (!wait)
+		COUNT(ctx, try_failed);
+	return ret;
+}
+
+int shoal_send(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32_t len)
+{
+	return send_routed(ctx, type, buf, len, true);
+}
+
+int shoal_try_send(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32_t len)
+{
+	return send_routed(ctx, type, buf, len, false);
+}
+
+/* The worker of group `dg` that receives a message for `slot`. */
+static uint32_t dest_worker(const struct shoal__reg_group *rg, uint16_t slot, uint64_t self,
+			    uint64_t rid, uint32_t flags)
+{
+	uint16_t nw = rg->n_workers ? rg->n_workers : 1;
+
+	if (flags & SHOAL_ENV_RESPONSE)
+		return (uint32_t)(rid >> 48) % nw;   /* the requester's worker */
+	if (slot < SHOAL_MAX_ACTORS)
+		return slot % nw;
+	return (uint32_t)((self * UINT64_C(0x9e3779b97f4a7c15)) >> 32) % nw;
+}
+
+/* The direct ring from this worker to worker `dw` of group `dg`. */
+static struct shoal__dout *dout_get(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw, int *err)
+{
+	struct shoal_group *g = ctx->g;
+	struct shoal__dout *o;
+	struct shoal__peer *peer;
+	struct shoal_seg_region r;
+	char ring[SHOAL_SEG_REGION_NAME_MAX];
+	void *mem;
+
+	if (ctx->dout[dg] == NULL) {
+		/* First send to this group from this worker: control path. */
+		ctx->dout[dg] = calloc(SHOAL_MAX_WORKERS, sizeof(**ctx->dout));
+		if (ctx->dout[dg] == NULL) {
+			*err = -ENOMEM;
+			return NULL;
+		}
+	}
+	o = &ctx->dout[dg][dw];
+	if (SHOAL_LIKELY(o->ring != NULL))
+		return o;
+	peer = shoal__peer_get(g, dg);
+	*err = -EUCLEAN;
+	if (peer == NULL || dw >= peer->hdr->n_workers)
+		return NULL;
+	*err = shoal__open_direct(g, ctx->w, dg, (uint16_t)dw, ring, NULL);
+	if (*err < 0)
+		return NULL;
+	if (shoal_seg_find(&peer->seg, SHOAL_SEG_KIND_RING, ring, &r) < 0 ||
+	    (mem = shoal_seg_ptr(&peer->seg, r.off, r.len, 128)) == NULL ||
+	    shoal_ring_prod_attach(&o->p, mem, r.len, NULL) < 0) {
+		*err = -EUCLEAN;
+		return NULL;
+	}
+	o->dst = &peer->hdr->w[dw];
+	o->ring = mem;
+	return o;
+}
+
+/*
+ * Validate a destination against the registry. Returns the registry entry,
+ * or NULL with the error in *err.
+ */
+static const struct shoal__reg_group *check_dest(struct shoal_ctx *ctx, uint64_t dest, int *err)
+{
+	int dg = shoal_addr_group(dest);
+	uint16_t slot = shoal_addr_slot(dest);
+	const struct shoal__reg_group *rg;
+
+	if (dg < 0 || dg >= SHOAL_MAX_GROUPS ||
+	    (uint32_t)dg >= shoal_load_relaxed(&ctx->g->reg.hdr->n_groups)) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	rg = &ctx->g->reg.groups[dg];
+	switch (shoal_load_relaxed(&rg->state)) {
+	case SHOAL_GROUP_EMPTY:
+		*err = -EINVAL;
+		return NULL;
+	case SHOAL_GROUP_FAILED:
+		*err = -EHOSTDOWN;
+		return NULL;
+	default:
+		break;
+	}
+	if (slot != SHOAL_SLOT_GROUP && slot != SHOAL_SLOT_ALL && slot >= rg->n_actors) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	/* Actor addresses name one incarnation (see shoal/message.h). */
+	if (slot < SHOAL_MAX_ACTORS && shoal_addr_gen(dest) != shoal_load_relaxed(&rg->gen)) {
+		*err = -ESTALE;
+		return NULL;
+	}
+	return rg;
+}
+
+static int send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
+		       uint32_t len, bool wait, uint32_t flags, uint64_t rid)
+{
+	const struct shoal__reg_group *rg;
+	const struct shoal__ltype *t;
+	int ret = 0;
+	uint32_t w0, w1;
+
+	if (!(flags & SHOAL_ENV_ERROR))
+		ret = check_type(ctx, type, len, &t);
+	rg = ret == 0 ? check_dest(ctx, dest, &ret) : NULL;
+	if (rg == NULL)
+		goto fail;
+	w0 = dest_worker(rg, shoal_addr_slot(dest), shoal_ctx_self(ctx), rid, flags);
+	w1 = w0 + 1;
+	if (shoal_addr_slot(dest) == SHOAL_SLOT_ALL) {
+		w0 = 0;
+		w1 = rg->n_workers;
+	}
+	for (uint32_t w = w0; w < w1; w++) {
+		struct shoal__dout *o = dout_get(ctx, (uint16_t)shoal_addr_group(dest), w, &ret);
+		unsigned char *dst;
+
+		if (o == NULL)
+			goto fail;
+		dst = reserve_in(ctx, &o->p, &o->dst->space_db, len, wait, &ret);
+		if (dst == NULL)
+			goto fail;
+		fill_env(ctx, dst, type, len, dest, flags, rid);
+		memcpy(dst + ENV_SIZE, buf, len);
+		shoal_ring_commit(&o->p);
+		shoal_doorbell_notify(&o->dst->in_db);
+	}
+	COUNT(ctx, sent_direct);
+	return 0;
+fail:
+	if (!wait)
+		COUNT(ctx, try_failed);
+	return ret;
+}
+
+int shoal_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
+		  uint32_t len)
+{
+	return send_direct(ctx, dest, type, buf, len, true, 0, 0);
+}
+
+int shoal_try_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
+		      uint32_t len)
+{
+	return send_direct(ctx, dest, type, buf, len, false, 0, 0);
+}
+
+int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t len, void **buf)
+{
+	const struct shoal__ltype *t;
+	const struct shoal__reg_group *rg;
+	struct shoal_ring_prod *p;
+	struct shoal_doorbell *db;
+	unsigned char *dst;
+	int ret = check_type(ctx, type, len, &t);
+
+	if (ret < 0)
+		goto fail;
+	if (dest == SHOAL_ADDR_NONE) {
+		if (shoal_load_relaxed(&t->reg->routes) == 0) {
+			ret = -EHOSTUNREACH;
+			goto fail;
+		}
+		p = &ctx->up;
+		db = ctx->bell;
+	} else {
+		struct shoal__dout *o;
+
+		rg = check_dest(ctx, dest, &ret);
+		if (rg == NULL || shoal_addr_slot(dest) == SHOAL_SLOT_ALL) {
+			ret = rg == NULL ? ret : -EINVAL;   /* zero-copy is one ring */
+			goto fail;
+		}
+		o = dout_get(ctx, (uint16_t)shoal_addr_group(dest),
+			     dest_worker(rg, shoal_addr_slot(dest), shoal_ctx_self(ctx), 0, 0), &ret);
+		if (o == NULL)
+			goto fail;
+		p = &o->p;
+		db = &o->dst->in_db;
+	}
+	dst = reserve_in(ctx, p, NULL, len, false, &ret);
+	if (dst == NULL)
+		goto fail;
+	fill_env(ctx, dst, type, len, dest, dest == SHOAL_ADDR_NONE ? SHOAL_ENV_TRY : 0, 0);
+	ctx->res_p = p;
+	ctx->res_db = db;
+	ctx->res_routed = dest == SHOAL_ADDR_NONE;
+	*buf = dst + ENV_SIZE;
+	return 0;
+fail:
+	COUNT(ctx, try_failed);
+	return ret;
+}
+
+void shoal_commit(struct shoal_ctx *ctx)
+{
+	if (ctx->res_p == NULL)
+		return;
+	shoal_ring_commit(ctx->res_p);
+	shoal_doorbell_notify(ctx->res_db);
+	if (ctx->res_routed)
+		COUNT(ctx, sent_routed);
+	else
+		COUNT(ctx, sent_direct);
+	ctx->res_p = NULL;
+}
+
+/* ---- receiving ------------------------------------------------------------- */
+
+static void invoke(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_envelope *env,
+		   const void *payload)
+{
+	struct shoal_group *g = ctx->g;
+	struct shoal_msg m = { env, payload, env->len, env->type };
+	struct shoal_actor *saved = ctx->cur;
+
+	ctx->cur = &g->actors[slot];
+	ctx->cur_trace = env->trace_id;
+	ctx->cur_req = (env->flags & SHOAL_ENV_REQUEST) ? env : NULL;
+	ctx->responded = false;
+	g->desc.on_message(ctx->cur, &m);
+	if (ctx->cur_req != NULL && !ctx->responded)
+		shoal_respond_error(ctx, &m, -ECANCELED);   /* lifecycle rule 5 */
+	ctx->cur_req = NULL;
+	ctx->cur = saved;
+	COUNT(ctx, handled);
+}
+
+/* Forward a message to the worker owning `slot` in this process. */
+static void forward(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_envelope *env,
+		    const void *payload)
+{
+	struct shoal_group *g = ctx->g;
+	unsigned to = slot == SHOAL_SLOT_ALL ? 0 : slot % g->n_workers;
+	unsigned from_all = slot == SHOAL_SLOT_ALL ? 0 : to, last = slot == SHOAL_SLOT_ALL ?
+							       g->n_workers : to + 1;
+
+	for (unsigned w = from_all; w < last; w++) {
+		struct shoal_envelope e = *env;
+		unsigned char *dst;
+		int err;
+
+		if (w == ctx->w)
+			continue;
+		e.dest = shoal_addr_make(g->id, slot, g->gen);
+		dst = reserve_in(ctx, &ctx->fwd[w], &g->mbx->w[w].space_db, env->len, true, &err);
+		if (dst == NULL)
+			continue;   /* only on shutdown: the message is dropped with us */
+		memcpy(dst, &e, sizeof(e));
+		memcpy(dst + ENV_SIZE, payload, env->len);
+		shoal_ring_commit(&ctx->fwd[w]);
+		shoal_doorbell_notify(&g->mbx->w[w].in_db);
+	}
+}
+
+/* Deliver to one slot: here if this worker owns it, else forward. */
+static void deliver_slot(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_envelope *env,
+			 const void *payload)
+{
+	if (slot % ctx->g->n_workers == ctx->w)
+		invoke(ctx, slot, env, payload);
+	else
+		forward(ctx, slot, env, payload);
+}
+
+/* Every actor owned by this worker. */
+static void deliver_local_all(struct shoal_ctx *ctx, const struct shoal_envelope *env,
+			      const void *payload)
+{
+	for (uint32_t a = ctx->w; a < ctx->g->n_actors; a += ctx->g->n_workers)
+		invoke(ctx, (uint16_t)a, env, payload);
+}
+
+static void deliver_group(struct shoal_ctx *ctx, const struct shoal_envelope *env,
+			  const void *payload)
+{
+	struct shoal_group *g = ctx->g;
+	struct shoal_outcome out = { .kind = SHOAL_OUT_UNICAST, .n = 1, .slots = { 0 } };
+	struct shoal_msg m = { env, payload, env->len, env->type };
+
+	if (g->desc.route != NULL)
+		g->desc.route(&m, &out, g->desc.user);
+	switch (out.kind) {
+	case SHOAL_OUT_UNICAST:
+	case SHOAL_OUT_MULTICAST:
+		for (uint8_t i = 0; i < out.n && i < SHOAL_OUT_MAX_SLOTS; i++) {
+			if (out.slots[i] >= g->n_actors) {
+				COUNT(ctx, discarded);
+				continue;
+			}
+			deliver_slot(ctx, out.slots[i], env, payload);
+			if (out.kind == SHOAL_OUT_UNICAST)
+				break;
+		}
+		break;
+	case SHOAL_OUT_BROADCAST:
+		deliver_local_all(ctx, env, payload);
+		forward(ctx, SHOAL_SLOT_ALL, env, payload);
+		break;
+	default:
+		COUNT(ctx, discarded);
+		break;
+	}
+}
+
+/* Keep a record aside while a request waits (lifecycle: handled later). */
+static void defer(struct shoal_ctx *ctx, const void *rec, uint32_t len)
+{
+	struct shoal__deferred *d = malloc(sizeof(*d) + len);
+
+	if (d == NULL) {
+		COUNT(ctx, discarded);   /* out of memory: counted, not silent */
+		return;
+	}
+	d->next = NULL;
+	d->len = len;
+	memcpy(d->rec, rec, len);
+	if (ctx->def_tail)
+		ctx->def_tail->next = d;
+	else
+		ctx->def_head = d;
+	ctx->def_tail = d;
+}
+
+static void take_response(struct shoal_ctx *ctx, const struct shoal_envelope *env,
+			  const void *payload)
+{
+	struct shoal_reply *r = ctx->wait_reply;
+
+	ctx->wait_done = true;
+	if (env->flags & SHOAL_ENV_ERROR) {
+		int32_t e = -EPROTO;
+
+		if (env->len == sizeof(e))
+			memcpy(&e, payload, sizeof(e));
+		ctx->wait_status = e < 0 ? e : -EPROTO;
+		return;
+	}
+	r->type = env->type;
+	r->len = env->len < r->cap ? env->len : r->cap;
+	if (r->len > 0)
+		memcpy(r->buf, payload, r->len);
+	ctx->wait_status = env->len > r->cap ? -EMSGSIZE : 0;
+}
+
+/* Handle one record (envelope + payload) from an inbound ring. */
+static void handle_record(struct shoal_ctx *ctx, const void *rec, uint32_t len)
+{
+	struct shoal_group *g = ctx->g;
+	struct shoal_envelope env;
+	const unsigned char *payload = (const unsigned char *)rec + ENV_SIZE;
+	uint16_t slot;
+
+	/* Untrusted: copy the envelope once, then validate the copy. */
+	if (SHOAL_UNLIKELY(len < ENV_SIZE))
+		goto malformed;
+	memcpy(&env, rec, sizeof(env));
+	if (SHOAL_UNLIKELY(env.len != len - ENV_SIZE || env.type == 0 ||
+			   (env.flags & ~SHOAL_ENV_FLAGS)))
+		goto malformed;
+	if (env.flags & SHOAL_ENV_RESPONSE) {
+		if (ctx->wait_rid != 0 && env.request_id == ctx->wait_rid && !ctx->wait_done) {
+			COUNT(ctx, received);
+			take_response(ctx, &env, payload);
+		} else {
+			COUNT(ctx, discarded);   /* a late response: its request gave up */
+		}
+		return;
+	}
+	if (ctx->wait_rid != 0) {
+		defer(ctx, rec, len);
+		return;
+	}
+	COUNT(ctx, received);
+	if (shoal_addr_group(env.dest) != g->id)
+		goto malformed;
+	slot = shoal_addr_slot(env.dest);
+	if (slot < SHOAL_MAX_ACTORS && !(env.flags & SHOAL_ENV_ROUTED) &&
+	    shoal_addr_gen(env.dest) != g->gen) {
+		COUNT(ctx, stale);   /* for an actor of an earlier incarnation */
+		return;
+	}
+	if (slot < g->n_actors)
+		deliver_slot(ctx, slot, &env, payload);
+	else if (slot == SHOAL_SLOT_ALL)
+		deliver_local_all(ctx, &env, payload);
+	else if (slot == SHOAL_SLOT_GROUP)
+		deliver_group(ctx, &env, payload);
+	else
+		goto malformed;
+	return;
+malformed:
+	COUNT(ctx, malformed);
+}
+
+/* Handle messages deferred during a request, oldest first. */
+static uint32_t handle_deferred(struct shoal_ctx *ctx, uint32_t budget)
+{
+	uint32_t n = 0;
+
+	while (ctx->def_head != NULL && n < budget) {
+		struct shoal__deferred *d = ctx->def_head;
+
+		ctx->def_head = d->next;
+		if (ctx->def_head == NULL)
+			ctx->def_tail = NULL;
+		handle_record(ctx, d->rec, d->len);
+		free(d);
+		n++;
+	}
+	return n;
+}
+
+/* One pass over every inbound ring. Returns records handled. */
+static uint32_t poll_rings(struct shoal_ctx *ctx, uint32_t budget)
+{
+	uint32_t n = 0;
+
+	shoal__ctx_scan(ctx);
+	for (uint32_t k = 0; k < ctx->n_in && n < budget; k++) {
+		struct shoal__inring *in = &ctx->in[(ctx->rr + k) % ctx->n_in];
+		struct shoal_rec rec;
+		uint32_t taken = 0;
+
+		while (taken < POLL_BATCH && n + taken < budget && shoal_ring_peek(&in->c, &rec)) {
+			handle_record(ctx, rec.data, rec.len);
+			taken++;
+		}
+		if (taken > 0) {
+			shoal_ring_release(&in->c);
+			ctx->released = true;
+			n += taken;
+		}
+	}
+	ctx->rr++;
+	if (ctx->released) {
+		/* Direct senders may sleep waiting for the space we just made. */
+		ctx->released = false;
+		shoal_doorbell_notify(&ctx->mw->space_db);
+	}
+	return n;
+}
+
+static bool rings_ready(void *arg)
+{
+	struct shoal_ctx *ctx = arg;
+
+	shoal__ctx_scan(ctx);
+	for (uint32_t k = 0; k < ctx->n_in; k++)
+		if (!shoal_ring_empty(&ctx->in[k].c))
+			return true;
+	return shoal__stop_requested(ctx->g);
+}
+
+int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns)
+{
+	uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : shoal__now_ns() + (uint64_t)timeout_ns;
+	uint32_t n;
+
+	if (budget == 0)
+		budget = UINT32_MAX;
+	for (;;) {
+		n = handle_deferred(ctx, budget);
+		n += poll_rings(ctx, budget - n);
+		if (n > 0)
+			return (int)n;
+		if (shoal__stop_requested(ctx->g))
+			return -ESHUTDOWN;   /* stopped, and nothing left to drain */
+		uint64_t now = shoal__now_ns();
+
+		if (now >= deadline)
+			return 0;
+		shoal_doorbell_poll_wait(&ctx->mw->in_db, ctx->g->spin_ns, rings_ready, ctx,
+					 (int64_t)(deadline - now < SLEEP_SLICE_NS ? deadline - now :
+						   SLEEP_SLICE_NS));
+	}
+}
+
+/* ---- request / response ------------------------------------------------------ */
+
+struct req_wait {
+	struct shoal_ctx *ctx;
+	const struct shoal__reg_group *rg;
+	uint32_t gen;
+};
+
+static bool responder_gone(const struct req_wait *rw)
+{
+	/* Relaxed: the router updates these when the process dies or comes
+	 * back, and rings our doorbell right after. */
+	return shoal_load_relaxed(&rw->rg->state) != SHOAL_GROUP_RUNNING ||
+	       shoal_load_relaxed(&rw->rg->gen) != rw->gen;
+}
+
+static bool response_ready(void *arg)
+{
+	struct req_wait *rw = arg;
+
+	return rings_ready(rw->ctx) || responder_gone(rw);
+}
+
+int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
+		  uint32_t len, int64_t timeout_ns, struct shoal_reply *reply)
+{
+	uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : shoal__now_ns() + (uint64_t)timeout_ns;
+	struct req_wait rw = { ctx, NULL, 0 };
+	int dg = shoal_addr_group(dest), ret;
+	uint64_t rid;
+
+	if (ctx->wait_rid != 0)
+		return -EDEADLK;   /* one request at a time per worker */
+	if (reply == NULL || dg < 0 || dg >= SHOAL_MAX_GROUPS)
+		return -EINVAL;
+	rw.rg = &ctx->g->reg.groups[dg];
+	rw.gen = shoal_load_relaxed(&rw.rg->gen);
+	if (shoal_load_relaxed(&rw.rg->state) != SHOAL_GROUP_RUNNING)
+		return shoal_load_relaxed(&rw.rg->state) == SHOAL_GROUP_FAILED ? -EHOSTDOWN :
+										-EOWNERDEAD;
+	rid = (uint64_t)ctx->w << 48 | (ctx->next_rid++ & ((UINT64_C(1) << 48) - 1));
+	ret = send_direct(ctx, dest, type, buf, len, true, SHOAL_ENV_REQUEST, rid);
+	if (ret < 0)
+		return ret;
+	ctx->wait_rid = rid;
+	ctx->wait_reply = reply;
+	ctx->wait_done = false;
+	for (;;) {
+		uint64_t now;
+
+		poll_rings(ctx, UINT32_MAX);
+		if (ctx->wait_done) {
+			ret = ctx->wait_status;
+			break;
+		}
+		if (responder_gone(&rw)) {
+			ret = -EOWNERDEAD;
+			break;
+		}
+		now = shoal__now_ns();
+		if (now >= deadline) {
+			ret = -ETIMEDOUT;
+			break;
+		}
+		shoal_doorbell_poll_wait(&ctx->mw->in_db, ctx->g->spin_ns, response_ready, &rw,
+					 (int64_t)(deadline - now < SLEEP_SLICE_NS ? deadline - now :
+						   SLEEP_SLICE_NS));
+	}
+	ctx->wait_rid = 0;
+	ctx->wait_reply = NULL;
+	return ret;
+}
+
+int shoal_respond(struct shoal_ctx *ctx, const struct shoal_msg *req, uint32_t type,
+		  const void *buf, uint32_t len)
+{
+	int ret;
+
+	if (req == NULL || !(req->env->flags & SHOAL_ENV_REQUEST))
+		return -EINVAL;
+	ret = send_direct(ctx, req->env->sender, type, buf, len, true, SHOAL_ENV_RESPONSE,
+			  req->env->request_id);
+	if (req->env == ctx->cur_req)
+		ctx->responded = true;
+	return ret;
+}
+
+int shoal_respond_error(struct shoal_ctx *ctx, const struct shoal_msg *req, int err)
+{
+	int32_t e = err < 0 ? err : -EINVAL;
+	int ret;
+
+	if (req == NULL || !(req->env->flags & SHOAL_ENV_REQUEST))
+		return -EINVAL;
+	ret = send_direct(ctx, req->env->sender, req->env->type, &e, sizeof(e), true,
+			  SHOAL_ENV_RESPONSE | SHOAL_ENV_ERROR, req->env->request_id);
+	if (req->env == ctx->cur_req)
+		ctx->responded = true;
+	return ret;
+}

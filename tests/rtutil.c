@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "tests/rtutil.h"
+#include "tests/testutil.h"
+
+const struct shoal_type rt_types[] = {
+	{ T_PING, 64, "ping" },
+	{ T_PONG, 64, "pong" },
+	{ T_REQ, 64, "req" },
+	{ T_RESP, 64, "resp" },
+};
+
+struct results *rt_res;
+struct shoal_router *rt_router;
+char rt_sysname[32];
+
+/* ---- fixture ---------------------------------------------------------------- */
+
+int rt_start_router(const char *name, const struct shoal_topology *topo, mode_t mode)
+{
+	struct shoal_router_opts o = { .system = name, .topology = topo, .mode = mode,
+				       .inbound_capacity = 64 * 1024, .uplink_capacity = 64 * 1024,
+				       .direct_capacity = 16 * 1024 };
+	struct shoal_err err = { { 0 } };
+	int ret;
+
+	snprintf(rt_sysname, sizeof(rt_sysname), "%s", name);
+	test_shm_dir_make(name);
+	setenv("SHOAL_SYSTEM", name, 1);
+	memset(rt_res, 0, sizeof(*rt_res));
+	ret = shoal_router_start(&rt_router, &o, &err);
+	if (ret < 0)
+		print_error("router: %s\n", err.msg);
+	return ret;
+}
+
+void rt_stop_router(void)
+{
+	shoal_router_destroy(rt_router);
+	rt_router = NULL;
+	test_shm_dir_remove();
+}
+
+int rt_declare(const char *name, uint16_t workers, uint16_t actors)
+{
+	struct shoal_group_spec spec = { name, workers, actors, -1 };
+	struct shoal_err err = { { 0 } };
+	int id = shoal_router_group(rt_router, &spec, &err);
+
+	if (id < 0)
+		fail_msg("declare %s: %s", name, err.msg);
+	return id;
+}
+
+uint32_t rt_route(int group, uint32_t type, uint8_t mode, uint8_t op, uint64_t a, uint64_t b)
+{
+	struct shoal_filter f = { .types = { type }, .n_types = 1, .group = (uint16_t)group,
+				  .mode = mode };
+	struct shoal_err err = { { 0 } };
+	uint32_t id;
+
+	f.key.offset = offsetof(struct msg, key);
+	f.key.width = 8;
+	f.key.op = op;
+	f.key.a = a;
+	f.key.b = b;
+	if (shoal_router_add_route(rt_router, &f, &id, &err) < 0)
+		fail_msg("route: %s", err.msg);
+	return id;
+}
+
+/* Wait until group `id` has a process attached. */
+void rt_wait_attached(int id)
+{
+	for (int i = 0; i < 1000 && shoal_router_group_pid(rt_router, id) == 0; i++)
+		shoal_router_wait_change(rt_router, 10000000);
+	assert_true(shoal_router_group_pid(rt_router, id) > 0);
+}
+
+void rt_wait_count(int child, uint64_t want, int timeout_ms)
+{
+	for (int i = 0; i < timeout_ms && atomic_load(&rt_res->count[child]) < want; i++)
+		usleep(1000);
+	if (atomic_load(&rt_res->count[child]) != want)
+		fail_msg("child %d handled %llu messages, expected %llu", child,
+			 (unsigned long long)atomic_load(&rt_res->count[child]),
+			 (unsigned long long)want);
+}
+
+/* Wait until children 0..n-1 have attached. */
+void rt_wait_ready(int n)
+{
+	for (int c = 0; c < n; c++)
+		for (int i = 0; !atomic_load(&rt_res->ready[c]); i++) {
+			assert_true(i < 10000);
+			usleep(1000);
+		}
+}
+
+/* ---- child programs ------------------------------------------------------------ */
+
+
+
+/* Consumers check per-sender order: seq must grow by exactly one. */
+void rt_count_handler(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	const struct child *c = a->user;
+	struct msg v;
+
+	if (m->len != sizeof(v)) {
+		atomic_fetch_add(&rt_res->order_errors[c->index], 1);
+		return;
+	}
+	memcpy(&v, m->data, sizeof(v));
+	atomic_fetch_add(&rt_res->per_actor[c->index][a->slot % MAX_ACT], 1);
+	atomic_fetch_add(&rt_res->sum_seq[c->index], v.seq);
+	atomic_store(&rt_res->last_seq[c->index], v.seq);
+	atomic_fetch_add(&rt_res->count[c->index], 1);
+	if (m->type == T_REQ)
+		shoal_respond(a->ctx, m, T_RESP, &v, sizeof(v));
+}
+
+/* Strict in-order check for single-actor consumers of one producer. */
+void rt_ordered_handler(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	const struct child *c = a->user;
+	uint64_t *expect = a->state;
+	struct msg v;
+
+	memcpy(&v, m->data, sizeof(v));
+	if (c->mode == 2 && v.seq % 2 != 0)
+		atomic_fetch_add(&rt_res->order_errors[c->index], 1);   /* odd seq on an even route */
+	if (c->mode != 2 && v.seq != *expect)
+		atomic_fetch_add(&rt_res->order_errors[c->index], 1);
+	if (c->mode == 2 && v.seq != *expect)
+		atomic_fetch_add(&rt_res->order_errors[c->index], 1);
+	*expect = v.seq + (c->mode == 2 ? 2 : 1);
+	atomic_fetch_add(&rt_res->count[c->index], 1);
+}
+
+int rt_ordered_start(struct shoal_actor *a)
+{
+	a->state = calloc(1, sizeof(uint64_t));
+	return a->state == NULL;
+}
+
+int rt_consumer_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group_desc d = {
+		.name = c->name, .n_workers = c->workers, .n_actors = c->actors, .node = -1,
+		.types = rt_types, .n_types = RT_N_TYPES,
+		.on_message = c->mode >= 1 ? rt_ordered_handler : rt_count_handler,
+		.on_start = c->mode >= 1 ? rt_ordered_start : NULL,
+		.route = c->route, .user = c,
+		.subs = c->has_sub ? &c->sub : NULL, .n_subs = c->has_sub ? 1 : 0,
+	};
+	struct shoal_group *g;
+	struct shoal_err err = { { 0 } };
+	int ret = shoal_group_attach(&g, &d, NULL, &err);
+
+	if (ret < 0) {
+		fprintf(stderr, "%s: attach: %s\n", c->name, err.msg);
+		return 10;
+	}
+	atomic_store(&rt_res->ready[c->index], 1);
+	ret = shoal_group_run(g);
+	shoal_group_detach(g);
+	return ret == 0 && atomic_load(&rt_res->order_errors[c->index]) == 0 ? 0 : 1;
+}
+
+int rt_producer_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group_desc d = {
+		.name = c->name, .n_workers = 1, .n_actors = 1, .node = -1,
+		.types = rt_types, .n_types = RT_N_TYPES, .on_message = rt_count_handler, .user = c,
+	};
+	struct shoal_group *g;
+	struct shoal_err err = { { 0 } };
+	struct shoal_ctx *ctx;
+	int ret = shoal_group_attach(&g, &d, NULL, &err);
+
+	if (ret < 0) {
+		fprintf(stderr, "%s: attach: %s\n", c->name, err.msg);
+		return 10;
+	}
+	ctx = shoal_group_worker(g, 0);
+	for (uint64_t i = 0; i < c->n; i++) {
+		struct msg v = { .seq = c->first + i, .from = (uint32_t)c->index,
+				 .key = c->first + i };
+
+		ret = c->dest ? shoal_send_to(ctx, c->dest, c->type, &v, sizeof(v))
+			      : shoal_send(ctx, c->type, &v, sizeof(v));
+		if (ret < 0) {
+			fprintf(stderr, "%s: send %llu: %s\n", c->name, (unsigned long long)i,
+				shoal_strerror(ret));
+			shoal_group_detach(g);
+			return 11;
+		}
+	}
+	shoal_group_detach(g);
+	return 0;
+}
+
+void rt_stop_and_reap(pid_t *pids, int n)
+{
+	assert_int_equal(shoal_router_stop_groups(rt_router, 10000000000), 0);
+	for (int i = 0; i < n; i++)
+		test_assert_exited(test_wait_pid(pids[i], 10000), 0);
+}
+
+
+void rt_init(void)
+{
+	rt_res = mmap(NULL, sizeof(*rt_res), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+		      -1, 0);
+	if (rt_res == MAP_FAILED)
+		abort();
+}

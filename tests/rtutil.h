@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared fixture of the runtime tests: this test process runs the router;
+ * groups are forked child processes (no inherited descriptors) that report
+ * through a MAP_SHARED mapping made before they fork, and their exit status.
+ */
+#ifndef SHOAL_TESTS_RTUTIL_H
+#define SHOAL_TESTS_RTUTIL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <shoal/group.h>
+#include <shoal/router.h>
+
+enum { T_PING = 1, T_PONG = 2, T_REQ = 3, T_RESP = 4, T_OTHER = 5 };
+
+extern const struct shoal_type rt_types[];
+#define RT_N_TYPES 4u
+
+struct msg {
+	uint64_t seq;
+	uint32_t from;      /* producer index */
+	uint32_t kind;      /* test-specific */
+	uint64_t key;
+};
+
+#define MAX_CHILD 8
+#define MAX_ACT 8
+
+/* What the children report, in a MAP_SHARED mapping made before fork. */
+struct results {
+	_Atomic uint64_t count[MAX_CHILD];               /* messages handled per child */
+	_Atomic uint64_t per_actor[MAX_CHILD][MAX_ACT];
+	_Atomic uint64_t order_errors[MAX_CHILD];
+	_Atomic uint64_t last_seq[MAX_CHILD];
+	_Atomic uint64_t sum_seq[MAX_CHILD];
+	_Atomic int32_t status[MAX_CHILD];               /* child-defined result codes */
+	_Atomic int64_t elapsed_ns[MAX_CHILD];
+	_Atomic uint32_t ready[MAX_CHILD];
+	_Atomic uint32_t go;
+};
+
+struct child {
+	int index;                /* results slot */
+	const char *name;
+	uint16_t workers, actors;
+	uint64_t n;               /* messages to send, for producers */
+	uint64_t first;           /* sequence number of the first one */
+	uint32_t type;
+	uint64_t dest;
+	int mode;                 /* test-specific */
+	struct shoal_filter sub;
+	bool has_sub;
+	void (*route)(const struct shoal_msg *m, struct shoal_outcome *out, void *user);
+};
+
+extern struct results *rt_res;
+extern struct shoal_router *rt_router;
+extern char rt_sysname[32];
+
+/* Map the results (once, before any fork). */
+void rt_init(void);
+
+/* Start a router for system `name` in a private shm directory. */
+int rt_start_router(const char *name, const struct shoal_topology *topo, mode_t mode);
+void rt_stop_router(void);
+int rt_declare(const char *name, uint16_t workers, uint16_t actors);
+uint32_t rt_route(int group, uint32_t type, uint8_t mode, uint8_t op, uint64_t a, uint64_t b);
+void rt_wait_attached(int id);
+void rt_wait_count(int child, uint64_t want, int timeout_ms);
+void rt_wait_ready(int n);
+
+/* Handlers: count (and answer T_REQ), or check strict order (mode 1: +1, mode 2: +2). */
+void rt_count_handler(struct shoal_actor *a, const struct shoal_msg *m);
+void rt_ordered_handler(struct shoal_actor *a, const struct shoal_msg *m);
+int rt_ordered_start(struct shoal_actor *a);
+
+/* Child programs for test_spawn(): a consumer group that runs until
+ * stopped, and a producer that sends c->n messages and leaves. */
+int rt_consumer_main(void *arg);
+int rt_producer_main(void *arg);
+
+/* Ask every group to stop and check each child exited 0. */
+void rt_stop_and_reap(pid_t *pids, int n);
+
+#endif

@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Flow control and failure across real processes: blocking sends against a
+ * slow consumer, try_send drops that are counted, a group killed with
+ * SIGKILL whose queued messages are handled by its next process, in-group
+ * routing (unicast, multicast, broadcast, discard) over two workers, and
+ * direct sends to actor and group addresses.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <shoal/group.h>
+#include <shoal/router.h>
+
+#include "runtime/layout.h"
+#include "tests/rtutil.h"
+#include "tests/testutil.h"
+
+/* ---- consumers with behaviours of their own ------------------------------------ */
+
+enum consumer_mode { SLOW = 10, HOLD, GATED };
+
+static void behaving_handler(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	const struct child *c = a->user;
+
+	if (c->mode == HOLD)
+		for (;;)
+			pause();   /* never returns: the test kills this process */
+	if (c->mode == GATED)
+		while (!atomic_load(&rt_res->go))
+			usleep(100);
+	if (c->mode == SLOW) {
+		struct timespec ts = { 0, 20000 };
+
+		nanosleep(&ts, NULL);
+	}
+	rt_ordered_handler(a, m);
+}
+
+static int behaving_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group_desc d = {
+		.name = c->name, .n_workers = c->workers, .n_actors = c->actors, .node = -1,
+		.types = rt_types, .n_types = RT_N_TYPES, .on_message = behaving_handler,
+		.on_start = rt_ordered_start, .user = c,
+	};
+	struct shoal_group *g;
+	struct shoal_err err = { { 0 } };
+
+	if (shoal_group_attach(&g, &d, NULL, &err) < 0) {
+		fprintf(stderr, "%s: %s\n", c->name, err.msg);
+		return 10;
+	}
+	atomic_store(&rt_res->ready[c->index], 1);
+	shoal_group_run(g);
+	shoal_group_detach(g);
+	return atomic_load(&rt_res->order_errors[c->index]) == 0 ? 0 : 1;
+}
+
+/* Registry counters of group `id`, summed over dispatchers. */
+static void group_drops(int id, uint64_t *delivered, uint64_t *dropped_full)
+{
+	struct shoal__registry reg;
+
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	*delivered = *dropped_full = 0;
+	for (int d = 0; d < SHOAL_MAX_NODES; d++) {
+		*delivered += atomic_load(&reg.groups[id].stats[d].delivered);
+		*dropped_full += atomic_load(&reg.groups[id].stats[d].dropped_full);
+	}
+	shoal_seg_detach(&reg.seg);
+}
+
+static void runtime_blocking_send_waits_for_slow_consumer(void **state)
+{
+	struct child slow = { .index = 0, .name = "slow", .mode = SLOW };
+	struct child prod = { .index = 1, .name = "prod", .n = test_scale(20000), .type = T_PING };
+	uint64_t delivered, dropped;
+	pid_t pc;
+	int id;
+
+	(void)state;
+	assert_int_equal(rt_start_router("fl-block", NULL, 0), 0);
+	id = rt_declare("slow", 1, 1);
+	rt_declare("prod", 1, 1);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	pc = test_spawn(behaving_main, &slow);
+	rt_wait_attached(id);
+	/* Far more than the rings hold: the producer must wait, not drop. */
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 120000), 0);
+	rt_wait_count(0, prod.n, 60000);
+	group_drops(id, &delivered, &dropped);
+	assert_int_equal(delivered, prod.n);
+	assert_int_equal(dropped, 0);
+	rt_stop_and_reap(&pc, 1);
+	rt_stop_router();
+}
+
+static int try_producer_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group_desc d = { .name = c->name, .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = rt_count_handler, .node = -1, .user = c };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	uint64_t ok = 0, full = 0;
+
+	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+		return 10;
+	ctx = shoal_group_worker(g, 0);
+	for (uint64_t i = 0; i < c->n; i++) {
+		struct msg v = { .seq = ok };
+		int ret = shoal_try_send(ctx, T_PING, &v, sizeof(v));
+
+		if (ret == 0) {
+			ok++;
+		} else if (ret == -EAGAIN) {
+			full++;
+			usleep(50);   /* the uplink is full: let the dispatcher drain it */
+		} else {
+			return 11;
+		}
+	}
+	atomic_store(&rt_res->last_seq[c->index], ok);
+	atomic_store(&rt_res->sum_seq[c->index], full);
+	shoal_group_detach(g);
+	return 0;
+}
+
+static void runtime_try_send_drops_are_counted_never_silent(void **state)
+{
+	struct child gated = { .index = 0, .name = "gated", .mode = GATED };
+	struct child prod = { .index = 1, .name = "prod", .n = 5000 };
+	uint64_t delivered, dropped, ok;
+	pid_t pc;
+	int id;
+
+	(void)state;
+	assert_int_equal(rt_start_router("fl-try", NULL, 0), 0);
+	id = rt_declare("gated", 1, 1);
+	rt_declare("prod", 1, 1);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	pc = test_spawn(behaving_main, &gated);
+	rt_wait_attached(id);
+	test_assert_exited(test_wait_pid(test_spawn(try_producer_main, &prod), 60000), 0);
+	ok = atomic_load(&rt_res->last_seq[1]);
+	/* Let the dispatcher finish what the uplink still holds. */
+	for (int i = 0; i < 5000; i++) {
+		group_drops(id, &delivered, &dropped);
+		if (delivered + dropped == ok)
+			break;
+		usleep(1000);
+	}
+	atomic_store(&rt_res->go, 1);
+	print_message("try_send: %llu accepted (%llu refused at the sender), %llu delivered, "
+		      "%llu dropped at the full destination\n", (unsigned long long)ok,
+		      (unsigned long long)atomic_load(&rt_res->sum_seq[1]),
+		      (unsigned long long)delivered, (unsigned long long)dropped);
+	assert_true(dropped > 0);
+	assert_int_equal(delivered + dropped, ok);
+	rt_wait_count(0, delivered, 30000);
+	/* The consumer checked order: drops leave gaps but never reorder. */
+	shoal_router_stop_groups(rt_router, 10000000000);
+	int status = test_wait_pid(pc, 10000);
+
+	assert_true(status != -1 && WIFEXITED(status));
+	rt_stop_router();
+}
+
+static void runtime_killed_group_queue_is_handled_by_its_next_process(void **state)
+{
+	struct child first = { .index = 0, .name = "worker", .mode = HOLD };
+	struct child second = { .index = 1, .name = "worker", .mode = 1 };
+	struct child prod = { .index = 2, .name = "prod", .n = 300, .type = T_PING };
+	pid_t p1, p2;
+	int id;
+
+	(void)state;
+	assert_int_equal(rt_start_router("fl-kill", NULL, 0), 0);
+	id = rt_declare("worker", 1, 1);
+	rt_declare("prod", 1, 1);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	p1 = test_spawn(behaving_main, &first);
+	rt_wait_attached(id);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 0);
+	/* The first process holds its first message forever: kill it. */
+	usleep(50000);
+	kill(p1, SIGKILL);
+	assert_int_not_equal(test_wait_pid(p1, 5000), -1);
+	for (int i = 0; i < 1000 && shoal_router_group_pid(rt_router, id) != 0; i++)
+		usleep(1000);
+	/* More messages arrive while the group is down: they queue. */
+	prod.first = 300;
+	prod.n = 200;
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 0);
+	p2 = test_spawn(behaving_main, &second);
+	/* Every message, including the one the dead process held, exactly
+	 * once and in order: 0 .. 499. */
+	rt_wait_count(1, 500, 30000);
+	rt_stop_and_reap(&p2, 1);
+	rt_stop_router();
+}
+
+/* In-group router: kind 0 unicast to key % 4, 1 multicast {1, 2}, 2
+ * broadcast, 3 discard. */
+static void in_group_route(const struct shoal_msg *m, struct shoal_outcome *out, void *user)
+{
+	struct msg v;
+
+	(void)user;
+	memcpy(&v, m->data, sizeof(v));
+	switch (v.kind) {
+	case 0:
+		*out = (struct shoal_outcome){ .kind = SHOAL_OUT_UNICAST, .n = 1,
+					       .slots = { (uint16_t)(v.key % 4) } };
+		break;
+	case 1:
+		*out = (struct shoal_outcome){ .kind = SHOAL_OUT_MULTICAST, .n = 2,
+					       .slots = { 1, 2 } };
+		break;
+	case 2:
+		out->kind = SHOAL_OUT_BROADCAST;
+		break;
+	default:
+		out->kind = SHOAL_OUT_DISCARD;
+		break;
+	}
+}
+
+static int kinds_producer_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group_desc d = { .name = c->name, .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = rt_count_handler, .node = -1, .user = c };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	int ret = 0;
+
+	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+		return 10;
+	ctx = shoal_group_worker(g, 0);
+	for (uint64_t i = 0; i < c->n && ret == 0; i++) {
+		struct msg v = { .seq = i, .kind = (uint32_t)(i % 4), .key = i / 4 };
+
+		ret = c->dest ? shoal_send_to(ctx, c->dest, T_PING, &v, sizeof(v))
+			      : shoal_send(ctx, T_PING, &v, sizeof(v));
+	}
+	shoal_group_detach(g);
+	return ret == 0 ? 0 : 11;
+}
+
+static void runtime_in_group_routing_over_two_workers(void **state)
+{
+	struct child ig = { .index = 0, .name = "ig", .workers = 2, .actors = 4,
+			    .route = in_group_route };
+	struct child prod = { .index = 1, .name = "prod", .n = 400 };
+	uint64_t want[4] = { 0 }, total = 0;
+	pid_t pc;
+	int id;
+
+	(void)state;
+	for (uint64_t i = 0; i < 400; i++) {
+		switch (i % 4) {
+		case 0: want[(i / 4) % 4]++; break;
+		case 1: want[1]++; want[2]++; break;
+		case 2: for (int a = 0; a < 4; a++) want[a]++; break;
+		default: break;
+		}
+	}
+	for (int a = 0; a < 4; a++)
+		total += want[a];
+	assert_int_equal(rt_start_router("fl-ingroup", NULL, 0), 0);
+	id = rt_declare("ig", 2, 4);
+	rt_declare("prod", 1, 1);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	pc = test_spawn(rt_consumer_main, &ig);
+	rt_wait_attached(id);
+	test_assert_exited(test_wait_pid(test_spawn(kinds_producer_main, &prod), 60000), 0);
+	rt_wait_count(0, total, 30000);
+	for (int a = 0; a < 4; a++)
+		assert_int_equal(atomic_load(&rt_res->per_actor[0][a]), want[a]);
+	rt_stop_and_reap(&pc, 1);
+	rt_stop_router();
+}
+
+static void runtime_direct_send_reaches_actor_and_group(void **state)
+{
+	struct child ig = { .index = 0, .name = "dst", .workers = 2, .actors = 4 };
+	struct child prod = { .index = 1, .name = "prod", .n = 100 };
+	uint32_t gen;
+	pid_t pc;
+	int id;
+
+	(void)state;
+	assert_int_equal(rt_start_router("fl-direct", NULL, 0), 0);
+	id = rt_declare("dst", 2, 4);
+	rt_declare("prod", 1, 1);
+	pc = test_spawn(rt_consumer_main, &ig);
+	rt_wait_attached(id);
+	{
+		struct shoal__registry reg;
+
+		assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+		gen = atomic_load(&reg.groups[id].gen);
+		shoal_seg_detach(&reg.seg);
+	}
+	/* To actor 3 (owned by worker 1): all 100 land there. */
+	prod.dest = shoal_addr_make((uint16_t)id, 3, gen);
+	test_assert_exited(test_wait_pid(test_spawn(kinds_producer_main, &prod), 60000), 0);
+	rt_wait_count(0, 100, 30000);
+	assert_int_equal(atomic_load(&rt_res->per_actor[0][3]), 100);
+	/* To the group (no in-group router): actor 0. */
+	prod.dest = shoal_addr_make((uint16_t)id, SHOAL_SLOT_GROUP, 0);
+	test_assert_exited(test_wait_pid(test_spawn(kinds_producer_main, &prod), 60000), 0);
+	rt_wait_count(0, 200, 30000);
+	assert_int_equal(atomic_load(&rt_res->per_actor[0][0]), 100);
+	/* To every actor. */
+	prod.dest = shoal_addr_make((uint16_t)id, SHOAL_SLOT_ALL, 0);
+	test_assert_exited(test_wait_pid(test_spawn(kinds_producer_main, &prod), 60000), 0);
+	rt_wait_count(0, 600, 30000);
+	for (int a = 0; a < 4; a++)
+		assert_int_equal(atomic_load(&rt_res->per_actor[0][a]),
+				 a == 3 || a == 0 ? 200 : 100);
+	rt_stop_and_reap(&pc, 1);
+	rt_stop_router();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(runtime_blocking_send_waits_for_slow_consumer),
+		cmocka_unit_test(runtime_try_send_drops_are_counted_never_silent),
+		cmocka_unit_test(runtime_killed_group_queue_is_handled_by_its_next_process),
+		cmocka_unit_test(runtime_in_group_routing_over_two_workers),
+		cmocka_unit_test(runtime_direct_send_reaches_actor_and_group),
+	};
+
+	rt_init();
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The actor runtime across real processes: this test process is the rt_router;
+ * every group is a forked child process that attaches through the control
+ * socket and exchanges messages through real shared memory. Children report
+ * what they saw through a shared anonymous mapping and their exit status.
+ */
+#include <errno.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <shoal/group.h>
+#include <shoal/numa.h>
+#include <shoal/router.h>
+
+#include "runtime/layout.h"
+#include "tests/rtutil.h"
+#include "tests/testutil.h"
+
+/* ---- cases ----------------------------------------------------------------------- */
+
+static void runtime_routed_delivery_reaches_exactly_matching_groups(void **state)
+{
+	struct child all = { .index = 0, .name = "all", .mode = 1 };
+	struct child even = { .index = 1, .name = "even", .mode = 2 };
+	struct child pong = { .index = 2, .name = "pongs", .mode = 0, .actors = 4 };
+	struct child prod = { .index = 3, .name = "prod", .n = test_scale(200000), .type = T_PING };
+	pid_t pids[3];
+	int ids[3];
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-routed", NULL, 0), 0);
+	ids[0] = rt_declare("all", 1, 1);
+	ids[1] = rt_declare("even", 1, 1);
+	ids[2] = rt_declare("pongs", 1, 4);
+	rt_declare("prod", 1, 1);
+	rt_route(ids[0], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	rt_route(ids[1], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_MOD, 2, 0);
+	rt_route(ids[2], T_PONG, SHOAL_ROUTE_UNICAST_KEY, SHOAL_KEY_ANY, 0, 0);
+	pids[0] = test_spawn(rt_consumer_main, &all);
+	pids[1] = test_spawn(rt_consumer_main, &even);
+	pids[2] = test_spawn(rt_consumer_main, &pong);
+	for (int i = 0; i < 3; i++)
+		rt_wait_attached(ids[i]);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 0);
+	rt_wait_count(0, prod.n, 30000);
+	rt_wait_count(1, prod.n / 2, 30000);
+	/* Now PONGs: unicast by key across 4 actors. */
+	prod.type = T_PONG;
+	prod.n = 400;
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 0);
+	rt_wait_count(2, 400, 30000);
+	for (int a = 0; a < 4; a++)
+		assert_int_equal(atomic_load(&rt_res->per_actor[2][a]), 100);
+	assert_int_equal(atomic_load(&rt_res->count[0]), test_scale(200000));   /* no PONG there */
+	rt_stop_and_reap(pids, 3);
+	rt_stop_router();
+}
+
+static void runtime_try_send_reports_each_failure(void **state)
+{
+	static struct child self_child = { .index = 0, .name = "lonely" };
+	struct shoal_group_desc d = { .name = "lonely", .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = rt_count_handler, .node = -1,
+				      .user = &self_child };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	char big[65] = { 0 };
+	struct msg v = { 0 };
+	uint64_t stale;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-try", NULL, 0), 0);
+	assert_int_equal(shoal_group_attach(&g, &d, NULL, NULL), 0);
+	ctx = shoal_group_worker(g, 0);
+	assert_int_equal(shoal_try_send(ctx, T_PING, &v, sizeof(v)), -EHOSTUNREACH);
+	assert_int_equal(shoal_send(ctx, T_PING, &v, sizeof(v)), -EHOSTUNREACH);
+	assert_int_equal(shoal_try_send(ctx, T_PING, big, sizeof(big)), -EMSGSIZE);
+	assert_int_equal(shoal_try_send(ctx, T_OTHER, &v, sizeof(v)), -ENOMSG);
+	assert_int_equal(shoal_try_send_to(ctx, shoal_addr_make(200, 0, 1), T_PING, &v, sizeof(v)),
+			 -EINVAL);
+	/* An actor address of an earlier incarnation is stale. */
+	stale = shoal_addr_make((uint16_t)shoal_group_id(g), 0, shoal_group_generation(g) - 1);
+	assert_int_equal(shoal_try_send_to(ctx, stale, T_PING, &v, sizeof(v)), -ESTALE);
+	/* Direct to a full destination: our own actor, which is not polling. */
+	uint64_t self = shoal_group_lookup(g, "lonely", 0);
+	int ret, sent = 0;
+
+	assert_int_not_equal(self, SHOAL_ADDR_NONE);
+	while ((ret = shoal_try_send_to(ctx, self, T_PING, &v, sizeof(v))) == 0)
+		sent++;
+	assert_int_equal(ret, -EAGAIN);
+	assert_true(sent > 10);
+	/* Drain it: every accepted message is handled. */
+	int handled = 0;
+
+	while ((ret = shoal_poll(ctx, 0, 0)) > 0)
+		handled += ret;
+	assert_int_equal(handled, sent);
+	assert_int_equal(shoal_try_send_to(ctx, self, T_PING, &v, sizeof(v)), 0);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
+static void runtime_type_conflict_refused_at_attach(void **state)
+{
+	static const struct shoal_type other[] = { { T_PING, 32, "not-ping" } };
+	struct shoal_group_desc d1 = { .name = "one", .types = rt_types, .n_types = RT_N_TYPES,
+				       .on_message = rt_count_handler, .node = -1 };
+	struct shoal_group_desc d2 = { .name = "two", .types = other, .n_types = 1,
+				       .on_message = rt_count_handler, .node = -1 };
+	struct shoal_group *g1, *g2;
+	struct shoal_err err = { { 0 } };
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-types", NULL, 0), 0);
+	assert_int_equal(shoal_group_attach(&g1, &d1, NULL, NULL), 0);
+	assert_int_equal(shoal_group_attach(&g2, &d2, NULL, &err), -EEXIST);
+	assert_non_null(strstr(err.msg, "not-ping"));
+	/* The same group twice while its process runs. */
+	assert_int_equal(shoal_group_attach(&g2, &d1, NULL, &err), -EEXIST);
+	assert_non_null(strstr(err.msg, "already running"));
+	shoal_group_detach(g1);
+	rt_stop_router();
+}
+
+static int foreign_attach_main(void *arg)
+{
+	struct shoal_group_desc d = { .name = "intruder", .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = rt_count_handler, .node = -1 };
+	struct shoal_group *g;
+	struct shoal_err err = { { 0 } };
+	int ret;
+
+	(void)arg;
+	ret = shoal_group_attach(&g, &d, NULL, &err);
+	if (ret == 0)
+		shoal_group_detach(g);
+	else
+		fprintf(stderr, "intruder: %s\n", err.msg);
+	return -ret;
+}
+
+static void runtime_other_user_refused_at_control_socket(void **state)
+{
+	struct passwd *pw = getpwnam("nobody");
+	pid_t pid;
+	int status;
+
+	(void)state;
+	if (geteuid() != 0 || pw == NULL)
+		skip();
+	/* Socket mode 0666 so that the credential check, not the file mode,
+	 * is what refuses the other user. */
+	assert_int_equal(rt_start_router("rt-uid", NULL, 0666), 0);
+	{
+		char dir[512];
+
+		snprintf(dir, sizeof(dir), "%s", test_seg_path(""));
+		dir[strlen(dir) - 1] = '\0';
+		assert_int_equal(chmod(dir, 0755), 0);
+	}
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		close_range(3, ~0u, 0);
+		/* A real second uid: drop to nobody, as setpriv would. */
+		if (setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0)
+			_exit(99);
+		_exit(foreign_attach_main(NULL));
+	}
+	status = test_wait_pid(pid, 10000);
+	test_assert_exited(status, EACCES);
+	rt_stop_router();
+}
+
+static int requester_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group_desc d = { .name = c->name, .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = rt_count_handler, .node = -1, .user = c };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	struct msg v = { .seq = 41 }, out;
+	struct shoal_reply reply = { .buf = &out, .cap = sizeof(out) };
+	uint64_t t0;
+	int ret;
+
+	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+		return 10;
+	ctx = shoal_group_worker(g, 0);
+	atomic_store(&rt_res->ready[c->index], 1);
+	for (int i = 0; !atomic_load(&rt_res->go) && i < 20000; i++)
+		usleep(1000);
+	t0 = (uint64_t)clock();
+	(void)t0;
+	struct timespec a, b;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	ret = shoal_request(ctx, shoal_group_lookup(g, "responder", 0), T_REQ, &v, sizeof(v),
+			    (int64_t)c->n, &reply);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	atomic_store(&rt_res->elapsed_ns[c->index],
+		     (b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec));
+	atomic_store(&rt_res->status[c->index], ret);
+	if (ret == 0)
+		atomic_store(&rt_res->last_seq[c->index], out.seq);
+	shoal_group_detach(g);
+	return 0;
+}
+
+/* The responder: answers T_REQ, or (mode 1) hangs so the test can kill it. */
+static void responder_handler(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	const struct child *c = a->user;
+	struct msg v;
+
+	memcpy(&v, m->data, sizeof(v));
+	atomic_store(&rt_res->ready[c->index], 2);   /* the request arrived */
+	if (c->mode == 1)
+		for (;;)
+			pause();
+	if (c->mode == 2)
+		return;                            /* drop it: answered -ECANCELED */
+	v.seq++;
+	shoal_respond(a->ctx, m, T_RESP, &v, sizeof(v));
+}
+
+static int responder_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group_desc d = { .name = "responder", .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = responder_handler, .node = -1, .user = c };
+	struct shoal_group *g;
+
+	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+		return 10;
+	atomic_store(&rt_res->ready[c->index], 1);
+	shoal_group_run(g);
+	shoal_group_detach(g);
+	return 0;
+}
+
+static void runtime_request_gets_response(void **state)
+{
+	struct child resp = { .index = 0, .mode = 0 };
+	struct child req = { .index = 1, .name = "asker", .n = 5000000000ull };
+	pid_t pr, pq;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-req", NULL, 0), 0);
+	pr = test_spawn(responder_main, &resp);
+	pq = test_spawn(requester_main, &req);
+	rt_wait_ready(2);
+	atomic_store(&rt_res->go, 1);
+	test_assert_exited(test_wait_pid(pq, 20000), 0);
+	assert_int_equal(atomic_load(&rt_res->status[1]), 0);
+	assert_int_equal(atomic_load(&rt_res->last_seq[1]), 42);
+	rt_stop_and_reap(&pr, 1);
+	rt_stop_router();
+}
+
+static void runtime_dropped_request_is_answered_ecanceled(void **state)
+{
+	struct child resp = { .index = 0, .mode = 2 };
+	struct child req = { .index = 1, .name = "asker", .n = 5000000000ull };
+	pid_t pr, pq;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-drop", NULL, 0), 0);
+	pr = test_spawn(responder_main, &resp);
+	pq = test_spawn(requester_main, &req);
+	rt_wait_ready(2);
+	atomic_store(&rt_res->go, 1);
+	test_assert_exited(test_wait_pid(pq, 20000), 0);
+	assert_int_equal(atomic_load(&rt_res->status[1]), -ECANCELED);
+	rt_stop_and_reap(&pr, 1);
+	rt_stop_router();
+}
+
+static void runtime_killed_responder_fails_request_promptly(void **state)
+{
+	struct child resp = { .index = 0, .mode = 1 };
+	struct child req = { .index = 1, .name = "asker", .n = 20000000000ull };   /* 20 s */
+	pid_t pr, pq;
+	int64_t took;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-kill", NULL, 0), 0);
+	pr = test_spawn(responder_main, &resp);
+	pq = test_spawn(requester_main, &req);
+	rt_wait_ready(2);
+	atomic_store(&rt_res->go, 1);
+	for (int i = 0; atomic_load(&rt_res->ready[0]) != 2; i++) {   /* being handled */
+		assert_true(i < 10000);
+		usleep(1000);
+	}
+	kill(pr, SIGKILL);
+	assert_int_not_equal(test_wait_pid(pr, 5000), -1);
+	test_assert_exited(test_wait_pid(pq, 10000), 0);
+	took = atomic_load(&rt_res->elapsed_ns[1]);
+	print_message("request failed after %.1f ms with %s\n", took / 1e6,
+		      shoal_strerror(atomic_load(&rt_res->status[1])));
+	assert_int_equal(atomic_load(&rt_res->status[1]), -EOWNERDEAD);
+	assert_true(took < 10000000000ll);   /* well before the 20 s timeout */
+	rt_stop_router();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(runtime_routed_delivery_reaches_exactly_matching_groups),
+		cmocka_unit_test(runtime_try_send_reports_each_failure),
+		cmocka_unit_test(runtime_type_conflict_refused_at_attach),
+		cmocka_unit_test(runtime_other_user_refused_at_control_socket),
+		cmocka_unit_test(runtime_request_gets_response),
+		cmocka_unit_test(runtime_dropped_request_is_answered_ecanceled),
+		cmocka_unit_test(runtime_killed_responder_fails_request_promptly),
+	};
+
+	rt_init();
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -234,7 +234,8 @@ static bool dispatch_one(struct shoal__dispatcher *d, const struct shoal__snapsh
 			if (res == DELIVERED) {
 				/* Remembered in case a later destination parks us. */
 				done_add(u, g << 16 | w);
-			} else if (res == FULL && (env.flags & SHOAL_ENV_TRY)) {
+			} else if (res == FULL && ((env.flags & SHOAL_ENV_TRY) ||
+						   sg->overflow == SHOAL_OVERFLOW_DROP)) {
 				d->dropped_full++;
 				d->gstat_full[g]++;
 				u->dropped_full++;

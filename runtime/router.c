@@ -206,6 +206,7 @@ static int snapshot_build(struct shoal_router *r, struct shoal__snapshot **out,
 		sg->state = (uint8_t)shoal_load_relaxed(&r->regg[g].state);
 		sg->n_workers = gs->n_workers;
 		sg->n_actors = gs->n_actors;
+		sg->overflow = gs->overflow;
 		sg->reg = &r->regg[g];
 		sg->mbx = gs->hdr;
 		for (unsigned w = 0; w < gs->n_workers; w++) {
@@ -289,7 +290,7 @@ static int add_dispatcher_rings(struct shoal_router *r, int d)
 			int ret;
 
 			snprintf(name, sizeof(name), "in.%u.d%d", w, d);
-			ret = alloc_ring(&s->mbx, name, r->in_cap);
+			ret = alloc_ring(&s->mbx, name, s->in_cap);
 			if (ret < 0)
 				return ret;
 		}
@@ -335,7 +336,7 @@ static int create_mailbox(struct shoal_router *r, struct shoal__group_slot *s, u
 		o.numa_node = s->node;
 	size = 2 * sizeof(struct shoal__mbx_hdr) +
 	       (uint64_t)s->n_workers * (shoal_ring_size(r->up_cap) +
-					 SHOAL_MAX_NODES * shoal_ring_size(r->in_cap)) +
+					 SHOAL_MAX_NODES * shoal_ring_size(s->in_cap)) +
 	       (uint64_t)MAILBOX_DIRECT_RINGS * shoal_ring_size(r->direct_cap);
 	shoal__name_mailbox(seg_name, r->system, s->name);
 	ret = shoal_seg_create(&s->mbx, seg_name, size, &o, err);
@@ -357,7 +358,7 @@ static int create_mailbox(struct shoal_router *r, struct shoal__group_slot *s, u
 		ret = alloc_ring(&s->mbx, name, r->up_cap);
 		for (int d = 0; ret == 0 && d < r->n_disp; d++) {
 			snprintf(name, sizeof(name), "in.%u.d%d", w, d);
-			ret = alloc_ring(&s->mbx, name, r->in_cap);
+			ret = alloc_ring(&s->mbx, name, s->in_cap);
 		}
 		if (ret < 0)
 			goto fail;
@@ -392,6 +393,14 @@ static int declare_group(struct shoal_router *r, const struct shoal_group_spec *
 	if (spec->node >= r->topo.n_nodes || spec->node < -1)
 		return shoal__fail(err, -EINVAL, "group %s: NUMA node %d does not exist (%d nodes)",
 				   spec->name, spec->node, r->topo.n_nodes);
+	if (spec->inbound_capacity != 0 && (!shoal_ring_size(spec->inbound_capacity) ||
+					    spec->inbound_capacity < r->up_cap))
+		return shoal__fail(err, -EINVAL, "group %s: inbound capacity %u must be a power of "
+				   "two of at least the uplink capacity %u", spec->name,
+				   spec->inbound_capacity, r->up_cap);
+	if (spec->overflow > SHOAL_OVERFLOW_DROP)
+		return shoal__fail(err, -EINVAL, "group %s: unknown overflow policy %u", spec->name,
+				   spec->overflow);
 	id = find_group(r, spec->name);
 	if (id >= 0) {
 		s = &r->groups[id];
@@ -412,6 +421,8 @@ static int declare_group(struct shoal_router *r, const struct shoal_group_spec *
 	s->n_workers = nw;
 	s->n_actors = na;
 	s->node = spec->node >= 0 ? spec->node : place_group(r);
+	s->in_cap = spec->inbound_capacity ? spec->inbound_capacity : r->in_cap;
+	s->overflow = spec->overflow;
 	s->conn = -1;
 	d = ensure_dispatcher(r, s->node, err);
 	if (d < 0)
@@ -998,6 +1009,69 @@ int shoal_router_add_route(struct shoal_router *r, const struct shoal_filter *f,
 		ret = publish(r, err);
 	pthread_mutex_unlock(&r->lock);
 	return ret;
+}
+
+int shoal_router_set_routes(struct shoal_router *r, const struct shoal_filter *f, uint32_t n,
+			    struct shoal_err *err)
+{
+	struct shoal__route_entry *saved;
+	uint32_t n_saved, id;
+	int ret = 0;
+
+	pthread_mutex_lock(&r->lock);
+	saved = malloc((r->n_routes + 1) * sizeof(*saved));
+	if (saved == NULL) {
+		pthread_mutex_unlock(&r->lock);
+		return -ENOMEM;
+	}
+	memcpy(saved, r->routes, r->n_routes * sizeof(*saved));
+	n_saved = r->n_routes;
+	route_remove(r, 0, -1, false);
+	for (uint32_t i = 0; i < n && ret == 0; i++)
+		ret = route_append(r, &f[i], -1, &id, err);
+	if (ret == 0)
+		ret = publish(r, err);
+	if (ret < 0) {
+		/* All or nothing: put the old set back (ids unchanged). */
+		memcpy(r->routes, saved, n_saved * sizeof(*saved));
+		r->n_routes = n_saved;
+	}
+	free(saved);
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}
+
+void shoal_router_stats(struct shoal_router *r, struct shoal_router_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	pthread_mutex_lock(&r->lock);
+	st->groups = r->n_groups;
+	st->routes = r->n_routes;
+	for (int d = 0; d < r->n_disp; d++) {
+		const struct shoal__reg_dispatcher *rd = &r->reg->disp[d];
+
+		/* Relaxed: display counters. */
+		st->routed += shoal_load_relaxed(&rd->messages);
+		st->delivered += shoal_load_relaxed(&rd->delivered);
+		st->dropped += shoal_load_relaxed(&rd->dropped_full) +
+			       shoal_load_relaxed(&rd->dropped_dead) +
+			       shoal_load_relaxed(&rd->no_route) + shoal_load_relaxed(&rd->malformed);
+	}
+	for (uint32_t g = 0; g < r->n_groups; g++) {
+		struct shoal__group_slot *s = &r->groups[g];
+		uint32_t attaches = shoal_load_relaxed(&r->regg[g].attaches);
+
+		if (!s->used)
+			continue;
+		st->running += s->conn >= 0;
+		st->failed += shoal_load_relaxed(&r->regg[g].state) == SHOAL_GROUP_FAILED;
+		st->restarts += attaches > 1 ? attaches - 1 : 0;
+		for (unsigned w = 0; w < s->n_workers; w++) {
+			st->handled += shoal_load_relaxed(&s->hdr->w[w].handled);
+			st->sent_direct += shoal_load_relaxed(&s->hdr->w[w].sent_direct);
+		}
+	}
+	pthread_mutex_unlock(&r->lock);
 }
 
 int shoal_router_remove_route(struct shoal_router *r, uint32_t id)

@@ -29,6 +29,7 @@ struct shoal__snap_group {
 	uint8_t state;                  /* enum shoal_group_state at publish time */
 	uint16_t n_workers;
 	uint16_t n_actors;
+	uint8_t overflow;               /* SHOAL_OVERFLOW_* */
 	struct shoal__reg_group *reg;   /* for the generation, read at dispatch */
 	struct shoal__mbx_hdr *mbx;
 	/* Inbound ring of worker w fed by dispatcher d: in[w * n_disp + d]. */
@@ -86,6 +87,8 @@ struct shoal__group_slot {
 	uint16_t n_workers;
 	uint16_t n_actors;
 	int node;
+	uint32_t in_cap;                /* inbound ring bytes */
+	uint8_t overflow;
 	int conn;                       /* control connection of the attached process, -1 */
 	pid_t pid;
 	struct shoal_seg mbx;

@@ -31,6 +31,7 @@ struct shoal__cmd {
 };
 
 extern const struct shoal__cmd shoal__cmd_ring;
+extern const struct shoal__cmd shoal__cmd_run;
 
 /* Print the subcommand's help text on stdout. */
 void shoal__cli_help(const struct shoal__cmd *cmd);

@@ -14,6 +14,7 @@ static const struct shoal__cmd cmd_help;
 
 /* Every subcommand, in the order `shoal help` lists them. */
 static const struct shoal__cmd *const cmds[] = {
+	&shoal__cmd_run,
 	&shoal__cmd_ring,
 	&cmd_help,
 };
@@ -33,7 +34,7 @@ static void usage(FILE *out)
 	fputs("Usage: shoal COMMAND [OPTIONS] [ARGUMENTS]\n"
 	      "       shoal --help | --version\n"
 	      "\n"
-	      "Inspect Shoal shared-memory segments.\n"
+	      "Launch Shoal systems and inspect their shared memory.\n"
 	      "\n"
 	      "Commands:\n", out);
 	for (size_t i = 0; i < N_CMDS; i++)

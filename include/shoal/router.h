@@ -55,12 +55,32 @@ struct shoal_router_opts {
 	const struct shoal_topology *topology;
 };
 
+/* What a full mailbox does to a message routed with send() (blocking). */
+#define SHOAL_OVERFLOW_BLOCK 0       /* the sender waits (back-pressure) */
+#define SHOAL_OVERFLOW_DROP  1       /* the copy is dropped and counted */
+
 /* What shoal_router_group() declares before (or without) a process attaching. */
 struct shoal_group_spec {
 	const char *name;
 	uint16_t n_workers;          /* 0: 1 */
 	uint16_t n_actors;           /* 0: 1 */
 	int node;                    /* -1: the router places it */
+	uint32_t inbound_capacity;   /* bytes per inbound ring; 0: the router's */
+	uint8_t overflow;            /* SHOAL_OVERFLOW_* */
+};
+
+/* System-wide counters, summed over dispatchers and workers. */
+struct shoal_router_stats {
+	uint32_t groups;             /* declared */
+	uint32_t running;            /* with a process attached */
+	uint32_t failed;
+	uint32_t routes;
+	uint64_t routed;             /* messages taken from uplinks */
+	uint64_t delivered;          /* copies written to inbound rings */
+	uint64_t handled;            /* messages handled by actors */
+	uint64_t sent_direct;
+	uint64_t dropped;            /* full + dead destination + no route + malformed */
+	uint64_t restarts;           /* attaches beyond the first */
 };
 
 /*
@@ -90,6 +110,15 @@ SHOAL_API int shoal_router_group_id(struct shoal_router *r, const char *name);
 SHOAL_API int shoal_router_add_route(struct shoal_router *r, const struct shoal_filter *f,
 				     uint32_t *id, struct shoal_err *err);
 
+/*
+ * Replace every route added with shoal_router_add_route() (not the ones
+ * groups subscribed themselves) by `n` new ones, in one publish: messages
+ * see either the old set or the new one. Returns 0, or -EINVAL with the
+ * reason (nothing changed).
+ */
+SHOAL_API int shoal_router_set_routes(struct shoal_router *r, const struct shoal_filter *f,
+				      uint32_t n, struct shoal_err *err);
+
 /* Remove a route by id and publish. Returns 0 or -ENOENT. */
 SHOAL_API int shoal_router_remove_route(struct shoal_router *r, uint32_t id);
 
@@ -104,6 +133,9 @@ SHOAL_API int shoal_router_stop_group(struct shoal_router *r, int id);
 
 /* Mark a group failed: its routes stay, sends to it fail with -EHOSTDOWN. */
 SHOAL_API int shoal_router_fail_group(struct shoal_router *r, int id);
+
+/* Sum the system's counters. Never fails. */
+SHOAL_API void shoal_router_stats(struct shoal_router *r, struct shoal_router_stats *st);
 
 /* Pid of the process attached to group `id`, 0 if none. */
 SHOAL_API pid_t shoal_router_group_pid(struct shoal_router *r, int id);

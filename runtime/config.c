@@ -1,0 +1,1095 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Configuration loading: libyaml builds the document (it does the parsing;
+ * nothing here tokenises YAML), then a schema walk maps it onto struct
+ * shoal__config, checking each value where it stands so that every error
+ * carries its line and column. Unknown and repeated keys are errors.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <yaml.h>
+
+#include <shoal/numa.h>
+#include <shoal/ring.h>
+#include <shoal/router.h>
+
+#include "runtime/config.h"
+#include "runtime/layout.h"
+#include "shm/util.h"
+
+struct walk {
+	yaml_document_t doc;
+	const char *file;
+	char dir[PATH_MAX];
+	struct shoal_err *err;
+	struct shoal__config *c;
+};
+
+typedef int (*key_fn)(struct walk *w, yaml_node_t *value, void *obj);
+
+struct key {
+	const char *name;
+	key_fn fn;
+	bool required;
+};
+
+__attribute__((format(printf, 3, 4)))
+static int fail_at(struct walk *w, const yaml_node_t *n, const char *fmt, ...)
+{
+	char msg[SHOAL_ERR_MSG_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return shoal__fail(w->err, -EINVAL, "%s:%zu:%zu: %s", w->file,
+			   n ? n->start_mark.line + 1 : 0, n ? n->start_mark.column + 1 : 0, msg);
+}
+
+static yaml_node_t *node(struct walk *w, int i)
+{
+	return yaml_document_get_node(&w->doc, i);
+}
+
+static const char *kind_name(const yaml_node_t *n)
+{
+	switch (n->type) {
+	case YAML_SCALAR_NODE: return "a scalar";
+	case YAML_SEQUENCE_NODE: return "a list";
+	case YAML_MAPPING_NODE: return "a mapping";
+	default: return "nothing";
+	}
+}
+
+static int want(struct walk *w, const yaml_node_t *n, yaml_node_type_t t, const char *what)
+{
+	static const char *names[] = { "", "a scalar", "a list", "a mapping" };
+
+	if (n->type != t)
+		return fail_at(w, n, "%s must be %s, not %s", what, names[t], kind_name(n));
+	return 0;
+}
+
+static int scalar(struct walk *w, const yaml_node_t *n, const char *what, const char **out)
+{
+	int ret = want(w, n, YAML_SCALAR_NODE, what);
+
+	if (ret == 0)
+		*out = (const char *)n->data.scalar.value;
+	return ret;
+}
+
+/* A non-negative integer in [min, max]: decimal, 0x hex or 0 octal. */
+static int uint_in(struct walk *w, const yaml_node_t *n, const char *what, uint64_t min,
+		   uint64_t max, uint64_t *out)
+{
+	const char *s = NULL;
+	char *end;
+	unsigned long long v;
+	int ret = scalar(w, n, what, &s);
+
+	if (ret < 0)
+		return ret;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (s[0] == '-' || s[0] == '\0' || *end != '\0' || errno != 0)
+		return fail_at(w, n, "%s must be a whole number, not '%s'", what, s);
+	if (v < min || v > max)
+		return fail_at(w, n, "%s is %llu, must be between %llu and %llu", what, v,
+			       (unsigned long long)min, (unsigned long long)max);
+	*out = v;
+	return 0;
+}
+
+/* A number with an optional unit suffix from `units` (scale factors). */
+struct unit {
+	const char *suffix;
+	uint64_t scale;
+};
+
+static int with_unit(struct walk *w, const yaml_node_t *n, const char *what,
+		     const struct unit *units, uint64_t max, uint64_t *out)
+{
+	const char *s = NULL;
+	char *end;
+	unsigned long long v;
+	int ret = scalar(w, n, what, &s);
+
+	if (ret < 0)
+		return ret;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (s[0] < '0' || s[0] > '9' || errno != 0)
+		return fail_at(w, n, "%s must be a number with an optional unit, not '%s'", what, s);
+	while (*end == ' ')
+		end++;
+	for (const struct unit *u = units; u->suffix != NULL; u++) {
+		if (strcmp(end, u->suffix) != 0)
+			continue;
+		if (v > max / u->scale)
+			return fail_at(w, n, "%s '%s' is too large", what, s);
+		*out = v * u->scale;
+		return 0;
+	}
+	return fail_at(w, n, "%s '%s' has an unknown unit '%s'", what, s, end);
+}
+
+static int size_of(struct walk *w, const yaml_node_t *n, const char *what, uint32_t *out)
+{
+	static const struct unit units[] = { { "", 1 }, { "B", 1 }, { "KiB", 1024 },
+					     { "MiB", 1024 * 1024 }, { NULL, 0 } };
+	uint64_t v;
+	int ret = with_unit(w, n, what, units, SHOAL_RING_MAX_CAPACITY, &v);
+
+	if (ret < 0)
+		return ret;
+	if (v < 4096 || !shoal__is_pow2_u64(v))
+		return fail_at(w, n, "%s must be a power of two of at least 4KiB, not %llu bytes",
+			       what, (unsigned long long)v);
+	*out = (uint32_t)v;
+	return 0;
+}
+
+static int duration_ns(struct walk *w, const yaml_node_t *n, const char *what, uint64_t *out)
+{
+	static const struct unit units[] = { { "ns", 1 }, { "us", 1000 }, { "ms", 1000000 },
+					     { "s", 1000000000 }, { NULL, 0 } };
+
+	return with_unit(w, n, what, units, UINT64_C(3600) * 1000000000u, out);
+}
+
+static int duration_ms(struct walk *w, const yaml_node_t *n, const char *what, uint32_t *out)
+{
+	uint64_t ns;
+	int ret = duration_ns(w, n, what, &ns);
+
+	if (ret == 0)
+		*out = (uint32_t)(ns / 1000000);
+	return ret;
+}
+
+/* One of `words`; the index in *out. */
+static int word(struct walk *w, const yaml_node_t *n, const char *what, const char *const *words,
+		int *out)
+{
+	const char *s = NULL;
+	char list[160] = "";
+	int ret = scalar(w, n, what, &s);
+
+	if (ret < 0)
+		return ret;
+	for (int i = 0; words[i] != NULL; i++) {
+		if (strcmp(s, words[i]) == 0) {
+			*out = i;
+			return 0;
+		}
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? ", " : "",
+			 words[i]);
+	}
+	return fail_at(w, n, "%s is '%s', expected one of: %s", what, s, list);
+}
+
+static int name_of(struct walk *w, const yaml_node_t *n, const char *what, char *out)
+{
+	const char *s = NULL;
+	struct shoal_err e;
+	int ret = scalar(w, n, what, &s);
+
+	if (ret < 0)
+		return ret;
+	if (shoal__check_name(s, what, &e) < 0)
+		return fail_at(w, n, "%s", e.msg);
+	snprintf(out, SHOAL_NAME_MAX, "%s", s);
+	return 0;
+}
+
+/* Walk a mapping against a key table: unknown, repeated and missing keys fail. */
+static int mapping(struct walk *w, yaml_node_t *n, const char *what, const struct key *keys,
+		   void *obj)
+{
+	uint32_t seen = 0;
+	char list[256] = "";
+	int ret = want(w, n, YAML_MAPPING_NODE, what);
+
+	if (ret < 0)
+		return ret;
+	for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+		yaml_node_t *k = node(w, p->key), *v = node(w, p->value);
+		const char *name = NULL;
+		int i;
+
+		ret = scalar(w, k, "a key", &name);
+		if (ret < 0)
+			return ret;
+		for (i = 0; keys[i].name != NULL; i++)
+			if (strcmp(keys[i].name, name) == 0)
+				break;
+		if (keys[i].name == NULL) {
+			for (int j = 0; keys[j].name != NULL; j++)
+				snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+					 j ? ", " : "", keys[j].name);
+			return fail_at(w, k, "unknown key '%s' in %s (expected one of: %s)", name,
+				       what, list);
+		}
+		if (seen & (1u << i))
+			return fail_at(w, k, "key '%s' appears twice in %s", name, what);
+		seen |= 1u << i;
+		ret = keys[i].fn(w, v, obj);
+		if (ret < 0)
+			return ret;
+	}
+	for (int i = 0; keys[i].name != NULL; i++)
+		if (keys[i].required && !(seen & (1u << i)))
+			return fail_at(w, n, "%s has no '%s'", what, keys[i].name);
+	return 0;
+}
+
+/* ---- router ------------------------------------------------------------------ */
+
+static int k_spin(struct walk *w, yaml_node_t *v, void *o)
+{
+	(void)o;
+	return duration_ns(w, v, "router.spin", &w->c->spin_ns);
+}
+
+static int k_mode(struct walk *w, yaml_node_t *v, void *o)
+{
+	uint64_t m;
+	int ret = uint_in(w, v, "router.mode", 0, 0777, &m);
+
+	(void)o;
+	if (ret == 0 && (m & 0600) != 0600)
+		return fail_at(w, v, "router.mode %04llo must let the owner read and write",
+			       (unsigned long long)m);
+	w->c->mode = (mode_t)m;
+	return ret;
+}
+
+static int k_uplink(struct walk *w, yaml_node_t *v, void *o)
+{
+	(void)o;
+	return size_of(w, v, "router.uplink_capacity", &w->c->uplink_capacity);
+}
+
+static int k_inbound(struct walk *w, yaml_node_t *v, void *o)
+{
+	(void)o;
+	return size_of(w, v, "router.inbound_capacity", &w->c->inbound_capacity);
+}
+
+static int k_direct(struct walk *w, yaml_node_t *v, void *o)
+{
+	(void)o;
+	return size_of(w, v, "router.direct_capacity", &w->c->direct_capacity);
+}
+
+static int k_router(struct walk *w, yaml_node_t *v, void *o)
+{
+	static const struct key keys[] = {
+		{ "spin", k_spin, false }, { "mode", k_mode, false },
+		{ "uplink_capacity", k_uplink, false }, { "inbound_capacity", k_inbound, false },
+		{ "direct_capacity", k_direct, false }, { NULL, NULL, false },
+	};
+
+	(void)o;
+	return mapping(w, v, "router", keys, NULL);
+}
+
+/* ---- types ----------------------------------------------------------------------- */
+
+static int k_type_id(struct walk *w, yaml_node_t *v, void *o)
+{
+	uint64_t id;
+	int ret = uint_in(w, v, "type id", 1, UINT32_MAX, &id);
+
+	((struct shoal__cfg_type *)o)->id = (uint32_t)id;
+	return ret;
+}
+
+static int k_type_name(struct walk *w, yaml_node_t *v, void *o)
+{
+	return name_of(w, v, "type", ((struct shoal__cfg_type *)o)->name);
+}
+
+static int k_type_size(struct walk *w, yaml_node_t *v, void *o)
+{
+	static const struct unit units[] = { { "", 1 }, { "B", 1 }, { "KiB", 1024 },
+					     { "MiB", 1024 * 1024 }, { NULL, 0 } };
+	uint64_t s;
+	int ret = with_unit(w, v, "type max_size", units, SHOAL_TYPE_MAX_SIZE, &s);
+
+	((struct shoal__cfg_type *)o)->max_size = (uint32_t)s;
+	return ret;
+}
+
+static int k_types(struct walk *w, yaml_node_t *v, void *o)
+{
+	static const struct key keys[] = {
+		{ "id", k_type_id, true }, { "name", k_type_name, true },
+		{ "max_size", k_type_size, true }, { NULL, NULL, false },
+	};
+	struct shoal__config *c = w->c;
+	int ret = want(w, v, YAML_SEQUENCE_NODE, "types");
+
+	(void)o;
+	if (ret < 0)
+		return ret;
+	c->n_types = (uint32_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+	c->types = calloc(c->n_types ? c->n_types : 1, sizeof(*c->types));
+	if (c->types == NULL)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < c->n_types; i++) {
+		yaml_node_t *item = node(w, v->data.sequence.items.start[i]);
+
+		ret = mapping(w, item, "a type", keys, &c->types[i]);
+		if (ret < 0)
+			return ret;
+		for (uint32_t j = 0; j < i; j++)
+			if (c->types[j].id == c->types[i].id ||
+			    strcmp(c->types[j].name, c->types[i].name) == 0)
+				return fail_at(w, item, "type %u '%s' repeats the id or name of "
+					       "type %u '%s'", c->types[i].id, c->types[i].name,
+					       c->types[j].id, c->types[j].name);
+	}
+	return 0;
+}
+
+/* ---- routes ---------------------------------------------------------------------- */
+
+struct route_walk {
+	struct shoal__cfg_route *r;
+	int deliver;
+};
+
+static int type_ref(struct walk *w, yaml_node_t *n, uint32_t *id)
+{
+	const char *s = NULL;
+	char *end;
+	unsigned long v;
+	int ret = scalar(w, n, "a route type", &s);
+
+	if (ret < 0)
+		return ret;
+	v = strtoul(s, &end, 10);
+	if (s[0] >= '0' && s[0] <= '9' && *end == '\0' && v > 0 && v <= UINT32_MAX) {
+		*id = (uint32_t)v;
+		return 0;
+	}
+	for (uint32_t i = 0; i < w->c->n_types; i++)
+		if (strcmp(w->c->types[i].name, s) == 0) {
+			*id = w->c->types[i].id;
+			return 0;
+		}
+	return fail_at(w, n, "route type '%s' is neither a number nor a name from 'types'", s);
+}
+
+static int k_route_types(struct walk *w, yaml_node_t *v, void *o)
+{
+	struct shoal_filter *f = &((struct route_walk *)o)->r->f;
+
+	if (v->type == YAML_SCALAR_NODE) {
+		f->n_types = 1;
+		return type_ref(w, v, &f->types[0]);
+	}
+	if (want(w, v, YAML_SEQUENCE_NODE, "route types") < 0)
+		return -EINVAL;
+	f->n_types = (uint32_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+	if (f->n_types == 0 || f->n_types > SHOAL_FILTER_MAX_TYPES)
+		return fail_at(w, v, "a route lists 1 to %d types, not %u", SHOAL_FILTER_MAX_TYPES,
+			       f->n_types);
+	for (uint32_t i = 0; i < f->n_types; i++) {
+		int ret = type_ref(w, node(w, v->data.sequence.items.start[i]), &f->types[i]);
+
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+static int k_key_offset(struct walk *w, yaml_node_t *v, void *o)
+{
+	uint64_t x;
+	int ret = uint_in(w, v, "key offset", 0, SHOAL_TYPE_MAX_SIZE, &x);
+
+	((struct shoal_key *)o)->offset = (uint32_t)x;
+	return ret;
+}
+
+static int k_key_width(struct walk *w, yaml_node_t *v, void *o)
+{
+	uint64_t x;
+	int ret = uint_in(w, v, "key width", 1, 8, &x);
+
+	if (ret == 0 && (x & (x - 1)) != 0)
+		return fail_at(w, v, "key width must be 1, 2, 4 or 8 bytes, not %llu",
+			       (unsigned long long)x);
+	((struct shoal_key *)o)->width = (uint8_t)x;
+	return ret;
+}
+
+static int k_route_key(struct walk *w, yaml_node_t *v, void *o)
+{
+	static const struct key keys[] = {
+		{ "offset", k_key_offset, true }, { "width", k_key_width, true },
+		{ NULL, NULL, false },
+	};
+
+	return mapping(w, v, "route key", keys, &((struct route_walk *)o)->r->f.key);
+}
+
+/* A list of exactly `n` numbers. */
+static int numbers(struct walk *w, yaml_node_t *v, const char *what, uint64_t *out, size_t min,
+		   size_t max, size_t *count)
+{
+	size_t n;
+	int ret = want(w, v, YAML_SEQUENCE_NODE, what);
+
+	if (ret < 0)
+		return ret;
+	n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+	if (n < min || n > max)
+		return fail_at(w, v, "%s takes %zu to %zu values, not %zu", what, min, max, n);
+	for (size_t i = 0; i < n; i++) {
+		ret = uint_in(w, node(w, v->data.sequence.items.start[i]), what, 0, UINT64_MAX,
+			      &out[i]);
+		if (ret < 0)
+			return ret;
+	}
+	*count = n;
+	return 0;
+}
+
+static int k_route_match(struct walk *w, yaml_node_t *v, void *o)
+{
+	struct shoal_key *k = &((struct route_walk *)o)->r->f.key;
+	static const char *const ops[] = { "any", "eq", "in", "range", "mod", NULL };
+	uint64_t vals[SHOAL_FILTER_MAX_SET];
+	yaml_node_t *kn, *vn;
+	size_t n;
+	int op, ret;
+
+	if (v->type == YAML_SCALAR_NODE) {
+		ret = word(w, v, "route match", ops, &op);
+		if (ret == 0 && op != SHOAL_KEY_ANY)
+			return fail_at(w, v, "match '%s' needs values, e.g. {%s: ...}", ops[op],
+				       ops[op]);
+		k->op = SHOAL_KEY_ANY;
+		return ret;
+	}
+	if (want(w, v, YAML_MAPPING_NODE, "route match") < 0)
+		return -EINVAL;
+	if (v->data.mapping.pairs.top - v->data.mapping.pairs.start != 1)
+		return fail_at(w, v, "route match has exactly one of: eq, in, range, mod");
+	kn = node(w, v->data.mapping.pairs.start[0].key);
+	vn = node(w, v->data.mapping.pairs.start[0].value);
+	ret = word(w, kn, "route match", ops, &op);
+	if (ret < 0)
+		return ret;
+	k->op = (uint8_t)op;
+	switch (op) {
+	case SHOAL_KEY_EQ:
+		return uint_in(w, vn, "match eq", 0, UINT64_MAX, &k->a);
+	case SHOAL_KEY_IN:
+		ret = numbers(w, vn, "match in", k->set, 1, SHOAL_FILTER_MAX_SET, &n);
+		k->n_set = (uint16_t)n;
+		return ret;
+	case SHOAL_KEY_RANGE:
+		ret = numbers(w, vn, "match range", vals, 2, 2, &n);
+		if (ret == 0 && vals[0] > vals[1])
+			return fail_at(w, vn, "match range [%llu, %llu] is empty",
+				       (unsigned long long)vals[0], (unsigned long long)vals[1]);
+		k->a = vals[0];
+		k->b = vals[1];
+		return ret;
+	case SHOAL_KEY_MOD:
+		ret = numbers(w, vn, "match mod [n, i]", vals, 2, 2, &n);
+		if (ret == 0 && (vals[0] == 0 || vals[1] >= vals[0]))
+			return fail_at(w, vn, "match mod [%llu, %llu] needs n > 0 and i < n",
+				       (unsigned long long)vals[0], (unsigned long long)vals[1]);
+		k->a = vals[0];
+		k->b = vals[1];
+		return ret;
+	default:
+		return fail_at(w, kn, "match 'any' takes no values: write 'match: any'");
+	}
+}
+
+static int k_route_deliver(struct walk *w, yaml_node_t *v, void *o)
+{
+	static const char *const modes[] = { "group", "unicast", "broadcast", "discard", NULL };
+	int mode, ret = word(w, v, "route deliver", modes, &mode);
+
+	((struct route_walk *)o)->r->f.mode = (uint8_t)mode;
+	return ret;
+}
+
+static int parse_route(struct walk *w, yaml_node_t *n, uint32_t group)
+{
+	static const struct key keys[] = {
+		{ "types", k_route_types, true }, { "key", k_route_key, false },
+		{ "match", k_route_match, false }, { "deliver", k_route_deliver, false },
+		{ NULL, NULL, false },
+	};
+	struct shoal__config *c = w->c;
+	struct shoal__cfg_route *r = &c->routes[c->n_routes];
+	struct route_walk rw = { r, 0 };
+	struct shoal_err ferr;
+	int ret;
+
+	memset(r, 0, sizeof(*r));
+	r->line = (unsigned)n->start_mark.line + 1;
+	r->col = (unsigned)n->start_mark.column + 1;
+	ret = mapping(w, n, "a route", keys, &rw);
+	if (ret < 0)
+		return ret;
+	r->f.group = (uint16_t)group;
+	if (shoal_filter_validate(&r->f, &ferr) < 0)
+		return fail_at(w, n, "invalid route: %s", ferr.msg);
+	c->n_routes++;
+	return 0;
+}
+
+/* ---- groups ------------------------------------------------------------------------ */
+
+struct group_walk {
+	struct shoal__cfg_group *g;
+	uint32_t index;
+};
+
+#define GW(o) (((struct group_walk *)(o))->g)
+
+static int k_g_name(struct walk *w, yaml_node_t *v, void *o)
+{
+	return name_of(w, v, "group", GW(o)->name);
+}
+
+/* Look a bare program name up in $SHOAL_PATH, then $PATH, like a shell. */
+static bool search_program(const char *name, char *out, size_t len)
+{
+	const char *lists[2] = { getenv("SHOAL_PATH"), getenv("PATH") };
+
+	for (int l = 0; l < 2; l++) {
+		const char *p = lists[l];
+
+		while (p != NULL && *p != '\0') {
+			const char *end = strchr(p, ':');
+			size_t n = end ? (size_t)(end - p) : strlen(p);
+
+			if (n > 0 && (size_t)snprintf(out, len, "%.*s/%s", (int)n, p, name) < len &&
+			    access(out, X_OK) == 0)
+				return true;
+			p = end ? end + 1 : NULL;
+		}
+	}
+	return false;
+}
+
+static int k_g_program(struct walk *w, yaml_node_t *v, void *o)
+{
+	char path[2 * PATH_MAX];
+	const char *s = NULL;
+	int ret = scalar(w, v, "program", &s);
+
+	if (ret < 0)
+		return ret;
+	if (s[0] == '\0')
+		return fail_at(w, v, "program is empty");
+	if (strlen(s) >= PATH_MAX)
+		return fail_at(w, v, "program path is too long");
+	if (strchr(s, '/') == NULL) {
+		if (!search_program(s, path, sizeof(path)))
+			return fail_at(w, v, "program '%s' is not in $SHOAL_PATH or $PATH", s);
+	} else if (s[0] == '/') {
+		snprintf(path, sizeof(path), "%s", s);
+	} else {
+		snprintf(path, sizeof(path), "%s/%s", w->dir, s);
+	}
+	if (access(path, X_OK) != 0)
+		return fail_at(w, v, "program %s cannot be executed: %s", path, strerror(errno));
+	GW(o)->program = strdup(path);
+	return GW(o)->program ? 0 : -ENOMEM;
+}
+
+static int k_g_args(struct walk *w, yaml_node_t *v, void *o)
+{
+	size_t n;
+	int ret = want(w, v, YAML_SEQUENCE_NODE, "args");
+
+	if (ret < 0)
+		return ret;
+	n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+	free(GW(o)->argv);
+	GW(o)->argv = calloc(n + 2, sizeof(char *));
+	if (GW(o)->argv == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const char *s = NULL;
+
+		ret = scalar(w, node(w, v->data.sequence.items.start[i]), "an argument", &s);
+		if (ret < 0)
+			return ret;
+		GW(o)->argv[i + 1] = strdup(s);
+		if (GW(o)->argv[i + 1] == NULL)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int k_g_env(struct walk *w, yaml_node_t *v, void *o)
+{
+	size_t n, i = 0;
+	int ret = want(w, v, YAML_MAPPING_NODE, "env");
+
+	if (ret < 0)
+		return ret;
+	n = (size_t)(v->data.mapping.pairs.top - v->data.mapping.pairs.start);
+	GW(o)->env = calloc(n + 1, sizeof(char *));
+	if (GW(o)->env == NULL)
+		return -ENOMEM;
+	for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top;
+	     p++, i++) {
+		const char *key = NULL, *val = NULL;
+		size_t len;
+
+		if (scalar(w, node(w, p->key), "an env key", &key) < 0 ||
+		    scalar(w, node(w, p->value), "an env value", &val) < 0)
+			return -EINVAL;
+		if (key[0] == '\0' || strchr(key, '=') != NULL || strncmp(key, "SHOAL_", 6) == 0)
+			return fail_at(w, node(w, p->key), "env key '%s' is empty, has '=' or uses "
+				       "the reserved SHOAL_ prefix", key);
+		len = strlen(key) + strlen(val) + 2;
+		GW(o)->env[i] = malloc(len);
+		if (GW(o)->env[i] == NULL)
+			return -ENOMEM;
+		snprintf(GW(o)->env[i], len, "%s=%s", key, val);
+	}
+	return 0;
+}
+
+static int k_g_actors(struct walk *w, yaml_node_t *v, void *o)
+{
+	uint64_t x;
+	int ret = uint_in(w, v, "actors", 1, SHOAL_MAX_ACTORS, &x);
+
+	GW(o)->actors = (uint16_t)x;
+	return ret;
+}
+
+static int k_g_workers(struct walk *w, yaml_node_t *v, void *o)
+{
+	uint64_t x;
+	int ret = uint_in(w, v, "workers", 1, SHOAL_MAX_WORKERS, &x);
+
+	GW(o)->workers = (uint16_t)x;
+	return ret;
+}
+
+static int k_g_node(struct walk *w, yaml_node_t *v, void *o)
+{
+	uint64_t x;
+	int ret;
+
+	if (v->type == YAML_SCALAR_NODE && strcmp((char *)v->data.scalar.value, "auto") == 0) {
+		GW(o)->node = -1;
+		return 0;
+	}
+	ret = uint_in(w, v, "node", 0, SHOAL_MAX_NODES - 1, &x);
+	if (ret == 0 && (int)x >= shoal_numa_node_count())
+		return fail_at(w, v, "NUMA node %llu does not exist on this machine (%d node%s)",
+			       (unsigned long long)x, shoal_numa_node_count(),
+			       shoal_numa_node_count() == 1 ? "" : "s");
+	GW(o)->node = (int)x;
+	return ret;
+}
+
+static int k_g_cpus(struct walk *w, yaml_node_t *v, void *o)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+	const char *s = NULL, *p;
+	uint64_t mask = 0;
+	int ret = scalar(w, v, "cpus", &s);
+
+	if (ret < 0)
+		return ret;
+	for (p = s; *p != '\0';) {
+		char *end;
+		unsigned long lo = strtoul(p, &end, 10), hi = lo;
+
+		if (end == p)
+			return fail_at(w, v, "cpus '%s' is not a list like '0-3,6'", s);
+		if (*end == '-') {
+			p = end + 1;
+			hi = strtoul(p, &end, 10);
+			if (end == p || hi < lo)
+				return fail_at(w, v, "cpus '%s' has a bad range", s);
+		}
+		if (hi >= 64 || (long)hi >= ncpu)
+			return fail_at(w, v, "cpus '%s' names CPU %lu; this machine has %ld", s, hi,
+				       ncpu);
+		for (unsigned long c = lo; c <= hi; c++)
+			mask |= UINT64_C(1) << c;
+		if (*end == ',')
+			end++;
+		else if (*end != '\0')
+			return fail_at(w, v, "cpus '%s' is not a list like '0-3,6'", s);
+		p = end;
+	}
+	if (mask == 0)
+		return fail_at(w, v, "cpus is empty");
+	GW(o)->cpus = mask;
+	return 0;
+}
+
+static int k_g_mailbox(struct walk *w, yaml_node_t *v, void *o)
+{
+	return size_of(w, v, "mailbox", &GW(o)->mailbox);
+}
+
+static int k_g_overflow(struct walk *w, yaml_node_t *v, void *o)
+{
+	static const char *const words[] = { "block", "drop", NULL };
+	int x, ret = word(w, v, "overflow", words, &x);
+
+	GW(o)->overflow = (uint8_t)x;
+	return ret;
+}
+
+static int k_r_policy(struct walk *w, yaml_node_t *v, void *o)
+{
+	static const char *const words[] = { "never", "on-failure", "always", NULL };
+	int x, ret = word(w, v, "restart policy", words, &x);
+
+	((struct shoal__cfg_group *)o)->restart = (uint8_t)x;
+	return ret;
+}
+
+static int k_r_backoff(struct walk *w, yaml_node_t *v, void *o)
+{
+	return duration_ms(w, v, "restart backoff", &((struct shoal__cfg_group *)o)->backoff_ms);
+}
+
+static int k_r_max_backoff(struct walk *w, yaml_node_t *v, void *o)
+{
+	return duration_ms(w, v, "restart max_backoff",
+			   &((struct shoal__cfg_group *)o)->max_backoff_ms);
+}
+
+static int k_r_retries(struct walk *w, yaml_node_t *v, void *o)
+{
+	uint64_t x;
+	int ret;
+
+	if (v->type == YAML_SCALAR_NODE && strcmp((char *)v->data.scalar.value, "unlimited") == 0) {
+		((struct shoal__cfg_group *)o)->max_retries = -1;
+		return 0;
+	}
+	ret = uint_in(w, v, "restart max_retries", 0, INT32_MAX, &x);
+	((struct shoal__cfg_group *)o)->max_retries = (int32_t)x;
+	return ret;
+}
+
+static int k_r_give_up(struct walk *w, yaml_node_t *v, void *o)
+{
+	static const char *const words[] = { "continue", "stop", NULL };
+	int x, ret = word(w, v, "restart on_give_up", words, &x);
+
+	((struct shoal__cfg_group *)o)->on_failure = (uint8_t)x;
+	return ret;
+}
+
+static int k_g_restart(struct walk *w, yaml_node_t *v, void *o)
+{
+	static const struct key keys[] = {
+		{ "policy", k_r_policy, true }, { "backoff", k_r_backoff, false },
+		{ "max_backoff", k_r_max_backoff, false }, { "max_retries", k_r_retries, false },
+		{ "on_give_up", k_r_give_up, false }, { NULL, NULL, false },
+	};
+
+	return mapping(w, v, "restart", keys, GW(o));
+}
+
+static int k_s_order(struct walk *w, yaml_node_t *v, void *o)
+{
+	uint64_t x;
+	int ret = uint_in(w, v, "stop order", 0, 1000000, &x);
+
+	((struct shoal__cfg_group *)o)->stop_order = (int32_t)x;
+	return ret;
+}
+
+static int k_s_timeout(struct walk *w, yaml_node_t *v, void *o)
+{
+	return duration_ms(w, v, "stop timeout", &((struct shoal__cfg_group *)o)->stop_timeout_ms);
+}
+
+static int k_g_stop(struct walk *w, yaml_node_t *v, void *o)
+{
+	static const struct key keys[] = {
+		{ "order", k_s_order, false }, { "timeout", k_s_timeout, false },
+		{ NULL, NULL, false },
+	};
+
+	return mapping(w, v, "stop", keys, GW(o));
+}
+
+static int k_g_routes(struct walk *w, yaml_node_t *v, void *o)
+{
+	struct shoal__config *c = w->c;
+	size_t n;
+	int ret = want(w, v, YAML_SEQUENCE_NODE, "routes");
+
+	if (ret < 0)
+		return ret;
+	n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+	c->routes = realloc(c->routes, (c->n_routes + n + 1) * sizeof(*c->routes));
+	if (c->routes == NULL)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		ret = parse_route(w, node(w, v->data.sequence.items.start[i]),
+				  ((struct group_walk *)o)->index);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+static int k_groups(struct walk *w, yaml_node_t *v, void *o)
+{
+	static const struct key keys[] = {
+		{ "name", k_g_name, true }, { "program", k_g_program, true },
+		{ "args", k_g_args, false }, { "env", k_g_env, false },
+		{ "actors", k_g_actors, false }, { "workers", k_g_workers, false },
+		{ "node", k_g_node, false }, { "cpus", k_g_cpus, false },
+		{ "mailbox", k_g_mailbox, false }, { "overflow", k_g_overflow, false },
+		{ "restart", k_g_restart, false }, { "stop", k_g_stop, false },
+		{ "routes", k_g_routes, false }, { NULL, NULL, false },
+	};
+	struct shoal__config *c = w->c;
+	int ret = want(w, v, YAML_SEQUENCE_NODE, "groups");
+
+	(void)o;
+	if (ret < 0)
+		return ret;
+	c->n_groups = (uint32_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+	if (c->n_groups == 0)
+		return fail_at(w, v, "groups is empty: a system needs at least one group");
+	if (c->n_groups > SHOAL_MAX_GROUPS)
+		return fail_at(w, v, "%u groups, more than the limit of %d", c->n_groups,
+			       SHOAL_MAX_GROUPS);
+	c->groups = calloc(c->n_groups, sizeof(*c->groups));
+	if (c->groups == NULL)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < c->n_groups; i++) {
+		struct shoal__cfg_group *g = &c->groups[i];
+		yaml_node_t *item = node(w, v->data.sequence.items.start[i]);
+		struct group_walk gw = { g, i };
+
+		g->workers = 1;
+		g->actors = 1;
+		g->node = -1;
+		g->restart = SHOAL__RESTART_ON_FAILURE;
+		g->max_retries = 5;
+		g->backoff_ms = 100;
+		g->max_backoff_ms = 10000;
+		g->stop_timeout_ms = 5000;
+		g->line = (unsigned)item->start_mark.line + 1;
+		ret = mapping(w, item, "a group", keys, &gw);
+		if (ret < 0)
+			return ret;
+		if (g->argv == NULL && (g->argv = calloc(2, sizeof(char *))) == NULL)
+			return -ENOMEM;
+		g->argv[0] = strdup(g->program);
+		if (g->argv[0] == NULL)
+			return -ENOMEM;
+		if (g->max_backoff_ms < g->backoff_ms)
+			return fail_at(w, item, "group %s: restart max_backoff is below backoff",
+				       g->name);
+		for (uint32_t j = 0; j < i; j++)
+			if (strcmp(c->groups[j].name, g->name) == 0)
+				return fail_at(w, item, "group name '%s' is used twice (first at "
+					       "line %u)", g->name, c->groups[j].line);
+	}
+	return 0;
+}
+
+static int k_system(struct walk *w, yaml_node_t *v, void *o)
+{
+	(void)o;
+	return name_of(w, v, "system", w->c->system);
+}
+
+static int check_whole(struct walk *w, yaml_node_t *root)
+{
+	struct shoal__config *c = w->c;
+
+	if (c->inbound_capacity && c->uplink_capacity &&
+	    c->inbound_capacity < c->uplink_capacity)
+		return fail_at(w, root, "router.inbound_capacity must be at least "
+			       "router.uplink_capacity");
+	for (uint32_t i = 0; i < c->n_groups; i++) {
+		uint32_t up = c->uplink_capacity ? c->uplink_capacity : 256 * 1024;
+
+		if (c->groups[i].mailbox && c->groups[i].mailbox < up)
+			return shoal__fail(w->err, -EINVAL, "%s:%u: group %s: mailbox %u is smaller "
+					   "than the uplink capacity %u", w->file,
+					   c->groups[i].line, c->groups[i].name,
+					   c->groups[i].mailbox, up);
+	}
+	return 0;
+}
+
+int shoal__config_parse(const char *name, const char *text, size_t len,
+			struct shoal__config **out, struct shoal_err *err)
+{
+	static const struct key keys[] = {
+		{ "system", k_system, true }, { "router", k_router, false },
+		{ "types", k_types, false }, { "groups", k_groups, true },
+		{ NULL, NULL, false },
+	};
+	struct walk w = { .file = name, .err = err };
+	yaml_parser_t parser;
+	yaml_node_t *root;
+	const char *slash = strrchr(name, '/');
+	int ret;
+
+	w.c = calloc(1, sizeof(*w.c));
+	if (w.c == NULL)
+		return -ENOMEM;
+	w.c->path = strdup(name);
+	if (slash == NULL)
+		snprintf(w.dir, sizeof(w.dir), ".");
+	else
+		snprintf(w.dir, sizeof(w.dir), "%.*s", (int)(slash - name), name);
+	if (w.dir[0] == '\0')
+		snprintf(w.dir, sizeof(w.dir), "/");
+	if (!yaml_parser_initialize(&parser)) {
+		shoal__config_free(w.c);
+		return -ENOMEM;
+	}
+	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+	if (!yaml_parser_load(&parser, &w.doc)) {
+		ret = shoal__fail(err, -EINVAL, "%s:%zu:%zu: %s%s%s", name,
+				  parser.problem_mark.line + 1, parser.problem_mark.column + 1,
+				  parser.problem ? parser.problem : "invalid YAML",
+				  parser.context ? " " : "", parser.context ? parser.context : "");
+		yaml_parser_delete(&parser);
+		shoal__config_free(w.c);
+		return ret;
+	}
+	root = yaml_document_get_root_node(&w.doc);
+	/* Types first: routes refer to them by name wherever they appear. */
+	if (root == NULL) {
+		ret = shoal__fail(err, -EINVAL, "%s:1:1: the file is empty", name);
+	} else {
+		ret = 0;
+		if (root->type == YAML_MAPPING_NODE)
+			for (yaml_node_pair_t *p = root->data.mapping.pairs.start;
+			     p < root->data.mapping.pairs.top && ret == 0; p++) {
+				yaml_node_t *k = node(&w, p->key);
+
+				if (k->type == YAML_SCALAR_NODE &&
+				    strcmp((char *)k->data.scalar.value, "types") == 0)
+					ret = k_types(&w, node(&w, p->value), NULL);
+			}
+		if (ret == 0) {
+			free(w.c->types);
+			w.c->types = NULL;
+			ret = mapping(&w, root, "the file", keys, NULL);
+		}
+		if (ret == 0)
+			ret = check_whole(&w, root);
+	}
+	yaml_document_delete(&w.doc);
+	yaml_parser_delete(&parser);
+	if (ret < 0) {
+		if (ret == -ENOMEM)
+			shoal__fail(err, ret, "%s: out of memory", name);
+		shoal__config_free(w.c);
+		return ret;
+	}
+	*out = w.c;
+	return 0;
+}
+
+int shoal__config_load(const char *path, struct shoal__config **out, struct shoal_err *err)
+{
+	FILE *f = fopen(path, "re");
+	char *text;
+	long len;
+	int ret;
+
+	if (f == NULL)
+		return shoal__fail(err, -errno, "%s: %s", path, strerror(errno));
+	if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 || len > (1 << 24) ||
+	    fseek(f, 0, SEEK_SET) != 0) {
+		fclose(f);
+		return shoal__fail(err, -EINVAL, "%s: not a regular file of at most 16 MiB", path);
+	}
+	text = malloc((size_t)len + 1);
+	if (text == NULL || fread(text, 1, (size_t)len, f) != (size_t)len) {
+		free(text);
+		fclose(f);
+		return shoal__fail(err, -EIO, "%s: cannot read", path);
+	}
+	fclose(f);
+	ret = shoal__config_parse(path, text, (size_t)len, out, err);
+	free(text);
+	return ret;
+}
+
+static void free_list(char **l)
+{
+	if (l == NULL)
+		return;
+	for (char **p = l; *p != NULL; p++)
+		free(*p);
+	free(l);
+}
+
+void shoal__config_free(struct shoal__config *c)
+{
+	if (c == NULL)
+		return;
+	for (uint32_t i = 0; i < c->n_groups; i++) {
+		free(c->groups[i].program);
+		free_list(c->groups[i].argv);
+		free_list(c->groups[i].env);
+	}
+	free(c->groups);
+	free(c->types);
+	free(c->routes);
+	free(c->path);
+	free(c);
+}
+
+int shoal__config_group(const struct shoal__config *c, const char *name)
+{
+	for (uint32_t i = 0; i < c->n_groups; i++)
+		if (strcmp(c->groups[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+static bool same_list(char **a, char **b)
+{
+	for (; a != NULL && b != NULL && *a != NULL && *b != NULL; a++, b++)
+		if (strcmp(*a, *b) != 0)
+			return false;
+	return (a == NULL || *a == NULL) && (b == NULL || *b == NULL);
+}
+
+int shoal__config_group_same(const struct shoal__cfg_group *a, const struct shoal__cfg_group *b)
+{
+	return strcmp(a->name, b->name) == 0 && strcmp(a->program, b->program) == 0 &&
+	       same_list(a->argv, b->argv) && same_list(a->env, b->env) &&
+	       a->workers == b->workers && a->actors == b->actors && a->node == b->node &&
+	       a->cpus == b->cpus && a->mailbox == b->mailbox && a->overflow == b->overflow;
+}

@@ -1,0 +1,673 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Supervisor: one thread, one poll loop over a signalfd (SIGINT, SIGTERM,
+ * SIGHUP) and a pidfd per group process, so a death is seen the moment it
+ * happens. Everything else (timers for restarts with exponential backoff,
+ * the stop sequence, the status line) hangs off that loop's timeout.
+ *
+ * Lifecycle of one group process:
+ *  1. launched: fork, own process group (a terminal's Ctrl-C reaches only
+ *     the supervisor, which stops groups in order), CPU affinity, parent
+ *     death signal SIGTERM (a killed supervisor does not leave groups
+ *     running), exec with SHOAL_SYSTEM and SHOAL_GROUP set.
+ *  2. exits: the pidfd becomes readable; the status is reaped. The router
+ *     has already marked the group down (its control socket closed), so
+ *     messages routed to it queue in its mailbox.
+ *  3. restart decision: policy never / on-failure / always. A process that
+ *     stayed up STABLE_NS resets the retry count and backoff. Past
+ *     max_retries the group is marked failed (sends to it fail with
+ *     -EHOSTDOWN) and the system continues or stops, per on_give_up.
+ *  4. stop: groups are stopped by ascending stop order, each level asked to
+ *     drain through its mailbox and given its timeout, then SIGKILLed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <shoal/router.h>
+
+#include "runtime/config.h"
+#include "runtime/supervisor.h"
+#include "shm/util.h"
+
+#define STABLE_NS (10 * UINT64_C(1000000000))
+#define TICK_NS (500 * UINT64_C(1000000))
+
+extern char **environ;
+
+struct proc {
+	int id;                      /* router group id */
+	pid_t pid;                   /* 0 when not running */
+	int pidfd;
+	uint64_t started_ns;
+	uint64_t restart_at_ns;      /* 0: no restart scheduled */
+	uint32_t backoff_ms;
+	int32_t retries;
+	bool failed;                 /* gave up */
+	bool retired;                /* removed by a reload: never restarted */
+	bool stopping;
+	int last_status;
+};
+
+struct sup {
+	const struct shoal__sup_opts *o;
+	struct shoal__config *cfg;
+	struct proc *procs;          /* one per cfg->groups[i] */
+	struct shoal_router *router;
+	int sigfd;
+	bool live;                   /* status line redrawn in place */
+	bool status_shown;
+	bool stop_requested;
+	bool failure;                /* exit status 1 */
+	uint64_t start_ns;
+	uint64_t last_tick_ns, last_plain_ns;
+	uint64_t last_handled;
+	double rate;
+};
+
+/* ---- output ------------------------------------------------------------------- */
+
+static void clear_status(struct sup *s)
+{
+	if (s->live && s->status_shown) {
+		fputs("\r\033[K", s->o->out);
+		s->status_shown = false;
+	}
+}
+
+__attribute__((format(printf, 2, 3)))
+static void event(struct sup *s, const char *fmt, ...)
+{
+	va_list ap;
+	double t = (double)(shoal__now_ns() - s->start_ns) / 1e9;
+
+	clear_status(s);
+	fprintf(s->o->out, "[%8.3f] ", t);
+	va_start(ap, fmt);
+	vfprintf(s->o->out, fmt, ap);
+	va_end(ap);
+	fputc('\n', s->o->out);
+	fflush(s->o->out);
+}
+
+static void human(char *buf, size_t len, double v)
+{
+	if (v >= 1e6)
+		snprintf(buf, len, "%.2fM", v / 1e6);
+	else if (v >= 1e3)
+		snprintf(buf, len, "%.1fk", v / 1e3);
+	else
+		snprintf(buf, len, "%.0f", v);
+}
+
+static void status(struct sup *s, uint64_t now)
+{
+	struct shoal_router_stats st;
+	char rate[32];
+	double dt = (double)(now - s->last_tick_ns) / 1e9;
+
+	shoal_router_stats(s->router, &st);
+	if (dt > 0 && s->last_tick_ns != 0)
+		s->rate = (double)(st.handled - s->last_handled) / dt;
+	s->last_handled = st.handled;
+	s->last_tick_ns = now;
+	if (s->o->status == SHOAL__STATUS_QUIET)
+		return;
+	human(rate, sizeof(rate), s->rate);
+	if (s->live) {
+		fprintf(s->o->out, "\r\033[K%s: %u/%u groups up, %s msg/s, %llu handled, %llu "
+			"restarts, %llu dropped, %u failed", s->cfg->system, st.running, st.groups,
+			rate, (unsigned long long)st.handled, (unsigned long long)st.restarts,
+			(unsigned long long)st.dropped, st.failed);
+		fflush(s->o->out);
+		s->status_shown = true;
+		return;
+	}
+	if (now - s->last_plain_ns < (uint64_t)(s->o->status_period_ns ? s->o->status_period_ns :
+						   5000000000))
+		return;
+	s->last_plain_ns = now;
+	event(s, "status: %u/%u groups up, %s msg/s, %llu handled, %llu restarts, %llu dropped, "
+	      "%u failed", st.running, st.groups, rate, (unsigned long long)st.handled,
+	      (unsigned long long)st.restarts, (unsigned long long)st.dropped, st.failed);
+}
+
+/* ---- processes -------------------------------------------------------------------- */
+
+/*
+ * The environment of a group process: ours, minus SHOAL_SYSTEM/SHOAL_GROUP,
+ * plus the group's own entries, plus those two set for this group. Only the
+ * last two strings are allocated here (free_child_env()).
+ */
+static char **child_env(const struct shoal__cfg_group *g, const char *system)
+{
+	size_t n = 0, k = 0, extra = 0;
+	char **env;
+
+	while (environ[n] != NULL)
+		n++;
+	while (g->env != NULL && g->env[extra] != NULL)
+		extra++;
+	env = calloc(n + extra + 3, sizeof(char *));
+	if (env == NULL)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], "SHOAL_SYSTEM=", 13) != 0 &&
+		    strncmp(environ[i], "SHOAL_GROUP=", 12) != 0)
+			env[k++] = environ[i];
+	for (size_t i = 0; i < extra; i++)
+		env[k++] = g->env[i];
+	if (asprintf(&env[k], "SHOAL_SYSTEM=%s", system) < 0) {
+		free(env);
+		return NULL;
+	}
+	if (asprintf(&env[k + 1], "SHOAL_GROUP=%s", g->name) < 0) {
+		free(env[k]);
+		free(env);
+		return NULL;
+	}
+	return env;
+}
+
+static void free_child_env(char **env)
+{
+	size_t n = 0;
+
+	while (env[n] != NULL)
+		n++;
+	free(env[n - 1]);
+	free(env[n - 2]);
+	free(env);
+}
+
+static void exec_child(const struct shoal__cfg_group *g, char **env, const sigset_t *mask)
+{
+	cpu_set_t set;
+
+	/* Runs between fork and exec: only async-signal-safe calls. */
+	setpgid(0, 0);
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	sigprocmask(SIG_SETMASK, mask, NULL);   /* the supervisor blocks them */
+	if (g->cpus != 0) {
+		CPU_ZERO(&set);
+		for (int c = 0; c < 64; c++)
+			if (g->cpus & (UINT64_C(1) << c))
+				CPU_SET(c, &set);
+		sched_setaffinity(0, sizeof(set), &set);
+	}
+	execve(g->program, g->argv, env);
+	_exit(127);
+}
+
+static int launch(struct sup *s, uint32_t i)
+{
+	const struct shoal__cfg_group *g = &s->cfg->groups[i];
+	struct proc *p = &s->procs[i];
+	char **env = child_env(g, s->cfg->system);
+	sigset_t none;
+	pid_t pid;
+
+	if (env == NULL)
+		return -ENOMEM;
+	sigemptyset(&none);
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0)
+		exec_child(g, env, &none);
+	free_child_env(env);
+	if (pid < 0) {
+		event(s, "group %s: cannot fork: %s", g->name, strerror(errno));
+		return -errno;
+	}
+	p->pid = pid;
+	p->pidfd = pidfd_open(pid, 0);
+	p->started_ns = shoal__now_ns();
+	p->restart_at_ns = 0;
+	p->stopping = false;
+	event(s, "group %s: started pid %d", g->name, (int)pid);
+	return 0;
+}
+
+static void describe_exit(char *buf, size_t len, int status)
+{
+	if (WIFEXITED(status))
+		snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(status),
+			 strsignal(WTERMSIG(status)));
+	else
+		snprintf(buf, len, "ended (status 0x%x)", status);
+}
+
+static void begin_stop(struct sup *s, const char *why, bool failure);
+
+static void on_exit_of(struct sup *s, uint32_t i, int status)
+{
+	const struct shoal__cfg_group *g = &s->cfg->groups[i];
+	struct proc *p = &s->procs[i];
+	bool failed_exit = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+	uint64_t now = shoal__now_ns();
+	bool restart;
+	char how[96];
+
+	describe_exit(how, sizeof(how), status);
+	close(p->pidfd);
+	p->pidfd = -1;
+	p->pid = 0;
+	p->last_status = status;
+	event(s, "group %s: %s", g->name, how);
+	if (p->stopping || s->stop_requested) {
+		if (failed_exit && !(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && p->stopping))
+			s->failure = true;
+		return;
+	}
+	if (p->retired)
+		return;
+	restart = g->restart == SHOAL__RESTART_ALWAYS ||
+		  (g->restart == SHOAL__RESTART_ON_FAILURE && failed_exit);
+	if (!restart) {
+		if (failed_exit)
+			s->failure = true;
+		return;
+	}
+	if (now - p->started_ns >= STABLE_NS) {
+		p->retries = 0;
+		p->backoff_ms = g->backoff_ms;
+	}
+	if (g->max_retries >= 0 && p->retries >= g->max_retries) {
+		p->failed = true;
+		s->failure = true;
+		shoal_router_fail_group(s->router, p->id);
+		event(s, "group %s: failed after %d restart%s; giving up", g->name, p->retries,
+		      p->retries == 1 ? "" : "s");
+		if (g->on_failure == SHOAL__FAIL_STOP)
+			begin_stop(s, "a group gave up and its policy stops the system", true);
+		return;
+	}
+	p->retries++;
+	p->restart_at_ns = now + (uint64_t)p->backoff_ms * 1000000u;
+	event(s, "group %s: restart %d in %u ms", g->name, p->retries, p->backoff_ms);
+	p->backoff_ms = p->backoff_ms * 2 > g->max_backoff_ms ? g->max_backoff_ms
+							       : p->backoff_ms * 2;
+}
+
+static void reap(struct sup *s, uint32_t i)
+{
+	siginfo_t si;
+	int status;
+
+	memset(&si, 0, sizeof(si));
+	if (waitid(P_PIDFD, (id_t)s->procs[i].pidfd, &si, WEXITED | WNOHANG) != 0 || si.si_pid == 0)
+		return;
+	status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0)
+					  : W_EXITCODE(0, si.si_status);
+	on_exit_of(s, i, status);
+}
+
+/* ---- the stop sequence ---------------------------------------------------------------- */
+
+static void begin_stop(struct sup *s, const char *why, bool failure)
+{
+	if (s->stop_requested)
+		return;
+	s->stop_requested = true;
+	s->failure |= failure;
+	event(s, "stopping: %s", why);
+}
+
+static bool any_running(const struct sup *s, int32_t order)
+{
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
+		if (s->procs[i].pid != 0 && s->cfg->groups[i].stop_order == order)
+			return true;
+	return false;
+}
+
+/* Wait for the processes of one stop level, reaping as they go. */
+static void wait_level(struct sup *s, int32_t order, uint64_t deadline)
+{
+	while (any_running(s, order) && shoal__now_ns() < deadline) {
+		struct pollfd pfd[SHOAL_MAX_GROUPS];
+		uint32_t map[SHOAL_MAX_GROUPS], n = 0;
+		uint64_t left = deadline - shoal__now_ns();
+
+		for (uint32_t i = 0; i < s->cfg->n_groups; i++)
+			if (s->procs[i].pid != 0 && s->cfg->groups[i].stop_order == order) {
+				pfd[n] = (struct pollfd){ .fd = s->procs[i].pidfd, .events = POLLIN };
+				map[n++] = i;
+			}
+		if (poll(pfd, n, (int)(left / 1000000) + 1) <= 0)
+			continue;
+		for (uint32_t k = 0; k < n; k++)
+			if (pfd[k].revents)
+				reap(s, map[k]);
+	}
+}
+
+static void stop_all(struct sup *s)
+{
+	int32_t order = INT32_MIN;
+
+	for (;;) {
+		int32_t next = INT32_MAX;
+		uint64_t timeout_ms = 0, deadline;
+		bool found = false;
+
+		for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
+			int32_t o = s->cfg->groups[i].stop_order;
+
+			s->procs[i].restart_at_ns = 0;
+			if (o > order && o <= next) {
+				next = o;
+				found = true;
+			}
+		}
+		if (!found)
+			break;
+		order = next;
+		for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
+			struct proc *p = &s->procs[i];
+
+			if (s->cfg->groups[i].stop_order != order || p->pid == 0)
+				continue;
+			p->stopping = true;
+			shoal_router_stop_group(s->router, p->id);
+			if (s->cfg->groups[i].stop_timeout_ms > timeout_ms)
+				timeout_ms = s->cfg->groups[i].stop_timeout_ms;
+			event(s, "group %s: stopping (order %d)", s->cfg->groups[i].name, order);
+		}
+		deadline = shoal__now_ns() + timeout_ms * 1000000u;
+		wait_level(s, order, deadline);
+		for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
+			struct proc *p = &s->procs[i];
+
+			if (s->cfg->groups[i].stop_order != order || p->pid == 0)
+				continue;
+			event(s, "group %s: did not stop within %u ms; killing it",
+			      s->cfg->groups[i].name, s->cfg->groups[i].stop_timeout_ms);
+			s->failure = true;
+			kill(p->pid, SIGKILL);
+		}
+		wait_level(s, order, shoal__now_ns() + 5000000000ull);
+	}
+}
+
+/* ---- router setup and reload -------------------------------------------------------------- */
+
+static int declare_groups(struct sup *s, struct shoal_err *err)
+{
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
+		const struct shoal__cfg_group *g = &s->cfg->groups[i];
+		struct shoal_group_spec spec = { g->name, g->workers, g->actors, g->node, g->mailbox,
+						 g->overflow };
+		int id = shoal_router_group(s->router, &spec, err);
+
+		if (id < 0)
+			return id;
+		s->procs[i].id = id;
+		s->procs[i].pidfd = -1;
+		s->procs[i].backoff_ms = g->backoff_ms;
+	}
+	return 0;
+}
+
+/* The config's routes with group indices turned into router ids. */
+static int apply_routes(struct sup *s, const struct shoal__config *c, const struct proc *procs,
+			struct shoal_err *err)
+{
+	struct shoal_filter *f = calloc(c->n_routes + 1, sizeof(*f));
+	int ret;
+
+	if (f == NULL)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < c->n_routes; i++) {
+		f[i] = c->routes[i].f;
+		f[i].group = (uint16_t)procs[c->routes[i].f.group].id;
+	}
+	ret = shoal_router_set_routes(s->router, f, c->n_routes, err);
+	free(f);
+	return ret;
+}
+
+static bool structural_change(const struct shoal__cfg_group *a, const struct shoal__cfg_group *b)
+{
+	return a->workers != b->workers || a->actors != b->actors || a->node != b->node ||
+	       a->mailbox != b->mailbox || a->overflow != b->overflow;
+}
+
+static int check_reload(struct sup *s, const struct shoal__config *n, struct shoal_err *err)
+{
+	if (strcmp(n->system, s->cfg->system) != 0)
+		return shoal__fail(err, -EINVAL, "the system name changed (%s -> %s): restart it "
+				   "instead", s->cfg->system, n->system);
+	for (uint32_t i = 0; i < n->n_groups; i++) {
+		int old = shoal__config_group(s->cfg, n->groups[i].name);
+
+		if (old >= 0 && structural_change(&s->cfg->groups[old], &n->groups[i]))
+			return shoal__fail(err, -EINVAL, "group %s: workers, actors, node, mailbox "
+					   "and overflow cannot change while it runs",
+					   n->groups[i].name);
+	}
+	return 0;
+}
+
+static void stop_one(struct sup *s, uint32_t i)
+{
+	struct proc *p = &s->procs[i];
+	uint64_t deadline = shoal__now_ns() + (uint64_t)s->cfg->groups[i].stop_timeout_ms * 1000000u;
+	struct pollfd pfd = { .fd = p->pidfd, .events = POLLIN };
+
+	if (p->pid == 0)
+		return;
+	p->stopping = true;
+	shoal_router_stop_group(s->router, p->id);
+	while (p->pid != 0 && shoal__now_ns() < deadline) {
+		if (poll(&pfd, 1, 100) > 0)
+			reap(s, i);
+	}
+	if (p->pid != 0) {
+		kill(p->pid, SIGKILL);
+		while (p->pid != 0 && poll(&pfd, 1, 1000) > 0)
+			reap(s, i);
+	}
+}
+
+static void reload(struct sup *s)
+{
+	struct shoal_err err = { { 0 } };
+	struct shoal__config *n;
+	struct proc *np;
+	int ret = shoal__config_load(s->cfg->path, &n, &err);
+
+	if (ret == 0)
+		ret = check_reload(s, n, &err);
+	if (ret < 0) {
+		event(s, "reload refused, nothing changed: %s", err.msg);
+		if (ret == 0)
+			shoal__config_free(n);
+		return;
+	}
+	np = calloc(n->n_groups, sizeof(*np));
+	if (np == NULL) {
+		shoal__config_free(n);
+		return;
+	}
+	/* Declare new groups first, so that every route can name its group. */
+	for (uint32_t i = 0; i < n->n_groups; i++) {
+		const struct shoal__cfg_group *g = &n->groups[i];
+		struct shoal_group_spec spec = { g->name, g->workers, g->actors, g->node, g->mailbox,
+						 g->overflow };
+		int old = shoal__config_group(s->cfg, g->name);
+
+		if (old >= 0) {
+			np[i] = s->procs[old];
+			continue;
+		}
+		np[i].pidfd = -1;
+		np[i].backoff_ms = g->backoff_ms;
+		np[i].id = shoal_router_group(s->router, &spec, &err);
+		if (np[i].id < 0) {
+			event(s, "reload refused: %s", err.msg);
+			free(np);
+			shoal__config_free(n);
+			return;
+		}
+	}
+	ret = apply_routes(s, n, np, &err);
+	if (ret < 0) {
+		event(s, "reload refused, nothing changed: %s", err.msg);
+		free(np);
+		shoal__config_free(n);
+		return;
+	}
+	event(s, "reload: %u routes published", n->n_routes);
+	/* Groups gone from the file stop for good; changed ones restart. */
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
+		int now = shoal__config_group(n, s->cfg->groups[i].name);
+
+		if (now < 0) {
+			s->procs[i].retired = true;
+			event(s, "group %s: removed from the file", s->cfg->groups[i].name);
+			stop_one(s, i);
+		} else if (!shoal__config_group_same(&s->cfg->groups[i], &n->groups[now])) {
+			event(s, "group %s: settings changed; restarting it", s->cfg->groups[i].name);
+			stop_one(s, i);
+			np[now].pid = 0;
+			np[now].pidfd = -1;
+		}
+	}
+	shoal__config_free(s->cfg);
+	free(s->procs);
+	s->cfg = n;
+	s->procs = np;
+	for (uint32_t i = 0; i < n->n_groups; i++)
+		if (s->procs[i].pid == 0 && !s->procs[i].failed) {
+			s->procs[i].stopping = false;
+			launch(s, i);
+		}
+}
+
+/* ---- the loop ------------------------------------------------------------------------------ */
+
+static void on_signal(struct sup *s)
+{
+	struct signalfd_siginfo si;
+
+	while (read(s->sigfd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo == SIGHUP)
+			reload(s);
+		else
+			begin_stop(s, si.ssi_signo == SIGINT ? "interrupted" : "terminated", false);
+	}
+}
+
+static void run_loop(struct sup *s)
+{
+	while (!s->stop_requested) {
+		struct pollfd pfd[SHOAL_MAX_GROUPS + 1];
+		uint32_t map[SHOAL_MAX_GROUPS + 1], n = 1;
+		uint64_t now = shoal__now_ns(), wake = now + TICK_NS;
+
+		pfd[0] = (struct pollfd){ .fd = s->sigfd, .events = POLLIN };
+		for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
+			struct proc *p = &s->procs[i];
+
+			if (p->pid != 0) {
+				pfd[n] = (struct pollfd){ .fd = p->pidfd, .events = POLLIN };
+				map[n++] = i;
+			} else if (p->restart_at_ns != 0 && p->restart_at_ns < wake) {
+				wake = p->restart_at_ns;
+			}
+		}
+		if (s->o->duration_ns > 0 && s->start_ns + (uint64_t)s->o->duration_ns < wake)
+			wake = s->start_ns + (uint64_t)s->o->duration_ns;
+		if (poll(pfd, n, wake > now ? (int)((wake - now) / 1000000) + 1 : 0) > 0) {
+			if (pfd[0].revents)
+				on_signal(s);
+			for (uint32_t k = 1; k < n; k++)
+				if (pfd[k].revents)
+					reap(s, map[k]);
+		}
+		now = shoal__now_ns();
+		for (uint32_t i = 0; i < s->cfg->n_groups && !s->stop_requested; i++) {
+			struct proc *p = &s->procs[i];
+
+			if (p->pid == 0 && p->restart_at_ns != 0 && p->restart_at_ns <= now)
+				launch(s, i);
+		}
+		if (s->o->duration_ns > 0 && now - s->start_ns >= (uint64_t)s->o->duration_ns)
+			begin_stop(s, "the requested duration has passed", false);
+		if (now - s->last_tick_ns >= TICK_NS)
+			status(s, now);
+	}
+}
+
+int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
+{
+	struct shoal_router_opts ro = { 0 };
+	struct sup s = { .o = o, .sigfd = -1 };
+	sigset_t mask, old;
+	int ret;
+
+	ret = shoal__config_load(o->config, &s.cfg, err);
+	if (ret < 0)
+		return ret;
+	s.procs = calloc(s.cfg->n_groups, sizeof(*s.procs));
+	if (s.procs == NULL) {
+		shoal__config_free(s.cfg);
+		return -ENOMEM;
+	}
+	s.live = o->status == SHOAL__STATUS_LIVE ||
+		 (o->status == SHOAL__STATUS_AUTO && isatty(fileno(o->out)));
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &mask, &old);
+	s.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	ro.system = s.cfg->system;
+	ro.mode = s.cfg->mode;
+	ro.spin_ns = s.cfg->spin_ns;
+	ro.uplink_capacity = s.cfg->uplink_capacity;
+	ro.inbound_capacity = s.cfg->inbound_capacity;
+	ro.direct_capacity = s.cfg->direct_capacity;
+	ret = s.sigfd < 0 ? -errno : shoal_router_start(&s.router, &ro, err);
+	if (ret == 0)
+		ret = declare_groups(&s, err);
+	if (ret == 0)
+		ret = apply_routes(&s, s.cfg, s.procs, err);
+	if (ret < 0)
+		goto out;
+	s.start_ns = shoal__now_ns();
+	event(&s, "system %s: router pid %d, %u groups, %u routes (%s)", s.cfg->system,
+	      (int)getpid(), s.cfg->n_groups, s.cfg->n_routes, s.cfg->path);
+	for (uint32_t i = 0; i < s.cfg->n_groups; i++)
+		launch(&s, i);
+	run_loop(&s);
+	stop_all(&s);
+	status(&s, shoal__now_ns());
+	clear_status(&s);
+	event(&s, "system %s stopped%s", s.cfg->system, s.failure ? " with failures" : "");
+	ret = s.failure ? 1 : 0;
+out:
+	shoal_router_destroy(s.router);
+	if (s.sigfd >= 0)
+		close(s.sigfd);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	free(s.procs);
+	shoal__config_free(s.cfg);
+	return ret;
+}

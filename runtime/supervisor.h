@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The supervisor behind `shoal run`: starts a router from a config file,
+ * launches every group's process, restarts them by policy, reloads routes
+ * on SIGHUP and stops everything in order on SIGINT/SIGTERM. Private.
+ */
+#ifndef SHOAL_RUNTIME_SUPERVISOR_H
+#define SHOAL_RUNTIME_SUPERVISOR_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <shoal/api.h>
+
+enum shoal__status_mode {
+	SHOAL__STATUS_AUTO,   /* live line on a terminal, plain lines otherwise */
+	SHOAL__STATUS_LIVE,
+	SHOAL__STATUS_PLAIN,
+	SHOAL__STATUS_QUIET,  /* events only */
+};
+
+struct shoal__sup_opts {
+	const char *config;          /* path of the YAML file */
+	int64_t duration_ns;         /* stop after this long; <= 0: until a signal */
+	int status;                  /* enum shoal__status_mode */
+	int64_t status_period_ns;    /* plain status line period; 0: 5 s */
+	FILE *out;                   /* events and status (stdout) */
+};
+
+/*
+ * Run the system until it is told to stop (or `duration_ns` passes, or a
+ * group that gives up has on_give_up: stop). Returns the process exit
+ * status: 0 when every group stopped cleanly and none failed, 1 otherwise;
+ * or a negative errno (with *err) if it could not start.
+ */
+int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err);
+
+#endif

@@ -553,6 +553,7 @@ static void group_left(struct shoal_router *r, int g)
 
 	s->conn = -1;
 	s->pid = 0;
+	s->stop_wanted = false;
 	shoal_store_relaxed(&r->regg[g].pid, 0);
 	if (shoal_load_relaxed(&r->regg[g].state) != SHOAL_GROUP_FAILED)
 		shoal_store_relaxed(&r->regg[g].state, SHOAL_GROUP_DOWN);
@@ -600,7 +601,8 @@ static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_
 	}
 	s->conn = fd;
 	s->pid = m->pid;
-	shoal_store_relaxed(&s->hdr->stop, 0);
+	/* A stop asked for before this process attached still applies. */
+	shoal_store_relaxed(&s->hdr->stop, s->stop_wanted ? 1 : 0);
 	gen = shoal_load_relaxed(&r->regg[g].gen) + 1;
 	shoal_store_relaxed(&r->regg[g].gen, gen);
 	shoal_store_relaxed(&r->regg[g].pid, m->pid);
@@ -1024,7 +1026,8 @@ int shoal_router_set_routes(struct shoal_router *r, const struct shoal_filter *f
 		pthread_mutex_unlock(&r->lock);
 		return -ENOMEM;
 	}
-	memcpy(saved, r->routes, r->n_routes * sizeof(*saved));
+	if (r->n_routes > 0)
+		memcpy(saved, r->routes, r->n_routes * sizeof(*saved));
 	n_saved = r->n_routes;
 	route_remove(r, 0, -1, false);
 	for (uint32_t i = 0; i < n && ret == 0; i++)
@@ -1033,7 +1036,8 @@ int shoal_router_set_routes(struct shoal_router *r, const struct shoal_filter *f
 		ret = publish(r, err);
 	if (ret < 0) {
 		/* All or nothing: put the old set back (ids unchanged). */
-		memcpy(r->routes, saved, n_saved * sizeof(*saved));
+		if (n_saved > 0)
+			memcpy(r->routes, saved, n_saved * sizeof(*saved));
 		r->n_routes = n_saved;
 	}
 	free(saved);
@@ -1108,6 +1112,7 @@ static void ask_stop(struct shoal_router *r, int g)
 {
 	struct shoal__group_slot *s = &r->groups[g];
 
+	s->stop_wanted = true;
 	shoal_store_relaxed(&s->hdr->stop, 1);
 	if (s->conn >= 0)
 		shoal_store_relaxed(&r->regg[g].state, SHOAL_GROUP_STOPPING);

@@ -90,6 +90,7 @@ struct shoal__group_slot {
 	uint32_t in_cap;                /* inbound ring bytes */
 	uint8_t overflow;
 	int conn;                       /* control connection of the attached process, -1 */
+	bool stop_wanted;               /* asked to stop: holds until a process leaves */
 	pid_t pid;
 	struct shoal_seg mbx;
 	struct shoal__mbx_hdr *hdr;

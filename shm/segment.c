@@ -505,8 +505,12 @@ void shoal_seg_info(const struct shoal_seg *seg, struct shoal_seg_info *info)
 	info->name[sizeof(info->name) - 1] = '\0';
 }
 
-/* Start time of `pid` in CLOCK_REALTIME nanoseconds, or 0 if unknown. */
-static uint64_t process_start_ns(int pid)
+/*
+ * Start time of `pid` in CLOCK_REALTIME nanoseconds, or 0 if unknown; sets
+ * *zombie when the process has exited but was not reaped yet (it is dead,
+ * though kill(pid, 0) still succeeds).
+ */
+static uint64_t process_start_ns(int pid, bool *zombie)
 {
 	char path[64], buf[1024], *p;
 	unsigned long long start_ticks = 0, btime = 0;
@@ -523,6 +527,7 @@ static uint64_t process_start_ns(int pid)
 	buf[n] = '\0';
 	/* Field 22 (starttime) counts from after the ')' closing the command. */
 	p = strrchr(buf, ')');
+	*zombie = p != NULL && (p[2] == 'Z' || p[2] == 'X');
 	if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u "
 				"%*d %*d %*d %*d %*d %*d %llu", &start_ticks) != 1)
 		return 0;
@@ -543,6 +548,7 @@ int shoal_seg_probe(const char *name, struct shoal_err *err)
 	struct shoal_seg seg;
 	struct shoal_seg_info info;
 	uint64_t started;
+	bool zombie = false;
 	int ret = shoal_seg_attach(&seg, name, SHOAL_SEG_RDONLY | SHOAL_SEG_ALLOW_FOREIGN, err);
 
 	if (ret < 0)
@@ -551,7 +557,9 @@ int shoal_seg_probe(const char *name, struct shoal_err *err)
 	shoal_seg_detach(&seg);
 	if (info.creator_pid <= 0 || (kill(info.creator_pid, 0) != 0 && errno == ESRCH))
 		return 0;
-	started = process_start_ns(info.creator_pid);
+	started = process_start_ns(info.creator_pid, &zombie);
+	if (zombie)
+		return 0;
 	/* btime has a one-second resolution: allow that much slack. */
 	if (started != 0 && started > info.ctime_ns + 1000000000ull)
 		return 0;   /* the pid was recycled by a younger process */

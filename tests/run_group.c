@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A group program for the `shoal run` tests (public API only):
+ *   --role producer --n N [--rate R] [--alternate]
+ *        sends N routed messages (type 3 "work", or alternately 3 and 1 with
+ *        --alternate), key = sequence number, then waits to be stopped
+ *   --role consumer [--log FILE] [--stop-file FILE]
+ *        appends "type seq" per message to FILE; at stop appends its group
+ *        name to the stop file
+ *   --role crasher
+ *        exits with status 3 right after attaching
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <shoal.h>
+
+static const struct shoal_type types[] = {
+	{ 1, 16, "ping" },
+	{ 3, 64, "work" },
+};
+
+struct work {
+	uint64_t key;
+	uint64_t seq;
+};
+
+static int log_fd = -1;
+static const char *stop_file;
+
+static void append(int fd, const char *line)
+{
+	size_t len = strlen(line);
+
+	if (write(fd, line, len) != (ssize_t)len)
+		_exit(20);
+}
+
+static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	struct work w;
+	char line[64];
+
+	(void)a;
+	if (m->len != sizeof(w) || log_fd < 0)
+		return;
+	memcpy(&w, m->data, sizeof(w));
+	snprintf(line, sizeof(line), "%u %llu\n", m->type, (unsigned long long)w.seq);
+	append(log_fd, line);
+}
+
+static void on_stop(struct shoal_actor *a)
+{
+	char line[64];
+	int fd;
+
+	(void)a;
+	if (stop_file == NULL)
+		return;
+	fd = open(stop_file, O_WRONLY | O_APPEND | O_CREAT, 0600);
+	if (fd < 0)
+		return;
+	snprintf(line, sizeof(line), "%s\n", getenv("SHOAL_GROUP"));
+	append(fd, line);
+	close(fd);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int producer(uint64_t n, uint64_t rate, int alternate)
+{
+	struct shoal_group_desc d = { .types = types, .n_types = 2, .node = -1,
+				      .on_message = on_message };
+	struct shoal_err err = { { 0 } };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	uint64_t start = now_ns(), sent = 0;
+
+	if (shoal_group_attach(&g, &d, NULL, &err) < 0) {
+		fprintf(stderr, "producer: %s\n", err.msg);
+		return 1;
+	}
+	ctx = shoal_group_worker(g, 0);
+	while (sent < n) {
+		struct work w = { .key = sent, .seq = sent };
+		uint32_t type = alternate && (sent % 2) ? 1 : 3;
+		int ret;
+
+		if (rate && sent * 1000000000u / rate > now_ns() - start) {
+			if (shoal_poll(ctx, 0, 50000) == -ESHUTDOWN)
+				break;
+			continue;
+		}
+		ret = shoal_send(ctx, type, &w, type == 1 ? 16 : sizeof(w));
+		if (ret == -EHOSTUNREACH) {
+			shoal_poll(ctx, 0, 1000000);   /* routes not published yet */
+			continue;
+		}
+		if (ret < 0) {
+			fprintf(stderr, "producer: send: %s\n", shoal_strerror(ret));
+			shoal_group_detach(g);
+			return 1;
+		}
+		sent++;
+	}
+	/* Done: stay attached until told to stop. */
+	while (shoal_poll(ctx, 0, 100000000) != -ESHUTDOWN)
+		;
+	shoal_group_detach(g);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *role = "", *log = NULL;
+	uint64_t n = 0, rate = 0;
+	int alternate = 0;
+	struct shoal_group_desc d = { .types = types, .n_types = 2, .node = -1,
+				      .on_message = on_message, .on_stop = on_stop };
+
+	for (int i = 1; i < argc; i++) {
+		const char *v = i + 1 < argc ? argv[i + 1] : "";
+
+		if (strcmp(argv[i], "--role") == 0)
+			role = v;
+		else if (strcmp(argv[i], "--n") == 0)
+			n = strtoull(v, NULL, 10);
+		else if (strcmp(argv[i], "--rate") == 0)
+			rate = strtoull(v, NULL, 10);
+		else if (strcmp(argv[i], "--log") == 0)
+			log = v;
+		else if (strcmp(argv[i], "--stop-file") == 0)
+			stop_file = v;
+		else if (strcmp(argv[i], "--alternate") == 0)
+			alternate = 1;
+	}
+	if (strcmp(role, "producer") == 0)
+		return producer(n, rate, alternate);
+	if (strcmp(role, "crasher") == 0) {
+		struct shoal_group *g;
+
+		if (shoal_group_attach(&g, &d, NULL, NULL) == 0)
+			shoal_group_detach(g);
+		return 3;
+	}
+	if (strcmp(role, "consumer") == 0) {
+		if (log != NULL)
+			log_fd = open(log, O_WRONLY | O_APPEND | O_CREAT, 0600);
+		return shoal_group_main(&d, 1, argv);
+	}
+	fprintf(stderr, "usage: %s --role producer|consumer|crasher ...\n", argv[0]);
+	return 2;
+}

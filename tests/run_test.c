@@ -1,0 +1,561 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `shoal run` end to end: the real binary (SHOAL_BIN) launching real group
+ * processes (SHOAL_TEST_GROUP, tests/run_group.c) from YAML files this test
+ * writes. Bad configs, kill -9 under load, a crash loop, ordered stop with
+ * nothing left in shared memory, a live route switch on SIGHUP, and a start
+ * over the leftovers of a killed router.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/config.h"
+#include "runtime/layout.h"
+#include "tests/testutil.h"
+
+static const char *shoal_bin, *group_bin;
+static char dir[256];
+static pid_t started[16];   /* shoal run processes, killed if a case fails */
+static unsigned n_started;
+
+/* ---- helpers ------------------------------------------------------------------- */
+
+static const char *in_dir(const char *name)
+{
+	static char paths[8][512];
+	static int next;
+	char *p = paths[next++ % 8];
+
+	snprintf(p, 512, "%s/%s", dir, name);
+	return p;
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static char *read_file(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *buf;
+	long n;
+
+	if (f == NULL)
+		return strdup("");
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = calloc(1, (size_t)n + 1);
+	if (fread(buf, 1, (size_t)n, f) != (size_t)n)
+		buf[0] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* Start `shoal run --status plain CONFIG`, output into OUT. */
+static pid_t start_run(const char *config, const char *out)
+{
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(out, O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		close_range(3, ~0u, 0);
+		execl(shoal_bin, "shoal", "run", "--status", "plain", config, (char *)NULL);
+		_exit(127);
+	}
+	started[n_started++ % 16] = pid;
+	return pid;
+}
+
+static bool wait_output(const char *out, const char *needle, int timeout_ms)
+{
+	for (int i = 0; i <= timeout_ms / 10; i++) {
+		char *text = read_file(out);
+		bool found = strstr(text, needle) != NULL;
+
+		free(text);
+		if (found)
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+static void expect_output(const char *out, const char *needle, int timeout_ms)
+{
+	if (!wait_output(out, needle, timeout_ms)) {
+		char *text = read_file(out);
+
+		print_error("--- output of shoal run:\n%s---\n", text);
+		free(text);
+		fail_msg("'%s' did not appear within %d ms", needle, timeout_ms);
+	}
+}
+
+/* Lines "type seq" of a consumer log, as a presence count per seq. */
+static uint32_t *seqs_of(const char *log, uint32_t type, uint64_t n, uint64_t *lines,
+			 uint64_t *first, uint64_t *last)
+{
+	uint32_t *seen = calloc(n, sizeof(*seen));
+	FILE *f = fopen(log, "r");
+	unsigned t;
+	unsigned long long s;
+
+	*lines = 0;
+	*first = UINT64_MAX;
+	*last = 0;
+	while (f != NULL && fscanf(f, "%u %llu", &t, &s) == 2) {
+		if (t != type || s >= n)
+			continue;
+		seen[s]++;
+		(*lines)++;
+		if (s < *first)
+			*first = s;
+		if (s > *last)
+			*last = s;
+	}
+	if (f != NULL)
+		fclose(f);
+	return seen;
+}
+
+static uint64_t count_lines(const char *log, uint32_t type, uint64_t n)
+{
+	uint64_t lines, first, last;
+
+	free(seqs_of(log, type, n, &lines, &first, &last));
+	return lines;
+}
+
+static pid_t group_pid(const char *system, const char *name)
+{
+	struct shoal__registry reg;
+	pid_t pid = 0;
+
+	if (shoal__registry_attach(&reg, system, SHOAL_SEG_RDONLY, NULL) < 0)
+		return 0;
+	for (int g = 0; g < SHOAL_MAX_GROUPS; g++)
+		if (strcmp(reg.groups[g].name, name) == 0)
+			pid = atomic_load(&reg.groups[g].pid);
+	shoal_seg_detach(&reg.seg);
+	return pid;
+}
+
+static int stop_run(pid_t pid, int sig)
+{
+	int status;
+
+	kill(pid, sig);
+	status = test_wait_pid(pid, 30000);
+	assert_int_not_equal(status, -1);
+	assert_true(WIFEXITED(status));
+	return WEXITSTATUS(status);
+}
+
+static int count_system_files(const char *system)
+{
+	char prefix[64];
+	struct dirent *e;
+	DIR *d = opendir(dir);
+	int n = 0;
+
+	snprintf(prefix, sizeof(prefix), "shoal.%s.", system);
+	while (d != NULL && (e = readdir(d)) != NULL)
+		n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+	if (d != NULL)
+		closedir(d);
+	return n;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s", test_shm_dir_make("run"));
+	return 0;
+}
+
+/* After each case: no shoal run (and so no group) outlives it. */
+static int kill_started(void **state)
+{
+	(void)state;
+	for (unsigned i = 0; i < n_started && i < 16; i++)
+		if (kill(started[i], SIGKILL) == 0)
+			waitpid(started[i], NULL, 0);
+	n_started = 0;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	kill_started(state);
+	test_shm_dir_remove();
+	return 0;
+}
+
+/* ---- the bad-config table ---------------------------------------------------------- */
+
+struct bad {
+	const char *name;
+	const char *yaml;
+	int line;
+	const char *reason;
+};
+
+#define G "groups:\n  - name: a\n    program: /bin/true\n"
+
+static const struct bad bad_configs[] = {
+	{ "empty", "", 1, "empty" },
+	{ "not_yaml", "system: [a\n", 2, "flow sequence" },
+	{ "no_system", G, 1, "has no 'system'" },
+	{ "unknown_top_key", "system: s\nsistem: t\n" G, 2, "unknown key 'sistem'" },
+	{ "bad_system_name", "system: \"a b\"\n" G, 1, "character outside" },
+	{ "groups_empty", "system: s\ngroups: []\n", 2, "groups is empty" },
+	{ "groups_mapping", "system: s\ngroups: {a: 1}\n", 2, "groups must be a list" },
+	{ "no_program", "system: s\ngroups:\n  - name: a\n", 3, "has no 'program'" },
+	{ "program_missing", "system: s\ngroups:\n  - name: a\n    program: /no/such/prog\n", 4,
+	  "cannot be executed" },
+	{ "program_not_in_path", "system: s\ngroups:\n  - name: a\n    program: no-such-prog-x\n",
+	  4, "not in $SHOAL_PATH" },
+	{ "duplicate_group", "system: s\n" G "  - name: a\n    program: /bin/true\n", 5,
+	  "used twice" },
+	{ "unknown_group_key", "system: s\n" G "    replicas: 3\n", 5, "unknown key 'replicas'" },
+	{ "zero_actors", "system: s\n" G "    actors: 0\n", 5, "actors is 0" },
+	{ "too_many_workers", "system: s\n" G "    workers: 100\n", 5, "between 1 and 16" },
+	{ "no_such_node", "system: s\n" G "    node: 7\n", 5, "does not exist on this machine" },
+	{ "no_such_cpu", "system: s\n" G "    cpus: 0-999\n", 5, "names CPU 999" },
+	{ "mailbox_not_pow2", "system: s\n" G "    mailbox: 3KiB\n", 5, "power of two" },
+	{ "mailbox_bad_unit", "system: s\n" G "    mailbox: 64KB\n", 5, "unknown unit 'KB'" },
+	{ "overflow_word", "system: s\n" G "    overflow: spill\n", 5, "one of: block, drop" },
+	{ "restart_policy", "system: s\n" G "    restart: { policy: sometimes }\n", 5,
+	  "never, on-failure, always" },
+	{ "restart_backoff", "system: s\n" G "    restart: { policy: always, backoff: fast }\n", 5,
+	  "number with an optional unit" },
+	{ "backoff_order", "system: s\n" G
+	  "    restart: { policy: always, backoff: 2s, max_backoff: 1s }\n", 3,
+	  "max_backoff is below backoff" },
+	{ "route_unknown_type", "system: s\n" G "    routes: [ { types: [nope] } ]\n", 5,
+	  "neither a number nor a name" },
+	{ "route_mod", "system: s\n" G
+	  "    routes: [ { types: [1], key: {offset: 0, width: 8}, match: {mod: [4, 4]} } ]\n", 5,
+	  "needs n > 0 and i < n" },
+	{ "route_width", "system: s\n" G
+	  "    routes: [ { types: [1], key: {offset: 0, width: 3} } ]\n", 5, "1, 2, 4 or 8" },
+	{ "route_unicast_no_key", "system: s\n" G
+	  "    routes: [ { types: [1], deliver: unicast } ]\n", 5, "needs a key" },
+	{ "repeated_key", "system: s\n" G "    actors: 1\n    actors: 2\n", 6, "appears twice" },
+	{ "router_mode", "system: s\nrouter: { mode: 0200 }\n" G, 2, "owner read and write" },
+	{ "type_duplicate", "system: s\ntypes:\n  - { id: 1, name: a, max_size: 8 }\n"
+	  "  - { id: 1, name: b, max_size: 8 }\n" G, 4, "repeats the id or name" },
+	{ "env_reserved", "system: s\n" G "    env: { SHOAL_GROUP: x }\n", 5, "reserved SHOAL_" },
+	{ "args_not_list", "system: s\n" G "    args: --fast\n", 5, "args must be a list" },
+};
+
+#define N_BAD (sizeof(bad_configs) / sizeof(bad_configs[0]))
+
+static void run_config_refused_with_position(void **state)
+{
+	const struct bad *b = *state;
+	struct shoal__config *c = NULL;
+	struct shoal_err err = { { 0 } };
+	char where[32];
+
+	assert_int_equal(shoal__config_parse("t.yaml", b->yaml, strlen(b->yaml), &c, &err), -EINVAL);
+	assert_null(c);
+	snprintf(where, sizeof(where), "t.yaml:%d:", b->line);
+	if (strstr(err.msg, where) == NULL || strstr(err.msg, b->reason) == NULL)
+		fail_msg("%s: got '%s', expected '%s' and '%s'", b->name, err.msg, where,
+			 b->reason);
+}
+
+static void run_check_prints_position_and_exits_1(void **state)
+{
+	const char *cfg = in_dir("bad.yaml"), *out = in_dir("check.out");
+	char cmd[1400], *text;
+
+	(void)state;
+	write_file(cfg, "system: s\ngroups:\n  - name: a\n    program: /bin/true\n    actors: x\n");
+	snprintf(cmd, sizeof(cmd), "%s run --check %s > %s 2>&1", shoal_bin, cfg, out);
+	assert_int_equal(WEXITSTATUS(system(cmd)), 1);
+	text = read_file(out);
+	assert_non_null(strstr(text, "bad.yaml:5:13: actors must be a whole number"));
+	free(text);
+	write_file(cfg, "system: s\ngroups:\n  - name: a\n    program: /bin/true\n");
+	snprintf(cmd, sizeof(cmd), "%s run --check %s > %s 2>&1", shoal_bin, cfg, out);
+	assert_int_equal(WEXITSTATUS(system(cmd)), 0);
+}
+
+/* ---- systems ------------------------------------------------------------------------ */
+
+static const char *config_pc(const char *system, const char *extra_consumer)
+{
+	static char text[4096];
+
+	snprintf(text, sizeof(text),
+		 "system: %s\n"
+		 "router: { inbound_capacity: 64KiB, uplink_capacity: 64KiB }\n"
+		 "types:\n  - { id: 3, name: work, max_size: 64 }\n"
+		 "groups:\n"
+		 "  - name: producer\n    program: %s\n"
+		 "    args: [--role, producer, --n, \"%d\", --rate, \"20000\"]\n"
+		 "    restart: { policy: on-failure }\n"
+		 "  - name: consumer\n    program: %s\n"
+		 "    args: [--role, consumer, --log, %s]\n"
+		 "    restart: { policy: on-failure, backoff: 50ms }\n"
+		 "    routes: [ { types: [work] } ]\n%s",
+		 system, group_bin, 20000, group_bin, in_dir("consumer.log"),
+		 extra_consumer ? extra_consumer : "");
+	return text;
+}
+
+static void run_kill9_under_load_loses_nothing(void **state)
+{
+	const char *cfg = in_dir("k9.yaml"), *out = in_dir("k9.out"), *log = in_dir("consumer.log");
+	uint64_t lines, first, last, missing = 0, dups = 0;
+	uint32_t *seen;
+	pid_t run, victim;
+
+	(void)state;
+	unlink(log);
+	write_file(cfg, config_pc("k9", NULL));
+	run = start_run(cfg, out);
+	expect_output(out, "group consumer: started", 10000);
+	for (int i = 0; i < 1000 && count_lines(log, 3, 20000) < 2000; i++)
+		usleep(10000);
+	victim = group_pid("k9", "consumer");
+	assert_true(victim > 0);
+	kill(victim, SIGKILL);
+	expect_output(out, "killed by signal 9", 10000);
+	expect_output(out, "restart 1 in 50 ms", 10000);
+	/* Everything the producer sent is handled, most of it by the second
+	 * process (the producer keeps sending while the consumer is down). */
+	for (int i = 0; i < 3000 && count_lines(log, 3, 20000) < 20000; i++)
+		usleep(10000);
+	seen = seqs_of(log, 3, 20000, &lines, &first, &last);
+	for (uint64_t s = 0; s < 20000; s++) {
+		missing += seen[s] == 0;
+		dups += seen[s] > 1;
+	}
+	free(seen);
+	print_message("kill -9 under load: %llu lines, %llu missing, %llu handled twice "
+		      "(the batch in flight at the kill)\n", (unsigned long long)lines,
+		      (unsigned long long)missing, (unsigned long long)dups);
+	assert_int_equal(missing, 0);
+	assert_true(dups <= 32);
+	assert_int_equal(stop_run(run, SIGTERM), 0);
+	assert_int_equal(count_system_files("k9"), 0);
+}
+
+static void run_crash_loop_backs_off_then_fails(void **state)
+{
+	const char *cfg = in_dir("crash.yaml"), *out = in_dir("crash.out");
+	char text[1024];
+	pid_t run;
+	int status;
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "system: crash\n"
+		 "groups:\n"
+		 "  - name: crasher\n    program: %s\n    args: [--role, crasher]\n"
+		 "    restart: { policy: on-failure, backoff: 50ms, max_backoff: 150ms,\n"
+		 "               max_retries: 3, on_give_up: stop }\n",
+		 group_bin);
+	write_file(cfg, text);
+	run = start_run(cfg, out);
+	status = test_wait_pid(run, 20000);
+	assert_int_not_equal(status, -1);
+	expect_output(out, "restart 1 in 50 ms", 0);
+	expect_output(out, "restart 2 in 100 ms", 0);
+	expect_output(out, "restart 3 in 150 ms", 0);   /* capped by max_backoff */
+	expect_output(out, "group crasher: failed after 3 restarts; giving up", 0);
+	expect_output(out, "stopping: a group gave up", 0);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 1);
+	assert_int_equal(count_system_files("crash"), 0);
+}
+
+static void run_sigterm_stops_in_order_and_cleans_up(void **state)
+{
+	const char *cfg = in_dir("order.yaml"), *out = in_dir("order.out");
+	const char *stops = in_dir("stops.txt");
+	char text[2048], *got;
+	pid_t run;
+
+	(void)state;
+	unlink(stops);
+	snprintf(text, sizeof(text),
+		 "system: order\ngroups:\n"
+		 "  - { name: third, program: %s, args: [--role, consumer, --stop-file, %s],"
+		 " stop: { order: 30 } }\n"
+		 "  - { name: first, program: %s, args: [--role, consumer, --stop-file, %s],"
+		 " stop: { order: 10 } }\n"
+		 "  - { name: second, program: %s, args: [--role, consumer, --stop-file, %s],"
+		 " stop: { order: 20 } }\n",
+		 group_bin, stops, group_bin, stops, group_bin, stops);
+	write_file(cfg, text);
+	run = start_run(cfg, out);
+	expect_output(out, "group second: started", 10000);
+	for (int i = 0; i < 500 && (!group_pid("order", "first") || !group_pid("order", "second") ||
+				    !group_pid("order", "third")); i++)
+		usleep(10000);
+	assert_true(count_system_files("order") > 0);
+	assert_int_equal(stop_run(run, SIGTERM), 0);
+	got = read_file(stops);
+	assert_string_equal(got, "first\nsecond\nthird\n");
+	free(got);
+	expect_output(out, "system order stopped", 0);
+	assert_int_equal(count_system_files("order"), 0);
+}
+
+static void run_sighup_switches_a_route_live(void **state)
+{
+	const char *cfg = in_dir("hup.yaml"), *out = in_dir("hup.out");
+	const char *la = in_dir("a.log"), *lb = in_dir("b.log"), *lc = in_dir("c.log");
+	const uint64_t n = 30000;
+	char text[3][4096];
+	uint64_t lines[3], first[3], last[3], missing = 0;
+	uint32_t *sa, *sb, *sc;
+	pid_t run, pa, pc;
+
+	(void)state;
+	unlink(la);
+	unlink(lb);
+	unlink(lc);
+	for (int v = 0; v < 2; v++)
+		snprintf(text[v], sizeof(text[v]),
+			 "system: hup\n"
+			 "types:\n  - { id: 1, name: ping, max_size: 16 }\n"
+			 "  - { id: 3, name: work, max_size: 64 }\n"
+			 "groups:\n"
+			 "  - name: producer\n    program: %s\n"
+			 "    args: [--role, producer, --alternate, --n, \"%llu\", --rate, \"10000\"]\n"
+			 "  - name: a\n    program: %s\n    args: [--role, consumer, --log, %s]\n"
+			 "%s"
+			 "  - name: b\n    program: %s\n    args: [--role, consumer, --log, %s]\n"
+			 "%s"
+			 "  - name: c\n    program: %s\n    args: [--role, consumer, --log, %s]\n"
+			 "    routes: [ { types: [ping] } ]\n",
+			 group_bin, (unsigned long long)n, group_bin, la,
+			 v == 0 ? "    routes: [ { types: [work] } ]\n" : "", group_bin, lb,
+			 v == 1 ? "    routes: [ { types: [work] } ]\n" : "", group_bin, lc);
+	write_file(cfg, text[0]);
+	run = start_run(cfg, out);
+	expect_output(out, "group c: started", 10000);
+	for (int i = 0; i < 1000 && count_lines(la, 3, n) < 3000; i++)
+		usleep(10000);
+	pa = group_pid("hup", "a");
+	pc = group_pid("hup", "c");
+	write_file(cfg, text[1]);
+	kill(run, SIGHUP);
+	expect_output(out, "reload: 2 routes published", 10000);
+	for (int i = 0; i < 3000 && count_lines(lc, 1, n) < n / 2; i++)
+		usleep(10000);
+	/* Untouched groups kept their processes. */
+	assert_int_equal(group_pid("hup", "a"), pa);
+	assert_int_equal(group_pid("hup", "c"), pc);
+	sa = seqs_of(la, 3, n, &lines[0], &first[0], &last[0]);
+	sb = seqs_of(lb, 3, n, &lines[1], &first[1], &last[1]);
+	sc = seqs_of(lc, 1, n, &lines[2], &first[2], &last[2]);
+	print_message("before the switch a got %llu (up to %llu), after it b got %llu (from %llu); "
+		      "c got %llu\n", (unsigned long long)lines[0], (unsigned long long)last[0],
+		      (unsigned long long)lines[1], (unsigned long long)first[1],
+		      (unsigned long long)lines[2]);
+	/* The switch is one publish: every work message went to a or to b,
+	 * a's all before b's; the unchanged route lost nothing. */
+	assert_true(lines[0] > 0 && lines[1] > 0);
+	assert_true(last[0] < first[1]);
+	for (uint64_t s = 0; s < n; s++) {
+		if (s % 2 == 0)
+			missing += sa[s] + sb[s] != 1;
+		else
+			missing += sc[s] != 1;
+	}
+	free(sa);
+	free(sb);
+	free(sc);
+	assert_int_equal(missing, 0);
+	assert_int_equal(stop_run(run, SIGTERM), 0);
+}
+
+static void run_starts_over_leftovers_of_a_killed_router(void **state)
+{
+	const char *cfg = in_dir("left.yaml"), *out = in_dir("left.out"), *out2 = in_dir("left2.out");
+	char text[1024];
+	pid_t run, second;
+	int status;
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "system: left\ngroups:\n  - { name: a, program: %s, args: [--role, consumer] }\n",
+		 group_bin);
+	write_file(cfg, text);
+	run = start_run(cfg, out);
+	expect_output(out, "group a: started", 10000);
+	for (int i = 0; i < 500 && !group_pid("left", "a"); i++)
+		usleep(10000);
+	/* A second run of a live system is refused. */
+	second = start_run(cfg, out2);
+	status = test_wait_pid(second, 10000);
+	assert_true(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 1);
+	expect_output(out2, "already running", 0);
+	/* Kill the router: its segments stay behind. */
+	kill(run, SIGKILL);
+	test_wait_pid(run, 5000);
+	assert_true(count_system_files("left") > 0);
+	run = start_run(cfg, out2);
+	expect_output(out2, "group a: started", 10000);
+	assert_int_equal(stop_run(run, SIGINT), 0);
+	assert_int_equal(count_system_files("left"), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest fixed[] = {
+		cmocka_unit_test_teardown(run_check_prints_position_and_exits_1, kill_started),
+		cmocka_unit_test_teardown(run_kill9_under_load_loses_nothing, kill_started),
+		cmocka_unit_test_teardown(run_crash_loop_backs_off_then_fails, kill_started),
+		cmocka_unit_test_teardown(run_sigterm_stops_in_order_and_cleans_up, kill_started),
+		cmocka_unit_test_teardown(run_sighup_switches_a_route_live, kill_started),
+		cmocka_unit_test_teardown(run_starts_over_leftovers_of_a_killed_router, kill_started),
+	};
+	struct CMUnitTest table[N_BAD];
+	char names[N_BAD][64];
+	int failed;
+
+	shoal_bin = getenv("SHOAL_BIN");
+	group_bin = getenv("SHOAL_TEST_GROUP");
+	if (shoal_bin == NULL || group_bin == NULL) {
+		fprintf(stderr, "SHOAL_BIN and SHOAL_TEST_GROUP must name the binaries\n");
+		return 77;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	for (size_t i = 0; i < N_BAD; i++) {
+		snprintf(names[i], sizeof(names[i]), "run_config_refused_with_position/%s",
+			 bad_configs[i].name);
+		table[i] = (struct CMUnitTest){ names[i], run_config_refused_with_position, NULL,
+						NULL, (void *)&bad_configs[i] };
+	}
+	failed = _cmocka_run_group_tests("run_bad_configs", table, N_BAD, NULL, NULL);
+	failed += cmocka_run_group_tests_name("run", fixed, setup, teardown);
+	return failed ? 1 : 0;
+}

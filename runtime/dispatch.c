@@ -36,6 +36,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -381,6 +382,10 @@ static void *dispatcher_main(void *arg)
 	struct shoal_doorbell *bell = &r->bell->disp[d->index];
 	uint64_t idle_since = 0, loops = 0;
 
+	char name[16];
+
+	snprintf(name, sizeof(name), "shoal-disp-%d", d->index);
+	pthread_setname_np(pthread_self(), name);   /* visible to ps, top, tests */
 	pin_to_node(d);
 	rcu_register_thread();
 	while (!atomic_load_explicit(&r->stopping, memory_order_relaxed)) {

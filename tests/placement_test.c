@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Placement mechanism: one dispatcher per NUMA node in use, pinned to that
+ * node's CPUs; each group's mailbox bound to its node before first touch.
+ * This machine has one node, so the spreading logic runs on a described
+ * two-node topology (node 0 = CPU 0, node 1 = CPU 1), and page placement is
+ * verified with the real topology by asking the kernel (move_pages).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <shoal/numa.h>
+#include <shoal/router.h>
+
+#include "runtime/layout.h"
+#include "tests/rtutil.h"
+#include "tests/testutil.h"
+
+/* CPUs the thread called `name` of this process may run on, as a mask. */
+static uint64_t thread_cpus(const char *name)
+{
+	char path[300], buf[256];
+	struct dirent *e;
+	DIR *d = opendir("/proc/self/task");
+	uint64_t mask = 0;
+
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		f = fopen(path, "r");
+		if (f == NULL)
+			continue;
+		if (fgets(buf, sizeof(buf), f) && strncmp(buf, name, strlen(name)) == 0 &&
+		    buf[strlen(name)] == '\n') {
+			fclose(f);
+			snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
+			f = fopen(path, "r");
+			while (f != NULL && fgets(buf, sizeof(buf), f))
+				if (strncmp(buf, "Cpus_allowed:", 13) == 0)
+					mask = strtoull(buf + 13, NULL, 16);
+		}
+		if (f != NULL)
+			fclose(f);
+	}
+	if (d != NULL)
+		closedir(d);
+	return mask;
+}
+
+static void placement_described_topology_spreads_groups(void **state)
+{
+	const struct shoal_topology topo = { .n_nodes = 2, .cpus = { 1u << 0, 1u << 1 } };
+	struct shoal_group_spec bad = { .name = "nowhere", .node = 2 };
+	struct child cons = { .index = 0, .name = "g1" };
+	struct child prod = { .index = 1, .name = "g0", .n = 1000, .type = T_PING };
+	struct shoal__registry reg;
+	struct shoal_err err = { { 0 } };
+	int ids[4];
+	pid_t pc;
+
+	(void)state;
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		skip();
+	assert_int_equal(rt_start_router("place", &topo, 0), 0);
+	for (int i = 0; i < 4; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "g%d", i);
+		ids[i] = rt_declare(name, 1, 1);
+	}
+	assert_int_equal(shoal_router_group(rt_router, &bad, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "does not exist"));
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	/* Least-loaded node first: 0, 1, 0, 1. */
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(reg.groups[ids[i]].node, i % 2);
+		assert_int_equal(reg.groups[ids[i]].dispatcher, (uint32_t)(i % 2));
+	}
+	assert_int_equal(atomic_load(&reg.hdr->n_dispatchers), 2);
+	assert_int_equal(reg.hdr->disp[0].node, 0);
+	assert_int_equal(reg.hdr->disp[1].node, 1);
+	shoal_seg_detach(&reg.seg);
+	/* Each dispatcher thread runs on its node's CPU only. */
+	assert_int_equal(thread_cpus("shoal-disp-0"), 1u << 0);
+	assert_int_equal(thread_cpus("shoal-disp-1"), 1u << 1);
+	/* A message from node 0's uplink reaches a group on node 1. */
+	rt_route(ids[1], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	pc = test_spawn(rt_consumer_main, &cons);
+	rt_wait_attached(ids[1]);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 0);
+	rt_wait_count(0, 1000, 30000);
+	rt_stop_and_reap(&pc, 1);
+	rt_stop_router();
+}
+
+static void placement_mailbox_pages_lie_on_the_group_node(void **state)
+{
+	char name[SHOAL_SEG_NAME_MAX];
+	struct shoal_seg seg;
+	struct shoal_seg_info info;
+	struct shoal__mbx_hdr *m;
+	int id;
+
+	(void)state;
+	assert_int_equal(rt_start_router("pages", NULL, 0), 0);
+	id = rt_declare("bound", 1, 1);
+	shoal__name_mailbox(name, rt_sysname, "bound");
+	assert_int_equal(shoal_seg_attach(&seg, name, SHOAL_SEG_RDONLY, NULL), 0);
+	shoal_seg_info(&seg, &info);
+	assert_int_equal(info.numa_node, 0);
+	m = shoal__mailbox_hdr(&seg);
+	assert_non_null(m);
+	assert_int_equal(m->group, id);
+	/* The router touched the header: ask the kernel where the page is. */
+	assert_int_equal(shoal_numa_node_of(m), 0);
+	assert_int_equal(shoal_numa_policy_node(seg.base), 0);
+	shoal_seg_detach(&seg);
+	rt_stop_router();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(placement_described_topology_spreads_groups),
+		cmocka_unit_test(placement_mailbox_pages_lie_on_the_group_node),
+	};
+
+	rt_init();
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -934,15 +934,6 @@ static int check_whole(struct walk *w, yaml_node_t *root)
 	    c->inbound_capacity < c->uplink_capacity)
 		return fail_at(w, root, "router.inbound_capacity must be at least "
 			       "router.uplink_capacity");
-	for (uint32_t i = 0; i < c->n_groups; i++) {
-		uint32_t up = c->uplink_capacity ? c->uplink_capacity : 256 * 1024;
-
-		if (c->groups[i].mailbox && c->groups[i].mailbox < up)
-			return shoal__fail(w->err, -EINVAL, "%s:%u: group %s: mailbox %u is smaller "
-					   "than the uplink capacity %u", w->file,
-					   c->groups[i].line, c->groups[i].name,
-					   c->groups[i].mailbox, up);
-	}
 	return 0;
 }
 

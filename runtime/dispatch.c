@@ -146,8 +146,16 @@ static enum deliver_result deliver(struct shoal__dispatcher *d, struct uplink *u
 	if (SHOAL_UNLIKELY(o == NULL))
 		return SKIPPED;
 	dst = shoal_ring_reserve(&o->p, (uint32_t)sizeof(*env) + env->len, 0);
-	if (dst == NULL)
+	if (SHOAL_UNLIKELY(dst == NULL)) {
+		/* Larger than this group's rings can ever hold: waiting would
+		 * wedge the uplink, so the copy is dropped and counted. */
+		if ((uint32_t)sizeof(*env) + env->len > shoal_ring_max_payload(&o->p)) {
+			d->malformed++;
+			u->malformed++;
+			return SKIPPED;
+		}
 		return FULL;
+	}
 	memcpy(dst, env, sizeof(*env));
 	memcpy(dst + sizeof(*env), payload, env->len);
 	if (!o->dirty) {
@@ -397,7 +405,9 @@ static void *dispatcher_main(void *arg)
 		rcu_read_lock();
 		/* A1: pairs with R1 rcu_xchg_pointer() in publish(). */
 		s = SHOAL__SNAP_DEREF(r->snap);
-		if (ensure_match_buffer(d, s)) {
+		/* Relaxed: a pause request; the doorbell rung on release wakes us. */
+		if (!atomic_load_explicit(&r->held, memory_order_relaxed) &&
+		    ensure_match_buffer(d, s)) {
 			for (uint32_t i = 0; i < s->n_uplinks[d->index]; i++) {
 				const struct shoal__snap_uplink *su = &s->uplinks[d->index][i];
 
@@ -426,7 +436,7 @@ static void *dispatcher_main(void *arg)
 		 * still online (the snapshot is only safe to read online), then go
 		 * offline for the futex wait. */
 		shoal_doorbell_prepare(bell);
-		if (!uplinks_empty(d, s)) {
+		if (!atomic_load_explicit(&r->held, memory_order_relaxed) && !uplinks_empty(d, s)) {
 			shoal_doorbell_cancel(bell);
 			rcu_read_unlock();
 			SHOAL__SNAP_QUIESCENT(r->snap);

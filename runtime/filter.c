@@ -118,6 +118,7 @@ struct shoal__route_table {
 	const struct rt_slot *slots;
 	const uint32_t *pool;
 	const struct shoal_filter *filters;
+	struct chain_link *chain;   /* SHOAL__ROUTE_CHAIN only: one link per filter */
 };
 
 /* Filters: validation and key extraction. */
@@ -393,6 +394,38 @@ static uint32_t match_flat(const struct shoal__route_table *t, uint32_t type,
 	return n;
 }
 
+/*
+ * The nested-chain baseline (SHOAL__ROUTE_CHAIN): what elfo's router did
+ * before it was flattened. Adding a route wrapped the router built so far in
+ * a new closure, so matching a message calls the newest link, which calls
+ * the one before it, down to the first, each through a function pointer: the
+ * cost grows with the number of routes, call by call. Built by the router
+ * itself from filter data, for benchmarks only; results are the same as the
+ * other modes (ascending indices), since a link appends its own match after
+ * its predecessors' calls return.
+ */
+struct chain_link {
+	uint32_t (*call)(const struct chain_link *self, uint32_t type, const unsigned char *p,
+			 uint32_t len, uint32_t *out, uint32_t max);
+	const struct chain_link *prev;
+	const struct shoal_filter *f;
+	uint32_t index;
+};
+
+static uint32_t chain_call(const struct chain_link *self, uint32_t type, const unsigned char *p,
+			   uint32_t len, uint32_t *out, uint32_t max)
+{
+	const struct shoal_filter *f = self->f;
+	uint32_t n = self->prev ? self->prev->call(self->prev, type, p, len, out, max) : 0;
+	bool listed = false;
+
+	for (uint32_t j = 0; j < f->n_types; j++)
+		listed |= f->types[j] == type;
+	if (listed && n < max && filter_pass(f, p, len))
+		out[n++] = self->index;
+	return n;
+}
+
 uint32_t shoal__route_match(const struct shoal__route_table *t, uint32_t type,
 			    const void *payload, uint32_t len, uint32_t *out, uint32_t max)
 {
@@ -406,6 +439,10 @@ uint32_t shoal__route_match(const struct shoal__route_table *t, uint32_t type,
 		return 0;
 	if (t->mode == SHOAL__ROUTE_FLAT)
 		return match_flat(t, type, p, len, out, max);
+	if (t->mode == SHOAL__ROUTE_CHAIN)
+		return t->n_filters ? t->chain[t->n_filters - 1].call(&t->chain[t->n_filters - 1],
+								       type, p, len, out, max)
+				    : 0;
 	ty = type_find(t, type);
 	if (ty == NULL)
 		return 0;
@@ -470,7 +507,21 @@ uint32_t shoal__route_type_filters(const struct shoal__route_table *t, uint32_t 
 
 void shoal__route_free(struct shoal__route_table *t)
 {
+	if (t != NULL)
+		free(t->chain);
 	free(t);
+}
+
+/* Link the chain over the table's filters: link i calls link i - 1. */
+static int build_chain(struct shoal__route_table *t)
+{
+	t->chain = calloc(t->n_filters + 1, sizeof(*t->chain));
+	if (t->chain == NULL)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < t->n_filters; i++)
+		t->chain[i] = (struct chain_link){ chain_call, i ? &t->chain[i - 1] : NULL,
+						   &t->filters[i], i };
+	return 0;
 }
 
 /*
@@ -787,8 +838,8 @@ static int plan_type(struct builder *b, const struct tpair *tp, uint32_t n)
 	int ret;
 
 	ty.group_first = (uint32_t)b->groups.len;
-	if (b->mode == SHOAL__ROUTE_FLAT) {
-		bound = n;   /* the flat mode derives nothing, so any filter may match */
+	if (b->mode != SHOAL__ROUTE_INDEXED) {
+		bound = n;   /* flat and chain derive nothing, so any filter may match */
 		goto push;
 	}
 	for (uint32_t i = 0; i < n; i++) {
@@ -927,7 +978,8 @@ int shoal__route_build(struct shoal__route_table **out, const struct shoal_filte
 	size_t np = 0;
 	int ret = -ENOMEM;
 
-	if (mode != SHOAL__ROUTE_INDEXED && mode != SHOAL__ROUTE_FLAT)
+	if (mode != SHOAL__ROUTE_INDEXED && mode != SHOAL__ROUTE_FLAT &&
+	    mode != SHOAL__ROUTE_CHAIN)
 		return shoal__fail(err, -EINVAL, "unknown route table mode %d", mode);
 	if (n > SHOAL__ROUTE_MAX_FILTERS)
 		return shoal__fail(err, -EINVAL, "%u filters, more than the limit of %u", n,
@@ -963,6 +1015,10 @@ int shoal__route_build(struct shoal__route_table **out, const struct shoal_filte
 			goto out;
 	}
 	ret = layout(&b, filters, n, out);
+	if (ret == 0 && mode == SHOAL__ROUTE_CHAIN && build_chain(*out) < 0) {
+		shoal__route_free(*out);
+		ret = -ENOMEM;
+	}
 out:
 	if (ret < 0)
 		shoal__fail(err, ret, "out of memory building a table of %u filters", n);

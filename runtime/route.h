@@ -24,14 +24,15 @@ struct shoal__route_table;   /* opaque, immutable after build */
 
 #define SHOAL__ROUTE_INDEXED 0   /* derive per-type index and key partitions */
 #define SHOAL__ROUTE_FLAT    1   /* baseline: scan the whole vector per message, no index */
+#define SHOAL__ROUTE_CHAIN   2   /* baseline: nested chain of calls, one per filter (elfo before) */
 
 /* Largest table: keeps every derived offset within 32 bits. */
 #define SHOAL__ROUTE_MAX_FILTERS (UINT32_C(1) << 20)
 
 /*
  * Build a table from a copy of filters[0 .. n) (filters may be NULL when n is
- * 0); filter i keeps index i. `mode` is SHOAL__ROUTE_INDEXED or
- * SHOAL__ROUTE_FLAT.
+ * 0); filter i keeps index i. `mode` is SHOAL__ROUTE_INDEXED, or one of the
+ * two baselines the benchmarks compare it with (FLAT, CHAIN).
  * Returns 0 and the table in *out; -EINVAL with "filter #i: reason" in *err
  * when filter i fails shoal_filter_validate(), or with the reason when the
  * mode is unknown or n exceeds SHOAL__ROUTE_MAX_FILTERS; -ENOMEM when an
@@ -69,8 +70,9 @@ uint32_t shoal__route_type_filters(const struct shoal__route_table *t, uint32_t 
  * indices are written. A payload too short for a filter's key does not match
  * that filter; nothing outside payload[0 .. len) is read, whatever `len` and
  * the filters' offsets are (type and payload come from other processes).
- * Hot path: no allocation, lock, system call or recursion; read-only and
- * wait-free, safe from any number of threads at once.
+ * Hot path: no allocation, lock, system call or recursion (except in the
+ * CHAIN baseline, whose recursion is its point); read-only and wait-free,
+ * safe from any number of threads at once.
  */
 uint32_t shoal__route_match(const struct shoal__route_table *t, uint32_t type,
 			    const void *payload, uint32_t len, uint32_t *out, uint32_t max);

@@ -179,7 +179,7 @@ static int snapshot_build(struct shoal_router *r, struct shoal__snapshot **out,
 		for (uint32_t i = 0; i < r->n_routes; i++)
 			fv[i] = r->routes[i].f;
 	}
-	ret = shoal__route_build(&s->routes, fv, r->n_routes, SHOAL__ROUTE_INDEXED, err);
+	ret = shoal__route_build(&s->routes, fv, r->n_routes, r->route_mode, err);
 	free(fv);
 	if (ret < 0) {
 		free(s);
@@ -394,10 +394,9 @@ static int declare_group(struct shoal_router *r, const struct shoal_group_spec *
 		return shoal__fail(err, -EINVAL, "group %s: NUMA node %d does not exist (%d nodes)",
 				   spec->name, spec->node, r->topo.n_nodes);
 	if (spec->inbound_capacity != 0 && (!shoal_ring_size(spec->inbound_capacity) ||
-					    spec->inbound_capacity < r->up_cap))
+					    spec->inbound_capacity < 4096))
 		return shoal__fail(err, -EINVAL, "group %s: inbound capacity %u must be a power of "
-				   "two of at least the uplink capacity %u", spec->name,
-				   spec->inbound_capacity, r->up_cap);
+				   "two of at least 4096", spec->name, spec->inbound_capacity);
 	if (spec->overflow > SHOAL_OVERFLOW_DROP)
 		return shoal__fail(err, -EINVAL, "group %s: unknown overflow policy %u", spec->name,
 				   spec->overflow);
@@ -932,9 +931,16 @@ int shoal_router_start(struct shoal_router **out, const struct shoal_router_opts
 			       opts->topology->n_nodes > SHOAL_MAX_NODES))
 		return shoal__fail(err, -EINVAL, "described topology has %d nodes (1..%d)",
 				   opts->topology->n_nodes, SHOAL_MAX_NODES);
+	if (opts->route_mode < SHOAL_ROUTER_INDEXED || opts->route_mode > SHOAL_ROUTER_CHAIN)
+		return shoal__fail(err, -EINVAL, "unknown route mode %d", opts->route_mode);
 	r = calloc(1, sizeof(*r));
 	if (r == NULL)
 		return -ENOMEM;
+	/* The public values are the table's modes. */
+	static_assert(SHOAL_ROUTER_FLAT == SHOAL__ROUTE_FLAT && SHOAL_ROUTER_CHAIN ==
+		      SHOAL__ROUTE_CHAIN && SHOAL_ROUTER_INDEXED == SHOAL__ROUTE_INDEXED,
+		      "route modes");
+	r->route_mode = opts->route_mode;
 	snprintf(r->system, sizeof(r->system), "%s", opts->system);
 	r->mode = opts->mode ? opts->mode : 0600;
 	r->spin_ns = opts->spin_ns ? opts->spin_ns : SHOAL_DOORBELL_SPIN_NS_DEFAULT;
@@ -1043,6 +1049,14 @@ int shoal_router_set_routes(struct shoal_router *r, const struct shoal_filter *f
 	free(saved);
 	pthread_mutex_unlock(&r->lock);
 	return ret;
+}
+
+void shoal_router_hold(struct shoal_router *r, bool hold)
+{
+	atomic_store(&r->held, hold);
+	for (int d = 0; d < SHOAL_MAX_NODES && !hold; d++)
+		if (r->bell != NULL)
+			shoal_doorbell_notify(&r->bell->disp[d]);
 }
 
 void shoal_router_stats(struct shoal_router *r, struct shoal_router_stats *st)

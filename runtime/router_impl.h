@@ -106,6 +106,7 @@ struct shoal_router {
 	mode_t mode;
 	uint64_t spin_ns;
 	uint32_t up_cap, in_cap, direct_cap;
+	int route_mode;                 /* SHOAL__ROUTE_* */
 	struct shoal_topology topo;
 	bool numa_real;                 /* topology read from libnuma: bind memory */
 
@@ -136,6 +137,7 @@ struct shoal_router {
 
 	struct shoal__snapshot *snap;   /* RCU-protected */
 	atomic_bool stopping;
+	atomic_bool held;               /* dispatchers pause (shoal_router_hold) */
 };
 
 /* Dispatcher thread lifecycle (dispatch.c). */

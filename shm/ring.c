@@ -54,6 +54,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <shoal/ring.h>
@@ -173,6 +174,22 @@ static int ring_validate(const struct shoal__ring *r, uint64_t len, uint32_t *he
 	return 0;
 }
 
+/*
+ * Map every page of the ring into this process now: a page fault is a trip
+ * into the kernel (several microseconds on a virtual machine), and the data
+ * path must not take one. The producer needs the pages writable, the
+ * consumer readable. Best effort: a kernel without MADV_POPULATE_* simply
+ * faults them in later.
+ */
+static void prefault(const void *mem, uint64_t len, int advice)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t start = (uintptr_t)mem & ~(page - 1);
+	uintptr_t end = ((uintptr_t)mem + len + page - 1) & ~(page - 1);
+
+	(void)madvise((void *)start, end - start, advice);
+}
+
 int shoal_ring_prod_attach(struct shoal_ring_prod *p, void *mem, uint64_t len,
 			   struct shoal_err *err)
 {
@@ -199,6 +216,7 @@ int shoal_ring_prod_attach(struct shoal_ring_prod *p, void *mem, uint64_t len,
 	p->full_events = shoal_load_relaxed(&r->full_events);
 	p->high_water = shoal_load_relaxed(&r->high_water);
 	shoal_store_relaxed(&r->producer_pid, (int32_t)getpid());
+	prefault(mem, SHOAL__RING_DATA_OFF + (uint64_t)r->capacity, MADV_POPULATE_WRITE);
 	return 0;
 }
 
@@ -221,6 +239,7 @@ int shoal_ring_cons_attach(struct shoal_ring_cons *c, void *mem, uint64_t len,
 	c->records_out = shoal_load_relaxed(&r->records_out);
 	c->bytes_out = shoal_load_relaxed(&r->bytes_out);
 	shoal_store_relaxed(&r->consumer_pid, (int32_t)getpid());
+	prefault(mem, SHOAL__RING_DATA_OFF + (uint64_t)r->capacity, MADV_POPULATE_READ);
 	return 0;
 }
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Filters and the routing table, single process. Every matching case runs in
- * both table modes (indexed and flat) and is checked against a naive
- * reference written here, independent of runtime/filter.c. Payloads are
+ * every table mode (indexed, and the flat and chain baselines) and is
+ * checked against a naive reference written here, independent of runtime/filter.c. Payloads are
  * copied into heap buffers of exactly their length, so that a sanitizer
  * catches any read past them.
  */
@@ -22,8 +22,8 @@
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-static const int modes[] = { SHOAL__ROUTE_INDEXED, SHOAL__ROUTE_FLAT };
-static const char *const mode_names[] = { "indexed", "flat" };
+static const int modes[] = { SHOAL__ROUTE_INDEXED, SHOAL__ROUTE_FLAT, SHOAL__ROUTE_CHAIN };
+static const char *const mode_names[] = { "indexed", "flat", "chain" };
 
 static struct shoal_filter filt(uint32_t type, uint8_t op, uint32_t offset, uint8_t width,
 				uint64_t a, uint64_t b)
@@ -896,7 +896,7 @@ static void route_build_out_of_memory_builds_nothing(void **state)
 	free(oom_filters);
 }
 
-/* Property: random vectors, indexed == flat == reference. */
+/* Property: random vectors, indexed == flat == chain == reference. */
 
 #define RP_PAYLOADS 16
 #define RP_MAXLEN 40
@@ -975,7 +975,8 @@ static void route_random_vectors_agree_with_reference(void **state)
 	uint32_t vectors = (uint32_t)test_scale(3000);
 	struct shoal_filter *f = calloc(400, sizeof(*f));
 	uint32_t *want = calloc(400, sizeof(*want));
-	uint32_t *got[2] = { calloc(400, sizeof(uint32_t)), calloc(400, sizeof(uint32_t)) };
+	uint32_t *got[3] = { calloc(400, sizeof(uint32_t)), calloc(400, sizeof(uint32_t)),
+			     calloc(400, sizeof(uint32_t)) };
 	uint64_t s = 0x5eed5eed;
 	uint64_t total_matches = 0;
 
@@ -984,9 +985,10 @@ static void route_random_vectors_agree_with_reference(void **state)
 	assert_non_null(want);
 	assert_non_null(got[0]);
 	assert_non_null(got[1]);
+	assert_non_null(got[2]);
 	for (uint32_t v = 0; v < vectors; v++) {
 		struct rp_world w;
-		struct shoal__route_table *t[2];
+		struct shoal__route_table *t[3];
 		uint32_t n = (uint32_t)(v % 10 == 0 ? test_rand(&s) % 400 : test_rand(&s) % 60);
 
 		for (uint32_t p = 0; p < RP_PAYLOADS; p++) {
@@ -999,7 +1001,7 @@ static void route_random_vectors_agree_with_reference(void **state)
 		}
 		for (uint32_t i = 0; i < n; i++)
 			rp_filter(&s, &w, &f[i]);
-		for (int md = 0; md < 2; md++)
+		for (int md = 0; md < 3; md++)
 			t[md] = build_ok(f, n, modes[md]);
 		for (uint32_t m = 0; m < 64; m++) {
 			uint32_t p = (uint32_t)(test_rand(&s) % RP_PAYLOADS);
@@ -1015,7 +1017,7 @@ static void route_random_vectors_agree_with_reference(void **state)
 					l = l || f[i].types[j] == type;
 				listed += l;
 			}
-			for (int md = 0; md < 2; md++) {
+			for (int md = 0; md < 3; md++) {
 				uint32_t max = shoal__route_max_matches(t[md]);
 				uint32_t ng = match_exact(t[md], type, w.payload[p], w.len[p], got[md],
 							  max);
@@ -1035,7 +1037,7 @@ static void route_random_vectors_agree_with_reference(void **state)
 			}
 			total_matches += nw;
 		}
-		for (int md = 0; md < 2; md++)
+		for (int md = 0; md < 3; md++)
 			shoal__route_free(t[md]);
 	}
 	/* The generator must produce matches, or the property says little. */
@@ -1044,6 +1046,7 @@ static void route_random_vectors_agree_with_reference(void **state)
 	free(want);
 	free(got[0]);
 	free(got[1]);
+	free(got[2]);
 }
 
 int main(void)

@@ -113,7 +113,9 @@ SHOAL_API int shoal_ring_init(void *mem, uint64_t len, uint32_t capacity, uint32
 /*
  * Attach a producer or consumer handle to the ring in `mem` (`len` bytes),
  * validating the control block. The producer resumes after the last
- * committed record, the consumer at the last released one.
+ * committed record, the consumer at the last released one. Attaching maps
+ * every page of the ring in now (madvise MADV_POPULATE_*, a system call) so
+ * that the data path takes no page fault later.
  * Returns 0, or -EUCLEAN with a reason in *err if the ring is corrupted.
  */
 SHOAL_API int shoal_ring_prod_attach(struct shoal_ring_prod *p, void *mem, uint64_t len,

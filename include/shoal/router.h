@@ -17,6 +17,7 @@
 #ifndef SHOAL_ROUTER_H
 #define SHOAL_ROUTER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -45,6 +46,12 @@ struct shoal_topology {
 	uint64_t cpus[SHOAL_MAX_NODES];
 };
 
+/* How the router evaluates its filter vector (shoal_router_opts.route_mode). */
+#define SHOAL_ROUTER_INDEXED 0       /* the vector plus an index derived at publish */
+#define SHOAL_ROUTER_FLAT    1       /* baseline: scan the whole vector per message */
+#define SHOAL_ROUTER_CHAIN   2       /* baseline: a nested chain of calls, one per route,
+				      * as elfo's router was before it was flattened */
+
 struct shoal_router_opts {
 	const char *system;          /* system name: [A-Za-z0-9_-], 1..31 characters */
 	mode_t mode;                 /* segments and socket; 0 means 0600 */
@@ -53,6 +60,7 @@ struct shoal_router_opts {
 	uint32_t inbound_capacity;   /* bytes per inbound ring; 0: 256 KiB */
 	uint32_t direct_capacity;    /* bytes per direct ring; 0: 64 KiB */
 	const struct shoal_topology *topology;
+	int route_mode;              /* SHOAL_ROUTER_*; the baselines are for benchmarks */
 };
 
 /* What a full mailbox does to a message routed with send() (blocking). */
@@ -133,6 +141,14 @@ SHOAL_API int shoal_router_stop_group(struct shoal_router *r, int id);
 
 /* Mark a group failed: its routes stay, sends to it fail with -EHOSTDOWN. */
 SHOAL_API int shoal_router_fail_group(struct shoal_router *r, int id);
+
+/*
+ * Hold or resume dispatch. While held, dispatchers leave routed messages in
+ * the uplinks (senders fill them, then wait or get -EAGAIN); direct sends
+ * are not affected. For maintenance windows and for measuring the
+ * dispatcher alone (bench/). Never fails.
+ */
+SHOAL_API void shoal_router_hold(struct shoal_router *r, bool hold);
 
 /* Sum the system's counters. Never fails. */
 SHOAL_API void shoal_router_stats(struct shoal_router *r, struct shoal_router_stats *st);

@@ -263,14 +263,19 @@ malformed:
 	return true;
 }
 
-/* Commit every output written in this pass and ring its doorbell. */
+/*
+ * Commit every output written in this pass, then ring their doorbells: one
+ * fence (F2) for all of them, since every commit precedes it.
+ */
 static void flush_outputs(struct shoal__dispatcher *d)
 {
+	for (uint32_t i = 0; i < d->n_dirty; i++)
+		shoal_ring_commit(&d->out[d->dirty[i]].p);
+	shoal_doorbell_fence();
 	for (uint32_t i = 0; i < d->n_dirty; i++) {
 		struct output *o = &d->out[d->dirty[i]];
 
-		shoal_ring_commit(&o->p);
-		shoal_doorbell_notify(o->db);
+		shoal_doorbell_wake(o->db);
 		o->dirty = false;
 	}
 	d->n_dirty = 0;

@@ -64,13 +64,25 @@ void shoal_doorbell_init(struct shoal_doorbell *db)
 	shoal_store_relaxed(&db->wakes, 0);
 }
 
-void shoal_doorbell_notify(struct shoal_doorbell *db)
+void shoal_doorbell_fence(void)
 {
 	/* F2: pairs with F1 in shoal_doorbell_prepare(): the records published
-	 * before this call are visible to a consumer that announced sleep after
-	 * our load below, or our load sees its announcement. */
+	 * before this fence are visible to a consumer that announced sleep
+	 * after the state loads that follow it, or those loads see its
+	 * announcement. */
 	shoal_fence_full();
-	/* Relaxed: the fence above orders it; the exchange below decides. */
+}
+
+void shoal_doorbell_notify(struct shoal_doorbell *db)
+{
+	shoal_doorbell_fence();
+	shoal_doorbell_wake(db);
+}
+
+void shoal_doorbell_wake(struct shoal_doorbell *db)
+{
+	/* Relaxed: ordered by F2 in shoal_doorbell_fence(); the exchange below
+	 * decides who makes the system call. */
 	if (SHOAL_LIKELY(shoal_load_relaxed(&db->state) == DB_AWAKE))
 		return;
 	/* Relaxed exchange: the state word carries no data, only the decision

@@ -53,6 +53,16 @@ SHOAL_API void shoal_doorbell_init(struct shoal_doorbell *db);
 SHOAL_API void shoal_doorbell_notify(struct shoal_doorbell *db);
 
 /*
+ * Producer side, for many doorbells at once: after publishing to several
+ * consumers, one shoal_doorbell_fence() then shoal_doorbell_wake() on each
+ * doorbell does what shoal_doorbell_notify() on each would, with one fence
+ * instead of one per doorbell. shoal_doorbell_wake() alone, without a fence
+ * since the publish, can lose a wake-up.
+ */
+SHOAL_API void shoal_doorbell_fence(void);
+SHOAL_API void shoal_doorbell_wake(struct shoal_doorbell *db);
+
+/*
  * Consumer side. Announce sleep; the caller must then check its rings once
  * more and call shoal_doorbell_cancel() if anything arrived, or
  * shoal_doorbell_wait() if not.

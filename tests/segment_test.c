@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -20,6 +21,8 @@
 
 #include "shm/segment_layout.h"
 #include "tests/testutil.h"
+
+static char self_path[4096];   /* this program, from argv[0] */
 
 static int setup(void **state)
 {
@@ -291,7 +294,7 @@ static void segment_attach_refuses_other_owner(void **state)
  */
 static int run_as_nobody(const char *seg_path, const char *flags)
 {
-	char self[512], cmd[1200], path[512];
+	char self[512], cmd[5200], path[512];
 	pid_t pid;
 
 	snprintf(path, sizeof(path), "%s", seg_path);   /* test_seg_path reuses its buffer */
@@ -299,7 +302,8 @@ static int run_as_nobody(const char *seg_path, const char *flags)
 	 * execute it whatever the permissions of the build tree. */
 	snprintf(self, sizeof(self), "%s", test_seg_path("attach-child"));
 	if (access(self, X_OK) != 0) {
-		snprintf(cmd, sizeof(cmd), "install -m 0755 /proc/%d/exe %s", (int)getpid(), self);
+		/* argv[0], not /proc/self/exe: under valgrind that is valgrind. */
+		snprintf(cmd, sizeof(cmd), "install -m 0755 %s %s", self_path, self);
 		assert_int_equal(system(cmd), 0);
 	}
 	pid = fork();
@@ -445,5 +449,7 @@ int main(int argc, char **argv)
 
 	if (argc == 4 && strcmp(argv[1], "--attach-child") == 0)
 		return attach_child(argv[2], argv[3]);
+	if (realpath(argv[0], self_path) == NULL)
+		return 1;
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

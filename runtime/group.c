@@ -447,6 +447,7 @@ int shoal_group_run(struct shoal_group *g)
 {
 	pthread_t th[SHOAL_MAX_WORKERS];
 	unsigned started = 1;
+	void *rv0;
 	int ret = 0;
 
 	for (unsigned w = 1; w < g->n_workers; w++, started++)
@@ -455,12 +456,9 @@ int shoal_group_run(struct shoal_group *g)
 			ret = -EAGAIN;
 			break;
 		}
-	{
-		intptr_t r0 = (intptr_t)worker_main(&g->ctx[0]);
-
-		if (ret == 0)
-			ret = (int)r0;
-	}
+	rv0 = worker_main(&g->ctx[0]);
+	if (ret == 0)
+		ret = (int)(intptr_t)rv0;
 	for (unsigned w = 1; w < started; w++) {
 		void *rv;
 

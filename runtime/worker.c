@@ -569,16 +569,18 @@ static void invoke(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_enve
 	COUNT(ctx, handled);
 }
 
-/* Forward a message to the worker owning `slot` in this process. */
+/*
+ * Forward a message to the worker of this process that owns `slot`, or with
+ * SHOAL_SLOT_ALL to every other worker.
+ */
 static void forward(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_envelope *env,
 		    const void *payload)
 {
 	struct shoal_group *g = ctx->g;
-	unsigned to = slot == SHOAL_SLOT_ALL ? 0 : slot % g->n_workers;
-	unsigned from_all = slot == SHOAL_SLOT_ALL ? 0 : to, last = slot == SHOAL_SLOT_ALL ?
-							       g->n_workers : to + 1;
+	unsigned first = slot == SHOAL_SLOT_ALL ? 0 : slot % g->n_workers;
+	unsigned last = slot == SHOAL_SLOT_ALL ? g->n_workers : first + 1;
 
-	for (unsigned w = from_all; w < last; w++) {
+	for (unsigned w = first; w < last; w++) {
 		struct shoal_envelope e = *env;
 		unsigned char *dst;
 		int err;
@@ -587,8 +589,10 @@ static void forward(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_env
 			continue;
 		e.dest = shoal_addr_make(g->id, slot, g->gen);
 		dst = reserve_in(ctx, &ctx->fwd[w], &g->mbx->w[w].space_db, env->len, true, &err);
-		if (dst == NULL)
-			continue;   /* only on shutdown: the message is dropped with us */
+		if (dst == NULL) {
+			COUNT(ctx, discarded);   /* only when stopping: counted, not silent */
+			continue;
+		}
 		memcpy(dst, &e, sizeof(e));
 		memcpy(dst + ENV_SIZE, payload, env->len);
 		shoal_ring_commit(&ctx->fwd[w]);

@@ -120,10 +120,18 @@ int shoal_ring_init(void *mem, uint64_t len, uint32_t capacity, uint32_t flags)
  * indices. Used by attach, stats and check, so every reader applies the same
  * rules to untrusted memory.
  */
-static int ring_validate(const struct shoal__ring *r, uint64_t len, uint32_t *head,
-			 uint32_t *tail, struct shoal_err *err)
+/* What ring_validate() checked: each field read once, then used only here. */
+struct ring_view {
+	uint32_t capacity;
+	uint32_t max_payload;
+	uint32_t head;
+	uint32_t tail;
+};
+
+static int ring_validate(const struct shoal__ring *r, uint64_t len, struct ring_view *v,
+			 struct shoal_err *err)
 {
-	uint32_t cap, h, t;
+	uint32_t cap, max, h, t;
 
 	if (r == NULL || len < SHOAL__RING_DATA_OFF)
 		return shoal__fail(err, -EUCLEAN, "ring region of %llu bytes is smaller than the "
@@ -149,9 +157,10 @@ static int ring_validate(const struct shoal__ring *r, uint64_t len, uint32_t *he
 	if ((uint64_t)SHOAL__RING_DATA_OFF + cap > len)
 		return shoal__fail(err, -EUCLEAN, "ring of capacity %u runs past its %llu-byte "
 				   "region", cap, (unsigned long long)len);
-	if (r->max_payload != cap / 2 - SHOAL_RING_REC_HDR)
-		return shoal__fail(err, -EUCLEAN, "ring max payload %u, expected %u",
-				   r->max_payload, cap / 2 - SHOAL_RING_REC_HDR);
+	max = r->max_payload;
+	if (max != cap / 2 - SHOAL_RING_REC_HDR)
+		return shoal__fail(err, -EUCLEAN, "ring max payload %u, expected %u", max,
+				   cap / 2 - SHOAL_RING_REC_HDR);
 	if (r->flags & ~SHOAL_RING_INIT_FLAGS)
 		return shoal__fail(err, -EUCLEAN, "ring has unknown flags 0x%x", r->flags);
 	/* Relaxed: a snapshot for validation; attach orders later reads itself.
@@ -169,8 +178,7 @@ static int ring_validate(const struct shoal__ring *r, uint64_t len, uint32_t *he
 	if (t - h > cap)
 		return shoal__fail(err, -EUCLEAN, "ring holds %u bytes, more than its capacity "
 				   "%u (head %u, tail %u)", t - h, cap, h, t);
-	*head = h;
-	*tail = t;
+	*v = (struct ring_view){ cap, max, h, t };
 	return 0;
 }
 
@@ -194,29 +202,31 @@ int shoal_ring_prod_attach(struct shoal_ring_prod *p, void *mem, uint64_t len,
 			   struct shoal_err *err)
 {
 	struct shoal__ring *r = mem;
-	uint32_t h, t;
-	int ret = ring_validate(r, len, &h, &t, err);
+	struct ring_view v;
+	int ret = ring_validate(r, len, &v, err);
 
 	if (ret < 0)
 		return ret;
+	/* Only validated values from here: the peer may change the control
+	 * block at any time, and a mask read twice could span anything. */
 	memset(p, 0, sizeof(*p));
 	p->r = r;
 	p->data = (unsigned char *)mem + SHOAL__RING_DATA_OFF;
-	p->mask = r->capacity - 1;
-	p->max_payload = r->max_payload;
-	p->tail = p->tail_pub = t;
+	p->mask = v.capacity - 1;
+	p->max_payload = v.max_payload;
+	p->tail = p->tail_pub = v.tail;
 	/* A2: pairs with R2 in shoal_ring_release(): bytes before head are free. */
 	p->head_cache = shoal_load_acquire(&r->head);
-	if (t - p->head_cache > r->capacity)
+	if (v.tail - p->head_cache > v.capacity || (p->head_cache % 8) != 0)
 		return shoal__fail(err, -EUCLEAN, "ring head %u moved past tail %u",
-				   p->head_cache, t);
+				   p->head_cache, v.tail);
 	/* Relaxed: counters are only read by tools; the producer owns them. */
 	p->records_in = shoal_load_relaxed(&r->records_in);
 	p->bytes_in = shoal_load_relaxed(&r->bytes_in);
 	p->full_events = shoal_load_relaxed(&r->full_events);
 	p->high_water = shoal_load_relaxed(&r->high_water);
 	shoal_store_relaxed(&r->producer_pid, (int32_t)getpid());
-	prefault(mem, SHOAL__RING_DATA_OFF + (uint64_t)r->capacity, MADV_POPULATE_WRITE);
+	prefault(mem, SHOAL__RING_DATA_OFF + (uint64_t)v.capacity, MADV_POPULATE_WRITE);
 	return 0;
 }
 
@@ -224,22 +234,23 @@ int shoal_ring_cons_attach(struct shoal_ring_cons *c, void *mem, uint64_t len,
 			   struct shoal_err *err)
 {
 	struct shoal__ring *r = mem;
-	uint32_t h, t;
-	int ret = ring_validate(r, len, &h, &t, err);
+	struct ring_view v;
+	int ret = ring_validate(r, len, &v, err);
 
 	if (ret < 0)
 		return ret;
+	/* Only validated values from here (see shoal_ring_prod_attach()). */
 	memset(c, 0, sizeof(*c));
 	c->r = r;
 	c->data = (const unsigned char *)mem + SHOAL__RING_DATA_OFF;
-	c->mask = r->capacity - 1;
-	c->max_payload = r->max_payload;
-	c->head = c->head_pub = c->tail_cache = h;
+	c->mask = v.capacity - 1;
+	c->max_payload = v.max_payload;
+	c->head = c->head_pub = c->tail_cache = v.head;
 	/* Relaxed: the consumer owns these counters; tools only read them. */
 	c->records_out = shoal_load_relaxed(&r->records_out);
 	c->bytes_out = shoal_load_relaxed(&r->bytes_out);
 	shoal_store_relaxed(&r->consumer_pid, (int32_t)getpid());
-	prefault(mem, SHOAL__RING_DATA_OFF + (uint64_t)r->capacity, MADV_POPULATE_READ);
+	prefault(mem, SHOAL__RING_DATA_OFF + (uint64_t)v.capacity, MADV_POPULATE_READ);
 	return 0;
 }
 
@@ -537,17 +548,17 @@ int shoal_ring_stats(const void *mem, uint64_t len, struct shoal_ring_stats *st,
 		     struct shoal_err *err)
 {
 	const struct shoal__ring *r = mem;
-	uint32_t h, t;
-	int ret = ring_validate(r, len, &h, &t, err);
+	struct ring_view v;
+	int ret = ring_validate(r, len, &v, err);
 
 	if (ret < 0)
 		return ret;
 	memset(st, 0, sizeof(*st));
-	st->capacity = r->capacity;
-	st->max_payload = r->max_payload;
-	st->head = h;
-	st->tail = t;
-	st->used = t - h;
+	st->capacity = v.capacity;
+	st->max_payload = v.max_payload;
+	st->head = v.head;
+	st->tail = v.tail;
+	st->used = v.tail - v.head;
 	/* Relaxed: counters order nothing; a snapshot for display. */
 	st->records_in = shoal_load_relaxed(&r->records_in);
 	st->bytes_in = shoal_load_relaxed(&r->bytes_in);
@@ -563,7 +574,6 @@ int shoal_ring_stats(const void *mem, uint64_t len, struct shoal_ring_stats *st,
 int shoal_ring_check(const void *mem, uint64_t len, struct shoal_ring_stats *st,
 		     struct shoal_err *err)
 {
-	const struct shoal__ring *r = mem;
 	const unsigned char *data = (const unsigned char *)mem + SHOAL__RING_DATA_OFF;
 	uint32_t pos, end, cap, mask;
 	int ret, records = 0;
@@ -597,10 +607,10 @@ int shoal_ring_check(const void *mem, uint64_t len, struct shoal_ring_stats *st,
 			pos += cap - off;
 			continue;
 		}
-		if (h.len > r->max_payload)
+		if (h.len > st->max_payload)
 			return shoal__fail(err, -EUCLEAN, "record at index %u has length %u, "
 					   "more than the largest payload %u", pos, h.len,
-					   r->max_payload);
+					   st->max_payload);
 		need = rec_size(h.len);
 		if (need > cap - off)
 			return shoal__fail(err, -EUCLEAN, "record at offset %u of length %u runs "

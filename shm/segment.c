@@ -232,6 +232,11 @@ int shoal_seg_create(struct shoal_seg *seg, const char *name, size_t size,
 	seg->size = size;
 	seg->fd = fd;
 	seg->writable = true;
+	seg->creator = true;
+	seg->dir_off = SHOAL__SEG_HDR_SIZE;
+	seg->dir_cap = dir_cap;
+	seg->dir_count = 0;
+	seg->alloc_top = dir_end;
 	return 0;
 
 fail_unmap:
@@ -454,33 +459,35 @@ int shoal_seg_alloc(struct shoal_seg *seg, uint32_t kind, const char *name, uint
 	struct shoal__seg_hdr *h = seg->base;
 	struct shoal__seg_dirent *e;
 	struct shoal_seg_region existing;
-	uint64_t top, start;
-	uint32_t n;
+	uint64_t start;
 
 	if (align == 0)
 		align = SHOAL_FALSE_SHARING;
-	if (!seg->writable || name == NULL || strlen(name) >= SHOAL_SEG_REGION_NAME_MAX ||
+	if (!seg->creator || name == NULL || strlen(name) >= SHOAL_SEG_REGION_NAME_MAX ||
 	    !shoal__is_pow2_u64(align) || align < 8 || kind == 0)
 		return -EINVAL;
 	if (shoal_seg_find(seg, kind, name, &existing) == 0)
 		return -EEXIST;
-	/* Relaxed: only this thread of the creator writes these (rule 3). */
-	n = shoal_load_relaxed(&h->dir_count);
-	top = shoal_load_relaxed(&h->alloc_top);
-	if (n >= h->dir_cap)
+	/* Private state only: see struct shoal_seg. alloc_top never exceeds
+	 * the size, so the alignment below cannot wrap. */
+	if (seg->dir_count >= seg->dir_cap)
 		return -ENOSPC;
-	start = shoal__align_up(top, align);
+	start = shoal__align_up(seg->alloc_top, align);
 	if (start > seg->size || len > seg->size - start)
 		return -ENOSPC;
-	e = (struct shoal__seg_dirent *)((unsigned char *)seg->base + h->dir_off) + n;
+	e = (struct shoal__seg_dirent *)((unsigned char *)seg->base + seg->dir_off) +
+	    seg->dir_count;
 	memset(e, 0, sizeof(*e));
 	e->kind = kind;
 	e->off = start;
 	e->len = len;
 	snprintf(e->name, sizeof(e->name), "%s", name);
-	shoal_store_relaxed(&h->alloc_top, start + len);
+	seg->alloc_top = start + len;
+	seg->dir_count++;
+	/* Relaxed: published with the entry by R2 below; a display value. */
+	shoal_store_relaxed(&h->alloc_top, seg->alloc_top);
 	/* R2: pairs with A2 in dir_count(): the entry is complete when counted. */
-	shoal_store_release(&h->dir_count, n + 1);
+	shoal_store_release(&h->dir_count, seg->dir_count);
 	*off = start;
 	return 0;
 }

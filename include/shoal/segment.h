@@ -70,6 +70,14 @@ struct shoal_seg {
 	int huge;                           /* SHOAL_SEG_HUGE_* */
 	char name[SHOAL_SEG_NAME_MAX];
 	char path[256];
+	/* Creator only (private): the allocator's own state. Peers map the
+	 * segment read-write, so it is written to the header for readers but
+	 * never read back from it. */
+	bool creator;
+	uint32_t dir_off;
+	uint32_t dir_cap;
+	uint32_t dir_count;
+	uint64_t alloc_top;
 };
 
 /* The header at offset 0 of every segment, as a snapshot for callers. */
@@ -142,11 +150,14 @@ SHOAL_API int shoal_seg_unlink(const char *name);
 /*
  * Allocate a region of `len` bytes aligned to `align` (a power of two, at
  * least 8; 0 means 128) and add it to the directory under (kind, name).
- * Only in the creating process, from one thread (rule 3). The memory is zero.
+ * Only with the handle shoal_seg_create() returned, from one thread (rule
+ * 3). The memory is zero. The allocator works from its private state in the
+ * handle, so peers that scribble on the header cannot make it hand out
+ * memory outside the segment or overlapping earlier regions.
  *
- * Returns 0 and the region's offset in *off, or -EINVAL (bad args, read-only
- * handle), -EEXIST (same kind and name exist), -ENOSPC (no room or directory
- * full).
+ * Returns 0 and the region's offset in *off, or -EINVAL (bad args, not the
+ * creator's handle), -EEXIST (same kind and name exist), -ENOSPC (no room or
+ * directory full).
  */
 SHOAL_API int shoal_seg_alloc(struct shoal_seg *seg, uint32_t kind, const char *name,
 			      uint64_t len, uint64_t align, uint64_t *off);

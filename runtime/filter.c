@@ -973,6 +973,7 @@ int shoal__route_build(struct shoal__route_table **out, const struct shoal_filte
 		.slots = { .esz = sizeof(struct rt_slot) },
 		.pool = { .esz = sizeof(uint32_t) },
 	};
+	struct shoal__route_table *t = NULL;
 	struct tpair *tp = NULL;
 	struct shoal_err why;
 	size_t np = 0;
@@ -981,6 +982,10 @@ int shoal__route_build(struct shoal__route_table **out, const struct shoal_filte
 	if (mode != SHOAL__ROUTE_INDEXED && mode != SHOAL__ROUTE_FLAT &&
 	    mode != SHOAL__ROUTE_CHAIN)
 		return shoal__fail(err, -EINVAL, "unknown route table mode %d", mode);
+	/* The chain recurses once per filter: keep it well inside a stack. */
+	if (mode == SHOAL__ROUTE_CHAIN && n > SHOAL__ROUTE_CHAIN_MAX)
+		return shoal__fail(err, -EINVAL, "%u filters, more than the chain baseline's "
+				   "limit of %u", n, SHOAL__ROUTE_CHAIN_MAX);
 	if (n > SHOAL__ROUTE_MAX_FILTERS)
 		return shoal__fail(err, -EINVAL, "%u filters, more than the limit of %u", n,
 				   SHOAL__ROUTE_MAX_FILTERS);
@@ -1014,11 +1019,13 @@ int shoal__route_build(struct shoal__route_table **out, const struct shoal_filte
 		if (ret < 0)
 			goto out;
 	}
-	ret = layout(&b, filters, n, out);
-	if (ret == 0 && mode == SHOAL__ROUTE_CHAIN && build_chain(*out) < 0) {
-		shoal__route_free(*out);
+	ret = layout(&b, filters, n, &t);
+	if (ret == 0 && mode == SHOAL__ROUTE_CHAIN && build_chain(t) < 0) {
+		shoal__route_free(t);
 		ret = -ENOMEM;
 	}
+	if (ret == 0)
+		*out = t;   /* on failure *out is not written (route.h) */
 out:
 	if (ret < 0)
 		shoal__fail(err, ret, "out of memory building a table of %u filters", n);

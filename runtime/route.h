@@ -26,6 +26,9 @@ struct shoal__route_table;   /* opaque, immutable after build */
 #define SHOAL__ROUTE_FLAT    1   /* baseline: scan the whole vector per message, no index */
 #define SHOAL__ROUTE_CHAIN   2   /* baseline: nested chain of calls, one per filter (elfo before) */
 
+/* Largest chain baseline: its matching recurses once per filter. */
+#define SHOAL__ROUTE_CHAIN_MAX 16384u   /* at most ~1 MiB of stack */
+
 /* Largest table: keeps every derived offset within 32 bits. */
 #define SHOAL__ROUTE_MAX_FILTERS (UINT32_C(1) << 20)
 
@@ -35,7 +38,8 @@ struct shoal__route_table;   /* opaque, immutable after build */
  * two baselines the benchmarks compare it with (FLAT, CHAIN).
  * Returns 0 and the table in *out; -EINVAL with "filter #i: reason" in *err
  * when filter i fails shoal_filter_validate(), or with the reason when the
- * mode is unknown or n exceeds SHOAL__ROUTE_MAX_FILTERS; -ENOMEM when an
+ * mode is unknown or n exceeds SHOAL__ROUTE_MAX_FILTERS (SHOAL__ROUTE_CHAIN_MAX
+ * for the chain baseline); -ENOMEM when an
  * allocation fails. On failure nothing is built and *out is not written.
  * Allocates; never for the hot path.
  */

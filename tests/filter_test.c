@@ -706,6 +706,25 @@ static void route_many_partitions_on_one_type_stay_correct(void **state)
 }
 
 /* A 10,000-filter table: several types, each a different shape. */
+static void route_chain_baseline_refuses_a_stack_breaking_size(void **state)
+{
+	uint32_t n = SHOAL__ROUTE_CHAIN_MAX + 1;
+	struct shoal_filter *f = calloc(n, sizeof(*f));
+	struct shoal__route_table *t = NULL;
+	struct shoal_err err = { { 0 } };
+
+	(void)state;
+	assert_non_null(f);
+	for (uint32_t i = 0; i < n; i++)
+		f[i] = filt(1, SHOAL_KEY_ANY, 0, 0, 0, 0);
+	assert_int_equal(shoal__route_build(&t, f, n, SHOAL__ROUTE_CHAIN, &err), -EINVAL);
+	assert_null(t);   /* not written on failure */
+	assert_non_null(strstr(err.msg, "chain"));
+	assert_int_equal(shoal__route_build(&t, f, n, SHOAL__ROUTE_INDEXED, &err), 0);
+	shoal__route_free(t);
+	free(f);
+}
+
 static void route_ten_thousand_filters_build_and_match(void **state)
 {
 	enum { N = 10000 };
@@ -1065,6 +1084,7 @@ int main(void)
 		cmocka_unit_test(route_eq_with_many_values),
 		cmocka_unit_test(route_many_partitions_on_one_type_stay_correct),
 		cmocka_unit_test(route_ten_thousand_filters_build_and_match),
+		cmocka_unit_test(route_chain_baseline_refuses_a_stack_breaking_size),
 		cmocka_unit_test(route_match_from_many_threads_at_once),
 		cmocka_unit_test(route_build_out_of_memory_builds_nothing),
 		cmocka_unit_test(route_random_vectors_agree_with_reference),

@@ -30,8 +30,12 @@ struct shoal__cmd {
 	const char *help;      /* full text for `shoal <name> --help` */
 };
 
-extern const struct shoal__cmd shoal__cmd_ring;
 extern const struct shoal__cmd shoal__cmd_run;
+extern const struct shoal__cmd shoal__cmd_ls;
+extern const struct shoal__cmd shoal__cmd_stat;
+extern const struct shoal__cmd shoal__cmd_top;
+extern const struct shoal__cmd shoal__cmd_dump;
+extern const struct shoal__cmd shoal__cmd_ring;
 
 /* Print the subcommand's help text on stdout. */
 void shoal__cli_help(const struct shoal__cmd *cmd);

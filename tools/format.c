@@ -50,3 +50,75 @@ double shoal__fmt_percent(uint64_t part, uint64_t whole)
 {
 	return whole == 0 ? 0.0 : 100.0 * (double)part / (double)whole;
 }
+
+const char *shoal__fmt_bytes(char *buf, size_t cap, uint64_t n)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)n;
+	unsigned u = 0;
+
+	if (n < 1024) {
+		snprintf(buf, cap, "%llu B", (unsigned long long)n);
+		return buf;
+	}
+	for (v /= 1024; v >= 1024 && u + 1 < sizeof(units) / sizeof(units[0]); u++)
+		v /= 1024;
+	snprintf(buf, cap, v >= 100 ? "%.0f %s" : v >= 10 ? "%.1f %s" : "%.2f %s", v, units[u]);
+	return buf;
+}
+
+const char *shoal__fmt_rate(char *buf, size_t cap, double per_s)
+{
+	if (!(per_s >= 0.5))   /* also NaN: a rate that cannot be told shows as 0 */
+		snprintf(buf, cap, "0");
+	else if (per_s < 1e3)
+		snprintf(buf, cap, "%.0f", per_s);
+	else if (per_s < 1e6)
+		snprintf(buf, cap, "%.1fk", per_s / 1e3);
+	else if (per_s < 1e9)
+		snprintf(buf, cap, "%.2fM", per_s / 1e6);
+	else
+		snprintf(buf, cap, "%.2fG", per_s / 1e9);
+	return buf;
+}
+
+const char *shoal__fmt_duration(char *buf, size_t cap, uint64_t ns)
+{
+	double v = (double)ns;
+
+	if (ns < 1000)
+		snprintf(buf, cap, "%llu ns", (unsigned long long)ns);
+	else if (ns < 1000000)
+		snprintf(buf, cap, "%.1f us", v / 1e3);
+	else if (ns < 1000000000)
+		snprintf(buf, cap, "%.2f ms", v / 1e6);
+	else if (ns < UINT64_C(60000000000))
+		snprintf(buf, cap, "%.3f s", v / 1e9);
+	else
+		snprintf(buf, cap, "%.0f s", v / 1e9);
+	return buf;
+}
+
+const char *shoal__fmt_cpus(char *buf, size_t cap, uint64_t mask)
+{
+	size_t n = 0;
+
+	if (cap > 0)
+		buf[0] = '\0';
+	if (mask == 0) {
+		snprintf(buf, cap, "none");
+		return buf;
+	}
+	for (unsigned cpu = 0; cpu < 64 && n < cap; cpu++) {
+		unsigned last = cpu;
+
+		if (!(mask >> cpu & 1))
+			continue;
+		while (last + 1 < 64 && (mask >> (last + 1) & 1))
+			last++;
+		n += (size_t)snprintf(buf + n, cap - n, last == cpu ? "%s%u" : "%s%u-%u",
+				      n > 0 ? "," : "", cpu, last);
+		cpu = last;
+	}
+	return buf;
+}

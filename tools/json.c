@@ -10,6 +10,13 @@ void shoal__json_init(struct shoal__json *j, FILE *out)
 	j->out = out;
 	j->depth = 0;
 	j->empty = true;
+	j->line = false;
+}
+
+void shoal__json_init_line(struct shoal__json *j, FILE *out)
+{
+	shoal__json_init(j, out);
+	j->line = true;
 }
 
 /*
@@ -71,10 +78,14 @@ static void write_string(FILE *out, const char *str)
 	fputc('"', out);
 }
 
-/* Separate from the previous value, start a new line, and write the key. */
+/* Separate from the previous value, start a new line (unless writing one line
+ * per value), and write the key. */
 static void begin_value(struct shoal__json *j, const char *key)
 {
-	if (j->depth > 0) {
+	if (j->depth > 0 && j->line) {
+		if (!j->empty)
+			fputs(", ", j->out);
+	} else if (j->depth > 0) {
 		fputs(j->empty ? "\n" : ",\n", j->out);
 		fprintf(j->out, "%*s", (int)(2 * j->depth), "");
 	}
@@ -97,7 +108,7 @@ static void close_container(struct shoal__json *j, char bracket)
 {
 	SHOAL_ASSERT(j->depth > 0);
 	j->depth--;
-	if (!j->empty)
+	if (!j->empty && !j->line)
 		fprintf(j->out, "\n%*s", (int)(2 * j->depth), "");
 	fputc(bracket, j->out);
 	/* The enclosing container now holds this one. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A small streaming JSON writer for the tools' --json output: objects,
- * arrays, strings, integers, booleans and null, indented two spaces.
+ * arrays, strings, integers, booleans and null, indented two spaces, or each
+ * top-level value on one line (JSON Lines, for output that streams).
  *
  * The caller nests begin/end calls correctly; every value inside an object
  * takes a key, every value inside an array or at the top passes key NULL.
@@ -21,9 +22,12 @@ struct shoal__json {
 	FILE *out;
 	unsigned depth;
 	bool empty;   /* the innermost open container has no value yet */
+	bool line;    /* one line per top-level value, no indentation */
 };
 
 void shoal__json_init(struct shoal__json *j, FILE *out);
+/* The same, writing each top-level value on a single line. */
+void shoal__json_init_line(struct shoal__json *j, FILE *out);
 
 /* Open or close an object or array. Closing the outermost one ends the line. */
 void shoal__json_object_begin(struct shoal__json *j, const char *key);

@@ -15,6 +15,10 @@ static const struct shoal__cmd cmd_help;
 /* Every subcommand, in the order `shoal help` lists them. */
 static const struct shoal__cmd *const cmds[] = {
 	&shoal__cmd_run,
+	&shoal__cmd_ls,
+	&shoal__cmd_stat,
+	&shoal__cmd_top,
+	&shoal__cmd_dump,
 	&shoal__cmd_ring,
 	&cmd_help,
 };

@@ -72,6 +72,16 @@ static void bus_guard_remove(void)
 	sigaction(SIGBUS, &bus_old, NULL);
 }
 
+int shoal__snap_guard(void (*fn)(void *arg), void *arg)
+{
+	int ret;
+
+	bus_guard_install();
+	ret = guarded(fn, arg);
+	bus_guard_remove();
+	return ret;
+}
+
 const char *shoal__region_kind_name(uint32_t kind)
 {
 	switch (kind) {

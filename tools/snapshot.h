@@ -70,6 +70,15 @@ int shoal__seg_snap_take(struct shoal__seg_snap *snap, const struct shoal_seg *s
 
 void shoal__seg_snap_free(struct shoal__seg_snap *snap);
 
+/*
+ * Run fn(arg), which only loads from mapped segments and fills the caller's
+ * memory, with a SIGBUS raised by a segment file that shrank under its
+ * mapping turned into an error. Returns 0, or -EFAULT if fn touched a page
+ * the file lost (fn was cut short: what it filled is partial). fn must not
+ * allocate, take locks, or call this function or shoal__seg_snap_take().
+ */
+int shoal__snap_guard(void (*fn)(void *arg), void *arg);
+
 /* "ring", "doorbell", "user" (kinds from SHOAL_SEG_KIND_USER up) or "unknown". */
 const char *shoal__region_kind_name(uint32_t kind);
 

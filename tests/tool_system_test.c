@@ -1,0 +1,820 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * `shoal ls`, `stat`, `top` and `dump` end to end: this test process runs a
+ * router (tests/rtutil.h); a forked group process "gated" takes the first
+ * message it is sent and holds it, so everything sent after stays queued in
+ * its inbound ring; a producer "prod" sends it N_QUEUED messages and leaves;
+ * "idle" is declared and never started. The real binary (env SHOAL_BIN) is
+ * then run against the live system, against copies of its segments with
+ * garbage written into them, and against systems that do not exist. Every
+ * run must end by exiting, never by a signal, within its deadline.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <shoal/group.h>
+#include <shoal/router.h>
+
+#include "runtime/layout.h"
+#include "shm/ring_layout.h"
+#include "tests/jsoncheck.h"
+#include "tests/rtutil.h"
+#include "tests/testutil.h"
+
+#define RUN_TIMEOUT_MS 20000
+#define N_QUEUED 10u
+#define SYSTEM "tsys"
+
+static const char *bin;
+
+static struct {
+	pid_t gated;               /* the consumer process; 0 once reaped */
+	bool router_up;
+	int id_gated, id_prod, id_idle;
+} fx;
+
+/* ---- Running the tool ---- */
+
+struct run {
+	pid_t pid;
+	FILE *out_f, *err_f;
+	int code;                  /* exit code */
+	char *out;
+	char *err;
+};
+
+static char *slurp(FILE *f)
+{
+	long n;
+	char *buf;
+
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	assert_true(n >= 0);
+	rewind(f);
+	buf = calloc(1, (size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	return buf;
+}
+
+/* Start `shoal ARGS...` (NULL-terminated) with its output in temporary files. */
+static void tool_start(struct run *r, const char *const *args)
+{
+	char *argv[16] = { (char *)bin };
+	size_t n = 1;
+
+	r->out_f = tmpfile();
+	r->err_f = tmpfile();
+	assert_non_null(r->out_f);
+	assert_non_null(r->err_f);
+	for (; args[n - 1] != NULL; n++) {
+		assert_true(n < sizeof(argv) / sizeof(argv[0]) - 1);
+		argv[n] = (char *)args[n - 1];
+	}
+	argv[n] = NULL;
+	fflush(NULL);
+	r->pid = fork();
+	assert_true(r->pid >= 0);
+	if (r->pid == 0) {
+		dup2(fileno(r->out_f), STDOUT_FILENO);
+		dup2(fileno(r->err_f), STDERR_FILENO);
+		execv(bin, argv);
+		_exit(127);
+	}
+}
+
+/* Wait for the tool, collect its output, and require an exit with `code`. */
+static void tool_finish(struct run *r, int code)
+{
+	int status = test_wait_pid(r->pid, RUN_TIMEOUT_MS);
+
+	r->out = slurp(r->out_f);
+	r->err = slurp(r->err_f);
+	if (status == -1)
+		fail_msg("shoal timed out; stderr:\n%s", r->err);
+	if (WIFSIGNALED(status))
+		fail_msg("shoal killed by signal %d; stdout:\n%s\nstderr:\n%s", WTERMSIG(status),
+			 r->out, r->err);
+	assert_true(WIFEXITED(status));
+	r->code = WEXITSTATUS(status);
+	if (r->code != code)
+		fail_msg("exit %d, expected %d\nstdout:\n%s\nstderr:\n%s", r->code, code, r->out,
+			 r->err);
+}
+
+static void run_expect(struct run *r, int code, const char *const *args)
+{
+	tool_start(r, args);
+	tool_finish(r, code);
+}
+
+static void run_free(struct run *r)
+{
+	free(r->out);
+	free(r->err);
+}
+
+static void assert_has(const char *text, const char *needle)
+{
+	if (strstr(text, needle) == NULL)
+		fail_msg("expected \"%s\" in:\n%s", needle, text);
+}
+
+static void assert_lacks(const char *text, const char *needle)
+{
+	if (strstr(text, needle) != NULL)
+		fail_msg("did not expect \"%s\" in:\n%s", needle, text);
+}
+
+static unsigned count_of(const char *text, const char *needle)
+{
+	unsigned n = 0;
+
+	for (const char *p = strstr(text, needle); p != NULL; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/* ---- The system ---- */
+
+/* Hold the first message until the test lets go: the rest stays queued. */
+static void gated_handler(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	(void)a;
+	(void)m;
+	while (!atomic_load(&rt_res->go))
+		usleep(100);
+	atomic_fetch_add(&rt_res->count[0], 1);
+}
+
+static int gated_main(void *arg)
+{
+	struct shoal_group_desc d = {
+		.name = "gated", .n_workers = 1, .n_actors = 1, .node = -1,
+		.types = rt_types, .n_types = RT_N_TYPES, .on_message = gated_handler,
+	};
+	struct shoal_group *g;
+	struct shoal_err err = { { 0 } };
+
+	(void)arg;
+	if (shoal_group_attach(&g, &d, NULL, &err) < 0) {
+		fprintf(stderr, "gated: %s\n", err.msg);
+		return 10;
+	}
+	shoal_group_run(g);
+	shoal_group_detach(g);
+	return 0;
+}
+
+/* Wait until the dispatcher has put `n` messages into group `id`'s rings. */
+static void wait_delivered(int id, uint64_t n)
+{
+	uint64_t got = 0;
+
+	for (int i = 0; i < 10000 && got != n; i++) {
+		struct shoal__registry reg;
+
+		assert_int_equal(shoal__registry_attach(&reg, SYSTEM, SHOAL_SEG_RDONLY, NULL), 0);
+		got = 0;
+		for (int d = 0; d < SHOAL_MAX_NODES; d++)
+			got += atomic_load(&reg.groups[id].stats[d].delivered);
+		shoal_seg_detach(&reg.seg);
+		if (got != n)
+			usleep(1000);
+	}
+	assert_int_equal(got, n);
+}
+
+static int system_up(void **state)
+{
+	struct child prod = { .index = 1, .name = "prod", .n = N_QUEUED, .type = T_PING };
+
+	(void)state;
+	rt_init();
+	if (rt_start_router(SYSTEM, NULL, 0) < 0)
+		return -1;
+	fx.router_up = true;
+	fx.id_gated = rt_declare("gated", 1, 1);
+	fx.id_prod = rt_declare("prod", 1, 1);
+	fx.id_idle = rt_declare("idle", 1, 1);
+	rt_route(fx.id_gated, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	fx.gated = test_spawn(gated_main, NULL);
+	rt_wait_attached(fx.id_gated);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 0);
+	wait_delivered(fx.id_gated, N_QUEUED);
+	return 0;
+}
+
+static int system_down(void **state)
+{
+	(void)state;
+	atomic_store(&rt_res->go, 1);
+	if (fx.router_up) {
+		shoal_router_stop_groups(rt_router, 10000000000);
+		rt_stop_router();
+	}
+	if (fx.gated > 0)
+		test_wait_pid(fx.gated, 10000);
+	return 0;
+}
+
+/* ---- Copies of the system's segments, to damage ---- */
+
+static void copy_file(const char *from, const char *to)
+{
+	int in = open(from, O_RDONLY | O_CLOEXEC), out;
+	char buf[65536];
+	ssize_t n;
+
+	assert_true(in >= 0);
+	out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(out >= 0);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		assert_int_equal(write(out, buf, (size_t)n), n);
+	assert_int_equal(n, 0);
+	close(in);
+	close(out);
+}
+
+/* Copy segment shoal.SYSTEM.<what> to shoal.copy.<what>. */
+static void copy_segment(const char *what)
+{
+	char from[512], to[512];
+
+	snprintf(from, sizeof(from), "%s", test_seg_path("shoal." SYSTEM "."));
+	snprintf(from + strlen(from), sizeof(from) - strlen(from), "%s", what);
+	snprintf(to, sizeof(to), "%s", test_seg_path("shoal.copy."));
+	snprintf(to + strlen(to), sizeof(to) - strlen(to), "%s", what);
+	copy_file(from, to);
+}
+
+/* The copied registry, attached writable; detach when done. */
+static struct shoal__reg_hdr *copy_registry(struct shoal_seg *seg)
+{
+	struct shoal_seg_region r;
+	struct shoal__reg_hdr *h;
+
+	copy_segment("reg");
+	assert_int_equal(shoal_seg_attach(seg, "shoal.copy.reg", 0, NULL), 0);
+	assert_int_equal(shoal_seg_find(seg, SHOAL__KIND_REGISTRY, "registry", &r), 0);
+	h = shoal_seg_ptr(seg, r.off, SHOAL__REG_SIZE, 64);
+	assert_non_null(h);
+	/* The copy is system "copy": only the damage each case adds is wrong. */
+	snprintf(h->system, sizeof(h->system), "copy");
+	return h;
+}
+
+static void fill_random(void *p, size_t len, uint64_t seed)
+{
+	unsigned char *b = p;
+
+	for (size_t i = 0; i < len; i++)
+		b[i] = (unsigned char)test_rand(&seed);
+}
+
+static void remove_copies(void)
+{
+	static const char *const names[] = { "reg", "g.gated", "g.prod", "g.idle" };
+	char path[512];
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path), "%s%s", test_seg_path("shoal.copy."), names[i]);
+		unlink(path);
+	}
+}
+
+/* ---- ls ---- */
+
+static void write_junk(const char *name, size_t len)
+{
+	int fd = open(test_seg_path(name), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	char *junk = malloc(len);
+
+	assert_true(fd >= 0);
+	assert_non_null(junk);
+	fill_random(junk, len, len);
+	assert_int_equal(write(fd, junk, len), (ssize_t)len);
+	close(fd);
+	free(junk);
+}
+
+/* A segment whose creator is gone: made by a child that exits. */
+static int make_leftover(void *arg)
+{
+	struct shoal_seg seg;
+
+	return shoal_seg_create(&seg, arg, 8192, NULL, NULL) == 0 ? 0 : 1;
+}
+
+static void tool_ls_lists_the_system_and_strays(void **state)
+{
+	struct shoal_seg ghost;
+	struct run r;
+	char want[128];
+
+	(void)state;
+	test_assert_exited(test_wait_pid(test_spawn(make_leftover, "shoal.gone.bell"), 10000), 0);
+	assert_int_equal(shoal_seg_create(&ghost, "shoal." SYSTEM ".g.ghost", 8192, NULL, NULL), 0);
+	/* Files of other programs: too short for a segment header, or not one. */
+	write_junk("notes.txt", 10);
+	write_junk("other.shm", 65536);
+
+	run_expect(&r, 0, (const char *const[]){ "ls", NULL });
+	assert_has(r.out, "Systems in ");
+	snprintf(want, sizeof(want), "%d (alive)", (int)getpid());
+	assert_has(r.out, want);
+	assert_has(r.out, "  " SYSTEM "    running  ");
+	assert_has(r.out, "Stray segments (no system owns them)");
+	assert_has(r.out, "shoal.gone.bell");
+	assert_has(r.out, "leftover");
+	assert_has(r.out, "shoal." SYSTEM ".g.ghost");
+	assert_has(r.out, "in use");
+	assert_lacks(r.out, "notes.txt");
+	assert_lacks(r.out, "other.shm");
+	run_free(&r);
+
+	run_expect(&r, 0, (const char *const[]){ "ls", "--json", NULL });
+	assert_json_object(r.out);
+	assert_has(r.out, "\"name\": \"" SYSTEM "\"");
+	assert_has(r.out, "\"state\": \"running\"");
+	assert_has(r.out, "\"router_alive\": true");
+	assert_has(r.out, "\"groups_declared\": 3");
+	assert_has(r.out, "\"groups_running\": 1");
+	assert_has(r.out, "\"groups_failed\": 0");
+	assert_has(r.out, "\"routes\": 1");
+	assert_has(r.out, "\"dispatchers\": 1");
+	/* Registry, doorbells and three mailboxes; the ghost is not the system's. */
+	assert_has(r.out, "\"segments\": 5");
+	assert_has(r.out, "\"name\": \"shoal.gone.bell\"");
+	assert_has(r.out, "\"creator_alive\": false");
+	assert_has(r.out, "\"status\": \"leftover\"");
+	assert_has(r.out, "\"status\": \"ok\"\n}\n");
+	run_free(&r);
+
+	shoal_seg_detach(&ghost);
+	unlink(test_seg_path("shoal." SYSTEM ".g.ghost"));
+	unlink(test_seg_path("shoal.gone.bell"));
+	unlink(test_seg_path("notes.txt"));
+	unlink(test_seg_path("other.shm"));
+}
+
+/* ---- stat ---- */
+
+static void tool_stat_shows_router_types_and_groups(void **state)
+{
+	struct run r;
+	char want[128];
+
+	(void)state;
+	run_expect(&r, 0, (const char *const[]){ "stat", SYSTEM, NULL });
+	assert_has(r.out, "System " SYSTEM "\n");
+	snprintf(want, sizeof(want), "  router        pid %d (alive), running\n", (int)getpid());
+	assert_has(r.out, want);
+	assert_has(r.out, "  groups        3 declared, 1 running, 0 failed, 0 restarts\n");
+	assert_has(r.out, "  routes        1 ");
+	assert_has(r.out, "\nDispatchers\n");
+	assert_has(r.out, "\nMessage types\n");
+	assert_has(r.out, "ping");
+	assert_has(r.out, "\nGroups\n");
+	assert_has(r.out, "\nGroup gated (id 0)\n  state         running, pid ");
+	assert_has(r.out, "\nGroup prod (id 1)\n  state         down, pid 0, generation 1, 0 "
+			  "restarts\n");
+	assert_has(r.out, "\nGroup idle (id 2)\n  state         down, pid 0, generation 0, 0 "
+			  "restarts\n");
+	assert_has(r.out, "  sent          10 routed, 0 direct\n");
+	/* The gated worker took one message into its handler; it is still in the ring. */
+	assert_has(r.out, "  received      1, handled 0\n");
+	assert_has(r.out, "in.0.d0");
+	assert_lacks(r.out, "CORRUPT");
+	assert_int_equal(r.err[0], '\0');
+	run_free(&r);
+}
+
+static void tool_stat_json_counts_what_is_queued(void **state)
+{
+	struct run r;
+
+	(void)state;
+	run_expect(&r, 0, (const char *const[]){ "stat", "--json", SYSTEM, NULL });
+	assert_json_object(r.out);
+	assert_has(r.out, "\"router_alive\": true");
+	assert_has(r.out, "\"groups_declared\": 3");
+	assert_has(r.out, "\"name\": \"ping\",\n      \"max_size\": 64,\n      \"routes\": 1");
+	assert_has(r.out, "\"name\": \"gated\",\n      \"state\": \"running\"");
+	assert_has(r.out, "\"name\": \"prod\",\n      \"state\": \"down\"");
+	assert_has(r.out, "\"name\": \"idle\",\n      \"state\": \"down\"");
+	assert_has(r.out, "\"delivered\": 10");
+	assert_has(r.out, "\"sent_routed\": 10");
+	assert_has(r.out, "\"queued\": 10,");
+	assert_has(r.out, "\"name\": \"in.0.d0\"");
+	assert_has(r.out, "\"pending\": 10,");
+	assert_has(r.out, "\"status\": \"ok\"\n}\n");
+	assert_lacks(r.out, "\"status\": \"corrupt\"");
+	run_free(&r);
+}
+
+/* ---- dump ---- */
+
+static void tool_dump_shows_every_queued_message(void **state)
+{
+	struct run r;
+
+	(void)state;
+	run_expect(&r, 0, (const char *const[]){ "dump", SYSTEM, "gated", NULL });
+	assert_has(r.out, "Group gated (id 0) of system " SYSTEM ": 1 ring, 10 messages queued\n");
+	assert_has(r.out, "Ring in.0.d0: 10 messages queued (");
+	assert_int_equal(count_of(r.out, ": ping (type 1), 24 bytes, age "), N_QUEUED);
+	assert_int_equal(count_of(r.out, "from    prod[1] whole group gen 1\n"), N_QUEUED);
+	assert_int_equal(count_of(r.out, "to      gated[0] whole group gen 1\n"), N_QUEUED);
+	assert_has(r.out, "request 0, flags routed\n");
+	assert_lacks(r.out, "more (--limit)");
+	run_free(&r);
+
+	/* Payloads: struct msg, seq first (little-endian). */
+	run_expect(&r, 0, (const char *const[]){ "dump", "--hex", "--limit", "3", SYSTEM, "gated",
+						 NULL });
+	assert_int_equal(count_of(r.out, " at index "), 3);
+	assert_has(r.out, "#1 at index 0: ");
+	assert_has(r.out, "data    00 00 00 00 00 00 00 00 ");
+	assert_has(r.out, "data    01 00 00 00 00 00 00 00 ");
+	assert_has(r.out, "data    02 00 00 00 00 00 00 00 ");
+	assert_has(r.out, "  ... and 7 more (--limit)\n");
+	run_free(&r);
+
+	run_expect(&r, 0, (const char *const[]){ "dump", "--limit", "0", "--ring", "in.0.d0",
+						 SYSTEM, "gated", NULL });
+	assert_has(r.out, "Ring in.0.d0: 10 messages queued");
+	assert_lacks(r.out, " at index ");
+	run_free(&r);
+
+	/* The producer's inbound ring holds nothing. */
+	run_expect(&r, 0, (const char *const[]){ "dump", SYSTEM, "prod", NULL });
+	assert_has(r.out, "Ring in.0.d0: 0 messages queued (0 bytes");
+	run_free(&r);
+}
+
+static void tool_dump_json_has_one_record_per_message(void **state)
+{
+	struct run r;
+
+	(void)state;
+	run_expect(&r, 0, (const char *const[]){ "dump", "--json", SYSTEM, "gated", NULL });
+	assert_json_object(r.out);
+	assert_has(r.out, "\"group\": \"gated\"");
+	assert_has(r.out, "\"queued\": 10,");
+	assert_int_equal(count_of(r.out, "\"type_name\": \"ping\""), N_QUEUED);
+	assert_int_equal(count_of(r.out, "\"envelope\": \"ok\""), N_QUEUED);
+	assert_int_equal(count_of(r.out, "\"group_name\": \"prod\""), N_QUEUED);
+	assert_has(r.out, "\"flags\": [\n            \"routed\"\n          ]");
+	assert_has(r.out, "\"payload_hex\": \"000000000000000001000000");
+	assert_has(r.out, "\"payload_hex\": \"090000000000000001000000");
+	assert_has(r.out, "\"raced\": false");
+	assert_has(r.out, "\"status\": \"ok\"\n}\n");
+	run_free(&r);
+}
+
+static void tool_dump_names_what_it_cannot_find(void **state)
+{
+	struct run r;
+
+	(void)state;
+	run_expect(&r, 1, (const char *const[]){ "dump", SYSTEM, "nobody", NULL });
+	assert_has(r.err, "system " SYSTEM " has no group 'nobody'");
+	assert_int_equal(r.out[0], '\0');
+	run_free(&r);
+
+	run_expect(&r, 1, (const char *const[]){ "dump", "--ring", "in.9.d9", SYSTEM, "gated",
+						 NULL });
+	assert_has(r.err, "group gated's mailbox has no ring named 'in.9.d9'");
+	run_free(&r);
+}
+
+/* ---- top ---- */
+
+static void tool_top_prints_each_refresh(void **state)
+{
+	struct run r;
+
+	(void)state;
+	run_expect(&r, 0, (const char *const[]){ "top", "--count", "2", "--interval", "100",
+						 SYSTEM, NULL });
+	assert_int_equal(count_of(r.out, "shoal top: system " SYSTEM ", router pid "), 2);
+	assert_int_equal(count_of(r.out, "\nDispatchers (busiest first)\n"), 2);
+	assert_int_equal(count_of(r.out, "\nGroups (busiest first)\n"), 2);
+	assert_int_equal(count_of(r.out, "  gated "), 2);
+	assert_int_equal(count_of(r.out, "  idle "), 2);
+	/* Not a terminal: no escape sequences. */
+	assert_null(strchr(r.out, '\033'));
+	run_free(&r);
+
+	run_expect(&r, 0, (const char *const[]){ "top", "--json", "--count", "2", "--interval",
+						 "100", SYSTEM, NULL });
+	assert_int_equal(assert_json_lines(r.out), 2);
+	assert_int_equal(count_of(r.out, "\"name\": \"gated\", \"state\": \"running\""), 2);
+	assert_int_equal(count_of(r.out, "\"queued\": 10"), 2);
+	assert_has(r.out, "\"refresh\": 2");
+	run_free(&r);
+}
+
+/* ---- Damaged copies: refused or reported, never a crash ---- */
+
+/*
+ * Run every command that reads the registry on system "copy": stat and top
+ * exit with `code` and say `says` (on stderr for exit 3, on stdout else; in
+ * JSON output `says_json`); ls lists the copy as bad next to the healthy
+ * system.
+ */
+static void run_all_on_copy(int code, const char *says, const char *says_json)
+{
+	static const char *const cmds[][8] = {
+		{ "stat", "copy", NULL },
+		{ "stat", "--json", "copy", NULL },
+		{ "top", "--count", "1", "--interval", "10", "copy", NULL },
+		{ "top", "--json", "--count", "1", "--interval", "10", "copy", NULL },
+	};
+	struct run r;
+
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		bool json = strcmp(cmds[i][1], "--json") == 0;
+
+		run_expect(&r, code, cmds[i]);
+		assert_has(code == 3 ? r.err : r.out, json && code != 3 ? says_json : says);
+		/* Untrusted names reach the terminal escaped. */
+		assert_null(strchr(r.out, '\033'));
+		assert_null(strchr(r.err, '\033'));
+		if (json && code != 3 && cmds[i][0][0] == 's')
+			assert_json_object(r.out);
+		if (json && code != 3 && cmds[i][0][0] == 't')
+			assert_int_equal(assert_json_lines(r.out), 1);
+		run_free(&r);
+	}
+	/* Without a readable registry there is no group to find (exit 3); with
+	 * garbage in its tables, no group "gated" (exit 1). */
+	run_expect(&r, code, (const char *const[]){ "dump", "copy", "gated", NULL });
+	run_free(&r);
+	run_expect(&r, 1, (const char *const[]){ "ls", NULL });
+	assert_has(r.out, "  copy  ");
+	assert_has(r.out, "  " SYSTEM "  ");
+	run_free(&r);
+	run_expect(&r, 1, (const char *const[]){ "ls", "--json", NULL });
+	assert_json_object(r.out);
+	run_free(&r);
+}
+
+static void tool_stat_refuses_garbage_registry_header(void **state)
+{
+	struct shoal_seg seg;
+	struct shoal__reg_hdr *h;
+
+	(void)state;
+	h = copy_registry(&seg);
+	fill_random(h, sizeof(*h), 1);
+	shoal_seg_detach(&seg);
+	run_all_on_copy(3, "bad registry header", NULL);
+	remove_copies();
+}
+
+static void tool_stat_refuses_random_file(void **state)
+{
+	struct stat st;
+	char *junk;
+
+	(void)state;
+	copy_segment("reg");
+	assert_int_equal(stat(test_seg_path("shoal.copy.reg"), &st), 0);
+	junk = malloc((size_t)st.st_size);
+	assert_non_null(junk);
+	fill_random(junk, (size_t)st.st_size, 2);
+	{
+		int fd = open(test_seg_path("shoal.copy.reg"), O_WRONLY | O_TRUNC | O_CLOEXEC);
+
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, junk, (size_t)st.st_size), st.st_size);
+		close(fd);
+	}
+	free(junk);
+	run_all_on_copy(3, "is not a Shoal segment", NULL);
+	remove_copies();
+}
+
+static void tool_stat_refuses_truncated_registry(void **state)
+{
+	(void)state;
+	copy_segment("reg");
+	assert_int_equal(truncate(test_seg_path("shoal.copy.reg"), 4096), 0);
+	run_all_on_copy(3, "is truncated", NULL);
+	remove_copies();
+}
+
+/* Header intact, tables garbage: everything is bounded and reported. */
+static void tool_stat_reports_garbage_tables(void **state)
+{
+	struct shoal_seg seg;
+	struct shoal__reg_hdr *h;
+	struct shoal__reg_group *groups;
+	char *tables;
+
+	(void)state;
+	h = copy_registry(&seg);
+	tables = (char *)h + sizeof(*h);
+	fill_random(tables, SHOAL__MAX_TYPES * sizeof(struct shoal__reg_type) +
+		    SHOAL_MAX_GROUPS * sizeof(struct shoal__reg_group), 3);
+	/* Counts beyond the layout's limits, a hostile group name, and a group
+	 * that looks fine but for the hostile mailbox name it records. */
+	atomic_store(&h->n_groups, 100000);
+	atomic_store(&h->n_dispatchers, 99);
+	groups = (struct shoal__reg_group *)((char *)h + h->groups_off);
+	memcpy(groups[0].name, "\033[31mevil\033[0m", 13);
+	snprintf(groups[1].name, sizeof(groups[1].name), "fine");
+	atomic_store(&groups[1].state, SHOAL_GROUP_DOWN);
+	snprintf(groups[1].mailbox, sizeof(groups[1].mailbox), "\033]0;owned\007");
+	shoal_seg_detach(&seg);
+	run_all_on_copy(1, "CORRUPT", "\"status\": \"corrupt\"");
+	remove_copies();
+}
+
+/* A copy whose mailbox is present: damage its ring, then its file. */
+static void tool_dump_reports_a_damaged_ring(void **state)
+{
+	struct shoal_seg reg, mbx;
+	struct shoal_seg_region rr;
+	struct shoal__ring *ring;
+	struct run r;
+
+	(void)state;
+	copy_registry(&reg);
+	shoal_seg_detach(&reg);
+	copy_segment("g.gated");
+	/* An intact copy shows what the live mailbox holds. */
+	run_expect(&r, 0, (const char *const[]){ "dump", "copy", "gated", NULL });
+	assert_has(r.out, "Ring in.0.d0: 10 messages queued");
+	run_free(&r);
+
+	assert_int_equal(shoal_seg_attach(&mbx, "shoal.copy.g.gated", 0, NULL), 0);
+	assert_int_equal(shoal_seg_find(&mbx, SHOAL_SEG_KIND_RING, "in.0.d0", &rr), 0);
+	ring = shoal_seg_ptr(&mbx, rr.off, rr.len, 128);
+	assert_non_null(ring);
+	/* The third record's header (records of 24 + 56 bytes take 88). */
+	((struct shoal__rec_hdr *)((char *)ring + SHOAL__RING_DATA_OFF + 2 * 88))->len = 1u << 30;
+	shoal_seg_detach(&mbx);
+	run_expect(&r, 1, (const char *const[]){ "dump", "copy", "gated", NULL });
+	assert_has(r.out, "Ring in.0.d0: CORRUPT: record at index 176 has length 1073741824");
+	run_free(&r);
+	run_expect(&r, 1, (const char *const[]){ "dump", "--json", "copy", "gated", NULL });
+	assert_json_object(r.out);
+	assert_has(r.out, "\"status\": \"corrupt\"");
+	run_free(&r);
+
+	assert_int_equal(truncate(test_seg_path("shoal.copy.g.gated"), 8192), 0);
+	run_expect(&r, 3, (const char *const[]){ "dump", "copy", "gated", NULL });
+	assert_has(r.err, "cannot attach the mailbox of group gated");
+	assert_has(r.err, "is truncated");
+	run_free(&r);
+	remove_copies();
+}
+
+/* ---- Systems that are not there, and the command line ---- */
+
+static void tool_commands_name_a_missing_system(void **state)
+{
+	static const char *const cmds[][6] = {
+		{ "stat", "nosuch", NULL },
+		{ "top", "--count", "1", "nosuch", NULL },
+		{ "dump", "nosuch", "gated", NULL },
+	};
+	char want[512];
+	struct run r;
+
+	(void)state;
+	snprintf(want, sizeof(want), "no system 'nosuch' in %s (no segment shoal.nosuch.reg)",
+		 getenv("SHOAL_SHM_DIR"));
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		run_expect(&r, 3, cmds[i]);
+		assert_has(r.err, want);
+		assert_int_equal(r.out[0], '\0');
+		run_free(&r);
+	}
+}
+
+static void tool_new_commands_reject_bad_command_lines(void **state)
+{
+	static const struct {
+		const char *args[7];
+		const char *says;
+	} cases[] = {
+		{ { "ls", "extra", NULL }, "unexpected argument 'extra'" },
+		{ { "ls", "--bogus", NULL }, "unknown option '--bogus'" },
+		{ { "stat", NULL }, "missing SYSTEM" },
+		{ { "stat", "a.b", NULL }, "'a.b' is not a system name" },
+		{ { "stat", "x", "y", NULL }, "unexpected argument 'y'" },
+		{ { "top", "--interval", "5", "x", NULL }, "--interval takes milliseconds" },
+		{ { "top", "--count", "0", "x", NULL }, "--count takes a number" },
+		{ { "top", "x", "--interval", NULL }, "option '--interval' needs a value" },
+		{ { "dump", "x", NULL }, "missing GROUP" },
+		{ { "dump", NULL }, "missing SYSTEM and GROUP" },
+		{ { "dump", "--limit", "many", "x", "g", NULL }, "--limit takes a number" },
+		{ { "dump", "x", "g/h", NULL }, "system and group names" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct run r;
+
+		run_expect(&r, 2, cases[i].args);
+		assert_has(r.err, cases[i].says);
+		assert_int_equal(r.out[0], '\0');
+		run_free(&r);
+	}
+}
+
+static void tool_help_lists_commands_in_order(void **state)
+{
+	static const char *const cmds[] = { "ls", "stat", "top", "dump" };
+	const char *at;
+	struct run r;
+
+	(void)state;
+	run_expect(&r, 0, (const char *const[]){ "--help", NULL });
+	at = strstr(r.out, "  run ");
+	assert_non_null(at);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		char line[16];
+
+		snprintf(line, sizeof(line), "\n  %-6s ", cmds[i]);
+		at = strstr(at, line);
+		if (at == NULL)
+			fail_msg("'%s' missing or out of order in:\n%s", cmds[i], r.out);
+	}
+	assert_non_null(strstr(at, "\n  ring   "));
+	run_free(&r);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		run_expect(&r, 0, (const char *const[]){ cmds[i], "--help", NULL });
+		assert_has(r.out, "Usage: shoal ");
+		assert_has(r.out, "Exit status:");
+		run_free(&r);
+	}
+}
+
+/* Last: takes the system down while `top` watches it. */
+static void tool_top_says_when_the_system_goes_away(void **state)
+{
+	struct run r;
+
+	(void)state;
+	tool_start(&r, (const char *const[]){ "top", "--interval", "50", SYSTEM, NULL });
+	usleep(300000);
+	atomic_store(&rt_res->go, 1);
+	assert_int_equal(shoal_router_stop_groups(rt_router, 10000000000), 0);
+	test_assert_exited(test_wait_pid(fx.gated, 10000), 0);
+	fx.gated = 0;
+	shoal_router_destroy(rt_router);
+	rt_router = NULL;
+	tool_finish(&r, 0);
+	assert_has(r.err, "shoal top: system " SYSTEM " went away");
+	assert_has(r.out, "shoal top: system " SYSTEM);
+	run_free(&r);
+	fx.router_up = false;
+	test_shm_dir_remove();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(tool_ls_lists_the_system_and_strays),
+		cmocka_unit_test(tool_stat_shows_router_types_and_groups),
+		cmocka_unit_test(tool_stat_json_counts_what_is_queued),
+		cmocka_unit_test(tool_dump_shows_every_queued_message),
+		cmocka_unit_test(tool_dump_json_has_one_record_per_message),
+		cmocka_unit_test(tool_dump_names_what_it_cannot_find),
+		cmocka_unit_test(tool_top_prints_each_refresh),
+		cmocka_unit_test(tool_stat_refuses_garbage_registry_header),
+		cmocka_unit_test(tool_stat_refuses_random_file),
+		cmocka_unit_test(tool_stat_refuses_truncated_registry),
+		cmocka_unit_test(tool_stat_reports_garbage_tables),
+		cmocka_unit_test(tool_dump_reports_a_damaged_ring),
+		cmocka_unit_test(tool_commands_name_a_missing_system),
+		cmocka_unit_test(tool_new_commands_reject_bad_command_lines),
+		cmocka_unit_test(tool_help_lists_commands_in_order),
+		cmocka_unit_test(tool_top_says_when_the_system_goes_away),
+	};
+
+	bin = getenv("SHOAL_BIN");
+	if (bin == NULL || bin[0] == '\0') {
+		/* Visible skip: meson passes SHOAL_BIN; a hand run must too. */
+		fprintf(stderr, "tool_system_test: SHOAL_BIN is not set (path of the shoal "
+			"binary); skipping\n");
+		return 77;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests_name("tool_system", tests, system_up, system_down);
+}

@@ -1,0 +1,497 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * System views for the tools (see sysview.h).
+ *
+ * Every read of a mapping runs under shoal__snap_guard(), so a segment file
+ * truncated by another process is an error, not a SIGBUS. The guarded
+ * functions below only load from the mappings and fill memory allocated
+ * before the guard; printing happens later, from the copy.
+ *
+ * Ordering: the registry is written by the router's control thread and read
+ * here with relaxed loads (display values, ordering nothing), except a
+ * message type's id, loaded with acquire so that its name is complete (A1).
+ * Values read at different times may disagree with each other under live
+ * traffic; only values that break the layout's rules count as corruption.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "shm/atomic.h"
+#include "tools/cli.h"
+#include "tools/format.h"
+#include "tools/sysview.h"
+
+/* Read-only, owner-agnostic: a tool never writes and reads any user's system. */
+#define ATTACH_FLAGS (SHOAL_SEG_RDONLY | SHOAL_SEG_ALLOW_FOREIGN)
+
+const char *shoal__shm_dir(void)
+{
+	const char *d = getenv("SHOAL_SHM_DIR");
+
+	return d != NULL && d[0] != '\0' ? d : "/dev/shm";
+}
+
+const char *shoal__group_state_name(uint32_t state)
+{
+	static const char *const names[] = {
+		[SHOAL_GROUP_EMPTY] = "empty",
+		[SHOAL_GROUP_DOWN] = "down",
+		[SHOAL_GROUP_RUNNING] = "running",
+		[SHOAL_GROUP_STOPPING] = "stopping",
+		[SHOAL_GROUP_FAILED] = "failed",
+	};
+
+	return state < sizeof(names) / sizeof(names[0]) ? names[state] : NULL;
+}
+
+const char *shoal__system_state_name(uint32_t state)
+{
+	/* The values runtime/router.c stores in the registry header. */
+	switch (state) {
+	case 1:
+		return "running";
+	case 2:
+		return "stopping";
+	default:
+		return NULL;
+	}
+}
+
+const char *shoal__alive_name(int alive)
+{
+	return alive > 0 ? "alive" : alive == 0 ? "dead" : "unknown";
+}
+
+__attribute__((format(printf, 3, 4)))
+static void problem(bool *corrupt, char reason[SHOAL_ERR_MSG_MAX], const char *fmt, ...)
+{
+	va_list ap;
+
+	/* Keep the first problem: later ones are often its consequences. */
+	if (*corrupt)
+		return;
+	*corrupt = true;
+	va_start(ap, fmt);
+	vsnprintf(reason, SHOAL_ERR_MSG_MAX, fmt, ap);
+	va_end(ap);
+}
+
+/* Copy a fixed-size name field; false if it held no terminator. */
+static bool copy_name(char *dst, const char *src, size_t len)
+{
+	memcpy(dst, src, len);
+	if (memchr(dst, '\0', len) != NULL)
+		return true;
+	dst[len - 1] = '\0';
+	return false;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- The registry ---- */
+
+struct reg_read {
+	const char *system;
+	struct shoal__registry reg;
+	struct shoal__sys_view *v;
+	struct shoal_err *err;
+	int ret;
+};
+
+static void read_header(struct shoal__sys_view *v, struct shoal__reg_hdr *h)
+{
+	char system[SHOAL__SYSTEM_MAX], shown[SHOAL_FMT_PRINTABLE_SIZE(SHOAL__SYSTEM_MAX)];
+
+	if (!copy_name(system, h->system, sizeof(system)) || strcmp(system, v->system) != 0)
+		problem(&v->corrupt, v->reason, "the registry names its system '%s', not '%s'",
+			shoal__fmt_printable(shown, sizeof(shown), system), v->system);
+	v->router_pid = h->router_pid;
+	/* Relaxed, here and below: display values from a single writer. */
+	v->state = shoal_load_relaxed(&h->state);
+	v->n_nodes = h->n_nodes;
+	v->n_dispatchers = shoal_load_relaxed(&h->n_dispatchers);
+	v->route_version = shoal_load_relaxed(&h->route_version);
+	v->n_routes = shoal_load_relaxed(&h->n_routes);
+	v->n_groups = shoal_load_relaxed(&h->n_groups);
+	v->spin_ns = h->spin_ns;
+	if (shoal__system_state_name(v->state) == NULL)
+		problem(&v->corrupt, v->reason, "system state %u is neither running (1) nor "
+			"stopping (2)", v->state);
+	if (v->n_dispatchers > SHOAL_MAX_NODES) {
+		problem(&v->corrupt, v->reason, "%u dispatchers, more than the %d the layout holds",
+			v->n_dispatchers, SHOAL_MAX_NODES);
+		v->n_dispatchers = SHOAL_MAX_NODES;
+	}
+	if (v->n_groups > SHOAL_MAX_GROUPS) {
+		problem(&v->corrupt, v->reason, "%u groups, more than the %d the layout holds",
+			v->n_groups, SHOAL_MAX_GROUPS);
+		v->n_groups = SHOAL_MAX_GROUPS;
+	}
+}
+
+static void read_dispatchers(struct shoal__sys_view *v, struct shoal__reg_hdr *h)
+{
+	for (uint32_t d = 0; d < v->n_dispatchers; d++) {
+		struct shoal__reg_dispatcher *rd = &h->disp[d];
+		struct shoal__disp_view *dv = &v->disp[d];
+
+		dv->node = rd->node;
+		dv->cpus = rd->cpus;
+		dv->batches = shoal_load_relaxed(&rd->batches);
+		dv->messages = shoal_load_relaxed(&rd->messages);
+		dv->delivered = shoal_load_relaxed(&rd->delivered);
+		dv->no_route = shoal_load_relaxed(&rd->no_route);
+		dv->dropped_full = shoal_load_relaxed(&rd->dropped_full);
+		dv->dropped_dead = shoal_load_relaxed(&rd->dropped_dead);
+		dv->malformed = shoal_load_relaxed(&rd->malformed);
+		dv->sleeps = shoal_load_relaxed(&rd->sleeps);
+		dv->busy_ns = shoal_load_relaxed(&rd->busy_ns);
+	}
+}
+
+static void read_types(struct shoal__sys_view *v, struct shoal__reg_type *types)
+{
+	for (uint32_t i = 0; i < SHOAL__MAX_TYPES; i++) {
+		struct shoal__type_view *t = &v->types[v->n_types];
+		/* A1: pairs with R2 in register_type() (runtime/router.c): a
+		 * non-zero id is stored after the type's name and size. */
+		uint32_t id = shoal_load_acquire(&types[i].id);
+
+		if (id == 0)
+			continue;
+		t->id = id;
+		t->max_size = types[i].max_size;
+		t->routes = shoal_load_relaxed(&types[i].routes);
+		if (!copy_name(t->name, types[i].name, sizeof(t->name)))
+			problem(&v->corrupt, v->reason, "the name of message type %u is not "
+				"terminated", id);
+		v->n_types++;
+	}
+}
+
+/*
+ * The mailbox segment of group `g`. Normally shoal__name_mailbox() of the
+ * system and group names, which the registry repeats; when those names are
+ * too long to form one, the router used the cut-short name it recorded, so
+ * take that if it lies in this system's namespace.
+ */
+static void group_mailbox_name(const struct shoal__sys_view *v, struct shoal__group_view *g,
+			       const char *recorded, bool recorded_ok)
+{
+	char prefix[SHOAL_SEG_NAME_MAX + SHOAL__SYSTEM_MAX];
+	char shown[SHOAL_FMT_PRINTABLE_SIZE(SHOAL_SEG_NAME_MAX)];
+
+	if (shoal__name_mailbox(g->mailbox, v->system, g->name) == 0) {
+		if (!recorded_ok || strcmp(recorded, g->mailbox) != 0)
+			problem(&g->corrupt, g->reason, "the registry names its mailbox '%s', not "
+				"'%s'", shoal__fmt_printable(shown, sizeof(shown), recorded),
+				g->mailbox);
+		return;
+	}
+	snprintf(prefix, sizeof(prefix), "shoal.%s.g.", v->system);
+	if (recorded_ok && strncmp(recorded, prefix, strlen(prefix)) == 0) {
+		snprintf(g->mailbox, sizeof(g->mailbox), "%s", recorded);
+		return;
+	}
+	g->mailbox[0] = '\0';
+	problem(&g->corrupt, g->reason, "its mailbox name is too long and the registry records "
+		"none of this system");
+}
+
+static void check_group(const struct shoal__sys_view *v, struct shoal__group_view *g)
+{
+	if (shoal__group_state_name(g->state) == NULL)
+		problem(&g->corrupt, g->reason, "state %u is not a group state", g->state);
+	if (!g->name_ok)
+		problem(&g->corrupt, g->reason, "its name is not a valid group name");
+	if (g->n_workers == 0 || g->n_workers > SHOAL_MAX_WORKERS)
+		problem(&g->corrupt, g->reason, "%u workers, outside 1..%d", g->n_workers,
+			SHOAL_MAX_WORKERS);
+	if (g->dispatcher >= v->n_dispatchers)
+		problem(&g->corrupt, g->reason, "dispatcher %u does not exist (%u dispatchers)",
+			g->dispatcher, v->n_dispatchers);
+}
+
+static void read_group(struct shoal__sys_view *v, uint32_t id, struct shoal__reg_group *rg)
+{
+	struct shoal__group_view *g = &v->groups[id];
+	char recorded[SHOAL_SEG_NAME_MAX];
+	bool recorded_ok;
+
+	g->id = id;
+	g->name_ok = copy_name(g->name, rg->name, sizeof(g->name)) &&
+		     shoal__check_name(g->name, "group", NULL) == 0;
+	g->state = shoal_load_relaxed(&rg->state);
+	g->gen = shoal_load_relaxed(&rg->gen);
+	g->pid = shoal_load_relaxed(&rg->pid);
+	g->n_workers = rg->n_workers;
+	g->n_actors = rg->n_actors;
+	g->node = rg->node;
+	g->dispatcher = rg->dispatcher;
+	g->attaches = shoal_load_relaxed(&rg->attaches);
+	/* Unused dispatcher slots hold zeros: summing all of them is exact. */
+	for (int d = 0; d < SHOAL_MAX_NODES; d++) {
+		g->delivered += shoal_load_relaxed(&rg->stats[d].delivered);
+		g->dropped_full += shoal_load_relaxed(&rg->stats[d].dropped_full);
+		g->dropped_dead += shoal_load_relaxed(&rg->stats[d].dropped_dead);
+	}
+	/* A slot counted before the router filled it in: nothing to judge yet. */
+	if (g->state == SHOAL_GROUP_EMPTY)
+		return;
+	check_group(v, g);
+	recorded_ok = copy_name(recorded, rg->mailbox, sizeof(recorded));
+	if (g->name_ok)
+		group_mailbox_name(v, g, recorded, recorded_ok);
+}
+
+static void read_registry(void *arg)
+{
+	struct reg_read *r = arg;
+	struct shoal__sys_view *v = r->v;
+
+	r->ret = shoal__registry_attach(&r->reg, r->system, ATTACH_FLAGS, r->err);
+	if (r->ret < 0)
+		return;
+	v->taken_ns = now_ns();
+	shoal_seg_info(&r->reg.seg, &v->registry);
+	snprintf(v->registry_path, sizeof(v->registry_path), "%s", r->reg.seg.path);
+	/* The probe also catches a router pid that was recycled. */
+	v->router_alive = shoal_seg_probe(r->reg.seg.path, NULL);
+	read_header(v, r->reg.hdr);
+	read_dispatchers(v, r->reg.hdr);
+	read_types(v, r->reg.types);
+	for (uint32_t id = 0; id < v->n_groups; id++)
+		read_group(v, id, &r->reg.groups[id]);
+}
+
+/* ---- Mailboxes ---- */
+
+struct mbx_read {
+	const struct shoal_seg *seg;
+	struct shoal__group_view *g;
+};
+
+static void read_mailbox(void *arg)
+{
+	struct mbx_read *m = arg;
+	struct shoal__group_view *g = m->g;
+	struct shoal__mbx_hdr *h = shoal__mailbox_hdr(m->seg);
+	uint16_t n;
+
+	if (h == NULL) {
+		problem(&g->corrupt, g->reason, "mailbox %s has no valid mailbox header",
+			g->mailbox);
+		return;
+	}
+	/* Read once: the header was checked, but it is shared memory. */
+	n = h->n_workers;
+	if (n == 0 || n > SHOAL_MAX_WORKERS) {
+		problem(&g->corrupt, g->reason, "mailbox %s has %u workers", g->mailbox, n);
+		return;
+	}
+	if (h->group != g->id || n != g->n_workers)
+		problem(&g->corrupt, g->reason, "mailbox %s is for group %u with %u workers, the "
+			"registry says group %u with %u", g->mailbox, h->group, n, g->id,
+			g->n_workers);
+	for (uint16_t i = 0; i < n; i++) {
+		struct shoal__mbx_worker *w = &h->w[i];
+
+		g->w.sent_routed += shoal_load_relaxed(&w->sent_routed);
+		g->w.sent_direct += shoal_load_relaxed(&w->sent_direct);
+		g->w.received += shoal_load_relaxed(&w->received);
+		g->w.handled += shoal_load_relaxed(&w->handled);
+		g->w.try_failed += shoal_load_relaxed(&w->try_failed);
+		g->w.stale += shoal_load_relaxed(&w->stale);
+		g->w.malformed += shoal_load_relaxed(&w->malformed);
+		g->w.discarded += shoal_load_relaxed(&w->discarded);
+		g->w.up_no_route += shoal_load_relaxed(&w->up_no_route);
+		g->w.up_dropped_full += shoal_load_relaxed(&w->up_dropped_full);
+		g->w.up_malformed += shoal_load_relaxed(&w->up_malformed);
+	}
+	g->have_counters = true;
+}
+
+static int view_mailbox(struct shoal__group_view *g, const struct shoal__sys_view_opts *opts)
+{
+	struct shoal__snap_opts so = { .check_retries = opts->check_retries };
+	struct shoal_err err = {{0}};
+	struct shoal_seg seg;
+	struct mbx_read m = { .seg = &seg, .g = g };
+	int ret;
+
+	ret = shoal_seg_attach(&seg, g->mailbox, ATTACH_FLAGS, &err);
+	if (ret < 0) {
+		problem(&g->corrupt, g->reason, "cannot attach its mailbox: %s",
+			err.msg[0] != '\0' ? err.msg : shoal_strerror(ret));
+		return 0;
+	}
+	g->mailbox_size = seg.size;
+	if (shoal__snap_guard(read_mailbox, &m) < 0)
+		problem(&g->corrupt, g->reason, "mailbox %s shrank while it was read", g->mailbox);
+	ret = 0;
+	if (opts->rings) {
+		ret = shoal__seg_snap_take(&g->rings, &seg, &so);
+		if (ret == -EFAULT)
+			problem(&g->corrupt, g->reason, "mailbox %s shrank while its rings were "
+				"read", g->mailbox);
+		g->have_rings = ret == 0;
+		ret = ret == -ENOMEM ? ret : 0;
+	}
+	shoal_seg_detach(&seg);
+	return ret;
+}
+
+/* ---- The view ---- */
+
+int shoal__sys_view_take(struct shoal__sys_view *v, const char *system,
+			 const struct shoal__sys_view_opts *opts, struct shoal_err *err)
+{
+	struct reg_read r = { .system = system, .v = v, .err = err };
+	int ret;
+
+	memset(v, 0, sizeof(*v));
+	ret = shoal__check_name(system, "system", err);
+	if (ret < 0)
+		return ret;
+	snprintf(v->system, sizeof(v->system), "%s", system);
+	v->types = calloc(SHOAL__MAX_TYPES, sizeof(*v->types));
+	v->groups = calloc(SHOAL_MAX_GROUPS, sizeof(*v->groups));
+	if (v->types == NULL || v->groups == NULL) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	ret = shoal__snap_guard(read_registry, &r);
+	if (ret < 0 && err != NULL) {
+		snprintf(err->msg, sizeof(err->msg), "the registry of system %s shrank while it "
+			 "was read", system);
+	} else if (ret == 0) {
+		ret = r.ret;
+	}
+	/* Attached unless attach failed; a fault may have cut the read short. */
+	if (r.reg.seg.base != NULL)
+		shoal_seg_detach(&r.reg.seg);
+	if (ret < 0)
+		goto fail;
+	for (uint32_t id = 0; id < v->n_groups && (opts->mailboxes || opts->rings); id++) {
+		struct shoal__group_view *g = &v->groups[id];
+
+		if (g->state == SHOAL_GROUP_EMPTY || g->mailbox[0] == '\0')
+			continue;
+		ret = view_mailbox(g, opts);
+		if (ret < 0)
+			goto fail;
+	}
+	return 0;
+fail:
+	shoal__sys_view_free(v);
+	return ret;
+}
+
+void shoal__sys_view_free(struct shoal__sys_view *v)
+{
+	for (uint32_t id = 0; v->groups != NULL && id < v->n_groups; id++)
+		if (v->groups[id].have_rings)
+			shoal__seg_snap_free(&v->groups[id].rings);
+	free(v->groups);
+	free(v->types);
+	v->groups = NULL;
+	v->types = NULL;
+	v->n_groups = 0;
+	v->n_types = 0;
+}
+
+static bool seg_snap_corrupt(const struct shoal__seg_snap *s)
+{
+	if (s->dir_corrupt)
+		return true;
+	for (uint32_t i = 0; i < s->n_regions; i++)
+		if (s->regions[i].corrupt)
+			return true;
+	return false;
+}
+
+bool shoal__group_view_corrupt(const struct shoal__group_view *g)
+{
+	return g->corrupt || (g->have_rings && seg_snap_corrupt(&g->rings));
+}
+
+bool shoal__sys_view_corrupt(const struct shoal__sys_view *v)
+{
+	if (v->corrupt)
+		return true;
+	for (uint32_t id = 0; id < v->n_groups; id++)
+		if (shoal__group_view_corrupt(&v->groups[id]))
+			return true;
+	return false;
+}
+
+uint32_t shoal__group_view_restarts(const struct shoal__group_view *g)
+{
+	return g->attaches > 1 ? g->attaches - 1 : 0;
+}
+
+void shoal__sys_view_count(const struct shoal__sys_view *v, struct shoal__sys_counts *c)
+{
+	memset(c, 0, sizeof(*c));
+	for (uint32_t id = 0; id < v->n_groups; id++) {
+		const struct shoal__group_view *g = &v->groups[id];
+
+		if (g->state == SHOAL_GROUP_EMPTY || shoal__group_state_name(g->state) == NULL)
+			continue;
+		c->declared++;
+		c->running += g->state == SHOAL_GROUP_RUNNING || g->state == SHOAL_GROUP_STOPPING;
+		c->failed += g->state == SHOAL_GROUP_FAILED;
+		c->restarts += shoal__group_view_restarts(g);
+	}
+}
+
+int shoal__sys_view_fail(const char *cmd, const char *system, int ret,
+			 const struct shoal_err *err)
+{
+	if (ret == -ENOENT)
+		fprintf(stderr, "shoal %s: no system '%s' in %s (no segment shoal.%s.reg); 'shoal "
+			"ls' lists the systems there\n", cmd, system, shoal__shm_dir(), system);
+	else
+		fprintf(stderr, "shoal %s: cannot read the registry of system '%s': %s\n", cmd,
+			system, err->msg[0] != '\0' ? err->msg : shoal_strerror(ret));
+	return SHOAL_EXIT_ATTACH;
+}
+
+const struct shoal__group_view *shoal__sys_view_group(const struct shoal__sys_view *v, int id)
+{
+	return id >= 0 && (uint32_t)id < v->n_groups ? &v->groups[id] : NULL;
+}
+
+const struct shoal__type_view *shoal__sys_view_type(const struct shoal__sys_view *v, uint32_t id)
+{
+	for (uint32_t i = 0; i < v->n_types; i++)
+		if (v->types[i].id == id)
+			return &v->types[i];
+	return NULL;
+}
+
+void shoal__group_view_queued(const struct shoal__group_view *g, uint64_t *records,
+			      uint64_t *bytes)
+{
+	*records = *bytes = 0;
+	if (!g->have_rings)
+		return;
+	for (uint32_t i = 0; i < g->rings.n_regions; i++) {
+		const struct shoal__region_snap *r = &g->rings.regions[i];
+
+		if (!r->have_ring || strncmp(r->region.name, "in.", 3) != 0)
+			continue;
+		*records += r->pending > 0 ? (uint64_t)r->pending : 0;
+		*bytes += r->ring.used;
+	}
+}

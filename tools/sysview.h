@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A read-only view of a whole running system for the tools: the registry
+ * (router, dispatchers, message types, groups) and, per group, its mailbox
+ * (worker counters summed, and a snapshot of every ring), copied into private
+ * memory once so that printing never touches shared memory.
+ *
+ * Taking a view never writes to shared memory and never trusts it: the
+ * registry is attached with shoal__registry_attach() and each mailbox with
+ * shoal__mailbox_hdr(), read-only and whoever owns them; every count read
+ * back is bounded by the layout's limits before it drives a loop; names are
+ * copied with a terminator and checked; a file that shrinks while it is read
+ * is reported, not a crash (tools/snapshot.h). What does not add up is
+ * recorded as a problem next to the data it concerns, in a reason whose
+ * untrusted parts are already escaped (the names in the view are not: escape
+ * them before printing).
+ */
+#ifndef SHOAL_TOOLS_SYSVIEW_H
+#define SHOAL_TOOLS_SYSVIEW_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <shoal/api.h>
+#include <shoal/message.h>
+#include <shoal/router.h>
+#include <shoal/segment.h>
+
+#include "runtime/layout.h"
+#include "tools/snapshot.h"
+
+struct shoal__disp_view {
+	int32_t node;
+	uint64_t cpus;
+	uint64_t batches, messages, delivered, no_route, dropped_full, dropped_dead;
+	uint64_t malformed, sleeps, busy_ns;
+};
+
+struct shoal__type_view {
+	uint32_t id;
+	uint32_t max_size;
+	uint32_t routes;
+	char name[SHOAL_NAME_MAX];
+};
+
+/* A mailbox's per-worker counters, summed over its workers. */
+struct shoal__worker_sums {
+	uint64_t sent_routed, sent_direct, received, handled;
+	uint64_t try_failed, stale, malformed, discarded;
+	uint64_t up_no_route, up_dropped_full, up_malformed;   /* dispatcher-written */
+};
+
+struct shoal__group_view {
+	uint32_t id;
+	char name[SHOAL_NAME_MAX];      /* as read, terminated; escape before printing */
+	bool name_ok;                   /* a valid group name */
+	uint32_t state;                 /* enum shoal_group_state, unchecked */
+	uint32_t gen;
+	int32_t pid;
+	uint16_t n_workers, n_actors;
+	int32_t node;
+	uint32_t dispatcher;
+	uint32_t attaches;
+	/* Registry counters, summed over dispatchers. */
+	uint64_t delivered, dropped_full, dropped_dead;
+
+	char mailbox[SHOAL_SEG_NAME_MAX];   /* segment name; "" if it cannot be told */
+	uint64_t mailbox_size;
+	bool have_counters;             /* mailbox attached, header valid: `w` is set */
+	struct shoal__worker_sums w;
+	bool have_rings;                /* `rings` holds the mailbox's snapshot */
+	struct shoal__seg_snap rings;
+
+	bool corrupt;                   /* something about this group does not add up */
+	char reason[SHOAL_ERR_MSG_MAX]; /* the first such thing */
+};
+
+struct shoal__sys_view {
+	char system[SHOAL__SYSTEM_MAX];
+	char registry_path[256];
+	struct shoal_seg_info registry;  /* the registry segment's header */
+	int router_alive;               /* shoal_seg_probe(): 1, 0, or a negative errno */
+	int32_t router_pid;
+	uint32_t state;                 /* 1 running, 2 stopping */
+	uint32_t n_nodes;
+	uint32_t n_dispatchers;         /* bounded by SHOAL_MAX_NODES */
+	uint32_t route_version;
+	uint32_t n_routes;
+	uint64_t spin_ns;
+	struct shoal__disp_view disp[SHOAL_MAX_NODES];
+	uint32_t n_types;
+	struct shoal__type_view *types;
+	uint32_t n_groups;              /* bounded by SHOAL_MAX_GROUPS */
+	struct shoal__group_view *groups;
+	uint64_t taken_ns;              /* CLOCK_MONOTONIC when the registry was read */
+
+	bool corrupt;                   /* the registry itself does not add up */
+	char reason[SHOAL_ERR_MSG_MAX];
+};
+
+struct shoal__sys_view_opts {
+	bool mailboxes;                 /* attach every group's mailbox (counters) */
+	bool rings;                     /* and snapshot its rings (implies mailboxes) */
+	uint32_t check_retries;         /* for rings that fail their check */
+};
+
+/*
+ * Take a view of system `system` (a system name) in $SHOAL_SHM_DIR.
+ * Returns 0 (problems found are recorded in the view), or with a reason in
+ * *err: -EINVAL (bad name), -ENOMEM, -EFAULT (the registry file shrank while
+ * it was read), or what attaching the registry returned (-ENOENT: no such
+ * system; -EPROTO, -EPROTONOSUPPORT, -EBADMSG, -EUCLEAN, -EACCES ...).
+ * On success call shoal__sys_view_free().
+ */
+int shoal__sys_view_take(struct shoal__sys_view *v, const char *system,
+			 const struct shoal__sys_view_opts *opts, struct shoal_err *err);
+
+void shoal__sys_view_free(struct shoal__sys_view *v);
+
+/* True when the registry, a group or one of its rings looks corrupted. */
+bool shoal__sys_view_corrupt(const struct shoal__sys_view *v);
+bool shoal__group_view_corrupt(const struct shoal__group_view *g);
+
+/* Groups by state, and restarts (attaches beyond the first), over the view. */
+struct shoal__sys_counts {
+	uint32_t declared;   /* slots in a valid state other than empty */
+	uint32_t running;    /* running or stopping: a process is attached */
+	uint32_t failed;
+	uint64_t restarts;
+};
+
+void shoal__sys_view_count(const struct shoal__sys_view *v, struct shoal__sys_counts *c);
+
+/* Restarts of one group: its attaches beyond the first. */
+uint32_t shoal__group_view_restarts(const struct shoal__group_view *g);
+
+/*
+ * Report on stderr, as "shoal CMD: ...", why shoal__sys_view_take() failed
+ * with `ret`. Returns the exit code for it: SHOAL_EXIT_ATTACH.
+ */
+int shoal__sys_view_fail(const char *cmd, const char *system, int ret,
+			 const struct shoal_err *err);
+
+/* Group `id`, or NULL when the registry has no such slot. */
+const struct shoal__group_view *shoal__sys_view_group(const struct shoal__sys_view *v, int id);
+
+/* Message type `id`, or NULL. */
+const struct shoal__type_view *shoal__sys_view_type(const struct shoal__sys_view *v,
+						    uint32_t id);
+
+/* Messages waiting in a group's inbound rings ("in.*"), and their bytes. */
+void shoal__group_view_queued(const struct shoal__group_view *g, uint64_t *records,
+			      uint64_t *bytes);
+
+/* "empty", "down", "running", "stopping", "failed"; NULL for another value. */
+const char *shoal__group_state_name(uint32_t state);
+
+/* "running", "stopping"; NULL for another value. */
+const char *shoal__system_state_name(uint32_t state);
+
+/* "alive", "dead" or "unknown", for a shoal_seg_probe() result. */
+const char *shoal__alive_name(int alive);
+
+/* The directory the segments live in: $SHOAL_SHM_DIR, or /dev/shm. */
+const char *shoal__shm_dir(void);
+
+#endif

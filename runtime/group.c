@@ -399,7 +399,8 @@ uint32_t shoal_group_generation(const struct shoal_group *g)
 
 uint64_t shoal_group_lookup(struct shoal_group *g, const char *name, uint16_t slot)
 {
-	uint32_t n = shoal_load_relaxed(&g->reg.hdr->n_groups);
+	/* A3: pairs with R3 in router.c declare_group(). */
+	uint32_t n = shoal_load_acquire(&g->reg.hdr->n_groups);
 
 	for (uint32_t i = 0; i < n && i < SHOAL_MAX_GROUPS; i++) {
 		const struct shoal__reg_group *rg = &g->reg.groups[i];

@@ -413,6 +413,14 @@ static int declare_group(struct shoal_router *r, const struct shoal_group_spec *
 	if (r->n_groups >= SHOAL_MAX_GROUPS)
 		return shoal__fail(err, -ENOSPC, "the system already has %d groups",
 				   SHOAL_MAX_GROUPS);
+	{
+		char seg_name[SHOAL_SEG_NAME_MAX];
+
+		if (shoal__name_mailbox(seg_name, r->system, spec->name) < 0)
+			return shoal__fail(err, -ENAMETOOLONG, "group %s: its mailbox name "
+					   "shoal.%s.g.%s would exceed %d characters", spec->name,
+					   r->system, spec->name, SHOAL_SEG_NAME_MAX - 1);
+	}
 	id = (int)r->n_groups;
 	s = &r->groups[id];
 	memset(s, 0, sizeof(*s));
@@ -439,7 +447,9 @@ static int declare_group(struct shoal_router *r, const struct shoal_group_spec *
 	rg->dispatcher = (uint32_t)d;
 	shoal__name_mailbox(rg->mailbox, r->system, s->name);
 	shoal_store_relaxed(&rg->state, SHOAL_GROUP_DOWN);
-	shoal_store_relaxed(&r->reg->n_groups, r->n_groups);
+	/* R3: pairs with A3 in readers of the group table (worker.c, group.c,
+	 * tools): a counted slot has its fields set. */
+	shoal_store_release(&r->reg->n_groups, r->n_groups);
 	ret = publish(r, err);
 	return ret < 0 ? ret : id;
 }

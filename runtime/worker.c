@@ -407,8 +407,9 @@ static const struct shoal__reg_group *check_dest(struct shoal_ctx *ctx, uint64_t
 	uint16_t slot = shoal_addr_slot(dest);
 	const struct shoal__reg_group *rg;
 
+	/* A3: pairs with R3 in router.c declare_group(). */
 	if (dg < 0 || dg >= SHOAL_MAX_GROUPS ||
-	    (uint32_t)dg >= shoal_load_relaxed(&ctx->g->reg.hdr->n_groups)) {
+	    (uint32_t)dg >= shoal_load_acquire(&ctx->g->reg.hdr->n_groups)) {
 		*err = -EINVAL;
 		return NULL;
 	}

@@ -6,6 +6,7 @@
  *
  *     0   control, immutable after init: magic, version, capacity, max_payload
  *   128   producer line: tail, records_in, bytes_in, full_events, high_water
+ *         (bytes in use, sampled when the producer reloads the head)
  *   256   consumer line: head, records_out, bytes_out
  *   512   data area: `capacity` bytes, a power of two
  *
@@ -267,6 +268,13 @@ static bool prod_refresh(struct shoal_ring_prod *p)
 		return false;
 	}
 	p->head_cache = h;
+	/* The high-water mark is sampled here, where the producer sees the
+	 * real head: refreshes happen exactly when the ring runs full. */
+	if (p->tail_pub - h > p->high_water) {
+		p->high_water = p->tail_pub - h;
+		/* Relaxed: single writer; a counter for tools. */
+		shoal_store_relaxed(&p->r->high_water, p->high_water);
+	}
 	return true;
 }
 
@@ -317,7 +325,6 @@ void *shoal_ring_reserve(struct shoal_ring_prod *p, uint32_t len, uint16_t tag)
 void shoal_ring_commit(struct shoal_ring_prod *p)
 {
 	struct shoal__ring *r = p->r;
-	uint32_t used;
 
 	if (p->pending == 0)
 		return;
@@ -330,11 +337,6 @@ void shoal_ring_commit(struct shoal_ring_prod *p)
 	/* Relaxed: single-writer counters, read only by tools. */
 	shoal_store_relaxed(&r->records_in, p->records_in);
 	shoal_store_relaxed(&r->bytes_in, p->bytes_in);
-	used = p->tail - p->head_cache;   /* an upper bound: the head may have moved */
-	if (used > p->high_water) {
-		p->high_water = used;
-		shoal_store_relaxed(&r->high_water, used);
-	}
 }
 
 void shoal_ring_cancel(struct shoal_ring_prod *p)

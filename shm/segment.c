@@ -302,7 +302,9 @@ int shoal_seg_attach(struct shoal_seg *seg, const char *name, uint32_t flags,
 	ret = resolve(name, NULL, seg->path, sizeof(seg->path), seg->name, err);
 	if (ret < 0)
 		return ret;
-	fd = open(seg->path, (rdonly ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOFOLLOW);
+	/* O_NONBLOCK: a FIFO named like a segment (the directory is usually
+	 * world-writable) must not hang the open; it is refused just below. */
+	fd = open(seg->path, (rdonly ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0) {
 		ret = -errno;
 		if (ret == -ENOENT)

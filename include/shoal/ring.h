@@ -94,7 +94,8 @@ struct shoal_ring_stats {
 	uint64_t records_out;
 	uint64_t bytes_out;
 	uint64_t full_events;   /* reservations refused for lack of space (episodes) */
-	uint32_t high_water;    /* most bytes in use seen by the producer */
+	uint32_t high_water;    /* most bytes in use seen by the producer when it
+				 * reloaded the head (it does when the ring runs full) */
 	int32_t producer_pid;   /* last attached producer, 0 if none */
 	int32_t consumer_pid;
 };

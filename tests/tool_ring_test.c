@@ -25,101 +25,14 @@
 #include "shm/segment_layout.h"
 #include "tests/jsoncheck.h"
 #include "tests/testutil.h"
+#include "tests/toolrun.h"
 
-#define RUN_TIMEOUT_MS 20000
 #define SEG_SIZE (64u * 1024)
 #define CAP_A 4096u
 #define CAP_B 1024u
 
-static const char *bin;
 
 /* ---- Running the tool ---- */
-
-struct run {
-	int status;
-	int code;     /* exit code */
-	char *out;
-	char *err;
-};
-
-static char *slurp(FILE *f)
-{
-	long n;
-	char *buf;
-
-	assert_int_equal(fseek(f, 0, SEEK_END), 0);
-	n = ftell(f);
-	assert_true(n >= 0);
-	rewind(f);
-	buf = calloc(1, (size_t)n + 1);
-	assert_non_null(buf);
-	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	return buf;
-}
-
-/* Run `shoal ARGS...` (NULL-terminated) and collect what it printed. */
-static void run_tool(struct run *r, const char *const *args)
-{
-	char *argv[16] = { (char *)bin };
-	FILE *out = tmpfile(), *err = tmpfile();
-	size_t n = 1;
-	pid_t pid;
-
-	assert_non_null(out);
-	assert_non_null(err);
-	for (; args[n - 1] != NULL; n++) {
-		assert_true(n < sizeof(argv) / sizeof(argv[0]) - 1);
-		argv[n] = (char *)args[n - 1];
-	}
-	argv[n] = NULL;
-	fflush(NULL);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		dup2(fileno(out), STDOUT_FILENO);
-		dup2(fileno(err), STDERR_FILENO);
-		execv(bin, argv);
-		_exit(127);
-	}
-	r->status = test_wait_pid(pid, RUN_TIMEOUT_MS);
-	r->out = slurp(out);
-	r->err = slurp(err);
-	if (r->status == -1)
-		fail_msg("shoal %s timed out; stderr:\n%s", args[0], r->err);
-	if (WIFSIGNALED(r->status))
-		fail_msg("shoal %s killed by signal %d; stderr:\n%s", args[0],
-			 WTERMSIG(r->status), r->err);
-	assert_true(WIFEXITED(r->status));
-	r->code = WEXITSTATUS(r->status);
-}
-
-static void run_free(struct run *r)
-{
-	free(r->out);
-	free(r->err);
-}
-
-/* Run and expect exit `code`; print both streams if it differs. */
-static void run_expect(struct run *r, int code, const char *const *args)
-{
-	run_tool(r, args);
-	if (r->code != code)
-		fail_msg("exit %d, expected %d\nstdout:\n%s\nstderr:\n%s", r->code, code, r->out,
-			 r->err);
-}
-
-static void assert_has(const char *text, const char *needle)
-{
-	if (strstr(text, needle) == NULL)
-		fail_msg("expected \"%s\" in:\n%s", needle, text);
-}
-
-static void assert_lacks(const char *text, const char *needle)
-{
-	if (strstr(text, needle) != NULL)
-		fail_msg("did not expect \"%s\" in:\n%s", needle, text);
-}
 
 /* ---- Building segments ---- */
 
@@ -199,12 +112,12 @@ static void write_file(const char *path, const void *buf, size_t len)
 static void tool_ring_reports_healthy_segment(void **state)
 {
 	struct shoal_seg seg;
-	struct run r;
+	struct tool_run r;
 	char pid[64];
 
 	(void)state;
 	make_healthy(&seg, "healthy");
-	run_expect(&r, 0, (const char *const[]){ "ring", "healthy", NULL });
+	tool_expect(&r, 0, (const char *const[]){ "ring", "healthy", NULL });
 	assert_has(r.out, "Segment healthy\n");
 	assert_has(r.out, test_seg_path("healthy"));
 	assert_has(r.out, "layout        version 1\n");
@@ -230,18 +143,18 @@ static void tool_ring_reports_healthy_segment(void **state)
 	assert_has(r.out, "Doorbell bell\n  status        OK\n  state         awake\n");
 	assert_lacks(r.out, "CORRUPT");
 	assert_int_equal(r.err[0], '\0');
-	run_free(&r);
+	tool_free(&r);
 	shoal_seg_detach(&seg);
 }
 
 static void tool_ring_json_is_one_well_formed_object(void **state)
 {
 	struct shoal_seg seg;
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
 	make_healthy(&seg, "json");
-	run_expect(&r, 0, (const char *const[]){ "ring", "--json", "json", NULL });
+	tool_expect(&r, 0, (const char *const[]){ "ring", "--json", "json", NULL });
 	assert_json_object(r.out);
 	assert_has(r.out, "\"segment\": {");
 	assert_has(r.out, "\"name\": \"json\"");
@@ -268,45 +181,45 @@ static void tool_ring_json_is_one_well_formed_object(void **state)
 	assert_lacks(r.out, "corrupt");
 	/* The last key is the verdict. */
 	assert_has(r.out, "\"status\": \"ok\"\n}\n");
-	run_free(&r);
+	tool_free(&r);
 	shoal_seg_detach(&seg);
 }
 
 static void tool_ring_restricts_to_named_ring(void **state)
 {
 	struct shoal_seg seg;
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
 	make_healthy(&seg, "only");
-	run_expect(&r, 0, (const char *const[]){ "ring", "--ring", "mbox.b", "only", NULL });
+	tool_expect(&r, 0, (const char *const[]){ "ring", "--ring", "mbox.b", "only", NULL });
 	assert_has(r.out, "Ring mbox.b\n");
 	assert_lacks(r.out, "mbox.a");
 	assert_lacks(r.out, "bell");
-	run_free(&r);
+	tool_free(&r);
 
-	run_expect(&r, 1, (const char *const[]){ "ring", "--ring", "nope", "only", NULL });
+	tool_expect(&r, 1, (const char *const[]){ "ring", "--ring", "nope", "only", NULL });
 	assert_has(r.err, "no ring named 'nope'");
 	assert_int_equal(r.out[0], '\0');
-	run_free(&r);
+	tool_free(&r);
 
 	/* A doorbell is not a ring. */
-	run_expect(&r, 1, (const char *const[]){ "ring", "only", "--ring", "bell", NULL });
+	tool_expect(&r, 1, (const char *const[]){ "ring", "only", "--ring", "bell", NULL });
 	assert_has(r.err, "no ring named 'bell'");
-	run_free(&r);
+	tool_free(&r);
 	shoal_seg_detach(&seg);
 }
 
 static void tool_ring_accepts_a_path(void **state)
 {
 	struct shoal_seg seg;
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
 	make_healthy(&seg, "bypath");
-	run_expect(&r, 0, (const char *const[]){ "ring", test_seg_path("bypath"), NULL });
+	tool_expect(&r, 0, (const char *const[]){ "ring", test_seg_path("bypath"), NULL });
 	assert_has(r.out, "Segment bypath\n");
-	run_free(&r);
+	tool_free(&r);
 	shoal_seg_detach(&seg);
 }
 
@@ -314,16 +227,16 @@ static void tool_ring_accepts_a_path(void **state)
 static void tool_ring_reads_segment_of_another_user(void **state)
 {
 	struct shoal_seg seg;
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
 	if (geteuid() != 0)
 		skip();   /* only root can give a file away */
 	make_healthy(&seg, "foreign");
 	assert_int_equal(chown(test_seg_path("foreign"), 65534, 65534), 0);
-	run_expect(&r, 0, (const char *const[]){ "ring", "foreign", NULL });
+	tool_expect(&r, 0, (const char *const[]){ "ring", "foreign", NULL });
 	assert_has(r.out, "Ring mbox.a\n  status        OK\n");
-	run_free(&r);
+	tool_free(&r);
 	shoal_seg_detach(&seg);
 }
 
@@ -333,25 +246,25 @@ static void tool_ring_escapes_hostile_region_names(void **state)
 	static const char hostile[] = "a\"b\\c\n\x1b[31m\xff\xc3\xa9";
 	struct shoal_seg seg;
 	uint64_t off;
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
 	make_healthy(&seg, "names");
 	assert_int_equal(shoal_seg_alloc(&seg, SHOAL_SEG_KIND_USER + 44, hostile, 64, 0, &off), 0);
-	run_expect(&r, 0, (const char *const[]){ "ring", "names", NULL });
+	tool_expect(&r, 0, (const char *const[]){ "ring", "names", NULL });
 	assert_null(strchr(r.out, '\x1b'));
 	assert_has(r.out, "user(300)");
 	assert_has(r.out, "a\"b\\\\c\\x0a\\x1b[31m\\xff\\xc3\\xa9");
 	assert_has(r.out, "unchecked");
-	run_free(&r);
+	tool_free(&r);
 
-	run_expect(&r, 0, (const char *const[]){ "ring", "--json", "names", NULL });
+	tool_expect(&r, 0, (const char *const[]){ "ring", "--json", "names", NULL });
 	assert_json_object(r.out);
 	assert_has(r.out, "\"name\": \"a\\\"b\\\\c\\n\\u001b[31m\\ufffd\xc3\xa9\"");
 	assert_has(r.out, "\"kind\": \"user\"");
 	assert_has(r.out, "\"kind_id\": 300");
 	assert_has(r.out, "\"status\": \"unchecked\"");
-	run_free(&r);
+	tool_free(&r);
 	shoal_seg_detach(&seg);
 }
 
@@ -362,7 +275,7 @@ static void tool_ring_reports_corrupted_record_length(void **state)
 	struct shoal_seg seg;
 	struct shoal__ring *ring;
 	struct shoal__rec_hdr *rec;
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
 	make_healthy(&seg, "badlen");
@@ -370,7 +283,7 @@ static void tool_ring_reports_corrupted_record_length(void **state)
 	/* The first pending record starts at head, index 64. */
 	rec = (struct shoal__rec_hdr *)((unsigned char *)ring + SHOAL__RING_DATA_OFF + 64);
 	rec->len = 5000;
-	run_expect(&r, 1, (const char *const[]){ "ring", "badlen", NULL });
+	tool_expect(&r, 1, (const char *const[]){ "ring", "badlen", NULL });
 	assert_has(r.out, "Ring mbox.a\n  status        CORRUPT: record at index 64 has length "
 			  "5000, more than the largest payload 2040\n");
 	/* The control block is sane: its counters are still shown. */
@@ -378,26 +291,26 @@ static void tool_ring_reports_corrupted_record_length(void **state)
 			  "  pending       unknown\n");
 	assert_has(r.out, "Ring mbox.b\n  status        OK\n");
 	assert_has(r.out, "Doorbell bell\n  status        OK\n");
-	run_free(&r);
+	tool_free(&r);
 
-	run_expect(&r, 1, (const char *const[]){ "ring", "--json", "badlen", NULL });
+	tool_expect(&r, 1, (const char *const[]){ "ring", "--json", "badlen", NULL });
 	assert_json_object(r.out);
 	assert_has(r.out, "\"status\": \"corrupt\",\n      \"reason\": \"record at index 64 has "
 			  "length 5000, more than the largest payload 2040\"");
 	assert_has(r.out, "\"check_attempts\": 4");
 	assert_has(r.out, "\"pending\": null");
 	assert_has(r.out, "\"status\": \"corrupt\"\n}\n");
-	run_free(&r);
+	tool_free(&r);
 
 	/* Without retries the ring is checked once. */
-	run_expect(&r, 1, (const char *const[]){ "ring", "--json", "--check-retries", "0",
+	tool_expect(&r, 1, (const char *const[]){ "ring", "--json", "--check-retries", "0",
 						 "badlen", NULL });
 	assert_has(r.out, "\"check_attempts\": 1");
-	run_free(&r);
+	tool_free(&r);
 
 	/* Asking for the healthy ring only judges that ring. */
-	run_expect(&r, 0, (const char *const[]){ "ring", "--ring", "mbox.b", "badlen", NULL });
-	run_free(&r);
+	tool_expect(&r, 0, (const char *const[]){ "ring", "--ring", "mbox.b", "badlen", NULL });
+	tool_free(&r);
 	shoal_seg_detach(&seg);
 }
 
@@ -405,30 +318,30 @@ static void tool_ring_reports_corrupted_indices(void **state)
 {
 	struct shoal_seg seg;
 	struct shoal__ring *ring;
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
 	make_healthy(&seg, "badidx");
 	ring = ring_of(&seg, "mbox.b");
 	/* Relaxed: nobody else uses the ring; this is the corruption. */
 	shoal_store_relaxed(&ring->tail, 64 + 2 * CAP_B);
-	run_expect(&r, 1, (const char *const[]){ "ring", "badidx", NULL });
+	tool_expect(&r, 1, (const char *const[]){ "ring", "badidx", NULL });
 	assert_has(r.out, "Ring mbox.b\n  status        CORRUPT: ring holds 2112 bytes, more than "
 			  "its capacity 1024 (head 0, tail 2112)\n\n");
 	assert_has(r.out, "Ring mbox.a\n  status        OK\n");
 	assert_has(r.out, "mbox.b  ");
-	run_free(&r);
+	tool_free(&r);
 
 	shoal_store_relaxed(&ring->tail, 12);
-	run_expect(&r, 1, (const char *const[]){ "ring", "badidx", NULL });
+	tool_expect(&r, 1, (const char *const[]){ "ring", "badidx", NULL });
 	assert_has(r.out, "CORRUPT: ring index not 8-byte aligned (head 0, tail 12)");
-	run_free(&r);
+	tool_free(&r);
 
 	ring->magic = 0;
-	run_expect(&r, 1, (const char *const[]){ "ring", "--json", "badidx", NULL });
+	tool_expect(&r, 1, (const char *const[]){ "ring", "--json", "badidx", NULL });
 	assert_json_object(r.out);
 	assert_has(r.out, "ring magic is 0x00000000, expected 0x474e4952");
-	run_free(&r);
+	tool_free(&r);
 	shoal_seg_detach(&seg);
 }
 
@@ -436,22 +349,22 @@ static void tool_ring_reports_corrupted_directory_entry(void **state)
 {
 	struct shoal_seg seg;
 	struct shoal__seg_dirent *dir;
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
 	make_healthy(&seg, "baddir");
 	dir = (struct shoal__seg_dirent *)((unsigned char *)seg.base + hdr_of(&seg)->dir_off);
 	dir[0].off = SEG_SIZE + 4096;
-	run_expect(&r, 1, (const char *const[]){ "ring", "baddir", NULL });
+	tool_expect(&r, 1, (const char *const[]){ "ring", "baddir", NULL });
 	assert_has(r.out, "Directory entry 0\n  status        CORRUPT: directory entry 0 is "
 			  "corrupt");
 	assert_has(r.out, "Ring mbox.b\n  status        OK\n");
-	run_free(&r);
+	tool_free(&r);
 
-	run_expect(&r, 1, (const char *const[]){ "ring", "--json", "baddir", NULL });
+	tool_expect(&r, 1, (const char *const[]){ "ring", "--json", "baddir", NULL });
 	assert_json_object(r.out);
 	assert_has(r.out, "\"index\": 0,\n      \"status\": \"corrupt\"");
-	run_free(&r);
+	tool_free(&r);
 	shoal_seg_detach(&seg);
 }
 
@@ -460,17 +373,17 @@ static void tool_ring_reports_invalid_doorbell(void **state)
 	struct shoal_seg seg;
 	struct shoal_seg_region reg;
 	struct shoal_doorbell *db;
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
 	make_healthy(&seg, "baddb");
 	assert_int_equal(shoal_seg_find(&seg, SHOAL_SEG_KIND_DOORBELL, "bell", &reg), 0);
 	db = shoal_seg_ptr(&seg, reg.off, sizeof(*db), 64);
 	shoal_store_relaxed(&db->state, 7);
-	run_expect(&r, 1, (const char *const[]){ "ring", "baddb", NULL });
+	tool_expect(&r, 1, (const char *const[]){ "ring", "baddb", NULL });
 	assert_has(r.out, "Doorbell bell\n  status        CORRUPT: doorbell state 7 is neither "
 			  "awake (0) nor sleeping (1)\n  state         7 (invalid)\n");
-	run_free(&r);
+	tool_free(&r);
 	shoal_seg_detach(&seg);
 }
 
@@ -478,16 +391,16 @@ static void tool_ring_reports_short_doorbell_region(void **state)
 {
 	struct shoal_seg seg;
 	uint64_t off;
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
 	make_healthy(&seg, "shortdb");
 	assert_int_equal(shoal_seg_alloc(&seg, SHOAL_SEG_KIND_DOORBELL, "short", 16, 64, &off), 0);
-	run_expect(&r, 1, (const char *const[]){ "ring", "shortdb", NULL });
+	tool_expect(&r, 1, (const char *const[]){ "ring", "shortdb", NULL });
 	assert_has(r.out, "Doorbell short\n  status        CORRUPT: doorbell region of 16 bytes "
 			  "is smaller than a 64-byte doorbell\n");
 	assert_has(r.out, "Doorbell bell\n  status        OK\n");
-	run_free(&r);
+	tool_free(&r);
 	shoal_seg_detach(&seg);
 }
 
@@ -496,73 +409,73 @@ static void tool_ring_reports_short_doorbell_region(void **state)
 static void tool_ring_rejects_truncated_file(void **state)
 {
 	struct shoal_seg seg;
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
 	make_healthy(&seg, "trunc");
 	shoal_seg_detach(&seg);
 	assert_int_equal(truncate(test_seg_path("trunc"), 8192), 0);
-	run_expect(&r, 3, (const char *const[]){ "ring", "trunc", NULL });
+	tool_expect(&r, 3, (const char *const[]){ "ring", "trunc", NULL });
 	assert_has(r.err, "cannot attach 'trunc'");
 	assert_has(r.err, "is truncated: header says 65536 bytes, the file has 8192");
 	assert_int_equal(r.out[0], '\0');
-	run_free(&r);
+	tool_free(&r);
 
 	assert_int_equal(truncate(test_seg_path("trunc"), 100), 0);
-	run_expect(&r, 3, (const char *const[]){ "ring", "--json", "trunc", NULL });
+	tool_expect(&r, 3, (const char *const[]){ "ring", "--json", "trunc", NULL });
 	assert_has(r.err, "is truncated: 100 bytes, smaller than a 256-byte segment header");
 	assert_int_equal(r.out[0], '\0');
-	run_free(&r);
+	tool_free(&r);
 
 	assert_int_equal(truncate(test_seg_path("trunc"), 0), 0);
-	run_expect(&r, 3, (const char *const[]){ "ring", "trunc", NULL });
+	tool_expect(&r, 3, (const char *const[]){ "ring", "trunc", NULL });
 	assert_has(r.err, "is truncated");
-	run_free(&r);
+	tool_free(&r);
 }
 
 static void tool_ring_rejects_random_bytes(void **state)
 {
 	static uint64_t buf[1024];
 	uint64_t seed = 0x5eed;
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(buf) / sizeof(buf[0]); i++)
 		buf[i] = test_rand(&seed);
 	write_file(test_seg_path("random"), buf, sizeof(buf));
-	run_expect(&r, 3, (const char *const[]){ "ring", "random", NULL });
+	tool_expect(&r, 3, (const char *const[]){ "ring", "random", NULL });
 	assert_has(r.err, "is not a Shoal segment");
-	run_free(&r);
+	tool_free(&r);
 }
 
 static void tool_ring_rejects_other_layout_version(void **state)
 {
 	struct shoal_seg seg;
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
 	make_healthy(&seg, "version");
 	hdr_of(&seg)->version = SHOAL_SEG_VERSION + 1;
-	run_expect(&r, 3, (const char *const[]){ "ring", "version", NULL });
+	tool_expect(&r, 3, (const char *const[]){ "ring", "version", NULL });
 	assert_has(r.err, "has segment layout version 2; this build reads version 1");
-	run_free(&r);
+	tool_free(&r);
 	shoal_seg_detach(&seg);
 }
 
 static void tool_ring_rejects_missing_segment(void **state)
 {
-	struct run r;
+	struct tool_run r;
 	char want[512];
 
 	(void)state;
-	run_expect(&r, 3, (const char *const[]){ "ring", "nosuch", NULL });
+	tool_expect(&r, 3, (const char *const[]){ "ring", "nosuch", NULL });
 	snprintf(want, sizeof(want), "no segment %s", test_seg_path("nosuch"));
 	assert_has(r.err, want);
-	run_free(&r);
+	tool_free(&r);
 
-	run_expect(&r, 3, (const char *const[]){ "ring", "bad name!", NULL });
+	tool_expect(&r, 3, (const char *const[]){ "ring", "bad name!", NULL });
 	assert_has(r.err, "outside [A-Za-z0-9._-]");
-	run_free(&r);
+	tool_free(&r);
 }
 
 /* ---- A live ring: the retries absorb checks that race the consumer ---- */
@@ -608,7 +521,7 @@ static void tool_ring_live_traffic_is_not_reported_corrupt(void **state)
 	struct shoal_seg seg;
 	struct shoal_err err = {{0}};
 	struct pump_arg arg = { .cap = 1024 };
-	struct run r = { .code = 0 };
+	struct tool_run r = { .code = 0 };
 	uint64_t off;
 	pid_t pid;
 	int status, i;
@@ -620,14 +533,14 @@ static void tool_ring_live_traffic_is_not_reported_corrupt(void **state)
 	arg.mem = shoal_seg_ptr(&seg, off, shoal_ring_size(arg.cap), 128);
 	pid = test_spawn(pump, &arg);
 	for (i = 0; i < 20; i++) {
-		run_tool(&r, (const char *const[]){ "ring", "live", NULL });
-		if (r.code != 0)
+		tool_start(&r, (const char *const[]){ "ring", "live", NULL });
+		if (tool_wait(&r) != 0)
 			break;
-		run_free(&r);
+		tool_free(&r);
 	}
 	/* Stop the pump before judging, so that no failure leaves it running. */
 	kill(pid, SIGKILL);
-	status = test_wait_pid(pid, RUN_TIMEOUT_MS);
+	status = test_wait_pid(pid, TOOL_TIMEOUT_MS);
 	if (r.code != 0)
 		fail_msg("run %d: exit %d\n%s%s", i, r.code, r.out, r.err);
 	/* Killed, not exited: an exit means the pump saw corruption. */
@@ -639,26 +552,26 @@ static void tool_ring_live_traffic_is_not_reported_corrupt(void **state)
 
 static void tool_help_lists_implemented_commands(void **state)
 {
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
-	run_expect(&r, 0, (const char *const[]){ "--help", NULL });
+	tool_expect(&r, 0, (const char *const[]){ "--help", NULL });
 	assert_has(r.out, "  ring   ");
 	assert_has(r.out, "  help   ");
 	assert_has(r.out, "  top    ");
-	run_free(&r);
+	tool_free(&r);
 
-	run_expect(&r, 0, (const char *const[]){ "help", "ring", NULL });
+	tool_expect(&r, 0, (const char *const[]){ "help", "ring", NULL });
 	assert_has(r.out, "Usage: shoal ring [--json] [--ring NAME] [--check-retries N] SEGMENT");
-	run_free(&r);
+	tool_free(&r);
 
-	run_expect(&r, 0, (const char *const[]){ "ring", "--help", NULL });
+	tool_expect(&r, 0, (const char *const[]){ "ring", "--help", NULL });
 	assert_has(r.out, "Exit status:");
-	run_free(&r);
+	tool_free(&r);
 
-	run_expect(&r, 0, (const char *const[]){ "--version", NULL });
+	tool_expect(&r, 0, (const char *const[]){ "--version", NULL });
 	assert_has(r.out, "shoal 0.1.0 (segment layout version 1)\n");
-	run_free(&r);
+	tool_free(&r);
 }
 
 static void tool_usage_errors_exit_2_and_name_the_problem(void **state)
@@ -684,12 +597,12 @@ static void tool_usage_errors_exit_2_and_name_the_problem(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct run r;
+		struct tool_run r;
 
-		run_expect(&r, 2, cases[i].args);
+		tool_expect(&r, 2, cases[i].args);
 		assert_has(r.err, cases[i].says);
 		assert_int_equal(r.out[0], '\0');
-		run_free(&r);
+		tool_free(&r);
 	}
 }
 
@@ -730,8 +643,8 @@ int main(void)
 		cmocka_unit_test(tool_usage_errors_exit_2_and_name_the_problem),
 	};
 
-	bin = getenv("SHOAL_BIN");
-	if (bin == NULL || bin[0] == '\0') {
+	tool_bin = getenv("SHOAL_BIN");
+	if (tool_bin == NULL || tool_bin[0] == '\0') {
 		/* Visible skip: meson passes SHOAL_BIN; a hand run must too. */
 		fprintf(stderr, "tool_ring_test: SHOAL_BIN is not set (path of the shoal "
 			"binary); skipping\n");

@@ -28,12 +28,11 @@
 #include "tests/jsoncheck.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
+#include "tests/toolrun.h"
 
-#define RUN_TIMEOUT_MS 20000
 #define N_QUEUED 10u
 #define SYSTEM "tsys"
 
-static const char *bin;
 
 static struct {
 	pid_t gated;               /* the consumer process; 0 once reaped */
@@ -42,108 +41,6 @@ static struct {
 } fx;
 
 /* ---- Running the tool ---- */
-
-struct run {
-	pid_t pid;
-	FILE *out_f, *err_f;
-	int code;                  /* exit code */
-	char *out;
-	char *err;
-};
-
-static char *slurp(FILE *f)
-{
-	long n;
-	char *buf;
-
-	assert_int_equal(fseek(f, 0, SEEK_END), 0);
-	n = ftell(f);
-	assert_true(n >= 0);
-	rewind(f);
-	buf = calloc(1, (size_t)n + 1);
-	assert_non_null(buf);
-	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	return buf;
-}
-
-/* Start `shoal ARGS...` (NULL-terminated) with its output in temporary files. */
-static void tool_start(struct run *r, const char *const *args)
-{
-	char *argv[16] = { (char *)bin };
-	size_t n = 1;
-
-	r->out_f = tmpfile();
-	r->err_f = tmpfile();
-	assert_non_null(r->out_f);
-	assert_non_null(r->err_f);
-	for (; args[n - 1] != NULL; n++) {
-		assert_true(n < sizeof(argv) / sizeof(argv[0]) - 1);
-		argv[n] = (char *)args[n - 1];
-	}
-	argv[n] = NULL;
-	fflush(NULL);
-	r->pid = fork();
-	assert_true(r->pid >= 0);
-	if (r->pid == 0) {
-		dup2(fileno(r->out_f), STDOUT_FILENO);
-		dup2(fileno(r->err_f), STDERR_FILENO);
-		execv(bin, argv);
-		_exit(127);
-	}
-}
-
-/* Wait for the tool, collect its output, and require an exit with `code`. */
-static void tool_finish(struct run *r, int code)
-{
-	int status = test_wait_pid(r->pid, RUN_TIMEOUT_MS);
-
-	r->out = slurp(r->out_f);
-	r->err = slurp(r->err_f);
-	if (status == -1)
-		fail_msg("shoal timed out; stderr:\n%s", r->err);
-	if (WIFSIGNALED(status))
-		fail_msg("shoal killed by signal %d; stdout:\n%s\nstderr:\n%s", WTERMSIG(status),
-			 r->out, r->err);
-	assert_true(WIFEXITED(status));
-	r->code = WEXITSTATUS(status);
-	if (r->code != code)
-		fail_msg("exit %d, expected %d\nstdout:\n%s\nstderr:\n%s", r->code, code, r->out,
-			 r->err);
-}
-
-static void run_expect(struct run *r, int code, const char *const *args)
-{
-	tool_start(r, args);
-	tool_finish(r, code);
-}
-
-static void run_free(struct run *r)
-{
-	free(r->out);
-	free(r->err);
-}
-
-static void assert_has(const char *text, const char *needle)
-{
-	if (strstr(text, needle) == NULL)
-		fail_msg("expected \"%s\" in:\n%s", needle, text);
-}
-
-static void assert_lacks(const char *text, const char *needle)
-{
-	if (strstr(text, needle) != NULL)
-		fail_msg("did not expect \"%s\" in:\n%s", needle, text);
-}
-
-static unsigned count_of(const char *text, const char *needle)
-{
-	unsigned n = 0;
-
-	for (const char *p = strstr(text, needle); p != NULL; p = strstr(p + 1, needle))
-		n++;
-	return n;
-}
 
 /* ---- The system ---- */
 
@@ -319,7 +216,7 @@ static int make_leftover(void *arg)
 static void tool_ls_lists_the_system_and_strays(void **state)
 {
 	struct shoal_seg ghost;
-	struct run r;
+	struct tool_run r;
 	char want[128];
 
 	(void)state;
@@ -329,7 +226,7 @@ static void tool_ls_lists_the_system_and_strays(void **state)
 	write_junk("notes.txt", 10);
 	write_junk("other.shm", 65536);
 
-	run_expect(&r, 0, (const char *const[]){ "ls", NULL });
+	tool_expect(&r, 0, (const char *const[]){ "ls", NULL });
 	assert_has(r.out, "Systems in ");
 	snprintf(want, sizeof(want), "%d (alive)", (int)getpid());
 	assert_has(r.out, want);
@@ -341,9 +238,9 @@ static void tool_ls_lists_the_system_and_strays(void **state)
 	assert_has(r.out, "in use");
 	assert_lacks(r.out, "notes.txt");
 	assert_lacks(r.out, "other.shm");
-	run_free(&r);
+	tool_free(&r);
 
-	run_expect(&r, 0, (const char *const[]){ "ls", "--json", NULL });
+	tool_expect(&r, 0, (const char *const[]){ "ls", "--json", NULL });
 	assert_json_object(r.out);
 	assert_has(r.out, "\"name\": \"" SYSTEM "\"");
 	assert_has(r.out, "\"state\": \"running\"");
@@ -359,7 +256,7 @@ static void tool_ls_lists_the_system_and_strays(void **state)
 	assert_has(r.out, "\"creator_alive\": false");
 	assert_has(r.out, "\"status\": \"leftover\"");
 	assert_has(r.out, "\"status\": \"ok\"\n}\n");
-	run_free(&r);
+	tool_free(&r);
 
 	shoal_seg_detach(&ghost);
 	unlink(test_seg_path("shoal." SYSTEM ".g.ghost"));
@@ -372,11 +269,11 @@ static void tool_ls_lists_the_system_and_strays(void **state)
 
 static void tool_stat_shows_router_types_and_groups(void **state)
 {
-	struct run r;
+	struct tool_run r;
 	char want[128];
 
 	(void)state;
-	run_expect(&r, 0, (const char *const[]){ "stat", SYSTEM, NULL });
+	tool_expect(&r, 0, (const char *const[]){ "stat", SYSTEM, NULL });
 	assert_has(r.out, "System " SYSTEM "\n");
 	snprintf(want, sizeof(want), "  router        pid %d (alive), running\n", (int)getpid());
 	assert_has(r.out, want);
@@ -397,15 +294,15 @@ static void tool_stat_shows_router_types_and_groups(void **state)
 	assert_has(r.out, "in.0.d0");
 	assert_lacks(r.out, "CORRUPT");
 	assert_int_equal(r.err[0], '\0');
-	run_free(&r);
+	tool_free(&r);
 }
 
 static void tool_stat_json_counts_what_is_queued(void **state)
 {
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
-	run_expect(&r, 0, (const char *const[]){ "stat", "--json", SYSTEM, NULL });
+	tool_expect(&r, 0, (const char *const[]){ "stat", "--json", SYSTEM, NULL });
 	assert_json_object(r.out);
 	assert_has(r.out, "\"router_alive\": true");
 	assert_has(r.out, "\"groups_declared\": 3");
@@ -420,17 +317,17 @@ static void tool_stat_json_counts_what_is_queued(void **state)
 	assert_has(r.out, "\"pending\": 10,");
 	assert_has(r.out, "\"status\": \"ok\"\n}\n");
 	assert_lacks(r.out, "\"status\": \"corrupt\"");
-	run_free(&r);
+	tool_free(&r);
 }
 
 /* ---- dump ---- */
 
 static void tool_dump_shows_every_queued_message(void **state)
 {
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
-	run_expect(&r, 0, (const char *const[]){ "dump", SYSTEM, "gated", NULL });
+	tool_expect(&r, 0, (const char *const[]){ "dump", SYSTEM, "gated", NULL });
 	assert_has(r.out, "Group gated (id 0) of system " SYSTEM ": 1 ring, 10 messages queued\n");
 	assert_has(r.out, "Ring in.0.d0: 10 messages queued (");
 	assert_int_equal(count_of(r.out, ": ping (type 1), 24 bytes, age "), N_QUEUED);
@@ -438,10 +335,10 @@ static void tool_dump_shows_every_queued_message(void **state)
 	assert_int_equal(count_of(r.out, "to      gated[0] whole group gen 1\n"), N_QUEUED);
 	assert_has(r.out, "request 0, flags routed\n");
 	assert_lacks(r.out, "more (--limit)");
-	run_free(&r);
+	tool_free(&r);
 
 	/* Payloads: struct msg, seq first (little-endian). */
-	run_expect(&r, 0, (const char *const[]){ "dump", "--hex", "--limit", "3", SYSTEM, "gated",
+	tool_expect(&r, 0, (const char *const[]){ "dump", "--hex", "--limit", "3", SYSTEM, "gated",
 						 NULL });
 	assert_int_equal(count_of(r.out, " at index "), 3);
 	assert_has(r.out, "#1 at index 0: ");
@@ -449,26 +346,26 @@ static void tool_dump_shows_every_queued_message(void **state)
 	assert_has(r.out, "data    01 00 00 00 00 00 00 00 ");
 	assert_has(r.out, "data    02 00 00 00 00 00 00 00 ");
 	assert_has(r.out, "  ... and 7 more (--limit)\n");
-	run_free(&r);
+	tool_free(&r);
 
-	run_expect(&r, 0, (const char *const[]){ "dump", "--limit", "0", "--ring", "in.0.d0",
+	tool_expect(&r, 0, (const char *const[]){ "dump", "--limit", "0", "--ring", "in.0.d0",
 						 SYSTEM, "gated", NULL });
 	assert_has(r.out, "Ring in.0.d0: 10 messages queued");
 	assert_lacks(r.out, " at index ");
-	run_free(&r);
+	tool_free(&r);
 
 	/* The producer's inbound ring holds nothing. */
-	run_expect(&r, 0, (const char *const[]){ "dump", SYSTEM, "prod", NULL });
+	tool_expect(&r, 0, (const char *const[]){ "dump", SYSTEM, "prod", NULL });
 	assert_has(r.out, "Ring in.0.d0: 0 messages queued (0 bytes");
-	run_free(&r);
+	tool_free(&r);
 }
 
 static void tool_dump_json_has_one_record_per_message(void **state)
 {
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
-	run_expect(&r, 0, (const char *const[]){ "dump", "--json", SYSTEM, "gated", NULL });
+	tool_expect(&r, 0, (const char *const[]){ "dump", "--json", SYSTEM, "gated", NULL });
 	assert_json_object(r.out);
 	assert_has(r.out, "\"group\": \"gated\"");
 	assert_has(r.out, "\"queued\": 10,");
@@ -480,33 +377,33 @@ static void tool_dump_json_has_one_record_per_message(void **state)
 	assert_has(r.out, "\"payload_hex\": \"090000000000000001000000");
 	assert_has(r.out, "\"raced\": false");
 	assert_has(r.out, "\"status\": \"ok\"\n}\n");
-	run_free(&r);
+	tool_free(&r);
 }
 
 static void tool_dump_names_what_it_cannot_find(void **state)
 {
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
-	run_expect(&r, 1, (const char *const[]){ "dump", SYSTEM, "nobody", NULL });
+	tool_expect(&r, 1, (const char *const[]){ "dump", SYSTEM, "nobody", NULL });
 	assert_has(r.err, "system " SYSTEM " has no group 'nobody'");
 	assert_int_equal(r.out[0], '\0');
-	run_free(&r);
+	tool_free(&r);
 
-	run_expect(&r, 1, (const char *const[]){ "dump", "--ring", "in.9.d9", SYSTEM, "gated",
+	tool_expect(&r, 1, (const char *const[]){ "dump", "--ring", "in.9.d9", SYSTEM, "gated",
 						 NULL });
 	assert_has(r.err, "group gated's mailbox has no ring named 'in.9.d9'");
-	run_free(&r);
+	tool_free(&r);
 }
 
 /* ---- top ---- */
 
 static void tool_top_prints_each_refresh(void **state)
 {
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
-	run_expect(&r, 0, (const char *const[]){ "top", "--count", "2", "--interval", "100",
+	tool_expect(&r, 0, (const char *const[]){ "top", "--count", "2", "--interval", "100",
 						 SYSTEM, NULL });
 	assert_int_equal(count_of(r.out, "shoal top: system " SYSTEM ", router pid "), 2);
 	assert_int_equal(count_of(r.out, "\nDispatchers (busiest first)\n"), 2);
@@ -515,15 +412,15 @@ static void tool_top_prints_each_refresh(void **state)
 	assert_int_equal(count_of(r.out, "  idle "), 2);
 	/* Not a terminal: no escape sequences. */
 	assert_null(strchr(r.out, '\033'));
-	run_free(&r);
+	tool_free(&r);
 
-	run_expect(&r, 0, (const char *const[]){ "top", "--json", "--count", "2", "--interval",
+	tool_expect(&r, 0, (const char *const[]){ "top", "--json", "--count", "2", "--interval",
 						 "100", SYSTEM, NULL });
 	assert_int_equal(assert_json_lines(r.out), 2);
 	assert_int_equal(count_of(r.out, "\"name\": \"gated\", \"state\": \"running\""), 2);
 	assert_int_equal(count_of(r.out, "\"queued\": 10"), 2);
 	assert_has(r.out, "\"refresh\": 2");
-	run_free(&r);
+	tool_free(&r);
 }
 
 /* ---- Damaged copies: refused or reported, never a crash ---- */
@@ -542,12 +439,12 @@ static void run_all_on_copy(int code, const char *says, const char *says_json)
 		{ "top", "--count", "1", "--interval", "10", "copy", NULL },
 		{ "top", "--json", "--count", "1", "--interval", "10", "copy", NULL },
 	};
-	struct run r;
+	struct tool_run r;
 
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		bool json = strcmp(cmds[i][1], "--json") == 0;
 
-		run_expect(&r, code, cmds[i]);
+		tool_expect(&r, code, cmds[i]);
 		assert_has(code == 3 ? r.err : r.out, json && code != 3 ? says_json : says);
 		/* Untrusted names reach the terminal escaped. */
 		assert_null(strchr(r.out, '\033'));
@@ -556,19 +453,19 @@ static void run_all_on_copy(int code, const char *says, const char *says_json)
 			assert_json_object(r.out);
 		if (json && code != 3 && cmds[i][0][0] == 't')
 			assert_int_equal(assert_json_lines(r.out), 1);
-		run_free(&r);
+		tool_free(&r);
 	}
 	/* Without a readable registry there is no group to find (exit 3); with
 	 * garbage in its tables, no group "gated" (exit 1). */
-	run_expect(&r, code, (const char *const[]){ "dump", "copy", "gated", NULL });
-	run_free(&r);
-	run_expect(&r, 1, (const char *const[]){ "ls", NULL });
+	tool_expect(&r, code, (const char *const[]){ "dump", "copy", "gated", NULL });
+	tool_free(&r);
+	tool_expect(&r, 1, (const char *const[]){ "ls", NULL });
 	assert_has(r.out, "  copy  ");
 	assert_has(r.out, "  " SYSTEM "  ");
-	run_free(&r);
-	run_expect(&r, 1, (const char *const[]){ "ls", "--json", NULL });
+	tool_free(&r);
+	tool_expect(&r, 1, (const char *const[]){ "ls", "--json", NULL });
 	assert_json_object(r.out);
-	run_free(&r);
+	tool_free(&r);
 }
 
 static void tool_stat_refuses_garbage_registry_header(void **state)
@@ -649,16 +546,16 @@ static void tool_dump_reports_a_damaged_ring(void **state)
 	struct shoal_seg reg, mbx;
 	struct shoal_seg_region rr;
 	struct shoal__ring *ring;
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
 	copy_registry(&reg);
 	shoal_seg_detach(&reg);
 	copy_segment("g.gated");
 	/* An intact copy shows what the live mailbox holds. */
-	run_expect(&r, 0, (const char *const[]){ "dump", "copy", "gated", NULL });
+	tool_expect(&r, 0, (const char *const[]){ "dump", "copy", "gated", NULL });
 	assert_has(r.out, "Ring in.0.d0: 10 messages queued");
-	run_free(&r);
+	tool_free(&r);
 
 	assert_int_equal(shoal_seg_attach(&mbx, "shoal.copy.g.gated", 0, NULL), 0);
 	assert_int_equal(shoal_seg_find(&mbx, SHOAL_SEG_KIND_RING, "in.0.d0", &rr), 0);
@@ -667,19 +564,19 @@ static void tool_dump_reports_a_damaged_ring(void **state)
 	/* The third record's header (records of 24 + 56 bytes take 88). */
 	((struct shoal__rec_hdr *)((char *)ring + SHOAL__RING_DATA_OFF + 2 * 88))->len = 1u << 30;
 	shoal_seg_detach(&mbx);
-	run_expect(&r, 1, (const char *const[]){ "dump", "copy", "gated", NULL });
+	tool_expect(&r, 1, (const char *const[]){ "dump", "copy", "gated", NULL });
 	assert_has(r.out, "Ring in.0.d0: CORRUPT: record at index 176 has length 1073741824");
-	run_free(&r);
-	run_expect(&r, 1, (const char *const[]){ "dump", "--json", "copy", "gated", NULL });
+	tool_free(&r);
+	tool_expect(&r, 1, (const char *const[]){ "dump", "--json", "copy", "gated", NULL });
 	assert_json_object(r.out);
 	assert_has(r.out, "\"status\": \"corrupt\"");
-	run_free(&r);
+	tool_free(&r);
 
 	assert_int_equal(truncate(test_seg_path("shoal.copy.g.gated"), 8192), 0);
-	run_expect(&r, 3, (const char *const[]){ "dump", "copy", "gated", NULL });
+	tool_expect(&r, 3, (const char *const[]){ "dump", "copy", "gated", NULL });
 	assert_has(r.err, "cannot attach the mailbox of group gated");
 	assert_has(r.err, "is truncated");
-	run_free(&r);
+	tool_free(&r);
 	remove_copies();
 }
 
@@ -693,16 +590,16 @@ static void tool_commands_name_a_missing_system(void **state)
 		{ "dump", "nosuch", "gated", NULL },
 	};
 	char want[512];
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
 	snprintf(want, sizeof(want), "no system 'nosuch' in %s (no segment shoal.nosuch.reg)",
 		 getenv("SHOAL_SHM_DIR"));
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
-		run_expect(&r, 3, cmds[i]);
+		tool_expect(&r, 3, cmds[i]);
 		assert_has(r.err, want);
 		assert_int_equal(r.out[0], '\0');
-		run_free(&r);
+		tool_free(&r);
 	}
 }
 
@@ -728,12 +625,12 @@ static void tool_new_commands_reject_bad_command_lines(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct run r;
+		struct tool_run r;
 
-		run_expect(&r, 2, cases[i].args);
+		tool_expect(&r, 2, cases[i].args);
 		assert_has(r.err, cases[i].says);
 		assert_int_equal(r.out[0], '\0');
-		run_free(&r);
+		tool_free(&r);
 	}
 }
 
@@ -741,10 +638,10 @@ static void tool_help_lists_commands_in_order(void **state)
 {
 	static const char *const cmds[] = { "ls", "stat", "top", "dump" };
 	const char *at;
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
-	run_expect(&r, 0, (const char *const[]){ "--help", NULL });
+	tool_expect(&r, 0, (const char *const[]){ "--help", NULL });
 	at = strstr(r.out, "  run ");
 	assert_non_null(at);
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
@@ -756,19 +653,19 @@ static void tool_help_lists_commands_in_order(void **state)
 			fail_msg("'%s' missing or out of order in:\n%s", cmds[i], r.out);
 	}
 	assert_non_null(strstr(at, "\n  ring   "));
-	run_free(&r);
+	tool_free(&r);
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
-		run_expect(&r, 0, (const char *const[]){ cmds[i], "--help", NULL });
+		tool_expect(&r, 0, (const char *const[]){ cmds[i], "--help", NULL });
 		assert_has(r.out, "Usage: shoal ");
 		assert_has(r.out, "Exit status:");
-		run_free(&r);
+		tool_free(&r);
 	}
 }
 
 /* Last: takes the system down while `top` watches it. */
 static void tool_top_says_when_the_system_goes_away(void **state)
 {
-	struct run r;
+	struct tool_run r;
 
 	(void)state;
 	tool_start(&r, (const char *const[]){ "top", "--interval", "50", SYSTEM, NULL });
@@ -782,7 +679,7 @@ static void tool_top_says_when_the_system_goes_away(void **state)
 	tool_finish(&r, 0);
 	assert_has(r.err, "shoal top: system " SYSTEM " went away");
 	assert_has(r.out, "shoal top: system " SYSTEM);
-	run_free(&r);
+	tool_free(&r);
 	fx.router_up = false;
 	test_shm_dir_remove();
 }
@@ -808,8 +705,8 @@ int main(void)
 		cmocka_unit_test(tool_top_says_when_the_system_goes_away),
 	};
 
-	bin = getenv("SHOAL_BIN");
-	if (bin == NULL || bin[0] == '\0') {
+	tool_bin = getenv("SHOAL_BIN");
+	if (tool_bin == NULL || tool_bin[0] == '\0') {
 		/* Visible skip: meson passes SHOAL_BIN; a hand run must too. */
 		fprintf(stderr, "tool_system_test: SHOAL_BIN is not set (path of the shoal "
 			"binary); skipping\n");

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/testutil.h"
+#include "tests/toolrun.h"
+
+const char *tool_bin;
+
+static char *slurp(FILE *f)
+{
+	long n;
+	char *buf;
+
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	assert_true(n >= 0);
+	rewind(f);
+	buf = calloc(1, (size_t)n + 1);
+	assert_non_null(buf);
+	assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	return buf;
+}
+
+void tool_start(struct tool_run *r, const char *const *args)
+{
+	char *argv[16] = { (char *)tool_bin };
+	size_t n = 1;
+
+	r->out_f = tmpfile();
+	r->err_f = tmpfile();
+	assert_non_null(r->out_f);
+	assert_non_null(r->err_f);
+	for (; args[n - 1] != NULL; n++) {
+		assert_true(n < sizeof(argv) / sizeof(argv[0]) - 1);
+		argv[n] = (char *)args[n - 1];
+	}
+	argv[n] = NULL;
+	fflush(NULL);
+	r->pid = fork();
+	assert_true(r->pid >= 0);
+	if (r->pid == 0) {
+		dup2(fileno(r->out_f), STDOUT_FILENO);
+		dup2(fileno(r->err_f), STDERR_FILENO);
+		execv(tool_bin, argv);
+		_exit(127);
+	}
+}
+
+int tool_wait(struct tool_run *r)
+{
+	int status = test_wait_pid(r->pid, TOOL_TIMEOUT_MS);
+
+	r->out = slurp(r->out_f);
+	r->err = slurp(r->err_f);
+	if (status == -1)
+		fail_msg("shoal timed out; stderr:\n%s", r->err);
+	if (WIFSIGNALED(status))
+		fail_msg("shoal killed by signal %d; stdout:\n%s\nstderr:\n%s", WTERMSIG(status),
+			 r->out, r->err);
+	assert_true(WIFEXITED(status));
+	r->code = WEXITSTATUS(status);
+	return r->code;
+}
+
+void tool_finish(struct tool_run *r, int code)
+{
+	if (tool_wait(r) != code)
+		fail_msg("exit %d, expected %d\nstdout:\n%s\nstderr:\n%s", r->code, code, r->out,
+			 r->err);
+}
+
+void tool_expect(struct tool_run *r, int code, const char *const *args)
+{
+	tool_start(r, args);
+	tool_finish(r, code);
+}
+
+void tool_free(struct tool_run *r)
+{
+	free(r->out);
+	free(r->err);
+	r->out = r->err = NULL;
+}
+
+void assert_has(const char *text, const char *needle)
+{
+	if (strstr(text, needle) == NULL)
+		fail_msg("expected \"%s\" in:\n%s", needle, text);
+}
+
+void assert_lacks(const char *text, const char *needle)
+{
+	if (strstr(text, needle) != NULL)
+		fail_msg("did not expect \"%s\" in:\n%s", needle, text);
+}
+
+unsigned count_of(const char *text, const char *needle)
+{
+	unsigned n = 0;
+
+	for (const char *p = strstr(text, needle); p != NULL; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}

@@ -39,7 +39,16 @@
 #include "shm/util.h"
 
 #define POLL_BATCH 32u
-#define SLEEP_SLICE_NS 100000000        /* re-check stop and liveness this often */
+#define SLEEP_SLICE_NS 100000000        /* a waiting send or request re-checks this often */
+/*
+ * An idle worker sleeps this long between looks of its own. Every event it
+ * waits for rings its doorbell (a message committed to one of its rings, a
+ * stop from the router or from shoal_group_stop()), and the doorbell loses
+ * no wake-up, so this slice is only a safety net; it is long because an
+ * idle wake-up costs the spin budget plus a futex round trip, about 80 us
+ * here: at 100 ms, 100 idle groups used 8% of a CPU (bench/SUITE.md, idle).
+ */
+#define IDLE_SLICE_NS UINT64_C(5000000000)
 #define ENV_SIZE ((uint32_t)sizeof(struct shoal_envelope))
 
 /* ---- counters ------------------------------------------------------------ */
@@ -819,8 +828,8 @@ int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns)
 		if (now >= deadline)
 			return 0;
 		shoal_doorbell_poll_wait(&ctx->mw->in_db, ctx->g->spin_ns, rings_ready, ctx,
-					 (int64_t)(deadline - now < SLEEP_SLICE_NS ? deadline - now :
-						   SLEEP_SLICE_NS));
+					 (int64_t)(deadline - now < IDLE_SLICE_NS ? deadline - now :
+						   IDLE_SLICE_NS));
 	}
 }
 

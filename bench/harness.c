@@ -1,0 +1,485 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The harness: one Shoal segment for the whole benchmark, and for every
+ * sample two forked processes pinned to two CPUs that meet at a barrier,
+ * time a cache-line ping-pong (the placement probe) and run a contender's
+ * roles.
+ *
+ * Why a probe with every sample: the VM moves its vCPUs between placements
+ * whose cache-line round trip differs by about 3x (~150 ns vs ~480 ns), and
+ * every cross-CPU number scales with it. The probe says which placement a
+ * sample ran in, so that results (and ratios between contenders) can be read
+ * against it.
+ *
+ * Why the parent never spins: there are only two CPUs and both are busy
+ * with the sample; the parent blocks in waitpid(), woken by a child's exit,
+ * a signal (Ctrl-C) or its watchdog alarm.
+ *
+ * Ordering guarantees (the control block):
+ *   R1 (barrier arrival, fetch_add release) pairs with A1 (the other side's
+ *      acquire load that sees the count reach the round): each side's setup
+ *      (attached handles, filled buffers) happens before the other side
+ *      starts. The parameters were written by the parent before fork().
+ *   The probe line carries no data: relaxed, only its transfer is timed.
+ * Progress: the barrier and the probe spin; a side that dies leaves its peer
+ * spinning, and the parent kills the peer when it reaps the dead side.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <shoal/ring.h>
+
+#include "bench/bench.h"
+
+#define REGION_CTL  "bench.ctl"
+#define REGION_DB   "bench.db"
+static const char *const region_ring[2] = { "bench.ring.ab", "bench.ring.ba" };
+static const char *const region_rte[2] = { "bench.rte.ab", "bench.rte.ba" };
+/* rte_ring memory: the slots plus its control block (384 bytes in 22.11). */
+#define RTE_REGION_LEN (BENCH_BUF_BYTES + 4096u)
+
+#define PROBE_WARMUP 1000u
+#define PROBE_ROUNDS 10000u
+#define PROBE_MAX_NS 50000000u          /* 50 ms */
+#define PROBE_STOP UINT64_MAX
+
+const char *const bench_kind_name[BENCH_KINDS] = {
+	[BENCH_TPUT] = "throughput",
+	[BENCH_PINGPONG] = "ping-pong",
+	[BENCH_WAKE] = "wake",
+	[BENCH_SPIN] = "spin",
+	[BENCH_SYSCALL] = "syscall",
+};
+
+static volatile sig_atomic_t stop_signal;
+static volatile sig_atomic_t watchdog_fired;
+
+/* ---- the segment ---- */
+
+static void *region(const struct shoal_seg *seg, uint32_t kind, const char *name, uint64_t *len)
+{
+	struct shoal_seg_region r;
+
+	if (shoal_seg_find(seg, kind, name, &r) < 0)
+		return NULL;
+	if (len != NULL)
+		*len = r.len;
+	return shoal_seg_ptr(seg, r.off, r.len, 128);
+}
+
+/* Fill m's pointers from a mapping of the segment (the creator's or an attacher's). */
+static int mem_map(struct bench_mem *m)
+{
+	uint64_t ctl_len = 0, db_len = 0;
+
+	m->ctl = region(&m->seg, SHOAL_SEG_KIND_USER, REGION_CTL, &ctl_len);
+	m->db = region(&m->seg, SHOAL_SEG_KIND_DOORBELL, REGION_DB, &db_len);
+	for (int i = 0; i < 2; i++) {
+		m->ring[i] = region(&m->seg, SHOAL_SEG_KIND_RING, region_ring[i], &m->ring_len);
+		m->rte[i] = region(&m->seg, SHOAL_SEG_KIND_USER, region_rte[i], &m->rte_len);
+		if (m->ring[i] == NULL || m->rte[i] == NULL)
+			return -ENOENT;
+	}
+	if (m->ctl == NULL || m->db == NULL || ctl_len < sizeof(*m->ctl) ||
+	    db_len < sizeof(*m->db))
+		return -ENOENT;
+	return 0;
+}
+
+static int alloc_regions(struct shoal_seg *seg)
+{
+	uint64_t off, ring_len = shoal_ring_size(BENCH_BUF_BYTES);
+	int ret;
+
+	ret = shoal_seg_alloc(seg, SHOAL_SEG_KIND_USER, REGION_CTL, sizeof(struct bench_ctl), 128,
+			      &off);
+	if (ret == 0)
+		ret = shoal_seg_alloc(seg, SHOAL_SEG_KIND_DOORBELL, REGION_DB,
+				      sizeof(struct shoal_doorbell), 128, &off);
+	for (int i = 0; i < 2 && ret == 0; i++) {
+		ret = shoal_seg_alloc(seg, SHOAL_SEG_KIND_RING, region_ring[i], ring_len, 128, &off);
+		if (ret == 0)
+			ret = shoal_seg_alloc(seg, SHOAL_SEG_KIND_USER, region_rte[i],
+					      RTE_REGION_LEN, 128, &off);
+	}
+	return ret;
+}
+
+int bench_seg_create(struct bench_mem *m, char *name, size_t name_len)
+{
+	struct shoal_err err = { "" };
+	int ret;
+
+	memset(m, 0, sizeof(*m));
+	/* The pid and the clock make the name unique among concurrent runs. */
+	snprintf(name, name_len, "shoal-bench-%d-%llx", (int)getpid(),
+		 (unsigned long long)(bench_now_ns() & 0xffffffffu));
+	ret = shoal_seg_create(&m->seg, name, BENCH_SEG_SIZE, NULL, &err);
+	if (ret < 0) {
+		fprintf(stderr, "shoal-bench-ring: creating segment %s: %s (%s)\n", name,
+			shoal_strerror(ret), err.msg);
+		return ret;
+	}
+	ret = alloc_regions(&m->seg);
+	if (ret == 0)
+		ret = mem_map(m);
+	if (ret < 0) {
+		fprintf(stderr, "shoal-bench-ring: laying out segment %s: %s\n", name,
+			shoal_strerror(ret));
+		bench_seg_destroy(m);
+	}
+	return ret;
+}
+
+void bench_seg_destroy(struct bench_mem *m)
+{
+	if (m->seg.base == NULL)
+		return;
+	shoal_seg_unlink(m->seg.name);
+	shoal_seg_detach(&m->seg);
+	memset(m, 0, sizeof(*m));
+}
+
+/* ---- signals ---- */
+
+static void on_signal(int sig)
+{
+	if (sig == SIGALRM)
+		watchdog_fired = 1;
+	else
+		stop_signal = sig;
+}
+
+void bench_signals_init(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGALRM };
+	/* No SA_RESTART: waitpid() must return EINTR so that the parent can
+	 * kill the sample and unlink the segment. */
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaction(sigs[i], &sa, NULL);
+}
+
+int bench_stop_signal(void)
+{
+	return stop_signal;
+}
+
+/* ---- one side ---- */
+
+int bench_fail(struct bench_side *s, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(s->res->msg, sizeof(s->res->msg), fmt, ap);
+	va_end(ap);
+	s->res->err = err;
+	return err;
+}
+
+/*
+ * How long this process has been runnable but not running (the second
+ * field of /proc/self/schedstat): the time other tasks of this machine
+ * took its CPU. 0 when the kernel does not keep it.
+ */
+static uint64_t run_delay_ns(void)
+{
+	unsigned long long run = 0, delay = 0;
+	FILE *f = fopen("/proc/self/schedstat", "re");
+
+	if (f != NULL) {
+		if (fscanf(f, "%llu %llu", &run, &delay) != 2)
+			delay = 0;
+		fclose(f);
+	}
+	return delay;
+}
+
+uint64_t bench_cpu_ns(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000u +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
+}
+
+static void barrier(struct bench_ctl *ctl, uint32_t round)
+{
+	/* R1: pairs with A1 in the other side's barrier(). Acq_rel: the
+	 * arrival also acquires, in case this side is the second to come. */
+	atomic_fetch_add_explicit(&ctl->arrived, 1, memory_order_acq_rel);
+	/* A1: pairs with R1 in the other side's barrier(). */
+	while (shoal_load_acquire(&ctl->arrived) < 2 * round)
+		bench_relax();
+}
+
+/*
+ * The placement probe: side A writes odd values, side B answers with the
+ * next even one; no pause in the loops, so that only the line's trip is
+ * timed. Side A stops after PROBE_ROUNDS timed round trips or PROBE_MAX_NS,
+ * whichever comes first, by writing PROBE_STOP: on a loaded machine every
+ * trip can wait for a time slice, and the probe must still end.
+ */
+static void probe_ping(struct bench_side *s, _Atomic uint64_t *line)
+{
+	uint64_t t0 = 0, limit = UINT64_MAX, i;
+
+	for (i = 0; i < PROBE_WARMUP + PROBE_ROUNDS; i++) {
+		if (i == PROBE_WARMUP) {
+			t0 = bench_now_ns();
+			limit = t0 + PROBE_MAX_NS;
+		}
+		if (i % 256 == 0 && bench_now_ns() >= limit)
+			break;
+		/* Relaxed: the line carries no data (see the file comment). */
+		shoal_store_relaxed(line, 2 * i + 1);
+		while (shoal_load_relaxed(line) != 2 * i + 2)
+			;
+	}
+	s->res->probe_ns = i > PROBE_WARMUP ?
+			   (double)(bench_now_ns() - t0) / (double)(i - PROBE_WARMUP) : 0;
+	shoal_store_relaxed(line, PROBE_STOP);
+}
+
+static void probe_pong(_Atomic uint64_t *line)
+{
+	for (uint64_t i = 0;; i++) {
+		uint64_t v;
+
+		/* Relaxed: the line carries no data (see the file comment). */
+		while ((v = shoal_load_relaxed(line)) != 2 * i + 1)
+			if (v == PROBE_STOP)
+				return;
+		shoal_store_relaxed(line, 2 * i + 2);
+	}
+}
+
+void bench_side_ready(struct bench_side *s)
+{
+	barrier(s->mem.ctl, 1);
+	if (s->side == 0)
+		probe_ping(s, &s->mem.ctl->probe);
+	else
+		probe_pong(&s->mem.ctl->probe);
+	barrier(s->mem.ctl, 2);
+	s->run_delay0 = run_delay_ns();
+	if (s->side == 0) {
+		s->res->t_start = bench_now_ns();
+		s->deadline = s->res->t_start + s->p->duration_ns;
+	}
+}
+
+static int pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set) != 0)
+		return -errno;
+	return 0;
+}
+
+static bool fd_in(int fd, const int *v, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i] == fd)
+			return true;
+	return false;
+}
+
+/* Close every descriptor in fds once (a socket may be both tx and rx),
+ * except `keep`. */
+static void fds_close_except(const struct bench_fds *fds, const int keep[2])
+{
+	int all[4] = { fds->tx[0], fds->rx[0], fds->tx[1], fds->rx[1] };
+
+	for (int i = 0; i < 4; i++)
+		if (all[i] >= 0 && !fd_in(all[i], keep, 2) && !fd_in(all[i], all, i))
+			close(all[i]);
+}
+
+/*
+ * A child's setup: default signal actions (Ctrl-C kills it), die with the
+ * parent, pin, attach the segment by name as an unrelated process would,
+ * keep only this side's descriptors, and populate the page tables so that
+ * no sample pays for first-touch faults.
+ */
+static int side_setup(struct bench_side *s, const struct bench_mem *parent,
+		      const struct bench_fds *fds)
+{
+	struct shoal_err err = { "" };
+	int keep[2] = { fds->tx[s->side], fds->rx[s->side] };
+	int ret;
+
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGALRM, SIG_DFL);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	fds_close_except(fds, keep);
+	s->tx = keep[0];
+	s->rx = keep[1];
+	ret = pin(s->p->cpu[s->side]);
+	if (ret < 0)
+		return bench_fail(s, ret, "pinning to CPU %d: %s", s->p->cpu[s->side],
+				  strerror(-ret));
+	s->res->cpu = sched_getcpu();
+	ret = shoal_seg_attach(&s->mem.seg, parent->seg.name, 0, &err);
+	if (ret < 0)
+		return bench_fail(s, ret, "attaching %s: %s (%s)", parent->seg.name,
+				  shoal_strerror(ret), err.msg);
+	ret = mem_map(&s->mem);
+	if (ret < 0)
+		return bench_fail(s, ret, "regions missing from %s", parent->seg.name);
+	/* Best effort: without MADV_POPULATE_WRITE (Linux < 5.14) the faults
+	 * land in the probe and the first microseconds of the sample. */
+	madvise(s->mem.seg.base, s->mem.seg.size, MADV_POPULATE_WRITE);
+	return 0;
+}
+
+/*
+ * A forked side. It reports through the parent's mapping (inherited), so
+ * that even a failed attach is reported; the contender works on its own
+ * attachment. Never returns.
+ */
+static __attribute__((noreturn)) void side_main(int side, const struct bench_mem *parent,
+						const struct bench_contender *c,
+						const struct bench_fds *fds)
+{
+	struct bench_side s = {
+		.side = side,
+		.p = &parent->ctl->params,
+		.res = &parent->ctl->res[side],
+	};
+	int ret = side_setup(&s, parent, fds);
+
+	if (ret == 0) {
+		s.p = &s.mem.ctl->params;
+		ret = c->role[s.p->kind][side](&s);
+		s.res->waited_ns = run_delay_ns() - s.run_delay0;
+	}
+	if (ret < 0 && s.res->err == 0)
+		bench_fail(&s, ret, "%s", strerror(-ret));
+	shoal_seg_detach(&s.mem.seg);
+	_exit(ret < 0 ? 1 : 0);
+}
+
+/* ---- the parent ---- */
+
+static void kill_live(const pid_t pid[2])
+{
+	for (int i = 0; i < 2; i++)
+		if (pid[i] > 0)
+			kill(pid[i], SIGKILL);
+}
+
+/* Reap both sides. The first one to fail (or a signal, or the watchdog)
+ * gets the other killed. Returns 0 or the first failure. */
+static int reap(pid_t pid[2], const struct bench_params *p)
+{
+	unsigned watchdog_s = (unsigned)(p->duration_ns / 1000000000u) * 4 + 30;
+	int ret = 0;
+
+	watchdog_fired = 0;
+	alarm(watchdog_s);
+	while (pid[0] > 0 || pid[1] > 0) {
+		int st;
+		pid_t w = waitpid(-1, &st, 0);
+
+		if (w < 0 && errno == EINTR) {
+			ret = ret ? ret : (watchdog_fired ? -ETIMEDOUT : -EINTR);
+			kill_live(pid);
+			continue;
+		}
+		if (w < 0) {
+			ret = ret ? ret : -errno;
+			break;
+		}
+		for (int i = 0; i < 2; i++)
+			if (pid[i] == w)
+				pid[i] = 0;
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			ret = ret ? ret : -ECHILD;
+			kill_live(pid);
+		}
+	}
+	alarm(0);
+	return ret;
+}
+
+static void report_failure(const struct bench_contender *c, const struct bench_params *p,
+			   const struct bench_result res[2], int ret)
+{
+	fprintf(stderr, "shoal-bench-ring: %s sample of %s (%u B, batch %u) failed: %s\n",
+		bench_kind_name[p->kind], c->name, p->payload, p->batch,
+		ret == -ETIMEDOUT ? "watchdog expired" : ret == -EINTR ? "interrupted" :
+		"a side failed");
+	for (int i = 0; i < 2; i++)
+		if (res[i].msg[0] != '\0')
+			fprintf(stderr, "  side %c: %s\n", 'A' + i, res[i].msg);
+}
+
+static void fds_close(struct bench_fds *fds)
+{
+	static const int none[2] = { -1, -1 };
+
+	fds_close_except(fds, none);
+	for (int i = 0; i < 2; i++)
+		fds->tx[i] = fds->rx[i] = -1;
+}
+
+int bench_sample_run(const struct bench_mem *m, const struct bench_contender *c,
+		     const struct bench_params *p, struct bench_result out[2])
+{
+	struct bench_fds fds = { { -1, -1 }, { -1, -1 } };
+	pid_t pid[2] = { 0, 0 };
+	int ret;
+
+	/* No side is alive: plain writes, published to the children by fork(). */
+	memset(m->ctl, 0, sizeof(*m->ctl));
+	m->ctl->params = *p;
+	ret = c->prepare(m, p, &fds);
+	if (ret < 0) {
+		fprintf(stderr, "shoal-bench-ring: preparing %s: %s\n", c->name, strerror(-ret));
+		return ret;
+	}
+	for (int i = 0; i < 2 && ret == 0; i++) {
+		pid[i] = fork();
+		if (pid[i] == 0)
+			side_main(i, m, c, &fds);
+		if (pid[i] < 0) {
+			ret = -errno;
+			pid[i] = 0;
+			kill_live(pid);
+		}
+	}
+	if (pid[0] > 0 || pid[1] > 0) {
+		int reaped = reap(pid, p);
+
+		ret = ret < 0 ? ret : reaped;
+	}
+	fds_close(&fds);
+	memcpy(out, m->ctl->res, 2 * sizeof(out[0]));
+	/* After Ctrl-C the sides die of the signal: not a failure to report. */
+	if (ret < 0 && stop_signal)
+		return -EINTR;
+	if (ret < 0)
+		report_failure(c, p, out, ret);
+	return ret;
+}

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include <shoal/doorbell.h>
@@ -398,5 +399,42 @@ int bench_stop_signal(void);
  */
 int bench_sample_run(const struct bench_mem *m, const struct bench_contender *c,
 		     const struct bench_params *p, struct bench_result out[2]);
+
+/* ---- the harness's pieces, for a driver with its own control block ----
+ *
+ * bench_sample_run() and bench_side_ready() are made of these; a benchmark
+ * whose sides share other state (shoal-bench-iceoryx) uses them directly.
+ */
+
+/* Two-party barrier on `arrived` (zero before either side starts): returns
+ * once both sides have called it with `round`; rounds go 1, 2, 3, ... */
+void bench_barrier(_Atomic uint32_t *arrived, uint32_t round);
+
+/* The placement probe on `line` (zero before either side starts), run by
+ * both sides at once: side 0 returns the mean cache-line round trip in ns
+ * (0 if none was timed), side 1 answers it and returns 0. */
+double bench_probe(_Atomic uint64_t *line, int side);
+
+/* How long this process has been runnable but not running (schedstat), ns. */
+uint64_t bench_run_delay_ns(void);
+
+/* A forked side's start: default actions for the signals that
+ * bench_signals_init() catches, SIGKILL when the parent dies, pinned to
+ * `cpu`. Returns 0, or -errno if it could not be pinned (the rest is done). */
+int bench_child_init(int cpu);
+
+/* A side's body: runs in the forked child and never returns. */
+typedef void (*bench_child_fn)(int side, void *arg);
+
+/*
+ * Fork side 0 and side 1, each running child(side, arg), and wait for both,
+ * killing both if either fails, on a signal, or when the watchdog (4x
+ * `duration_ns` + 30 s) expires. `extra`, if not NULL, is another child of
+ * the caller's (a server the sides use): its exit, whatever its status,
+ * fails the sample too, and *extra is set to 0 once it is reaped.
+ * Returns 0, -ECHILD (a side or *extra failed), -ETIMEDOUT (watchdog),
+ * -EINTR (a signal) or -errno from fork(). Prints nothing.
+ */
+int bench_pair_run(bench_child_fn child, void *arg, uint64_t duration_ns, pid_t *extra);
 
 #endif

@@ -196,7 +196,7 @@ int bench_fail(struct bench_side *s, int err, const char *fmt, ...)
  * field of /proc/self/schedstat): the time other tasks of this machine
  * took its CPU. 0 when the kernel does not keep it.
  */
-static uint64_t run_delay_ns(void)
+uint64_t bench_run_delay_ns(void)
 {
 	unsigned long long run = 0, delay = 0;
 	FILE *f = fopen("/proc/self/schedstat", "re");
@@ -218,13 +218,13 @@ uint64_t bench_cpu_ns(void)
 	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
 }
 
-static void barrier(struct bench_ctl *ctl, uint32_t round)
+void bench_barrier(_Atomic uint32_t *arrived, uint32_t round)
 {
-	/* R1: pairs with A1 in the other side's barrier(). Acq_rel: the
+	/* R1: pairs with A1 in the other side's bench_barrier(). Acq_rel: the
 	 * arrival also acquires, in case this side is the second to come. */
-	atomic_fetch_add_explicit(&ctl->arrived, 1, memory_order_acq_rel);
-	/* A1: pairs with R1 in the other side's barrier(). */
-	while (shoal_load_acquire(&ctl->arrived) < 2 * round)
+	atomic_fetch_add_explicit(arrived, 1, memory_order_acq_rel);
+	/* A1: pairs with R1 in the other side's bench_barrier(). */
+	while (shoal_load_acquire(arrived) < 2 * round)
 		bench_relax();
 }
 
@@ -235,9 +235,10 @@ static void barrier(struct bench_ctl *ctl, uint32_t round)
  * whichever comes first, by writing PROBE_STOP: on a loaded machine every
  * trip can wait for a time slice, and the probe must still end.
  */
-static void probe_ping(struct bench_side *s, _Atomic uint64_t *line)
+static double probe_ping(_Atomic uint64_t *line)
 {
 	uint64_t t0 = 0, limit = UINT64_MAX, i;
+	double ns;
 
 	for (i = 0; i < PROBE_WARMUP + PROBE_ROUNDS; i++) {
 		if (i == PROBE_WARMUP) {
@@ -251,9 +252,9 @@ static void probe_ping(struct bench_side *s, _Atomic uint64_t *line)
 		while (shoal_load_relaxed(line) != 2 * i + 2)
 			;
 	}
-	s->res->probe_ns = i > PROBE_WARMUP ?
-			   (double)(bench_now_ns() - t0) / (double)(i - PROBE_WARMUP) : 0;
+	ns = i > PROBE_WARMUP ? (double)(bench_now_ns() - t0) / (double)(i - PROBE_WARMUP) : 0;
 	shoal_store_relaxed(line, PROBE_STOP);
+	return ns;
 }
 
 static void probe_pong(_Atomic uint64_t *line)
@@ -269,25 +270,39 @@ static void probe_pong(_Atomic uint64_t *line)
 	}
 }
 
+double bench_probe(_Atomic uint64_t *line, int side)
+{
+	if (side == 0)
+		return probe_ping(line);
+	probe_pong(line);
+	return 0;
+}
+
 void bench_side_ready(struct bench_side *s)
 {
-	barrier(s->mem.ctl, 1);
+	double probe_ns;
+
+	bench_barrier(&s->mem.ctl->arrived, 1);
+	probe_ns = bench_probe(&s->mem.ctl->probe, s->side);
 	if (s->side == 0)
-		probe_ping(s, &s->mem.ctl->probe);
-	else
-		probe_pong(&s->mem.ctl->probe);
-	barrier(s->mem.ctl, 2);
-	s->run_delay0 = run_delay_ns();
+		s->res->probe_ns = probe_ns;
+	bench_barrier(&s->mem.ctl->arrived, 2);
+	s->run_delay0 = bench_run_delay_ns();
 	if (s->side == 0) {
 		s->res->t_start = bench_now_ns();
 		s->deadline = s->res->t_start + s->p->duration_ns;
 	}
 }
 
-static int pin(int cpu)
+int bench_child_init(int cpu)
 {
 	cpu_set_t set;
 
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGALRM, SIG_DFL);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	CPU_ZERO(&set);
 	CPU_SET(cpu, &set);
 	if (sched_setaffinity(0, sizeof(set), &set) != 0)
@@ -325,17 +340,11 @@ static int side_setup(struct bench_side *s, const struct bench_mem *parent,
 {
 	struct shoal_err err = { "" };
 	int keep[2] = { fds->tx[s->side], fds->rx[s->side] };
-	int ret;
+	int ret = bench_child_init(s->p->cpu[s->side]);
 
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
-	signal(SIGHUP, SIG_DFL);
-	signal(SIGALRM, SIG_DFL);
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	fds_close_except(fds, keep);
 	s->tx = keep[0];
 	s->rx = keep[1];
-	ret = pin(s->p->cpu[s->side]);
 	if (ret < 0)
 		return bench_fail(s, ret, "pinning to CPU %d: %s", s->p->cpu[s->side],
 				  strerror(-ret));
@@ -372,7 +381,7 @@ static __attribute__((noreturn)) void side_main(int side, const struct bench_mem
 	if (ret == 0) {
 		s.p = &s.mem.ctl->params;
 		ret = c->role[s.p->kind][side](&s);
-		s.res->waited_ns = run_delay_ns() - s.run_delay0;
+		s.res->waited_ns = bench_run_delay_ns() - s.run_delay0;
 	}
 	if (ret < 0 && s.res->err == 0)
 		bench_fail(&s, ret, "%s", strerror(-ret));
@@ -389,11 +398,11 @@ static void kill_live(const pid_t pid[2])
 			kill(pid[i], SIGKILL);
 }
 
-/* Reap both sides. The first one to fail (or a signal, or the watchdog)
- * gets the other killed. Returns 0 or the first failure. */
-static int reap(pid_t pid[2], const struct bench_params *p)
+/* Reap both sides. The first one to fail (or *extra to exit, or a signal,
+ * or the watchdog) gets the other killed. Returns 0 or the first failure. */
+static int reap(pid_t pid[2], uint64_t duration_ns, pid_t *extra)
 {
-	unsigned watchdog_s = (unsigned)(p->duration_ns / 1000000000u) * 4 + 30;
+	unsigned watchdog_s = (unsigned)(duration_ns / 1000000000u) * 4 + 30;
 	int ret = 0;
 
 	watchdog_fired = 0;
@@ -414,6 +423,13 @@ static int reap(pid_t pid[2], const struct bench_params *p)
 		for (int i = 0; i < 2; i++)
 			if (pid[i] == w)
 				pid[i] = 0;
+		if (extra != NULL && *extra > 0 && w == *extra) {
+			/* The sides' server died under them: they cannot finish. */
+			*extra = 0;
+			ret = ret ? ret : -ECHILD;
+			kill_live(pid);
+			continue;
+		}
 		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 			ret = ret ? ret : -ECHILD;
 			kill_live(pid);
@@ -444,11 +460,48 @@ static void fds_close(struct bench_fds *fds)
 		fds->tx[i] = fds->rx[i] = -1;
 }
 
+int bench_pair_run(bench_child_fn child, void *arg, uint64_t duration_ns, pid_t *extra)
+{
+	pid_t pid[2] = { 0, 0 };
+	int ret = 0;
+
+	for (int i = 0; i < 2 && ret == 0; i++) {
+		pid[i] = fork();
+		if (pid[i] == 0)
+			child(i, arg);
+		if (pid[i] < 0) {
+			ret = -errno;
+			pid[i] = 0;
+			kill_live(pid);
+		}
+	}
+	if (pid[0] > 0 || pid[1] > 0) {
+		int reaped = reap(pid, duration_ns, extra);
+
+		ret = ret < 0 ? ret : reaped;
+	}
+	return ret;
+}
+
+/* What side_entry() needs: bench_sample_run()'s arguments. */
+struct side_args {
+	const struct bench_mem *m;
+	const struct bench_contender *c;
+	const struct bench_fds *fds;
+};
+
+static void side_entry(int side, void *arg)
+{
+	const struct side_args *a = arg;
+
+	side_main(side, a->m, a->c, a->fds);
+}
+
 int bench_sample_run(const struct bench_mem *m, const struct bench_contender *c,
 		     const struct bench_params *p, struct bench_result out[2])
 {
 	struct bench_fds fds = { { -1, -1 }, { -1, -1 } };
-	pid_t pid[2] = { 0, 0 };
+	struct side_args args = { m, c, &fds };
 	int ret;
 
 	/* No side is alive: plain writes, published to the children by fork(). */
@@ -459,21 +512,7 @@ int bench_sample_run(const struct bench_mem *m, const struct bench_contender *c,
 		fprintf(stderr, "shoal-bench-ring: preparing %s: %s\n", c->name, strerror(-ret));
 		return ret;
 	}
-	for (int i = 0; i < 2 && ret == 0; i++) {
-		pid[i] = fork();
-		if (pid[i] == 0)
-			side_main(i, m, c, &fds);
-		if (pid[i] < 0) {
-			ret = -errno;
-			pid[i] = 0;
-			kill_live(pid);
-		}
-	}
-	if (pid[0] > 0 || pid[1] > 0) {
-		int reaped = reap(pid, p);
-
-		ret = ret < 0 ? ret : reaped;
-	}
+	ret = bench_pair_run(side_entry, &args, p->duration_ns, NULL);
 	fds_close(&fds);
 	memcpy(out, m->ctl->res, 2 * sizeof(out[0]));
 	/* After Ctrl-C the sides die of the signal: not a failure to report. */

@@ -262,18 +262,26 @@ static int publish(struct shoal_router *r, struct shoal_err *err)
 
 /* ---- segments ------------------------------------------------------------ */
 
+static int init_ring(void *mem, uint64_t len, void *arg)
+{
+	return shoal_ring_init(mem, len, *(const uint32_t *)arg, 0);
+}
+
+/*
+ * Add ring `name` to a mailbox, initialised before it enters the directory:
+ * a running worker scans the directory for new rings at any moment, and one
+ * that found a ring not yet initialised would skip it for good, losing what
+ * is sent into it.
+ */
 static int alloc_ring(struct shoal_seg *seg, const char *name, uint32_t cap)
 {
-	uint64_t off, len = shoal_ring_size(cap);
+	uint64_t off;
 	struct shoal_seg_region existing;
-	int ret;
 
 	if (shoal_seg_find(seg, SHOAL_SEG_KIND_RING, name, &existing) == 0)
 		return 0;
-	ret = shoal_seg_alloc(seg, SHOAL_SEG_KIND_RING, name, len, 0, &off);
-	if (ret < 0)
-		return ret;
-	return shoal_ring_init(shoal_seg_ptr(seg, off, len, 128), len, cap, 0);
+	return shoal_seg_alloc_init(seg, SHOAL_SEG_KIND_RING, name, shoal_ring_size(cap), 0,
+				    init_ring, &cap, &off);
 }
 
 /* Give every group an inbound ring per worker from dispatcher `d`. */

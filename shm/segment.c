@@ -15,7 +15,8 @@
  *   R1 (create: magic store-release) pairs with A1 (attach: magic
  *      load-acquire): an attacher that sees the magic sees the whole header.
  *   R2 (alloc: dir_count store-release) pairs with A2 (find / region_at:
- *      dir_count load-acquire): a reader that counts an entry sees it whole.
+ *      dir_count load-acquire): a reader that counts an entry sees it whole,
+ *      and sees the region as shoal_seg_alloc_init()'s init left it.
  * Progress: create, attach and probe make system calls; ptr, find and
  * region_at are wait-free loads. Concurrency: see lifecycle rule 3 in the
  * header (one allocating thread, in the creator; any number of readers).
@@ -398,7 +399,7 @@ static const struct shoal__seg_hdr *hdr(const struct shoal_seg *seg)
 /* Number of directory entries; callers bound it by the capacity themselves. */
 static uint32_t dir_count(const struct shoal_seg *seg)
 {
-	/* A2: pairs with R2 in shoal_seg_alloc(): counted entries are complete. */
+	/* A2: pairs with R2 in shoal_seg_alloc_init(): counted entries are complete. */
 	return shoal_load_acquire(&hdr(seg)->dir_count);
 }
 
@@ -455,8 +456,9 @@ int shoal_seg_find(const struct shoal_seg *seg, uint32_t kind, const char *name,
 	return -ENOENT;
 }
 
-int shoal_seg_alloc(struct shoal_seg *seg, uint32_t kind, const char *name, uint64_t len,
-		    uint64_t align, uint64_t *off)
+int shoal_seg_alloc_init(struct shoal_seg *seg, uint32_t kind, const char *name, uint64_t len,
+			 uint64_t align, int (*init)(void *mem, uint64_t len, void *arg), void *arg,
+			 uint64_t *off)
 {
 	struct shoal__seg_hdr *h = seg->base;
 	struct shoal__seg_dirent *e;
@@ -477,6 +479,14 @@ int shoal_seg_alloc(struct shoal_seg *seg, uint32_t kind, const char *name, uint
 	start = shoal__align_up(seg->alloc_top, align);
 	if (start > seg->size || len > seg->size - start)
 		return -ENOSPC;
+	/* The region is built before anyone can count it: readers see entries
+	 * below dir_count only, and the private state moves only on success. */
+	if (init != NULL) {
+		int ret = init((unsigned char *)seg->base + start, len, arg);
+
+		if (ret < 0)
+			return ret;
+	}
 	e = (struct shoal__seg_dirent *)((unsigned char *)seg->base + seg->dir_off) +
 	    seg->dir_count;
 	memset(e, 0, sizeof(*e));
@@ -488,10 +498,17 @@ int shoal_seg_alloc(struct shoal_seg *seg, uint32_t kind, const char *name, uint
 	seg->dir_count++;
 	/* Relaxed: published with the entry by R2 below; a display value. */
 	shoal_store_relaxed(&h->alloc_top, seg->alloc_top);
-	/* R2: pairs with A2 in dir_count(): the entry is complete when counted. */
+	/* R2: pairs with A2 in dir_count(): the entry, and what init() wrote
+	 * into the region, are complete when counted. */
 	shoal_store_release(&h->dir_count, seg->dir_count);
 	*off = start;
 	return 0;
+}
+
+int shoal_seg_alloc(struct shoal_seg *seg, uint32_t kind, const char *name, uint64_t len,
+		    uint64_t align, uint64_t *off)
+{
+	return shoal_seg_alloc_init(seg, kind, name, len, align, NULL, NULL, off);
 }
 
 void shoal_seg_info(const struct shoal_seg *seg, struct shoal_seg_info *info)

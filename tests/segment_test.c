@@ -156,6 +156,63 @@ static void segment_alloc_stops_at_capacity(void **state)
 	shoal_seg_detach(&seg);
 }
 
+/* What the init callback saw through a second mapping, as a peer would. */
+struct init_probe {
+	struct shoal_seg *peer;
+	uint32_t count_seen;
+	int find_seen;
+	int fail_with;
+};
+
+static int probe_init(void *mem, uint64_t len, void *arg)
+{
+	struct init_probe *p = arg;
+	struct shoal_seg_region r;
+
+	p->count_seen = shoal_seg_dir_count(p->peer);
+	p->find_seen = shoal_seg_find(p->peer, SHOAL_SEG_KIND_USER, "built", &r);
+	memset(mem, 0xab, len);
+	return p->fail_with;
+}
+
+static void segment_alloc_init_publishes_after_init(void **state)
+{
+	struct shoal_seg seg, peer;
+	struct shoal_seg_region r;
+	struct init_probe p = { .peer = &peer };
+	uint64_t off, off2;
+	const unsigned char *mem;
+
+	(void)state;
+	assert_int_equal(shoal_seg_create(&seg, "initpub", 1u << 16, NULL, NULL), 0);
+	assert_int_equal(shoal_seg_attach(&peer, "initpub", SHOAL_SEG_RDONLY, NULL), 0);
+	assert_int_equal(shoal_seg_alloc(&seg, SHOAL_SEG_KIND_USER, "first", 64, 0, &off), 0);
+
+	/* A failing init allocates nothing and its errno comes back. */
+	p.fail_with = -EIO;
+	assert_int_equal(shoal_seg_alloc_init(&seg, SHOAL_SEG_KIND_USER, "built", 256, 0,
+					      probe_init, &p, &off), -EIO);
+	assert_int_equal(shoal_seg_dir_count(&peer), 1);
+	assert_int_equal(shoal_seg_find(&peer, SHOAL_SEG_KIND_USER, "built", &r), -ENOENT);
+
+	/* While init runs, a peer neither counts nor finds the region; once
+	 * it is counted, the peer sees what init wrote. */
+	p.fail_with = 0;
+	assert_int_equal(shoal_seg_alloc_init(&seg, SHOAL_SEG_KIND_USER, "built", 256, 0,
+					      probe_init, &p, &off2), 0);
+	assert_int_equal(p.count_seen, 1);
+	assert_int_equal(p.find_seen, -ENOENT);
+	assert_int_equal(shoal_seg_dir_count(&peer), 2);
+	assert_int_equal(shoal_seg_find(&peer, SHOAL_SEG_KIND_USER, "built", &r), 0);
+	assert_int_equal(r.off, off2);
+	mem = shoal_seg_ptr(&peer, r.off, r.len, 1);
+	assert_non_null(mem);
+	assert_int_equal(mem[0], 0xab);
+	assert_int_equal(mem[255], 0xab);
+	shoal_seg_detach(&peer);
+	shoal_seg_detach(&seg);
+}
+
 static void segment_ptr_checks_bounds_and_alignment(void **state)
 {
 	struct shoal_seg seg;
@@ -434,6 +491,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(segment_create_attach_roundtrip),
 		cmocka_unit_test(segment_create_refuses_bad_arguments),
 		cmocka_unit_test(segment_alloc_stops_at_capacity),
+		cmocka_unit_test(segment_alloc_init_publishes_after_init),
 		cmocka_unit_test(segment_ptr_checks_bounds_and_alignment),
 		cmocka_unit_test(segment_attach_refuses_truncated_file),
 		cmocka_unit_test(segment_attach_refuses_foreign_file),

@@ -163,6 +163,18 @@ SHOAL_API int shoal_seg_alloc(struct shoal_seg *seg, uint32_t kind, const char *
 			      uint64_t len, uint64_t align, uint64_t *off);
 
 /*
+ * Like shoal_seg_alloc(), but `init(mem, len, arg)` builds the region before
+ * it enters the directory: a peer that finds the region (by name or by
+ * index) sees it as init left it, never half-built. init runs in the
+ * caller's thread on zeroed memory; if it returns a negative errno, nothing
+ * is allocated and that errno is returned. `init` may be NULL.
+ */
+SHOAL_API int shoal_seg_alloc_init(struct shoal_seg *seg, uint32_t kind, const char *name,
+				   uint64_t len, uint64_t align,
+				   int (*init)(void *mem, uint64_t len, void *arg), void *arg,
+				   uint64_t *off);
+
+/*
  * Translate an offset read from shared memory into a pointer, checking that
  * [off, off + len) lies inside the segment and that off is aligned to
  * `align` (a power of two; 1 for none). Returns NULL when it does not.

@@ -437,4 +437,10 @@ typedef void (*bench_child_fn)(int side, void *arg);
  */
 int bench_pair_run(bench_child_fn child, void *arg, uint64_t duration_ns, pid_t *extra);
 
+/* Parse "A,B": two different CPU numbers below `limit`. 0 or -EINVAL. */
+int bench_parse_cpus(const char *arg, int limit, int cpu[2]);
+
+/* Parse a decimal number in [min, max] into *v. 0 or -EINVAL. */
+int bench_parse_uint(const char *arg, uint64_t min, uint64_t max, uint64_t *v);
+
 #endif

@@ -522,3 +522,34 @@ int bench_sample_run(const struct bench_mem *m, const struct bench_contender *c,
 		report_failure(c, p, out, ret);
 	return ret;
 }
+
+int bench_parse_cpus(const char *arg, int limit, int cpu[2])
+{
+	char *end;
+	long a = strtol(arg, &end, 10), b;
+
+	if (end == arg || *end != ',')
+		return -EINVAL;
+	arg = end + 1;
+	b = strtol(arg, &end, 10);
+	if (end == arg || *end != '\0' || a < 0 || b < 0 || a >= limit || b >= limit || a == b)
+		return -EINVAL;
+	cpu[0] = (int)a;
+	cpu[1] = (int)b;
+	return 0;
+}
+
+int bench_parse_uint(const char *arg, uint64_t min, uint64_t max, uint64_t *v)
+{
+	char *end;
+	unsigned long long x;
+
+	if (*arg < '0' || *arg > '9')
+		return -EINVAL;
+	errno = 0;
+	x = strtoull(arg, &end, 10);
+	if (errno != 0 || *end != '\0' || x < min || x > max)
+		return -EINVAL;
+	*v = x;
+	return 0;
+}

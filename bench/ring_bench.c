@@ -115,23 +115,6 @@ static void usage(FILE *f)
 		"CPUs are not available, 128+n stopped by signal n.\n", BENCH_MAX_RUNS);
 }
 
-static int parse_cpus(const char *arg, int cpu[2])
-{
-	char *end;
-	long a = strtol(arg, &end, 10), b;
-
-	if (end == arg || *end != ',')
-		return -EINVAL;
-	arg = end + 1;
-	b = strtol(arg, &end, 10);
-	if (end == arg || *end != '\0' || a < 0 || b < 0 || a >= CPU_SETSIZE ||
-	    b >= CPU_SETSIZE || a == b)
-		return -EINVAL;
-	cpu[0] = (int)a;
-	cpu[1] = (int)b;
-	return 0;
-}
-
 static int parse_sections(const char *arg, unsigned *mask)
 {
 	char buf[128], *save = NULL;
@@ -168,7 +151,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 	*o = (struct bench_opts){ .mode = MODE_DEFAULT, .cpu = { 0, 1 },
 				  .sections = (1u << BENCH_KINDS) - 1 };
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-		char *end;
+		uint64_t v;
 
 		switch (opt) {
 		case 'h':
@@ -181,12 +164,12 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 			o->mode = MODE_SMOKE;
 			break;
 		case 'r':
-			o->runs = (unsigned)strtoul(optarg, &end, 10);
-			if (*end != '\0' || o->runs < 1 || o->runs > BENCH_MAX_RUNS)
+			if (bench_parse_uint(optarg, 1, BENCH_MAX_RUNS, &v) < 0)
 				return -EINVAL;
+			o->runs = (unsigned)v;
 			break;
 		case 'c':
-			if (parse_cpus(optarg, o->cpu) < 0)
+			if (bench_parse_cpus(optarg, CPU_SETSIZE, o->cpu) < 0)
 				return -EINVAL;
 			break;
 		case 'o':

@@ -1,0 +1,2782 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shoal-bench-system: the seed experiment across processes. A router runs in
+ * this process; one producer process sends to G consumer groups, each in its
+ * own process; consumer i takes the messages whose key % G == i. Routed
+ * sends go through the router's dispatcher; direct sends name the consumer's
+ * group address and skip the router. See bench/SUITE.md.
+ *
+ * What one run measures, for every group count G:
+ *  - dispatch: the dispatcher alone, in each route mode (indexed: Shoal's
+ *    filter vector and its index; flat: a scan of the vector; chain: one
+ *    nested call per route, as elfo's router was), and each payload size,
+ *    with no consumer running and inbound rings large enough for the whole
+ *    sample. Streaming: a producer on CPU A keeps its uplink full with
+ *    try_send retries while the dispatcher on CPU B drains it; the
+ *    dispatcher thread's CPU time (/proc schedstat) per routed message.
+ *    Backlog: the router holds dispatch (shoal_router_hold), the producer
+ *    fills its uplink, the router resumes; the dispatcher's busy time (its
+ *    counters) per message while it drains the backlog alone.
+ *  - tput: end to end, per payload size: send and try_send, routed (in each
+ *    route mode) and direct. The producer's wall and CPU time per call, the
+ *    dispatcher thread's CPU time per routed message, and the delivered
+ *    rate (first call to the last consumer's end marker).
+ *  - lat: a paced producer at a fixed offered load (--rate); consumers
+ *    record now - envelope send_ns into histograms in shared memory;
+ *    p50 / p99 / p99.9 over all consumers.
+ * With --idle it measures instead the CPU an idle system uses (router +
+ * G groups, no traffic) once the spin budget has run out.
+ *
+ * Method: one system (router + G consumers + producer) per group count and
+ * route mode per run; every point once per run, then the next run; the
+ * order of route modes and of the points of a system rotated by one each
+ * run. A placement probe (harness.c: a cache-line ping-pong between the
+ * two CPUs) runs before every sample. A sample in which tasks outside the
+ * benchmark used 10 % or more of the machine (/proc/stat busy time minus
+ * the benchmark's own tasks' schedstat time) is marked disturbed and, in
+ * full mode, run again (up to twice). Medians with [min, max] over runs;
+ * ratios are taken run by run, then summarised the same way.
+ *
+ * Pinning: the producer on CPU A, the dispatcher on CPU B (a described
+ * one-node topology pins it), consumers unpinned. With G + 2 polling
+ * threads on the machine's CPUs the report says where they outnumber them.
+ *
+ * Ordering guarantees (the benchmark's shared block, not Shoal's):
+ *   R1 (consumer: release store of end_id after its counters and histogram)
+ *      pairs with A1 (parent: acquire load of end_id) in sample_wait().
+ *   R2 (producer: release store of done_seq after its result) pairs with A2
+ *      (parent: acquire load of done_seq).
+ *   R3 (parent: release store of cmd_seq after the command) pairs with A3
+ *      (producer: acquire load of cmd_seq).
+ *   R4 (parent: release store of fill_req after the hold) pairs with A4
+ *      (filler), R5 (filler: release store of fill_done after fill_count)
+ *      with A5 (parent), in backlog_cycles() and filler_main().
+ *   Everything else the children read was written before fork().
+ * Progress: every wait of the parent notices a dead child or Ctrl-C, and
+ * fails when nothing has moved for STALL_NS or when it has run CAP_NS
+ * (struct watch); then every child is killed and the router destroyed,
+ * which removes the system's segments.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <shoal.h>
+
+#include "bench/bench.h"
+#include "runtime/layout.h"
+
+#define PROG "shoal-bench-system"
+
+#define MSG_WORK 1u
+#define MSG_END 2u
+#define END_LEN 16u
+#define MAX_GROUPS 128u
+#define MAX_LIST 16u
+#define MAX_SIZES 4u
+#define MAX_RUNS 20u
+#define MIN_SIZE 16u
+#define MAX_SIZE 16384u
+#define N_ROUTE 3
+
+/* A sample in which tasks outside the benchmark used this share of the
+ * machine's CPU time was disturbed. /proc/stat counts in 10 ms ticks, so
+ * the share is only trusted for samples of a few hundred milliseconds. */
+#define FOREIGN_DISTURBED 0.10
+/* Without consumers, the producer and the dispatcher have a CPU each: a
+ * sample in which either waited this share of the time was disturbed (as
+ * in shoal-bench-ring). */
+#define WAITED_DISTURBED 0.02
+/* T4: an idle system uses at most this share of one CPU. */
+#define IDLE_TARGET_PCT 1.0
+
+/* Waits (see struct watch): one fails when nothing the system does has
+ * moved for STALL_NS, a hang; or, still moving, when the wait has run
+ * CAP_NS. Both are generous: on this 2-CPU machine another user's load has
+ * slowed a sample down a hundredfold (the dispatcher then gets a sliver of
+ * its CPU), and a slow sample is still a sample. */
+#define STALL_NS MS(60000)
+#define CAP_NS MS(900000)
+
+#define MS(x) ((uint64_t)(x) * 1000000u)
+#define MIB(x) ((uint64_t)(x) << 20)
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+#define EXIT_USAGE 2
+#define EXIT_SKIP 77
+
+static const char *const route_name[N_ROUTE] = { "indexed", "flat", "chain" };
+
+/* ---- modes and plan -------------------------------------------------------------- */
+
+enum { MODE_FULL, MODE_SHORT, MODE_SMOKE };
+
+struct mode_cfg {
+	const char *name;
+	unsigned runs;
+	unsigned reruns;          /* reruns of a disturbed sample */
+	uint64_t tput_calls;      /* producer calls per throughput sample */
+	uint64_t lat_ns;          /* latency sample length */
+	uint64_t disp_bytes;      /* records one dispatcher-alone sample routes */
+	uint32_t groups[MAX_LIST];
+	unsigned n_groups;
+	unsigned idle_runs;
+	uint64_t idle_ns;         /* idle measurement window */
+	uint32_t idle_groups[MAX_LIST];
+	unsigned n_idle;
+};
+
+static const struct mode_cfg modes[] = {
+	[MODE_FULL] = { "full", 5, 2, 100000, MS(1000), MIB(32),
+			{ 1, 2, 5, 10, 20, 30, 50, 75, 100 }, 9, 3, MS(5000), { 1, 10, 100 }, 3 },
+	[MODE_SHORT] = { "short", 3, 0, 20000, MS(250), MIB(8), { 1, 10, 100 }, 3,
+			 2, MS(2000), { 3, 100 }, 2 },
+	[MODE_SMOKE] = { "smoke", 1, 0, 2000, MS(50), MIB(1), { 1, 3 }, 2,
+			 1, MS(300), { 2 }, 1 },
+};
+
+enum section { SEC_DISPATCH, SEC_BACKLOG, SEC_TPUT, SEC_LAT, SEC_IDLE };
+enum path { ROUTED, DIRECT };
+enum call { SEND, TRY_SEND };
+
+static const char *const section_name[] = { "dispatch", "backlog", "tput", "lat", "idle" };
+
+struct opts {
+	int mode;
+	bool idle;
+	unsigned runs;
+	uint32_t groups[MAX_LIST];
+	unsigned n_groups;
+	uint32_t sizes[MAX_SIZES];
+	unsigned n_sizes;
+	bool route_on[N_ROUTE];
+	bool sec_on[SEC_IDLE];    /* --only */
+	int direct_route;         /* the system the direct points run in */
+	uint64_t calls;
+	uint64_t rate;
+	int cpu[2];
+	const char *csv;
+	const char *md;
+	char command[512];
+};
+
+/* One sample's observations. */
+struct obs {
+	uint64_t calls, accepted, refused, dropped, delivered, lost, misrouted;
+	double call_ns;           /* producer wall time per call */
+	double call_cpu_ns;       /* producer CPU time per call */
+	double disp_ns;           /* dispatcher CPU time per routed message */
+	double disp_busy_ns;      /* its busy wall time per message (its counters) */
+	double mps;               /* delivered messages per second */
+	double rate;              /* calls per second (lat: the achieved offered load) */
+	struct bench_pct lat;
+	double idle_pct, idle_router_pct, idle_groups_pct, wakeups;
+	double probe_ns;
+	double waited;            /* producer's or dispatcher's run delay / wall */
+	double foreign;           /* share of the machine used by other tasks */
+	double foreign_ticks;     /* the same from /proc/stat ticks (a lower bound) */
+	uint64_t forks;           /* tasks created on the machine during the sample */
+	int cpu_prod, cpu_disp;   /* where they ran (-1: moved during the sample) */
+	unsigned attempts;
+	bool disturbed;
+};
+
+struct point {
+	enum section sec;
+	uint32_t groups;
+	uint32_t size;
+	int route;                /* route mode; -1 for direct and idle */
+	enum path path;
+	enum call call;
+	struct obs obs[MAX_RUNS];
+	unsigned n;
+};
+
+struct plan {
+	struct point *pts;
+	unsigned n, cap;
+	const struct mode_cfg *mode;
+	unsigned runs;
+	unsigned reruns, disturbed;
+	double steal;
+	long ncpu;
+	uint64_t wall_ns;
+};
+
+/* ---- shared with the children ---------------------------------------------------- */
+
+enum cmd_kind { CMD_NONE, CMD_TPUT, CMD_LAT, CMD_QUIT };
+
+struct cmd {
+	uint32_t kind;
+	uint32_t path;
+	uint32_t call;
+	uint32_t size;
+	uint64_t calls;           /* messages to send */
+	uint64_t gap_ns;          /* CMD_LAT: between scheduled sends */
+	uint64_t id;              /* sample id, carried by the end markers */
+};
+
+struct prod_result {
+	uint64_t t_start, t_sent;
+	uint64_t cpu_ns;          /* the producer's CPU time from t_start to t_sent */
+	uint64_t calls, accepted, refused;
+	int32_t err;
+	int32_t cpu;
+	char msg[160];
+};
+
+struct cons_stat {
+	_Alignas(128) _Atomic uint64_t received;   /* MSG_WORK handled */
+	_Atomic uint64_t misrouted;                /* key % G != this consumer */
+	_Atomic uint64_t end_id;                   /* id of the last end marker */
+	_Atomic uint64_t end_ns;                   /* when it came */
+};
+
+struct shared {
+	struct bench_ctl probe;                    /* harness.c's barrier and probe line */
+	_Alignas(128) _Atomic uint32_t ready;      /* children attached */
+	uint32_t groups;                           /* G of the running system */
+	int cpu_prod;
+	_Alignas(128) struct cmd cmd;
+	_Atomic uint64_t cmd_seq;
+	_Alignas(128) _Atomic uint64_t done_seq;
+	struct prod_result pr;
+	_Alignas(128) _Atomic uint32_t lat_on;     /* consumers record latencies */
+	_Alignas(128) _Atomic uint32_t fill_state; /* filler: 1 warmed up, 2 done */
+	_Atomic uint32_t fill_go;                  /* parent: 1 stream, 2 leave */
+	_Atomic uint64_t fill_req;                 /* backlog: parent asks for a fill */
+	_Atomic uint64_t fill_done;                /* backlog: filler answers */
+	uint64_t fill_count;                       /* backlog: records that fitted */
+	uint64_t fill_calls;
+	uint32_t fill_size;
+	bool fill_backlog;
+	struct cons_stat cons[MAX_GROUPS];
+	struct bench_hist hist[MAX_GROUPS];
+};
+
+static struct shared *sh;
+static pid_t parent_pid;
+
+static struct shoal_type types[2] = {
+	{ MSG_WORK, 64, "work" },
+	{ MSG_END, END_LEN, "end" },
+};
+
+/* ---- small helpers ---------------------------------------------------------------- */
+
+static int pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set) == 0 ? 0 : -errno;
+}
+
+static void msleep(unsigned ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Median, min, max of v[0..n) without reordering v. */
+static struct bench_mmm mmm(const double *v, unsigned n)
+{
+	double s[MAX_RUNS];
+
+	memcpy(s, v, n * sizeof(*v));
+	return bench_mmm(s, n);
+}
+
+/* A child's start: die with the parent or at Ctrl-C, keep no descriptor of
+ * the router's. Returns false if the parent is already gone. */
+static bool child_init(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGALRM };
+
+	for (size_t i = 0; i < COUNT(sigs); i++)
+		signal(sigs[i], SIG_DFL);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	close_range(3, ~0u, 0);
+	return getppid() == parent_pid;
+}
+
+static pid_t spawn(int (*fn)(const char *, uint32_t), const char *system, uint32_t i)
+{
+	pid_t pid;
+
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid == 0)
+		_exit(child_init() ? fn(system, i) : 1);
+	return pid < 0 ? -errno : pid;
+}
+
+/* ---- /proc: CPU time and run delay ----------------------------------------------- */
+
+/* A task's schedstat: ns on a CPU, ns runnable but waiting, time slices. */
+struct sstat {
+	uint64_t run, wait, slices;
+};
+
+static void sstat_read(const char *path, struct sstat *s)
+{
+	unsigned long long a = 0, b = 0, c = 0;
+	FILE *f = fopen(path, "re");
+
+	if (f != NULL) {
+		if (fscanf(f, "%llu %llu %llu", &a, &b, &c) != 3)
+			a = b = c = 0;
+		fclose(f);
+	}
+	s->run = a;
+	s->wait = b;
+	s->slices = c;
+}
+
+static void sstat_add(struct sstat *sum, const struct sstat *s)
+{
+	sum->run += s->run;
+	sum->wait += s->wait;
+	sum->slices += s->slices;
+}
+
+/* Sum over the threads of this process, except thread `skip` (0: none). */
+static void sstat_self(pid_t skip, struct sstat *sum)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+
+	memset(sum, 0, sizeof(*sum));
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		char path[300];
+		struct sstat s;
+
+		if (e->d_name[0] == '.' || atoi(e->d_name) == skip)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/schedstat", e->d_name);
+		sstat_read(path, &s);
+		sstat_add(sum, &s);
+	}
+	if (d != NULL)
+		closedir(d);
+}
+
+/* A single-threaded process (group processes have one worker). */
+static void sstat_pid(pid_t pid, struct sstat *s)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
+	sstat_read(path, s);
+}
+
+static void sstat_tid(pid_t tid, struct sstat *s)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)tid);
+	sstat_read(path, s);
+}
+
+/* The CPU thread `tid` of this process last ran on (field 39 of stat),
+ * and its state (field 3: R running, S sleeping, ...; '?' unknown) if
+ * `state` is not NULL. */
+static int task_where(pid_t tid, char *state)
+{
+	char path[64], buf[1024], *p;
+	int cpu = -1;
+	FILE *f;
+
+	if (state != NULL)
+		*state = '?';
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	f = fopen(path, "re");
+	if (f == NULL)
+		return -1;
+	if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL) {
+		/* Fields after the command: state is field 3, processor 39. */
+		int field = 2;
+
+		for (char *tok = strtok(p + 1, " "); tok != NULL; tok = strtok(NULL, " "))
+			if (++field == 3 && state != NULL) {
+				*state = tok[0];
+			} else if (field == 39) {
+				cpu = atoi(tok);
+				break;
+			}
+	}
+	fclose(f);
+	return cpu;
+}
+
+static int task_cpu(pid_t tid)
+{
+	return task_where(tid, NULL);
+}
+
+/* Machine CPU time from /proc/stat: busy (user, nice, system, irq, softirq)
+ * and stolen by the hypervisor, in ns, and the tasks created since boot. */
+static void machine_stat(uint64_t *busy, uint64_t *steal, uint64_t *forks)
+{
+	unsigned long long v[8] = { 0 }, n = 0;
+	uint64_t tick = 1000000000u / (uint64_t)sysconf(_SC_CLK_TCK);
+	char line[256];
+	FILE *f = fopen("/proc/stat", "re");
+
+	*busy = *steal = *forks = 0;
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+			   &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
+			*busy = (v[0] + v[1] + v[2] + v[5] + v[6]) * tick;
+			*steal = v[7] * tick;
+		} else if (sscanf(line, "processes %llu", &n) == 1) {
+			*forks = n;
+		}
+	}
+	if (f != NULL)
+		fclose(f);
+}
+
+/* ---- other tasks' CPU time ------------------------------------------------------------ */
+
+/* Every task (thread) of the machine outside the benchmark, with its CPU
+ * time, sorted by tid. */
+struct task_run {
+	int tid;
+	uint64_t run;
+};
+
+struct taskset {
+	struct task_run *v;
+	size_t n, cap;
+};
+
+static int cmp_tid(const void *a, const void *b)
+{
+	const struct task_run *x = a, *y = b;
+
+	return (x->tid > y->tid) - (x->tid < y->tid);
+}
+
+static void taskset_add(struct taskset *t, int tid, uint64_t run)
+{
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 512;
+		struct task_run *n = realloc(t->v, cap * sizeof(*n));
+
+		if (n == NULL)
+			return;   /* an undercount, not a failure */
+		t->v = n;
+		t->cap = cap;
+	}
+	t->v[t->n++] = (struct task_run){ tid, run };
+}
+
+static void tasks_take(struct taskset *t, bool (*ours)(const void *, pid_t), const void *arg)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+
+	t->n = 0;
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		int pid = atoi(e->d_name);
+		char path[64];
+		struct dirent *te;
+		DIR *td;
+
+		if (pid <= 0 || ours(arg, pid))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task", pid);
+		td = opendir(path);
+		while (td != NULL && (te = readdir(td)) != NULL) {
+			char p2[96];
+			struct sstat st;
+			int tid = atoi(te->d_name);
+
+			if (tid <= 0)
+				continue;
+			snprintf(p2, sizeof(p2), "/proc/%d/task/%d/schedstat", pid, tid);
+			sstat_read(p2, &st);
+			taskset_add(t, tid, st.run);
+		}
+		if (td != NULL)
+			closedir(td);
+	}
+	if (d != NULL)
+		closedir(d);
+	qsort(t->v, t->n, sizeof(*t->v), cmp_tid);
+}
+
+/* CPU time other tasks used between two sets: tasks new in `b` count from
+ * zero. Tasks that began and ended in between are not seen (see snap). */
+static uint64_t tasks_delta(const struct taskset *a, const struct taskset *b)
+{
+	uint64_t sum = 0;
+
+	for (size_t i = 0; i < b->n; i++) {
+		const struct task_run *was = bsearch(&b->v[i], a->v, a->n, sizeof(*a->v), cmp_tid);
+
+		sum += was != NULL && was->run <= b->v[i].run ? b->v[i].run - was->run : b->v[i].run;
+	}
+	return sum;
+}
+
+/* ---- the system: router, group processes ------------------------------------------ */
+
+/*
+ * A deadline that moves with progress: a wait fails when the system's
+ * progress measure (sys_progress()) has not changed for STALL_NS, or when
+ * the wait has run `cap` (CAP_NS, or more for a long sample). One watch may
+ * span several waits (the cycles of a backlog sample).
+ */
+struct watch {
+	uint64_t start;           /* when the first wait began */
+	uint64_t cap;             /* its limit, from start */
+	uint64_t value;           /* the progress measure last seen */
+	uint64_t moved;           /* when it last changed */
+};
+
+struct sys {
+	struct shoal_router *r;
+	struct shoal__registry reg;
+	bool reg_ok;
+	char name[32];
+	uint32_t groups;
+	int route;
+	pid_t cons[MAX_GROUPS];
+	pid_t prod;               /* producer or filler */
+	pid_t disp_tid;
+	uint64_t next_id;
+	int cpu[2];
+	/* A dispatcher-alone sample (NULL: the end-to-end system, consumers
+	 * running): what it routes, for the diagnostics. */
+	const struct point *alone;
+	uint64_t alone_m0;        /* dispatcher's messages when it began */
+	uint64_t alone_calls;     /* messages it routes */
+	struct sstat alone_disp;  /* the dispatcher thread's schedstat then */
+	const struct watch *watch; /* the wait under way, if any */
+};
+
+/* The live system, for the error and signal paths. */
+static struct sys cur;
+static unsigned sys_count;
+
+static void disp_counters(const struct sys *s, uint64_t *msgs, uint64_t *busy, uint64_t *drops)
+{
+	const struct shoal__reg_dispatcher *d = &s->reg.hdr->disp[0];
+
+	/* Relaxed: single-writer statistics; the sample's end markers (A1)
+	 * and the settle loop in sample_wait() bound how stale they are. */
+	*msgs = shoal_load_relaxed(&d->messages);
+	*busy = shoal_load_relaxed(&d->busy_ns);
+	*drops = shoal_load_relaxed(&d->dropped_full);
+}
+
+/* Anything that moves while a system works, summed (each term only grows):
+ * the dispatcher's messages, the consumers' messages and end markers, the
+ * children's answers. A wait that sees it change is not hung. */
+static uint64_t sys_progress(const struct sys *s)
+{
+	uint64_t v = atomic_load(&sh->ready) + atomic_load(&sh->fill_state), m = 0, b, d;
+
+	/* Relaxed: a sum compared with itself, nothing is read through it. */
+	v += shoal_load_relaxed(&sh->done_seq) + shoal_load_relaxed(&sh->fill_done);
+	if (s->reg_ok)
+		disp_counters(s, &m, &b, &d);
+	v += m;
+	for (uint32_t i = 0; i < s->groups; i++)
+		v += shoal_load_relaxed(&sh->cons[i].received) +
+		     shoal_load_relaxed(&sh->cons[i].end_id);
+	return v;
+}
+
+/* Start a watch of `cap_ns` (CAP_NS and more for a long sample). */
+static void watch_start(struct watch *w, const struct sys *s, uint64_t cap_ns)
+{
+	w->start = w->moved = bench_now_ns();
+	w->cap = cap_ns;
+	w->value = sys_progress(s);
+}
+
+/* Forget a child the parent reaped; returns its role for messages. */
+static const char *sys_forget(struct sys *s, pid_t pid)
+{
+	if (pid == s->prod) {
+		s->prod = 0;
+		return s->alone != NULL ? "the filler" : "the producer";
+	}
+	for (uint32_t i = 0; i < s->groups; i++)
+		if (s->cons[i] == pid) {
+			s->cons[i] = 0;
+			return "a consumer";
+		}
+	return "a child";
+}
+
+/* The machine's load average and runnable tasks, from /proc/loadavg. */
+static void loadavg(char *buf, size_t len)
+{
+	FILE *f = fopen("/proc/loadavg", "re");
+	double l1 = 0, l5 = 0;
+	char run[32] = "?";
+
+	if (f == NULL || fscanf(f, "%lf %lf %*f %31s", &l1, &l5, run) != 3)
+		snprintf(buf, len, "unknown");
+	else
+		snprintf(buf, len, "load average %.2f (1 min), %.2f (5 min); %s tasks runnable",
+			 l1, l5, run);
+	if (f != NULL)
+		fclose(f);
+}
+
+/* What the system was doing, printed when a wait times out. */
+static void sys_dump(const struct sys *s)
+{
+	struct shoal_router_stats st;
+	uint64_t got = 0, m, b, d;
+	char load[128];
+
+	if (s->r == NULL)
+		return;
+	shoal_router_stats(s->r, &st);
+	loadavg(load, sizeof(load));
+	if (s->alone != NULL) {
+		const struct point *pt = s->alone;
+		struct sstat ds = { 0 };
+		char state;
+		int cpu = task_where(s->disp_tid, &state);
+
+		disp_counters(s, &m, &b, &d);
+		sstat_tid(s->disp_tid, &ds);
+		fprintf(stderr, PROG ": %s: dispatcher alone (%s, route mode %s, %u groups, %u B), "
+			"no consumer running; router: %u group process attached (the filler)\n",
+			s->name, pt->sec == SEC_BACKLOG ? "backlog" : "stream",
+			route_name[s->route], s->groups, pt->size, st.running);
+		fprintf(stderr, PROG ":   dispatcher: routed %" PRIu64 " of the sample's %" PRIu64
+			" messages (%" PRIu64 " in all), %" PRIu64 " dropped, %" PRIu64 " sleeps\n",
+			m >= s->alone_m0 ? m - s->alone_m0 : 0, s->alone_calls, m, d,
+			shoal_load_relaxed(&s->reg.hdr->disp[0].sleeps));
+		fprintf(stderr, PROG ":   dispatcher thread %d: state %c, last on CPU %d; since "
+			"the sample began it ran %.2f s and waited %.2f s for a CPU\n",
+			(int)s->disp_tid, state, cpu, (double)(ds.run - s->alone_disp.run) / 1e9,
+			(double)(ds.wait - s->alone_disp.wait) / 1e9);
+		fprintf(stderr, PROG ":   filler (pid %d): %s, %s; backlog fills asked %" PRIu64
+			", answered %" PRIu64 ", last %" PRIu64 " records\n", (int)s->prod,
+			s->prod > 0 ? "running" : "gone",
+			atomic_load(&sh->fill_state) == 0 ? "warming up" :
+			atomic_load(&sh->fill_state) == 1 ? "warmed up" : "done",
+			shoal_load_relaxed(&sh->fill_req), shoal_load_relaxed(&sh->fill_done),
+			sh->fill_count);
+		fprintf(stderr, PROG ":   machine: %s\n", load);
+		return;
+	}
+	for (uint32_t i = 0; i < s->groups; i++)
+		got += shoal_load_relaxed(&sh->cons[i].received);
+	fprintf(stderr, PROG ": %s (route mode %s, %u groups): %u group processes attached; "
+		"router: %" PRIu64 " routed, %" PRIu64 " delivered, %" PRIu64 " handled, %" PRIu64
+		" direct, %" PRIu64 " dropped\n", s->name, route_name[s->route], s->groups,
+		st.running, st.routed, st.delivered, st.handled, st.sent_direct, st.dropped);
+	fprintf(stderr, PROG ":   %u of %u processes ready; commands %" PRIu64 " sent, %" PRIu64
+		" done; consumers received %" PRIu64 " since the system started\n",
+		atomic_load(&sh->ready), s->groups + 1, shoal_load_relaxed(&sh->cmd_seq),
+		shoal_load_relaxed(&sh->done_seq), got);
+	fprintf(stderr, PROG ":   machine: %s\n", load);
+	for (uint32_t i = 0; i < s->groups && i < 8; i++)
+		fprintf(stderr, PROG ":   c%u (pid %d%s): received %" PRIu64 ", end marker %" PRIu64
+			"\n", i, (int)s->cons[i], s->cons[i] > 0 ? "" : ", gone",
+			shoal_load_relaxed(&sh->cons[i].received),
+			shoal_load_relaxed(&sh->cons[i].end_id));
+}
+
+/*
+ * One step of every wait: fail on Ctrl-C, past the deadline, or when a
+ * child died; otherwise sleep `ms` (the parent must not compete for the
+ * CPUs it measures). Returns 0 or a negative errno, with the reason printed.
+ * Waits that may take long use watch_step().
+ */
+static int wait_step(struct sys *s, uint64_t deadline, const char *what, unsigned ms)
+{
+	int st;
+	pid_t w;
+
+	if (bench_stop_signal())
+		return -EINTR;
+	w = waitpid(-1, &st, WNOHANG);
+	if (w > 0) {
+		const char *who = sys_forget(s, w);
+
+		fprintf(stderr, PROG ": %s (pid %d) %s %d while waiting for %s\n", who, (int)w,
+			WIFSIGNALED(st) ? "was killed by signal" : "exited with status",
+			WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), what);
+		if (sh->pr.msg[0] != '\0')
+			fprintf(stderr, PROG ": producer: %s\n", sh->pr.msg);
+		return -ECHILD;
+	}
+	if (bench_now_ns() >= deadline) {
+		const struct watch *wt = s->watch;
+		double now = (double)bench_now_ns();
+
+		if (wt == NULL)
+			fprintf(stderr, PROG ": timed out waiting for %s\n", what);
+		else if (wt->moved + STALL_NS <= deadline)
+			fprintf(stderr, PROG ": timed out waiting for %s: nothing moved for %.1f s "
+				"(a hang; waiting for %.1f s in all)\n", what,
+				(now - (double)wt->moved) / 1e9, (now - (double)wt->start) / 1e9);
+		else
+			fprintf(stderr, PROG ": timed out waiting for %s: still moving (last "
+				"%.1f s ago), but the wait reached its limit of %.0f s\n", what,
+				(now - (double)wt->moved) / 1e9, (double)wt->cap / 1e9);
+		sys_dump(s);
+		return -ETIMEDOUT;
+	}
+	msleep(ms);
+	return 0;
+}
+
+/* wait_step() under watch `w`: its deadline moves with sys_progress(). */
+static int watch_step(struct sys *s, struct watch *w, const char *what, unsigned ms)
+{
+	uint64_t v = sys_progress(s), stall, cap;
+	int ret;
+
+	if (v != w->value) {
+		w->value = v;
+		w->moved = bench_now_ns();
+	}
+	stall = w->moved + STALL_NS;
+	cap = w->start + w->cap;
+	s->watch = w;
+	ret = wait_step(s, stall < cap ? stall : cap, what, ms);
+	s->watch = NULL;
+	return ret;
+}
+
+/* Wait for up to `timeout_ns` for pid to exit; SIGKILL it after. */
+static void reap(pid_t pid, uint64_t timeout_ns)
+{
+	uint64_t deadline = bench_now_ns() + timeout_ns;
+	int st;
+
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		if (bench_now_ns() >= deadline) {
+			kill(pid, SIGKILL);
+			deadline = bench_now_ns() + MS(2000);
+			while (waitpid(pid, &st, WNOHANG) == 0 && bench_now_ns() < deadline)
+				msleep(1);
+			return;
+		}
+		msleep(1);
+	}
+}
+
+/* SIGALRM while the router is destroyed: one of its threads hangs (a
+ * dispatcher that never comes back to its stop flag). Report it and leave;
+ * the next run removes the segments (sweep_leftovers()). */
+static void on_destroy_hang(int sig)
+{
+	static const char msg[] = PROG ": the router's threads did not stop within 60 s "
+				  "(a hung dispatcher?); exiting, its segments left to the "
+				  "next run\n";
+
+	(void)sig;
+	(void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+	_exit(EXIT_FAILURE);
+}
+
+/*
+ * Stop the system: graceful asks the producer to leave and the groups to
+ * drain; otherwise (an error, Ctrl-C) every child is killed at once. Then
+ * the router is destroyed, which removes the system's segments. Safe to
+ * call on a partly started system and twice.
+ */
+static void sys_down(struct sys *s, bool graceful)
+{
+	uint64_t grace = graceful ? MS(5000) : 0;
+
+	if (graceful && s->prod > 0) {
+		sh->cmd.kind = CMD_QUIT;
+		atomic_store_explicit(&sh->fill_go, 2, memory_order_relaxed);
+		/* R3: pairs with A3 in producer_main(). */
+		shoal_store_release(&sh->cmd_seq, shoal_load_relaxed(&sh->cmd_seq) + 1);
+	}
+	if (graceful && s->r != NULL)
+		shoal_router_stop_groups(s->r, (int64_t)grace);
+	if (!graceful) {
+		if (s->prod > 0)
+			kill(s->prod, SIGKILL);
+		for (uint32_t i = 0; i < s->groups; i++)
+			if (s->cons[i] > 0)
+				kill(s->cons[i], SIGKILL);
+	}
+	if (s->prod > 0)
+		reap(s->prod, grace);
+	for (uint32_t i = 0; i < s->groups; i++)
+		if (s->cons[i] > 0)
+			reap(s->cons[i], grace);
+	if (s->reg_ok)
+		shoal_seg_detach(&s->reg.seg);
+	if (s->r != NULL) {
+		/* The destroy joins the dispatcher: a hung one must not hang
+		 * the benchmark after the hang was reported. */
+		struct sigaction sa = { .sa_handler = on_destroy_hang }, old;
+
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGALRM, &sa, &old);
+		alarm(60);
+		shoal_router_destroy(s->r);
+		alarm(0);
+		sigaction(SIGALRM, &old, NULL);
+	}
+	memset(s, 0, sizeof(*s));
+}
+
+/* The dispatcher thread's id, found by its name once it has set it. */
+static pid_t find_dispatcher(void)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		DIR *d = opendir("/proc/self/task");
+		struct dirent *e;
+		pid_t tid = 0;
+
+		while (d != NULL && tid == 0 && (e = readdir(d)) != NULL) {
+			char path[300], comm[32] = "";
+			FILE *f;
+
+			snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+			f = fopen(path, "re");
+			if (f == NULL)
+				continue;
+			if (fgets(comm, sizeof(comm), f) != NULL &&
+			    strncmp(comm, "shoal-disp-0", 12) == 0)
+				tid = atoi(e->d_name);
+			fclose(f);
+		}
+		if (d != NULL)
+			closedir(d);
+		if (tid > 0)
+			return tid;
+		msleep(1);
+	}
+	return 0;
+}
+
+/*
+ * Start a router in route mode `route` with groups c0 .. c{G-1}, consumer i
+ * taking MSG_WORK and MSG_END whose key % G == i, each group's inbound rings
+ * of `in_cap` bytes (0: the default). Fills s; on failure s is torn down.
+ */
+static int router_up(struct sys *s, uint32_t groups, int route, uint32_t in_cap,
+		     const int cpu[2])
+{
+	struct shoal_topology topo = { .n_nodes = 1, .cpus = { UINT64_C(1) << cpu[1] } };
+	struct shoal_router_opts o = { .topology = &topo, .route_mode = route };
+	struct shoal_filter f[MAX_GROUPS];
+	struct shoal_err err = { "" };
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	s->groups = groups;
+	s->route = route;
+	s->cpu[0] = cpu[0];
+	s->cpu[1] = cpu[1];
+	snprintf(s->name, sizeof(s->name), "sbench-%d-%u", (int)getpid(), ++sys_count);
+	o.system = s->name;
+	ret = shoal_router_start(&s->r, &o, &err);
+	if (ret < 0) {
+		s->r = NULL;
+		fprintf(stderr, PROG ": starting router %s: %s (%s)\n", s->name,
+			shoal_strerror(ret), err.msg);
+		return ret;
+	}
+	/* Nothing to route while the groups are declared one by one. */
+	shoal_router_hold(s->r, true);
+	for (uint32_t i = 0; i < groups; i++) {
+		char name[32];
+		struct shoal_group_spec spec = { .name = name, .node = -1, .inbound_capacity = in_cap };
+		int id;
+
+		snprintf(name, sizeof(name), "c%u", i);
+		id = shoal_router_group(s->r, &spec, &err);
+		if (id < 0) {
+			ret = id;
+			goto fail;
+		}
+		f[i] = (struct shoal_filter){ .types = { MSG_WORK, MSG_END }, .n_types = 2,
+					      .mode = SHOAL_ROUTE_GROUP, .group = (uint16_t)id };
+		f[i].key = (struct shoal_key){ .offset = 0, .width = 8, .op = SHOAL_KEY_MOD,
+					       .a = groups, .b = i };
+	}
+	ret = shoal_router_set_routes(s->r, f, groups, &err);
+	if (ret < 0)
+		goto fail;
+	ret = shoal__registry_attach(&s->reg, s->name, SHOAL_SEG_RDONLY, &err);
+	if (ret < 0)
+		goto fail;
+	s->reg_ok = true;
+	shoal_router_hold(s->r, false);
+	s->disp_tid = find_dispatcher();
+	if (s->disp_tid == 0) {
+		snprintf(err.msg, sizeof(err.msg), "no dispatcher thread");
+		ret = -ESRCH;
+		goto fail;
+	}
+	return 0;
+fail:
+	fprintf(stderr, PROG ": setting up %s: %s (%s)\n", s->name, shoal_strerror(ret), err.msg);
+	sys_down(s, false);
+	return ret;
+}
+
+/* ---- consumers ---------------------------------------------------------------------- */
+
+static uint32_t cons_index;
+static uint64_t cons_received, cons_misrouted;
+
+static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	struct cons_stat *cs = &sh->cons[cons_index];
+	uint64_t key = 0, id = 0;
+
+	(void)a;
+	if (m->len >= 8)
+		memcpy(&key, m->data, 8);
+	if (m->type == MSG_END) {
+		if (m->len >= END_LEN)
+			memcpy(&id, (const unsigned char *)m->data + 8, 8);
+		/* Relaxed: published by the release below. */
+		shoal_store_relaxed(&cs->end_ns, bench_now_ns());
+		/* R1: pairs with A1 in sample_wait(): this consumer's counters
+		 * and histogram are complete for the sample before its id. */
+		shoal_store_release(&cs->end_id, id);
+		return;
+	}
+	/* Relaxed: a flag the parent sets while no message is in flight. */
+	if (shoal_load_relaxed(&sh->lat_on))
+		bench_hist_add(&sh->hist[cons_index], bench_now_ns() - m->env->send_ns);
+	if (key % sh->groups != cons_index)
+		shoal_store_relaxed(&cs->misrouted, ++cons_misrouted);
+	/* Relaxed: this consumer is the only writer; R1 publishes it. */
+	shoal_store_relaxed(&cs->received, ++cons_received);
+}
+
+static int consumer_main(const char *system, uint32_t i)
+{
+	struct shoal_group_desc d = { .types = types, .n_types = COUNT(types), .node = -1,
+				      .on_message = on_message };
+	struct shoal_err err = { "" };
+	struct shoal_group *g;
+	char name[32];
+	int ret;
+
+	snprintf(name, sizeof(name), "c%u", i);
+	d.name = name;
+	cons_index = i;
+	ret = shoal_group_attach(&g, &d, system, &err);
+	if (ret < 0) {
+		fprintf(stderr, PROG ": consumer %u: %s (%s)\n", i, shoal_strerror(ret), err.msg);
+		return 1;
+	}
+	atomic_fetch_add_explicit(&sh->ready, 1, memory_order_relaxed);
+	ret = shoal_group_run(g);
+	shoal_group_detach(g);
+	return ret < 0 ? 1 : 0;
+}
+
+/* ---- the producer ------------------------------------------------------------------- */
+
+struct producer {
+	struct shoal_ctx *ctx;
+	uint32_t groups;
+	uint64_t addr[MAX_GROUPS];
+	unsigned char buf[MAX_SIZE];
+};
+
+static int prod_fail(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(sh->pr.msg, sizeof(sh->pr.msg), fmt, ap);
+	va_end(ap);
+	sh->pr.err = err;
+	return err;
+}
+
+static int send_one(struct producer *p, const struct cmd *c, uint32_t type, uint32_t g,
+		    uint32_t len, bool try)
+{
+	if (c->path == ROUTED)
+		return try ? shoal_try_send(p->ctx, type, p->buf, len)
+			   : shoal_send(p->ctx, type, p->buf, len);
+	return try ? shoal_try_send_to(p->ctx, p->addr[g], type, p->buf, len)
+		   : shoal_send_to(p->ctx, p->addr[g], type, p->buf, len);
+}
+
+/* One end marker per group, after the sample's messages on the same path:
+ * each sender's order is kept per destination, so a consumer sees its
+ * marker after every message of the sample addressed to it. */
+static int send_ends(struct producer *p, const struct cmd *c)
+{
+	for (uint32_t g = 0; g < p->groups; g++) {
+		uint64_t key = g;
+		int ret;
+
+		memcpy(p->buf, &key, 8);
+		memcpy(p->buf + 8, &c->id, 8);
+		ret = send_one(p, c, MSG_END, g, END_LEN, false);
+		if (ret < 0)
+			return prod_fail(ret, "end marker to c%u: %s", g, shoal_strerror(ret));
+	}
+	return 0;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The producer's calls are made: close its figures (cpu -1 if it moved
+ * off its CPU), then send the end markers. */
+static int sample_sent(struct producer *p, const struct cmd *c, struct prod_result *res,
+		       uint64_t cpu0, uint64_t refused)
+{
+	res->t_sent = bench_now_ns();
+	res->cpu_ns = thread_cpu_ns() - cpu0;
+	if (sched_getcpu() != res->cpu)
+		res->cpu = -1;
+	res->calls = c->calls;
+	res->refused = refused;
+	res->accepted = c->calls - refused;
+	return send_ends(p, c);
+}
+
+static int run_tput(struct producer *p, const struct cmd *c, struct prod_result *res)
+{
+	bool try = c->call == TRY_SEND;
+	uint64_t refused = 0, cpu0 = thread_cpu_ns();
+	uint32_t g = 0;
+
+	res->cpu = sched_getcpu();
+	res->t_start = bench_now_ns();
+	for (uint64_t i = 0; i < c->calls; i++) {
+		int ret;
+
+		memcpy(p->buf, &i, 8);
+		ret = send_one(p, c, MSG_WORK, g, c->size, try);
+		if (ret == -EAGAIN && try) {
+			refused++;
+		} else if (ret < 0) {
+			return prod_fail(ret, "message %" PRIu64 ": %s", i, shoal_strerror(ret));
+		}
+		g = g + 1 == p->groups ? 0 : g + 1;
+	}
+	return sample_sent(p, c, res, cpu0, refused);
+}
+
+/* Sleep (or spin, when close) until `t`. */
+static void wait_until(uint64_t t)
+{
+	uint64_t now = bench_now_ns();
+
+	if (now + 20000 < t) {
+		struct timespec ts = { (time_t)((t - 20000) / 1000000000u),
+				       (long)((t - 20000) % 1000000000u) };
+
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+	}
+	while (bench_now_ns() < t)
+		bench_relax();
+}
+
+/* Open loop: message i is due at start + i * gap, sent late if the producer
+ * fell behind; its latency runs from its own send time (the envelope's). */
+static int run_lat(struct producer *p, const struct cmd *c, struct prod_result *res)
+{
+	uint64_t next, cpu0 = thread_cpu_ns();
+	uint32_t g = 0;
+
+	res->cpu = sched_getcpu();
+	res->t_start = next = bench_now_ns();
+	for (uint64_t i = 0; i < c->calls; i++, next += c->gap_ns) {
+		int ret;
+
+		wait_until(next);
+		memcpy(p->buf, &i, 8);
+		ret = send_one(p, c, MSG_WORK, g, c->size, false);
+		if (ret < 0)
+			return prod_fail(ret, "message %" PRIu64 ": %s", i, shoal_strerror(ret));
+		g = g + 1 == p->groups ? 0 : g + 1;
+	}
+	return sample_sent(p, c, res, cpu0, 0);
+}
+
+static int producer_main(const char *system, uint32_t groups)
+{
+	struct shoal_group_desc d = { .name = "producer", .types = types,
+				      .n_types = COUNT(types), .node = -1,
+				      .on_message = on_message };
+	struct shoal_err err = { "" };
+	struct producer *p = calloc(1, sizeof(*p));
+	struct shoal_group *g;
+	uint64_t seen = shoal_load_relaxed(&sh->cmd_seq);
+	int ret;
+
+	if (p == NULL || pin(sh->cpu_prod) < 0) {
+		prod_fail(-ENOMEM, "pinning to CPU %d or allocating", sh->cpu_prod);
+		return 1;
+	}
+	prctl(PR_SET_TIMERSLACK, 1UL);   /* pacing: wake when asked */
+	ret = shoal_group_attach(&g, &d, system, &err);
+	if (ret < 0) {
+		prod_fail(ret, "attach: %s (%s)", shoal_strerror(ret), err.msg);
+		return 1;
+	}
+	p->ctx = shoal_group_worker(g, 0);
+	p->groups = groups;
+	memset(p->buf, 0x5a, sizeof(p->buf));
+	/* Warm-up: one routed and one direct message per group, so that the
+	 * dispatcher and the direct rings are attached (and prefaulted) before
+	 * any sample. */
+	for (uint32_t i = 0; i < groups && ret == 0; i++) {
+		char name[32];
+		uint64_t key = i;
+		struct cmd c = { .path = ROUTED };
+
+		snprintf(name, sizeof(name), "c%u", i);
+		p->addr[i] = shoal_group_lookup(g, name, SHOAL_SLOT_GROUP);
+		memcpy(p->buf, &key, 8);
+		ret = send_one(p, &c, MSG_WORK, i, 16, false);
+		c.path = DIRECT;
+		if (ret == 0)
+			ret = send_one(p, &c, MSG_WORK, i, 16, false);
+		if (ret < 0)
+			prod_fail(ret, "warm-up to %s: %s", name, shoal_strerror(ret));
+	}
+	if (ret == 0)
+		atomic_fetch_add_explicit(&sh->ready, 1, memory_order_relaxed);
+	while (ret == 0) {
+		uint64_t seq;
+		struct cmd c;
+
+		/* A3: pairs with R3 in the parent: the command before its number. */
+		while ((seq = shoal_load_acquire(&sh->cmd_seq)) == seen)
+			msleep(1);
+		seen = seq;
+		c = sh->cmd;
+		if (c.kind == CMD_QUIT)
+			break;
+		memset(&sh->pr, 0, sizeof(sh->pr));
+		ret = c.kind == CMD_LAT ? run_lat(p, &c, &sh->pr) : run_tput(p, &c, &sh->pr);
+		/* R2: pairs with A2 in sample_wait(): the result before its number. */
+		shoal_store_release(&sh->done_seq, seq);
+	}
+	shoal_group_detach(g);
+	free(p);
+	return ret < 0 ? 1 : 0;
+}
+
+/* ---- the dispatcher alone: a filler keeps the uplink full ---------------------------- */
+
+static int filler_main(const char *system, uint32_t groups)
+{
+	struct shoal_group_desc d = { .name = "producer", .types = types,
+				      .n_types = COUNT(types), .node = -1,
+				      .on_message = on_message };
+	struct shoal_err err = { "" };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	unsigned char buf[MAX_SIZE];
+	int ret;
+
+	if (pin(sh->cpu_prod) < 0)
+		return 1;
+	ret = shoal_group_attach(&g, &d, system, &err);
+	if (ret < 0) {
+		prod_fail(ret, "attach: %s (%s)", shoal_strerror(ret), err.msg);
+		return 1;
+	}
+	ctx = shoal_group_worker(g, 0);
+	memset(buf, 0x5a, sizeof(buf));
+	/* Warm-up: two messages per group, so that the dispatcher attaches
+	 * (and prefaults) every inbound ring before the measured part. */
+	for (uint64_t i = 0; i < 2 * groups && ret == 0; i++) {
+		memcpy(buf, &i, 8);
+		ret = shoal_send(ctx, MSG_WORK, buf, sh->fill_size);
+	}
+	atomic_store_explicit(&sh->fill_state, 1, memory_order_relaxed);
+	/* Backlog: while the router holds dispatch, fill the uplink until it
+	 * refuses, as often as asked. */
+	for (uint64_t seen = 0, i = 0; ret == 0 && sh->fill_backlog;) {
+		uint64_t req;
+
+		/* A4: pairs with R4 in sample_dispatch(): the request after the hold. */
+		while ((req = shoal_load_acquire(&sh->fill_req)) == seen &&
+		       atomic_load_explicit(&sh->fill_go, memory_order_relaxed) != 2)
+			msleep(1);
+		if (req == seen)
+			break;
+		seen = req;
+		sh->fill_count = 0;
+		for (;; i++) {
+			memcpy(buf, &i, 8);
+			ret = shoal_try_send(ctx, MSG_WORK, buf, sh->fill_size);
+			if (ret != 0)
+				break;
+			sh->fill_count++;
+		}
+		ret = ret == -EAGAIN ? 0 : ret;
+		/* R5: pairs with A5 in sample_dispatch(): fill_count before the answer. */
+		shoal_store_release(&sh->fill_done, seen);
+	}
+	while (ret == 0 && atomic_load_explicit(&sh->fill_go, memory_order_relaxed) == 0)
+		msleep(1);
+	/* Keep the uplink from ever running dry, so that the dispatcher never
+	 * idles: retry a refused try_send at once. */
+	for (uint64_t i = 0; ret == 0 && i < sh->fill_calls &&
+			     atomic_load_explicit(&sh->fill_go, memory_order_relaxed) == 1;) {
+		memcpy(buf, &i, 8);
+		ret = shoal_try_send(ctx, MSG_WORK, buf, sh->fill_size);
+		if (ret == 0)
+			i++;
+		else if (ret == -EAGAIN)
+			ret = 0;
+	}
+	if (ret < 0)
+		prod_fail(ret, "filler: %s", shoal_strerror(ret));
+	atomic_store_explicit(&sh->fill_state, 2, memory_order_relaxed);
+	while (atomic_load_explicit(&sh->fill_go, memory_order_relaxed) != 2)
+		msleep(1);
+	shoal_group_detach(g);
+	return ret < 0 ? 1 : 0;
+}
+
+/* ---- placement probe and interference ------------------------------------------------ */
+
+/* harness.c's probe between two processes pinned to the benchmark's CPUs:
+ * the mean round trip of one cache line, in ns (0 if it failed). */
+static double probe(const int cpu[2])
+{
+	static struct bench_params params;
+	pid_t pid[2] = { 0, 0 };
+	uint64_t deadline = bench_now_ns() + MS(5000);
+
+	memset(&sh->probe, 0, sizeof(sh->probe));
+	fflush(stdout);
+	fflush(stderr);
+	for (int side = 0; side < 2; side++) {
+		pid[side] = fork();
+		if (pid[side] == 0) {
+			struct bench_side bs = { .side = side, .p = &params,
+						 .res = &sh->probe.res[side] };
+
+			if (!child_init() || pin(cpu[side]) < 0)
+				_exit(1);
+			bs.mem.ctl = &sh->probe;
+			bench_side_ready(&bs);
+			_exit(0);
+		}
+	}
+	for (int side = 0; side < 2; side++) {
+		int st;
+
+		if (pid[side] <= 0)
+			continue;
+		while (waitpid(pid[side], &st, WNOHANG) == 0) {
+			if (bench_now_ns() > deadline || bench_stop_signal()) {
+				kill(pid[0], SIGKILL);
+				kill(pid[1], SIGKILL);
+			}
+			msleep(1);
+		}
+	}
+	return sh->probe.res[0].probe_ns;
+}
+
+/*
+ * CPU accounting around a sample. Interference is judged two ways, since
+ * neither alone is right: the CPU time of every other task that exists at
+ * either end (exact, but blind to tasks that start and end in between,
+ * such as a build's compilers), and the machine's busy time from /proc/stat
+ * minus the benchmark's own (sees everything, but counts in ticks and
+ * over-counts a CPU that wakes up often, as the benchmark's do).
+ */
+struct snap {
+	uint64_t t, busy, steal, forks, ours;
+	struct sstat prod, disp;
+	struct taskset tasks;
+};
+
+static bool is_ours(const void *arg, pid_t pid)
+{
+	const struct sys *s = arg;
+
+	if (pid == parent_pid || pid == s->prod)
+		return true;
+	for (uint32_t i = 0; i < s->groups; i++)
+		if (s->cons[i] == pid)
+			return true;
+	return false;
+}
+
+static void snap_take(const struct sys *s, struct snap *n)
+{
+	struct sstat self, c;
+
+	sstat_self(0, &self);
+	n->ours = self.run;
+	for (uint32_t i = 0; i < s->groups; i++)
+		if (s->cons[i] > 0) {
+			sstat_pid(s->cons[i], &c);
+			n->ours += c.run;
+		}
+	memset(&n->prod, 0, sizeof(n->prod));
+	if (s->prod > 0) {
+		sstat_pid(s->prod, &n->prod);
+		n->ours += n->prod.run;
+	}
+	memset(&n->disp, 0, sizeof(n->disp));
+	if (s->disp_tid > 0)
+		sstat_tid(s->disp_tid, &n->disp);
+	tasks_take(&n->tasks, is_ours, s);
+	machine_stat(&n->busy, &n->steal, &n->forks);
+	n->t = bench_now_ns();
+}
+
+/* Tick-based share of the machine others used, a lower bound: each CPU's
+ * count may be off by a tick at either end of the window. */
+static double foreign_ticks(const struct plan *pl, double busy, double ours, double wall)
+{
+	double slack = 2e9 / (double)sysconf(_SC_CLK_TCK) * (double)pl->ncpu;
+
+	return busy > ours + slack ? (busy - ours - slack) / (wall * (double)pl->ncpu) : 0;
+}
+
+/*
+ * Judge a sample: disturbed if other tasks used FOREIGN_DISTURBED of the
+ * machine, or if tasks were created during it and the machine's busy time
+ * says so; with `alone` (no consumer runs), also if the producer or the
+ * dispatcher waited BENCH_WAITED_DISTURBED of the time for its CPU.
+ */
+static void snap_judge(const struct plan *pl, const struct snap *a, const struct snap *b,
+		       bool alone, struct obs *o)
+{
+	double wall = (double)(b->t - a->t);
+	uint64_t wp = b->prod.wait - a->prod.wait, wd = b->disp.wait - a->disp.wait;
+
+	o->foreign = (double)tasks_delta(&a->tasks, &b->tasks) / (wall * (double)pl->ncpu);
+	o->foreign_ticks = foreign_ticks(pl, (double)(b->busy - a->busy),
+					 (double)(b->ours - a->ours), wall);
+	o->forks = b->forks - a->forks;
+	o->waited = (double)(wp > wd ? wp : wd) / wall;
+	o->disturbed = o->foreign >= FOREIGN_DISTURBED ||
+		       (o->forks > 0 && o->foreign_ticks >= FOREIGN_DISTURBED) ||
+		       (alone && o->waited >= WAITED_DISTURBED);
+}
+
+/* ---- samples ----------------------------------------------------------------------- */
+
+static uint32_t record_bytes(uint32_t size)
+{
+	/* Ring record header (8) + envelope + payload, 8-byte aligned. */
+	return (8u + (uint32_t)sizeof(struct shoal_envelope) + size + 7u) & ~7u;
+}
+
+/*
+ * Backlog cycles: hold dispatch, let the filler fill its uplink, resume,
+ * and add up the dispatcher's busy time (its counters: wall time of the
+ * passes that moved messages) until `calls` messages have been drained.
+ * A 64-byte sample is 128 cycles, each a hand-over through sleeps to the
+ * filler and back; on a loaded machine they take far longer than the
+ * dispatcher's work, so the waits are watched for progress (`w`), not timed
+ * as a whole.
+ */
+static int backlog_cycles(struct sys *s, struct watch *w, uint64_t calls, uint64_t *msgs,
+			  uint64_t *busy)
+{
+	uint64_t seq = 0, d;
+	int ret = 0;
+
+	*msgs = *busy = 0;
+	while (ret == 0 && *msgs < calls) {
+		uint64_t m0, b0, m1, b1, m_prev;
+
+		/* A pass that began before the hold may still run: let it end
+		 * (held, the dispatcher publishes its counters on every idle
+		 * pass) before the filler writes, so that no record of the fill
+		 * is routed before m0 is read. */
+		shoal_router_hold(s->r, true);
+		disp_counters(s, &m0, &b0, &d);
+		do {
+			m_prev = m0;
+			ret = watch_step(s, w, "the held dispatcher to settle", 2);
+			disp_counters(s, &m0, &b0, &d);
+		} while (ret == 0 && m0 != m_prev);
+		if (ret < 0)
+			break;
+		/* R4: pairs with A4 in filler_main(). */
+		shoal_store_release(&sh->fill_req, ++seq);
+		/* A5: pairs with R5 in filler_main(). */
+		while (ret == 0 && shoal_load_acquire(&sh->fill_done) != seq)
+			ret = watch_step(s, w, "the filler to fill the held uplink", 1);
+		if (ret == 0 && sh->fill_count == 0) {
+			fprintf(stderr, PROG ": the filler found its uplink full at once (fill %"
+				PRIu64 ")\n", seq);
+			sys_dump(s);
+			ret = -EIO;
+		}
+		if (ret < 0)
+			break;
+		shoal_router_hold(s->r, false);
+		for (disp_counters(s, &m1, &b1, &d); ret == 0 && m1 < m0 + sh->fill_count;
+		     disp_counters(s, &m1, &b1, &d))
+			ret = watch_step(s, w, "the dispatcher to drain the backlog", 1);
+		*msgs += m1 - m0;
+		*busy += b1 - b0;
+	}
+	shoal_router_hold(s->r, false);
+	return ret;
+}
+
+/*
+ * The dispatcher alone, no consumer running, inbound rings large enough for
+ * the whole sample. Stream (SEC_DISPATCH): the filler keeps the uplink full
+ * with try_send retries; the dispatcher thread's CPU time per message.
+ * Backlog (SEC_BACKLOG): see backlog_cycles().
+ */
+static int sample_dispatch(const struct plan *pl, const struct opts *op, struct point *pt,
+			   struct obs *o)
+{
+	struct sys *s = &cur;
+	uint32_t rec = record_bytes(pt->size), in_cap = 256u * 1024;
+	uint64_t calls = pl->mode->disp_bytes / rec, warm = 2u * pt->groups;
+	uint64_t per_group, m0, m1 = 0, b, d0, d1 = 0, busy = 0;
+	static struct snap a, z;   /* static: the task lists are reused */
+	struct watch w;
+	int ret;
+
+	calls = calls < 1000 ? 1000 : calls;
+	/* Backlog fills overshoot by at most one uplink. */
+	per_group = ((calls + 256 * 1024 / rec) / pt->groups + warm + 2) * rec;
+	while (in_cap < per_group + per_group / 4)
+		in_cap *= 2;
+	ret = router_up(s, pt->groups, pt->route, in_cap, op->cpu);
+	if (ret < 0)
+		return ret;
+	s->alone = pt;
+	s->alone_calls = calls;
+	sstat_tid(s->disp_tid, &s->alone_disp);
+	atomic_store(&sh->fill_state, 0);
+	atomic_store(&sh->fill_go, 0);
+	atomic_store(&sh->fill_req, 0);
+	atomic_store(&sh->fill_done, 0);
+	sh->fill_calls = calls;
+	sh->fill_size = pt->size;
+	sh->fill_backlog = pt->sec == SEC_BACKLOG;
+	sh->groups = pt->groups;
+	memset(&sh->pr, 0, sizeof(sh->pr));
+	s->prod = spawn(filler_main, s->name, pt->groups);
+	if (s->prod < 0) {
+		ret = (int)s->prod;
+		s->prod = 0;
+		goto out;
+	}
+	watch_start(&w, s, CAP_NS);
+	disp_counters(s, &m0, &b, &d0);
+	while (ret == 0 && (atomic_load(&sh->fill_state) == 0 || m0 < warm)) {
+		ret = watch_step(s, &w, "the filler's warm-up", 1);
+		disp_counters(s, &m0, &b, &d0);
+	}
+	if (ret < 0)
+		goto out;
+	o->probe_ns = probe(op->cpu);
+	snap_take(s, &a);
+	disp_counters(s, &m0, &b, &d0);
+	s->alone_m0 = m0;
+	sstat_tid(s->disp_tid, &s->alone_disp);
+	watch_start(&w, s, CAP_NS);
+	if (pt->sec == SEC_BACKLOG) {
+		ret = backlog_cycles(s, &w, calls, &m1, &busy);
+		m1 += m0;
+	} else {
+		atomic_store(&sh->fill_go, 1);
+		for (disp_counters(s, &m1, &b, &d1); ret == 0 && m1 < m0 + calls;
+		     disp_counters(s, &m1, &b, &d1))
+			ret = watch_step(s, &w, "the dispatcher to route the stream", 1);
+	}
+	snap_take(s, &z);
+	disp_counters(s, &m1, &b, &d1);
+	if (ret < 0)
+		goto out;
+	o->calls = o->accepted = m1 - m0;
+	o->dropped = d1 - d0;
+	o->disp_busy_ns = (double)busy / (double)(m1 - m0);
+	o->disp_ns = pt->sec == SEC_BACKLOG ? o->disp_busy_ns :
+		     (double)(z.disp.run - a.disp.run) / (double)(m1 - m0);
+	o->cpu_prod = sh->cpu_prod;
+	o->cpu_disp = task_cpu(s->disp_tid);
+	/* The dispatcher's own CPU time does not count preemption, but a
+	 * preempted filler lets the uplink run dry and the dispatcher spin:
+	 * foreign load still disturbs the sample. */
+	snap_judge(pl, &a, &z, true, o);
+	if (d1 != d0)
+		fprintf(stderr, PROG ": warning: %" PRIu64 " copies dropped (rings too small)\n",
+			d1 - d0);
+out:
+	sys_down(s, ret == 0);
+	return ret;
+}
+
+/*
+ * Start the system for the end-to-end samples: router, producer, then the
+ * G consumers. The producer attaches first and sends its warm-up (one
+ * routed and one direct message per group) while no consumer runs, so that
+ * the router creates every direct ring before the consumers start and the
+ * timed samples include no ring creation.
+ */
+static int sys_start(struct sys *s, const struct opts *op, uint32_t groups, int route)
+{
+	struct watch w;
+	int ret = router_up(s, groups, route, 0, op->cpu);
+
+	if (ret < 0)
+		return ret;
+	memset(sh->cons, 0, sizeof(sh->cons));
+	atomic_store(&sh->ready, 0);
+	atomic_store(&sh->cmd_seq, 0);
+	atomic_store(&sh->done_seq, 0);
+	memset(&sh->pr, 0, sizeof(sh->pr));
+	sh->groups = groups;
+	watch_start(&w, s, CAP_NS);
+	s->prod = spawn(producer_main, s->name, groups);
+	if (s->prod < 0) {
+		ret = (int)s->prod;
+		s->prod = 0;
+	}
+	while (ret == 0 && atomic_load(&sh->ready) < 1)
+		ret = watch_step(s, &w, "the producer's warm-up", 1);
+	for (uint32_t i = 0; i < groups && ret == 0; i++) {
+		s->cons[i] = spawn(consumer_main, s->name, i);
+		if (s->cons[i] < 0) {
+			ret = (int)s->cons[i];
+			s->cons[i] = 0;
+		}
+	}
+	while (ret == 0 && atomic_load(&sh->ready) < groups + 1)
+		ret = watch_step(s, &w, "the group processes to attach", 2);
+	/* The warm-up: one routed and one direct message per consumer. */
+	for (uint32_t i = 0; i < groups && ret == 0; i++)
+		while (ret == 0 && shoal_load_relaxed(&sh->cons[i].received) < 2)
+			ret = watch_step(s, &w, "the warm-up messages", 1);
+	if (ret < 0)
+		sys_down(s, false);
+	return ret;
+}
+
+/* Run one command on the producer and wait until every consumer has its
+ * end marker, under a watch of `cap_ns`. */
+static int sample_wait(struct sys *s, const struct cmd *c, uint64_t cap_ns)
+{
+	struct watch w;
+	uint64_t seq;
+	int ret = 0;
+
+	watch_start(&w, s, cap_ns);
+	sh->cmd = *c;
+	seq = shoal_load_relaxed(&sh->cmd_seq) + 1;
+	/* R3: pairs with A3 in producer_main(). */
+	shoal_store_release(&sh->cmd_seq, seq);
+	/* A2: pairs with R2 in producer_main(). */
+	while (ret == 0 && shoal_load_acquire(&sh->done_seq) != seq)
+		ret = watch_step(s, &w, "the producer", 1);
+	if (ret == 0 && sh->pr.err != 0) {
+		fprintf(stderr, PROG ": producer: %s\n", sh->pr.msg);
+		return -EIO;
+	}
+	for (uint32_t i = 0; i < s->groups && ret == 0; i++)
+		/* A1: pairs with R1 in on_message(). */
+		while (ret == 0 && shoal_load_acquire(&sh->cons[i].end_id) != c->id)
+			ret = watch_step(s, &w, "the consumers' end markers", 1);
+	return ret;
+}
+
+static void cons_totals(const struct sys *s, uint64_t *received, uint64_t *misrouted)
+{
+	*received = *misrouted = 0;
+	for (uint32_t i = 0; i < s->groups; i++) {
+		/* Relaxed: read after A1 (sample_wait) or while idle. */
+		*received += shoal_load_relaxed(&sh->cons[i].received);
+		*misrouted += shoal_load_relaxed(&sh->cons[i].misrouted);
+	}
+}
+
+static int sample_e2e(const struct plan *pl, const struct opts *op, struct point *pt,
+		      struct obs *o)
+{
+	struct sys *s = &cur;
+	struct cmd c = { .kind = pt->sec == SEC_LAT ? CMD_LAT : CMD_TPUT, .path = pt->path,
+			 .call = pt->call, .size = pt->size, .id = ++s->next_id };
+	uint64_t r0, r1, x0, x1, m0, m1, b0, b1, d0, d1, t_end = 0, cap;
+	static struct snap a, z;   /* static: the task lists are reused */
+	int ret;
+
+	if (c.kind == CMD_LAT) {
+		c.gap_ns = 1000000000u / op->rate;
+		c.calls = pl->mode->lat_ns / c.gap_ns;
+		cap = CAP_NS + pl->mode->lat_ns;
+		for (uint32_t i = 0; i < s->groups; i++)
+			memset(&sh->hist[i], 0, sizeof(sh->hist[i]));
+	} else {
+		c.calls = op->calls;
+		cap = CAP_NS + c.calls * 50000u;   /* 50 us per call: --messages may be large */
+	}
+	shoal_store_relaxed(&sh->lat_on, c.kind == CMD_LAT);
+	o->probe_ns = probe(op->cpu);
+	cons_totals(s, &r0, &x0);
+	disp_counters(s, &m0, &b0, &d0);
+	snap_take(s, &a);
+	ret = sample_wait(s, &c, cap);
+	snap_take(s, &z);
+	shoal_store_relaxed(&sh->lat_on, 0);
+	if (ret < 0)
+		return ret;
+	/* The dispatcher publishes its counters when it idles: wait for them
+	 * to count this sample's messages and end markers. */
+	disp_counters(s, &m1, &b1, &d1);
+	if (pt->path == ROUTED) {
+		struct watch w;
+
+		watch_start(&w, s, CAP_NS);
+		while (ret == 0 && m1 < m0 + sh->pr.accepted + s->groups) {
+			ret = watch_step(s, &w, "the dispatcher's counters", 1);
+			disp_counters(s, &m1, &b1, &d1);
+		}
+		if (ret < 0)
+			return ret;
+	}
+	cons_totals(s, &r1, &x1);
+	for (uint32_t i = 0; i < s->groups; i++) {
+		uint64_t t = shoal_load_relaxed(&sh->cons[i].end_ns);
+
+		t_end = t > t_end ? t : t_end;
+	}
+	o->calls = sh->pr.calls;
+	o->accepted = sh->pr.accepted;
+	o->refused = sh->pr.refused;
+	o->dropped = d1 - d0;
+	o->delivered = r1 - r0;
+	o->misrouted = x1 - x0;
+	o->lost = o->accepted - o->dropped > o->delivered ? o->accepted - o->dropped - o->delivered
+							  : 0;
+	o->call_ns = (double)(sh->pr.t_sent - sh->pr.t_start) / (double)o->calls;
+	o->call_cpu_ns = (double)sh->pr.cpu_ns / (double)o->calls;
+	if (pt->path == ROUTED && m1 > m0) {
+		o->disp_ns = (double)(z.disp.run - a.disp.run) / (double)(m1 - m0);
+		o->disp_busy_ns = (double)(b1 - b0) / (double)(m1 - m0);
+	}
+	o->mps = (double)o->delivered * 1e9 / (double)(t_end - sh->pr.t_start);
+	o->rate = (double)o->calls * 1e9 / (double)(sh->pr.t_sent - sh->pr.t_start);
+	if (c.kind == CMD_LAT) {
+		struct bench_hist *h = bench_hist_new();
+
+		if (h == NULL)
+			return -ENOMEM;
+		for (uint32_t i = 0; i < s->groups; i++) {
+			h->n += sh->hist[i].n;
+			for (uint32_t k = 0; k < BENCH_HIST_BUCKETS; k++)
+				h->count[k] += sh->hist[i].count[k];
+		}
+		bench_hist_pct(h, &o->lat);
+		free(h);
+	}
+	o->cpu_prod = sh->pr.cpu;
+	o->cpu_disp = task_cpu(s->disp_tid);
+	snap_judge(pl, &a, &z, false, o);
+	return 0;
+}
+
+/* CPU used by an idle system: router threads (all but the main thread)
+ * and the group processes, over the mode's window. */
+static int sample_idle(const struct plan *pl, const struct opts *op, struct point *pt,
+		       struct obs *o)
+{
+	static struct snap a, z;   /* static: the task lists are reused */
+	struct sys *s = &cur;
+	struct sstat r0, r1, g0 = { 0 }, g1 = { 0 }, c;
+	double wall;
+	int ret = sys_start(s, op, pt->groups, SHOAL_ROUTER_INDEXED);
+
+	if (ret < 0)
+		return ret;
+	/* No traffic from here: the producer leaves, and everything gets far
+	 * past the spin budget before the window opens. */
+	sh->cmd.kind = CMD_QUIT;
+	/* R3: pairs with A3 in producer_main(). */
+	shoal_store_release(&sh->cmd_seq, shoal_load_relaxed(&sh->cmd_seq) + 1);
+	reap(s->prod, MS(5000));
+	s->prod = 0;
+	msleep(500);
+	o->probe_ns = probe(op->cpu);
+	msleep(100);
+	snap_take(s, &a);
+	sstat_self(parent_pid, &r0);
+	for (uint32_t i = 0; i < s->groups; i++)
+		if (s->cons[i] > 0) {
+			sstat_pid(s->cons[i], &c);
+			sstat_add(&g0, &c);
+		}
+	while (ret == 0 && bench_now_ns() < a.t + pl->mode->idle_ns)
+		ret = wait_step(s, UINT64_MAX, "the idle window", 50);
+	sstat_self(parent_pid, &r1);
+	for (uint32_t i = 0; i < s->groups; i++)
+		if (s->cons[i] > 0) {
+			sstat_pid(s->cons[i], &c);
+			sstat_add(&g1, &c);
+		}
+	snap_take(s, &z);
+	if (ret == 0) {
+		/* The router's threads: all of this process but its main
+		 * thread, which only measures (and sleeps). */
+		wall = (double)(z.t - a.t);
+		o->idle_router_pct = 100.0 * (double)(r1.run - r0.run) / wall;
+		o->idle_groups_pct = 100.0 * (double)(g1.run - g0.run) / wall;
+		o->idle_pct = o->idle_router_pct + o->idle_groups_pct;
+		o->wakeups = (double)(r1.slices - r0.slices + g1.slices - g0.slices) * 1e9 / wall;
+		snap_judge(pl, &a, &z, false, o);
+		o->cpu_prod = o->cpu_disp = -1;
+	}
+	sys_down(s, ret == 0);
+	return ret;
+}
+
+/* ---- the plan ------------------------------------------------------------------------- */
+
+/* Add a point; sections left out by --only are skipped (and succeed). */
+static bool plan_add(struct plan *pl, const struct opts *op, enum section sec, uint32_t groups,
+		     uint32_t size, int route, enum path path, enum call call)
+{
+	struct point *pt;
+
+	if (sec != SEC_IDLE && !op->sec_on[sec])
+		return true;
+	if (pl->n == pl->cap) {
+		unsigned cap = pl->cap ? 2 * pl->cap : 64;
+		struct point *n = realloc(pl->pts, cap * sizeof(*n));
+
+		if (n == NULL)
+			return false;
+		pl->pts = n;
+		pl->cap = cap;
+	}
+	pt = &pl->pts[pl->n++];
+	*pt = (struct point){ .sec = sec, .groups = groups, .size = size, .route = route,
+			      .path = path, .call = call };
+	return true;
+}
+
+static int plan_build(struct plan *pl, const struct opts *op)
+{
+	for (unsigned gi = 0; gi < op->n_groups; gi++) {
+		uint32_t g = op->groups[gi];
+
+		if (op->idle) {
+			if (!plan_add(pl, op, SEC_IDLE, g, 0, -1, DIRECT, SEND))
+				return -ENOMEM;
+			continue;
+		}
+		for (int m = 0; m < N_ROUTE; m++) {
+			if (!op->route_on[m])
+				continue;
+			for (unsigned si = 0; si < op->n_sizes; si++)
+				if (!plan_add(pl, op, SEC_DISPATCH, g, op->sizes[si], m, ROUTED, TRY_SEND) ||
+				    !plan_add(pl, op, SEC_BACKLOG, g, op->sizes[si], m, ROUTED, TRY_SEND))
+					return -ENOMEM;
+		}
+		for (int m = 0; m < N_ROUTE; m++) {
+			if (!op->route_on[m])
+				continue;
+			for (unsigned si = 0; si < op->n_sizes; si++)
+				for (int cl = 0; cl < 2; cl++)
+					if (!plan_add(pl, op, SEC_TPUT, g, op->sizes[si], m, ROUTED,
+						      (enum call)cl))
+						return -ENOMEM;
+			if (!plan_add(pl, op, SEC_LAT, g, op->sizes[0], m, ROUTED, SEND))
+				return -ENOMEM;
+		}
+		for (unsigned si = 0; si < op->n_sizes; si++)
+			for (int cl = 0; cl < 2; cl++)
+				if (!plan_add(pl, op, SEC_TPUT, g, op->sizes[si], -1, DIRECT,
+					      (enum call)cl))
+					return -ENOMEM;
+		if (!plan_add(pl, op, SEC_LAT, g, op->sizes[0], -1, DIRECT, SEND))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* ---- running it ----------------------------------------------------------------------- */
+
+static const char *call_name(const struct point *pt)
+{
+	return pt->call == SEND ? "send" : "try_send";
+}
+
+static const char *route_of(const struct point *pt)
+{
+	return pt->route >= 0 ? route_name[pt->route] : "-";
+}
+
+static void progress(const struct plan *pl, unsigned run, const struct point *pt,
+		     const struct obs *o)
+{
+	fprintf(stderr, "[run %u/%u] G=%-3u ", run + 1, pl->runs, pt->groups);
+	switch (pt->sec) {
+	case SEC_DISPATCH:
+	case SEC_BACKLOG:
+		fprintf(stderr, "dispatch alone, %-7s %-7s %5u B: %7.1f ns/msg",
+			pt->sec == SEC_BACKLOG ? "backlog" : "stream", route_of(pt), pt->size,
+			o->disp_ns);
+		break;
+	case SEC_TPUT:
+		fprintf(stderr, "%s %-8s %-7s %5u B: %7.1f ns/call (cpu %.1f), %9.0f msg/s",
+			pt->path == ROUTED ? "routed" : "direct", call_name(pt), route_of(pt),
+			pt->size, o->call_ns, o->call_cpu_ns, o->mps);
+		if (pt->path == ROUTED)
+			fprintf(stderr, ", dispatch %.1f ns/msg", o->disp_ns);
+		if (o->refused || o->dropped)
+			fprintf(stderr, ", refused %" PRIu64 " dropped %" PRIu64, o->refused,
+				o->dropped);
+		break;
+	case SEC_LAT:
+		fprintf(stderr, "latency %s %-7s %5u B at %.0f msg/s: p50 %.1f p99 %.1f p99.9 %.1f us",
+			pt->path == ROUTED ? "routed" : "direct", route_of(pt), pt->size, o->rate,
+			(double)o->lat.p50 / 1e3, (double)o->lat.p99 / 1e3,
+			(double)o->lat.p999 / 1e3);
+		break;
+	case SEC_IDLE:
+		fprintf(stderr, "idle: %.3f%% of one CPU (router %.3f%%, groups %.3f%%), %.0f wakeups/s",
+			o->idle_pct, o->idle_router_pct, o->idle_groups_pct, o->wakeups);
+		break;
+	}
+	fprintf(stderr, " (probe %.0f ns, others %.0f%%, ticks %.0f%%, %" PRIu64 " forks, waited "
+		"%.1f%%%s)\n", o->probe_ns, 100 * o->foreign, 100 * o->foreign_ticks, o->forks,
+		100 * o->waited, o->disturbed ? ", disturbed" : "");
+	if (o->lost || o->misrouted)
+		fprintf(stderr, PROG ": warning: %" PRIu64 " messages lost, %" PRIu64
+			" misrouted\n", o->lost, o->misrouted);
+}
+
+/* One sample of a point, run again while disturbed and reruns are left. */
+static int point_sample(struct plan *pl, const struct opts *op, struct point *pt, unsigned run)
+{
+	struct obs *o = &pt->obs[pt->n];
+
+	for (unsigned attempt = 0;; attempt++) {
+		int ret;
+
+		memset(o, 0, sizeof(*o));
+		switch (pt->sec) {
+		case SEC_DISPATCH:
+		case SEC_BACKLOG:
+			ret = sample_dispatch(pl, op, pt, o);
+			break;
+		case SEC_IDLE:
+			ret = sample_idle(pl, op, pt, o);
+			break;
+		default:
+			ret = sample_e2e(pl, op, pt, o);
+			break;
+		}
+		if (ret < 0)
+			return ret;
+		o->attempts = attempt + 1;
+		progress(pl, run, pt, o);
+		if (!o->disturbed || attempt == pl->mode->reruns)
+			break;
+		pl->reruns++;
+	}
+	pl->disturbed += o->disturbed;
+	pt->n++;
+	return 0;
+}
+
+/* The points of one system (group count, route mode) in this run's order. */
+static int system_run(struct plan *pl, const struct opts *op, uint32_t groups, int route,
+		      unsigned run)
+{
+	struct point *mine[64];
+	unsigned n = 0;
+	int ret;
+
+	for (unsigned i = 0; i < pl->n && n < COUNT(mine); i++) {
+		struct point *pt = &pl->pts[i];
+
+		if (pt->groups == groups && (pt->sec == SEC_TPUT || pt->sec == SEC_LAT) &&
+		    (pt->route == route || (route == op->direct_route && pt->route < 0)))
+			mine[n++] = pt;
+	}
+	if (n == 0)
+		return 0;
+	fprintf(stderr, "[run %u/%u] G=%-3u starting router (%s) and %u group processes\n",
+		run + 1, pl->runs, groups, route_name[route], groups + 1);
+	ret = sys_start(&cur, op, groups, route);
+	for (unsigned k = 0; k < n && ret == 0; k++)
+		ret = point_sample(pl, op, mine[(k + run) % n], run);
+	sys_down(&cur, ret == 0);
+	return ret;
+}
+
+static int plan_run(struct plan *pl, const struct opts *op)
+{
+	for (unsigned run = 0; run < pl->runs; run++)
+		for (unsigned gi = 0; gi < op->n_groups; gi++) {
+			uint32_t g = op->groups[gi];
+			int ret = 0;
+
+			/* The dispatcher alone, then end to end, route modes
+			 * rotated by one every run. */
+			for (int k = 0; k < N_ROUTE && ret == 0; k++)
+				for (unsigned i = 0; i < pl->n && ret == 0; i++) {
+					struct point *pt = &pl->pts[i];
+
+					if (pt->groups == g && (pt->sec == SEC_DISPATCH ||
+								pt->sec == SEC_BACKLOG ||
+								pt->sec == SEC_IDLE) &&
+					    (pt->sec == SEC_IDLE ? k == 0 :
+					     pt->route == (int)((k + run) % N_ROUTE)))
+						ret = point_sample(pl, op, pt, run);
+				}
+			for (int k = 0; k < N_ROUTE && ret == 0 && !op->idle; k++) {
+				int m = (int)((k + run) % N_ROUTE);
+
+				if (op->route_on[m])
+					ret = system_run(pl, op, g, m, run);
+			}
+			if (ret < 0)
+				return ret;
+		}
+	return 0;
+}
+
+/* ---- report ------------------------------------------------------------------------------ */
+
+typedef double (*obs_get)(const struct obs *o);
+
+static double get_call(const struct obs *o) { return o->call_ns; }
+static double get_call_cpu(const struct obs *o) { return o->call_cpu_ns; }
+static double get_disp(const struct obs *o) { return o->disp_ns; }
+static double get_mps(const struct obs *o) { return o->mps; }
+static double get_probe(const struct obs *o) { return o->probe_ns; }
+static double get_rate(const struct obs *o) { return o->rate; }
+static double get_p50(const struct obs *o) { return (double)o->lat.p50 / 1e3; }
+static double get_p99(const struct obs *o) { return (double)o->lat.p99 / 1e3; }
+static double get_p999(const struct obs *o) { return (double)o->lat.p999 / 1e3; }
+static double get_idle(const struct obs *o) { return o->idle_pct; }
+static double get_idle_r(const struct obs *o) { return o->idle_router_pct; }
+static double get_idle_g(const struct obs *o) { return o->idle_groups_pct; }
+static double get_wake(const struct obs *o) { return o->wakeups; }
+static double get_refused(const struct obs *o)
+{
+	return o->calls ? 100.0 * (double)o->refused / (double)o->calls : 0;
+}
+
+static const struct point *find(const struct plan *pl, enum section sec, uint32_t groups,
+				uint32_t size, int route, enum path path, enum call call)
+{
+	for (unsigned i = 0; i < pl->n; i++) {
+		const struct point *pt = &pl->pts[i];
+
+		if (pt->sec == sec && pt->groups == groups && pt->size == size &&
+		    pt->route == route && pt->path == path && pt->call == call && pt->n > 0)
+			return pt;
+	}
+	return NULL;
+}
+
+/* "median [min, max]" of one observed value over the runs of a point. */
+static const char *cell(char *buf, size_t len, const struct point *pt, obs_get get,
+			const char *fmt)
+{
+	double v[MAX_RUNS];
+	struct bench_mmm m;
+	char f[64];
+
+	if (pt == NULL || pt->n == 0)
+		return "—";
+	for (unsigned r = 0; r < pt->n; r++)
+		v[r] = get(&pt->obs[r]);
+	m = mmm(v, pt->n);
+	snprintf(f, sizeof(f), "%s [%s, %s]", fmt, fmt, fmt);
+	snprintf(buf, len, f, m.med, m.min, m.max);
+	return buf;
+}
+
+/* Run-by-run ratio a / b of two points (pairs of the same run). */
+static bool ratio(const struct point *a, const struct point *b, obs_get get, struct bench_mmm *out)
+{
+	double v[MAX_RUNS];
+	unsigned n = 0;
+
+	if (a == NULL || b == NULL)
+		return false;
+	for (unsigned r = 0; r < a->n && r < b->n; r++)
+		if (get(&b->obs[r]) > 0)
+			v[n++] = get(&a->obs[r]) / get(&b->obs[r]);
+	if (n == 0)
+		return false;
+	*out = bench_mmm(v, n);
+	return true;
+}
+
+static const char *ratio_cell(char *buf, size_t len, const struct point *a,
+			      const struct point *b, obs_get get)
+{
+	struct bench_mmm m;
+
+	if (!ratio(a, b, get, &m))
+		return "—";
+	snprintf(buf, len, "%.2fx [%.2f, %.2f]", m.med, m.min, m.max);
+	return buf;
+}
+
+/* Disturbed samples kept, out of all, for a row's points. */
+static const char *dist_cell(char *buf, size_t len, const struct point *const *pts, unsigned n)
+{
+	unsigned d = 0, all = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		for (unsigned r = 0; pts[i] != NULL && r < pts[i]->n; r++) {
+			d += pts[i]->obs[r].disturbed;
+			all++;
+		}
+	snprintf(buf, len, "%u/%u", d, all);
+	return buf;
+}
+
+static const char *procs_cell(char *buf, size_t len, const struct plan *pl, uint32_t groups)
+{
+	snprintf(buf, len, "%u%s", groups + 2, groups + 2 > (uint32_t)pl->ncpu ? "*" : "");
+	return buf;
+}
+
+static void cpu_model(char *buf, size_t len)
+{
+	char line[256];
+	FILE *f = fopen("/proc/cpuinfo", "re");
+
+	snprintf(buf, len, "unknown CPU");
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+		char *c = strchr(line, ':');
+
+		if (strncmp(line, "model name", 10) == 0 && c != NULL) {
+			snprintf(buf, len, "%s", c + 2);
+			buf[strcspn(buf, "\n")] = '\0';
+			break;
+		}
+	}
+	if (f != NULL)
+		fclose(f);
+}
+
+static void pinning_held(const struct plan *pl, const struct opts *op, unsigned *prod,
+			 unsigned *disp, unsigned *all)
+{
+	*prod = *disp = *all = 0;
+	for (unsigned i = 0; i < pl->n; i++)
+		for (unsigned r = 0; r < pl->pts[i].n; r++) {
+			const struct obs *o = &pl->pts[i].obs[r];
+
+			if (pl->pts[i].sec == SEC_IDLE)
+				continue;
+			(*all)++;
+			*prod += o->cpu_prod == op->cpu[0];
+			*disp += o->cpu_disp == op->cpu[1];
+		}
+}
+
+static void report_header(FILE *f, const struct plan *pl, const struct opts *op)
+{
+	char model[128];
+	struct utsname u;
+	unsigned hp, hd, all;
+	double probes[4096];
+	unsigned np = 0;
+
+	cpu_model(model, sizeof(model));
+	uname(&u);
+	pinning_held(pl, op, &hp, &hd, &all);
+	for (unsigned i = 0; i < pl->n; i++)
+		for (unsigned r = 0; r < pl->pts[i].n && np < COUNT(probes); r++)
+			if (pl->pts[i].obs[r].probe_ns > 0)
+				probes[np++] = pl->pts[i].obs[r].probe_ns;
+	fprintf(f, "## shoal-bench-system%s\n\n", op->idle ? ": idle system" : "");
+	fprintf(f, "- command: `%s`\n", op->command);
+	fprintf(f, "- mode: %s, %u runs, %.0f s; every point once per run, then the next run; "
+		"route modes and the points of each system in an order rotated every run\n",
+		pl->mode->name, pl->runs, (double)pl->wall_ns / 1e9);
+	fprintf(f, "- machine: %s, %ld CPUs online, %s %s\n", model, pl->ncpu, u.sysname,
+		u.release);
+	if (!op->idle)
+		fprintf(f, "- pinning: producer on CPU %d (held in %u of %u samples), dispatcher "
+			"on CPU %d (held in %u of %u), consumers unpinned\n", op->cpu[0], hp, all,
+			op->cpu[1], hd, all);
+	if (np > 0) {
+		struct bench_mmm m = bench_mmm(probes, np);
+
+		fprintf(f, "- placement probe (cache-line round trip CPU %d <-> CPU %d before every "
+			"sample): median %.0f ns [%.0f, %.0f] over %u samples\n", op->cpu[0],
+			op->cpu[1], m.med, m.min, m.max, np);
+	}
+	fprintf(f, "- interference: a sample is disturbed if tasks outside the benchmark used "
+		"%.0f%% of the machine or more (their schedstat CPU time), or if tasks were "
+		"created during it and /proc/stat's busy time says the same, or (dispatcher "
+		"alone) if the producer or the dispatcher waited %.0f%% of the time for its CPU; "
+		"disturbed samples are %s; %u disturbed samples kept, %u reruns; the hypervisor "
+		"stole %.1f%% of the CPU time\n", 100 * FOREIGN_DISTURBED, 100 * WAITED_DISTURBED,
+		pl->mode->reruns ? "run again at once, up to twice" : "kept (no reruns in this mode)",
+		pl->disturbed, pl->reruns, 100 * pl->steal);
+	if (!op->idle) {
+		fprintf(f, "- processes: a sample with G groups has G + 2 threads that poll "
+			"(producer, dispatcher, G consumers: each spins %u us before it sleeps) on "
+			"%ld CPUs; `procs` marks with * where they outnumber the CPUs%s\n",
+			SHOAL_DOORBELL_SPIN_NS_DEFAULT / 1000, pl->ncpu,
+			op->groups[0] + 2 > (uint32_t)pl->ncpu ?
+			" (here: at every group count, so consumers share CPUs with the producer "
+			"and the dispatcher)" : "");
+	}
+	fprintf(f, "\n");
+}
+
+static void report_dispatch(FILE *f, const struct plan *pl, const struct opts *op,
+			    enum section sec)
+{
+	char a[64], b[64], c[64], d[64], e[64], g[64], h[64], p[64];
+
+	if (sec == SEC_DISPATCH)
+		fprintf(f, "### Dispatcher alone, streaming: CPU time per routed message\n\n"
+			"The dispatcher thread's CPU time (/proc schedstat) per message in steady "
+			"state: the producer (CPU %d) keeps its uplink full with try_send retries "
+			"while the dispatcher (CPU %d) drains it, so every message's lines cross "
+			"between the two CPUs while being written; no consumer runs, the inbound "
+			"rings hold the whole sample. ", op->cpu[0], op->cpu[1]);
+	else
+		fprintf(f, "### Dispatcher alone, from a backlog: busy time per routed message\n\n"
+			"The router holds dispatch (shoal_router_hold), the producer fills its "
+			"uplink (256 KiB) until try_send refuses, the router resumes and the "
+			"dispatcher drains the backlog alone, the producer idle; repeated until "
+			"the sample's messages are routed. Busy time from the dispatcher's counters "
+			"(wall time of the passes that moved messages). ");
+	fprintf(f, "Consumer i takes key %% G == i. `indexed` is Shoal's router (the filter "
+		"vector and its index), `flat` scans the vector, `chain` calls one nested "
+		"function per route (elfo's router before it was flattened). Ratios are per "
+		"run, then median [min, max].\n\n"
+		"| groups | size | indexed ns/msg | indexed ÷ 1 group | flat ns/msg | chain ns/msg "
+		"| flat ÷ indexed | chain ÷ indexed | probe ns | disturbed |\n"
+		"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+	for (unsigned si = 0; si < op->n_sizes; si++)
+		for (unsigned gi = 0; gi < op->n_groups; gi++) {
+			uint32_t gr = op->groups[gi], sz = op->sizes[si];
+			const struct point *pi = find(pl, sec, gr, sz, 0, ROUTED, TRY_SEND);
+			const struct point *pf = find(pl, sec, gr, sz, 1, ROUTED, TRY_SEND);
+			const struct point *pc = find(pl, sec, gr, sz, 2, ROUTED, TRY_SEND);
+			const struct point *p1 = find(pl, sec, 1, sz, 0, ROUTED, TRY_SEND);
+			const struct point *all[3] = { pi, pf, pc };
+
+			if (pi == NULL && pf == NULL && pc == NULL)
+				continue;
+			fprintf(f, "| %u | %u | %s | %s | %s | %s | %s | %s | %s | %s |\n", gr, sz,
+				cell(a, sizeof(a), pi, get_disp, "%.1f"),
+				ratio_cell(b, sizeof(b), pi, p1, get_disp),
+				cell(c, sizeof(c), pf, get_disp, "%.1f"),
+				cell(d, sizeof(d), pc, get_disp, "%.1f"),
+				ratio_cell(e, sizeof(e), pf, pi, get_disp),
+				ratio_cell(g, sizeof(g), pc, pi, get_disp),
+				cell(p, sizeof(p), pi ? pi : pf ? pf : pc, get_probe, "%.0f"),
+				dist_cell(h, sizeof(h), all, 3));
+		}
+	fprintf(f, "\n");
+}
+
+static void report_tput(FILE *f, const struct plan *pl, const struct opts *op)
+{
+	char a[64], a2[64], b[64], c[64], d[64], e[64], h[64], pr[16];
+
+	fprintf(f, "### End to end: cost per call, dispatch, delivered rate\n\n"
+		"One producer process (CPU %d) makes %" PRIu64 " calls per sample, round robin over "
+		"G consumer groups (one process each). `sender ns/call`: the producer's wall time "
+		"per call, refused try_sends included, so it includes the time consumers that "
+		"share its CPU took from it; `sender CPU ns/call`: its own CPU time per call "
+		"(spinning while send waits for room included); `dispatch CPU ns/msg`: the "
+		"dispatcher thread's CPU time per routed message (idle spinning between messages "
+		"included, preemption not; the busy wall time from its counters is in the CSV); "
+		"`delivered msg/s`: messages handled by the consumers, from the first call to "
+		"the last consumer's end marker; `refused`: try_send calls that returned -EAGAIN "
+		"(routed try_send copies the dispatcher dropped for a full destination are in "
+		"the CSV, `dropped`). `procs`: polling threads (* more than the %ld CPUs).\n\n"
+		"| groups | size | path | call | route | sender ns/call | sender CPU ns/call | "
+		"dispatch CPU ns/msg | delivered msg/s | refused %% | probe ns | procs | "
+		"disturbed |\n"
+		"|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n", op->cpu[0],
+		op->calls, pl->ncpu);
+	for (unsigned gi = 0; gi < op->n_groups; gi++)
+		for (unsigned si = 0; si < op->n_sizes; si++)
+			for (int k = -1; k < N_ROUTE; k++)
+				for (int cl = 0; cl < 2; cl++) {
+					enum path path = k < 0 ? DIRECT : ROUTED;
+					const struct point *pt = find(pl, SEC_TPUT, op->groups[gi],
+								      op->sizes[si], k, path,
+								      (enum call)cl);
+
+					if (pt == NULL)
+						continue;
+					fprintf(f, "| %u | %u | %s | %s | %s | %s | %s | %s | %s | %s | "
+						"%s | %s | %s |\n", pt->groups, pt->size,
+						path == ROUTED ? "routed" : "direct", call_name(pt),
+						route_of(pt), cell(a, sizeof(a), pt, get_call, "%.1f"),
+						cell(a2, sizeof(a2), pt, get_call_cpu, "%.1f"),
+						path == ROUTED ? cell(b, sizeof(b), pt, get_disp, "%.1f")
+							       : "—",
+						cell(c, sizeof(c), pt, get_mps, "%.0f"),
+						cell(d, sizeof(d), pt, get_refused, "%.1f"),
+						cell(e, sizeof(e), pt, get_probe, "%.0f"),
+						procs_cell(pr, sizeof(pr), pl, pt->groups),
+						dist_cell(h, sizeof(h), &pt, 1));
+				}
+	fprintf(f, "\n");
+}
+
+/* Medians only, one column per send kind: the seed experiment at a glance. */
+static void report_pivot(FILE *f, const struct plan *pl, const struct opts *op, obs_get get,
+			 const char *title, const char *fmt)
+{
+	static const struct { enum path path; enum call call; int route; const char *name; } col[] = {
+		{ ROUTED, SEND, 0, "routed send" }, { ROUTED, TRY_SEND, 0, "routed try_send" },
+		{ DIRECT, SEND, -1, "direct send" }, { DIRECT, TRY_SEND, -1, "direct try_send" },
+		{ ROUTED, SEND, 1, "routed send (flat)" }, { ROUTED, SEND, 2, "routed send (chain)" },
+	};
+	uint32_t sz = op->sizes[0];
+
+	fprintf(f, "### %s, %u-byte messages (medians)\n\n| groups | procs |", title, sz);
+	for (size_t k = 0; k < COUNT(col); k++)
+		fprintf(f, " %s |", col[k].name);
+	fprintf(f, " chain ÷ indexed (routed send) |\n|---:|---:|");
+	for (size_t k = 0; k <= COUNT(col); k++)
+		fprintf(f, "---:|");
+	fprintf(f, "\n");
+	for (unsigned gi = 0; gi < op->n_groups; gi++) {
+		char pr[16], r[64];
+		const struct point *ch, *ix;
+
+		fprintf(f, "| %u | %s |", op->groups[gi],
+			procs_cell(pr, sizeof(pr), pl, op->groups[gi]));
+		for (size_t k = 0; k < COUNT(col); k++) {
+			const struct point *pt = find(pl, SEC_TPUT, op->groups[gi], sz, col[k].route,
+						      col[k].path, col[k].call);
+			double v[MAX_RUNS];
+
+			if (pt == NULL) {
+				fprintf(f, " — |");
+				continue;
+			}
+			for (unsigned i = 0; i < pt->n; i++)
+				v[i] = get(&pt->obs[i]);
+			fprintf(f, " ");
+			fprintf(f, fmt, mmm(v, pt->n).med);
+			fprintf(f, " |");
+		}
+		ch = find(pl, SEC_TPUT, op->groups[gi], sz, 2, ROUTED, SEND);
+		ix = find(pl, SEC_TPUT, op->groups[gi], sz, 0, ROUTED, SEND);
+		fprintf(f, " %s |\n", ratio_cell(r, sizeof(r), ch, ix, get));
+	}
+	fprintf(f, "\n");
+}
+
+static void report_lat(FILE *f, const struct plan *pl, const struct opts *op)
+{
+	char a[64], b[64], c[64], d[64], e[64], h[64], pr[16];
+
+	fprintf(f, "### Latency at a fixed offered load\n\n"
+		"The producer sends %u-byte messages at %" PRIu64 " msg/s (open loop: message i is "
+		"due at start + i / rate) with send / send_to for %.2f s; each consumer records "
+		"now - envelope send_ns (CLOCK_MONOTONIC) in a histogram in shared memory; "
+		"percentiles over all consumers of a sample, in microseconds, then median [min, max] "
+		"over runs. At this rate a consumer gets a message every G x %.0f us, longer than "
+		"the %u us spin budget, so most messages find it asleep: the figures include the "
+		"wake-up.\n\n"
+		"| groups | path | route | offered msg/s | p50 us | p99 us | p99.9 us | probe ns | "
+		"procs | disturbed |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---:|\n",
+		op->sizes[0], op->rate, (double)pl->mode->lat_ns / 1e9, 1e6 / (double)op->rate,
+		SHOAL_DOORBELL_SPIN_NS_DEFAULT / 1000);
+	for (unsigned gi = 0; gi < op->n_groups; gi++)
+		for (int k = -1; k < N_ROUTE; k++) {
+			enum path path = k < 0 ? DIRECT : ROUTED;
+			const struct point *pt = find(pl, SEC_LAT, op->groups[gi], op->sizes[0], k,
+						      path, SEND);
+
+			if (pt == NULL)
+				continue;
+			fprintf(f, "| %u | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", pt->groups,
+				path == ROUTED ? "routed" : "direct", route_of(pt),
+				cell(a, sizeof(a), pt, get_rate, "%.0f"),
+				cell(b, sizeof(b), pt, get_p50, "%.1f"),
+				cell(c, sizeof(c), pt, get_p99, "%.1f"),
+				cell(d, sizeof(d), pt, get_p999, "%.1f"),
+				cell(e, sizeof(e), pt, get_probe, "%.0f"),
+				procs_cell(pr, sizeof(pr), pl, pt->groups), dist_cell(h, sizeof(h), &pt, 1));
+		}
+	fprintf(f, "\n");
+}
+
+static void report_idle(FILE *f, const struct plan *pl, const struct opts *op)
+{
+	char a[64], b[64], c[64], d[64], h[64];
+
+	fprintf(f, "### Idle system: CPU used with no traffic\n\n"
+		"Router (this process: its dispatcher and control threads) and G consumer group "
+		"processes; one message per group first, then no traffic; the window opens 0.6 s "
+		"later, far past the %u us spin budget, and lasts %.1f s. CPU time from "
+		"/proc schedstat, as %% of one CPU; wake-ups: time slices the router's threads and "
+		"the groups were given, per second.\n\n"
+		"| groups | total %% of one CPU | router %% | groups %% | wake-ups/s | disturbed |\n"
+		"|---:|---:|---:|---:|---:|---:|\n", SHOAL_DOORBELL_SPIN_NS_DEFAULT / 1000,
+		(double)pl->mode->idle_ns / 1e9);
+	for (unsigned gi = 0; gi < op->n_groups; gi++) {
+		const struct point *pt = find(pl, SEC_IDLE, op->groups[gi], 0, -1, DIRECT, SEND);
+
+		if (pt == NULL)
+			continue;
+		fprintf(f, "| %u | %s | %s | %s | %s | %s |\n", pt->groups,
+			cell(a, sizeof(a), pt, get_idle, "%.3f"),
+			cell(b, sizeof(b), pt, get_idle_r, "%.3f"),
+			cell(c, sizeof(c), pt, get_idle_g, "%.3f"),
+			cell(d, sizeof(d), pt, get_wake, "%.0f"), dist_cell(h, sizeof(h), &pt, 1));
+	}
+	fprintf(f, "\n");
+}
+
+/* The targets this program measures; run-suite collects the `| T` rows. */
+static void report_targets(FILE *f, const struct plan *pl, const struct opts *op)
+{
+	fprintf(f, "### Targets\n\n| target | goal | measured: median [min, max] of per-run "
+		"values | result |\n|---|---|---|---|\n");
+	if (op->idle) {
+		for (unsigned gi = 0; gi < op->n_groups; gi++) {
+			const struct point *pt = find(pl, SEC_IDLE, op->groups[gi], 0, -1, DIRECT,
+						      SEND);
+			char a[64];
+			double v[MAX_RUNS];
+
+			if (pt == NULL)
+				continue;
+			for (unsigned r = 0; r < pt->n; r++)
+				v[r] = pt->obs[r].idle_pct;
+			fprintf(f, "| T4 idle system, router + %u groups: %% of one CPU | <= %.1f | "
+				"%s | %s |\n", pt->groups, IDLE_TARGET_PCT,
+				cell(a, sizeof(a), pt, get_idle, "%.3f"),
+				mmm(v, pt->n).med <= IDLE_TARGET_PCT ? "MET" : "NOT MET");
+		}
+	} else {
+		for (int k = 0; k < 2; k++) {
+			enum section sec = k == 0 ? SEC_DISPATCH : SEC_BACKLOG;
+			const char *tag = k == 0 ? "" : "b", *how = k == 0 ? "streaming" : "backlog";
+			uint32_t sz = op->sizes[0];
+			const struct point *i1 = find(pl, sec, 1, sz, 0, ROUTED, TRY_SEND);
+			const struct point *i100 = find(pl, sec, 100, sz, 0, ROUTED, TRY_SEND);
+			const struct point *c100 = find(pl, sec, 100, sz, 2, ROUTED, TRY_SEND);
+			struct bench_mmm m;
+
+			if (ratio(i100, i1, get_disp, &m))
+				fprintf(f, "| T1%s dispatch ns/msg, 100 groups ÷ 1 group (indexed, %u B, "
+					"%s) | <= 1.5 | %.2fx [%.2f, %.2f] | %s |\n", tag, sz, how,
+					m.med, m.min, m.max, m.med <= 1.5 ? "MET" : "NOT MET");
+			else
+				fprintf(f, "| T1%s dispatch ns/msg, 100 groups ÷ 1 group (%s) | <= 1.5 | "
+					"not measured (needs groups 1 and 100, route mode indexed) | — "
+					"|\n", tag, how);
+			if (ratio(c100, i100, get_disp, &m))
+				fprintf(f, "| T2%s dispatch ns/msg at 100 groups, nested chain ÷ flat "
+					"vector (indexed, %u B, %s) | >= 3.0 | %.2fx [%.2f, %.2f] | %s "
+					"|\n", tag, sz, how, m.med, m.min, m.max,
+					m.med >= 3.0 ? "MET" : "NOT MET");
+			else
+				fprintf(f, "| T2%s dispatch at 100 groups, chain ÷ flat vector (%s) | "
+					">= 3.0 | not measured (needs 100 groups, route modes indexed and "
+					"chain) | — |\n", tag, how);
+		}
+	}
+	fprintf(f, "\n");
+}
+
+static void report_md(FILE *f, const struct plan *pl, const struct opts *op)
+{
+	report_header(f, pl, op);
+	if (op->idle) {
+		report_idle(f, pl, op);
+	} else {
+		report_dispatch(f, pl, op, SEC_DISPATCH);
+		report_dispatch(f, pl, op, SEC_BACKLOG);
+		report_pivot(f, pl, op, get_call, "Sender cost per call (ns, wall time)", "%.1f");
+		report_pivot(f, pl, op, get_call_cpu, "Sender CPU time per call (ns)", "%.1f");
+		report_pivot(f, pl, op, get_mps, "Delivered messages per second", "%.0f");
+		report_tput(f, pl, op);
+		report_lat(f, pl, op);
+	}
+	report_targets(f, pl, op);
+}
+
+static int report_csv(const char *path, const struct plan *pl)
+{
+	FILE *f = fopen(path, "we");
+
+	if (f == NULL)
+		return -errno;
+	fprintf(f, "section,run,groups,size,path,call,route,calls,accepted,refused,dropped,"
+		"delivered,lost,misrouted,sender_ns_per_call,sender_cpu_ns_per_call,"
+		"dispatch_ns_per_msg,dispatch_busy_ns_per_msg,msgs_per_s,"
+		"offered_per_s,p50_ns,p99_ns,p999_ns,idle_cpu_pct,idle_router_pct,"
+		"idle_groups_pct,wakeups_per_s,probe_ns,waited,foreign,foreign_ticks,forks,"
+		"disturbed,attempts,"
+		"cpu_producer,cpu_dispatcher,procs,ncpu\n");
+	for (unsigned i = 0; i < pl->n; i++) {
+		const struct point *pt = &pl->pts[i];
+
+		for (unsigned r = 0; r < pt->n; r++) {
+			const struct obs *o = &pt->obs[r];
+
+			fprintf(f, "%s,%u,%u,%u,%s,%s,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
+				",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.2f,%.2f,%.2f,%.2f,%.1f,%.1f,%" PRIu64
+				",%" PRIu64 ",%" PRIu64 ",%.4f,%.4f,%.4f,%.1f,%.1f,%.4f,%.4f,%.4f,%" PRIu64 ",%d,%u,"
+				"%d,%d,%u,%ld\n", section_name[pt->sec], r + 1, pt->groups, pt->size,
+				pt->sec == SEC_IDLE ? "-" : pt->path == ROUTED ? "routed" : "direct",
+				pt->sec == SEC_TPUT || pt->sec == SEC_LAT ? call_name(pt) : "-",
+				route_of(pt), o->calls, o->accepted, o->refused, o->dropped,
+				o->delivered, o->lost, o->misrouted, o->call_ns, o->call_cpu_ns,
+				o->disp_ns, o->disp_busy_ns, o->mps,
+				o->rate, o->lat.p50, o->lat.p99, o->lat.p999, o->idle_pct,
+				o->idle_router_pct, o->idle_groups_pct, o->wakeups, o->probe_ns,
+				o->waited, o->foreign, o->foreign_ticks, o->forks, o->disturbed,
+				o->attempts, o->cpu_prod,
+				o->cpu_disp, pt->groups + (pt->sec == SEC_IDLE ? 1 : 2), pl->ncpu);
+		}
+	}
+	return fclose(f) == 0 ? 0 : -errno;
+}
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: " PROG " [options]\n"
+		"\n"
+		"The seed experiment across processes: one producer process, G consumer group\n"
+		"processes (consumer i takes key %% G == i), a router in this process. Measures\n"
+		"the dispatcher alone in three route modes, and end to end the sender's cost per\n"
+		"call, the dispatcher's cost per message, the delivered rate, and latency at a\n"
+		"fixed load, for send and try_send, routed and direct. Markdown on stdout,\n"
+		"progress on stderr. See bench/SUITE.md.\n"
+		"\n"
+		"  --full          (default) groups 1,2,5,10,20,30,50,75,100, 5 runs, reruns of\n"
+		"                  disturbed samples (about 15 minutes on 2 CPUs)\n"
+		"  --short         groups 1,10,100, 3 runs, shorter samples, no reruns\n"
+		"  --smoke         groups 1,3, 1 run, tiny samples: checks that it all runs\n"
+		"  --idle          measure instead the CPU an idle system uses (router + G groups)\n"
+		"  --groups LIST   group counts, 1-%u (comma-separated)\n"
+		"  --size LIST     payload sizes in bytes, %u-%u (default 64; latency uses the first)\n"
+		"  --modes LIST    route modes for routed points: indexed,flat,chain (default all)\n"
+		"  --only LIST     sections: dispatch,backlog,tput,lat (default all)\n"
+		"  --runs N        repeat every point N times (1-%u)\n"
+		"  --messages N    calls per throughput sample\n"
+		"  --rate N        offered load of the latency samples, msg/s (default 10000)\n"
+		"  --cpus A,B      producer on CPU A, dispatcher on CPU B (default 0,1)\n"
+		"  --csv FILE      one CSV row per sample (every run)\n"
+		"  --md FILE       the markdown report, also written to FILE\n"
+		"  --help          this text\n"
+		"\n"
+		"Exit status: 0 done, 1 a sample failed, 2 bad usage, 77 fewer than two CPUs\n"
+		"available, 128+n stopped by signal n.\n",
+		MAX_GROUPS, MIN_SIZE, MAX_SIZE, MAX_RUNS);
+}
+
+static int parse_list(const char *arg, uint32_t *out, unsigned max, unsigned *n, uint32_t lo,
+		      uint32_t hi)
+{
+	const char *s = arg;
+
+	*n = 0;
+	while (*s != '\0') {
+		char *end;
+		unsigned long v = strtoul(s, &end, 10);
+
+		if (end == s || v < lo || v > hi || *n == max || (*end != ',' && *end != '\0'))
+			return -EINVAL;
+		out[(*n)++] = (uint32_t)v;
+		s = *end == ',' ? end + 1 : end;
+	}
+	return *n > 0 ? 0 : -EINVAL;
+}
+
+/* A comma-separated subset of names[0 .. n): on[i] for each one given. */
+static int parse_names(const char *arg, const char *const *names, int n, bool *on)
+{
+	char buf[128], *save = NULL;
+	bool any = false;
+
+	snprintf(buf, sizeof(buf), "%s", arg);
+	for (int i = 0; i < n; i++)
+		on[i] = false;
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		int i;
+
+		for (i = 0; i < n && strcmp(t, names[i]) != 0; i++)
+			;
+		if (i == n)
+			return -EINVAL;
+		on[i] = any = true;
+	}
+	return any ? 0 : -EINVAL;
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+	static const struct option longopts[] = {
+		{ "full", no_argument, NULL, 'F' }, { "short", no_argument, NULL, 's' },
+		{ "smoke", no_argument, NULL, 'S' }, { "idle", no_argument, NULL, 'I' },
+		{ "groups", required_argument, NULL, 'g' }, { "size", required_argument, NULL, 'z' },
+		{ "modes", required_argument, NULL, 'M' }, { "runs", required_argument, NULL, 'r' },
+		{ "messages", required_argument, NULL, 'n' }, { "rate", required_argument, NULL, 'R' },
+		{ "cpus", required_argument, NULL, 'c' }, { "csv", required_argument, NULL, 'C' },
+		{ "md", required_argument, NULL, 'm' }, { "help", no_argument, NULL, 'h' },
+		{ "only", required_argument, NULL, 'O' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool groups_set = false;
+	int opt;
+
+	memset(o, 0, sizeof(*o));
+	o->mode = MODE_FULL;
+	o->sizes[0] = 64;
+	o->n_sizes = 1;
+	o->rate = 10000;
+	o->cpu[1] = 1;
+	for (int m = 0; m < N_ROUTE; m++)
+		o->route_on[m] = true;
+	for (int k = 0; k < SEC_IDLE; k++)
+		o->sec_on[k] = true;
+	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		uint64_t v;
+
+		switch (opt) {
+		case 'F':
+			o->mode = MODE_FULL;
+			break;
+		case 's':
+			o->mode = MODE_SHORT;
+			break;
+		case 'S':
+			o->mode = MODE_SMOKE;
+			break;
+		case 'I':
+			o->idle = true;
+			break;
+		case 'g':
+			if (parse_list(optarg, o->groups, MAX_LIST, &o->n_groups, 1, MAX_GROUPS) < 0)
+				return -EINVAL;
+			groups_set = true;
+			break;
+		case 'z':
+			if (parse_list(optarg, o->sizes, MAX_SIZES, &o->n_sizes, MIN_SIZE, MAX_SIZE) < 0)
+				return -EINVAL;
+			break;
+		case 'M':
+			if (parse_names(optarg, route_name, N_ROUTE, o->route_on) < 0)
+				return -EINVAL;
+			break;
+		case 'r':
+			if (bench_parse_uint(optarg, 1, MAX_RUNS, &v) < 0)
+				return -EINVAL;
+			o->runs = (unsigned)v;
+			break;
+		case 'n':
+			if (bench_parse_uint(optarg, 100, 100000000, &o->calls) < 0)
+				return -EINVAL;
+			break;
+		case 'R':
+			if (bench_parse_uint(optarg, 10, 10000000, &o->rate) < 0)
+				return -EINVAL;
+			break;
+		case 'c':
+			/* Below 64: the described topology holds a 64-bit mask. */
+			if (bench_parse_cpus(optarg, 64, o->cpu) < 0)
+				return -EINVAL;
+			break;
+		case 'O':
+			if (parse_names(optarg, section_name, SEC_IDLE, o->sec_on) < 0)
+				return -EINVAL;
+			break;
+		case 'C':
+			o->csv = optarg;
+			break;
+		case 'm':
+			o->md = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			return -EINVAL;
+		}
+	}
+	if (optind != argc)
+		return -EINVAL;
+	if (!groups_set) {
+		const struct mode_cfg *m = &modes[o->mode];
+
+		o->n_groups = o->idle ? m->n_idle : m->n_groups;
+		memcpy(o->groups, o->idle ? m->idle_groups : m->groups, o->n_groups * sizeof(uint32_t));
+	}
+	for (o->direct_route = 0; !o->route_on[o->direct_route]; o->direct_route++)
+		;
+	if (o->calls == 0)
+		o->calls = modes[o->mode].tput_calls;
+	if (o->runs == 0)
+		o->runs = o->idle ? modes[o->mode].idle_runs : modes[o->mode].runs;
+	for (int i = 0, used = 0; i < argc && used < (int)sizeof(o->command); i++)
+		used += snprintf(o->command + used, sizeof(o->command) - (size_t)used, "%s%s",
+				 i ? " " : "", argv[i]);
+	return 0;
+}
+
+/* Both CPUs must be in this process's affinity mask. */
+static bool cpus_available(const int cpu[2])
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) != 0)
+		return false;
+	return CPU_ISSET(cpu[0], &set) && CPU_ISSET(cpu[1], &set);
+}
+
+/* Remove what an earlier run killed with SIGKILL left in the shm directory:
+ * the segments and socket of systems sbench-PID-N whose PID is gone. */
+static void sweep_leftovers(void)
+{
+	const char *dir = getenv("SHOAL_SHM_DIR");
+	struct dirent *e;
+	DIR *d;
+
+	if (dir == NULL || dir[0] == '\0')
+		dir = "/dev/shm";
+	d = opendir(dir);
+	while (d != NULL && (e = readdir(d)) != NULL) {
+		int pid;
+		char path[512];
+
+		if (sscanf(e->d_name, "shoal.sbench-%d-", &pid) != 1 || pid <= 0 ||
+		    pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (unlink(path) == 0)
+			fprintf(stderr, PROG ": removed %s, left by a killed run\n", path);
+	}
+	if (d != NULL)
+		closedir(d);
+}
+
+static int write_outputs(const struct plan *pl, const struct opts *op)
+{
+	int ret = 0;
+
+	report_md(stdout, pl, op);
+	fflush(stdout);
+	if (op->md != NULL) {
+		FILE *f = fopen(op->md, "we");
+
+		if (f == NULL || (report_md(f, pl, op), fclose(f)) != 0) {
+			ret = -errno;
+			fprintf(stderr, PROG ": writing %s: %s\n", op->md, strerror(errno));
+		}
+	}
+	if (op->csv != NULL) {
+		int c = report_csv(op->csv, pl);
+
+		if (c < 0)
+			fprintf(stderr, PROG ": writing %s: %s\n", op->csv, strerror(-c));
+		ret = ret < 0 ? ret : c;
+	}
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	static struct plan pl;
+	struct opts op;
+	uint64_t busy0, steal0, busy1, steal1, forks, t0;
+	int ret;
+
+	if (parse_opts(argc, argv, &op) < 0) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	pl.mode = &modes[op.mode];
+	pl.runs = op.runs;
+	pl.ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (!cpus_available(op.cpu)) {
+		fprintf(stderr, PROG ": CPUs %d and %d are not both available\n", op.cpu[0],
+			op.cpu[1]);
+		return EXIT_SKIP;
+	}
+	for (unsigned i = 0; i < op.n_sizes; i++)
+		types[0].max_size = op.sizes[i] > types[0].max_size ? op.sizes[i] : types[0].max_size;
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED) {
+		fprintf(stderr, PROG ": %s\n", strerror(errno));
+		return EXIT_FAILURE;
+	}
+	sh->cpu_prod = op.cpu[0];
+	parent_pid = getpid();
+	signal(SIGPIPE, SIG_IGN);
+	bench_signals_init();
+	sweep_leftovers();
+	ret = plan_build(&pl, &op);
+	if (ret == 0) {
+		fprintf(stderr, PROG ": %s mode, %u runs, %u points, CPUs %d,%d\n", pl.mode->name,
+			pl.runs, pl.n, op.cpu[0], op.cpu[1]);
+		machine_stat(&busy0, &steal0, &forks);
+		t0 = bench_now_ns();
+		ret = plan_run(&pl, &op);
+		machine_stat(&busy1, &steal1, &forks);
+		pl.wall_ns = bench_now_ns() - t0;
+		pl.steal = (double)(steal1 - steal0) / ((double)pl.wall_ns * (double)pl.ncpu);
+	}
+	/* On any failure or Ctrl-C: every child killed, the router destroyed. */
+	sys_down(&cur, false);
+	if (ret == 0)
+		ret = write_outputs(&pl, &op);
+	free(pl.pts);
+	if (bench_stop_signal()) {
+		fprintf(stderr, PROG ": stopped by signal %d; processes killed, segments removed\n",
+			bench_stop_signal());
+		return 128 + bench_stop_signal();
+	}
+	return ret < 0 ? EXIT_FAILURE : 0;
+}

@@ -46,7 +46,7 @@
  * stop from the router or from shoal_group_stop()), and the doorbell loses
  * no wake-up, so this slice is only a safety net; it is long because an
  * idle wake-up costs the spin budget plus a futex round trip, about 80 us
- * here: at 100 ms, 100 idle groups used 8% of a CPU (bench/SUITE.md, idle).
+ * here: at 100 ms, 100 idle groups used 8% of a CPU (docs/design.md).
  */
 #define IDLE_SLICE_NS UINT64_C(5000000000)
 #define ENV_SIZE ((uint32_t)sizeof(struct shoal_envelope))

@@ -930,10 +930,17 @@ static int check_whole(struct walk *w, yaml_node_t *root)
 {
 	struct shoal__config *c = w->c;
 
-	if (c->inbound_capacity && c->uplink_capacity &&
-	    c->inbound_capacity < c->uplink_capacity)
-		return fail_at(w, root, "router.inbound_capacity must be at least "
-			       "router.uplink_capacity");
+	/* The router's rule, with its defaults for what the file leaves out. */
+	uint32_t in = c->inbound_capacity ? c->inbound_capacity :
+					    SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT;
+	uint32_t up = c->uplink_capacity ? c->uplink_capacity :
+					   SHOAL_ROUTER_UPLINK_CAPACITY_DEFAULT;
+
+	if (in < up)
+		return fail_at(w, root, "router.inbound_capacity (%u bytes%s) must be at least "
+			       "router.uplink_capacity (%u bytes%s)", in,
+			       c->inbound_capacity ? "" : ", the default", up,
+			       c->uplink_capacity ? "" : ", the default");
 	return 0;
 }
 

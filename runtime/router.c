@@ -52,9 +52,6 @@
 #include "runtime/router_impl.h"
 #include "shm/util.h"
 
-#define DEFAULT_UP_CAP (256u * 1024)
-#define DEFAULT_IN_CAP (256u * 1024)
-#define DEFAULT_DIRECT_CAP (64u * 1024)
 #define MAILBOX_DIR_CAP 1024u
 #define MAILBOX_DIRECT_RINGS 128u
 #define MAX_CONNS 1024
@@ -962,9 +959,12 @@ int shoal_router_start(struct shoal_router **out, const struct shoal_router_opts
 	snprintf(r->system, sizeof(r->system), "%s", opts->system);
 	r->mode = opts->mode ? opts->mode : 0600;
 	r->spin_ns = opts->spin_ns ? opts->spin_ns : SHOAL_DOORBELL_SPIN_NS_DEFAULT;
-	r->up_cap = opts->uplink_capacity ? opts->uplink_capacity : DEFAULT_UP_CAP;
-	r->in_cap = opts->inbound_capacity ? opts->inbound_capacity : DEFAULT_IN_CAP;
-	r->direct_cap = opts->direct_capacity ? opts->direct_capacity : DEFAULT_DIRECT_CAP;
+	r->up_cap = opts->uplink_capacity ? opts->uplink_capacity :
+					    SHOAL_ROUTER_UPLINK_CAPACITY_DEFAULT;
+	r->in_cap = opts->inbound_capacity ? opts->inbound_capacity :
+					     SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT;
+	r->direct_cap = opts->direct_capacity ? opts->direct_capacity :
+						SHOAL_ROUTER_DIRECT_CAPACITY_DEFAULT;
 	r->listen_fd = r->wake_fd = -1;
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->changed, NULL);

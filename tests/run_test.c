@@ -268,6 +268,10 @@ static const struct bad bad_configs[] = {
 	  "  - { id: 1, name: b, max_size: 8 }\n" G, 4, "repeats the id or name" },
 	{ "env_reserved", "system: s\n" G "    env: { SHOAL_GROUP: x }\n", 5, "reserved SHOAL_" },
 	{ "args_not_list", "system: s\n" G "    args: --fast\n", 5, "args must be a list" },
+	{ "inbound_below_uplink", "system: s\nrouter: { inbound_capacity: 64KiB, "
+	  "uplink_capacity: 128KiB }\n" G, 1, "must be at least router.uplink_capacity" },
+	{ "uplink_above_default_inbound", "system: s\nrouter: { uplink_capacity: 512KiB }\n" G,
+	  1, "(262144 bytes, the default) must be at least" },
 };
 
 #define N_BAD (sizeof(bad_configs) / sizeof(bad_configs[0]))

@@ -52,13 +52,19 @@ struct shoal_topology {
 #define SHOAL_ROUTER_CHAIN   2       /* baseline: a nested chain of calls, one per route,
 				      * as elfo's router was before it was flattened */
 
+/* Ring sizes a router uses when its options leave them 0. */
+#define SHOAL_ROUTER_UPLINK_CAPACITY_DEFAULT  (256u * 1024)
+#define SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT (256u * 1024)
+#define SHOAL_ROUTER_DIRECT_CAPACITY_DEFAULT  (64u * 1024)
+
 struct shoal_router_opts {
 	const char *system;          /* system name: [A-Za-z0-9_-], 1..31 characters */
 	mode_t mode;                 /* segments and socket; 0 means 0600 */
 	uint64_t spin_ns;            /* idle spin budget before sleeping; 0: default */
-	uint32_t uplink_capacity;    /* bytes per uplink ring; 0: 256 KiB */
-	uint32_t inbound_capacity;   /* bytes per inbound ring; 0: 256 KiB */
-	uint32_t direct_capacity;    /* bytes per direct ring; 0: 64 KiB */
+	uint32_t uplink_capacity;    /* bytes per uplink ring; 0: the default above */
+	uint32_t inbound_capacity;   /* bytes per inbound ring, at least the uplink's;
+				      * 0: the default above */
+	uint32_t direct_capacity;    /* bytes per direct ring; 0: the default above */
 	const struct shoal_topology *topology;
 	int route_mode;              /* SHOAL_ROUTER_*; the baselines are for benchmarks */
 };

@@ -122,7 +122,9 @@ static void read_header(struct shoal__sys_view *v, struct shoal__reg_hdr *h)
 	v->n_dispatchers = shoal_load_relaxed(&h->n_dispatchers);
 	v->route_version = shoal_load_relaxed(&h->route_version);
 	v->n_routes = shoal_load_relaxed(&h->n_routes);
-	v->n_groups = shoal_load_relaxed(&h->n_groups);
+	/* A3: pairs with R3 in the router's group declaration: the slots
+	 * counted here have their names and mailboxes set. */
+	v->n_groups = shoal_load_acquire(&h->n_groups);
 	v->spin_ns = h->spin_ns;
 	if (shoal__system_state_name(v->state) == NULL)
 		problem(&v->corrupt, v->reason, "system state %u is neither running (1) nor "

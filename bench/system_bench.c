@@ -2406,19 +2406,19 @@ static void report_targets(FILE *f, const struct plan *pl, const struct opts *op
 
 			if (ratio(i100, i1, get_disp, &m))
 				fprintf(f, "| T1%s dispatch ns/msg, 100 groups ÷ 1 group (indexed, %u B, "
-					"%s) | <= 1.5 | %.2fx [%.2f, %.2f] | %s |\n", tag, sz, how,
+					"%s) | <= 1.5 | %.3fx [%.3f, %.3f] | %s |\n", tag, sz, how,
 					m.med, m.min, m.max, m.med <= 1.5 ? "MET" : "NOT MET");
 			else
 				fprintf(f, "| T1%s dispatch ns/msg, 100 groups ÷ 1 group (%s) | <= 1.5 | "
 					"not measured (needs groups 1 and 100, route mode indexed) | — "
 					"|\n", tag, how);
 			if (ratio(c100, i100, get_disp, &m))
-				fprintf(f, "| T2%s dispatch ns/msg at 100 groups, nested chain ÷ flat "
-					"vector (indexed, %u B, %s) | >= 3.0 | %.2fx [%.2f, %.2f] | %s "
+				fprintf(f, "| T2%s dispatch ns/msg at 100 groups, nested chain ÷ "
+					"indexed flat vector (%u B, %s) | >= 3.0 | %.3fx [%.3f, %.3f] | %s "
 					"|\n", tag, sz, how, m.med, m.min, m.max,
 					m.med >= 3.0 ? "MET" : "NOT MET");
 			else
-				fprintf(f, "| T2%s dispatch at 100 groups, chain ÷ flat vector (%s) | "
+				fprintf(f, "| T2%s dispatch at 100 groups, chain ÷ indexed flat vector (%s) | "
 					">= 3.0 | not measured (needs 100 groups, route modes indexed and "
 					"chain) | — |\n", tag, how);
 		}

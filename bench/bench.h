@@ -443,4 +443,10 @@ int bench_parse_cpus(const char *arg, int limit, int cpu[2]);
 /* Parse a decimal number in [min, max] into *v. 0 or -EINVAL. */
 int bench_parse_uint(const char *arg, uint64_t min, uint64_t max, uint64_t *v);
 
+struct option;
+
+/* Say on stderr which option of `longopts` (the one getopt_long returned as
+ * `opt`) got the bad value `arg`. Returns -EINVAL. */
+int bench_bad_option(const char *prog, const struct option *longopts, int opt, const char *arg);
+
 #endif

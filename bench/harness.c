@@ -25,6 +25,7 @@
  * spinning, and the parent kills the peer when it reaps the dead side.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -552,4 +553,16 @@ int bench_parse_uint(const char *arg, uint64_t min, uint64_t max, uint64_t *v)
 		return -EINVAL;
 	*v = x;
 	return 0;
+}
+
+int bench_bad_option(const char *prog, const struct option *longopts, int opt, const char *arg)
+{
+	const char *name = "?";
+
+	for (const struct option *o = longopts; o->name != NULL; o++)
+		if (o->val == opt)
+			name = o->name;
+	fprintf(stderr, "%s: --%s: '%s' is not a valid value (see --help)\n", prog, name,
+		arg ? arg : "");
+	return -EINVAL;
 }

@@ -1706,28 +1706,25 @@ int main(int argc, char **argv)
 		used += (size_t)snprintf(pl.command + used, sizeof(pl.command) - used, "%s%s",
 					 i ? " " : "", argv[i]);
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		char *end;
+		uint64_t v;
 
 		switch (c) {
 		case 'r':
-			pl.runs = (unsigned)strtoul(optarg, &end, 10);
-			if (*end != '\0' || pl.runs < 1 || pl.runs > MAX_RUNS) {
+			if (bench_parse_uint(optarg, 1, MAX_RUNS, &v) < 0) {
 				fprintf(stderr, "%s: --runs takes 1 to %u\n", PROG, MAX_RUNS);
 				return 2;
 			}
+			pl.runs = (unsigned)v;
 			runs_set = true;
 			break;
-		case 'd': {
-			unsigned long ms = strtoul(optarg, &end, 10);
-
-			if (*end != '\0' || ms < 10 || ms > 60000) {
+		case 'd':
+			if (bench_parse_uint(optarg, 10, 60000, &v) < 0) {
 				fprintf(stderr, "%s: --duration takes 10 to 60000 (ms)\n", PROG);
 				return 2;
 			}
-			pl.duration_ns = (uint64_t)ms * 1000000u;
+			pl.duration_ns = v * 1000000u;
 			dur_set = true;
 			break;
-		}
 		case 's':
 			if (!runs_set)
 				pl.runs = 3;
@@ -1741,9 +1738,8 @@ int main(int argc, char **argv)
 			pl.reruns = false;
 			break;
 		case 'c':
-			if (sscanf(optarg, "%d,%d", &pl.cpu[0], &pl.cpu[1]) != 2 || pl.cpu[0] < 0 ||
-			    pl.cpu[1] < 0 || pl.cpu[0] >= CPU_SETSIZE || pl.cpu[1] >= CPU_SETSIZE) {
-				fprintf(stderr, "%s: --cpus takes A,B\n", PROG);
+			if (bench_parse_cpus(optarg, CPU_SETSIZE, pl.cpu) < 0) {
+				fprintf(stderr, "%s: --cpus takes A,B: two different CPUs\n", PROG);
 				return 2;
 			}
 			break;

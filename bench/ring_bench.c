@@ -24,6 +24,7 @@
 #define US(x) ((uint64_t)(x) * 1000u)
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
+#define PROG "shoal-bench-ring"
 #define EXIT_USAGE 2
 #define EXIT_SKIP 77      /* meson's "skipped" */
 
@@ -165,16 +166,16 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 			break;
 		case 'r':
 			if (bench_parse_uint(optarg, 1, BENCH_MAX_RUNS, &v) < 0)
-				return -EINVAL;
+				return bench_bad_option(PROG, longopts, opt, optarg);
 			o->runs = (unsigned)v;
 			break;
 		case 'c':
 			if (bench_parse_cpus(optarg, CPU_SETSIZE, o->cpu) < 0)
-				return -EINVAL;
+				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'o':
 			if (parse_sections(optarg, &o->sections) < 0)
-				return -EINVAL;
+				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'C':
 			o->csv = optarg;
@@ -198,7 +199,7 @@ static int cpus_available(const int cpu[2])
 		return -errno;
 	for (int i = 0; i < 2; i++)
 		if (!CPU_ISSET(cpu[i], &set)) {
-			fprintf(stderr, "shoal-bench-ring: CPU %d is not available to this process\n",
+			fprintf(stderr, PROG ": CPU %d is not available to this process\n",
 				cpu[i]);
 			return -ENODEV;
 		}
@@ -472,13 +473,13 @@ static int write_outputs(const struct bench_plan *plan, const struct bench_opts 
 		if (f == NULL || (bench_report_md(f, plan), fclose(f)) != 0)
 			ret = -errno;
 		if (ret < 0)
-			fprintf(stderr, "shoal-bench-ring: writing %s: %s\n", o->md, strerror(-ret));
+			fprintf(stderr, PROG ": writing %s: %s\n", o->md, strerror(-ret));
 	}
 	if (o->csv != NULL) {
 		int c = bench_report_csv(o->csv, plan);
 
 		if (c < 0)
-			fprintf(stderr, "shoal-bench-ring: writing %s: %s\n", o->csv, strerror(-c));
+			fprintf(stderr, PROG ": writing %s: %s\n", o->csv, strerror(-c));
 		ret = ret < 0 ? ret : c;
 	}
 	return ret;

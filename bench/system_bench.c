@@ -2600,38 +2600,38 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'g':
 			if (parse_list(optarg, o->groups, MAX_LIST, &o->n_groups, 1, MAX_GROUPS) < 0)
-				return -EINVAL;
+				return bench_bad_option(PROG, longopts, opt, optarg);
 			groups_set = true;
 			break;
 		case 'z':
 			if (parse_list(optarg, o->sizes, MAX_SIZES, &o->n_sizes, MIN_SIZE, MAX_SIZE) < 0)
-				return -EINVAL;
+				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'M':
 			if (parse_names(optarg, route_name, N_ROUTE, o->route_on) < 0)
-				return -EINVAL;
+				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'r':
 			if (bench_parse_uint(optarg, 1, MAX_RUNS, &v) < 0)
-				return -EINVAL;
+				return bench_bad_option(PROG, longopts, opt, optarg);
 			o->runs = (unsigned)v;
 			break;
 		case 'n':
 			if (bench_parse_uint(optarg, 100, 100000000, &o->calls) < 0)
-				return -EINVAL;
+				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'R':
 			if (bench_parse_uint(optarg, 10, 10000000, &o->rate) < 0)
-				return -EINVAL;
+				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'c':
 			/* Below 64: the described topology holds a 64-bit mask. */
 			if (bench_parse_cpus(optarg, 64, o->cpu) < 0)
-				return -EINVAL;
+				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'O':
 			if (parse_names(optarg, section_name, SEC_IDLE, o->sec_on) < 0)
-				return -EINVAL;
+				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'C':
 			o->csv = optarg;

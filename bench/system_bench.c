@@ -395,7 +395,8 @@ static void sstat_tid(pid_t tid, struct sstat *s)
 	sstat_read(path, s);
 }
 
-/* The CPU thread `tid` of this process last ran on (field 39 of stat),
+/* The CPU task `tid` (a thread of this process, or another process) last
+ * ran on (field 39 of /proc/TID/stat, which exists for every thread id),
  * and its state (field 3: R running, S sleeping, ...; '?' unknown) if
  * `state` is not NULL. */
 static int task_where(pid_t tid, char *state)
@@ -406,7 +407,7 @@ static int task_where(pid_t tid, char *state)
 
 	if (state != NULL)
 		*state = '?';
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
 	f = fopen(path, "re");
 	if (f == NULL)
 		return -1;
@@ -1532,7 +1533,9 @@ static int sample_dispatch(const struct plan *pl, const struct opts *op, struct 
 	o->disp_busy_ns = (double)busy / (double)(m1 - m0);
 	o->disp_ns = pt->sec == SEC_BACKLOG ? o->disp_busy_ns :
 		     (double)(z.disp.run - a.disp.run) / (double)(m1 - m0);
-	o->cpu_prod = sh->cpu_prod;
+	/* Where the filler and the dispatcher are now (both pinned): a
+	 * failed pin or a moved thread shows as another CPU. */
+	o->cpu_prod = task_cpu(s->prod);
 	o->cpu_disp = task_cpu(s->disp_tid);
 	/* The dispatcher's own CPU time does not count preemption, but a
 	 * preempted filler lets the uplink run dry and the dispatcher spin:

@@ -1522,7 +1522,7 @@ static int sample_dispatch(const struct plan *pl, const struct opts *op, struct 
 		atomic_store(&sh->fill_go, 1);
 		for (disp_counters(s, &m1, &b, &d1); ret == 0 && m1 < m0 + calls;
 		     disp_counters(s, &m1, &b, &d1))
-			ret = watch_step(s, &w, "the dispatcher to route the stream", 1);
+			ret = watch_step(s, &w, "the dispatcher to route the stream", 10);
 	}
 	snap_take(s, &z);
 	disp_counters(s, &m1, &b, &d1);

@@ -343,6 +343,9 @@ static int k_types(struct walk *w, yaml_node_t *v, void *o)
 	if (ret < 0)
 		return ret;
 	c->n_types = (uint32_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+	if (c->n_types > SHOAL__MAX_TYPES)
+		return fail_at(w, v, "types has %u entries, more than a system's %u", c->n_types,
+			       SHOAL__MAX_TYPES);
 	c->types = calloc(c->n_types ? c->n_types : 1, sizeof(*c->types));
 	if (c->types == NULL)
 		return -ENOMEM;

@@ -1023,6 +1023,22 @@ int shoal_router_group_id(struct shoal_router *r, const char *name)
 	return ret;
 }
 
+int shoal_router_declare_type(struct shoal_router *r, uint32_t id, const char *name,
+			      uint32_t max_size, struct shoal_err *err)
+{
+	struct shoal__ctl_type t = { .id = id, .max_size = max_size };
+	int ret;
+
+	if (id == 0 || name == NULL || name[0] == '\0' || strlen(name) >= sizeof(t.name))
+		return shoal__fail(err, -EINVAL, "a message type needs an id other than 0 and a "
+				   "name of 1 to %zu characters", sizeof(t.name) - 1);
+	memcpy(t.name, name, strlen(name));
+	pthread_mutex_lock(&r->lock);
+	ret = register_type(r, &t, err);
+	pthread_mutex_unlock(&r->lock);
+	return ret;
+}
+
 int shoal_router_add_route(struct shoal_router *r, const struct shoal_filter *f, uint32_t *id,
 			   struct shoal_err *err)
 {

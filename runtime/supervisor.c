@@ -254,6 +254,19 @@ static void describe_exit(char *buf, size_t len, int status)
 
 static void begin_stop(struct sup *s, const char *why, bool failure);
 
+
+/* Mark a group failed (sends to it fail with -EHOSTDOWN, what is routed
+ * to it is dropped and counted) and apply its on_give_up. */
+static void give_up(struct sup *s, struct proc *p, const struct shoal__cfg_group *g,
+		    const char *why)
+{
+	p->failed = true;
+	s->failure = true;
+	shoal_router_fail_group(s->router, p->id);
+	event(s, "group %s: %s; giving up", g->name, why);
+	if (g->on_failure == SHOAL__FAIL_STOP)
+		begin_stop(s, "a group gave up and its policy stops the system", true);
+}
 static void on_exit_of(struct sup *s, uint32_t i, int status)
 {
 	const struct shoal__cfg_group *g = &s->cfg->groups[i];
@@ -279,8 +292,9 @@ static void on_exit_of(struct sup *s, uint32_t i, int status)
 	restart = g->restart == SHOAL__RESTART_ALWAYS ||
 		  (g->restart == SHOAL__RESTART_ON_FAILURE && failed_exit);
 	if (!restart) {
+		/* A failure the policy will not restart: the group gives up at once. */
 		if (failed_exit)
-			s->failure = true;
+			give_up(s, p, g, "its restart policy is never");
 		return;
 	}
 	if (now - p->started_ns >= STABLE_NS) {
@@ -288,13 +302,11 @@ static void on_exit_of(struct sup *s, uint32_t i, int status)
 		p->backoff_ms = g->backoff_ms;
 	}
 	if (g->max_retries >= 0 && p->retries >= g->max_retries) {
-		p->failed = true;
-		s->failure = true;
-		shoal_router_fail_group(s->router, p->id);
-		event(s, "group %s: failed after %d restart%s; giving up", g->name, p->retries,
-		      p->retries == 1 ? "" : "s");
-		if (g->on_failure == SHOAL__FAIL_STOP)
-			begin_stop(s, "a group gave up and its policy stops the system", true);
+		char why[64];
+
+		snprintf(why, sizeof(why), "failed after %d restart%s", p->retries,
+			 p->retries == 1 ? "" : "s");
+		give_up(s, p, g, why);
 		return;
 	}
 	p->retries++;
@@ -406,6 +418,19 @@ static void stop_all(struct sup *s)
 }
 
 /* ---- router setup and reload -------------------------------------------------------------- */
+
+/* The file's message types, so that a program that disagrees is refused. */
+static int declare_types(struct sup *s, struct shoal_err *err)
+{
+	for (uint32_t i = 0; i < s->cfg->n_types; i++) {
+		const struct shoal__cfg_type *t = &s->cfg->types[i];
+		int ret = shoal_router_declare_type(s->router, t->id, t->name, t->max_size, err);
+
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
 
 static int declare_groups(struct sup *s, struct shoal_err *err)
 {
@@ -645,6 +670,8 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	ro.inbound_capacity = s.cfg->inbound_capacity;
 	ro.direct_capacity = s.cfg->direct_capacity;
 	ret = s.sigfd < 0 ? -errno : shoal_router_start(&s.router, &ro, err);
+	if (ret == 0)
+		ret = declare_types(&s, err);
 	if (ret == 0)
 		ret = declare_groups(&s, err);
 	if (ret == 0)

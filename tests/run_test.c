@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -369,33 +370,70 @@ static void run_kill9_under_load_loses_nothing(void **state)
 	assert_int_equal(count_system_files("k9"), 0);
 }
 
-static void run_crash_loop_backs_off_then_fails(void **state)
+/*
+ * Run system `name` from `text` (its "%s" is the group program) until it
+ * stops by itself; check that it exited 1 having removed all its files.
+ * Returns the path of its output.
+ */
+static const char *run_until_it_fails(const char *name, const char *text)
 {
-	const char *cfg = in_dir("crash.yaml"), *out = in_dir("crash.out");
-	char text[1024];
+	static char out[PATH_MAX];
+	char cfg[PATH_MAX], yaml[2048], file[64];
 	pid_t run;
 	int status;
 
-	(void)state;
-	snprintf(text, sizeof(text),
-		 "system: crash\n"
-		 "groups:\n"
-		 "  - name: crasher\n    program: %s\n    args: [--role, crasher]\n"
-		 "    restart: { policy: on-failure, backoff: 50ms, max_backoff: 150ms,\n"
-		 "               max_retries: 3, on_give_up: stop }\n",
-		 group_bin);
-	write_file(cfg, text);
+	snprintf(file, sizeof(file), "%s.yaml", name);
+	snprintf(cfg, sizeof(cfg), "%s", in_dir(file));
+	snprintf(file, sizeof(file), "%s.out", name);
+	snprintf(out, sizeof(out), "%s", in_dir(file));
+	snprintf(yaml, sizeof(yaml), text, group_bin);
+	write_file(cfg, yaml);
 	run = start_run(cfg, out);
 	status = test_wait_pid(run, 20000);
 	assert_int_not_equal(status, -1);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 1);
+	assert_int_equal(count_system_files(name), 0);
+	return out;
+}
+
+static void run_crash_loop_backs_off_then_fails(void **state)
+{
+	const char *out;
+
+	(void)state;
+	out = run_until_it_fails("crash",
+		"system: crash\n"
+		"groups:\n"
+		"  - name: crasher\n    program: %s\n    args: [--role, crasher]\n"
+		"    restart: { policy: on-failure, backoff: 50ms, max_backoff: 150ms,\n"
+		"               max_retries: 3, on_give_up: stop }\n");
 	expect_output(out, "restart 1 in 50 ms", 0);
 	expect_output(out, "restart 2 in 100 ms", 0);
 	expect_output(out, "restart 3 in 150 ms", 0);   /* capped by max_backoff */
 	expect_output(out, "group crasher: failed after 3 restarts; giving up", 0);
 	expect_output(out, "stopping: a group gave up", 0);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 1);
-	assert_int_equal(count_system_files("crash"), 0);
+}
+
+/* The file's types are declared to the router: a program that disagrees
+ * is refused at attach, saying why; its policy (never) gives up at once and
+ * stops the system, as configured. */
+static void run_program_disagreeing_with_file_types_is_refused(void **state)
+{
+	const char *out;
+
+	(void)state;
+	out = run_until_it_fails("types",
+		"system: types\n"
+		"types:\n  - { id: 3, name: job, max_size: 64 }\n"
+		"groups:\n"
+		"  - name: consumer\n    program: %s\n    args: [--role, consumer]\n"
+		"    restart: { policy: never, on_give_up: stop }\n"
+		"    routes: [ { types: [job] } ]\n");
+	expect_output(out, "message type 3 is 'job' (max 64 bytes) in this system, 'work' "
+		      "(max 64 bytes) in this program", 0);
+	expect_output(out, "group consumer: its restart policy is never; giving up", 0);
+	expect_output(out, "stopping: a group gave up", 0);
 }
 
 static void run_sigterm_stops_in_order_and_cleans_up(void **state)
@@ -538,6 +576,8 @@ int main(void)
 		cmocka_unit_test_teardown(run_check_prints_position_and_exits_1, kill_started),
 		cmocka_unit_test_teardown(run_kill9_under_load_loses_nothing, kill_started),
 		cmocka_unit_test_teardown(run_crash_loop_backs_off_then_fails, kill_started),
+		cmocka_unit_test_teardown(run_program_disagreeing_with_file_types_is_refused,
+					  kill_started),
 		cmocka_unit_test_teardown(run_sigterm_stops_in_order_and_cleans_up, kill_started),
 		cmocka_unit_test_teardown(run_sighup_switches_a_route_live, kill_started),
 		cmocka_unit_test_teardown(run_starts_over_leftovers_of_a_killed_router, kill_started),

@@ -117,6 +117,17 @@ SHOAL_API int shoal_router_group(struct shoal_router *r, const struct shoal_grou
 SHOAL_API int shoal_router_group_id(struct shoal_router *r, const char *name);
 
 /*
+ * Declare message type `id` (non-zero) with its name and largest payload,
+ * as a system file's `types:` does: the tools print the name, and a program
+ * that declares the same id with another name or size is refused at attach.
+ * Returns 0 (also when the same declaration exists), -EEXIST (declared
+ * otherwise), -ENOSPC (type table full), -EINVAL (id 0, name empty or too
+ * long).
+ */
+SHOAL_API int shoal_router_declare_type(struct shoal_router *r, uint32_t id, const char *name,
+					uint32_t max_size, struct shoal_err *err);
+
+/*
  * Add a route (a filter whose `group` is a declared group id) and publish
  * the new vector; the id is returned in *id. Returns 0, -EINVAL (invalid
  * filter or group), -ENOSPC.

@@ -420,10 +420,10 @@ static void stop_all(struct sup *s)
 /* ---- router setup and reload -------------------------------------------------------------- */
 
 /* The file's message types, so that a program that disagrees is refused. */
-static int declare_types(struct sup *s, struct shoal_err *err)
+static int declare_types(struct sup *s, const struct shoal__config *c, struct shoal_err *err)
 {
-	for (uint32_t i = 0; i < s->cfg->n_types; i++) {
-		const struct shoal__cfg_type *t = &s->cfg->types[i];
+	for (uint32_t i = 0; i < c->n_types; i++) {
+		const struct shoal__cfg_type *t = &c->types[i];
 		int ret = shoal_router_declare_type(s->router, t->id, t->name, t->max_size, err);
 
 		if (ret < 0)
@@ -475,9 +475,31 @@ static bool structural_change(const struct shoal__cfg_group *a, const struct sho
 
 static int check_reload(struct sup *s, const struct shoal__config *n, struct shoal_err *err)
 {
-	if (strcmp(n->system, s->cfg->system) != 0)
+	const struct shoal__config *o = s->cfg;
+
+	if (strcmp(n->system, o->system) != 0)
 		return shoal__fail(err, -EINVAL, "the system name changed (%s -> %s): restart it "
-				   "instead", s->cfg->system, n->system);
+				   "instead", o->system, n->system);
+	if (n->spin_ns != o->spin_ns || n->mode != o->mode ||
+	    n->uplink_capacity != o->uplink_capacity ||
+	    n->inbound_capacity != o->inbound_capacity ||
+	    n->direct_capacity != o->direct_capacity)
+		return shoal__fail(err, -EINVAL, "router settings cannot change while the system "
+				   "runs: restart it instead");
+	/* Types may be added; one that running programs know cannot change. */
+	for (uint32_t i = 0; i < n->n_types; i++)
+		for (uint32_t j = 0; j < o->n_types; j++) {
+			const struct shoal__cfg_type *a = &o->types[j], *b = &n->types[i];
+
+			if ((a->id == b->id || strcmp(a->name, b->name) == 0) &&
+			    (a->id != b->id || a->max_size != b->max_size ||
+			     strcmp(a->name, b->name) != 0))
+				return shoal__fail(err, -EINVAL, "message type %u '%s' (max %u bytes) "
+						   "would become %u '%s' (max %u bytes): types "
+						   "cannot change while the system runs", a->id,
+						   a->name, a->max_size, b->id, b->name,
+						   b->max_size);
+		}
 	for (uint32_t i = 0; i < n->n_groups; i++) {
 		int old = shoal__config_group(s->cfg, n->groups[i].name);
 
@@ -517,12 +539,16 @@ static void reload(struct sup *s)
 	struct proc *np;
 	int ret = shoal__config_load(s->cfg->path, &n, &err);
 
-	if (ret == 0)
-		ret = check_reload(s, n, &err);
 	if (ret < 0) {
 		event(s, "reload refused, nothing changed: %s", err.msg);
-		if (ret == 0)
-			shoal__config_free(n);
+		return;
+	}
+	ret = check_reload(s, n, &err);
+	if (ret == 0)
+		ret = declare_types(s, n, &err);   /* only additions are left */
+	if (ret < 0) {
+		event(s, "reload refused, nothing changed: %s", err.msg);
+		shoal__config_free(n);
 		return;
 	}
 	np = calloc(n->n_groups, sizeof(*np));
@@ -671,7 +697,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	ro.direct_capacity = s.cfg->direct_capacity;
 	ret = s.sigfd < 0 ? -errno : shoal_router_start(&s.router, &ro, err);
 	if (ret == 0)
-		ret = declare_types(&s, err);
+		ret = declare_types(&s, s.cfg, err);
 	if (ret == 0)
 		ret = declare_groups(&s, err);
 	if (ret == 0)

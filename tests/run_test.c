@@ -536,6 +536,20 @@ static void run_sighup_switches_a_route_live(void **state)
 	free(sb);
 	free(sc);
 	assert_int_equal(missing, 0);
+	/* A type the programs know, or the router's settings, cannot change
+	 * live: such a reload is refused whole and says why. */
+	snprintf(text[2], sizeof(text[2]), "%s", text[1]);
+	memcpy(strstr(text[2], "max_size: 64"), "max_size: 99", 12);
+	write_file(cfg, text[2]);
+	kill(run, SIGHUP);
+	expect_output(out, "reload refused, nothing changed: message type 3 'work' (max 64 bytes) "
+		      "would become 3 'work' (max 99 bytes)", 10000);
+	snprintf(text[2], sizeof(text[2]), "system: hup\nrouter: { spin: 50us }\n%.4000s",
+		 text[1] + strlen("system: hup\n"));
+	write_file(cfg, text[2]);
+	kill(run, SIGHUP);
+	expect_output(out, "reload refused, nothing changed: router settings cannot change", 10000);
+	assert_int_equal(group_pid("hup", "a"), pa);
 	assert_int_equal(stop_run(run, SIGTERM), 0);
 }
 

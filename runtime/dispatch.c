@@ -334,7 +334,7 @@ static void publish_stats(struct shoal__dispatcher *d, const struct shoal__snaps
 	shoal_store_relaxed(&st->malformed, d->malformed);
 	shoal_store_relaxed(&st->sleeps, d->sleeps);
 	shoal_store_relaxed(&st->busy_ns, d->busy_ns);
-	for (uint32_t g = 0; g < SHOAL_MAX_GROUPS; g++) {
+	for (uint32_t g = 0; g < s->n_groups; g++) {
 		struct shoal__reg_gstat *gs;
 
 		if (!s->groups[g].used)

@@ -183,6 +183,7 @@ static int snapshot_build(struct shoal_router *r, struct shoal__snapshot **out,
 		return ret;
 	}
 	s->max_matches = shoal__route_max_matches(s->routes);
+	s->n_groups = r->n_groups;
 	for (int d = 0; d < r->n_disp; d++) {
 		s->uplinks[d] = calloc((size_t)r->n_groups * SHOAL_MAX_WORKERS + 1,
 				       sizeof(struct shoal__snap_uplink));

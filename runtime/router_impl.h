@@ -52,6 +52,7 @@ struct shoal__snapshot {
 	uint32_t n_disp;
 	struct shoal__route_table *routes;
 	uint32_t max_matches;
+	uint32_t n_groups;            /* the slots of groups[] in use are below this */
 	struct shoal__snap_group groups[SHOAL_MAX_GROUPS];
 	uint32_t n_uplinks[SHOAL_MAX_NODES];
 	struct shoal__snap_uplink *uplinks[SHOAL_MAX_NODES];

@@ -42,6 +42,7 @@ struct shoal__dout {
 struct shoal__inring {
 	void *mem;
 	struct shoal_ring_cons c;
+	int src_group;    /* the group whose workers write it; -1: a dispatcher */
 };
 
 /* A message kept aside while the worker waits for a response. */

@@ -58,7 +58,7 @@
 
 /* ---- rings of this worker ---------------------------------------------------- */
 
-static int add_inring(struct shoal_ctx *ctx, void *mem, uint64_t len)
+static int add_inring(struct shoal_ctx *ctx, void *mem, uint64_t len, int src_group)
 {
 	if (ctx->n_in == ctx->cap_in) {
 		uint32_t cap = ctx->cap_in ? 2 * ctx->cap_in : 8;
@@ -72,8 +72,22 @@ static int add_inring(struct shoal_ctx *ctx, void *mem, uint64_t len)
 	if (shoal_ring_cons_attach(&ctx->in[ctx->n_in].c, mem, len, NULL) < 0)
 		return -EUCLEAN;
 	ctx->in[ctx->n_in].mem = mem;
+	ctx->in[ctx->n_in].src_group = src_group;
 	ctx->n_in++;
 	return 0;
+}
+
+/* Who writes an inbound ring, from the rest of its name after "in.W.":
+ * "gH.V" is worker V of group H (direct sends), "dD" dispatcher D (-1). */
+static int ring_source(const char *rest)
+{
+	char *end;
+	unsigned long h;
+
+	if (rest[0] != 'g')
+		return -1;
+	h = strtoul(rest + 1, &end, 10);
+	return end != rest + 1 && *end == '.' && h < SHOAL_MAX_GROUPS ? (int)h : -1;
 }
 
 /*
@@ -98,7 +112,7 @@ void shoal__ctx_scan(struct shoal_ctx *ctx)
 		if (r.kind != SHOAL_SEG_KIND_RING || strncmp(r.name, prefix, plen) != 0)
 			continue;
 		mem = shoal_seg_ptr(&ctx->g->mbx_seg, r.off, r.len, 128);
-		if (mem == NULL || add_inring(ctx, mem, r.len) < 0)
+		if (mem == NULL || add_inring(ctx, mem, r.len, ring_source(r.name + plen)) < 0)
 			continue;   /* a corrupted ring is skipped, not trusted */
 	}
 	ctx->dir_seen = count;
@@ -164,7 +178,7 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 		fwd_ring(g, w, o, &mem, &len);
 		shoal_ring_prod_attach(&ctx->fwd[o], mem, len, NULL);
 		fwd_ring(g, o, w, &mem, &len);
-		ret = add_inring(ctx, mem, len);
+		ret = add_inring(ctx, mem, len, (int)g->id);
 		if (ret < 0)
 			return ret;
 	}
@@ -769,7 +783,10 @@ static uint32_t handle_deferred(struct shoal_ctx *ctx, uint32_t budget)
 }
 
 /* One pass over every inbound ring. Returns records handled. */
-static uint32_t poll_rings(struct shoal_ctx *ctx, uint32_t budget)
+#define ANY_SOURCE (-2)
+
+/* Drain the inbound rings written by group `src` (ANY_SOURCE: all). */
+static uint32_t poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
 {
 	uint32_t n = 0;
 
@@ -779,6 +796,8 @@ static uint32_t poll_rings(struct shoal_ctx *ctx, uint32_t budget)
 		struct shoal_rec rec;
 		uint32_t taken = 0;
 
+		if (src != ANY_SOURCE && in->src_group != src)
+			continue;
 		while (taken < POLL_BATCH && n + taken < budget && shoal_ring_peek(&in->c, &rec)) {
 			handle_record(ctx, rec.data, rec.len);
 			taken++;
@@ -798,15 +817,19 @@ static uint32_t poll_rings(struct shoal_ctx *ctx, uint32_t budget)
 	return n;
 }
 
-static bool rings_ready(void *arg)
+static bool rings_ready_from(struct shoal_ctx *ctx, int src)
 {
-	struct shoal_ctx *ctx = arg;
-
 	shoal__ctx_scan(ctx);
 	for (uint32_t k = 0; k < ctx->n_in; k++)
-		if (!shoal_ring_empty(&ctx->in[k].c))
+		if ((src == ANY_SOURCE || ctx->in[k].src_group == src) &&
+		    !shoal_ring_empty(&ctx->in[k].c))
 			return true;
 	return shoal__stop_requested(ctx->g);
+}
+
+static bool rings_ready(void *arg)
+{
+	return rings_ready_from(arg, ANY_SOURCE);
 }
 
 int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns)
@@ -818,7 +841,7 @@ int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns)
 		budget = UINT32_MAX;
 	for (;;) {
 		n = handle_deferred(ctx, budget);
-		n += poll_rings(ctx, budget - n);
+		n += poll_rings(ctx, budget - n, ANY_SOURCE);
 		if (n > 0)
 			return (int)n;
 		if (shoal__stop_requested(ctx->g))
@@ -835,10 +858,18 @@ int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns)
 
 /* ---- request / response ------------------------------------------------------ */
 
+/*
+ * A request in flight. The response comes direct, on a ring the responder's
+ * group writes, so only those rings are drained while it waits: their other
+ * messages are set aside for later (at most what the responder sends before
+ * its answer), and every other ring stays as it is, back-pressuring its
+ * senders, so the worker's memory does not grow with their traffic.
+ */
 struct req_wait {
 	struct shoal_ctx *ctx;
 	const struct shoal__reg_group *rg;
 	uint32_t gen;
+	int group;        /* the responder's */
 };
 
 static bool responder_gone(const struct req_wait *rw)
@@ -853,14 +884,14 @@ static bool response_ready(void *arg)
 {
 	struct req_wait *rw = arg;
 
-	return rings_ready(rw->ctx) || responder_gone(rw);
+	return rings_ready_from(rw->ctx, rw->group) || responder_gone(rw);
 }
 
 int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
 		  uint32_t len, int64_t timeout_ns, struct shoal_reply *reply)
 {
 	uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : shoal__now_ns() + (uint64_t)timeout_ns;
-	struct req_wait rw = { ctx, NULL, 0 };
+	struct req_wait rw = { ctx, NULL, 0, 0 };
 	int dg = shoal_addr_group(dest), ret;
 	uint64_t rid;
 
@@ -869,6 +900,7 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 	if (reply == NULL || dg < 0 || dg >= SHOAL_MAX_GROUPS)
 		return -EINVAL;
 	rw.rg = &ctx->g->reg.groups[dg];
+	rw.group = dg;
 	rw.gen = shoal_load_relaxed(&rw.rg->gen);
 	if (shoal_load_relaxed(&rw.rg->state) != SHOAL_GROUP_RUNNING)
 		return shoal_load_relaxed(&rw.rg->state) == SHOAL_GROUP_FAILED ? -EHOSTDOWN :
@@ -883,7 +915,7 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 	for (;;) {
 		uint64_t now;
 
-		poll_rings(ctx, UINT32_MAX);
+		poll_rings(ctx, UINT32_MAX, rw.group);
 		if (ctx->wait_done) {
 			ret = ctx->wait_status;
 			break;

@@ -192,7 +192,7 @@ static int requester_main(void *arg)
 	struct shoal_ctx *ctx;
 	struct msg v = { .seq = 41 }, out;
 	struct shoal_reply reply = { .buf = &out, .cap = sizeof(out) };
-	uint64_t t0;
+	struct timespec a, b;
 	int ret;
 
 	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
@@ -201,10 +201,6 @@ static int requester_main(void *arg)
 	atomic_store(&rt_res->ready[c->index], 1);
 	for (int i = 0; !atomic_load(&rt_res->go) && i < 20000; i++)
 		usleep(1000);
-	t0 = (uint64_t)clock();
-	(void)t0;
-	struct timespec a, b;
-
 	clock_gettime(CLOCK_MONOTONIC, &a);
 	ret = shoal_request(ctx, shoal_group_lookup(g, "responder", 0), T_REQ, &v, sizeof(v),
 			    (int64_t)c->n, &reply);
@@ -214,6 +210,64 @@ static int requester_main(void *arg)
 	atomic_store(&rt_res->status[c->index], ret);
 	if (ret == 0)
 		atomic_store(&rt_res->last_seq[c->index], out.seq);
+	/* Mode 1: then handle what the flooder (child 2) got into our rings. */
+	for (int i = 0; c->mode == 1 && i < 1000; i++) {
+		if (atomic_load(&rt_res->ready[2]) == 2 &&
+		    atomic_load(&rt_res->count[c->index]) >= atomic_load(&rt_res->last_seq[2]))
+			break;
+		shoal_poll(ctx, 0, 10000000);
+	}
+	shoal_group_detach(g);
+	return 0;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Child 2: once the responder holds the asker's request, send to the asker
+ * directly for 200 ms, as fast as its ring takes them; publish how many
+ * were taken (last_seq) and refused (status).
+ */
+static int flooder_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group_desc d = { .name = "flooder", .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = rt_count_handler, .node = -1, .user = c };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	struct msg v = { .from = 2 };
+	uint64_t dest, refused = 0, t_end;
+	int ret = 0;
+
+	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+		return 10;
+	ctx = shoal_group_worker(g, 0);
+	dest = shoal_group_lookup(g, "asker", 0);
+	atomic_store(&rt_res->ready[c->index], 1);
+	for (int i = 0; atomic_load(&rt_res->ready[0]) != 2 && i < 20000; i++)
+		usleep(1000);
+	t_end = mono_ns() + 200000000u;
+	while (mono_ns() < t_end) {
+		ret = shoal_try_send_to(ctx, dest, T_PING, &v, sizeof(v));
+		if (ret == 0) {
+			v.seq++;
+		} else if (ret == -EAGAIN) {
+			refused++;
+			usleep(100);   /* the asker gets the CPU if it wants it */
+		} else {
+			break;
+		}
+	}
+	atomic_store(&rt_res->status[c->index], ret < 0 && ret != -EAGAIN ? ret :
+		     (int)(refused > INT32_MAX ? INT32_MAX : refused));
+	atomic_store(&rt_res->last_seq[c->index], v.seq);
+	atomic_store(&rt_res->ready[c->index], 2);
 	shoal_group_detach(g);
 	return 0;
 }
@@ -231,6 +285,8 @@ static void responder_handler(struct shoal_actor *a, const struct shoal_msg *m)
 			pause();
 	if (c->mode == 2)
 		return;                            /* drop it: answered -ECANCELED */
+	if (c->mode == 3)
+		usleep(300000);                    /* slow: the asker waits 300 ms */
 	v.seq++;
 	shoal_respond(a->ctx, m, T_RESP, &v, sizeof(v));
 }
@@ -265,6 +321,45 @@ static void runtime_request_gets_response(void **state)
 	test_assert_exited(test_wait_pid(pq, 20000), 0);
 	assert_int_equal(atomic_load(&rt_res->status[1]), 0);
 	assert_int_equal(atomic_load(&rt_res->last_seq[1]), 42);
+	rt_stop_and_reap(&pr, 1);
+	rt_stop_router();
+}
+
+/*
+ * While a request waits, the asker drains only the responder's rings: a
+ * third group sending to it meanwhile fills its ring and is refused
+ * (back-pressure), instead of the asker setting aside all it sends; after
+ * the response, every message taken is handled once.
+ */
+static void runtime_waiting_request_back_pressures_other_senders(void **state)
+{
+	struct child resp = { .index = 0, .mode = 3 };
+	struct child req = { .index = 1, .name = "asker", .n = 10000000000ull, .mode = 1 };
+	struct child flood = { .index = 2 };
+	/* What one 16 KiB direct ring (rt_start_router) holds of these. */
+	uint64_t ring_holds = 16 * 1024 / (8 + sizeof(struct shoal_envelope) + sizeof(struct msg));
+	uint64_t taken;
+	pid_t pr, pq, pf;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-bound", NULL, 0), 0);
+	pr = test_spawn(responder_main, &resp);
+	pq = test_spawn(requester_main, &req);
+	pf = test_spawn(flooder_main, &flood);
+	rt_wait_ready(3);
+	atomic_store(&rt_res->go, 1);
+	test_assert_exited(test_wait_pid(pf, 20000), 0);
+	test_assert_exited(test_wait_pid(pq, 20000), 0);
+	assert_int_equal(atomic_load(&rt_res->status[1]), 0);   /* the response came */
+	taken = atomic_load(&rt_res->last_seq[2]);
+	print_message("flooder: %llu taken, %d refused while the asker waited %lld ms (its ring "
+		      "holds %llu)\n", (unsigned long long)taken, atomic_load(&rt_res->status[2]),
+		      (long long)atomic_load(&rt_res->elapsed_ns[1]) / 1000000,
+		      (unsigned long long)ring_holds);
+	assert_true(atomic_load(&rt_res->status[2]) > 0);
+	assert_true(taken > 0 && taken <= ring_holds);
+	assert_int_equal(atomic_load(&rt_res->count[1]), taken);
+	assert_int_equal(atomic_load(&rt_res->sum_seq[1]), taken * (taken - 1) / 2);
 	rt_stop_and_reap(&pr, 1);
 	rt_stop_router();
 }
@@ -325,6 +420,7 @@ int main(void)
 		cmocka_unit_test(runtime_request_gets_response),
 		cmocka_unit_test(runtime_dropped_request_is_answered_ecanceled),
 		cmocka_unit_test(runtime_killed_responder_fails_request_promptly),
+		cmocka_unit_test(runtime_waiting_request_back_pressures_other_senders),
 	};
 
 	rt_init();

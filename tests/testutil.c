@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -97,7 +98,7 @@ uint64_t test_scale(uint64_t n)
 
 pid_t test_spawn(int (*fn)(void *arg), void *arg)
 {
-	pid_t pid;
+	pid_t pid, parent = getpid();
 
 	fflush(NULL);
 	pid = fork();
@@ -106,6 +107,11 @@ pid_t test_spawn(int (*fn)(void *arg), void *arg)
 		abort();
 	}
 	if (pid == 0) {
+		/* A test that fails before reaping its children (the router
+		 * gone, nothing would stop them) must not leave them behind. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
 		/* Like an exec'd program, the child holds none of the parent's
 		 * descriptors (a router's connections among them). */
 		close_range(3, ~0u, 0);

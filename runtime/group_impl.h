@@ -39,10 +39,13 @@ struct shoal__dout {
 };
 
 /* A ring this worker consumes. */
+#define SHOAL__SRC_WORKERS (-3)
+
 struct shoal__inring {
 	void *mem;
 	struct shoal_ring_cons c;
-	int src_group;    /* the group whose workers write it; -1: a dispatcher */
+	int src_group;    /* the group whose workers write it; -1: a dispatcher;
+			   * SHOAL__SRC_WORKERS: another worker of this process */
 };
 
 /* A message kept aside while the worker waits for a response. */

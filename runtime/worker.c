@@ -178,7 +178,7 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 		fwd_ring(g, w, o, &mem, &len);
 		shoal_ring_prod_attach(&ctx->fwd[o], mem, len, NULL);
 		fwd_ring(g, o, w, &mem, &len);
-		ret = add_inring(ctx, mem, len, (int)g->id);
+		ret = add_inring(ctx, mem, len, SHOAL__SRC_WORKERS);
 		if (ret < 0)
 			return ret;
 	}
@@ -785,6 +785,16 @@ static uint32_t handle_deferred(struct shoal_ctx *ctx, uint32_t budget)
 /* One pass over every inbound ring. Returns records handled. */
 #define ANY_SOURCE (-2)
 
+/*
+ * Does a wait for group `src` read ring `in`? The rings of the other
+ * workers of this process always: a worker that stopped reading them could
+ * stall the worker forwarding to it, which the responder may need.
+ */
+static inline bool reads(const struct shoal__inring *in, int src)
+{
+	return src == ANY_SOURCE || in->src_group == src || in->src_group == SHOAL__SRC_WORKERS;
+}
+
 /* Drain the inbound rings written by group `src` (ANY_SOURCE: all). */
 static uint32_t poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
 {
@@ -796,7 +806,7 @@ static uint32_t poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
 		struct shoal_rec rec;
 		uint32_t taken = 0;
 
-		if (src != ANY_SOURCE && in->src_group != src)
+		if (!reads(in, src))
 			continue;
 		while (taken < POLL_BATCH && n + taken < budget && shoal_ring_peek(&in->c, &rec)) {
 			handle_record(ctx, rec.data, rec.len);
@@ -821,8 +831,7 @@ static bool rings_ready_from(struct shoal_ctx *ctx, int src)
 {
 	shoal__ctx_scan(ctx);
 	for (uint32_t k = 0; k < ctx->n_in; k++)
-		if ((src == ANY_SOURCE || ctx->in[k].src_group == src) &&
-		    !shoal_ring_empty(&ctx->in[k].c))
+		if (reads(&ctx->in[k], src) && !shoal_ring_empty(&ctx->in[k].c))
 			return true;
 	return shoal__stop_requested(ctx->g);
 }
@@ -860,10 +869,11 @@ int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns)
 
 /*
  * A request in flight. The response comes direct, on a ring the responder's
- * group writes, so only those rings are drained while it waits: their other
- * messages are set aside for later (at most what the responder sends before
- * its answer), and every other ring stays as it is, back-pressuring its
- * senders, so the worker's memory does not grow with their traffic.
+ * group writes, so only those rings (and those of this process's other
+ * workers, see reads()) are drained while it waits: their other messages
+ * are set aside for later, and every other ring stays as it is,
+ * back-pressuring its senders, so the worker's memory does not grow with
+ * their traffic.
  */
 struct req_wait {
 	struct shoal_ctx *ctx;

@@ -168,8 +168,9 @@ SHOAL_API void shoal_commit(struct shoal_ctx *ctx);
 /*
  * Send a request to `dest` and wait for the response, up to `timeout_ns`.
  * Meanwhile the worker reads only the rings of the responder's group (the
- * response comes on one of them): their other messages are kept and handled
- * after; other senders' messages stay in their rings, so those senders feel
+ * response comes on one of them) and of its own process's other workers:
+ * their other messages are kept and handled after; other senders' messages
+ * stay in their rings, so those senders feel
  * back-pressure (send() waits, try_send() says -EAGAIN). Returns 0
  * with the response in *reply; the responder's error (negative errno) if it
  * answered with one; -EOWNERDEAD if the responder's process died or

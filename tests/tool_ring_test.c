@@ -576,10 +576,7 @@ static void tool_help_lists_implemented_commands(void **state)
 
 static void tool_usage_errors_exit_2_and_name_the_problem(void **state)
 {
-	static const struct {
-		const char *args[5];
-		const char *says;
-	} cases[] = {
+	static const struct tool_usage_case cases[] = {
 		{ { NULL }, "missing COMMAND" },
 		{ { "frobnicate", NULL }, "unknown command 'frobnicate'" },
 		{ { "--frobnicate", NULL }, "unknown option '--frobnicate'" },
@@ -596,14 +593,7 @@ static void tool_usage_errors_exit_2_and_name_the_problem(void **state)
 	};
 
 	(void)state;
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct tool_run r;
-
-		tool_expect(&r, 2, cases[i].args);
-		assert_has(r.err, cases[i].says);
-		assert_int_equal(r.out[0], '\0');
-		tool_free(&r);
-	}
+	tool_expect_usage_errors(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 static int group_setup(void **state)

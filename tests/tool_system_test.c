@@ -605,10 +605,7 @@ static void tool_commands_name_a_missing_system(void **state)
 
 static void tool_new_commands_reject_bad_command_lines(void **state)
 {
-	static const struct {
-		const char *args[7];
-		const char *says;
-	} cases[] = {
+	static const struct tool_usage_case cases[] = {
 		{ { "ls", "extra", NULL }, "unexpected argument 'extra'" },
 		{ { "ls", "--bogus", NULL }, "unknown option '--bogus'" },
 		{ { "stat", NULL }, "missing SYSTEM" },
@@ -624,14 +621,7 @@ static void tool_new_commands_reject_bad_command_lines(void **state)
 	};
 
 	(void)state;
-	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct tool_run r;
-
-		tool_expect(&r, 2, cases[i].args);
-		assert_has(r.err, cases[i].says);
-		assert_int_equal(r.out[0], '\0');
-		tool_free(&r);
-	}
+	tool_expect_usage_errors(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 static void tool_help_lists_commands_in_order(void **state)

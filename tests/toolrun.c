@@ -106,3 +106,15 @@ unsigned count_of(const char *text, const char *needle)
 		n++;
 	return n;
 }
+
+void tool_expect_usage_errors(const struct tool_usage_case *cases, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct tool_run r;
+
+		tool_expect(&r, 2, cases[i].args);
+		assert_has(r.err, cases[i].says);
+		assert_int_equal(r.out[0], '\0');
+		tool_free(&r);
+	}
+}

@@ -7,6 +7,7 @@
 #ifndef SHOAL_TESTS_TOOLRUN_H
 #define SHOAL_TESTS_TOOLRUN_H
 
+#include <stddef.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -42,5 +43,14 @@ void assert_lacks(const char *text, const char *needle);
 
 /* Occurrences of `needle` in `text`. */
 unsigned count_of(const char *text, const char *needle);
+
+/* A bad command line and what its error must say. */
+struct tool_usage_case {
+	const char *args[8];   /* NULL-terminated */
+	const char *says;
+};
+
+/* Run each case: exit 2, `says` on stderr, nothing on stdout. */
+void tool_expect_usage_errors(const struct tool_usage_case *cases, size_t n);
 
 #endif

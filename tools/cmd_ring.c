@@ -363,27 +363,8 @@ static void json_segment(struct shoal__json *j, const struct shoal__seg_snap *sn
 
 static void json_ring(struct shoal__json *j, const struct shoal__region_snap *r)
 {
-	const struct shoal_ring_stats *st = &r->ring;
-
 	shoal__json_object_begin(j, "ring");
-	shoal__json_uint(j, "capacity", st->capacity);
-	shoal__json_uint(j, "max_payload", st->max_payload);
-	shoal__json_uint(j, "head", st->head);
-	shoal__json_uint(j, "tail", st->tail);
-	shoal__json_uint(j, "used", st->used);
-	shoal__json_real(j, "occupancy_pct", shoal__fmt_percent(st->used, st->capacity), 1);
-	if (r->pending >= 0)
-		shoal__json_int(j, "pending", r->pending);
-	else
-		shoal__json_null(j, "pending");
-	shoal__json_uint(j, "records_in", st->records_in);
-	shoal__json_uint(j, "records_out", st->records_out);
-	shoal__json_uint(j, "bytes_in", st->bytes_in);
-	shoal__json_uint(j, "bytes_out", st->bytes_out);
-	shoal__json_uint(j, "full_events", st->full_events);
-	shoal__json_uint(j, "high_water", st->high_water);
-	shoal__json_int(j, "producer_pid", st->producer_pid);
-	shoal__json_int(j, "consumer_pid", st->consumer_pid);
+	shoal__json_ring_fields(j, &r->ring, r->pending, true);
 	shoal__json_object_end(j);
 }
 

@@ -473,8 +473,6 @@ static void json_counters(struct shoal__json *j, const struct shoal__worker_sums
 
 static void json_ring(struct shoal__json *j, const struct shoal__region_snap *r)
 {
-	const struct shoal_ring_stats *st = &r->ring;
-
 	shoal__json_object_begin(j, NULL);
 	if (r->entry_ok)
 		shoal__json_string(j, "name", r->region.name);
@@ -483,22 +481,8 @@ static void json_ring(struct shoal__json *j, const struct shoal__region_snap *r)
 	shoal__json_string(j, "status", r->corrupt ? "corrupt" : "ok");
 	if (r->corrupt)
 		shoal__json_string(j, "reason", r->reason);
-	if (r->have_ring) {
-		shoal__json_uint(j, "capacity", st->capacity);
-		shoal__json_uint(j, "used", st->used);
-		shoal__json_real(j, "occupancy_pct", shoal__fmt_percent(st->used, st->capacity),
-				 1);
-		if (r->pending >= 0)
-			shoal__json_int(j, "pending", r->pending);
-		else
-			shoal__json_null(j, "pending");
-		shoal__json_uint(j, "records_in", st->records_in);
-		shoal__json_uint(j, "records_out", st->records_out);
-		shoal__json_uint(j, "full_events", st->full_events);
-		shoal__json_uint(j, "high_water", st->high_water);
-		shoal__json_int(j, "producer_pid", st->producer_pid);
-		shoal__json_int(j, "consumer_pid", st->consumer_pid);
-	}
+	if (r->have_ring)
+		shoal__json_ring_fields(j, &r->ring, r->pending, false);
 	shoal__json_object_end(j);
 }
 

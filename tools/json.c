@@ -2,7 +2,10 @@
 #include <inttypes.h>
 #include <math.h>
 
+#include <shoal/ring.h>
+
 #include "shm/util.h"
+#include "tools/format.h"
 #include "tools/json.h"
 
 void shoal__json_init(struct shoal__json *j, FILE *out)
@@ -175,4 +178,31 @@ void shoal__json_null(struct shoal__json *j, const char *key)
 {
 	begin_value(j, key);
 	fputs("null", j->out);
+}
+
+void shoal__json_ring_fields(struct shoal__json *j, const struct shoal_ring_stats *st,
+			     int pending, bool all)
+{
+	shoal__json_uint(j, "capacity", st->capacity);
+	if (all) {
+		shoal__json_uint(j, "max_payload", st->max_payload);
+		shoal__json_uint(j, "head", st->head);
+		shoal__json_uint(j, "tail", st->tail);
+	}
+	shoal__json_uint(j, "used", st->used);
+	shoal__json_real(j, "occupancy_pct", shoal__fmt_percent(st->used, st->capacity), 1);
+	if (pending >= 0)
+		shoal__json_int(j, "pending", pending);
+	else
+		shoal__json_null(j, "pending");
+	shoal__json_uint(j, "records_in", st->records_in);
+	shoal__json_uint(j, "records_out", st->records_out);
+	if (all) {
+		shoal__json_uint(j, "bytes_in", st->bytes_in);
+		shoal__json_uint(j, "bytes_out", st->bytes_out);
+	}
+	shoal__json_uint(j, "full_events", st->full_events);
+	shoal__json_uint(j, "high_water", st->high_water);
+	shoal__json_int(j, "producer_pid", st->producer_pid);
+	shoal__json_int(j, "consumer_pid", st->consumer_pid);
 }

@@ -43,4 +43,15 @@ void shoal__json_real(struct shoal__json *j, const char *key, double v, int deci
 void shoal__json_bool(struct shoal__json *j, const char *key, bool v);
 void shoal__json_null(struct shoal__json *j, const char *key);
 
+struct shoal_ring_stats;
+
+/*
+ * A ring's figures as fields of the current object, the same names in
+ * every command: capacity, used, occupancy_pct, pending (`pending` < 0:
+ * null), records in and out, full_events, high_water, the two pids; with
+ * `all`, also max_payload, head, tail and bytes in and out.
+ */
+void shoal__json_ring_fields(struct shoal__json *j, const struct shoal_ring_stats *st,
+			     int pending, bool all);
+
 #endif

@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
 #include <time.h>
@@ -448,5 +449,17 @@ struct option;
 /* Say on stderr which option of `longopts` (the one getopt_long returned as
  * `opt`) got the bad value `arg`. Returns -EINVAL. */
 int bench_bad_option(const char *prog, const struct option *longopts, int opt, const char *arg);
+
+/* The command line, its words joined by spaces (cut at `len`). */
+void bench_command_line(char *buf, size_t len, int argc, char **argv);
+
+/*
+ * The report in Markdown on stdout and, when asked, in file `md`; the
+ * samples as CSV in file `csv`. A file that cannot be written is said on
+ * stderr. Returns 0 or the first negative errno.
+ */
+int bench_write_outputs(const char *prog, const char *md, const char *csv,
+			void (*write_md)(FILE *f, const void *arg),
+			int (*write_csv)(const char *path, const void *arg), const void *arg);
 
 #endif

@@ -1700,11 +1700,8 @@ int main(int argc, char **argv)
 	bool runs_set = false, dur_set = false;
 	double steal0;
 	int c, ret = 0, status = 0;
-	size_t used = 0;
 
-	for (int i = 0; i < argc && used + 2 < sizeof(pl.command); i++)
-		used += (size_t)snprintf(pl.command + used, sizeof(pl.command) - used, "%s%s",
-					 i ? " " : "", argv[i]);
+	bench_command_line(pl.command, sizeof(pl.command), argc, argv);
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		uint64_t v;
 

@@ -452,37 +452,14 @@ static void cpu_ticks(unsigned long long *total, unsigned long long *steal)
 	fclose(f);
 }
 
-static void command_line(char *buf, size_t len, int argc, char **argv)
+static void write_md(FILE *f, const void *plan)
 {
-	size_t used = 0;
-
-	buf[0] = '\0';
-	for (int i = 0; i < argc && used < len; i++)
-		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? " " : "", argv[i]);
+	bench_report_md(f, plan);
 }
 
-static int write_outputs(const struct bench_plan *plan, const struct bench_opts *o)
+static int write_csv(const char *path, const void *plan)
 {
-	int ret = 0;
-
-	bench_report_md(stdout, plan);
-	fflush(stdout);
-	if (o->md != NULL) {
-		FILE *f = fopen(o->md, "we");
-
-		if (f == NULL || (bench_report_md(f, plan), fclose(f)) != 0)
-			ret = -errno;
-		if (ret < 0)
-			fprintf(stderr, PROG ": writing %s: %s\n", o->md, strerror(-ret));
-	}
-	if (o->csv != NULL) {
-		int c = bench_report_csv(o->csv, plan);
-
-		if (c < 0)
-			fprintf(stderr, PROG ": writing %s: %s\n", o->csv, strerror(-c));
-		ret = ret < 0 ? ret : c;
-	}
-	return ret;
+	return bench_report_csv(path, plan);
 }
 
 int main(int argc, char **argv)
@@ -499,7 +476,7 @@ int main(int argc, char **argv)
 	}
 	if (cpus_available(o.cpu) < 0)
 		return EXIT_SKIP;
-	command_line(plan.command, sizeof(plan.command), argc, argv);
+	bench_command_line(plan.command, sizeof(plan.command), argc, argv);
 	ret = plan_build(&plan, &o);
 	if (ret < 0) {
 		fprintf(stderr, "shoal-bench-ring: %s\n", strerror(-ret));
@@ -520,7 +497,7 @@ int main(int argc, char **argv)
 		bench_seg_destroy(&mem);
 	}
 	if (ret == 0)
-		ret = write_outputs(&plan, &o);
+		ret = bench_write_outputs(PROG, o.md, o.csv, write_md, write_csv, &plan);
 	plan_free(&plan);
 	if (bench_stop_signal()) {
 		fprintf(stderr, "shoal-bench-ring: stopped by signal %d; segment removed\n",

@@ -2663,9 +2663,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		o->calls = modes[o->mode].tput_calls;
 	if (o->runs == 0)
 		o->runs = o->idle ? modes[o->mode].idle_runs : modes[o->mode].runs;
-	for (int i = 0, used = 0; i < argc && used < (int)sizeof(o->command); i++)
-		used += snprintf(o->command + used, sizeof(o->command) - (size_t)used, "%s%s",
-				 i ? " " : "", argv[i]);
+	bench_command_line(o->command, sizeof(o->command), argc, argv);
 	return 0;
 }
 
@@ -2705,28 +2703,22 @@ static void sweep_leftovers(void)
 		closedir(d);
 }
 
-static int write_outputs(const struct plan *pl, const struct opts *op)
+/* The report needs the options too. */
+struct outputs {
+	const struct plan *pl;
+	const struct opts *op;
+};
+
+static void write_md(FILE *f, const void *arg)
 {
-	int ret = 0;
+	const struct outputs *o = arg;
 
-	report_md(stdout, pl, op);
-	fflush(stdout);
-	if (op->md != NULL) {
-		FILE *f = fopen(op->md, "we");
+	report_md(f, o->pl, o->op);
+}
 
-		if (f == NULL || (report_md(f, pl, op), fclose(f)) != 0) {
-			ret = -errno;
-			fprintf(stderr, PROG ": writing %s: %s\n", op->md, strerror(errno));
-		}
-	}
-	if (op->csv != NULL) {
-		int c = report_csv(op->csv, pl);
-
-		if (c < 0)
-			fprintf(stderr, PROG ": writing %s: %s\n", op->csv, strerror(-c));
-		ret = ret < 0 ? ret : c;
-	}
-	return ret;
+static int write_csv(const char *path, const void *arg)
+{
+	return report_csv(path, ((const struct outputs *)arg)->pl);
 }
 
 int main(int argc, char **argv)
@@ -2774,7 +2766,8 @@ int main(int argc, char **argv)
 	/* On any failure or Ctrl-C: every child killed, the router destroyed. */
 	sys_down(&cur, false);
 	if (ret == 0)
-		ret = write_outputs(&pl, &op);
+		ret = bench_write_outputs(PROG, op.md, op.csv, write_md, write_csv,
+					  &(struct outputs){ &pl, &op });
 	free(pl.pts);
 	if (bench_stop_signal()) {
 		fprintf(stderr, PROG ": stopped by signal %d; processes killed, segments removed\n",

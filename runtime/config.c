@@ -31,6 +31,7 @@ struct walk {
 	char dir[PATH_MAX];
 	struct shoal_err *err;
 	struct shoal__config *c;
+	yaml_node_t *types;           /* the 'types' value, parsed before anything else */
 };
 
 typedef int (*key_fn)(struct walk *w, yaml_node_t *value, void *obj);
@@ -337,18 +338,26 @@ static int k_types(struct walk *w, yaml_node_t *v, void *o)
 		{ "max_size", k_type_size, true }, { NULL, NULL, false },
 	};
 	struct shoal__config *c = w->c;
-	int ret = want(w, v, YAML_SEQUENCE_NODE, "types");
+	size_t n;
+	int ret;
 
 	(void)o;
+	/* Parsed once, before the walk (shoal__config_parse()): the walk skips it. */
+	if (v == w->types && c->types != NULL)
+		return 0;
+	ret = want(w, v, YAML_SEQUENCE_NODE, "types");
 	if (ret < 0)
 		return ret;
-	c->n_types = (uint32_t)(v->data.sequence.items.top - v->data.sequence.items.start);
-	if (c->n_types > SHOAL__MAX_TYPES)
-		return fail_at(w, v, "types has %u entries, more than a system's %u", c->n_types,
+	n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+	if (n > SHOAL__MAX_TYPES)
+		return fail_at(w, v, "types has %zu entries, more than a system's %u", n,
 			       SHOAL__MAX_TYPES);
-	c->types = calloc(c->n_types ? c->n_types : 1, sizeof(*c->types));
+	/* Counted only once the array exists: an error leaves a config that
+	 * shoal__config_free() can walk. */
+	c->types = calloc(n ? n : 1, sizeof(*c->types));
 	if (c->types == NULL)
 		return -ENOMEM;
+	c->n_types = (uint32_t)n;
 	for (uint32_t i = 0; i < c->n_types; i++) {
 		yaml_node_t *item = node(w, v->data.sequence.items.start[i]);
 
@@ -846,15 +855,17 @@ static int k_g_stop(struct walk *w, yaml_node_t *v, void *o)
 static int k_g_routes(struct walk *w, yaml_node_t *v, void *o)
 {
 	struct shoal__config *c = w->c;
+	struct shoal__cfg_route *routes;
 	size_t n;
 	int ret = want(w, v, YAML_SEQUENCE_NODE, "routes");
 
 	if (ret < 0)
 		return ret;
 	n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
-	c->routes = realloc(c->routes, (c->n_routes + n + 1) * sizeof(*c->routes));
-	if (c->routes == NULL)
+	routes = realloc(c->routes, (c->n_routes + n + 1) * sizeof(*c->routes));
+	if (routes == NULL)
 		return -ENOMEM;
+	c->routes = routes;
 	for (size_t i = 0; i < n; i++) {
 		ret = parse_route(w, node(w, v->data.sequence.items.start[i]),
 				  ((struct group_walk *)o)->index);
@@ -876,20 +887,23 @@ static int k_groups(struct walk *w, yaml_node_t *v, void *o)
 		{ "routes", k_g_routes, false }, { NULL, NULL, false },
 	};
 	struct shoal__config *c = w->c;
+	size_t n;
 	int ret = want(w, v, YAML_SEQUENCE_NODE, "groups");
 
 	(void)o;
 	if (ret < 0)
 		return ret;
-	c->n_groups = (uint32_t)(v->data.sequence.items.top - v->data.sequence.items.start);
-	if (c->n_groups == 0)
+	n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+	if (n == 0)
 		return fail_at(w, v, "groups is empty: a system needs at least one group");
-	if (c->n_groups > SHOAL_MAX_GROUPS)
-		return fail_at(w, v, "%u groups, more than the limit of %d", c->n_groups,
-			       SHOAL_MAX_GROUPS);
-	c->groups = calloc(c->n_groups, sizeof(*c->groups));
+	if (n > SHOAL_MAX_GROUPS)
+		return fail_at(w, v, "groups has %zu entries, more than the limit of %d groups "
+			       "a system can have (SHOAL_MAX_GROUPS)", n, SHOAL_MAX_GROUPS);
+	/* Counted only once the array exists, as in k_types(). */
+	c->groups = calloc(n, sizeof(*c->groups));
 	if (c->groups == NULL)
 		return -ENOMEM;
+	c->n_groups = (uint32_t)n;
 	for (uint32_t i = 0; i < c->n_groups; i++) {
 		struct shoal__cfg_group *g = &c->groups[i];
 		yaml_node_t *item = node(w, v->data.sequence.items.start[i]);
@@ -962,9 +976,10 @@ int shoal__config_parse(const char *name, const char *text, size_t len,
 	int ret;
 
 	w.c = calloc(1, sizeof(*w.c));
-	if (w.c == NULL)
-		return -ENOMEM;
-	w.c->path = strdup(name);
+	if (w.c == NULL || (w.c->path = strdup(name)) == NULL) {
+		free(w.c);
+		return shoal__fail(err, -ENOMEM, "%s: out of memory", name);
+	}
 	if (slash == NULL)
 		snprintf(w.dir, sizeof(w.dir), ".");
 	else
@@ -986,25 +1001,27 @@ int shoal__config_parse(const char *name, const char *text, size_t len,
 		return ret;
 	}
 	root = yaml_document_get_root_node(&w.doc);
-	/* Types first: routes refer to them by name wherever they appear. */
+	/* Types first: routes refer to them by name wherever they appear, so
+	 * 'groups' may come before 'types'. The walk below skips this node and
+	 * refuses a second 'types' key. */
 	if (root == NULL) {
 		ret = shoal__fail(err, -EINVAL, "%s:1:1: the file is empty", name);
 	} else {
 		ret = 0;
 		if (root->type == YAML_MAPPING_NODE)
 			for (yaml_node_pair_t *p = root->data.mapping.pairs.start;
-			     p < root->data.mapping.pairs.top && ret == 0; p++) {
+			     p < root->data.mapping.pairs.top; p++) {
 				yaml_node_t *k = node(&w, p->key);
 
 				if (k->type == YAML_SCALAR_NODE &&
-				    strcmp((char *)k->data.scalar.value, "types") == 0)
-					ret = k_types(&w, node(&w, p->value), NULL);
+				    strcmp((char *)k->data.scalar.value, "types") == 0) {
+					w.types = node(&w, p->value);
+					ret = k_types(&w, w.types, NULL);
+					break;
+				}
 			}
-		if (ret == 0) {
-			free(w.c->types);
-			w.c->types = NULL;
+		if (ret == 0)
 			ret = mapping(&w, root, "the file", keys, NULL);
-		}
 		if (ret == 0)
 			ret = check_whole(&w, root);
 	}
@@ -1046,6 +1063,18 @@ int shoal__config_load(const char *path, struct shoal__config **out, struct shoa
 	return ret;
 }
 
+/* argv[0] is set last (k_groups()): a group refused before that still has
+ * its arguments from argv[1] on. */
+static void free_argv(char **argv)
+{
+	if (argv == NULL)
+		return;
+	free(argv[0]);
+	for (char **p = argv + 1; *p != NULL; p++)
+		free(*p);
+	free(argv);
+}
+
 static void free_list(char **l)
 {
 	if (l == NULL)
@@ -1061,7 +1090,7 @@ void shoal__config_free(struct shoal__config *c)
 		return;
 	for (uint32_t i = 0; i < c->n_groups; i++) {
 		free(c->groups[i].program);
-		free_list(c->groups[i].argv);
+		free_argv(c->groups[i].argv);
 		free_list(c->groups[i].env);
 	}
 	free(c->groups);

@@ -553,6 +553,51 @@ static void run_sighup_switches_a_route_live(void **state)
 	assert_int_equal(stop_run(run, SIGTERM), 0);
 }
 
+/* A reload reads a file a user just edited: whatever it holds, the running
+ * system carries on. Both files once crashed the loader, and with it the
+ * router and every group. */
+static void run_sighup_with_a_refused_file_keeps_the_system_running(void **state)
+{
+	const char *cfg = in_dir("hup2.yaml"), *out = in_dir("hup2.out");
+	const char *types = "types:\n  - { id: 3, name: work, max_size: 64 }\n";
+	char group[512], *text;
+	size_t cap = 64 * 1024, len;
+	pid_t run, pa;
+
+	(void)state;
+	snprintf(group, sizeof(group), "  - name: a\n    program: %s\n"
+		 "    args: [--role, consumer]\n    routes: [ { types: [work] } ]\n", group_bin);
+	text = malloc(cap);
+	assert_non_null(text);
+	snprintf(text, cap, "system: hup2\n%sgroups:\n%s", types, group);
+	write_file(cfg, text);
+	run = start_run(cfg, out);
+	expect_output(out, "group a: started", 10000);
+	for (int i = 0; i < 500 && !group_pid("hup2", "a"); i++)
+		usleep(10000);
+	pa = group_pid("hup2", "a");
+	assert_true(pa > 0);
+	/* More groups than a system can have. */
+	len = (size_t)snprintf(text, cap, "system: hup2\n%sgroups:\n%s", types, group);
+	for (int i = 0; i < SHOAL_MAX_GROUPS; i++)
+		len += (size_t)snprintf(text + len, cap - len,
+					"  - { name: x%d, program: /bin/true }\n", i);
+	write_file(cfg, text);
+	kill(run, SIGHUP);
+	expect_output(out, "reload refused, nothing changed: ", 10000);
+	expect_output(out, "groups has 257 entries, more than the limit of 256", 0);
+	/* The same system with 'groups' before 'types': valid, and nothing to change. */
+	snprintf(text, cap, "groups:\n%s%ssystem: hup2\n", group, types);
+	write_file(cfg, text);
+	kill(run, SIGHUP);
+	expect_output(out, "reload: 1 routes published", 10000);
+	free(text);
+	assert_int_equal(group_pid("hup2", "a"), pa);
+	assert_int_equal(kill(run, 0), 0);
+	assert_int_equal(stop_run(run, SIGTERM), 0);
+	assert_int_equal(count_system_files("hup2"), 0);
+}
+
 static void run_starts_over_leftovers_of_a_killed_router(void **state)
 {
 	const char *cfg = in_dir("left.yaml"), *out = in_dir("left.out"), *out2 = in_dir("left2.out");
@@ -594,6 +639,8 @@ int main(void)
 					  kill_started),
 		cmocka_unit_test_teardown(run_sigterm_stops_in_order_and_cleans_up, kill_started),
 		cmocka_unit_test_teardown(run_sighup_switches_a_route_live, kill_started),
+		cmocka_unit_test_teardown(run_sighup_with_a_refused_file_keeps_the_system_running,
+					  kill_started),
 		cmocka_unit_test_teardown(run_starts_over_leftovers_of_a_killed_router, kill_started),
 	};
 	struct CMUnitTest table[N_BAD];

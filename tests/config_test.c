@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The system-file loader (runtime/config.c), in process: the order of the
+ * top-level keys does not matter, limits are refused with a message naming
+ * them, and every refused file frees what its parse allocated (the ASan
+ * setup runs this with detect_leaks=1). `shoal run` itself is in run_test.c.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shoal/router.h>
+
+#include "runtime/config.h"
+#include "tests/testutil.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+static const char types_yaml[] =
+	"types:\n"
+	"  - { id: 3, name: work, max_size: 64 }\n"
+	"  - { id: 7, name: ping, max_size: 8 }\n";
+
+static const char groups_yaml[] =
+	"groups:\n"
+	"  - name: a\n    program: /bin/true\n    args: [x, y]\n"
+	"    routes: [ { types: [work, ping] }, { types: [7], deliver: broadcast } ]\n"
+	"  - name: b\n    program: /bin/true\n    workers: 2\n"
+	"    routes: [ { types: work, key: { offset: 0, width: 8 }, match: { mod: [2, 1] } } ]\n";
+
+static struct shoal__config *parse_ok(const char *text)
+{
+	struct shoal__config *c = NULL;
+	struct shoal_err err = { { 0 } };
+	int ret = shoal__config_parse("t.yaml", text, strlen(text), &c, &err);
+
+	if (ret != 0)
+		fail_msg("parse failed (%d): %s\n--- file:\n%s", ret, err.msg, text);
+	assert_non_null(c);
+	return c;
+}
+
+/* Refused with -EINVAL, no config, and `reason` in the message. */
+static void parse_refused(const char *text, const char *reason)
+{
+	struct shoal__config *c = NULL;
+	struct shoal_err err = { { 0 } };
+	int ret = shoal__config_parse("t.yaml", text, strlen(text), &c, &err);
+
+	if (ret != -EINVAL || c != NULL || strstr(err.msg, reason) == NULL)
+		fail_msg("got %d '%s', expected -EINVAL and '%s'", ret, err.msg, reason);
+}
+
+static void config_groups_before_types_parses_as_types_first(void **state)
+{
+	char a[2048], b[2048];
+	struct shoal__config *x, *y;
+
+	(void)state;
+	snprintf(a, sizeof(a), "system: s\n%s%s", types_yaml, groups_yaml);
+	snprintf(b, sizeof(b), "%s%ssystem: s\n", groups_yaml, types_yaml);
+	x = parse_ok(a);
+	y = parse_ok(b);
+	assert_string_equal(x->system, y->system);
+	assert_int_equal(x->n_types, 2);
+	assert_int_equal(y->n_types, x->n_types);
+	assert_memory_equal(x->types, y->types, x->n_types * sizeof(*x->types));
+	assert_int_equal(x->n_groups, 2);
+	assert_int_equal(y->n_groups, x->n_groups);
+	for (uint32_t i = 0; i < x->n_groups; i++)
+		assert_true(shoal__config_group_same(&x->groups[i], &y->groups[i]));
+	assert_int_equal(x->n_routes, 3);
+	assert_int_equal(y->n_routes, x->n_routes);
+	for (uint32_t i = 0; i < x->n_routes; i++)
+		assert_memory_equal(&x->routes[i].f, &y->routes[i].f, sizeof(x->routes[i].f));
+	/* The names resolved to the declared ids. */
+	assert_int_equal(y->routes[0].f.types[0], 3);
+	assert_int_equal(y->routes[0].f.types[1], 7);
+	shoal__config_free(x);
+	shoal__config_free(y);
+}
+
+static char *groups_file(unsigned n)
+{
+	size_t cap = 64 + (size_t)n * 48;
+	char *text = malloc(cap);
+	size_t len;
+
+	assert_non_null(text);
+	len = (size_t)snprintf(text, cap, "system: s\ngroups:\n");
+	for (unsigned i = 0; i < n; i++)
+		len += (size_t)snprintf(text + len, cap - len,
+					"  - { name: g%u, program: /bin/true }\n", i);
+	return text;
+}
+
+static void config_more_groups_than_the_limit_are_refused(void **state)
+{
+	char *text = groups_file(SHOAL_MAX_GROUPS);
+	struct shoal__config *c;
+
+	(void)state;
+	c = parse_ok(text);
+	assert_int_equal(c->n_groups, SHOAL_MAX_GROUPS);
+	shoal__config_free(c);
+	free(text);
+	text = groups_file(SHOAL_MAX_GROUPS + 1);
+	parse_refused(text, "t.yaml:3:3: groups has 257 entries, more than the limit of 256");
+	free(text);
+}
+
+/* Each refused after the parse allocated something (arguments, types,
+ * routes, environment); a leak fails this under the ASan setup. */
+static const struct {
+	const char *yaml;
+	const char *reason;
+} refused_after_allocating[] = {
+	{ "system: s\ngroups:\n  - name: a\n    args: [x, y]\n    program: /bin/true\n"
+	  "    actors: x\n", "actors must be a whole number" },
+	{ "system: s\ngroups:\n  - name: a\n    args: [x, [y]]\n    program: /bin/true\n",
+	  "an argument must be a scalar" },
+	{ "system: s\ntypes: []\ntypes: []\ngroups:\n  - { name: a, program: /bin/true }\n",
+	  "key 'types' appears twice" },
+	{ "system: s\ntypes: [ { id: 1, name: a, max_size: 8 }, { id: 1, name: b, max_size: 8 } ]\n"
+	  "groups:\n  - { name: a, program: /bin/true }\n", "repeats the id or name" },
+	{ "system: s\ngroups:\n  - { name: a, program: /bin/true, routes: [ { types: [1] } ] }\n"
+	  "  - { name: b, program: /bin/true, routes: [ { types: [1] }, { types: [x] } ] }\n",
+	  "route type 'x' is neither" },
+	{ "system: s\ngroups:\n  - name: a\n    program: /bin/true\n"
+	  "    env: { A: b, C: [d] }\n", "an env value must be a scalar" },
+	{ "system: s\ngroups:\n  - { name: a, program: /bin/true, env: { A: b } }\n"
+	  "  - { name: a, program: /bin/true }\n", "used twice" },
+	{ "groups:\n  - { name: a, program: /bin/true, args: [x] }\n", "has no 'system'" },
+	{ "system: [a\n", "flow sequence" },
+};
+
+static void config_refused_file_frees_what_it_parsed(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(refused_after_allocating); i++)
+		parse_refused(refused_after_allocating[i].yaml, refused_after_allocating[i].reason);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(config_groups_before_types_parses_as_types_first),
+		cmocka_unit_test(config_more_groups_than_the_limit_are_refused),
+		cmocka_unit_test(config_refused_file_frees_what_it_parsed),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -3,10 +3,10 @@
  * Writes the seed corpus of the fuzz targets: real segments made by the
  * library (rings with pending records, a wrapped ring with a pad record,
  * indices about to wrap 2^32, a doorbell), peer-write scripts that leave the
- * creator's allocator sound, one valid packet of each control op, and filter
- * sets of the shapes the route index treats specially.
+ * creator's allocator sound, one valid packet of each control op, filter
+ * sets of the shapes the route index treats specially, and system files.
  *
- *   fuzz_gen_corpus OUTDIR     (writes OUTDIR/{segment,seg_alloc,ctl,route}/<name>)
+ *   fuzz_gen_corpus OUTDIR     (writes OUTDIR/{segment,seg_alloc,ctl,route,config}/<name>)
  *
  * The files with names under tests/fuzz/corpus/ come from this program; run
  * it again when a layout changes (`ninja -C build tests/fuzz/fuzz_gen_corpus`,
@@ -418,6 +418,64 @@ static void scripts(void)
 	put("seg_alloc", "top-forward", sc.b, sc.len);
 }
 
+/* ---- system files -------------------------------------------------------- */
+
+/* Every key once; the order of top-level keys and YAML's anchors, aliases,
+ * flow and block styles; the limits, just inside and just outside. */
+static void configs(void)
+{
+	static const struct {
+		const char *name, *text;
+	} seeds[] = {
+		{ "every-key",
+		  "system: fanout\n"
+		  "router:\n  spin: 20us\n  uplink_capacity: 64KiB\n"
+		  "  inbound_capacity: 128KiB\n  direct_capacity: 64KiB\n"
+		  "types:\n  - { id: 3, name: work, max_size: 64 }\n"
+		  "  - { id: 4, name: ping, max_size: 1KiB }\n"
+		  "groups:\n  - name: consumer-0\n    program: /bin/true\n"
+		  "    args: [--role, consumer]\n    env: { RUST_LOG: info }\n"
+		  "    actors: 4\n    workers: 2\n    node: auto\n    cpus: 0\n"
+		  "    mailbox: 256KiB\n    overflow: drop\n"
+		  "    restart:\n      policy: always\n      backoff: 10ms\n"
+		  "      max_backoff: 1s\n      max_retries: unlimited\n"
+		  "      on_give_up: stop\n"
+		  "    stop: { order: 2, timeout: 1s }\n"
+		  "    routes:\n      - types: [work]\n        key: { offset: 0, width: 8 }\n"
+		  "        match: { mod: [4, 0] }\n        deliver: unicast\n"
+		  "      - { types: ping, match: { in: [1, 2, 3] }, key: { offset: 8, width: 4 } }\n"
+		  "      - { types: [4], key: { offset: 0, width: 2 }, match: { range: [1, 9] },"
+		  " deliver: broadcast }\n"
+		  "      - { types: [3, 4], key: { offset: 0, width: 1 }, match: { eq: 7 },"
+		  " deliver: discard }\n"
+		  "  - { name: producer, program: /bin/true, restart: { policy: never } }\n" },
+		{ "groups-first",
+		  "groups:\n  - { name: a, program: /bin/true, routes: [ { types: [work] } ] }\n"
+		  "types:\n  - { id: 3, name: work, max_size: 64 }\n"
+		  "system: s\n" },
+		{ "anchors",
+		  "system: s\ntypes: [ &t { id: 1, name: t, max_size: 8 } ]\n"
+		  "groups:\n  - &g { name: a, program: /bin/true, routes: &r [ { types: [t] } ] }\n"
+		  "  - { name: b, program: /bin/true, routes: *r }\n" },
+		{ "minimal", "system: s\ngroups: [ { name: a, program: /bin/true } ]\n" },
+		{ "bad-position", "system: s\ngroups:\n  - name: a\n    program: /bin/true\n"
+		  "    actors: x\n" },
+	};
+	char text[16384];
+	size_t len;
+
+	for (size_t i = 0; i < sizeof(seeds) / sizeof(seeds[0]); i++)
+		put("config", seeds[i].name, seeds[i].text, strlen(seeds[i].text));
+	for (unsigned n = 256; n <= 257; n++) {
+		len = (size_t)snprintf(text, sizeof(text), "system: s\ngroups:\n");
+		for (unsigned g = 0; g < n; g++)
+			len += (size_t)snprintf(text + len, sizeof(text) - len,
+						"- {name: g%u, program: /bin/true}\n", g);
+		FUZZ_CHECK(len < sizeof(text));
+		put("config", n == 256 ? "groups-256" : "groups-257", text, len);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -432,6 +490,7 @@ int main(int argc, char **argv)
 	packets();
 	routes();
 	scripts();
+	configs();
 	rmdir(tmpdir);
 	return 0;
 }

@@ -505,8 +505,12 @@ static void run_sighup_switches_a_route_live(void **state)
 	expect_output(out, "group c: started", 10000);
 	for (int i = 0; i < 1000 && count_lines(la, 3, n) < 3000; i++)
 		usleep(10000);
+	/* "started" is the fork; the pid is in the registry once c attached. */
+	for (int i = 0; i < 1000 && !group_pid("hup", "c"); i++)
+		usleep(10000);
 	pa = group_pid("hup", "a");
 	pc = group_pid("hup", "c");
+	assert_true(pa > 0 && pc > 0);
 	write_file(cfg, text[1]);
 	kill(run, SIGHUP);
 	expect_output(out, "reload: 2 routes published", 10000);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <yaml.h>
@@ -42,17 +43,39 @@ struct key {
 	bool required;
 };
 
+__attribute__((format(printf, 5, 0)))
+static int vfail_pos(struct walk *w, size_t line, size_t col, int ret, const char *fmt,
+		     va_list ap)
+{
+	char msg[SHOAL_ERR_MSG_MAX];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	return shoal__fail(w->err, ret, "%s:%zu:%zu: %s", w->file, line, col, msg);
+}
+
 __attribute__((format(printf, 3, 4)))
 static int fail_at(struct walk *w, const yaml_node_t *n, const char *fmt, ...)
 {
-	char msg[SHOAL_ERR_MSG_MAX];
 	va_list ap;
+	int ret;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	ret = vfail_pos(w, n ? n->start_mark.line + 1 : 0, n ? n->start_mark.column + 1 : 0,
+			-EINVAL, fmt, ap);
 	va_end(ap);
-	return shoal__fail(w->err, -EINVAL, "%s:%zu:%zu: %s", w->file,
-			   n ? n->start_mark.line + 1 : 0, n ? n->start_mark.column + 1 : 0, msg);
+	return ret;
+}
+
+__attribute__((format(printf, 4, 5)))
+static int fail_pos(struct walk *w, size_t line, size_t col, const char *fmt, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	ret = vfail_pos(w, line, col, -EINVAL, fmt, ap);
+	va_end(ap);
+	return ret;
 }
 
 static yaml_node_t *node(struct walk *w, int i)
@@ -943,22 +966,108 @@ static int k_system(struct walk *w, yaml_node_t *v, void *o)
 	return name_of(w, v, "system", w->c->system);
 }
 
+/* The router's capacities, with its defaults for what the file leaves out. */
+static uint32_t inbound_of(const struct shoal__config *c, const struct shoal__cfg_group *g)
+{
+	if (g != NULL && g->mailbox != 0)
+		return g->mailbox;
+	return c->inbound_capacity ? c->inbound_capacity : SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT;
+}
+
+static uint32_t uplink_of(const struct shoal__config *c)
+{
+	return c->uplink_capacity ? c->uplink_capacity : SHOAL_ROUTER_UPLINK_CAPACITY_DEFAULT;
+}
+
+static uint32_t direct_of(const struct shoal__config *c)
+{
+	return c->direct_capacity ? c->direct_capacity : SHOAL_ROUTER_DIRECT_CAPACITY_DEFAULT;
+}
+
+/* The largest record a ring of `capacity` data bytes takes (shm/ring.c). */
+static uint64_t ring_max_record(uint32_t capacity)
+{
+	return capacity / 2 - SHOAL_RING_REC_HDR;
+}
+
+/* Group i's node in the file, for its position in a message. */
+static const yaml_node_t *group_node(struct walk *w, yaml_node_t *root, uint32_t i)
+{
+	for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
+	     p++) {
+		yaml_node_t *k = node(w, p->key), *v = node(w, p->value);
+
+		if (strcmp((char *)k->data.scalar.value, "groups") == 0)
+			return node(w, v->data.sequence.items.start[i]);
+	}
+	return root;
+}
+
+/*
+ * A type routed to a group must fit the group's inbound rings, or the
+ * dispatcher drops every message of it as malformed while send returns 0.
+ * Only declared types have a known size.
+ */
+static int check_route_sizes(struct walk *w)
+{
+	const struct shoal__config *c = w->c;
+
+	for (uint32_t i = 0; i < c->n_routes; i++) {
+		const struct shoal__cfg_route *r = &c->routes[i];
+		const struct shoal__cfg_group *g = &c->groups[r->f.group];
+		uint32_t in = inbound_of(c, g);
+
+		for (uint32_t k = 0; k < r->f.n_types; k++) {
+			const struct shoal__cfg_type *t = NULL;
+			uint64_t need, cap;
+
+			for (uint32_t j = 0; j < c->n_types && t == NULL; j++)
+				if (c->types[j].id == r->f.types[k])
+					t = &c->types[j];
+			if (t == NULL)
+				continue;
+			need = sizeof(struct shoal_envelope) + (uint64_t)t->max_size;
+			if (need <= ring_max_record(in))
+				continue;
+			for (cap = 4096; ring_max_record((uint32_t)cap) < need; cap *= 2)
+				;
+			return fail_pos(w, r->line, r->col, "group %s: type %u '%s' (max_size %u) does "
+					"not fit its rings of %u bytes (%s), which carry at most %llu: "
+					"all would be dropped as malformed; set mailbox: %llu or more",
+					g->name, t->id, t->name, t->max_size, in,
+					g->mailbox ? "mailbox" : c->inbound_capacity ?
+					"router.inbound_capacity" : "the default",
+					(unsigned long long)(ring_max_record(in) -
+							     sizeof(struct shoal_envelope)),
+					(unsigned long long)cap);
+		}
+	}
+	return 0;
+}
+
 static int check_whole(struct walk *w, yaml_node_t *root)
 {
 	struct shoal__config *c = w->c;
+	char seg[SHOAL_SEG_NAME_MAX];
+	uint32_t in = inbound_of(c, NULL), up = uplink_of(c);
 
-	/* The router's rule, with its defaults for what the file leaves out. */
-	uint32_t in = c->inbound_capacity ? c->inbound_capacity :
-					    SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT;
-	uint32_t up = c->uplink_capacity ? c->uplink_capacity :
-					   SHOAL_ROUTER_UPLINK_CAPACITY_DEFAULT;
-
+	/* The router's rule. */
 	if (in < up)
 		return fail_at(w, root, "router.inbound_capacity (%u bytes%s) must be at least "
 			       "router.uplink_capacity (%u bytes%s)", in,
 			       c->inbound_capacity ? "" : ", the default", up,
 			       c->uplink_capacity ? "" : ", the default");
-	return 0;
+	/* The router names each mailbox after the system and the group; it
+	 * refuses a name that does not fit a segment name. */
+	for (uint32_t i = 0; i < c->n_groups; i++)
+		if (shoal__name_mailbox(seg, c->system, c->groups[i].name) < 0)
+			return fail_at(w, group_node(w, root, i), "group %s: its mailbox name "
+				       "shoal.%s.g.%s would be %zu characters, more than the %d "
+				       "of a segment name: shorten the system or the group name",
+				       c->groups[i].name, c->system, c->groups[i].name,
+				       strlen(c->system) + strlen(c->groups[i].name) + 9,
+				       SHOAL_SEG_NAME_MAX - 1);
+	return check_route_sizes(w);
 }
 
 int shoal__config_parse(const char *name, const char *text, size_t len,
@@ -1098,6 +1207,63 @@ void shoal__config_free(struct shoal__config *c)
 	free(c->routes);
 	free(c->path);
 	free(c);
+}
+
+static uint64_t round_up(uint64_t n, uint64_t page)
+{
+	return (n + page - 1) / page * page;
+}
+
+uint64_t shoal__config_shm_bytes(const struct shoal__config *c,
+				 const struct shoal__config *running, uint64_t page)
+{
+	uint64_t n = 0;
+
+	if (page == 0)
+		page = 4096;
+	if (running == NULL)
+		n += shoal__system_seg_size(page);
+	for (uint32_t i = 0; i < c->n_groups; i++) {
+		const struct shoal__cfg_group *g = &c->groups[i];
+
+		if (running != NULL && shoal__config_group(running, g->name) >= 0)
+			continue;
+		n += round_up(shoal__mailbox_size(g->workers, uplink_of(c), inbound_of(c, g),
+						  direct_of(c)), page);
+	}
+	return n;
+}
+
+static double mib(uint64_t n)
+{
+	return (double)n / (1024.0 * 1024.0);
+}
+
+int shoal__config_check_space(const struct shoal__config *c, const struct shoal__config *running,
+			      struct shoal__config_space *out, struct shoal_err *err)
+{
+	const char *dir = getenv("SHOAL_SHM_DIR");
+	long page = sysconf(_SC_PAGESIZE);
+	struct statvfs sfs;
+
+	if (dir == NULL || dir[0] == '\0')
+		dir = "/dev/shm";
+	if (statvfs(dir, &sfs) != 0)
+		return shoal__fail(err, -errno, "cannot tell the free space of %s: %s", dir,
+				   strerror(errno));
+	/* Segments round up to the filesystem's page (hugetlbfs: its huge page). */
+	if (page < 0 || (uint64_t)page < sfs.f_bsize)
+		page = (long)sfs.f_bsize;
+	out->dir = dir;
+	out->need = shoal__config_shm_bytes(c, running, (uint64_t)page);
+	out->avail = (uint64_t)sfs.f_bavail * sfs.f_frsize;
+	if (out->need > out->avail)
+		return shoal__fail(err, -ENOSPC, "system %s needs %.1f MiB of shared memory for "
+				   "%s, but %s has %.1f MiB free: lower the capacities, mailboxes "
+				   "or workers, or make room there", c->system, mib(out->need),
+				   running ? "its new groups" : "its segments", dir,
+				   mib(out->avail));
+	return 0;
 }
 
 int shoal__config_group(const struct shoal__config *c, const char *name)

@@ -81,6 +81,30 @@ int shoal__config_parse(const char *name, const char *text, size_t len,
 
 void shoal__config_free(struct shoal__config *c);
 
+/*
+ * Bytes of shared memory the router creates for `c`, each segment rounded up
+ * to `page` (0: 4096): the registry and doorbells and one mailbox per group,
+ * sized as runtime/router.c sizes them. With `running` (a reload), only the
+ * mailboxes of groups that `running` does not have.
+ */
+uint64_t shoal__config_shm_bytes(const struct shoal__config *c,
+				 const struct shoal__config *running, uint64_t page);
+
+struct shoal__config_space {
+	const char *dir;              /* $SHOAL_SHM_DIR, or /dev/shm */
+	uint64_t need;                /* shoal__config_shm_bytes() at the dir's page size */
+	uint64_t avail;               /* free bytes there (statvfs f_bavail) */
+};
+
+/*
+ * Compare what `c` needs (see shoal__config_shm_bytes()) with the free space
+ * of the shared-memory folder. Returns 0 with *out filled, -ENOSPC with
+ * *out filled and the reason in *err, or -errno if statvfs() fails. Reads
+ * the environment and the filesystem; changes nothing.
+ */
+int shoal__config_check_space(const struct shoal__config *c, const struct shoal__config *running,
+			      struct shoal__config_space *out, struct shoal_err *err);
+
 /* Index of group `name`, or -1. */
 int shoal__config_group(const struct shoal__config *c, const char *name);
 

@@ -169,6 +169,15 @@ static_assert(offsetof(struct shoal_envelope, flags) == 48, "envelope ABI");
 			 SHOAL__MAX_TYPES * sizeof(struct shoal__reg_type) +           \
 			 SHOAL_MAX_GROUPS * sizeof(struct shoal__reg_group))
 
+/*
+ * Bytes the router asks shoal_seg_create() for (runtime/router.c): one
+ * group's mailbox (its file is this rounded up to the filesystem's page),
+ * and the registry and doorbell files of a system, each rounded up to `page`.
+ */
+uint64_t shoal__mailbox_size(uint32_t n_workers, uint32_t up_cap, uint32_t in_cap,
+			     uint32_t direct_cap);
+uint64_t shoal__system_seg_size(uint64_t page);
+
 /* Segment and socket names of a system (buffers of SHOAL_SEG_NAME_MAX). */
 int shoal__name_registry(char *buf, const char *system);
 int shoal__name_bell(char *buf, const char *system);

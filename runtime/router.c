@@ -55,8 +55,24 @@
 #define MAILBOX_DIR_CAP 1024u
 #define MAILBOX_DIRECT_RINGS 128u
 #define MAX_CONNS 1024
+#define REGISTRY_SEG_SIZE (SHOAL__REG_SIZE + 8192)
+#define BELL_SEG_SIZE (sizeof(struct shoal__bell) + 4096)
 
 /* ---- small helpers ---------------------------------------------------- */
+
+uint64_t shoal__mailbox_size(uint32_t n_workers, uint32_t up_cap, uint32_t in_cap,
+			     uint32_t direct_cap)
+{
+	return 2 * sizeof(struct shoal__mbx_hdr) +
+	       (uint64_t)n_workers * (shoal_ring_size(up_cap) +
+				      SHOAL_MAX_NODES * shoal_ring_size(in_cap)) +
+	       (uint64_t)MAILBOX_DIRECT_RINGS * shoal_ring_size(direct_cap);
+}
+
+uint64_t shoal__system_seg_size(uint64_t page)
+{
+	return shoal__align_up(REGISTRY_SEG_SIZE, page) + shoal__align_up(BELL_SEG_SIZE, page);
+}
 
 static void wake_all_workers(struct shoal_router *r)
 {
@@ -340,10 +356,7 @@ static int create_mailbox(struct shoal_router *r, struct shoal__group_slot *s, u
 	 * writes below fault the pages in on that node, not on ours. */
 	if (r->numa_real && s->node < shoal_numa_node_count())
 		o.numa_node = s->node;
-	size = 2 * sizeof(struct shoal__mbx_hdr) +
-	       (uint64_t)s->n_workers * (shoal_ring_size(r->up_cap) +
-					 SHOAL_MAX_NODES * shoal_ring_size(s->in_cap)) +
-	       (uint64_t)MAILBOX_DIRECT_RINGS * shoal_ring_size(r->direct_cap);
+	size = shoal__mailbox_size(s->n_workers, r->up_cap, s->in_cap, r->direct_cap);
 	shoal__name_mailbox(seg_name, r->system, s->name);
 	ret = shoal_seg_create(&s->mbx, seg_name, size, &o, err);
 	if (ret < 0)
@@ -876,7 +889,7 @@ static int create_registry(struct shoal_router *r, struct shoal_err *err)
 	int ret;
 
 	shoal__name_registry(name, r->system);
-	ret = shoal_seg_create(&r->reg_seg, name, SHOAL__REG_SIZE + 8192, &o, err);
+	ret = shoal_seg_create(&r->reg_seg, name, REGISTRY_SEG_SIZE, &o, err);
 	if (ret < 0)
 		return ret;
 	ret = shoal_seg_alloc(&r->reg_seg, SHOAL__KIND_REGISTRY, "registry", SHOAL__REG_SIZE, 128,
@@ -899,7 +912,7 @@ static int create_registry(struct shoal_router *r, struct shoal_err *err)
 	r->reg->magic = SHOAL__REG_MAGIC;
 
 	shoal__name_bell(name, r->system);
-	ret = shoal_seg_create(&r->bell_seg, name, sizeof(struct shoal__bell) + 4096, &o, err);
+	ret = shoal_seg_create(&r->bell_seg, name, BELL_SEG_SIZE, &o, err);
 	if (ret < 0)
 		return ret;
 	ret = shoal_seg_alloc(&r->bell_seg, SHOAL__KIND_BELL, "bell", sizeof(struct shoal__bell),

@@ -535,6 +535,7 @@ static void stop_one(struct sup *s, uint32_t i)
 static void reload(struct sup *s)
 {
 	struct shoal_err err = { { 0 } };
+	struct shoal__config_space space;
 	struct shoal__config *n;
 	struct proc *np;
 	int ret = shoal__config_load(s->cfg->path, &n, &err);
@@ -544,6 +545,8 @@ static void reload(struct sup *s)
 		return;
 	}
 	ret = check_reload(s, n, &err);
+	if (ret == 0)
+		ret = shoal__config_check_space(n, s->cfg, &space, &err);
 	if (ret == 0)
 		ret = declare_types(s, n, &err);   /* only additions are left */
 	if (ret < 0) {
@@ -669,6 +672,7 @@ static void run_loop(struct sup *s)
 int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 {
 	struct shoal_router_opts ro = { 0 };
+	struct shoal__config_space space;
 	struct sup s = { .o = o, .sigfd = -1 };
 	sigset_t mask, old;
 	int ret;
@@ -676,6 +680,11 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	ret = shoal__config_load(o->config, &s.cfg, err);
 	if (ret < 0)
 		return ret;
+	ret = shoal__config_check_space(s.cfg, NULL, &space, err);
+	if (ret < 0) {
+		shoal__config_free(s.cfg);
+		return ret;
+	}
 	s.procs = calloc(s.cfg->n_groups, sizeof(*s.procs));
 	if (s.procs == NULL) {
 		shoal__config_free(s.cfg);

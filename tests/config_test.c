@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include <shoal/router.h>
+#include <shoal/segment.h>
 
 #include "runtime/config.h"
 #include "tests/testutil.h"
@@ -142,12 +143,110 @@ static void config_refused_file_frees_what_it_parsed(void **state)
 		parse_refused(refused_after_allocating[i].yaml, refused_after_allocating[i].reason);
 }
 
+/* shoal.<system>.g.<group> must fit a segment name (63 characters). */
+static void config_mailbox_name_too_long_for_a_segment_is_refused(void **state)
+{
+	static const char sys31[] = "sssssssssssssssssssssssssssssss";
+	static const char grp23[] = "ggggggggggggggggggggggg", grp24[] = "gggggggggggggggggggggggg";
+	char text[512];
+	struct shoal__config *c;
+
+	(void)state;
+	assert_int_equal(strlen(sys31) + strlen(grp23) + 9, SHOAL_SEG_NAME_MAX - 1);
+	snprintf(text, sizeof(text), "system: %s\ngroups:\n  - { name: %s, program: /bin/true }\n",
+		 sys31, grp23);
+	c = parse_ok(text);
+	shoal__config_free(c);
+	/* 'groups' first: the check waits for the system name. */
+	snprintf(text, sizeof(text), "groups:\n  - { name: a, program: /bin/true }\n"
+		 "  - { name: %s, program: /bin/true }\nsystem: %s\n", grp24, sys31);
+	parse_refused(text, "t.yaml:3:5: group gggggggggggggggggggggggg: its mailbox name "
+		      "shoal.sssssssssssssssssssssssssssssss.g.gggggggggggggggggggggggg would be "
+		      "64 characters, more than the 63 of a segment name");
+}
+
+/* A ring of C data bytes holds records of at most C / 2 - 8 bytes, and a
+ * message takes its 56-byte envelope besides its payload. */
+static const struct {
+	const char *router, *mailbox;
+	unsigned max_size;
+	const char *reason;       /* NULL: accepted */
+} type_fits[] = {
+	{ "", "4KiB", 4096 / 2 - 8 - 56, NULL },
+	{ "", "4KiB", 4096 / 2 - 8 - 56 + 1, "t.yaml:11:9: group b: type 3 'work' (max_size 1985) "
+	  "does not fit its rings of 4096 bytes (mailbox), which carry at most 1984: all would be "
+	  "dropped as malformed; set mailbox: 8192 or more" },
+	{ "router: { inbound_capacity: 64KiB, uplink_capacity: 64KiB }\n", "", 65536,
+	  "rings of 65536 bytes (router.inbound_capacity), which carry at most 32704" },
+	{ "", "", 1024 * 1024, "rings of 262144 bytes (the default), which carry at most 131008: "
+	  "all would be dropped as malformed; set mailbox: 4194304 or more" },
+	{ "", "4MiB", 1024 * 1024, NULL },
+};
+
+static void config_type_larger_than_the_group_mailbox_is_refused(void **state)
+{
+	char text[1024], mailbox[64];
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(type_fits); i++) {
+		snprintf(mailbox, sizeof(mailbox), "    mailbox: %s\n", type_fits[i].mailbox);
+		snprintf(text, sizeof(text), "system: s\n%stypes:\n"
+			 "  - { id: 3, name: work, max_size: %u }\n"
+			 "groups:\n  - { name: a, program: /bin/true, routes: [ { types: [1] } ] }\n"
+			 "  - name: b\n    program: /bin/true\n%s"
+			 "    routes:\n      - { types: [7] }\n      - { types: [work] }\n",
+			 type_fits[i].router, type_fits[i].max_size,
+			 type_fits[i].mailbox[0] ? mailbox : "");
+		if (type_fits[i].reason == NULL) {
+			shoal__config_free(parse_ok(text));
+			continue;
+		}
+		parse_refused(text, "group b: type 3 'work'");
+		parse_refused(text, type_fits[i].reason);
+	}
+}
+
+/* 256 groups of 16 workers with 1 GiB rings: 32 TiB, more than any
+ * shared-memory folder holds. */
+static void config_more_shared_memory_than_free_is_refused(void **state)
+{
+	size_t cap = 64 + (size_t)SHOAL_MAX_GROUPS * 96, len;
+	char *text = malloc(cap);
+	struct shoal__config_space sp = { 0 };
+	struct shoal__config *c;
+	struct shoal_err err = { { 0 } };
+
+	(void)state;
+	assert_non_null(text);
+	len = (size_t)snprintf(text, cap, "system: s\ngroups:\n");
+	for (unsigned i = 0; i < SHOAL_MAX_GROUPS; i++)
+		len += (size_t)snprintf(text + len, cap - len, "  - { name: g%u, program: /bin/true, "
+					"workers: 16, mailbox: 1024MiB }\n", i);
+	c = parse_ok(text);
+	free(text);
+	assert_true(shoal__config_shm_bytes(c, NULL, 4096) >
+		    (uint64_t)SHOAL_MAX_GROUPS * 16 * SHOAL_MAX_NODES * (UINT64_C(1) << 30));
+	/* A reload that adds no group needs nothing more. */
+	assert_int_equal(shoal__config_shm_bytes(c, c, 4096), 0);
+	assert_int_equal(shoal__config_check_space(c, NULL, &sp, &err), -ENOSPC);
+	assert_true(sp.need > sp.avail);
+	if (strstr(err.msg, "system s needs ") == NULL ||
+	    strstr(err.msg, "MiB of shared memory for its segments, but ") == NULL ||
+	    strstr(err.msg, sp.dir) == NULL)
+		fail_msg("message: %s", err.msg);
+	assert_int_equal(shoal__config_check_space(c, c, &sp, &err), 0);
+	shoal__config_free(c);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(config_groups_before_types_parses_as_types_first),
 		cmocka_unit_test(config_more_groups_than_the_limit_are_refused),
 		cmocka_unit_test(config_refused_file_frees_what_it_parsed),
+		cmocka_unit_test(config_mailbox_name_too_long_for_a_segment_is_refused),
+		cmocka_unit_test(config_type_larger_than_the_group_mailbox_is_refused),
+		cmocka_unit_test(config_more_shared_memory_than_free_is_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

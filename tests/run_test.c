@@ -602,6 +602,58 @@ static void run_sighup_with_a_refused_file_keeps_the_system_running(void **state
 	assert_int_equal(count_system_files("hup2"), 0);
 }
 
+/* What --check says a system needs is what its router creates. */
+static void run_check_tells_the_shared_memory_the_router_creates(void **state)
+{
+	const char *cfg = in_dir("mem.yaml"), *out = in_dir("mem.out"), *chk = in_dir("mem.chk");
+	struct shoal__config *c = NULL;
+	struct shoal_err err = { { 0 } };
+	char text[2048], cmd[1400], path[600], prefix[32], *got;
+	uint64_t need, have = 0;
+	struct dirent *e;
+	struct stat st;
+	DIR *d;
+	pid_t run;
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "system: mem\n"
+		 "router: { uplink_capacity: 16KiB, inbound_capacity: 32KiB, direct_capacity: 8KiB }\n"
+		 "groups:\n"
+		 "  - { name: a, program: %s, args: [--role, consumer], workers: 2 }\n"
+		 "  - { name: b, program: %s, args: [--role, consumer], mailbox: 128KiB }\n",
+		 group_bin, group_bin);
+	write_file(cfg, text);
+	assert_int_equal(shoal__config_parse(cfg, text, strlen(text), &c, &err), 0);
+	need = shoal__config_shm_bytes(c, NULL, (uint64_t)sysconf(_SC_PAGESIZE));
+	shoal__config_free(c);
+	snprintf(cmd, sizeof(cmd), "%s run --check %s > %s 2>&1", shoal_bin, cfg, chk);
+	assert_int_equal(WEXITSTATUS(system(cmd)), 0);
+	got = read_file(chk);
+	if (strstr(got, "mem.yaml: system mem, 2 groups, 0 routes, 0 types, ") == NULL ||
+	    strstr(got, " of shared memory (") == NULL || strstr(got, " free in ") == NULL)
+		fail_msg("--check said: %s", got);
+	free(got);
+	run = start_run(cfg, out);
+	expect_output(out, "group b: started", 10000);
+	for (int i = 0; i < 500 && (!group_pid("mem", "a") || !group_pid("mem", "b")); i++)
+		usleep(10000);
+	snprintf(prefix, sizeof(prefix), "shoal.mem.");
+	d = opendir(dir);
+	assert_non_null(d);
+	while ((e = readdir(d)) != NULL) {
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && stat(path, &st) == 0 &&
+		    S_ISREG(st.st_mode))
+			have += (uint64_t)st.st_size;
+	}
+	closedir(d);
+	print_message("the router made %llu bytes of segments; --check counts %llu\n",
+		      (unsigned long long)have, (unsigned long long)need);
+	assert_int_equal(have, need);
+	assert_int_equal(stop_run(run, SIGTERM), 0);
+}
+
 static void run_starts_over_leftovers_of_a_killed_router(void **state)
 {
 	const char *cfg = in_dir("left.yaml"), *out = in_dir("left.out"), *out2 = in_dir("left2.out");
@@ -644,6 +696,8 @@ int main(void)
 		cmocka_unit_test_teardown(run_sigterm_stops_in_order_and_cleans_up, kill_started),
 		cmocka_unit_test_teardown(run_sighup_switches_a_route_live, kill_started),
 		cmocka_unit_test_teardown(run_sighup_with_a_refused_file_keeps_the_system_running,
+					  kill_started),
+		cmocka_unit_test_teardown(run_check_tells_the_shared_memory_the_router_creates,
 					  kill_started),
 		cmocka_unit_test_teardown(run_starts_over_leftovers_of_a_killed_router, kill_started),
 	};

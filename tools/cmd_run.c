@@ -15,6 +15,7 @@
 #include "runtime/config.h"
 #include "runtime/supervisor.h"
 #include "tools/cli.h"
+#include "tools/format.h"
 
 enum {
 	OPT_HELP = SHOAL_CLI_OPT_LONG,
@@ -50,15 +51,24 @@ static void default_search_path(void)
 
 static int check_only(const char *path)
 {
+	struct shoal__config_space sp = { 0 };
 	struct shoal__config *c;
 	struct shoal_err err = { { 0 } };
+	char need[SHOAL_FMT_SHORT_SIZE], avail[SHOAL_FMT_SHORT_SIZE];
 
 	if (shoal__config_load(path, &c, &err) < 0) {
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
 	}
-	printf("%s: system %s, %u groups, %u routes, %u types: OK\n", path, c->system,
-	       c->n_groups, c->n_routes, c->n_types);
+	if (shoal__config_check_space(c, NULL, &sp, &err) < 0) {
+		fprintf(stderr, "%s: %s\n", path, err.msg);
+		shoal__config_free(c);
+		return 1;
+	}
+	printf("%s: system %s, %u groups, %u routes, %u types, %s of shared memory (%s free "
+	       "in %s): OK\n", path, c->system, c->n_groups, c->n_routes, c->n_types,
+	       shoal__fmt_bytes(need, sizeof(need), sp.need),
+	       shoal__fmt_bytes(avail, sizeof(avail), sp.avail), sp.dir);
 	shoal__config_free(c);
 	return 0;
 }
@@ -137,7 +147,8 @@ const struct shoal__cmd shoal__cmd_run = {
 	"not change keep running).\n"
 	"\n"
 	"Options:\n"
-	"  --check             validate FILE and exit; nothing starts\n"
+	"  --check             validate FILE, print the shared memory the system\n"
+	"                      needs, and exit; nothing starts\n"
 	"  --duration SECONDS  stop by itself after SECONDS\n"
 	"  --status MODE       auto (default: a live line on a terminal, plain\n"
 	"                      lines every 5 s otherwise), live, plain, quiet\n"
@@ -147,6 +158,6 @@ const struct shoal__cmd shoal__cmd_run = {
 	"\n"
 	"Exit status: 0 every group stopped cleanly and none failed; 1 a group\n"
 	"failed, was killed at stop, or the system could not start (or, with\n"
-	"--check, FILE is invalid: the reason is printed as file:line:column);\n"
-	"2 bad command line.\n",
+	"--check, FILE is invalid, the reason printed as file:line:column, or\n"
+	"the system needs more shared memory than is free); 2 bad command line.\n",
 };

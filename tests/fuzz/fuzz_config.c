@@ -13,8 +13,9 @@
  *  - an accepted config keeps every limit the router relies on: 1 to
  *    SHOAL_MAX_GROUPS groups with unique valid names, at most
  *    SHOAL__MAX_TYPES types with unique ids and names, workers and actors in
- *    range, argv[0] the program, and every route valid and naming one of the
- *    groups;
+ *    range, argv[0] the program, a mailbox name that fits a segment name,
+ *    and every route valid, naming one of the groups, its declared types
+ *    small enough for that group's rings;
  *  - parsing is a function of the text: a second parse of the same bytes
  *    gives the same groups, types and routes.
  */
@@ -23,7 +24,9 @@
 #include <string.h>
 
 #include <shoal/filter.h>
+#include <shoal/ring.h>
 #include <shoal/router.h>
+#include <shoal/segment.h>
 
 #include "runtime/config.h"
 #include "runtime/layout.h"
@@ -31,6 +34,7 @@
 
 static void check_accepted(const struct shoal__config *c)
 {
+	char seg[SHOAL_SEG_NAME_MAX];
 	struct shoal_err err;
 
 	FUZZ_CHECK(shoal__check_name(c->system, "system", &err) == 0);
@@ -54,10 +58,24 @@ static void check_accepted(const struct shoal__config *c)
 		FUZZ_CHECK(g->actors >= 1 && g->actors <= SHOAL_MAX_ACTORS);
 		FUZZ_CHECK(g->node >= -1 && g->node < SHOAL_MAX_NODES);
 		FUZZ_CHECK(shoal__config_group(c, g->name) == (int)i);
+		FUZZ_CHECK(shoal__name_mailbox(seg, c->system, g->name) == 0);
 	}
 	for (uint32_t i = 0; i < c->n_routes; i++) {
-		FUZZ_CHECK(c->routes[i].f.group < c->n_groups);
-		FUZZ_CHECK(shoal_filter_validate(&c->routes[i].f, &err) == 0);
+		const struct shoal_filter *f = &c->routes[i].f;
+		const struct shoal__cfg_group *g;
+		uint32_t in;
+
+		FUZZ_CHECK(f->group < c->n_groups);
+		FUZZ_CHECK(shoal_filter_validate(f, &err) == 0);
+		g = &c->groups[f->group];
+		in = g->mailbox ? g->mailbox : c->inbound_capacity ? c->inbound_capacity :
+			SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT;
+		for (uint32_t k = 0; k < f->n_types; k++)
+			for (uint32_t j = 0; j < c->n_types; j++)
+				if (c->types[j].id == f->types[k])
+					FUZZ_CHECK(sizeof(struct shoal_envelope) +
+						   c->types[j].max_size <=
+						   in / 2 - SHOAL_RING_REC_HDR);
 	}
 }
 

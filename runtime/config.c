@@ -1234,9 +1234,14 @@ uint64_t shoal__config_shm_bytes(const struct shoal__config *c,
 	return n;
 }
 
-static double mib(uint64_t n)
+/* "12.5 MiB", or "2.3 GiB" from 1 GiB up, for messages. */
+static const char *size_text(char *buf, size_t cap, uint64_t n)
 {
-	return (double)n / (1024.0 * 1024.0);
+	if (n >= UINT64_C(1) << 30)
+		snprintf(buf, cap, "%.1f GiB", (double)n / (1024.0 * 1024.0 * 1024.0));
+	else
+		snprintf(buf, cap, "%.1f MiB", (double)n / (1024.0 * 1024.0));
+	return buf;
 }
 
 int shoal__config_check_space(const struct shoal__config *c, const struct shoal__config *running,
@@ -1245,6 +1250,7 @@ int shoal__config_check_space(const struct shoal__config *c, const struct shoal_
 	const char *dir = getenv("SHOAL_SHM_DIR");
 	long page = sysconf(_SC_PAGESIZE);
 	struct statvfs sfs;
+	char need[32], avail[32];
 
 	if (dir == NULL || dir[0] == '\0')
 		dir = "/dev/shm";
@@ -1258,11 +1264,12 @@ int shoal__config_check_space(const struct shoal__config *c, const struct shoal_
 	out->need = shoal__config_shm_bytes(c, running, (uint64_t)page);
 	out->avail = (uint64_t)sfs.f_bavail * sfs.f_frsize;
 	if (out->need > out->avail)
-		return shoal__fail(err, -ENOSPC, "system %s needs %.1f MiB of shared memory for "
-				   "%s, but %s has %.1f MiB free: lower the capacities, mailboxes "
-				   "or workers, or make room there", c->system, mib(out->need),
+		return shoal__fail(err, -ENOSPC, "system %s needs %s of shared memory for %s, "
+				   "but %s has %s free: lower the capacities, mailboxes or workers, "
+				   "or make room there", c->system,
+				   size_text(need, sizeof(need), out->need),
 				   running ? "its new groups" : "its segments", dir,
-				   mib(out->avail));
+				   size_text(avail, sizeof(avail), out->avail));
 	return 0;
 }
 

@@ -231,7 +231,7 @@ static void config_more_shared_memory_than_free_is_refused(void **state)
 	assert_int_equal(shoal__config_check_space(c, NULL, &sp, &err), -ENOSPC);
 	assert_true(sp.need > sp.avail);
 	if (strstr(err.msg, "system s needs ") == NULL ||
-	    strstr(err.msg, "MiB of shared memory for its segments, but ") == NULL ||
+	    strstr(err.msg, " GiB of shared memory for its segments, but ") == NULL ||
 	    strstr(err.msg, sp.dir) == NULL)
 		fail_msg("message: %s", err.msg);
 	assert_int_equal(shoal__config_check_space(c, c, &sp, &err), 0);

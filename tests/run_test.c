@@ -558,8 +558,8 @@ static void run_sighup_switches_a_route_live(void **state)
 }
 
 /* A reload reads a file a user just edited: whatever it holds, the running
- * system carries on. Both files once crashed the loader, and with it the
- * router and every group. */
+ * system carries on. Too many groups, and 'groups' before 'types', once
+ * crashed the loader, and with it the router and every group. */
 static void run_sighup_with_a_refused_file_keeps_the_system_running(void **state)
 {
 	const char *cfg = in_dir("hup2.yaml"), *out = in_dir("hup2.out");
@@ -590,6 +590,15 @@ static void run_sighup_with_a_refused_file_keeps_the_system_running(void **state
 	kill(run, SIGHUP);
 	expect_output(out, "reload refused, nothing changed: ", 10000);
 	expect_output(out, "groups has 257 entries, more than the limit of 256", 0);
+	/* New groups whose mailboxes no shared-memory folder holds (32 TiB). */
+	len = (size_t)snprintf(text, cap, "system: hup2\n%sgroups:\n%s", types, group);
+	for (int i = 1; i < SHOAL_MAX_GROUPS; i++)
+		len += (size_t)snprintf(text + len, cap - len, "  - { name: x%d, program: /bin/true, "
+					"workers: 16, mailbox: 1024MiB }\n", i);
+	write_file(cfg, text);
+	kill(run, SIGHUP);
+	expect_output(out, "reload refused, nothing changed: system hup2 needs ", 10000);
+	expect_output(out, "GiB of shared memory for its new groups, but ", 0);
 	/* The same system with 'groups' before 'types': valid, and nothing to change. */
 	snprintf(text, cap, "groups:\n%s%ssystem: hup2\n", group, types);
 	write_file(cfg, text);

@@ -895,6 +895,14 @@ static int claim_system(struct shoal_router *r, struct shoal_err *err)
 	return ret;
 }
 
+/* A region that does not fit in a segment sized for it: the filesystem is full. */
+static int layout_fail(struct shoal_err *err, int ret, const char *what, const char *path)
+{
+	return shoal__fail(err, ret, "cannot lay out the %s in %s: %s%s", what, path,
+			   strerror(-ret), ret == -ENOSPC ? " (the shared-memory filesystem is "
+			   "full)" : "");
+}
+
 static int create_registry(struct shoal_router *r, struct shoal_err *err)
 {
 	struct shoal_seg_opts o = { .mode = r->mode, .numa_node = -1, .dir_cap = 8 };
@@ -908,8 +916,14 @@ static int create_registry(struct shoal_router *r, struct shoal_err *err)
 		return ret;
 	ret = shoal_seg_alloc(&r->reg_seg, SHOAL__KIND_REGISTRY, "registry", SHOAL__REG_SIZE, 128,
 			      &off);
-	if (ret < 0)
-		return shoal__fail(err, ret, "cannot lay out the registry");
+	if (ret < 0) {
+		/* Not left behind: its creator (we) is alive, so the next
+		 * start would take it for a running system. */
+		layout_fail(err, ret, "registry", r->reg_seg.path);
+		shoal_seg_detach(&r->reg_seg);
+		shoal_seg_unlink(name);
+		return ret;
+	}
 	r->reg = shoal_seg_ptr(&r->reg_seg, off, SHOAL__REG_SIZE, 128);
 	r->reg->version = SHOAL__LAYOUT_VERSION;
 	snprintf(r->reg->system, sizeof(r->reg->system), "%s", r->system);
@@ -932,7 +946,7 @@ static int create_registry(struct shoal_router *r, struct shoal_err *err)
 	ret = shoal_seg_alloc(&r->bell_seg, SHOAL__KIND_BELL, "bell", sizeof(struct shoal__bell),
 			      64, &off);
 	if (ret < 0)
-		return shoal__fail(err, ret, "cannot lay out the doorbells");
+		return layout_fail(err, ret, "doorbells", r->bell_seg.path);
 	r->bell = shoal_seg_ptr(&r->bell_seg, off, sizeof(*r->bell), 64);
 	return 0;
 }

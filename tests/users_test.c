@@ -260,6 +260,34 @@ static void users_full_shm_is_enospc_at_start_and_new_group(void **state)
 	test_assert_exited(status, 0);
 }
 
+static void users_tools_list_systems_of_the_users_directory(void **state)
+{
+	const char *bin = getenv("SHOAL_BIN");
+	struct shoal_router *r = NULL;
+	struct shoal_err err;
+	char name[32], want[64], cmd[600], out[8192] = "";
+	size_t n;
+	FILE *p;
+
+	(void)state;
+	if (bin == NULL)
+		skip();
+	/* No SHOAL_SHM_DIR: the router and `shoal ls` both use the default. */
+	unsetenv("SHOAL_SHM_DIR");
+	snprintf(name, sizeof(name), "usersls%d", (int)getpid());
+	snprintf(want, sizeof(want), "Systems in /dev/shm/shoal-%u", (unsigned)geteuid());
+	assert_int_equal(start(&r, name, 0, &err), 0);
+	snprintf(cmd, sizeof(cmd), "%s ls", bin);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	n = fread(out, 1, sizeof(out) - 1, p);
+	out[n] = '\0';
+	pclose(p);
+	shoal_router_destroy(r);
+	if (strstr(out, want) == NULL || strstr(out, name) == NULL)
+		fail_msg("shoal ls does not list %s under '%s':\n%s", name, want, out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -270,6 +298,7 @@ int main(void)
 		cmocka_unit_test_teardown(users_group_mode_keeps_other_users_out, teardown),
 		cmocka_unit_test_teardown(users_full_shm_is_enospc_at_start_and_new_group,
 					  teardown),
+		cmocka_unit_test(users_tools_list_systems_of_the_users_directory),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -280,6 +280,11 @@ int shoal_seg_create(struct shoal_seg *seg, const char *name, size_t size,
 	}
 	if (strchr(name ? name : "", '/') != NULL)
 		return shoal__fail(err, -EINVAL, "create takes a segment name, not a path");
+	dir_end = SHOAL__SEG_HDR_SIZE + (uint64_t)dir_cap * SHOAL__SEG_DIRENT_SIZE;
+	min_size = shoal__align_up(dir_end, page);
+	if (size > (uint64_t)1 << 46)
+		return shoal__fail(err, -EINVAL, "segment size %zu too large", size);
+	size = (size_t)shoal__align_up(size < min_size ? min_size : size, page);
 	ret = resolve(name, dir, true, true, seg->path, sizeof(seg->path), seg->name, &dirfd,
 		      err);
 	if (ret < 0)
@@ -293,14 +298,6 @@ int shoal_seg_create(struct shoal_seg *seg, const char *name, size_t size,
 		close_dir(dirfd);
 		return ret;
 	}
-
-	dir_end = SHOAL__SEG_HDR_SIZE + (uint64_t)dir_cap * SHOAL__SEG_DIRENT_SIZE;
-	min_size = shoal__align_up(dir_end, page);
-	if (size > (uint64_t)1 << 46) {
-		close_dir(dirfd);
-		return shoal__fail(err, -EINVAL, "segment size %zu too large", size);
-	}
-	size = (size_t)shoal__align_up(size < min_size ? min_size : size, page);
 
 	/* O_EXCL never follows a link and never reuses a file someone planted. */
 	fd = openat(dirfd, seg->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);

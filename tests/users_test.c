@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,6 +261,103 @@ static void users_full_shm_is_enospc_at_start_and_new_group(void **state)
 	test_assert_exited(status, 0);
 }
 
+/* Does file `path` contain `needle` within `timeout_ms`? */
+static bool file_shows(const char *path, const char *needle, int timeout_ms)
+{
+	static char text[65536];
+
+	for (int i = 0; i <= timeout_ms / 10; i++) {
+		FILE *f = fopen(path, "re");
+		size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+
+		if (f != NULL)
+			fclose(f);
+		text[n] = '\0';
+		if (strstr(text, needle) != NULL)
+			return true;
+		usleep(10000);
+	}
+	fprintf(stderr, "'%s' not in %s within %d ms:\n%s\n", needle, path, timeout_ms, text);
+	return false;
+}
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "we");
+
+	CHILD_CHECK(f != NULL && fputs(text, f) >= 0 && fclose(f) == 0);
+}
+
+/*
+ * In a child with a 16 MiB tmpfs: `shoal run` with one group; the
+ * filesystem fills up; a SIGHUP adds a group. The reload is refused with
+ * ENOSPC, the running system carries on, and stops cleanly.
+ */
+static int reload_full_main(void *arg)
+{
+	const char *bin = getenv("SHOAL_BIN"), *group = getenv("SHOAL_TEST_GROUP");
+	const char *dir = test_small_shm("small", 16 << 20);
+	char cfg[600], out[600], text[2048], filler[600];
+	static const char fmt[] =
+		"system: hupfull\n"
+		"router: { inbound_capacity: 64KiB, uplink_capacity: 64KiB }\n"
+		"types:\n  - { id: 3, name: work, max_size: 64 }\n"
+		"groups:\n"
+		"  - name: a\n    program: %s\n    args: [--role, consumer]\n%s";
+	pid_t run;
+	int fd, status;
+
+	(void)arg;
+	if (dir == NULL)
+		return TEST_CHILD_SKIP;
+	snprintf(cfg, sizeof(cfg), "%s", test_seg_path("hup.yaml"));
+	snprintf(out, sizeof(out), "%s", test_seg_path("hup.out"));
+	snprintf(filler, sizeof(filler), "%s/filler", dir);
+	snprintf(text, sizeof(text), fmt, group, "");
+	write_text(cfg, text);
+	fflush(NULL);
+	run = fork();
+	CHILD_CHECK(run >= 0);
+	if (run == 0) {
+		int o = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+
+		dup2(o, 1);
+		dup2(o, 2);
+		execl(bin, "shoal", "run", "--status", "plain", cfg, (char *)NULL);
+		_exit(127);
+	}
+	CHILD_CHECK(file_shows(out, "group a: started", 20000));
+	fd = open(filler, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	CHILD_CHECK(fd >= 0 && fill_to(fd, dir, 32 * 1024));
+	snprintf(text, sizeof(text), fmt, group,
+		 "  - name: b\n    program: /bin/true\n");
+	write_text(cfg, text);
+	kill(run, SIGHUP);
+	CHILD_CHECK(file_shows(out, "reload refused", 20000));
+	CHILD_CHECK(file_shows(out, "No space left on device", 1000));
+	/* The system lives on and stops in order. */
+	CHILD_CHECK(waitpid(run, &status, WNOHANG) == 0);
+	kill(run, SIGTERM);
+	status = test_wait_pid(run, 20000);
+	CHILD_CHECK(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(fd);
+	return 0;
+}
+
+static void users_full_shm_reload_adding_a_group_is_refused(void **state)
+{
+	int status;
+
+	(void)state;
+	if (getenv("SHOAL_BIN") == NULL || getenv("SHOAL_TEST_GROUP") == NULL)
+		skip();
+	test_shm_dir_make("users-hup");
+	status = test_wait_pid(test_spawn(reload_full_main, NULL), 90000);
+	if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == TEST_CHILD_SKIP)
+		skip();
+	test_assert_exited(status, 0);
+}
+
 static void users_tools_list_systems_of_the_users_directory(void **state)
 {
 	const char *bin = getenv("SHOAL_BIN");
@@ -297,6 +395,8 @@ int main(void)
 		cmocka_unit_test_teardown(users_world_mode_refused_everywhere, teardown),
 		cmocka_unit_test_teardown(users_group_mode_keeps_other_users_out, teardown),
 		cmocka_unit_test_teardown(users_full_shm_is_enospc_at_start_and_new_group,
+					  teardown),
+		cmocka_unit_test_teardown(users_full_shm_reload_adding_a_group_is_refused,
 					  teardown),
 		cmocka_unit_test(users_tools_list_systems_of_the_users_directory),
 	};

@@ -580,7 +580,7 @@ static int cmd_ls(const struct shoal__cmd *cmd, int argc, char **argv)
 		return ret;
 	ret = read_dir(&l);
 	/* The user's directory appears with their first system: none yet. */
-	if (ret == -ENOENT && getenv("SHOAL_SHM_DIR") == NULL)
+	if (ret == -ENOENT && (getenv("SHOAL_SHM_DIR") == NULL || getenv("SHOAL_SHM_DIR")[0] == '\0'))
 		ret = 0;
 	if (ret < 0 && ret != -ENOMEM) {
 		fprintf(stderr, "shoal %s: cannot read the directory %s: %s\n", cmd->name, l.dir,

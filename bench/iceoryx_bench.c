@@ -1072,15 +1072,19 @@ static int remove_prefixed(const char *dir, const char *prefix, bool stale)
 
 /*
  * Remove what an earlier run killed with SIGKILL left behind: its Shoal
- * system's segments (/dev/shm/shoal.shbiox-PID-*), its iceoryx runtimes'
- * sockets (/tmp/shbioxPID-*) and its RouDi configuration
+ * system's segments (shoal.shbiox-PID-* in the segment directory), its
+ * iceoryx runtimes' sockets (/tmp/shbioxPID-*) and its RouDi configuration
  * (/tmp/shoal-bench-iceoryx-PID-*), for PIDs that are no longer a running
  * benchmark. Its RouDi stopped itself (SIGTERM on the parent's death) and
  * removed its own files. Returns how many files were removed.
  */
 static int remove_stale(void)
 {
-	return remove_prefixed("/dev/shm", "shoal.shbiox-", true) +
+	char shm[256];
+
+	if (shoal_seg_dir_path(shm, sizeof(shm)) < 0)
+		snprintf(shm, sizeof(shm), "/dev/shm");
+	return remove_prefixed(shm, "shoal.shbiox-", true) +
 	       remove_prefixed("/tmp", "shbiox", true) +
 	       remove_prefixed("/tmp", PROG "-", true);
 }

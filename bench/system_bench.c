@@ -2681,12 +2681,12 @@ static bool cpus_available(const int cpu[2])
  * the segments and socket of systems sbench-PID-N whose PID is gone. */
 static void sweep_leftovers(void)
 {
-	const char *dir = getenv("SHOAL_SHM_DIR");
+	char dir[256];
 	struct dirent *e;
 	DIR *d;
 
-	if (dir == NULL || dir[0] == '\0')
-		dir = "/dev/shm";
+	if (shoal_seg_dir_path(dir, sizeof(dir)) < 0)
+		return;
 	d = opendir(dir);
 	while (d != NULL && (e = readdir(d)) != NULL) {
 		int pid;

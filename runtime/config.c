@@ -293,6 +293,12 @@ static int k_mode(struct walk *w, yaml_node_t *v, void *o)
 	if (ret == 0 && (m & 0600) != 0600)
 		return fail_at(w, v, "router.mode %04llo must let the owner read and write",
 			       (unsigned long long)m);
+	/* Anyone who can write a segment can stop the system (a stop flag, a
+	 * ring index); anyone who can read it reads every message. */
+	if (ret == 0 && (m & 0007) != 0)
+		return fail_at(w, v, "router.mode %04llo gives every user access to the "
+			       "system's segments; allow the owner and at most its group "
+			       "(0600, 0640, 0660)", (unsigned long long)m);
 	w->c->mode = (mode_t)m;
 	return ret;
 }

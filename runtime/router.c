@@ -843,42 +843,77 @@ out:
 
 /* ---- start, leftovers, stop ------------------------------------------- */
 
-/* Remove every segment and the socket of `system` (a dead router's). */
-static void remove_system_files(const char *system)
+/*
+ * Walk the files of `system` in our segment directory (`dfd`, at `dir`). Any
+ * of another user is hostile (only root can put one in a directory of ours):
+ * refuse it, naming it, before anything reads it. With `remove`, unlink each
+ * (a dead router's leftovers), failing on one that cannot go (a directory
+ * that is not empty, say) rather than later on a confusing -EEXIST.
+ */
+static int scan_system_files(int dfd, const char *dir, const char *system, bool remove,
+			     struct shoal_err *err)
 {
-	const char *dir = getenv("SHOAL_SHM_DIR");
-	char prefix[64], path[512];
+	char prefix[64];
 	struct dirent *e;
-	DIR *d;
+	struct stat st;
+	int ret = 0, fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 
-	if (dir == NULL || dir[0] == '\0')
-		dir = "/dev/shm";
+	if (d == NULL) {
+		ret = shoal__fail(err, -errno, "cannot read %s: %s", dir, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return ret;
+	}
 	snprintf(prefix, sizeof(prefix), "shoal.%s.", system);
-	d = opendir(dir);
-	if (d == NULL)
-		return;
-	while ((e = readdir(d)) != NULL) {
-		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+	while (ret == 0 && (e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, prefix, strlen(prefix)) != 0 ||
+		    fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		unlink(path);
+		if (st.st_uid != geteuid())
+			ret = shoal__fail(err, -EPERM, "%s/%s is owned by uid %u, not by us (uid "
+					  "%u): refused as hostile; system %s will not start "
+					  "beside it", dir, e->d_name, (unsigned)st.st_uid,
+					  (unsigned)geteuid(), system);
+		else if (remove && unlinkat(dfd, e->d_name, S_ISDIR(st.st_mode) ?
+					    AT_REMOVEDIR : 0) != 0 && errno != ENOENT)
+			ret = shoal__fail(err, -errno, "cannot remove %s/%s, left over from "
+					  "system %s: %s", dir, e->d_name, system,
+					  strerror(errno));
 	}
 	closedir(d);
+	return ret;
 }
 
 static int claim_system(struct shoal_router *r, struct shoal_err *err)
 {
-	char reg_name[SHOAL_SEG_NAME_MAX];
-	int alive;
+	char reg_name[SHOAL_SEG_NAME_MAX], dir[256];
+	int alive, ret, dfd = shoal_seg_dir_open(dir, sizeof(dir), true, err);
 
-	shoal__name_registry(reg_name, r->system);
-	alive = shoal_seg_probe(reg_name, NULL);
-	if (alive == 1)
-		return shoal__fail(err, -EEXIST, "system %s is already running (its router is "
-				   "alive)", r->system);
-	/* Dead, foreign or broken leftovers of this system's names: remove. */
-	remove_system_files(r->system);
-	return 0;
+	if (dfd < 0)
+		return dfd;
+	/* Foreign files first: a planted registry must not be believed. */
+	ret = scan_system_files(dfd, dir, r->system, false, err);
+	if (ret == 0) {
+		shoal__name_registry(reg_name, r->system);
+		alive = shoal_seg_probe(reg_name, NULL);
+		if (alive == 1)
+			ret = shoal__fail(err, -EEXIST, "system %s is already running (its "
+					  "router is alive)", r->system);
+	}
+	/* Dead or broken leftovers of this system's names: remove. */
+	if (ret == 0)
+		ret = scan_system_files(dfd, dir, r->system, true, err);
+	close(dfd);
+	return ret;
+}
+
+/* A region that does not fit in a segment sized for it: the filesystem is full. */
+static int layout_fail(struct shoal_err *err, int ret, const char *what, const char *path)
+{
+	return shoal__fail(err, ret, "cannot lay out the %s in %s: %s%s", what, path,
+			   strerror(-ret), ret == -ENOSPC ? " (the shared-memory filesystem is "
+			   "full)" : "");
 }
 
 static int create_registry(struct shoal_router *r, struct shoal_err *err)
@@ -894,8 +929,14 @@ static int create_registry(struct shoal_router *r, struct shoal_err *err)
 		return ret;
 	ret = shoal_seg_alloc(&r->reg_seg, SHOAL__KIND_REGISTRY, "registry", SHOAL__REG_SIZE, 128,
 			      &off);
-	if (ret < 0)
-		return shoal__fail(err, ret, "cannot lay out the registry");
+	if (ret < 0) {
+		/* Not left behind: its creator (we) is alive, so the next
+		 * start would take it for a running system. */
+		layout_fail(err, ret, "registry", r->reg_seg.path);
+		shoal_seg_detach(&r->reg_seg);
+		shoal_seg_unlink(name);
+		return ret;
+	}
 	r->reg = shoal_seg_ptr(&r->reg_seg, off, SHOAL__REG_SIZE, 128);
 	r->reg->version = SHOAL__LAYOUT_VERSION;
 	snprintf(r->reg->system, sizeof(r->reg->system), "%s", r->system);
@@ -918,7 +959,7 @@ static int create_registry(struct shoal_router *r, struct shoal_err *err)
 	ret = shoal_seg_alloc(&r->bell_seg, SHOAL__KIND_BELL, "bell", sizeof(struct shoal__bell),
 			      64, &off);
 	if (ret < 0)
-		return shoal__fail(err, ret, "cannot lay out the doorbells");
+		return layout_fail(err, ret, "doorbells", r->bell_seg.path);
 	r->bell = shoal_seg_ptr(&r->bell_seg, off, sizeof(*r->bell), 64);
 	return 0;
 }
@@ -962,6 +1003,13 @@ int shoal_router_start(struct shoal_router **out, const struct shoal_router_opts
 				   opts->topology->n_nodes, SHOAL_MAX_NODES);
 	if (opts->route_mode < SHOAL_ROUTER_INDEXED || opts->route_mode > SHOAL_ROUTER_CHAIN)
 		return shoal__fail(err, -EINVAL, "unknown route mode %d", opts->route_mode);
+	if (opts->mode != 0 && ((opts->mode & ~0777u) != 0 || (opts->mode & 0600) != 0600))
+		return shoal__fail(err, -EINVAL, "router mode %04o must be a permission mode that "
+				   "lets the owner read and write", (unsigned)opts->mode);
+	if ((opts->mode & 0007) != 0)
+		return shoal__fail(err, -EINVAL, "router mode %04o gives every user access to "
+				   "the system; allow the owner and at most its group (0600, "
+				   "0640, 0660)", (unsigned)opts->mode);
 	r = calloc(1, sizeof(*r));
 	if (r == NULL)
 		return -ENOMEM;

@@ -53,11 +53,12 @@ int shoal__name_mailbox(char *buf, const char *system, const char *group)
 
 int shoal__path_socket(char *buf, size_t len, const char *system)
 {
-	const char *dir = getenv("SHOAL_SHM_DIR");
+	char dir[256];
 	int n;
 
-	if (dir == NULL || dir[0] == '\0')
-		dir = "/dev/shm";
+	/* Beside the segments, in the same private directory. */
+	if (shoal_seg_dir_path(dir, sizeof(dir)) < 0)
+		return -ENAMETOOLONG;
 	n = snprintf(buf, len, "%s/shoal.%s.ctl", dir, system);
 	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
 }

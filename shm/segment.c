@@ -68,20 +68,81 @@ static int check_name(const char *name, struct shoal_err *err)
 	return 0;
 }
 
-static const char *default_dir(void)
+int shoal_seg_dir_path(char *buf, size_t len)
 {
 	const char *d = getenv("SHOAL_SHM_DIR");
+	int n;
 
-	return (d != NULL && d[0] != '\0') ? d : DEFAULT_DIR;
+	if (d != NULL && d[0] != '\0')
+		n = snprintf(buf, len, "%s", d);
+	else
+		n = snprintf(buf, len, DEFAULT_DIR "/shoal-%u", (unsigned)geteuid());
+	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
 }
 
-/* Resolve a name or a path into a path; fill seg->name with the base name. */
-static int resolve(const char *name, const char *dir, char *path, size_t path_len,
-		   char *base, struct shoal_err *err)
+/*
+ * Open the directory `path` (never through a symbolic link) and, if
+ * `private` is set, check that it is ours and that nobody else can write in
+ * it: otherwise another user could plant, replace or remove our files
+ * there. With `create`, a missing directory is made mode 0700 first.
+ * Returns a descriptor (and its stat in *st) or a negative errno.
+ */
+static int open_dir(const char *path, bool create, bool private, struct stat *st,
+		    struct shoal_err *err)
+{
+	int fd, ret;
+
+	if (create && mkdir(path, 0700) != 0 && errno != EEXIST)
+		return shoal__fail(err, -errno, "cannot create the segment directory %s: %s",
+				   path, strerror(errno));
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		if (lstat(path, st) == 0 && S_ISLNK(st->st_mode))
+			return shoal__fail(err, -EPERM, "segment directory %s is a symbolic link: "
+					   "refused (it must be a real directory)", path);
+		if (ret == -ENOENT)
+			return shoal__fail(err, ret, "no segment directory %s", path);
+		return shoal__fail(err, ret, "cannot open the segment directory %s: %s", path,
+				   strerror(-ret));
+	}
+	if (fstat(fd, st) != 0) {
+		ret = shoal__fail(err, -errno, "stat %s: %s", path, strerror(errno));
+		goto fail;
+	}
+	if (private && st->st_uid != geteuid()) {
+		ret = shoal__fail(err, -EPERM, "segment directory %s is owned by uid %u, not by "
+				  "us (uid %u): refused as hostile; remove it or set "
+				  "SHOAL_SHM_DIR to a directory of ours", path,
+				  (unsigned)st->st_uid, (unsigned)geteuid());
+		goto fail;
+	}
+	if (private && (st->st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+		ret = shoal__fail(err, -EPERM, "segment directory %s has mode %04o: other users "
+				  "may write in it; it must be writable by its owner only "
+				  "(chmod go-w %s)", path, (unsigned)(st->st_mode & 07777), path);
+		goto fail;
+	}
+	return fd;
+fail:
+	close(fd);
+	return ret;
+}
+
+/*
+ * Resolve a name or a path into a path; fill `base` with the base name. For
+ * a name, *dirfd is the open directory it lives in (see open_dir()); for a
+ * path, *dirfd is AT_FDCWD. The caller closes a descriptor >= 0.
+ */
+static int resolve(const char *name, const char *dir, bool create, bool private,
+		   char *path, size_t path_len, char *base, int *dirfd, struct shoal_err *err)
 {
 	const char *slash = name ? strrchr(name, '/') : NULL;
+	char dpath[256];
+	struct stat st;
 	int ret;
 
+	*dirfd = AT_FDCWD;
 	if (slash != NULL) {
 		if (strlen(name) >= path_len)
 			return shoal__fail(err, -EINVAL, "segment path too long");
@@ -92,11 +153,40 @@ static int resolve(const char *name, const char *dir, char *path, size_t path_le
 	ret = check_name(name, err);
 	if (ret < 0)
 		return ret;
-	if ((size_t)snprintf(path, path_len, "%s/%s", dir ? dir : default_dir(), name) >=
-	    path_len)
+	if (dir != NULL) {
+		/* A directory the caller names (a hugetlbfs mount, a fuzzer's
+		 * mkdtemp): its choice, so only "not a link" is checked. */
+		private = false;
+		create = false;
+		ret = strlen(dir) < sizeof(dpath) ? 0 : -ENAMETOOLONG;
+		if (ret == 0)
+			strcpy(dpath, dir);
+	} else {
+		ret = shoal_seg_dir_path(dpath, sizeof(dpath));
+	}
+	if (ret < 0 || (size_t)snprintf(path, path_len, "%s/%s", dpath, name) >= path_len)
 		return shoal__fail(err, -EINVAL, "segment directory path too long");
 	snprintf(base, SHOAL_SEG_NAME_MAX, "%s", name);
+	ret = open_dir(dpath, create, private, &st, err);
+	if (ret < 0)
+		return ret;
+	*dirfd = ret;
 	return 0;
+}
+
+static void close_dir(int dirfd)
+{
+	if (dirfd >= 0)
+		close(dirfd);
+}
+
+int shoal_seg_dir_open(char *path, size_t len, bool create, struct shoal_err *err)
+{
+	struct stat st;
+
+	if (shoal_seg_dir_path(path, len) < 0)
+		return shoal__fail(err, -ENAMETOOLONG, "segment directory path too long");
+	return open_dir(path, create, true, &st, err);
 }
 
 static bool thp_shmem_possible(void)
@@ -122,6 +212,31 @@ static uint64_t realtime_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * Give [off, off + len) of the file its blocks now, before anything writes
+ * there, so that a full filesystem is -ENOSPC here rather than a SIGBUS at
+ * the first touch of a page, in whichever process touches it first. Only
+ * what is handed out is reserved (the header and directory at create, each
+ * region at alloc): a mailbox sized for every NUMA node costs the memory of
+ * the nodes it serves. A segment that asked for transparent huge pages is
+ * populated through its mapping (fallocate knows no mapping and would take
+ * small pages); what that cannot do, fallocate does.
+ */
+static int reserve(int fd, void *base, int huge, uint64_t off, uint64_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), start = off & ~(page - 1);
+
+	if (huge == SHOAL_SEG_HUGE_THP &&
+	    madvise((char *)base + start, (size_t)(off + len - start), MADV_POPULATE_WRITE) == 0)
+		return 0;
+#else
+	(void)base;
+	(void)huge;
+#endif
+	return -posix_fallocate(fd, (off_t)off, (off_t)len);
+}
+
 int shoal_seg_create(struct shoal_seg *seg, const char *name, size_t size,
 		     const struct shoal_seg_opts *opts, struct shoal_err *err)
 {
@@ -133,8 +248,9 @@ int shoal_seg_create(struct shoal_seg *seg, const char *name, size_t size,
 	struct shoal__seg_hdr *h;
 	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), min_size, dir_end;
 	struct statfs sfs;
+	struct stat dst;
 	void *base;
-	int fd, ret;
+	int fd, dirfd, ret;
 
 	memset(seg, 0, sizeof(*seg));
 	seg->fd = -1;
@@ -150,6 +266,10 @@ int shoal_seg_create(struct shoal_seg *seg, const char *name, size_t size,
 	if ((mode & ~0777u) != 0)
 		return shoal__fail(err, -EINVAL, "segment mode %o is not a permission mode",
 				   (unsigned)mode);
+	if ((mode & 0007) != 0)
+		return shoal__fail(err, -EINVAL, "segment mode %04o gives every user access; "
+				   "allow the owner and at most its group (0600, 0640, 0660)",
+				   (unsigned)mode);
 	if (o->flags & SHOAL_SEG_HUGETLB) {
 		if (dir == NULL)
 			dir = DEFAULT_HUGETLB_DIR;
@@ -160,20 +280,33 @@ int shoal_seg_create(struct shoal_seg *seg, const char *name, size_t size,
 	}
 	if (strchr(name ? name : "", '/') != NULL)
 		return shoal__fail(err, -EINVAL, "create takes a segment name, not a path");
-	ret = resolve(name, dir, seg->path, sizeof(seg->path), seg->name, err);
-	if (ret < 0)
-		return ret;
-
 	dir_end = SHOAL__SEG_HDR_SIZE + (uint64_t)dir_cap * SHOAL__SEG_DIRENT_SIZE;
 	min_size = shoal__align_up(dir_end, page);
 	if (size > (uint64_t)1 << 46)
 		return shoal__fail(err, -EINVAL, "segment size %zu too large", size);
 	size = (size_t)shoal__align_up(size < min_size ? min_size : size, page);
+	ret = resolve(name, dir, true, true, seg->path, sizeof(seg->path), seg->name, &dirfd,
+		      err);
+	if (ret < 0)
+		return ret;
+	/* The group can reach a file it may open only through a directory it
+	 * may search: give it g+x (never g+w) on our own directory. */
+	if ((mode & 0070) != 0 && dir == NULL && fstat(dirfd, &dst) == 0 &&
+	    !(dst.st_mode & S_IXGRP) && fchmod(dirfd, (dst.st_mode & 07777) | S_IXGRP) != 0) {
+		ret = shoal__fail(err, -errno, "cannot let the group search %s: %s", seg->path,
+				  strerror(errno));
+		close_dir(dirfd);
+		return ret;
+	}
 
-	fd = open(seg->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-	if (fd < 0)
-		return shoal__fail(err, -errno, "cannot create %s: %s", seg->path,
-				   strerror(errno));
+	/* O_EXCL never follows a link and never reuses a file someone planted. */
+	fd = openat(dirfd, seg->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+	if (fd < 0) {
+		ret = shoal__fail(err, -errno, "cannot create %s: %s", seg->path,
+				  strerror(errno));
+		close_dir(dirfd);
+		return ret;
+	}
 	/* The umask may have narrowed the mode; make it exactly what was asked. */
 	if (fchmod(fd, mode) != 0) {
 		ret = shoal__fail(err, -errno, "chmod %s: %s", seg->path, strerror(errno));
@@ -209,6 +342,14 @@ int shoal_seg_create(struct shoal_seg *seg, const char *name, size_t size,
 	else if ((o->flags & SHOAL_SEG_HUGE_TRY) && thp_shmem_possible() &&
 		 madvise(base, size, MADV_HUGEPAGE) == 0)
 		seg->huge = SHOAL_SEG_HUGE_THP;
+	ret = reserve(fd, base, seg->huge, 0, min_size);
+	if (ret < 0) {
+		shoal__fail(err, ret, "cannot reserve %llu bytes for %s%s: %s",
+			    (unsigned long long)min_size, seg->path,
+			    ret == -ENOSPC ? " (its filesystem is full: free space there or "
+			    "ask for smaller rings)" : "", strerror(-ret));
+		goto fail_unmap;
+	}
 
 	h = base;
 	h->version = SHOAL_SEG_VERSION;
@@ -238,13 +379,15 @@ int shoal_seg_create(struct shoal_seg *seg, const char *name, size_t size,
 	seg->dir_cap = dir_cap;
 	seg->dir_count = 0;
 	seg->alloc_top = dir_end;
+	close_dir(dirfd);
 	return 0;
 
 fail_unmap:
 	munmap(base, size);
 fail_unlink:
-	unlink(seg->path);
+	unlinkat(dirfd, seg->name, 0);
 	close(fd);
+	close_dir(dirfd);
 	return ret;
 }
 
@@ -293,19 +436,23 @@ int shoal_seg_attach(struct shoal_seg *seg, const char *name, uint32_t flags,
 	struct stat st;
 	uint64_t magic, dir_count;
 	void *base;
-	int fd, ret;
+	int fd, dirfd, ret;
 
 	memset(seg, 0, sizeof(*seg));
 	seg->fd = -1;
 	if (flags & ~SHOAL_SEG_ATTACH_FLAGS)
 		return shoal__fail(err, -EINVAL, "unknown attach flags 0x%x",
 				   flags & ~SHOAL_SEG_ATTACH_FLAGS);
-	ret = resolve(name, NULL, seg->path, sizeof(seg->path), seg->name, err);
+	/* Who accepts other users' segments accepts their directory too. */
+	ret = resolve(name, NULL, false, !(flags & SHOAL_SEG_ALLOW_FOREIGN), seg->path,
+		      sizeof(seg->path), seg->name, &dirfd, err);
 	if (ret < 0)
 		return ret;
-	/* O_NONBLOCK: a FIFO named like a segment (the directory is usually
-	 * world-writable) must not hang the open; it is refused just below. */
-	fd = open(seg->path, (rdonly ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	/* O_NONBLOCK: a FIFO named like a segment (a path given, or a directory
+	 * of another user) must not hang the open; it is refused just below. */
+	fd = openat(dirfd, dirfd == AT_FDCWD ? seg->path : seg->name,
+		    (rdonly ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	close_dir(dirfd);
 	if (fd < 0) {
 		ret = -errno;
 		if (ret == -ENOENT)
@@ -377,11 +524,13 @@ void shoal_seg_detach(struct shoal_seg *seg)
 int shoal_seg_unlink(const char *name)
 {
 	char path[256], base[SHOAL_SEG_NAME_MAX];
-	int ret = resolve(name, NULL, path, sizeof(path), base, NULL);
+	int dirfd, ret = resolve(name, NULL, false, true, path, sizeof(path), base, &dirfd, NULL);
 
 	if (ret < 0)
 		return ret;
-	return unlink(path) == 0 ? 0 : -errno;
+	ret = unlinkat(dirfd, dirfd == AT_FDCWD ? path : base, 0) == 0 ? 0 : -errno;
+	close_dir(dirfd);
+	return ret;
 }
 
 void *shoal_seg_ptr(const struct shoal_seg *seg, uint64_t off, uint64_t len, uint64_t align)
@@ -479,6 +628,12 @@ int shoal_seg_alloc_init(struct shoal_seg *seg, uint32_t kind, const char *name,
 	start = shoal__align_up(seg->alloc_top, align);
 	if (start > seg->size || len > seg->size - start)
 		return -ENOSPC;
+	if (len != 0) {
+		int ret = reserve(seg->fd, seg->base, seg->huge, start, len);
+
+		if (ret < 0)
+			return ret;
+	}
 	/* The region is built before anyone can count it: readers see entries
 	 * below dir_count only, and the private state moves only on success. */
 	if (init != NULL) {

@@ -159,15 +159,18 @@ static void runtime_other_user_refused_at_control_socket(void **state)
 	(void)state;
 	if (geteuid() != 0 || pw == NULL)
 		skip();
-	/* Socket mode 0666 so that the credential check, not the file mode,
-	 * is what refuses the other user. */
-	assert_int_equal(rt_start_router("rt-uid", NULL, 0666), 0);
+	assert_int_equal(rt_start_router("rt-uid", NULL, 0), 0);
 	{
-		char dir[512];
+		char dir[512], sock[512];
 
 		snprintf(dir, sizeof(dir), "%s", test_seg_path(""));
 		dir[strlen(dir) - 1] = '\0';
 		assert_int_equal(chmod(dir, 0755), 0);
+		/* The router refuses a world mode; open the socket by hand so
+		 * that the credential check, not the file mode, is what refuses
+		 * the other user. */
+		snprintf(sock, sizeof(sock), "%s", test_seg_path("shoal.rt-uid.ctl"));
+		assert_int_equal(chmod(sock, 0666), 0);
 	}
 	pid = fork();
 	assert_true(pid >= 0);

@@ -379,7 +379,7 @@ static int run_as_nobody(const char *seg_path, const char *flags)
 static void segment_other_user_cannot_attach(void **state)
 {
 	struct shoal_seg seg;
-	struct shoal_seg_opts open_mode = { .numa_node = -1, .mode = 0644 };
+	struct shoal_seg_opts open_mode = { .numa_node = -1, .mode = 0640 };
 	char dir[256];
 
 	(void)state;
@@ -391,6 +391,9 @@ static void segment_other_user_cannot_attach(void **state)
 	make_segment("private", 4096);
 	assert_int_equal(shoal_seg_create(&seg, "readable", 4096, &open_mode, NULL), 0);
 	shoal_seg_detach(&seg);
+	/* Create refuses world modes; open this one by hand, so that the
+	 * owner check, not the file mode, is what refuses `nobody`. */
+	assert_int_equal(chmod(test_seg_path("readable"), 0644), 0);
 	/* The child exits with -errno of its attach. */
 	assert_int_equal(run_as_nobody(test_seg_path("private"), "ro"), EACCES);
 	assert_int_equal(run_as_nobody(test_seg_path("readable"), "ro"), EPERM);
@@ -468,6 +471,179 @@ static void segment_probe_tells_leftover_from_live(void **state)
 	assert_int_equal(shoal_seg_probe("absent", NULL), -ENOENT);
 }
 
+/* SHOAL_SHM_DIR for one test; restore_dir() gives the test directory back. */
+static char saved_dir[512];
+
+static void use_dir(const char *d)
+{
+	snprintf(saved_dir, sizeof(saved_dir), "%s", getenv("SHOAL_SHM_DIR"));
+	if (d != NULL)
+		setenv("SHOAL_SHM_DIR", d, 1);
+	else
+		unsetenv("SHOAL_SHM_DIR");
+}
+
+static void restore_dir(void)
+{
+	setenv("SHOAL_SHM_DIR", saved_dir, 1);
+}
+
+static void segment_default_directory_is_the_users_own(void **state)
+{
+	char want[64], path[256], name[64], full[320];
+	struct shoal_seg seg;
+	struct stat st;
+
+	(void)state;
+	use_dir(NULL);
+	snprintf(want, sizeof(want), "/dev/shm/shoal-%u", (unsigned)geteuid());
+	assert_int_equal(shoal_seg_dir_path(path, sizeof(path)), 0);
+	assert_string_equal(path, want);
+	snprintf(name, sizeof(name), "segment-test-%d", (int)getpid());
+	assert_int_equal(shoal_seg_create(&seg, name, 4096, NULL, NULL), 0);
+	snprintf(full, sizeof(full), "%s/%s", want, name);
+	assert_string_equal(seg.path, full);
+	shoal_seg_detach(&seg);
+	/* Made on first use, ours, and nobody else may write in it. */
+	assert_int_equal(lstat(want, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_uid, geteuid());
+	assert_int_equal(st.st_mode & 0022, 0);
+	assert_int_equal(attach_err(name, 0, NULL), 0);
+	assert_int_equal(shoal_seg_unlink(name), 0);
+	restore_dir();
+}
+
+static void segment_directory_not_private_is_refused(void **state)
+{
+	struct shoal_seg seg;
+	struct shoal_err err = {{0}};
+	struct passwd *pw = getpwnam("nobody");
+	char shared[512], link[512], priv[512], theirs[512];
+
+	(void)state;
+	snprintf(shared, sizeof(shared), "%s", test_seg_path("shared"));
+	snprintf(link, sizeof(link), "%s", test_seg_path("link"));
+	snprintf(priv, sizeof(priv), "%s", test_seg_path("priv"));
+	snprintf(theirs, sizeof(theirs), "%s", test_seg_path("theirs"));
+	assert_int_equal(mkdir(shared, 0700), 0);
+	assert_int_equal(chmod(shared, 01777), 0);   /* like /dev/shm itself */
+	assert_int_equal(mkdir(priv, 0700), 0);
+	assert_int_equal(symlink(priv, link), 0);
+
+	use_dir(shared);
+	assert_int_equal(shoal_seg_create(&seg, "s", 4096, NULL, &err), -EPERM);
+	assert_non_null(strstr(err.msg, shared));
+	assert_non_null(strstr(err.msg, "other users may write"));
+	assert_int_equal(attach_err("s", SHOAL_SEG_RDONLY, &err), -EPERM);
+	assert_int_equal(shoal_seg_unlink("s"), -EPERM);
+	setenv("SHOAL_SHM_DIR", link, 1);
+	assert_int_equal(shoal_seg_create(&seg, "s", 4096, NULL, &err), -EPERM);
+	assert_non_null(strstr(err.msg, "symbolic link"));
+	assert_int_equal(access(test_seg_path("priv/s"), F_OK), -1);
+	/* Created as ours, then given away: a directory of another user. */
+	if (geteuid() == 0 && pw != NULL) {
+		assert_int_equal(mkdir(theirs, 0700), 0);
+		setenv("SHOAL_SHM_DIR", theirs, 1);
+		make_segment("t", 4096);
+		assert_int_equal(chown(theirs, pw->pw_uid, pw->pw_gid), 0);
+		assert_int_equal(shoal_seg_create(&seg, "u", 4096, NULL, &err), -EPERM);
+		assert_non_null(strstr(err.msg, "owned by uid"));
+		assert_int_equal(attach_err("t", SHOAL_SEG_RDONLY, &err), -EPERM);
+		/* A tool that accepts other users' segments reads it. */
+		assert_int_equal(attach_err("t", SHOAL_SEG_RDONLY | SHOAL_SEG_ALLOW_FOREIGN, &err),
+				 0);
+	}
+	restore_dir();
+	assert_int_equal(rmdir(shared), 0);
+}
+
+static void segment_create_refuses_world_modes(void **state)
+{
+	static const mode_t world[] = { 0666, 0606, 0604, 0602, 0601, 0644 };
+	struct shoal_seg seg;
+	struct shoal_seg_opts o = { .numa_node = -1 };
+	struct shoal_err err = {{0}};
+	struct stat st;
+	char dir[512];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(world) / sizeof(world[0]); i++) {
+		o.mode = world[i];
+		assert_int_equal(shoal_seg_create(&seg, "world", 4096, &o, &err), -EINVAL);
+		assert_non_null(strstr(err.msg, "every user"));
+		assert_int_equal(access(test_seg_path("world"), F_OK), -1);
+	}
+	/* A group may share it: the file is 0660, the directory searchable
+	 * by the group and still writable by its owner only. */
+	o.mode = 0660;
+	assert_int_equal(shoal_seg_create(&seg, "group", 4096, &o, &err), 0);
+	assert_int_equal(fstat(seg.fd, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0660);
+	shoal_seg_detach(&seg);
+	snprintf(dir, sizeof(dir), "%s", test_seg_path(""));
+	assert_int_equal(stat(dir, &st), 0);
+	assert_true(st.st_mode & S_IXGRP);
+	assert_int_equal(st.st_mode & 0022, 0);
+}
+
+/* In a child with a 256 KiB tmpfs: exits 0 when every check holds. */
+static int full_shm_main(void *arg)
+{
+	struct shoal_seg seg, small;
+	struct shoal_err err = {{0}};
+	uint64_t off;
+	char path[600];
+	const char *dir = test_small_shm("small", 256 * 1024);
+
+	(void)arg;
+	if (dir == NULL)
+		return TEST_CHILD_SKIP;
+	/* More than the filesystem holds: refused at create, nothing left. */
+	CHILD_CHECK(shoal_seg_create(&seg, "big", 1 << 20, NULL, &err) == 0);
+	CHILD_CHECK(shoal_seg_alloc(&seg, SHOAL_SEG_KIND_USER, "r", 512 * 1024, 0, &off) ==
+		    -ENOSPC);
+	shoal_seg_detach(&seg);
+	CHILD_CHECK(shoal_seg_unlink("big") == 0);
+	/* A region that fits is reserved whole: every byte can be written. */
+	CHILD_CHECK(shoal_seg_create(&small, "small", 1 << 20, NULL, &err) == 0);
+	CHILD_CHECK(shoal_seg_alloc(&small, SHOAL_SEG_KIND_USER, "r", 128 * 1024, 0, &off) == 0);
+	memset((char *)small.base + off, 0xa5, 128 * 1024);
+	/* What is left cannot hold a second segment's header: -ENOSPC, and
+	 * the message says the filesystem is full. */
+	CHILD_CHECK(shoal_seg_alloc(&small, SHOAL_SEG_KIND_USER, "r2", 128 * 1024, 0, &off) ==
+		    -ENOSPC);
+	for (int i = 0; i < 64; i++) {
+		char name[16];
+		int ret;
+
+		snprintf(name, sizeof(name), "fill%d", i);
+		ret = shoal_seg_create(&seg, name, 1 << 20, NULL, &err);
+		if (ret == -ENOSPC) {
+			CHILD_CHECK(strstr(err.msg, "filesystem is full") != NULL);
+			snprintf(path, sizeof(path), "%s/%s", dir, name);
+			CHILD_CHECK(access(path, F_OK) != 0);
+			shoal_seg_detach(&small);
+			return 0;
+		}
+		CHILD_CHECK(ret == 0);
+		shoal_seg_detach(&seg);
+	}
+	fprintf(stderr, "the tmpfs never filled up\n");
+	return 1;
+}
+
+static void segment_full_filesystem_is_enospc_not_sigbus(void **state)
+{
+	int status;
+
+	(void)state;
+	status = test_wait_pid(test_spawn(full_shm_main, NULL), 30000);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == TEST_CHILD_SKIP)
+		skip();
+	test_assert_exited(status, 0);
+}
+
 /* Child mode for segment_other_user_cannot_attach: exit with -ret. */
 static int attach_child(const char *path, const char *mode)
 {
@@ -503,6 +679,10 @@ int main(int argc, char **argv)
 		cmocka_unit_test(segment_memory_lands_on_requested_node),
 		cmocka_unit_test(segment_huge_pages_fall_back_or_fail_cleanly),
 		cmocka_unit_test(segment_probe_tells_leftover_from_live),
+		cmocka_unit_test(segment_default_directory_is_the_users_own),
+		cmocka_unit_test(segment_directory_not_private_is_refused),
+		cmocka_unit_test(segment_create_refuses_world_modes),
+		cmocka_unit_test(segment_full_filesystem_is_enospc_not_sigbus),
 	};
 
 	if (argc == 4 && strcmp(argv[1], "--attach-child") == 0)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -28,21 +29,56 @@ const char *test_shm_dir_make(const char *test_name)
 	return dir;
 }
 
-void test_shm_dir_remove(void)
+/* Remove `at` and everything under it, never following a link. */
+static void remove_tree(const char *at)
 {
-	DIR *d = opendir(dir);
+	DIR *d = opendir(at);
 	struct dirent *e;
+	struct stat st;
+	char sub[1024];
 
 	if (d == NULL)
 		return;
 	while ((e = readdir(d)) != NULL) {
-		if (e->d_name[0] == '.')
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		unlink(path);
+		snprintf(sub, sizeof(sub), "%s/%s", at, e->d_name);
+		if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode)) {
+			chmod(sub, 0700);
+			remove_tree(sub);
+		} else {
+			unlink(sub);
+		}
 	}
 	closedir(d);
-	rmdir(dir);
+	rmdir(at);
+}
+
+void test_shm_dir_remove(void)
+{
+	remove_tree(dir);
+}
+
+const char *test_small_shm(const char *name, size_t bytes)
+{
+	static char mnt[512];
+	char opts[64];
+
+	snprintf(mnt, sizeof(mnt), "%s/%s", dir, name);
+	if (mkdir(mnt, 0700) != 0 && errno != EEXIST)
+		return NULL;
+	snprintf(opts, sizeof(opts), "size=%zu,mode=0700", bytes);
+	/* A private namespace: the mount goes with this process, however it
+	 * ends, and no other process ever sees it. */
+	if (unshare(CLONE_NEWNS) != 0 ||
+	    mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+	    mount("tmpfs", mnt, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0) {
+		fprintf(stderr, "cannot mount a %zu-byte tmpfs at %s: %s\n", bytes, mnt,
+			strerror(errno));
+		return NULL;
+	}
+	setenv("SHOAL_SHM_DIR", mnt, 1);
+	return mnt;
 }
 
 const char *test_seg_path(const char *name)

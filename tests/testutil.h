@@ -24,6 +24,18 @@
 const char *test_shm_dir_make(const char *test_name);
 void test_shm_dir_remove(void);
 
+/*
+ * In the calling process (a child: see test_spawn), enter a private mount
+ * namespace, mount a tmpfs of `bytes` (mode 0700) at directory `name` of
+ * the test directory and point SHOAL_SHM_DIR at it: a shared-memory
+ * filesystem that fills up. Returns its path, or NULL (said on stderr) when
+ * this process may not mount: the caller exits 77 and the test skips.
+ */
+const char *test_small_shm(const char *name, size_t bytes);
+
+/* Exit status of a child that could not set up what its test needs. */
+#define TEST_CHILD_SKIP 77
+
 /* Path of a segment name inside the test directory. */
 const char *test_seg_path(const char *name);
 

@@ -579,6 +579,9 @@ static int cmd_ls(const struct shoal__cmd *cmd, int argc, char **argv)
 	if (ret >= 0)
 		return ret;
 	ret = read_dir(&l);
+	/* The user's directory appears with their first system: none yet. */
+	if (ret == -ENOENT && (getenv("SHOAL_SHM_DIR") == NULL || getenv("SHOAL_SHM_DIR")[0] == '\0'))
+		ret = 0;
 	if (ret < 0 && ret != -ENOMEM) {
 		fprintf(stderr, "shoal %s: cannot read the directory %s: %s\n", cmd->name, l.dir,
 			strerror(-ret));
@@ -610,10 +613,11 @@ const struct shoal__cmd shoal__cmd_ls = {
 	"Usage: shoal ls [--json]\n"
 	"\n"
 	"List the Shoal systems whose segments are in $SHOAL_SHM_DIR (default\n"
-	"/dev/shm): for each, its state, its router's pid and whether that process\n"
-	"is alive, its groups (declared, running, failed), routes, dispatchers, and\n"
-	"how many segments it has and their total size. A system whose router is\n"
-	"dead is a leftover of a crash; the next router of that name removes it.\n"
+	"/dev/shm/shoal-UID, the user's own directory): for each, its state, its\n"
+	"router's pid and whether that process is alive, its groups (declared,\n"
+	"running, failed), routes, dispatchers, and how many segments it has and\n"
+	"their total size. A system whose router is dead is a leftover of a crash;\n"
+	"the next router of that name removes it.\n"
 	"\n"
 	"Then list the stray segments no system owns: files named like a system's\n"
 	"segments or control socket whose system has no registry, mailboxes of\n"

@@ -30,9 +30,12 @@
 
 const char *shoal__shm_dir(void)
 {
-	const char *d = getenv("SHOAL_SHM_DIR");
+	static char dir[256];
 
-	return d != NULL && d[0] != '\0' ? d : "/dev/shm";
+	/* Where the runtime puts the user's systems: one definition, in shm/. */
+	if (shoal_seg_dir_path(dir, sizeof(dir)) < 0)
+		snprintf(dir, sizeof(dir), "(segment directory path too long)");
+	return dir;
 }
 
 const char *shoal__group_state_name(uint32_t state)

@@ -161,7 +161,8 @@ const char *shoal__system_state_name(uint32_t state);
 /* "alive", "dead" or "unknown", for a shoal_seg_probe() result. */
 const char *shoal__alive_name(int alive);
 
-/* The directory the segments live in: $SHOAL_SHM_DIR, or /dev/shm. */
+/* The directory the user's segments live in: $SHOAL_SHM_DIR, or
+ * /dev/shm/shoal-<euid> (shoal_seg_dir_path()). */
 const char *shoal__shm_dir(void);
 
 #endif

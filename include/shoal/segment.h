@@ -2,9 +2,9 @@
 /*
  * Named shared-memory segments.
  *
- * A segment is a file in a shared-memory directory (by default /dev/shm, the
- * directory POSIX shm_open() uses; SHOAL_SHM_DIR overrides it, and a hugetlbfs
- * mount can be named per segment). Every segment starts with a header (magic,
+ * A segment is a file in a shared-memory directory: by default the user's own
+ * /dev/shm/shoal-<euid> (made mode 0700 on first use), or $SHOAL_SHM_DIR; a
+ * hugetlbfs mount or another directory can be named per segment. Every segment starts with a header (magic,
  * layout version, size, creator, creation time, generation) followed by a
  * directory of named regions (rings, doorbells, registries of higher layers).
  * Nothing inside a segment is a pointer: regions are found by offset from the
@@ -17,6 +17,21 @@
  *  3. Only the creator process allocates regions (shoal_seg_alloc()), and only
  *     from one thread. Any process may look regions up concurrently.
  *  4. shoal_seg_unlink() removes the name; mappings stay valid until detached.
+ *
+ * Who may touch a segment:
+ *  5. The default directory (the user's, or $SHOAL_SHM_DIR) must be a real
+ *     directory (not a symbolic link) owned by the effective uid and writable
+ *     by nobody else; create, unlink and attach refuse it otherwise (-EPERM),
+ *     so no other user can plant, replace or remove a file there. Only an
+ *     attach with SHOAL_SEG_ALLOW_FOREIGN (tools reading another user's
+ *     system) accepts a directory of another user.
+ *  6. A segment's mode grants the owner, and at most the file's group: a mode
+ *     with any bit for other users is refused (-EINVAL). A mode with group
+ *     bits gives the default directory g+x, so that the group can reach it.
+ *  7. The file's blocks are reserved as they are handed out (the header and
+ *     directory at create, each region at alloc, before anything writes
+ *     there): a full filesystem is -ENOSPC from create or alloc, never a
+ *     SIGBUS later in whichever process touches the page first.
  */
 #ifndef SHOAL_SEGMENT_H
 #define SHOAL_SEGMENT_H
@@ -53,12 +68,13 @@
 #define SHOAL_SEG_HUGE_HUGETLB 2 /* explicit huge pages */
 
 struct shoal_seg_opts {
-	mode_t mode;          /* file mode; 0 means 0600 */
+	mode_t mode;          /* file mode, no bit for others (rule 6); 0 means 0600 */
 	uint32_t flags;       /* SHOAL_SEG_* create flags */
 	int numa_node;        /* bind memory to this node before first touch; -1: no binding */
 	uint64_t generation;  /* incarnation number the creator assigns; 0 means 1 */
 	uint32_t dir_cap;     /* directory entries; 0 means 64 */
-	const char *dir;      /* directory for the file; NULL means SHOAL_SHM_DIR or /dev/shm */
+	const char *dir;      /* directory for the file, the caller's choice (only "not a
+			       * link" is checked); NULL means the default (rule 5) */
 };
 
 /* A process-local handle. Fields are read-only for callers. */
@@ -109,11 +125,14 @@ struct shoal_seg_region {
  * characters of [A-Za-z0-9._-], not starting with a dot.
  *
  * Returns 0, or:
- *  -EINVAL  bad name, size, unknown option flag, or a numa_node that does not exist
+ *  -EINVAL  bad name, size, unknown option flag, a numa_node that does not
+ *           exist, or a mode that lets other users in (rule 6)
  *  -EEXIST  a file of that name exists (see shoal_seg_probe() for leftovers)
+ *  -EPERM   the default directory is not private to us (rule 5)
+ *  -ENOSPC  the filesystem cannot hold the segment (rule 7)
  *  -ENOMEM  no huge pages available for SHOAL_SEG_HUGETLB, or no memory
  *  -ENOTSUP SHOAL_SEG_HUGETLB but no hugetlbfs directory
- *  other    the errno of open/ftruncate/mmap/mbind
+ *  other    the errno of mkdir/open/ftruncate/mmap/mbind/fallocate
  * On failure nothing is left behind. Allocates; makes system calls.
  */
 SHOAL_API int shoal_seg_create(struct shoal_seg *seg, const char *name, size_t size,
@@ -126,7 +145,9 @@ SHOAL_API int shoal_seg_create(struct shoal_seg *seg, const char *name, size_t s
  * Returns 0, or:
  *  -ENOENT           no such segment
  *  -EACCES           the file mode does not let us open it
- *  -EPERM            owned by another user and SHOAL_SEG_ALLOW_FOREIGN not given
+ *  -EPERM            the file, or for a name the default directory, is owned by
+ *                    another user (or the directory writable by others) and
+ *                    SHOAL_SEG_ALLOW_FOREIGN not given
  *  -EPROTO           not a Shoal segment (bad magic): a foreign file
  *  -EPROTONOSUPPORT  a Shoal segment of another layout version
  *  -EBADMSG          truncated: the file is smaller than its header says, or
@@ -138,12 +159,29 @@ SHOAL_API int shoal_seg_create(struct shoal_seg *seg, const char *name, size_t s
 SHOAL_API int shoal_seg_attach(struct shoal_seg *seg, const char *name, uint32_t flags,
 			       struct shoal_err *err);
 
+/*
+ * The default segment directory's path: $SHOAL_SHM_DIR if set and not
+ * empty, else /dev/shm/shoal-<euid>. Returns 0 or -ENAMETOOLONG. Does not
+ * look at the file system; tools use it to list a user's systems.
+ */
+SHOAL_API int shoal_seg_dir_path(char *buf, size_t len);
+
+/*
+ * Open the default segment directory (path in `path`), creating it mode
+ * 0700 first if `create` and it is missing, and check rule 5. Returns an
+ * open descriptor of the directory (the caller closes it), or -ENOENT
+ * (missing), -EPERM (a symbolic link, another user's, or writable by
+ * others), -ENAMETOOLONG, or the errno of mkdir/open; err names the path.
+ */
+SHOAL_API int shoal_seg_dir_open(char *path, size_t len, bool create, struct shoal_err *err);
+
 /* Unmap and close. Safe on a zeroed handle. Never fails. */
 SHOAL_API void shoal_seg_detach(struct shoal_seg *seg);
 
 /*
  * Remove a segment's name (same name rules as attach). Returns 0, -ENOENT,
- * or the errno of unlink.
+ * -EPERM (the default directory is not private, rule 5), or the errno of
+ * unlink.
  */
 SHOAL_API int shoal_seg_unlink(const char *name);
 
@@ -156,8 +194,9 @@ SHOAL_API int shoal_seg_unlink(const char *name);
  * memory outside the segment or overlapping earlier regions.
  *
  * Returns 0 and the region's offset in *off, or -EINVAL (bad args, not the
- * creator's handle), -EEXIST (same kind and name exist), -ENOSPC (no room or
- * directory full).
+ * creator's handle), -EEXIST (same kind and name exist), -ENOSPC (no room in
+ * the segment, directory full, or the filesystem cannot hold the region:
+ * rule 7).
  */
 SHOAL_API int shoal_seg_alloc(struct shoal_seg *seg, uint32_t kind, const char *name,
 			      uint64_t len, uint64_t align, uint64_t *off);

@@ -248,10 +248,16 @@ static int flooder_main(void *arg)
 	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
 		return 10;
 	ctx = shoal_group_worker(g, 0);
-	dest = shoal_group_lookup(g, "asker", 0);
 	atomic_store(&rt_res->ready[c->index], 1);
 	for (int i = 0; atomic_load(&rt_res->ready[0]) != 2 && i < 20000; i++)
 		usleep(1000);
+	/* Only now: the asker has surely attached (its request arrived). On
+	 * a loaded machine this process may attach first, and a lookup then
+	 * found no "asker": SHOAL_ADDR_NONE, which reads as actor 0 of group
+	 * 0 in generation 0: refused (-ESTALE, or -EINVAL). */
+	dest = shoal_group_lookup(g, "asker", 0);
+	if (dest == SHOAL_ADDR_NONE)
+		return 12;
 	t_end = mono_ns() + 200000000u;
 	while (mono_ns() < t_end) {
 		ret = shoal_try_send_to(ctx, dest, T_PING, &v, sizeof(v));

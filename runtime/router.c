@@ -468,6 +468,10 @@ static int register_type(struct shoal_router *r, const struct shoal__ctl_type *t
 {
 	uint32_t free_slot = UINT32_MAX;
 
+	/* As group attach and --check refuse it: it could never be sent. */
+	if (t->max_size > SHOAL_TYPE_MAX_SIZE)
+		return shoal__fail(err, -EINVAL, "message type %u: max size %u is over the limit "
+				   "of %u bytes", t->id, t->max_size, SHOAL_TYPE_MAX_SIZE);
 	for (uint32_t i = 0; i < SHOAL__MAX_TYPES; i++) {
 		struct shoal__reg_type *rt = &r->types[i];
 		uint32_t id = shoal_load_relaxed(&rt->id);

@@ -133,6 +133,20 @@ static void runtime_type_conflict_refused_at_attach(void **state)
 	rt_stop_router();
 }
 
+static void runtime_type_over_max_size_refused_at_declare(void **state)
+{
+	struct shoal_err err = { { 0 } };
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-big", NULL, 0), 0);
+	assert_int_equal(shoal_router_declare_type(rt_router, 9, "huge", SHOAL_TYPE_MAX_SIZE + 1,
+						   &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "max size"));
+	assert_int_equal(shoal_router_declare_type(rt_router, 9, "huge", SHOAL_TYPE_MAX_SIZE,
+						   NULL), 0);
+	rt_stop_router();
+}
+
 static int foreign_attach_main(void *arg)
 {
 	struct shoal_group_desc d = { .name = "intruder", .types = rt_types, .n_types = RT_N_TYPES,
@@ -427,6 +441,7 @@ int main(void)
 		cmocka_unit_test(runtime_dropped_request_is_answered_ecanceled),
 		cmocka_unit_test(runtime_killed_responder_fails_request_promptly),
 		cmocka_unit_test(runtime_waiting_request_back_pressures_other_senders),
+		cmocka_unit_test(runtime_type_over_max_size_refused_at_declare),
 	};
 
 	rt_init();

@@ -58,7 +58,8 @@ struct shoal__reg_dispatcher {
 	_Atomic uint64_t malformed;      /* records rejected: bad envelope */
 	_Atomic uint64_t sleeps;         /* times it went to sleep idle */
 	_Atomic uint64_t busy_ns;        /* time spent in passes that moved messages */
-	uint8_t pad1[SHOAL_FALSE_SHARING - 88];
+	_Atomic uint64_t discarded;      /* matches of SHOAL_ROUTE_DISCARD filters */
+	uint8_t pad1[SHOAL_FALSE_SHARING - 96];
 };
 
 struct shoal__reg_hdr {

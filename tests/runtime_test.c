@@ -147,6 +147,65 @@ static void runtime_type_over_max_size_refused_at_declare(void **state)
 	rt_stop_router();
 }
 
+/* Attach a group of this test process (no run loop: the test polls it). */
+static struct shoal_group *attach_here(const char *name, uint16_t workers, uint16_t actors)
+{
+	static struct child self_child = { .index = 0, .name = "here" };
+	struct shoal_group_desc d = { .name = name, .n_workers = workers, .n_actors = actors,
+				      .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = rt_count_handler, .node = -1,
+				      .user = &self_child };
+	struct shoal_group *g;
+	struct shoal_err err = { { 0 } };
+
+	if (shoal_group_attach(&g, &d, NULL, &err) < 0)
+		fail_msg("attach %s: %s", name, err.msg);
+	return g;
+}
+
+/* Handle what worker `w` has; returns how many. */
+static int drain(struct shoal_group *g, unsigned w)
+{
+	int ret, n = 0;
+
+	while ((ret = shoal_poll(shoal_group_worker(g, w), 0, 0)) > 0)
+		n += ret;
+	return n;
+}
+
+static void runtime_discard_route_is_counted(void **state)
+{
+	struct shoal__registry reg;
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	struct msg v = { 0 };
+	uint64_t discarded = 0, delivered = 0;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-discard", NULL, 0), 0);
+	g = attach_here("src", 1, 1);
+	ctx = shoal_group_worker(g, 0);
+	rt_route(shoal_group_id(g), T_PING, SHOAL_ROUTE_DISCARD, SHOAL_KEY_ANY, 0, 0);
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(shoal_send(ctx, T_PING, &v, sizeof(v)), 0);
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	for (int i = 0; i < 10000 && discarded < 100; i++) {
+		discarded = 0;
+		delivered = 0;
+		for (int d = 0; d < SHOAL_MAX_NODES; d++) {
+			discarded += atomic_load(&reg.hdr->disp[d].discarded);
+			delivered += atomic_load(&reg.hdr->disp[d].delivered);
+		}
+		usleep(1000);
+	}
+	shoal_seg_detach(&reg.seg);
+	assert_int_equal(discarded, 100);
+	assert_int_equal(delivered, 0);
+	assert_int_equal(drain(g, 0), 0);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
 static int foreign_attach_main(void *arg)
 {
 	struct shoal_group_desc d = { .name = "intruder", .types = rt_types, .n_types = RT_N_TYPES,
@@ -442,6 +501,7 @@ int main(void)
 		cmocka_unit_test(runtime_killed_responder_fails_request_promptly),
 		cmocka_unit_test(runtime_waiting_request_back_pressures_other_senders),
 		cmocka_unit_test(runtime_type_over_max_size_refused_at_declare),
+		cmocka_unit_test(runtime_discard_route_is_counted),
 	};
 
 	rt_init();

@@ -149,7 +149,8 @@ static int text_dispatchers(const struct shoal__sys_view *v)
 	static const struct shoal__column cols[] = {
 		{ "#", 'r' }, { "NODE", 'r' }, { "CPUS", 'l' }, { "MESSAGES", 'r' },
 		{ "DELIVERED", 'r' }, { "NO_ROUTE", 'r' }, { "DROP_FULL", 'r' },
-		{ "DROP_DEAD", 'r' }, { "MALFORMED", 'r' }, { "SLEEPS", 'r' }, { "BUSY", 'r' },
+		{ "DROP_DEAD", 'r' }, { "MALFORMED", 'r' }, { "DISCARDED", 'r' }, { "SLEEPS", 'r' },
+		{ "BUSY", 'r' },
 	};
 	struct shoal__table t;
 
@@ -169,6 +170,7 @@ static int text_dispatchers(const struct shoal__sys_view *v)
 		shoal__table_cell(&t, "%llu", (unsigned long long)dv->dropped_full);
 		shoal__table_cell(&t, "%llu", (unsigned long long)dv->dropped_dead);
 		shoal__table_cell(&t, "%llu", (unsigned long long)dv->malformed);
+		shoal__table_cell(&t, "%llu", (unsigned long long)dv->discarded);
 		shoal__table_cell(&t, "%llu", (unsigned long long)dv->sleeps);
 		shoal__table_cell(&t, "%s", shoal__fmt_duration(busy, sizeof(busy), dv->busy_ns));
 	}
@@ -433,6 +435,7 @@ static void json_dispatchers(struct shoal__json *j, const struct shoal__sys_view
 		shoal__json_uint(j, "dropped_full", dv->dropped_full);
 		shoal__json_uint(j, "dropped_dead", dv->dropped_dead);
 		shoal__json_uint(j, "malformed", dv->malformed);
+		shoal__json_uint(j, "discarded", dv->discarded);
 		shoal__json_uint(j, "sleeps", dv->sleeps);
 		shoal__json_uint(j, "busy_ns", dv->busy_ns);
 		shoal__json_object_end(j);

@@ -158,6 +158,7 @@ static void read_dispatchers(struct shoal__sys_view *v, struct shoal__reg_hdr *h
 		dv->malformed = shoal_load_relaxed(&rd->malformed);
 		dv->sleeps = shoal_load_relaxed(&rd->sleeps);
 		dv->busy_ns = shoal_load_relaxed(&rd->busy_ns);
+		dv->discarded = shoal_load_relaxed(&rd->discarded);
 	}
 }
 

@@ -33,7 +33,7 @@ struct shoal__disp_view {
 	int32_t node;
 	uint64_t cpus;
 	uint64_t batches, messages, delivered, no_route, dropped_full, dropped_dead;
-	uint64_t malformed, sleeps, busy_ns;
+	uint64_t malformed, sleeps, busy_ns, discarded;
 };
 
 struct shoal__type_view {

@@ -86,7 +86,7 @@ struct shoal__reg_type {
 	_Atomic uint32_t id;             /* 0: free; published last (release) */
 	uint32_t max_size;
 	_Atomic uint32_t routes;         /* filters listing this type, set at publish */
-	uint32_t pad;
+	_Atomic uint32_t live_routes;    /* of those, the ones not to a failed group */
 	char name[SHOAL_NAME_MAX];
 	uint8_t pad1[16];
 };

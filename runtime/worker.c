@@ -267,9 +267,43 @@ static int check_type(struct shoal_ctx *ctx, uint32_t type, uint32_t len,
 	return 0;
 }
 
+/*
+ * What a blocking send gives up on besides a stop: its destination group
+ * failing (-EHOSTDOWN), for a request the responder's incarnation ending
+ * (-EOWNERDEAD), and a deadline (-ETIMEDOUT). A try_ send passes NULL.
+ */
+struct send_wait {
+	const struct shoal__reg_group *rg;   /* destination group, or NULL */
+	uint64_t deadline;                   /* UINT64_MAX: none */
+	bool incarnation;                    /* give up when rg leaves generation gen */
+	uint32_t gen;
+};
+
+static const struct send_wait WAIT_FOREVER = { NULL, UINT64_MAX, false, 0 };
+
+/* 0 while the wait may go on, else why it ends. */
+static int wait_ended(const struct send_wait *sw)
+{
+	if (sw->rg != NULL) {
+		/* Relaxed: the router sets these when the group fails, dies or
+		 * comes back, then rings every worker's space_db. */
+		uint32_t state = shoal_load_relaxed(&sw->rg->state);
+
+		if (state == SHOAL_GROUP_FAILED)
+			return -EHOSTDOWN;
+		if (sw->incarnation && (state != SHOAL_GROUP_RUNNING ||
+					shoal_load_relaxed(&sw->rg->gen) != sw->gen))
+			return -EOWNERDEAD;
+	}
+	if (sw->deadline != UINT64_MAX && shoal__now_ns() >= sw->deadline)
+		return -ETIMEDOUT;
+	return 0;
+}
+
 struct waiter {
 	struct shoal_ring_prod *p;
 	uint32_t need;
+	const struct send_wait *sw;
 };
 
 static bool room(void *arg)
@@ -278,22 +312,36 @@ static bool room(void *arg)
 	void *dst = shoal_ring_reserve(w->p, w->need, 0);
 
 	if (dst == NULL)
-		return shoal_ring_prod_error(w->p) != 0;
+		return shoal_ring_prod_error(w->p) != 0 || wait_ended(w->sw) != 0;
 	shoal_ring_cancel(w->p);
 	return true;
 }
 
 /* Wait for room in `p`, sleeping on `db` (rung by the consumer's side). */
 static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct shoal_doorbell *db,
-		     uint32_t need)
+		     uint32_t need, const struct send_wait *sw)
 {
-	struct waiter w = { p, need };
+	struct waiter w = { p, need, sw };
 
 	for (;;) {
-		int ret = shoal_doorbell_poll_wait(db, ctx->g->spin_ns, room, &w, SLEEP_SLICE_NS);
+		int64_t slice = SLEEP_SLICE_NS;
+		int ret, end;
 
+		if (sw->deadline != UINT64_MAX) {
+			uint64_t now = shoal__now_ns();
+
+			if (now >= sw->deadline)
+				return -ETIMEDOUT;
+			if (sw->deadline - now < (uint64_t)slice)
+				slice = (int64_t)(sw->deadline - now);
+		}
+		ret = shoal_doorbell_poll_wait(db, ctx->g->spin_ns, room, &w, slice);
 		if (shoal_ring_prod_error(p))
 			return -EUCLEAN;
+		/* The predicate also returns true on a give-up: check that first. */
+		end = wait_ended(sw);
+		if (end < 0)
+			return end;
 		if (ret == 0)
 			return 0;
 		if (shoal__stop_requested(ctx->g))
@@ -301,9 +349,9 @@ static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct sh
 	}
 }
 
-/* Reserve `ENV_SIZE + len` in `p`, waiting if asked. */
+/* Reserve `ENV_SIZE + len` in `p`, waiting as `sw` says (NULL: do not wait). */
 static void *reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct shoal_doorbell *db,
-			uint32_t len, bool wait, int *err)
+			uint32_t len, const struct send_wait *sw, int *err)
 {
 	for (;;) {
 		void *dst = shoal_ring_reserve(p, ENV_SIZE + len, 0);
@@ -319,16 +367,32 @@ static void *reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct
 			*err = -EMSGSIZE;
 			return NULL;
 		}
-		if (!wait) {
+		if (sw == NULL) {
 			*err = -EAGAIN;
 			return NULL;
 		}
-		ret = wait_room(ctx, p, db, ENV_SIZE + len);
+		ret = wait_room(ctx, p, db, ENV_SIZE + len, sw);
 		if (ret < 0) {
 			*err = ret;
 			return NULL;
 		}
 	}
+}
+
+/*
+ * Whether a routed message of type `t` has somewhere to go: -EHOSTUNREACH
+ * when no route lists it, -EHOSTDOWN when every route that does leads to a
+ * failed group. Relaxed: hints the router sets at every publish; the
+ * dispatcher still counts a message that a concurrent change leaves with no
+ * route (no_route) or only failed groups (dropped_dead).
+ */
+static int routes_of(const struct shoal__ltype *t)
+{
+	if (shoal_load_relaxed(&t->reg->routes) == 0)
+		return -EHOSTUNREACH;
+	if (shoal_load_relaxed(&t->reg->live_routes) == 0)
+		return -EHOSTDOWN;
+	return 0;
 }
 
 static int send_routed(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32_t len,
@@ -340,10 +404,11 @@ static int send_routed(struct shoal_ctx *ctx, uint32_t type, const void *buf, ui
 
 	/* Relaxed: a hint the router sets at publish; the dispatcher still
 	 * counts a message that finds no route after a concurrent change. */
-	if (ret == 0 && shoal_load_relaxed(&t->reg->routes) == 0)
-		ret = -EHOSTUNREACH;
+	if (ret == 0)
+		ret = routes_of(t);
 	if (ret == 0) {
-		dst = reserve_in(ctx, &ctx->up, &ctx->mw->up_db, len, wait, &ret);
+		dst = reserve_in(ctx, &ctx->up, &ctx->mw->up_db, len, wait ? &WAIT_FOREVER : NULL,
+				 &ret);
 		if (dst != NULL) {
 			fill_env(ctx, dst, type, len, SHOAL_ADDR_NONE, wait ? 0 : SHOAL_ENV_TRY, 0);
 			memcpy(dst + ENV_SIZE, buf, len);
@@ -368,12 +433,21 @@ int shoal_try_send(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32
 	return send_routed(ctx, type, buf, len, false);
 }
 
-/* The worker of group `dg` that receives a message for `slot`. */
-static uint32_t dest_worker(const struct shoal__reg_group *rg, uint16_t slot, uint64_t self,
-			    uint64_t rid, uint32_t flags)
+/*
+ * The number of workers of a destination group, read once from the
+ * registry and bounded (DESIGN invariant 1): 0 if it is out of range.
+ */
+static uint32_t dest_workers(const struct shoal__reg_group *rg)
 {
-	uint16_t nw = rg->n_workers ? rg->n_workers : 1;
+	uint16_t nw = rg->n_workers;
 
+	return nw >= 1 && nw <= SHOAL_MAX_WORKERS ? nw : 0;
+}
+
+/* The worker (of `nw`) of a group that receives a message for `slot`. */
+static uint32_t dest_worker(uint32_t nw, uint16_t slot, uint64_t self, uint64_t rid,
+			    uint32_t flags)
+{
 	if (flags & SHOAL_ENV_RESPONSE)
 		return (uint32_t)(rid >> 48) % nw;   /* the requester's worker */
 	if (slot < SHOAL_MAX_ACTORS)
@@ -381,7 +455,7 @@ static uint32_t dest_worker(const struct shoal__reg_group *rg, uint16_t slot, ui
 	return (uint32_t)((self * UINT64_C(0x9e3779b97f4a7c15)) >> 32) % nw;
 }
 
-/* The direct ring from this worker to worker `dw` of group `dg`. */
+/* The direct ring from this worker to worker `dw` (< SHOAL_MAX_WORKERS) of group `dg`. */
 static struct shoal__dout *dout_get(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw, int *err)
 {
 	struct shoal_group *g = ctx->g;
@@ -391,6 +465,10 @@ static struct shoal__dout *dout_get(struct shoal_ctx *ctx, uint16_t dg, uint32_t
 	char ring[SHOAL_SEG_REGION_NAME_MAX];
 	void *mem;
 
+	if (SHOAL_UNLIKELY(dg >= SHOAL_MAX_GROUPS || dw >= SHOAL_MAX_WORKERS)) {
+		*err = -EUCLEAN;
+		return NULL;
+	}
 	if (ctx->dout[dg] == NULL) {
 		/* First send to this group from this worker: control path. */
 		ctx->dout[dg] = calloc(SHOAL_MAX_WORKERS, sizeof(**ctx->dout));
@@ -404,6 +482,7 @@ static struct shoal__dout *dout_get(struct shoal_ctx *ctx, uint16_t dg, uint32_t
 		return o;
 	peer = shoal__peer_get(g, dg);
 	*err = -EUCLEAN;
+	/* The peer's mailbox is writable by others: its count is untrusted. */
 	if (peer == NULL || dw >= peer->hdr->n_workers)
 		return NULL;
 	*err = shoal__open_direct(g, ctx->w, dg, (uint16_t)dw, ring, NULL);
@@ -459,43 +538,63 @@ static const struct shoal__reg_group *check_dest(struct shoal_ctx *ctx, uint64_t
 	return rg;
 }
 
+/*
+ * A direct send. `sw` NULL: try_ (never waits); else wait as it says, its
+ * rg set here. To SHOAL_SLOT_ALL it is all or nothing: a record is reserved
+ * in the ring of every worker of the destination before any is committed,
+ * so a refusal (or a wait that gives up) leaves nothing delivered and a
+ * retry duplicates nothing.
+ */
 static int send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
-		       uint32_t len, bool wait, uint32_t flags, uint64_t rid)
+		       uint32_t len, struct send_wait *sw, uint32_t flags, uint64_t rid)
 {
+	struct shoal__dout *outs[SHOAL_MAX_WORKERS];
+	unsigned char *dsts[SHOAL_MAX_WORKERS];
 	const struct shoal__reg_group *rg;
 	const struct shoal__ltype *t;
+	uint16_t dg = (uint16_t)shoal_addr_group(dest);
 	int ret = 0;
-	uint32_t w0, w1;
+	uint32_t nw, w0, w1, n = 0;
 
 	if (!(flags & SHOAL_ENV_ERROR))
 		ret = check_type(ctx, type, len, &t);
 	rg = ret == 0 ? check_dest(ctx, dest, &ret) : NULL;
 	if (rg == NULL)
 		goto fail;
-	w0 = dest_worker(rg, shoal_addr_slot(dest), shoal_ctx_self(ctx), rid, flags);
+	nw = dest_workers(rg);
+	if (nw == 0) {
+		ret = -EUCLEAN;
+		goto fail;
+	}
+	if (sw != NULL)
+		sw->rg = rg;
+	w0 = dest_worker(nw, shoal_addr_slot(dest), shoal_ctx_self(ctx), rid, flags);
 	w1 = w0 + 1;
 	if (shoal_addr_slot(dest) == SHOAL_SLOT_ALL) {
 		w0 = 0;
-		w1 = rg->n_workers;
+		w1 = nw;
 	}
-	for (uint32_t w = w0; w < w1; w++) {
-		struct shoal__dout *o = dout_get(ctx, (uint16_t)shoal_addr_group(dest), w, &ret);
-		unsigned char *dst;
-
-		if (o == NULL)
-			goto fail;
-		dst = reserve_in(ctx, &o->p, &o->dst->space_db, len, wait, &ret);
-		if (dst == NULL)
-			goto fail;
-		fill_env(ctx, dst, type, len, dest, flags, rid);
-		memcpy(dst + ENV_SIZE, buf, len);
-		shoal_ring_commit(&o->p);
-		shoal_doorbell_notify(&o->dst->in_db);
+	for (uint32_t w = w0; w < w1; w++, n++) {
+		outs[n] = dout_get(ctx, dg, w, &ret);
+		if (outs[n] == NULL)
+			goto cancel;
+		dsts[n] = reserve_in(ctx, &outs[n]->p, &outs[n]->dst->space_db, len, sw, &ret);
+		if (dsts[n] == NULL)
+			goto cancel;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		fill_env(ctx, dsts[i], type, len, dest, flags, rid);
+		memcpy(dsts[i] + ENV_SIZE, buf, len);
+		shoal_ring_commit(&outs[i]->p);
+		shoal_doorbell_notify(&outs[i]->dst->in_db);
 	}
 	COUNT(ctx, sent_direct);
 	return 0;
+cancel:
+	for (uint32_t i = 0; i < n; i++)
+		shoal_ring_cancel(&outs[i]->p);
 fail:
-	if (!wait)
+	if (sw == NULL)
 		COUNT(ctx, try_failed);
 	return ret;
 }
@@ -503,13 +602,15 @@ fail:
 int shoal_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
 		  uint32_t len)
 {
-	return send_direct(ctx, dest, type, buf, len, true, 0, 0);
+	struct send_wait sw = WAIT_FOREVER;
+
+	return send_direct(ctx, dest, type, buf, len, &sw, 0, 0);
 }
 
 int shoal_try_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
 		      uint32_t len)
 {
-	return send_direct(ctx, dest, type, buf, len, false, 0, 0);
+	return send_direct(ctx, dest, type, buf, len, NULL, 0, 0);
 }
 
 int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t len, void **buf)
@@ -519,15 +620,17 @@ int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t 
 	struct shoal_ring_prod *p;
 	struct shoal_doorbell *db;
 	unsigned char *dst;
-	int ret = check_type(ctx, type, len, &t);
+	int ret;
 
+	if (ctx->res_p != NULL)
+		return -EBUSY;   /* one reservation at a time: commit the first */
+	ret = check_type(ctx, type, len, &t);
 	if (ret < 0)
 		goto fail;
 	if (dest == SHOAL_ADDR_NONE) {
-		if (shoal_load_relaxed(&t->reg->routes) == 0) {
-			ret = -EHOSTUNREACH;
+		ret = routes_of(t);
+		if (ret < 0)
 			goto fail;
-		}
 		p = &ctx->up;
 		db = ctx->bell;
 	} else {
@@ -538,14 +641,19 @@ int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t 
 			ret = rg == NULL ? ret : -EINVAL;   /* zero-copy is one ring */
 			goto fail;
 		}
+		if (dest_workers(rg) == 0) {
+			ret = -EUCLEAN;
+			goto fail;
+		}
 		o = dout_get(ctx, (uint16_t)shoal_addr_group(dest),
-			     dest_worker(rg, shoal_addr_slot(dest), shoal_ctx_self(ctx), 0, 0), &ret);
+			     dest_worker(dest_workers(rg), shoal_addr_slot(dest),
+					 shoal_ctx_self(ctx), 0, 0), &ret);
 		if (o == NULL)
 			goto fail;
 		p = &o->p;
 		db = &o->dst->in_db;
 	}
-	dst = reserve_in(ctx, p, NULL, len, false, &ret);
+	dst = reserve_in(ctx, p, NULL, len, NULL, &ret);
 	if (dst == NULL)
 		goto fail;
 	fill_env(ctx, dst, type, len, dest, dest == SHOAL_ADDR_NONE ? SHOAL_ENV_TRY : 0, 0);
@@ -612,7 +720,8 @@ static void forward(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_env
 		if (w == ctx->w)
 			continue;
 		e.dest = shoal_addr_make(g->id, slot, g->gen);
-		dst = reserve_in(ctx, &ctx->fwd[w], &g->mbx->w[w].space_db, env->len, true, &err);
+		dst = reserve_in(ctx, &ctx->fwd[w], &g->mbx->w[w].space_db, env->len, &WAIT_FOREVER,
+				 &err);
 		if (dst == NULL) {
 			COUNT(ctx, discarded);   /* only when stopping: counted, not silent */
 			continue;
@@ -902,6 +1011,7 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 {
 	uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : shoal__now_ns() + (uint64_t)timeout_ns;
 	struct req_wait rw = { ctx, NULL, 0, 0 };
+	struct send_wait sw = { NULL, UINT64_MAX, true, 0 };
 	int dg = shoal_addr_group(dest), ret;
 	uint64_t rid;
 
@@ -916,7 +1026,12 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 		return shoal_load_relaxed(&rw.rg->state) == SHOAL_GROUP_FAILED ? -EHOSTDOWN :
 										-EOWNERDEAD;
 	rid = (uint64_t)ctx->w << 48 | (ctx->next_rid++ & ((UINT64_C(1) << 48) - 1));
-	ret = send_direct(ctx, dest, type, buf, len, true, SHOAL_ENV_REQUEST, rid);
+	/* Waiting for room in the responder's ring counts against the
+	 * timeout and ends with the responder's incarnation, as the wait for
+	 * the response below does. */
+	sw.deadline = deadline;
+	sw.gen = rw.gen;
+	ret = send_direct(ctx, dest, type, buf, len, &sw, SHOAL_ENV_REQUEST, rid);
 	if (ret < 0)
 		return ret;
 	ctx->wait_rid = rid;
@@ -951,11 +1066,12 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 int shoal_respond(struct shoal_ctx *ctx, const struct shoal_msg *req, uint32_t type,
 		  const void *buf, uint32_t len)
 {
+	struct send_wait sw = WAIT_FOREVER;
 	int ret;
 
 	if (req == NULL || !(req->env->flags & SHOAL_ENV_REQUEST))
 		return -EINVAL;
-	ret = send_direct(ctx, req->env->sender, type, buf, len, true, SHOAL_ENV_RESPONSE,
+	ret = send_direct(ctx, req->env->sender, type, buf, len, &sw, SHOAL_ENV_RESPONSE,
 			  req->env->request_id);
 	if (req->env == ctx->cur_req)
 		ctx->responded = true;
@@ -965,11 +1081,12 @@ int shoal_respond(struct shoal_ctx *ctx, const struct shoal_msg *req, uint32_t t
 int shoal_respond_error(struct shoal_ctx *ctx, const struct shoal_msg *req, int err)
 {
 	int32_t e = err < 0 ? err : -EINVAL;
+	struct send_wait sw = WAIT_FOREVER;
 	int ret;
 
 	if (req == NULL || !(req->env->flags & SHOAL_ENV_REQUEST))
 		return -EINVAL;
-	ret = send_direct(ctx, req->env->sender, req->env->type, &e, sizeof(e), true,
+	ret = send_direct(ctx, req->env->sender, req->env->type, &e, sizeof(e), &sw,
 			  SHOAL_ENV_RESPONSE | SHOAL_ENV_ERROR, req->env->request_id);
 	if (req->env == ctx->cur_req)
 		ctx->responded = true;

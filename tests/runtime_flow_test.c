@@ -79,6 +79,24 @@ static void group_drops(int id, uint64_t *delivered, uint64_t *dropped_full)
 	shoal_seg_detach(&reg.seg);
 }
 
+/*
+ * Start a router for `system`, declare consumer `c` (with `workers` and
+ * `actors`) and a one-worker "prod", run `c` with `fn` and wait until it is
+ * attached. Returns the consumer's group id; its pid in *pid.
+ */
+static int start_consumer(const char *system, int (*fn)(void *), struct child *c,
+			  uint16_t workers, uint16_t actors, pid_t *pid)
+{
+	int id;
+
+	assert_int_equal(rt_start_router(system, NULL, 0), 0);
+	id = rt_declare(c->name, workers, actors);
+	rt_declare("prod", 1, 1);
+	*pid = test_spawn(fn, c);
+	rt_wait_attached(id);
+	return id;
+}
+
 static void runtime_blocking_send_waits_for_slow_consumer(void **state)
 {
 	struct child slow = { .index = 0, .name = "slow", .mode = SLOW };
@@ -88,12 +106,8 @@ static void runtime_blocking_send_waits_for_slow_consumer(void **state)
 	int id;
 
 	(void)state;
-	assert_int_equal(rt_start_router("fl-block", NULL, 0), 0);
-	id = rt_declare("slow", 1, 1);
-	rt_declare("prod", 1, 1);
+	id = start_consumer("fl-block", behaving_main, &slow, 1, 1, &pc);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pc = test_spawn(behaving_main, &slow);
-	rt_wait_attached(id);
 	/* Far more than the rings hold: the producer must wait, not drop. */
 	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 120000), 0);
 	rt_wait_count(0, prod.n, 60000);
@@ -144,12 +158,8 @@ static void runtime_try_send_drops_are_counted_never_silent(void **state)
 	int id;
 
 	(void)state;
-	assert_int_equal(rt_start_router("fl-try", NULL, 0), 0);
-	id = rt_declare("gated", 1, 1);
-	rt_declare("prod", 1, 1);
+	id = start_consumer("fl-try", behaving_main, &gated, 1, 1, &pc);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pc = test_spawn(behaving_main, &gated);
-	rt_wait_attached(id);
 	test_assert_exited(test_wait_pid(test_spawn(try_producer_main, &prod), 60000), 0);
 	ok = atomic_load(&rt_res->last_seq[1]);
 	/* Let the dispatcher finish what the uplink still holds. */
@@ -252,7 +262,12 @@ static int kinds_producer_main(void *arg)
 
 		ret = c->dest ? shoal_send_to(ctx, c->dest, T_PING, &v, sizeof(v))
 			      : shoal_send(ctx, T_PING, &v, sizeof(v));
+		if (ret == 0)
+			atomic_store(&rt_res->last_seq[c->index], i + 1);
 	}
+	/* What stopped it, for tests that send until an error. */
+	atomic_store(&rt_res->status[c->index], ret);
+	atomic_store(&rt_res->ready[c->index], 2);
 	shoal_group_detach(g);
 	return ret == 0 ? 0 : 11;
 }
@@ -277,18 +292,26 @@ static void runtime_in_group_routing_over_two_workers(void **state)
 	}
 	for (int a = 0; a < 4; a++)
 		total += want[a];
-	assert_int_equal(rt_start_router("fl-ingroup", NULL, 0), 0);
-	id = rt_declare("ig", 2, 4);
-	rt_declare("prod", 1, 1);
+	id = start_consumer("fl-ingroup", rt_consumer_main, &ig, 2, 4, &pc);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pc = test_spawn(rt_consumer_main, &ig);
-	rt_wait_attached(id);
 	test_assert_exited(test_wait_pid(test_spawn(kinds_producer_main, &prod), 60000), 0);
 	rt_wait_count(0, total, 30000);
 	for (int a = 0; a < 4; a++)
 		assert_int_equal(atomic_load(&rt_res->per_actor[0][a]), want[a]);
 	rt_stop_and_reap(&pc, 1);
 	rt_stop_router();
+}
+
+/* Generation of group `id` now, from the registry. */
+static uint32_t group_gen(int id)
+{
+	struct shoal__registry reg;
+	uint32_t gen;
+
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	gen = atomic_load(&reg.groups[id].gen);
+	shoal_seg_detach(&reg.seg);
+	return gen;
 }
 
 static void runtime_direct_send_reaches_actor_and_group(void **state)
@@ -300,18 +323,8 @@ static void runtime_direct_send_reaches_actor_and_group(void **state)
 	int id;
 
 	(void)state;
-	assert_int_equal(rt_start_router("fl-direct", NULL, 0), 0);
-	id = rt_declare("dst", 2, 4);
-	rt_declare("prod", 1, 1);
-	pc = test_spawn(rt_consumer_main, &ig);
-	rt_wait_attached(id);
-	{
-		struct shoal__registry reg;
-
-		assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
-		gen = atomic_load(&reg.groups[id].gen);
-		shoal_seg_detach(&reg.seg);
-	}
+	id = start_consumer("fl-direct", rt_consumer_main, &ig, 2, 4, &pc);
+	gen = group_gen(id);
 	/* To actor 3 (owned by worker 1): all 100 land there. */
 	prod.dest = shoal_addr_make((uint16_t)id, 3, gen);
 	test_assert_exited(test_wait_pid(test_spawn(kinds_producer_main, &prod), 60000), 0);
@@ -333,6 +346,43 @@ static void runtime_direct_send_reaches_actor_and_group(void **state)
 	rt_stop_router();
 }
 
+static void runtime_blocking_send_to_failed_target_returns_ehostdown(void **state)
+{
+	struct child stuck = { .index = 0, .name = "stuck", .mode = HOLD };
+	struct child snd = { .index = 1, .name = "prod", .n = UINT64_MAX };   /* until an error */
+	uint64_t seen = UINT64_MAX;
+	pid_t ps, pq;
+	int id;
+
+	(void)state;
+	id = start_consumer("fl-hostdown", behaving_main, &stuck, 1, 1, &ps);
+	snd.dest = shoal_addr_make((uint16_t)id, 0, group_gen(id));
+	pq = test_spawn(kinds_producer_main, &snd);
+	/* The target holds its first message: the sender fills the ring and
+	 * waits. Seen as a count that stays put for 300 ms. */
+	for (int i = 0; i < 100; i++) {
+		uint64_t now = atomic_load(&rt_res->last_seq[1]);
+
+		if (now > 0 && now == seen)
+			break;
+		seen = now;
+		usleep(300000);
+	}
+	assert_true(seen > 0 && atomic_load(&rt_res->ready[1]) == 0);
+	kill(ps, SIGKILL);
+	assert_int_not_equal(test_wait_pid(ps, 5000), -1);
+	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
+		usleep(1000);
+	/* Down is not failed: a restart would drain the ring, so it waits on. */
+	usleep(200000);
+	assert_int_equal(atomic_load(&rt_res->ready[1]), 0);
+	assert_int_equal(shoal_router_fail_group(rt_router, id), 0);
+	test_assert_exited(test_wait_pid(pq, 10000), 11);
+	assert_int_equal(atomic_load(&rt_res->status[1]), -EHOSTDOWN);
+	assert_int_equal(atomic_load(&rt_res->last_seq[1]), seen);
+	rt_stop_router();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -341,6 +391,7 @@ int main(void)
 		cmocka_unit_test(runtime_killed_group_queue_is_handled_by_its_next_process),
 		cmocka_unit_test(runtime_in_group_routing_over_two_workers),
 		cmocka_unit_test(runtime_direct_send_reaches_actor_and_group),
+		cmocka_unit_test(runtime_blocking_send_to_failed_target_returns_ehostdown),
 	};
 
 	rt_init();

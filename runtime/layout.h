@@ -129,7 +129,10 @@ struct shoal__mbx_worker {
 	_Atomic uint64_t stale;          /* messages dropped: addressed to an old generation */
 	_Atomic uint64_t malformed;      /* records dropped: bad envelope */
 	_Atomic uint64_t discarded;      /* in-group outcome DISCARD */
-	uint8_t pad1[SHOAL_FALSE_SHARING - 64];
+	_Atomic uint64_t fwd_sent;       /* copies forwarded to the group's other workers */
+	_Atomic uint64_t fwd_taken;      /* forwarded copies this worker handled */
+	_Atomic uint64_t fwd_lost;       /* forwarded copies a killed process lost (attach) */
+	uint8_t pad1[SHOAL_FALSE_SHARING - 88];
 	/* Written by the dispatcher that drains this worker's uplink. */
 	_Atomic uint64_t up_no_route;
 	_Atomic uint64_t up_dropped_full;

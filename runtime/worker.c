@@ -124,6 +124,30 @@ static void fwd_ring(struct shoal_group *g, unsigned from, unsigned to, void **m
 	*mem = (char *)g->fwd_mem + (from * g->n_workers + to) * *len;
 }
 
+/*
+ * What the previous process of this group had forwarded between its workers
+ * and not handled died with its private rings: count it (DESIGN invariant
+ * 6). Runs at attach, before any worker, when no other process of the group
+ * can run; sent is published before each commit and taken after each copy
+ * is handled, so sent - taken - lost counted before is exactly what was
+ * committed and never handled (see forward()).
+ */
+static void count_lost_forwards(struct shoal_group *g)
+{
+	uint64_t sent = 0, taken = 0, lost = 0;
+
+	for (unsigned v = 0; v < g->n_workers && v < SHOAL_MAX_WORKERS; v++) {
+		/* Relaxed: the writers are dead; the mailbox holds their last. */
+		sent += shoal_load_relaxed(&g->mbx->w[v].fwd_sent);
+		taken += shoal_load_relaxed(&g->mbx->w[v].fwd_taken);
+		lost += shoal_load_relaxed(&g->mbx->w[v].fwd_lost);
+	}
+	if (sent > taken + lost)
+		shoal_store_relaxed(&g->mbx->w[0].fwd_lost,
+				    shoal_load_relaxed(&g->mbx->w[0].fwd_lost) +
+				    (sent - taken - lost));
+}
+
 int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 {
 	struct shoal_ctx *ctx = &g->ctx[w];
@@ -154,9 +178,13 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	ctx->stale = shoal_load_relaxed(&ctx->mw->stale);
 	ctx->malformed = shoal_load_relaxed(&ctx->mw->malformed);
 	ctx->discarded = shoal_load_relaxed(&ctx->mw->discarded);
+	ctx->fwd_sent = shoal_load_relaxed(&ctx->mw->fwd_sent);
+	ctx->fwd_taken = shoal_load_relaxed(&ctx->mw->fwd_taken);
 	shoal__ctx_scan(ctx);
 	if (g->n_workers < 2)
 		return 0;
+	if (w == 0)
+		count_lost_forwards(g);
 	/* In-process forwarding rings, all allocated by the first worker. */
 	if (g->fwd_mem == NULL) {
 		size_t total = (size_t)g->n_workers * g->n_workers * shoal_ring_size(SHOAL__FWD_CAP);
@@ -702,8 +730,41 @@ static void invoke(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_enve
 }
 
 /*
+ * Forwarding between the workers of this process goes through private
+ * rings, lost if the process is killed. So that every message is handled,
+ * redelivered, or counted as lost, and never both redelivered and counted:
+ * the copies forwarded from a record of a mailbox ring are committed only
+ * after that record is released (poll_rings() ends its batch after such a
+ * record), and fwd_sent is published before the commit, fwd_taken after
+ * the copy is handled. A kill before the release redelivers the record and
+ * drops the uncommitted copies; after it, what was committed and not
+ * handled is sent - taken, counted at the next attach. The one window left
+ * is a kill between the release and the store of fwd_sent, a few
+ * instructions: those copies are lost uncounted.
+ */
+static void fwd_commit(struct shoal_ctx *ctx, unsigned w)
+{
+	struct shoal_group *g = ctx->g;
+
+	if (ctx->fwd_pend[w] == 0)
+		return;
+	ctx->fwd_sent += ctx->fwd_pend[w];
+	shoal_store_relaxed(&ctx->mw->fwd_sent, ctx->fwd_sent);
+	ctx->fwd_any -= ctx->fwd_pend[w];
+	ctx->fwd_pend[w] = 0;
+	shoal_ring_commit(&ctx->fwd[w]);
+	shoal_doorbell_notify(&g->mbx->w[w].in_db);
+}
+
+static void fwd_flush(struct shoal_ctx *ctx)
+{
+	for (unsigned w = 0; ctx->fwd_any > 0 && w < ctx->g->n_workers; w++)
+		fwd_commit(ctx, w);
+}
+
+/*
  * Forward a message to the worker of this process that owns `slot`, or with
- * SHOAL_SLOT_ALL to every other worker.
+ * SHOAL_SLOT_ALL to every other worker. Waits while a ring is full.
  */
 static void forward(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_envelope *env,
 		    const void *payload)
@@ -720,16 +781,24 @@ static void forward(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_env
 		if (w == ctx->w)
 			continue;
 		e.dest = shoal_addr_make(g->id, slot, g->gen);
-		dst = reserve_in(ctx, &ctx->fwd[w], &g->mbx->w[w].space_db, env->len, &WAIT_FOREVER,
-				 &err);
+		dst = reserve_in(ctx, &ctx->fwd[w], NULL, env->len, NULL, &err);
+		if (dst == NULL && err == -EAGAIN) {
+			/* Waiting tries and cancels reservations: publish this
+			 * ring's first (a multicast to two of its actors). */
+			fwd_commit(ctx, w);
+			dst = reserve_in(ctx, &ctx->fwd[w], &g->mbx->w[w].space_db, env->len,
+					 &WAIT_FOREVER, &err);
+		}
 		if (dst == NULL) {
 			COUNT(ctx, discarded);   /* only when stopping: counted, not silent */
 			continue;
 		}
 		memcpy(dst, &e, sizeof(e));
 		memcpy(dst + ENV_SIZE, payload, env->len);
-		shoal_ring_commit(&ctx->fwd[w]);
-		shoal_doorbell_notify(&g->mbx->w[w].in_db);
+		ctx->fwd_pend[w]++;
+		ctx->fwd_any++;
+		if (!ctx->fwd_hold)
+			fwd_commit(ctx, w);
 	}
 }
 
@@ -917,15 +986,22 @@ static uint32_t poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
 
 		if (!reads(in, src))
 			continue;
+		ctx->fwd_hold = in->src_group != SHOAL__SRC_WORKERS;
 		while (taken < POLL_BATCH && n + taken < budget && shoal_ring_peek(&in->c, &rec)) {
 			handle_record(ctx, rec.data, rec.len);
 			taken++;
+			if (in->src_group == SHOAL__SRC_WORKERS)
+				COUNT(ctx, fwd_taken);
+			else if (ctx->fwd_any > 0)
+				break;   /* release this record before its copies go */
 		}
 		if (taken > 0) {
 			shoal_ring_release(&in->c);
 			ctx->released = true;
 			n += taken;
 		}
+		fwd_flush(ctx);
+		ctx->fwd_hold = false;
 	}
 	ctx->rr++;
 	if (ctx->released) {

@@ -317,6 +317,7 @@ static void read_mailbox(void *arg)
 		g->w.stale += shoal_load_relaxed(&w->stale);
 		g->w.malformed += shoal_load_relaxed(&w->malformed);
 		g->w.discarded += shoal_load_relaxed(&w->discarded);
+		g->w.fwd_lost += shoal_load_relaxed(&w->fwd_lost);
 		g->w.up_no_route += shoal_load_relaxed(&w->up_no_route);
 		g->w.up_dropped_full += shoal_load_relaxed(&w->up_dropped_full);
 		g->w.up_malformed += shoal_load_relaxed(&w->up_malformed);

@@ -19,6 +19,10 @@
  * the process is killed is lost, and counted (fwd_lost) at the next attach. */
 #define SHOAL__FWD_CAP (64u * 1024)
 
+/* Processes that may die handling one mailbox record before the next sets
+ * it aside (counted in set_aside) instead of handling it again. */
+#define SHOAL__CRASHES_MAX 3u
+
 /* A type this program declared, with its registry slot. */
 struct shoal__ltype {
 	uint32_t id;
@@ -75,8 +79,11 @@ struct shoal_ctx {
 	/* Copies forwarded from a mailbox ring record are committed only after
 	 * that record is released (see forward() in worker.c). */
 	bool fwd_hold;
+	bool polling;                            /* inside poll_rings() */
 	uint32_t fwd_pend[SHOAL_MAX_WORKERS];   /* reserved, not committed, per worker */
 	uint32_t fwd_any;                        /* sum of fwd_pend */
+	/* A record earlier processes died handling, and how many of them. */
+	uint64_t suspect, suspect_crashes;
 
 	/* Handler context. */
 	struct shoal_actor *cur;
@@ -99,7 +106,7 @@ struct shoal_ctx {
 
 	/* Counters, mirrored into mw with relaxed stores. */
 	uint64_t sent_routed, sent_direct, received, handled, try_failed, stale, malformed,
-		 discarded, fwd_sent, fwd_taken;
+		 discarded, fwd_sent, fwd_taken, set_aside;
 };
 
 struct shoal_group {

@@ -132,7 +132,11 @@ struct shoal__mbx_worker {
 	_Atomic uint64_t fwd_sent;       /* copies forwarded to the group's other workers */
 	_Atomic uint64_t fwd_taken;      /* forwarded copies this worker handled */
 	_Atomic uint64_t fwd_lost;       /* forwarded copies a killed process lost (attach) */
-	uint8_t pad1[SHOAL_FALSE_SHARING - 88];
+	_Atomic uint64_t inflight;       /* mailbox record being handled (see worker.c) or 0 */
+	_Atomic uint64_t crash_mark;     /* the record processes died handling (attach) */
+	_Atomic uint64_t crashes;        /* how many in a row */
+	_Atomic uint64_t set_aside;      /* records skipped after SHOAL__CRASHES_MAX crashes */
+	uint8_t pad1[SHOAL_FALSE_SHARING - 120];
 	/* Written by the dispatcher that drains this worker's uplink. */
 	_Atomic uint64_t up_no_route;
 	_Atomic uint64_t up_dropped_full;

@@ -148,6 +148,63 @@ static void count_lost_forwards(struct shoal_group *g)
 				    (sent - taken - lost));
 }
 
+/*
+ * A message that kills its handler would be redelivered to every new
+ * process of the group, which would die of it in turn. So each worker marks
+ * in its mailbox block the record it is handling (`inflight`: its ring's and
+ * its own offsets in the mailbox, stable across processes), and clears the
+ * mark when it releases the batch. A process that attaches and finds a mark
+ * counts one more crash on that record; once SHOAL__CRASHES_MAX processes
+ * died on it, the worker sets it aside when it comes round again: skipped,
+ * released and counted (set_aside), and the group carries on. Relaxed
+ * stores: only a later process reads them, after this one died.
+ */
+static void note_crash(struct shoal_ctx *ctx)
+{
+	uint64_t mark = shoal_load_relaxed(&ctx->mw->inflight);
+
+	if (mark != 0) {
+		if (mark == shoal_load_relaxed(&ctx->mw->crash_mark)) {
+			shoal_store_relaxed(&ctx->mw->crashes,
+					    shoal_load_relaxed(&ctx->mw->crashes) + 1);
+		} else {
+			shoal_store_relaxed(&ctx->mw->crash_mark, mark);
+			shoal_store_relaxed(&ctx->mw->crashes, 1);
+		}
+		shoal_store_relaxed(&ctx->mw->inflight, 0);
+	}
+	ctx->suspect = shoal_load_relaxed(&ctx->mw->crash_mark);
+	ctx->suspect_crashes = shoal_load_relaxed(&ctx->mw->crashes);
+}
+
+/* The mark of record `rec` of mailbox ring `in`: never 0 (the mailbox
+ * header comes before any ring). */
+static uint64_t rec_mark(const struct shoal_ctx *ctx, const struct shoal__inring *in,
+			 const struct shoal_rec *rec)
+{
+	uint64_t ring = (uint64_t)((const char *)in->mem - (const char *)ctx->g->mbx);
+	uint64_t off = (uint64_t)((const char *)rec->data - (const char *)in->mem);
+
+	return ring << 32 | (off & UINT32_MAX);
+}
+
+/* Whether to set record `rec` aside; else marks it as in hand. */
+static bool set_aside(struct shoal_ctx *ctx, const struct shoal__inring *in,
+		      const struct shoal_rec *rec)
+{
+	uint64_t mark = rec_mark(ctx, in, rec);
+
+	if (SHOAL_UNLIKELY(mark == ctx->suspect)) {
+		ctx->suspect = 0;   /* it comes round once */
+		if (ctx->suspect_crashes >= SHOAL__CRASHES_MAX) {
+			COUNT(ctx, set_aside);
+			return true;
+		}
+	}
+	shoal_store_relaxed(&ctx->mw->inflight, mark);
+	return false;
+}
+
 int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 {
 	struct shoal_ctx *ctx = &g->ctx[w];
@@ -180,6 +237,8 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	ctx->discarded = shoal_load_relaxed(&ctx->mw->discarded);
 	ctx->fwd_sent = shoal_load_relaxed(&ctx->mw->fwd_sent);
 	ctx->fwd_taken = shoal_load_relaxed(&ctx->mw->fwd_taken);
+	ctx->set_aside = shoal_load_relaxed(&ctx->mw->set_aside);
+	note_crash(ctx);
 	shoal__ctx_scan(ctx);
 	if (g->n_workers < 2)
 		return 0;
@@ -976,8 +1035,13 @@ static inline bool reads(const struct shoal__inring *in, int src)
 /* Drain the inbound rings written by group `src` (ANY_SOURCE: all). */
 static uint32_t poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
 {
+	/* A handler's request polls from inside the outer pass: that inner
+	 * pass only sets records aside for later (defer()), and leaves the
+	 * outer record's marks and held forwards alone. */
+	bool outer = !ctx->polling;
 	uint32_t n = 0;
 
+	ctx->polling = true;
 	shoal__ctx_scan(ctx);
 	for (uint32_t k = 0; k < ctx->n_in && n < budget; k++) {
 		struct shoal__inring *in = &ctx->in[(ctx->rr + k) % ctx->n_in];
@@ -986,23 +1050,34 @@ static uint32_t poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
 
 		if (!reads(in, src))
 			continue;
-		ctx->fwd_hold = in->src_group != SHOAL__SRC_WORKERS;
+		if (outer)
+			ctx->fwd_hold = in->src_group != SHOAL__SRC_WORKERS;
 		while (taken < POLL_BATCH && n + taken < budget && shoal_ring_peek(&in->c, &rec)) {
-			handle_record(ctx, rec.data, rec.len);
+			bool mailbox = in->src_group != SHOAL__SRC_WORKERS;
+
 			taken++;
-			if (in->src_group == SHOAL__SRC_WORKERS)
+			if (mailbox && outer && set_aside(ctx, in, &rec))
+				continue;
+			handle_record(ctx, rec.data, rec.len);
+			if (!mailbox)
 				COUNT(ctx, fwd_taken);
-			else if (ctx->fwd_any > 0)
+			else if (outer && ctx->fwd_any > 0)
 				break;   /* release this record before its copies go */
 		}
 		if (taken > 0) {
 			shoal_ring_release(&in->c);
+			if (outer && in->src_group != SHOAL__SRC_WORKERS)
+				shoal_store_relaxed(&ctx->mw->inflight, 0);
 			ctx->released = true;
 			n += taken;
 		}
-		fwd_flush(ctx);
-		ctx->fwd_hold = false;
+		if (outer) {
+			fwd_flush(ctx);
+			ctx->fwd_hold = false;
+		}
 	}
+	if (outer)
+		ctx->polling = false;
 	ctx->rr++;
 	if (ctx->released) {
 		/* Direct senders may sleep waiting for the space we just made. */

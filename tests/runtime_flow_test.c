@@ -20,6 +20,7 @@
 #include <shoal/group.h>
 #include <shoal/router.h>
 
+#include "runtime/group_impl.h"
 #include "runtime/layout.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
@@ -389,7 +390,7 @@ static void runtime_blocking_send_to_failed_target_returns_ehostdown(void **stat
 
 #define FW_N 1500u
 
-static _Atomic uint8_t *fw_seen;   /* [FW_N], MAP_SHARED: which messages were handled */
+static _Atomic uint8_t *seen;      /* [FW_N], MAP_SHARED: which messages were handled */
 static pthread_t fw_main_thread;   /* worker 0 runs on it */
 
 /* Every message goes to the actor of the other worker: all are forwarded. */
@@ -410,7 +411,7 @@ static void fw_handler(struct shoal_actor *a, const struct shoal_msg *m)
 	memcpy(&v, m->data, sizeof(v));
 	nanosleep(&ts, NULL);
 	if (v.seq < FW_N)
-		atomic_store(&fw_seen[v.seq], 1);
+		atomic_store(&seen[v.seq], 1);
 	atomic_fetch_add(&rt_res->count[((const struct child *)a->user)->index], 1);
 }
 
@@ -431,21 +432,27 @@ static int fw_main(void *arg)
 	return 0;
 }
 
-/* Messages handled at least once, and forwarded copies counted lost. */
-static void fw_tally(uint64_t *handled, uint64_t *lost)
+/*
+ * Messages of group `group` handled at least once; forwarded copies counted
+ * lost, and records set aside, summed over its (up to 2) workers.
+ */
+static void tally(const char *group, uint64_t *handled, uint64_t *lost, uint64_t *aside)
 {
 	char name[SHOAL_SEG_NAME_MAX];
 	struct shoal_seg seg;
 	struct shoal__mbx_hdr *h;
 
-	*handled = 0;
+	*handled = *lost = *aside = 0;
 	for (unsigned i = 0; i < FW_N; i++)
-		*handled += atomic_load(&fw_seen[i]);
-	assert_int_equal(shoal__name_mailbox(name, rt_sysname, "fw"), 0);
+		*handled += atomic_load(&seen[i]);
+	assert_int_equal(shoal__name_mailbox(name, rt_sysname, group), 0);
 	assert_int_equal(shoal_seg_attach(&seg, name, SHOAL_SEG_RDONLY, NULL), 0);
 	h = shoal__mailbox_hdr(&seg);
 	assert_non_null(h);
-	*lost = atomic_load(&h->w[0].fwd_lost) + atomic_load(&h->w[1].fwd_lost);
+	for (unsigned w = 0; w < h->n_workers && w < 2; w++) {
+		*lost += atomic_load(&h->w[w].fwd_lost);
+		*aside += atomic_load(&h->w[w].set_aside);
+	}
 	shoal_seg_detach(&seg);
 }
 
@@ -458,12 +465,12 @@ static void runtime_killed_two_worker_group_counts_lost_forwards(void **state)
 {
 	struct child fw = { .index = 0, .name = "fw" };
 	struct child prod = { .index = 1, .name = "prod", .n = FW_N, .type = T_PING };
-	uint64_t handled = 0, lost = 0;
+	uint64_t handled = 0, lost = 0, aside;
 	pid_t p1, p2, pp;
 	int id;
 
 	(void)state;
-	memset((void *)fw_seen, 0, FW_N);
+	memset((void *)seen, 0, FW_N);
 	id = start_consumer("fl-fwkill", fw_main, &fw, 2, 2, &p1);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
 	pp = test_spawn(rt_producer_main, &prod);
@@ -478,18 +485,89 @@ static void runtime_killed_two_worker_group_counts_lost_forwards(void **state)
 	p2 = test_spawn(fw_main, &fw);
 	test_assert_exited(test_wait_pid(pp, 60000), 0);   /* all FW_N accepted */
 	for (int i = 0; i < 6000; i++) {
-		fw_tally(&handled, &lost);
+		tally("fw", &handled, &lost, &aside);
 		if (handled + lost >= FW_N)
 			break;
 		usleep(10000);
 	}
 	usleep(100000);   /* nothing more may come: no duplicate count */
-	fw_tally(&handled, &lost);
+	tally("fw", &handled, &lost, &aside);
 	print_message("%u accepted: %llu handled, %llu lost between workers and counted\n", FW_N,
 		      (unsigned long long)handled, (unsigned long long)lost);
 	assert_true(lost > 0);
 	assert_int_equal(handled + lost, FW_N);
+	assert_int_equal(aside, 0);
 	rt_stop_and_reap(&p2, 1);
+	rt_stop_router();
+}
+
+/* ---- a message that kills its handler ---------------------------------------- */
+
+#define POISON_N 20u
+#define POISON_SEQ 5u
+
+static void poison_handler(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	struct msg v;
+
+	memcpy(&v, m->data, sizeof(v));
+	if (v.seq == POISON_SEQ)
+		raise(SIGKILL);   /* this message kills whoever handles it */
+	atomic_store(&seen[v.seq % FW_N], 1);
+	atomic_fetch_add(&rt_res->count[((const struct child *)a->user)->index], 1);
+}
+
+static int poison_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group_desc d = { .name = c->name, .node = -1, .types = rt_types,
+				      .n_types = RT_N_TYPES, .on_message = poison_handler,
+				      .user = c };
+	struct shoal_group *g;
+
+	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+		return 10;
+	shoal_group_run(g);
+	shoal_group_detach(g);
+	return 0;
+}
+
+/*
+ * A message that kills its handler is handled again by each new process
+ * (it may have been the process's fault, not the message's), until
+ * SHOAL__CRASHES_MAX of them died of it: the next sets it aside, counted,
+ * and handles the rest.
+ */
+static void runtime_message_that_keeps_crashing_its_handler_is_set_aside(void **state)
+{
+	struct child c = { .index = 0, .name = "poison" };
+	struct child prod = { .index = 1, .name = "prod", .n = POISON_N, .type = T_PING };
+	uint64_t handled = 0, lost, aside;
+	pid_t pc;
+	int id;
+
+	(void)state;
+	memset((void *)seen, 0, FW_N);
+	id = start_consumer("fl-poison", poison_main, &c, 1, 1, &pc);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 0);
+	for (unsigned k = 0; k < SHOAL__CRASHES_MAX; k++) {
+		int status = test_wait_pid(pc, 10000);
+
+		assert_true(status != -1 && WIFSIGNALED(status));   /* died of message 5 */
+		for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
+			usleep(1000);
+		pc = test_spawn(poison_main, &c);
+	}
+	for (int i = 0; i < 1000 && handled < POISON_N - 1; i++) {
+		tally("poison", &handled, &lost, &aside);
+		usleep(10000);
+	}
+	tally("poison", &handled, &lost, &aside);
+	assert_int_equal(handled, POISON_N - 1);
+	assert_int_equal(atomic_load(&seen[POISON_SEQ]), 0);
+	assert_int_equal(aside, 1);
+	rt_stop_and_reap(&pc, 1);   /* the fourth process is alive and well */
 	rt_stop_router();
 }
 
@@ -503,11 +581,12 @@ int main(void)
 		cmocka_unit_test(runtime_direct_send_reaches_actor_and_group),
 		cmocka_unit_test(runtime_blocking_send_to_failed_target_returns_ehostdown),
 		cmocka_unit_test(runtime_killed_two_worker_group_counts_lost_forwards),
+		cmocka_unit_test(runtime_message_that_keeps_crashing_its_handler_is_set_aside),
 	};
 
 	rt_init();
-	fw_seen = mmap(NULL, FW_N, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (fw_seen == MAP_FAILED)
+	seen = mmap(NULL, FW_N, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (seen == MAP_FAILED)
 		abort();
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -329,9 +329,10 @@ static void text_counters(const struct shoal__group_view *g)
 	      (unsigned long long)w->handled);
 	field("refused", "%llu try_* sends (full, no route ...)",
 	      (unsigned long long)w->try_failed);
-	field("dropped", "%llu stale, %llu malformed, %llu discarded, %llu lost between workers",
-	      (unsigned long long)w->stale, (unsigned long long)w->malformed,
-	      (unsigned long long)w->discarded, (unsigned long long)w->fwd_lost);
+	field("dropped", "%llu stale, %llu malformed, %llu discarded, %llu lost between workers, "
+	      "%llu set aside (crashed their handler)", (unsigned long long)w->stale,
+	      (unsigned long long)w->malformed, (unsigned long long)w->discarded,
+	      (unsigned long long)w->fwd_lost, (unsigned long long)w->set_aside);
 	field("uplinks", "%llu no route, %llu dropped full, %llu malformed",
 	      (unsigned long long)w->up_no_route, (unsigned long long)w->up_dropped_full,
 	      (unsigned long long)w->up_malformed);
@@ -469,6 +470,7 @@ static void json_counters(struct shoal__json *j, const struct shoal__worker_sums
 	shoal__json_uint(j, "malformed", w->malformed);
 	shoal__json_uint(j, "discarded", w->discarded);
 	shoal__json_uint(j, "forward_lost", w->fwd_lost);
+	shoal__json_uint(j, "set_aside", w->set_aside);
 	shoal__json_uint(j, "uplink_no_route", w->up_no_route);
 	shoal__json_uint(j, "uplink_dropped_full", w->up_dropped_full);
 	shoal__json_uint(j, "uplink_malformed", w->up_malformed);

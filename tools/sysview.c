@@ -318,6 +318,7 @@ static void read_mailbox(void *arg)
 		g->w.malformed += shoal_load_relaxed(&w->malformed);
 		g->w.discarded += shoal_load_relaxed(&w->discarded);
 		g->w.fwd_lost += shoal_load_relaxed(&w->fwd_lost);
+		g->w.set_aside += shoal_load_relaxed(&w->set_aside);
 		g->w.up_no_route += shoal_load_relaxed(&w->up_no_route);
 		g->w.up_dropped_full += shoal_load_relaxed(&w->up_dropped_full);
 		g->w.up_malformed += shoal_load_relaxed(&w->up_malformed);

@@ -17,6 +17,12 @@
  *  4. A message's `data` and `env` are valid only during the handler call.
  *  5. A request is answered in its handler (shoal_respond()); a request the
  *     handler leaves unanswered is answered with -ECANCELED for it.
+ *  6. A message queued in the group's mailbox outlives its process: the next
+ *     process handles it, possibly again if the dead one was handling it.
+ *     A message that 3 processes in a row died handling is set aside by the
+ *     next, counted (set_aside in shoal stat), and not handled. Messages
+ *     passed between the workers of a killed process are counted lost
+ *     (forward_lost).
  *
  * Errors (every send returns 0 or one of these):
  *  -EAGAIN       the destination (or, for routed sends, the path to the

@@ -808,6 +808,8 @@ static void fwd_commit(struct shoal_ctx *ctx, unsigned w)
 	if (ctx->fwd_pend[w] == 0)
 		return;
 	ctx->fwd_sent += ctx->fwd_pend[w];
+	/* Relaxed: R1 in shoal_ring_commit() below orders it before the
+	 * copies become visible, so taken never runs ahead of sent. */
 	shoal_store_relaxed(&ctx->mw->fwd_sent, ctx->fwd_sent);
 	ctx->fwd_any -= ctx->fwd_pend[w];
 	ctx->fwd_pend[w] = 0;

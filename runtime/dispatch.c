@@ -80,7 +80,8 @@ struct shoal__dispatcher {
 	uint32_t cap_matches;
 	struct shoal__reg_dispatcher *stats;
 	/* Local copies of the counters, stored with relaxed stores. */
-	uint64_t batches, messages, delivered, no_route, dropped_full, dropped_dead, malformed;
+	uint64_t batches, messages, delivered, no_route, dropped_full, dropped_dead, malformed,
+		 discarded;
 	uint64_t sleeps, busy_ns;
 	uint64_t gstat_delivered[SHOAL_MAX_GROUPS];
 	uint64_t gstat_full[SHOAL_MAX_GROUPS];
@@ -206,7 +207,11 @@ static bool dispatch_one(struct shoal__dispatcher *d, const struct shoal__snapsh
 		uint16_t slot;
 		uint64_t key = 0;
 
-		if (!sg->used || f->mode == SHOAL_ROUTE_DISCARD)
+		if (f->mode == SHOAL_ROUTE_DISCARD) {
+			d->discarded++;   /* delivered nowhere, as asked: counted */
+			continue;
+		}
+		if (!sg->used)
 			continue;
 		if (sg->state == SHOAL_GROUP_FAILED) {
 			d->dropped_dead++;
@@ -334,6 +339,7 @@ static void publish_stats(struct shoal__dispatcher *d, const struct shoal__snaps
 	shoal_store_relaxed(&st->malformed, d->malformed);
 	shoal_store_relaxed(&st->sleeps, d->sleeps);
 	shoal_store_relaxed(&st->busy_ns, d->busy_ns);
+	shoal_store_relaxed(&st->discarded, d->discarded);
 	for (uint32_t g = 0; g < s->n_groups; g++) {
 		struct shoal__reg_gstat *gs;
 

@@ -15,7 +15,13 @@
 
 #include "runtime/layout.h"
 
-#define SHOAL__FWD_CAP (64u * 1024)    /* in-process rings between workers */
+/* In-process rings between workers. Process-private: what they hold when
+ * the process is killed is lost, and counted (fwd_lost) at the next attach. */
+#define SHOAL__FWD_CAP (64u * 1024)
+
+/* Processes that may die handling one mailbox record before the next sets
+ * it aside (counted in set_aside) instead of handling it again. */
+#define SHOAL__CRASHES_MAX 3u
 
 /* A type this program declared, with its registry slot. */
 struct shoal__ltype {
@@ -70,6 +76,14 @@ struct shoal_ctx {
 
 	struct shoal__dout *dout[SHOAL_MAX_GROUPS];
 	struct shoal_ring_prod *fwd;     /* [n_workers]: to other workers of this process */
+	/* Copies forwarded from a mailbox ring record are committed only after
+	 * that record is released (see forward() in worker.c). */
+	bool fwd_hold;
+	bool polling;                            /* inside poll_rings() */
+	uint32_t fwd_pend[SHOAL_MAX_WORKERS];   /* reserved, not committed, per worker */
+	uint32_t fwd_any;                        /* sum of fwd_pend */
+	/* A record earlier processes died handling, and how many of them. */
+	uint64_t suspect, suspect_crashes;
 
 	/* Handler context. */
 	struct shoal_actor *cur;
@@ -92,7 +106,7 @@ struct shoal_ctx {
 
 	/* Counters, mirrored into mw with relaxed stores. */
 	uint64_t sent_routed, sent_direct, received, handled, try_failed, stale, malformed,
-		 discarded;
+		 discarded, fwd_sent, fwd_taken, set_aside;
 };
 
 struct shoal_group {

@@ -58,7 +58,8 @@ struct shoal__reg_dispatcher {
 	_Atomic uint64_t malformed;      /* records rejected: bad envelope */
 	_Atomic uint64_t sleeps;         /* times it went to sleep idle */
 	_Atomic uint64_t busy_ns;        /* time spent in passes that moved messages */
-	uint8_t pad1[SHOAL_FALSE_SHARING - 88];
+	_Atomic uint64_t discarded;      /* matches of SHOAL_ROUTE_DISCARD filters */
+	uint8_t pad1[SHOAL_FALSE_SHARING - 96];
 };
 
 struct shoal__reg_hdr {
@@ -85,7 +86,7 @@ struct shoal__reg_type {
 	_Atomic uint32_t id;             /* 0: free; published last (release) */
 	uint32_t max_size;
 	_Atomic uint32_t routes;         /* filters listing this type, set at publish */
-	uint32_t pad;
+	_Atomic uint32_t live_routes;    /* of those, the ones not to a failed group */
 	char name[SHOAL_NAME_MAX];
 	uint8_t pad1[16];
 };
@@ -128,7 +129,14 @@ struct shoal__mbx_worker {
 	_Atomic uint64_t stale;          /* messages dropped: addressed to an old generation */
 	_Atomic uint64_t malformed;      /* records dropped: bad envelope */
 	_Atomic uint64_t discarded;      /* in-group outcome DISCARD */
-	uint8_t pad1[SHOAL_FALSE_SHARING - 64];
+	_Atomic uint64_t fwd_sent;       /* copies forwarded to the group's other workers */
+	_Atomic uint64_t fwd_taken;      /* forwarded copies this worker handled */
+	_Atomic uint64_t fwd_lost;       /* forwarded copies a killed process lost (attach) */
+	_Atomic uint64_t inflight;       /* mailbox record being handled (see worker.c) or 0 */
+	_Atomic uint64_t crash_mark;     /* the record processes died handling (attach) */
+	_Atomic uint64_t crashes;        /* how many in a row */
+	_Atomic uint64_t set_aside;      /* records skipped after SHOAL__CRASHES_MAX crashes */
+	uint8_t pad1[SHOAL_FALSE_SHARING - 120];
 	/* Written by the dispatcher that drains this worker's uplink. */
 	_Atomic uint64_t up_no_route;
 	_Atomic uint64_t up_dropped_full;

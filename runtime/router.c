@@ -243,6 +243,25 @@ static int snapshot_build(struct shoal_router *r, struct shoal__snapshot **out,
 	return 0;
 }
 
+/* Routes listing type `id` that lead somewhere: not to a failed group. */
+static uint32_t live_routes(const struct shoal_router *r, uint32_t id)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < r->n_routes; i++) {
+		const struct shoal_filter *f = &r->routes[i].f;
+		bool lists = false;
+
+		for (uint32_t k = 0; k < f->n_types && k < SHOAL_FILTER_MAX_TYPES; k++)
+			lists = lists || f->types[k] == id;
+		if (lists && (f->mode == SHOAL_ROUTE_DISCARD ||
+			      (f->group < r->n_groups &&
+			       shoal_load_relaxed(&r->regg[f->group].state) != SHOAL_GROUP_FAILED)))
+			n++;
+	}
+	return n;
+}
+
 /* Rebuild and publish. Called with r->lock held. */
 static int publish(struct shoal_router *r, struct shoal_err *err)
 {
@@ -254,10 +273,11 @@ static int publish(struct shoal_router *r, struct shoal_err *err)
 	for (uint32_t t = 0; t < SHOAL__MAX_TYPES; t++) {
 		uint32_t id = shoal_load_relaxed(&r->types[t].id);
 
-		if (id != 0)
-			/* Relaxed: a hint for try_send's no-route check. */
-			shoal_store_relaxed(&r->types[t].routes,
-					    shoal__route_type_filters(s->routes, id));
+		if (id == 0)
+			continue;
+		/* Relaxed: hints for send's no-route and dead-route checks. */
+		shoal_store_relaxed(&r->types[t].routes, shoal__route_type_filters(s->routes, id));
+		shoal_store_relaxed(&r->types[t].live_routes, live_routes(r, id));
 	}
 	/* R1: pairs with A1 (rcu_dereference) in the dispatchers. */
 	old = SHOAL__SNAP_PUBLISH(r->snap, s);
@@ -481,6 +501,10 @@ static int register_type(struct shoal_router *r, const struct shoal__ctl_type *t
 {
 	uint32_t free_slot = UINT32_MAX;
 
+	/* As group attach and --check refuse it: it could never be sent. */
+	if (t->max_size > SHOAL_TYPE_MAX_SIZE)
+		return shoal__fail(err, -EINVAL, "message type %u: max size %u is over the limit "
+				   "of %u bytes", t->id, t->max_size, SHOAL_TYPE_MAX_SIZE);
 	for (uint32_t i = 0; i < SHOAL__MAX_TYPES; i++) {
 		struct shoal__reg_type *rt = &r->types[i];
 		uint32_t id = shoal_load_relaxed(&rt->id);

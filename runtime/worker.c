@@ -124,6 +124,87 @@ static void fwd_ring(struct shoal_group *g, unsigned from, unsigned to, void **m
 	*mem = (char *)g->fwd_mem + (from * g->n_workers + to) * *len;
 }
 
+/*
+ * What the previous process of this group had forwarded between its workers
+ * and not handled died with its private rings: count it (DESIGN invariant
+ * 6). Runs at attach, before any worker, when no other process of the group
+ * can run; sent is published before each commit and taken after each copy
+ * is handled, so sent - taken - lost counted before is exactly what was
+ * committed and never handled (see forward()).
+ */
+static void count_lost_forwards(struct shoal_group *g)
+{
+	uint64_t sent = 0, taken = 0, lost = 0;
+
+	for (unsigned v = 0; v < g->n_workers && v < SHOAL_MAX_WORKERS; v++) {
+		/* Relaxed: the writers are dead; the mailbox holds their last. */
+		sent += shoal_load_relaxed(&g->mbx->w[v].fwd_sent);
+		taken += shoal_load_relaxed(&g->mbx->w[v].fwd_taken);
+		lost += shoal_load_relaxed(&g->mbx->w[v].fwd_lost);
+	}
+	if (sent > taken + lost)
+		shoal_store_relaxed(&g->mbx->w[0].fwd_lost,
+				    shoal_load_relaxed(&g->mbx->w[0].fwd_lost) +
+				    (sent - taken - lost));
+}
+
+/*
+ * A message that kills its handler would be redelivered to every new
+ * process of the group, which would die of it in turn. So each worker marks
+ * in its mailbox block the record it is handling (`inflight`: its ring's and
+ * its own offsets in the mailbox, stable across processes), and clears the
+ * mark when it releases the batch. A process that attaches and finds a mark
+ * counts one more crash on that record; once SHOAL__CRASHES_MAX processes
+ * died on it, the worker sets it aside when it comes round again: skipped,
+ * released and counted (set_aside), and the group carries on. Relaxed
+ * stores: only a later process reads them, after this one died.
+ */
+static void note_crash(struct shoal_ctx *ctx)
+{
+	uint64_t mark = shoal_load_relaxed(&ctx->mw->inflight);
+
+	if (mark != 0) {
+		if (mark == shoal_load_relaxed(&ctx->mw->crash_mark)) {
+			shoal_store_relaxed(&ctx->mw->crashes,
+					    shoal_load_relaxed(&ctx->mw->crashes) + 1);
+		} else {
+			shoal_store_relaxed(&ctx->mw->crash_mark, mark);
+			shoal_store_relaxed(&ctx->mw->crashes, 1);
+		}
+		shoal_store_relaxed(&ctx->mw->inflight, 0);
+	}
+	ctx->suspect = shoal_load_relaxed(&ctx->mw->crash_mark);
+	ctx->suspect_crashes = shoal_load_relaxed(&ctx->mw->crashes);
+}
+
+/* The mark of record `rec` of mailbox ring `in`: never 0 (the mailbox
+ * header comes before any ring). */
+static uint64_t rec_mark(const struct shoal_ctx *ctx, const struct shoal__inring *in,
+			 const struct shoal_rec *rec)
+{
+	uint64_t ring = (uint64_t)((const char *)in->mem - (const char *)ctx->g->mbx);
+	uint64_t off = (uint64_t)((const char *)rec->data - (const char *)in->mem);
+
+	return ring << 32 | (off & UINT32_MAX);
+}
+
+/* Whether to set record `rec` aside; else marks it as in hand. */
+static bool set_aside(struct shoal_ctx *ctx, const struct shoal__inring *in,
+		      const struct shoal_rec *rec)
+{
+	uint64_t mark = rec_mark(ctx, in, rec);
+
+	if (SHOAL_UNLIKELY(mark == ctx->suspect)) {
+		ctx->suspect = 0;   /* it comes round once */
+		if (ctx->suspect_crashes >= SHOAL__CRASHES_MAX) {
+			COUNT(ctx, set_aside);
+			return true;
+		}
+	}
+	shoal_store_relaxed(&ctx->mw->inflight, mark);
+	return false;
+}
+
 int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 {
 	struct shoal_ctx *ctx = &g->ctx[w];
@@ -154,9 +235,15 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	ctx->stale = shoal_load_relaxed(&ctx->mw->stale);
 	ctx->malformed = shoal_load_relaxed(&ctx->mw->malformed);
 	ctx->discarded = shoal_load_relaxed(&ctx->mw->discarded);
+	ctx->fwd_sent = shoal_load_relaxed(&ctx->mw->fwd_sent);
+	ctx->fwd_taken = shoal_load_relaxed(&ctx->mw->fwd_taken);
+	ctx->set_aside = shoal_load_relaxed(&ctx->mw->set_aside);
+	note_crash(ctx);
 	shoal__ctx_scan(ctx);
 	if (g->n_workers < 2)
 		return 0;
+	if (w == 0)
+		count_lost_forwards(g);
 	/* In-process forwarding rings, all allocated by the first worker. */
 	if (g->fwd_mem == NULL) {
 		size_t total = (size_t)g->n_workers * g->n_workers * shoal_ring_size(SHOAL__FWD_CAP);
@@ -267,9 +354,43 @@ static int check_type(struct shoal_ctx *ctx, uint32_t type, uint32_t len,
 	return 0;
 }
 
+/*
+ * What a blocking send gives up on besides a stop: its destination group
+ * failing (-EHOSTDOWN), for a request the responder's incarnation ending
+ * (-EOWNERDEAD), and a deadline (-ETIMEDOUT). A try_ send passes NULL.
+ */
+struct send_wait {
+	const struct shoal__reg_group *rg;   /* destination group, or NULL */
+	uint64_t deadline;                   /* UINT64_MAX: none */
+	bool incarnation;                    /* give up when rg leaves generation gen */
+	uint32_t gen;
+};
+
+static const struct send_wait WAIT_FOREVER = { NULL, UINT64_MAX, false, 0 };
+
+/* 0 while the wait may go on, else why it ends. */
+static int wait_ended(const struct send_wait *sw)
+{
+	if (sw->rg != NULL) {
+		/* Relaxed: the router sets these when the group fails, dies or
+		 * comes back, then rings every worker's space_db. */
+		uint32_t state = shoal_load_relaxed(&sw->rg->state);
+
+		if (state == SHOAL_GROUP_FAILED)
+			return -EHOSTDOWN;
+		if (sw->incarnation && (state != SHOAL_GROUP_RUNNING ||
+					shoal_load_relaxed(&sw->rg->gen) != sw->gen))
+			return -EOWNERDEAD;
+	}
+	if (sw->deadline != UINT64_MAX && shoal__now_ns() >= sw->deadline)
+		return -ETIMEDOUT;
+	return 0;
+}
+
 struct waiter {
 	struct shoal_ring_prod *p;
 	uint32_t need;
+	const struct send_wait *sw;
 };
 
 static bool room(void *arg)
@@ -278,22 +399,36 @@ static bool room(void *arg)
 	void *dst = shoal_ring_reserve(w->p, w->need, 0);
 
 	if (dst == NULL)
-		return shoal_ring_prod_error(w->p) != 0;
+		return shoal_ring_prod_error(w->p) != 0 || wait_ended(w->sw) != 0;
 	shoal_ring_cancel(w->p);
 	return true;
 }
 
 /* Wait for room in `p`, sleeping on `db` (rung by the consumer's side). */
 static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct shoal_doorbell *db,
-		     uint32_t need)
+		     uint32_t need, const struct send_wait *sw)
 {
-	struct waiter w = { p, need };
+	struct waiter w = { p, need, sw };
 
 	for (;;) {
-		int ret = shoal_doorbell_poll_wait(db, ctx->g->spin_ns, room, &w, SLEEP_SLICE_NS);
+		int64_t slice = SLEEP_SLICE_NS;
+		int ret, end;
 
+		if (sw->deadline != UINT64_MAX) {
+			uint64_t now = shoal__now_ns();
+
+			if (now >= sw->deadline)
+				return -ETIMEDOUT;
+			if (sw->deadline - now < (uint64_t)slice)
+				slice = (int64_t)(sw->deadline - now);
+		}
+		ret = shoal_doorbell_poll_wait(db, ctx->g->spin_ns, room, &w, slice);
 		if (shoal_ring_prod_error(p))
 			return -EUCLEAN;
+		/* The predicate also returns true on a give-up: check that first. */
+		end = wait_ended(sw);
+		if (end < 0)
+			return end;
 		if (ret == 0)
 			return 0;
 		if (shoal__stop_requested(ctx->g))
@@ -301,9 +436,9 @@ static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct sh
 	}
 }
 
-/* Reserve `ENV_SIZE + len` in `p`, waiting if asked. */
+/* Reserve `ENV_SIZE + len` in `p`, waiting as `sw` says (NULL: do not wait). */
 static void *reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct shoal_doorbell *db,
-			uint32_t len, bool wait, int *err)
+			uint32_t len, const struct send_wait *sw, int *err)
 {
 	for (;;) {
 		void *dst = shoal_ring_reserve(p, ENV_SIZE + len, 0);
@@ -319,16 +454,32 @@ static void *reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct
 			*err = -EMSGSIZE;
 			return NULL;
 		}
-		if (!wait) {
+		if (sw == NULL) {
 			*err = -EAGAIN;
 			return NULL;
 		}
-		ret = wait_room(ctx, p, db, ENV_SIZE + len);
+		ret = wait_room(ctx, p, db, ENV_SIZE + len, sw);
 		if (ret < 0) {
 			*err = ret;
 			return NULL;
 		}
 	}
+}
+
+/*
+ * Whether a routed message of type `t` has somewhere to go: -EHOSTUNREACH
+ * when no route lists it, -EHOSTDOWN when every route that does leads to a
+ * failed group. Relaxed: hints the router sets at every publish; the
+ * dispatcher still counts a message that a concurrent change leaves with no
+ * route (no_route) or only failed groups (dropped_dead).
+ */
+static int routes_of(const struct shoal__ltype *t)
+{
+	if (shoal_load_relaxed(&t->reg->routes) == 0)
+		return -EHOSTUNREACH;
+	if (shoal_load_relaxed(&t->reg->live_routes) == 0)
+		return -EHOSTDOWN;
+	return 0;
 }
 
 static int send_routed(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32_t len,
@@ -340,10 +491,11 @@ static int send_routed(struct shoal_ctx *ctx, uint32_t type, const void *buf, ui
 
 	/* Relaxed: a hint the router sets at publish; the dispatcher still
 	 * counts a message that finds no route after a concurrent change. */
-	if (ret == 0 && shoal_load_relaxed(&t->reg->routes) == 0)
-		ret = -EHOSTUNREACH;
+	if (ret == 0)
+		ret = routes_of(t);
 	if (ret == 0) {
-		dst = reserve_in(ctx, &ctx->up, &ctx->mw->up_db, len, wait, &ret);
+		dst = reserve_in(ctx, &ctx->up, &ctx->mw->up_db, len, wait ? &WAIT_FOREVER : NULL,
+				 &ret);
 		if (dst != NULL) {
 			fill_env(ctx, dst, type, len, SHOAL_ADDR_NONE, wait ? 0 : SHOAL_ENV_TRY, 0);
 			memcpy(dst + ENV_SIZE, buf, len);
@@ -368,12 +520,21 @@ int shoal_try_send(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32
 	return send_routed(ctx, type, buf, len, false);
 }
 
-/* The worker of group `dg` that receives a message for `slot`. */
-static uint32_t dest_worker(const struct shoal__reg_group *rg, uint16_t slot, uint64_t self,
-			    uint64_t rid, uint32_t flags)
+/*
+ * The number of workers of a destination group, read once from the
+ * registry and bounded (DESIGN invariant 1): 0 if it is out of range.
+ */
+static uint32_t dest_workers(const struct shoal__reg_group *rg)
 {
-	uint16_t nw = rg->n_workers ? rg->n_workers : 1;
+	uint16_t nw = rg->n_workers;
 
+	return nw >= 1 && nw <= SHOAL_MAX_WORKERS ? nw : 0;
+}
+
+/* The worker (of `nw`) of a group that receives a message for `slot`. */
+static uint32_t dest_worker(uint32_t nw, uint16_t slot, uint64_t self, uint64_t rid,
+			    uint32_t flags)
+{
 	if (flags & SHOAL_ENV_RESPONSE)
 		return (uint32_t)(rid >> 48) % nw;   /* the requester's worker */
 	if (slot < SHOAL_MAX_ACTORS)
@@ -381,7 +542,7 @@ static uint32_t dest_worker(const struct shoal__reg_group *rg, uint16_t slot, ui
 	return (uint32_t)((self * UINT64_C(0x9e3779b97f4a7c15)) >> 32) % nw;
 }
 
-/* The direct ring from this worker to worker `dw` of group `dg`. */
+/* The direct ring from this worker to worker `dw` (< SHOAL_MAX_WORKERS) of group `dg`. */
 static struct shoal__dout *dout_get(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw, int *err)
 {
 	struct shoal_group *g = ctx->g;
@@ -391,6 +552,10 @@ static struct shoal__dout *dout_get(struct shoal_ctx *ctx, uint16_t dg, uint32_t
 	char ring[SHOAL_SEG_REGION_NAME_MAX];
 	void *mem;
 
+	if (SHOAL_UNLIKELY(dg >= SHOAL_MAX_GROUPS || dw >= SHOAL_MAX_WORKERS)) {
+		*err = -EUCLEAN;
+		return NULL;
+	}
 	if (ctx->dout[dg] == NULL) {
 		/* First send to this group from this worker: control path. */
 		ctx->dout[dg] = calloc(SHOAL_MAX_WORKERS, sizeof(**ctx->dout));
@@ -404,6 +569,7 @@ static struct shoal__dout *dout_get(struct shoal_ctx *ctx, uint16_t dg, uint32_t
 		return o;
 	peer = shoal__peer_get(g, dg);
 	*err = -EUCLEAN;
+	/* The peer's mailbox is writable by others: its count is untrusted. */
 	if (peer == NULL || dw >= peer->hdr->n_workers)
 		return NULL;
 	*err = shoal__open_direct(g, ctx->w, dg, (uint16_t)dw, ring, NULL);
@@ -459,43 +625,63 @@ static const struct shoal__reg_group *check_dest(struct shoal_ctx *ctx, uint64_t
 	return rg;
 }
 
+/*
+ * A direct send. `sw` NULL: try_ (never waits); else wait as it says, its
+ * rg set here. To SHOAL_SLOT_ALL it is all or nothing: a record is reserved
+ * in the ring of every worker of the destination before any is committed,
+ * so a refusal (or a wait that gives up) leaves nothing delivered and a
+ * retry duplicates nothing.
+ */
 static int send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
-		       uint32_t len, bool wait, uint32_t flags, uint64_t rid)
+		       uint32_t len, struct send_wait *sw, uint32_t flags, uint64_t rid)
 {
+	struct shoal__dout *outs[SHOAL_MAX_WORKERS];
+	unsigned char *dsts[SHOAL_MAX_WORKERS];
 	const struct shoal__reg_group *rg;
 	const struct shoal__ltype *t;
+	uint16_t dg = (uint16_t)shoal_addr_group(dest);
 	int ret = 0;
-	uint32_t w0, w1;
+	uint32_t nw, w0, w1, n = 0;
 
 	if (!(flags & SHOAL_ENV_ERROR))
 		ret = check_type(ctx, type, len, &t);
 	rg = ret == 0 ? check_dest(ctx, dest, &ret) : NULL;
 	if (rg == NULL)
 		goto fail;
-	w0 = dest_worker(rg, shoal_addr_slot(dest), shoal_ctx_self(ctx), rid, flags);
+	nw = dest_workers(rg);
+	if (nw == 0) {
+		ret = -EUCLEAN;
+		goto fail;
+	}
+	if (sw != NULL)
+		sw->rg = rg;
+	w0 = dest_worker(nw, shoal_addr_slot(dest), shoal_ctx_self(ctx), rid, flags);
 	w1 = w0 + 1;
 	if (shoal_addr_slot(dest) == SHOAL_SLOT_ALL) {
 		w0 = 0;
-		w1 = rg->n_workers;
+		w1 = nw;
 	}
-	for (uint32_t w = w0; w < w1; w++) {
-		struct shoal__dout *o = dout_get(ctx, (uint16_t)shoal_addr_group(dest), w, &ret);
-		unsigned char *dst;
-
-		if (o == NULL)
-			goto fail;
-		dst = reserve_in(ctx, &o->p, &o->dst->space_db, len, wait, &ret);
-		if (dst == NULL)
-			goto fail;
-		fill_env(ctx, dst, type, len, dest, flags, rid);
-		memcpy(dst + ENV_SIZE, buf, len);
-		shoal_ring_commit(&o->p);
-		shoal_doorbell_notify(&o->dst->in_db);
+	for (uint32_t w = w0; w < w1; w++, n++) {
+		outs[n] = dout_get(ctx, dg, w, &ret);
+		if (outs[n] == NULL)
+			goto cancel;
+		dsts[n] = reserve_in(ctx, &outs[n]->p, &outs[n]->dst->space_db, len, sw, &ret);
+		if (dsts[n] == NULL)
+			goto cancel;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		fill_env(ctx, dsts[i], type, len, dest, flags, rid);
+		memcpy(dsts[i] + ENV_SIZE, buf, len);
+		shoal_ring_commit(&outs[i]->p);
+		shoal_doorbell_notify(&outs[i]->dst->in_db);
 	}
 	COUNT(ctx, sent_direct);
 	return 0;
+cancel:
+	for (uint32_t i = 0; i < n; i++)
+		shoal_ring_cancel(&outs[i]->p);
 fail:
-	if (!wait)
+	if (sw == NULL)
 		COUNT(ctx, try_failed);
 	return ret;
 }
@@ -503,13 +689,15 @@ fail:
 int shoal_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
 		  uint32_t len)
 {
-	return send_direct(ctx, dest, type, buf, len, true, 0, 0);
+	struct send_wait sw = WAIT_FOREVER;
+
+	return send_direct(ctx, dest, type, buf, len, &sw, 0, 0);
 }
 
 int shoal_try_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
 		      uint32_t len)
 {
-	return send_direct(ctx, dest, type, buf, len, false, 0, 0);
+	return send_direct(ctx, dest, type, buf, len, NULL, 0, 0);
 }
 
 int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t len, void **buf)
@@ -519,15 +707,17 @@ int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t 
 	struct shoal_ring_prod *p;
 	struct shoal_doorbell *db;
 	unsigned char *dst;
-	int ret = check_type(ctx, type, len, &t);
+	int ret;
 
+	if (ctx->res_p != NULL)
+		return -EBUSY;   /* one reservation at a time: commit the first */
+	ret = check_type(ctx, type, len, &t);
 	if (ret < 0)
 		goto fail;
 	if (dest == SHOAL_ADDR_NONE) {
-		if (shoal_load_relaxed(&t->reg->routes) == 0) {
-			ret = -EHOSTUNREACH;
+		ret = routes_of(t);
+		if (ret < 0)
 			goto fail;
-		}
 		p = &ctx->up;
 		db = ctx->bell;
 	} else {
@@ -538,14 +728,19 @@ int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t 
 			ret = rg == NULL ? ret : -EINVAL;   /* zero-copy is one ring */
 			goto fail;
 		}
+		if (dest_workers(rg) == 0) {
+			ret = -EUCLEAN;
+			goto fail;
+		}
 		o = dout_get(ctx, (uint16_t)shoal_addr_group(dest),
-			     dest_worker(rg, shoal_addr_slot(dest), shoal_ctx_self(ctx), 0, 0), &ret);
+			     dest_worker(dest_workers(rg), shoal_addr_slot(dest),
+					 shoal_ctx_self(ctx), 0, 0), &ret);
 		if (o == NULL)
 			goto fail;
 		p = &o->p;
 		db = &o->dst->in_db;
 	}
-	dst = reserve_in(ctx, p, NULL, len, false, &ret);
+	dst = reserve_in(ctx, p, NULL, len, NULL, &ret);
 	if (dst == NULL)
 		goto fail;
 	fill_env(ctx, dst, type, len, dest, dest == SHOAL_ADDR_NONE ? SHOAL_ENV_TRY : 0, 0);
@@ -594,8 +789,43 @@ static void invoke(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_enve
 }
 
 /*
+ * Forwarding between the workers of this process goes through private
+ * rings, lost if the process is killed. So that every message is handled,
+ * redelivered, or counted as lost, and never both redelivered and counted:
+ * the copies forwarded from a record of a mailbox ring are committed only
+ * after that record is released (poll_rings() ends its batch after such a
+ * record), and fwd_sent is published before the commit, fwd_taken after
+ * the copy is handled. A kill before the release redelivers the record and
+ * drops the uncommitted copies; after it, what was committed and not
+ * handled is sent - taken, counted at the next attach. The one window left
+ * is a kill between the release and the store of fwd_sent, a few
+ * instructions: those copies are lost uncounted.
+ */
+static void fwd_commit(struct shoal_ctx *ctx, unsigned w)
+{
+	struct shoal_group *g = ctx->g;
+
+	if (ctx->fwd_pend[w] == 0)
+		return;
+	ctx->fwd_sent += ctx->fwd_pend[w];
+	/* Relaxed: R1 in shoal_ring_commit() below orders it before the
+	 * copies become visible, so taken never runs ahead of sent. */
+	shoal_store_relaxed(&ctx->mw->fwd_sent, ctx->fwd_sent);
+	ctx->fwd_any -= ctx->fwd_pend[w];
+	ctx->fwd_pend[w] = 0;
+	shoal_ring_commit(&ctx->fwd[w]);
+	shoal_doorbell_notify(&g->mbx->w[w].in_db);
+}
+
+static void fwd_flush(struct shoal_ctx *ctx)
+{
+	for (unsigned w = 0; ctx->fwd_any > 0 && w < ctx->g->n_workers; w++)
+		fwd_commit(ctx, w);
+}
+
+/*
  * Forward a message to the worker of this process that owns `slot`, or with
- * SHOAL_SLOT_ALL to every other worker.
+ * SHOAL_SLOT_ALL to every other worker. Waits while a ring is full.
  */
 static void forward(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_envelope *env,
 		    const void *payload)
@@ -612,15 +842,24 @@ static void forward(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_env
 		if (w == ctx->w)
 			continue;
 		e.dest = shoal_addr_make(g->id, slot, g->gen);
-		dst = reserve_in(ctx, &ctx->fwd[w], &g->mbx->w[w].space_db, env->len, true, &err);
+		dst = reserve_in(ctx, &ctx->fwd[w], NULL, env->len, NULL, &err);
+		if (dst == NULL && err == -EAGAIN) {
+			/* Waiting tries and cancels reservations: publish this
+			 * ring's first (a multicast to two of its actors). */
+			fwd_commit(ctx, w);
+			dst = reserve_in(ctx, &ctx->fwd[w], &g->mbx->w[w].space_db, env->len,
+					 &WAIT_FOREVER, &err);
+		}
 		if (dst == NULL) {
 			COUNT(ctx, discarded);   /* only when stopping: counted, not silent */
 			continue;
 		}
 		memcpy(dst, &e, sizeof(e));
 		memcpy(dst + ENV_SIZE, payload, env->len);
-		shoal_ring_commit(&ctx->fwd[w]);
-		shoal_doorbell_notify(&g->mbx->w[w].in_db);
+		ctx->fwd_pend[w]++;
+		ctx->fwd_any++;
+		if (!ctx->fwd_hold)
+			fwd_commit(ctx, w);
 	}
 }
 
@@ -798,8 +1037,13 @@ static inline bool reads(const struct shoal__inring *in, int src)
 /* Drain the inbound rings written by group `src` (ANY_SOURCE: all). */
 static uint32_t poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
 {
+	/* A handler's request polls from inside the outer pass: that inner
+	 * pass only sets records aside for later (defer()), and leaves the
+	 * outer record's marks and held forwards alone. */
+	bool outer = !ctx->polling;
 	uint32_t n = 0;
 
+	ctx->polling = true;
 	shoal__ctx_scan(ctx);
 	for (uint32_t k = 0; k < ctx->n_in && n < budget; k++) {
 		struct shoal__inring *in = &ctx->in[(ctx->rr + k) % ctx->n_in];
@@ -808,16 +1052,34 @@ static uint32_t poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
 
 		if (!reads(in, src))
 			continue;
+		if (outer)
+			ctx->fwd_hold = in->src_group != SHOAL__SRC_WORKERS;
 		while (taken < POLL_BATCH && n + taken < budget && shoal_ring_peek(&in->c, &rec)) {
-			handle_record(ctx, rec.data, rec.len);
+			bool mailbox = in->src_group != SHOAL__SRC_WORKERS;
+
 			taken++;
+			if (mailbox && outer && set_aside(ctx, in, &rec))
+				continue;
+			handle_record(ctx, rec.data, rec.len);
+			if (!mailbox)
+				COUNT(ctx, fwd_taken);
+			else if (outer && ctx->fwd_any > 0)
+				break;   /* release this record before its copies go */
 		}
 		if (taken > 0) {
 			shoal_ring_release(&in->c);
+			if (outer && in->src_group != SHOAL__SRC_WORKERS)
+				shoal_store_relaxed(&ctx->mw->inflight, 0);
 			ctx->released = true;
 			n += taken;
 		}
+		if (outer) {
+			fwd_flush(ctx);
+			ctx->fwd_hold = false;
+		}
 	}
+	if (outer)
+		ctx->polling = false;
 	ctx->rr++;
 	if (ctx->released) {
 		/* Direct senders may sleep waiting for the space we just made. */
@@ -902,6 +1164,7 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 {
 	uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : shoal__now_ns() + (uint64_t)timeout_ns;
 	struct req_wait rw = { ctx, NULL, 0, 0 };
+	struct send_wait sw = { NULL, UINT64_MAX, true, 0 };
 	int dg = shoal_addr_group(dest), ret;
 	uint64_t rid;
 
@@ -916,7 +1179,12 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 		return shoal_load_relaxed(&rw.rg->state) == SHOAL_GROUP_FAILED ? -EHOSTDOWN :
 										-EOWNERDEAD;
 	rid = (uint64_t)ctx->w << 48 | (ctx->next_rid++ & ((UINT64_C(1) << 48) - 1));
-	ret = send_direct(ctx, dest, type, buf, len, true, SHOAL_ENV_REQUEST, rid);
+	/* Waiting for room in the responder's ring counts against the
+	 * timeout and ends with the responder's incarnation, as the wait for
+	 * the response below does. */
+	sw.deadline = deadline;
+	sw.gen = rw.gen;
+	ret = send_direct(ctx, dest, type, buf, len, &sw, SHOAL_ENV_REQUEST, rid);
 	if (ret < 0)
 		return ret;
 	ctx->wait_rid = rid;
@@ -951,11 +1219,12 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 int shoal_respond(struct shoal_ctx *ctx, const struct shoal_msg *req, uint32_t type,
 		  const void *buf, uint32_t len)
 {
+	struct send_wait sw = WAIT_FOREVER;
 	int ret;
 
 	if (req == NULL || !(req->env->flags & SHOAL_ENV_REQUEST))
 		return -EINVAL;
-	ret = send_direct(ctx, req->env->sender, type, buf, len, true, SHOAL_ENV_RESPONSE,
+	ret = send_direct(ctx, req->env->sender, type, buf, len, &sw, SHOAL_ENV_RESPONSE,
 			  req->env->request_id);
 	if (req->env == ctx->cur_req)
 		ctx->responded = true;
@@ -965,11 +1234,12 @@ int shoal_respond(struct shoal_ctx *ctx, const struct shoal_msg *req, uint32_t t
 int shoal_respond_error(struct shoal_ctx *ctx, const struct shoal_msg *req, int err)
 {
 	int32_t e = err < 0 ? err : -EINVAL;
+	struct send_wait sw = WAIT_FOREVER;
 	int ret;
 
 	if (req == NULL || !(req->env->flags & SHOAL_ENV_REQUEST))
 		return -EINVAL;
-	ret = send_direct(ctx, req->env->sender, req->env->type, &e, sizeof(e), true,
+	ret = send_direct(ctx, req->env->sender, req->env->type, &e, sizeof(e), &sw,
 			  SHOAL_ENV_RESPONSE | SHOAL_ENV_ERROR, req->env->request_id);
 	if (req->env == ctx->cur_req)
 		ctx->responded = true;

@@ -7,10 +7,12 @@
  * direct sends to actor and group addresses.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include <shoal/group.h>
 #include <shoal/router.h>
 
+#include "runtime/group_impl.h"
 #include "runtime/layout.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
@@ -79,6 +82,24 @@ static void group_drops(int id, uint64_t *delivered, uint64_t *dropped_full)
 	shoal_seg_detach(&reg.seg);
 }
 
+/*
+ * Start a router for `system`, declare consumer `c` (with `workers` and
+ * `actors`) and a one-worker "prod", run `c` with `fn` and wait until it is
+ * attached. Returns the consumer's group id; its pid in *pid.
+ */
+static int start_consumer(const char *system, int (*fn)(void *), struct child *c,
+			  uint16_t workers, uint16_t actors, pid_t *pid)
+{
+	int id;
+
+	assert_int_equal(rt_start_router(system, NULL, 0), 0);
+	id = rt_declare(c->name, workers, actors);
+	rt_declare("prod", 1, 1);
+	*pid = test_spawn(fn, c);
+	rt_wait_attached(id);
+	return id;
+}
+
 static void runtime_blocking_send_waits_for_slow_consumer(void **state)
 {
 	struct child slow = { .index = 0, .name = "slow", .mode = SLOW };
@@ -88,12 +109,8 @@ static void runtime_blocking_send_waits_for_slow_consumer(void **state)
 	int id;
 
 	(void)state;
-	assert_int_equal(rt_start_router("fl-block", NULL, 0), 0);
-	id = rt_declare("slow", 1, 1);
-	rt_declare("prod", 1, 1);
+	id = start_consumer("fl-block", behaving_main, &slow, 1, 1, &pc);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pc = test_spawn(behaving_main, &slow);
-	rt_wait_attached(id);
 	/* Far more than the rings hold: the producer must wait, not drop. */
 	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 120000), 0);
 	rt_wait_count(0, prod.n, 60000);
@@ -144,12 +161,8 @@ static void runtime_try_send_drops_are_counted_never_silent(void **state)
 	int id;
 
 	(void)state;
-	assert_int_equal(rt_start_router("fl-try", NULL, 0), 0);
-	id = rt_declare("gated", 1, 1);
-	rt_declare("prod", 1, 1);
+	id = start_consumer("fl-try", behaving_main, &gated, 1, 1, &pc);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pc = test_spawn(behaving_main, &gated);
-	rt_wait_attached(id);
 	test_assert_exited(test_wait_pid(test_spawn(try_producer_main, &prod), 60000), 0);
 	ok = atomic_load(&rt_res->last_seq[1]);
 	/* Let the dispatcher finish what the uplink still holds. */
@@ -252,7 +265,12 @@ static int kinds_producer_main(void *arg)
 
 		ret = c->dest ? shoal_send_to(ctx, c->dest, T_PING, &v, sizeof(v))
 			      : shoal_send(ctx, T_PING, &v, sizeof(v));
+		if (ret == 0)
+			atomic_store(&rt_res->last_seq[c->index], i + 1);
 	}
+	/* What stopped it, for tests that send until an error. */
+	atomic_store(&rt_res->status[c->index], ret);
+	atomic_store(&rt_res->ready[c->index], 2);
 	shoal_group_detach(g);
 	return ret == 0 ? 0 : 11;
 }
@@ -277,18 +295,26 @@ static void runtime_in_group_routing_over_two_workers(void **state)
 	}
 	for (int a = 0; a < 4; a++)
 		total += want[a];
-	assert_int_equal(rt_start_router("fl-ingroup", NULL, 0), 0);
-	id = rt_declare("ig", 2, 4);
-	rt_declare("prod", 1, 1);
+	id = start_consumer("fl-ingroup", rt_consumer_main, &ig, 2, 4, &pc);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pc = test_spawn(rt_consumer_main, &ig);
-	rt_wait_attached(id);
 	test_assert_exited(test_wait_pid(test_spawn(kinds_producer_main, &prod), 60000), 0);
 	rt_wait_count(0, total, 30000);
 	for (int a = 0; a < 4; a++)
 		assert_int_equal(atomic_load(&rt_res->per_actor[0][a]), want[a]);
 	rt_stop_and_reap(&pc, 1);
 	rt_stop_router();
+}
+
+/* Generation of group `id` now, from the registry. */
+static uint32_t group_gen(int id)
+{
+	struct shoal__registry reg;
+	uint32_t gen;
+
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	gen = atomic_load(&reg.groups[id].gen);
+	shoal_seg_detach(&reg.seg);
+	return gen;
 }
 
 static void runtime_direct_send_reaches_actor_and_group(void **state)
@@ -300,18 +326,8 @@ static void runtime_direct_send_reaches_actor_and_group(void **state)
 	int id;
 
 	(void)state;
-	assert_int_equal(rt_start_router("fl-direct", NULL, 0), 0);
-	id = rt_declare("dst", 2, 4);
-	rt_declare("prod", 1, 1);
-	pc = test_spawn(rt_consumer_main, &ig);
-	rt_wait_attached(id);
-	{
-		struct shoal__registry reg;
-
-		assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
-		gen = atomic_load(&reg.groups[id].gen);
-		shoal_seg_detach(&reg.seg);
-	}
+	id = start_consumer("fl-direct", rt_consumer_main, &ig, 2, 4, &pc);
+	gen = group_gen(id);
 	/* To actor 3 (owned by worker 1): all 100 land there. */
 	prod.dest = shoal_addr_make((uint16_t)id, 3, gen);
 	test_assert_exited(test_wait_pid(test_spawn(kinds_producer_main, &prod), 60000), 0);
@@ -333,6 +349,228 @@ static void runtime_direct_send_reaches_actor_and_group(void **state)
 	rt_stop_router();
 }
 
+static void runtime_blocking_send_to_failed_target_returns_ehostdown(void **state)
+{
+	struct child stuck = { .index = 0, .name = "stuck", .mode = HOLD };
+	struct child snd = { .index = 1, .name = "prod", .n = UINT64_MAX };   /* until an error */
+	uint64_t seen = UINT64_MAX;
+	pid_t ps, pq;
+	int id;
+
+	(void)state;
+	id = start_consumer("fl-hostdown", behaving_main, &stuck, 1, 1, &ps);
+	snd.dest = shoal_addr_make((uint16_t)id, 0, group_gen(id));
+	pq = test_spawn(kinds_producer_main, &snd);
+	/* The target holds its first message: the sender fills the ring and
+	 * waits. Seen as a count that stays put for 300 ms. */
+	for (int i = 0; i < 100; i++) {
+		uint64_t now = atomic_load(&rt_res->last_seq[1]);
+
+		if (now > 0 && now == seen)
+			break;
+		seen = now;
+		usleep(300000);
+	}
+	assert_true(seen > 0 && atomic_load(&rt_res->ready[1]) == 0);
+	kill(ps, SIGKILL);
+	assert_int_not_equal(test_wait_pid(ps, 5000), -1);
+	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
+		usleep(1000);
+	/* Down is not failed: a restart would drain the ring, so it waits on. */
+	usleep(200000);
+	assert_int_equal(atomic_load(&rt_res->ready[1]), 0);
+	assert_int_equal(shoal_router_fail_group(rt_router, id), 0);
+	test_assert_exited(test_wait_pid(pq, 10000), 11);
+	assert_int_equal(atomic_load(&rt_res->status[1]), -EHOSTDOWN);
+	assert_int_equal(atomic_load(&rt_res->last_seq[1]), seen);
+	rt_stop_router();
+}
+
+/* ---- a two-worker group killed while its workers forward to each other ---- */
+
+#define FW_N 1500u
+
+static _Atomic uint8_t *seen;      /* [FW_N], MAP_SHARED: which messages were handled */
+static pthread_t fw_main_thread;   /* worker 0 runs on it */
+
+/* Every message goes to the actor of the other worker: all are forwarded. */
+static void fw_route(const struct shoal_msg *m, struct shoal_outcome *out, void *user)
+{
+	(void)m;
+	(void)user;
+	*out = (struct shoal_outcome){ .kind = SHOAL_OUT_UNICAST, .n = 1,
+				       .slots = { pthread_equal(pthread_self(), fw_main_thread) } };
+}
+
+/* Slow: the forwarding worker outruns it and fills the ring between them. */
+static void fw_handler(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	struct timespec ts = { 0, 2000000 };
+	struct msg v;
+
+	memcpy(&v, m->data, sizeof(v));
+	nanosleep(&ts, NULL);
+	if (v.seq < FW_N)
+		atomic_store(&seen[v.seq], 1);
+	atomic_fetch_add(&rt_res->count[((const struct child *)a->user)->index], 1);
+}
+
+static int fw_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group_desc d = {
+		.name = c->name, .n_workers = 2, .n_actors = 2, .node = -1, .types = rt_types,
+		.n_types = RT_N_TYPES, .on_message = fw_handler, .route = fw_route, .user = c,
+	};
+	struct shoal_group *g;
+
+	fw_main_thread = pthread_self();
+	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+		return 10;
+	shoal_group_run(g);
+	shoal_group_detach(g);
+	return 0;
+}
+
+/*
+ * Messages of group `group` handled at least once; forwarded copies counted
+ * lost, and records set aside, summed over its (up to 2) workers.
+ */
+static void tally(const char *group, uint64_t *handled, uint64_t *lost, uint64_t *aside)
+{
+	char name[SHOAL_SEG_NAME_MAX];
+	struct shoal_seg seg;
+	struct shoal__mbx_hdr *h;
+
+	*handled = *lost = *aside = 0;
+	for (unsigned i = 0; i < FW_N; i++)
+		*handled += atomic_load(&seen[i]);
+	assert_int_equal(shoal__name_mailbox(name, rt_sysname, group), 0);
+	assert_int_equal(shoal_seg_attach(&seg, name, SHOAL_SEG_RDONLY, NULL), 0);
+	h = shoal__mailbox_hdr(&seg);
+	assert_non_null(h);
+	for (unsigned w = 0; w < h->n_workers && w < 2; w++) {
+		*lost += atomic_load(&h->w[w].fwd_lost);
+		*aside += atomic_load(&h->w[w].set_aside);
+	}
+	shoal_seg_detach(&seg);
+}
+
+/*
+ * kill -9 of a group whose workers forward to each other: what sat in the
+ * process-private rings between them is counted (forward_lost), so every
+ * accepted message is handled or counted, exactly.
+ */
+static void runtime_killed_two_worker_group_counts_lost_forwards(void **state)
+{
+	struct child fw = { .index = 0, .name = "fw" };
+	struct child prod = { .index = 1, .name = "prod", .n = FW_N, .type = T_PING };
+	uint64_t handled = 0, lost = 0, aside;
+	pid_t p1, p2, pp;
+	int id;
+
+	(void)state;
+	memset((void *)seen, 0, FW_N);
+	id = start_consumer("fl-fwkill", fw_main, &fw, 2, 2, &p1);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	pp = test_spawn(rt_producer_main, &prod);
+	for (int i = 0; atomic_load(&rt_res->count[0]) < 50; i++) {
+		assert_true(i < 30000);
+		usleep(1000);
+	}
+	kill(p1, SIGKILL);
+	assert_int_not_equal(test_wait_pid(p1, 5000), -1);
+	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
+		usleep(1000);
+	p2 = test_spawn(fw_main, &fw);
+	test_assert_exited(test_wait_pid(pp, 60000), 0);   /* all FW_N accepted */
+	for (int i = 0; i < 6000; i++) {
+		tally("fw", &handled, &lost, &aside);
+		if (handled + lost >= FW_N)
+			break;
+		usleep(10000);
+	}
+	usleep(100000);   /* nothing more may come: no duplicate count */
+	tally("fw", &handled, &lost, &aside);
+	print_message("%u accepted: %llu handled, %llu lost between workers and counted\n", FW_N,
+		      (unsigned long long)handled, (unsigned long long)lost);
+	assert_true(lost > 0);
+	assert_int_equal(handled + lost, FW_N);
+	assert_int_equal(aside, 0);
+	rt_stop_and_reap(&p2, 1);
+	rt_stop_router();
+}
+
+/* ---- a message that kills its handler ---------------------------------------- */
+
+#define POISON_N 20u
+#define POISON_SEQ 5u
+
+static void poison_handler(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	struct msg v;
+
+	memcpy(&v, m->data, sizeof(v));
+	if (v.seq == POISON_SEQ)
+		raise(SIGKILL);   /* this message kills whoever handles it */
+	atomic_store(&seen[v.seq % FW_N], 1);
+	atomic_fetch_add(&rt_res->count[((const struct child *)a->user)->index], 1);
+}
+
+static int poison_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group_desc d = { .name = c->name, .node = -1, .types = rt_types,
+				      .n_types = RT_N_TYPES, .on_message = poison_handler,
+				      .user = c };
+	struct shoal_group *g;
+
+	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+		return 10;
+	shoal_group_run(g);
+	shoal_group_detach(g);
+	return 0;
+}
+
+/*
+ * A message that kills its handler is handled again by each new process
+ * (it may have been the process's fault, not the message's), until
+ * SHOAL__CRASHES_MAX of them died of it: the next sets it aside, counted,
+ * and handles the rest.
+ */
+static void runtime_message_that_keeps_crashing_its_handler_is_set_aside(void **state)
+{
+	struct child c = { .index = 0, .name = "poison" };
+	struct child prod = { .index = 1, .name = "prod", .n = POISON_N, .type = T_PING };
+	uint64_t handled = 0, lost, aside;
+	pid_t pc;
+	int id;
+
+	(void)state;
+	memset((void *)seen, 0, FW_N);
+	id = start_consumer("fl-poison", poison_main, &c, 1, 1, &pc);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 0);
+	for (unsigned k = 0; k < SHOAL__CRASHES_MAX; k++) {
+		int status = test_wait_pid(pc, 10000);
+
+		assert_true(status != -1 && WIFSIGNALED(status));   /* died of message 5 */
+		for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
+			usleep(1000);
+		pc = test_spawn(poison_main, &c);
+	}
+	for (int i = 0; i < 1000 && handled < POISON_N - 1; i++) {
+		tally("poison", &handled, &lost, &aside);
+		usleep(10000);
+	}
+	tally("poison", &handled, &lost, &aside);
+	assert_int_equal(handled, POISON_N - 1);
+	assert_int_equal(atomic_load(&seen[POISON_SEQ]), 0);
+	assert_int_equal(aside, 1);
+	rt_stop_and_reap(&pc, 1);   /* the fourth process is alive and well */
+	rt_stop_router();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -341,9 +579,15 @@ int main(void)
 		cmocka_unit_test(runtime_killed_group_queue_is_handled_by_its_next_process),
 		cmocka_unit_test(runtime_in_group_routing_over_two_workers),
 		cmocka_unit_test(runtime_direct_send_reaches_actor_and_group),
+		cmocka_unit_test(runtime_blocking_send_to_failed_target_returns_ehostdown),
+		cmocka_unit_test(runtime_killed_two_worker_group_counts_lost_forwards),
+		cmocka_unit_test(runtime_message_that_keeps_crashing_its_handler_is_set_aside),
 	};
 
 	rt_init();
+	seen = mmap(NULL, FW_N, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (seen == MAP_FAILED)
+		abort();
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -133,6 +133,208 @@ static void runtime_type_conflict_refused_at_attach(void **state)
 	rt_stop_router();
 }
 
+/* Attach a group of this test process (no run loop: the test polls it). */
+static struct shoal_group *attach_here(const char *name, uint16_t workers, uint16_t actors)
+{
+	static struct child self_child = { .index = 0, .name = "here" };
+	struct shoal_group_desc d = { .name = name, .n_workers = workers, .n_actors = actors,
+				      .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = rt_count_handler, .node = -1,
+				      .user = &self_child };
+	struct shoal_group *g;
+	struct shoal_err err = { { 0 } };
+
+	if (shoal_group_attach(&g, &d, NULL, &err) < 0)
+		fail_msg("attach %s: %s", name, err.msg);
+	return g;
+}
+
+static void runtime_routed_send_to_only_failed_groups_says_ehostdown(void **state)
+{
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	struct msg v = { 0 };
+	void *buf;
+	int dead;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-dead", NULL, 0), 0);
+	dead = rt_declare("dead", 1, 1);
+	rt_route(dead, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	g = attach_here("sender", 1, 1);
+	ctx = shoal_group_worker(g, 0);
+	/* A group that is only down (it may restart) still takes messages. */
+	assert_int_equal(shoal_try_send(ctx, T_PING, &v, sizeof(v)), 0);
+	assert_int_equal(shoal_router_fail_group(rt_router, dead), 0);
+	assert_int_equal(shoal_send(ctx, T_PING, &v, sizeof(v)), -EHOSTDOWN);
+	assert_int_equal(shoal_try_send(ctx, T_PING, &v, sizeof(v)), -EHOSTDOWN);
+	assert_int_equal(shoal_reserve(ctx, SHOAL_ADDR_NONE, T_PING, sizeof(v), &buf), -EHOSTDOWN);
+	/* One live route besides the failed one: accepted again. */
+	rt_route(shoal_group_id(g), T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	assert_int_equal(shoal_send(ctx, T_PING, &v, sizeof(v)), 0);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
+/* Overwrite n_workers of group `id` in the live registry (the router's). */
+static void poke_registry_workers(int id, uint16_t n)
+{
+	struct shoal__registry reg;
+
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, 0, NULL), 0);
+	reg.groups[id].n_workers = n;
+	shoal_seg_detach(&reg.seg);
+}
+
+static void runtime_direct_send_bounds_registry_worker_count(void **state)
+{
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	struct msg v = { 0 };
+	uint64_t a17, all;
+	void *buf;
+	int wide;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-nw", NULL, 0), 0);
+	wide = rt_declare("wide", 1, 20);
+	g = attach_here("sender", 1, 1);
+	ctx = shoal_group_worker(g, 0);
+	a17 = shoal_group_lookup(g, "wide", 17);
+	all = shoal_group_lookup(g, "wide", SHOAL_SLOT_ALL);
+	assert_int_not_equal(a17, SHOAL_ADDR_NONE);
+	/* Damaged registry: more workers than any group may have. Actor 17
+	 * would map to worker 17, one past the last direct ring slot. */
+	poke_registry_workers(wide, 40);
+	assert_int_equal(shoal_try_send_to(ctx, a17, T_PING, &v, sizeof(v)), -EUCLEAN);
+	assert_int_equal(shoal_send_to(ctx, a17, T_PING, &v, sizeof(v)), -EUCLEAN);
+	assert_int_equal(shoal_try_send_to(ctx, all, T_PING, &v, sizeof(v)), -EUCLEAN);
+	assert_int_equal(shoal_reserve(ctx, a17, T_PING, sizeof(v), &buf), -EUCLEAN);
+	poke_registry_workers(wide, 0);
+	assert_int_equal(shoal_try_send_to(ctx, a17, T_PING, &v, sizeof(v)), -EUCLEAN);
+	/* Repaired: the same send goes through. */
+	poke_registry_workers(wide, 1);
+	assert_int_equal(shoal_try_send_to(ctx, a17, T_PING, &v, sizeof(v)), 0);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
+/* Handle what worker `w` has; returns how many. */
+static int drain(struct shoal_group *g, unsigned w)
+{
+	int ret, n = 0;
+
+	while ((ret = shoal_poll(shoal_group_worker(g, w), 0, 0)) > 0)
+		n += ret;
+	return n;
+}
+
+static void runtime_try_send_to_all_is_all_or_nothing(void **state)
+{
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	struct msg v = { 0 };
+	uint64_t a1, all;
+	int ret, sent = 0;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-all", NULL, 0), 0);
+	g = attach_here("pair", 2, 2);
+	ctx = shoal_group_worker(g, 0);
+	a1 = shoal_group_lookup(g, "pair", 1);
+	all = shoal_group_lookup(g, "pair", SHOAL_SLOT_ALL);
+	/* Fill worker 1's ring (actor 1); worker 0's stays empty. */
+	while ((ret = shoal_try_send_to(ctx, a1, T_PING, &v, sizeof(v))) == 0)
+		sent++;
+	assert_int_equal(ret, -EAGAIN);
+	assert_int_equal(shoal_try_send_to(ctx, all, T_PING, &v, sizeof(v)), -EAGAIN);
+	assert_int_equal(drain(g, 0), 0);   /* actor 0 got nothing either */
+	assert_int_equal(drain(g, 1), sent);
+	/* Room everywhere: every actor gets it, once. */
+	assert_int_equal(shoal_try_send_to(ctx, all, T_PING, &v, sizeof(v)), 0);
+	assert_int_equal(drain(g, 0), 1);
+	assert_int_equal(drain(g, 1), 1);
+	assert_int_equal(atomic_load(&rt_res->per_actor[0][0]), 1);
+	assert_int_equal(atomic_load(&rt_res->per_actor[0][1]), sent + 1);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
+static void runtime_second_reserve_before_commit_is_refused(void **state)
+{
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	struct msg v = { .seq = 7 };
+	uint64_t self;
+	void *b1, *b2 = NULL;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-res", NULL, 0), 0);
+	g = attach_here("res", 1, 1);
+	ctx = shoal_group_worker(g, 0);
+	self = shoal_group_lookup(g, "res", 0);
+	assert_int_equal(shoal_reserve(ctx, self, T_PING, sizeof(v), &b1), 0);
+	memcpy(b1, &v, sizeof(v));
+	assert_int_equal(shoal_reserve(ctx, self, T_PING, sizeof(v), &b2), -EBUSY);
+	assert_null(b2);
+	shoal_commit(ctx);
+	/* The first reservation arrived intact, and only it. */
+	assert_int_equal(drain(g, 0), 1);
+	assert_int_equal(atomic_load(&rt_res->last_seq[0]), 7);
+	assert_int_equal(shoal_reserve(ctx, self, T_PING, sizeof(v), &b2), 0);
+	shoal_commit(ctx);
+	assert_int_equal(drain(g, 0), 1);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
+static void runtime_type_over_max_size_refused_at_declare(void **state)
+{
+	struct shoal_err err = { { 0 } };
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-big", NULL, 0), 0);
+	assert_int_equal(shoal_router_declare_type(rt_router, 9, "huge", SHOAL_TYPE_MAX_SIZE + 1,
+						   &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "max size"));
+	assert_int_equal(shoal_router_declare_type(rt_router, 9, "huge", SHOAL_TYPE_MAX_SIZE,
+						   NULL), 0);
+	rt_stop_router();
+}
+
+static void runtime_discard_route_is_counted(void **state)
+{
+	struct shoal__registry reg;
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	struct msg v = { 0 };
+	uint64_t discarded = 0, delivered = 0;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-discard", NULL, 0), 0);
+	g = attach_here("src", 1, 1);
+	ctx = shoal_group_worker(g, 0);
+	rt_route(shoal_group_id(g), T_PING, SHOAL_ROUTE_DISCARD, SHOAL_KEY_ANY, 0, 0);
+	for (int i = 0; i < 100; i++)
+		assert_int_equal(shoal_send(ctx, T_PING, &v, sizeof(v)), 0);
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	for (int i = 0; i < 10000 && discarded < 100; i++) {
+		discarded = 0;
+		delivered = 0;
+		for (int d = 0; d < SHOAL_MAX_NODES; d++) {
+			discarded += atomic_load(&reg.hdr->disp[d].discarded);
+			delivered += atomic_load(&reg.hdr->disp[d].delivered);
+		}
+		usleep(1000);
+	}
+	shoal_seg_detach(&reg.seg);
+	assert_int_equal(discarded, 100);
+	assert_int_equal(delivered, 0);
+	assert_int_equal(drain(g, 0), 0);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
 static int foreign_attach_main(void *arg)
 {
 	struct shoal_group_desc d = { .name = "intruder", .types = rt_types, .n_types = RT_N_TYPES,
@@ -196,7 +398,8 @@ static int requester_main(void *arg)
 	struct msg v = { .seq = 41 }, out;
 	struct shoal_reply reply = { .buf = &out, .cap = sizeof(out) };
 	struct timespec a, b;
-	int ret;
+	uint64_t dest;
+	int ret = 0;
 
 	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
 		return 10;
@@ -204,9 +407,16 @@ static int requester_main(void *arg)
 	atomic_store(&rt_res->ready[c->index], 1);
 	for (int i = 0; !atomic_load(&rt_res->go) && i < 20000; i++)
 		usleep(1000);
+	dest = shoal_group_lookup(g, "responder", 0);
+	/* Mode 2: first fill the ring into the responder, so that the request
+	 * has to wait for room. */
+	while (c->mode == 2 && (ret = shoal_try_send_to(ctx, dest, T_PING, &v, sizeof(v))) == 0)
+		;
+	if (c->mode == 2 && ret != -EAGAIN)
+		return 11;
+	atomic_store(&rt_res->ready[c->index], 2);
 	clock_gettime(CLOCK_MONOTONIC, &a);
-	ret = shoal_request(ctx, shoal_group_lookup(g, "responder", 0), T_REQ, &v, sizeof(v),
-			    (int64_t)c->n, &reply);
+	ret = shoal_request(ctx, dest, T_REQ, &v, sizeof(v), (int64_t)c->n, &reply);
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	atomic_store(&rt_res->elapsed_ns[c->index],
 		     (b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec));
@@ -251,10 +461,16 @@ static int flooder_main(void *arg)
 	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
 		return 10;
 	ctx = shoal_group_worker(g, 0);
-	dest = shoal_group_lookup(g, "asker", 0);
 	atomic_store(&rt_res->ready[c->index], 1);
 	for (int i = 0; atomic_load(&rt_res->ready[0]) != 2 && i < 20000; i++)
 		usleep(1000);
+	/* Only now: the asker has surely attached (its request arrived). On
+	 * a loaded machine this process may attach first, and a lookup then
+	 * found no "asker": SHOAL_ADDR_NONE, which reads as actor 0 of group
+	 * 0 in generation 0: refused (-ESTALE, or -EINVAL). */
+	dest = shoal_group_lookup(g, "asker", 0);
+	if (dest == SHOAL_ADDR_NONE)
+		return 12;
 	t_end = mono_ns() + 200000000u;
 	while (mono_ns() < t_end) {
 		ret = shoal_try_send_to(ctx, dest, T_PING, &v, sizeof(v));
@@ -307,6 +523,58 @@ static int responder_main(void *arg)
 	shoal_group_run(g);
 	shoal_group_detach(g);
 	return 0;
+}
+
+/* Start a responder that holds its first message forever, and an asker
+ * (mode 2) with a timeout of `timeout_ns`; return when the asker's ring into
+ * the responder is full and its request about to wait for room. */
+static void start_room_test(const char *system, pid_t *pr, pid_t *pq, uint64_t timeout_ns)
+{
+	static struct child resp = { .index = 0, .mode = 1 };
+	static struct child req = { .index = 1, .name = "asker", .mode = 2 };
+
+	req.n = timeout_ns;
+	assert_int_equal(rt_start_router(system, NULL, 0), 0);
+	*pr = test_spawn(responder_main, &resp);
+	rt_wait_ready(1);
+	atomic_store(&rt_res->go, 1);
+	*pq = test_spawn(requester_main, &req);
+	for (int i = 0; atomic_load(&rt_res->ready[1]) != 2; i++) {
+		assert_true(i < 20000);
+		usleep(1000);
+	}
+}
+
+static void runtime_request_waiting_for_room_keeps_its_timeout(void **state)
+{
+	pid_t pr, pq;
+	int64_t took;
+
+	(void)state;
+	start_room_test("rt-room-t", &pr, &pq, 200000000);   /* 200 ms */
+	test_assert_exited(test_wait_pid(pq, 20000), 0);
+	took = atomic_load(&rt_res->elapsed_ns[1]);
+	print_message("request to a full, stuck responder: %s after %.1f ms\n",
+		      shoal_strerror(atomic_load(&rt_res->status[1])), took / 1e6);
+	assert_int_equal(atomic_load(&rt_res->status[1]), -ETIMEDOUT);
+	assert_true(took < 5000000000ll);   /* 200 ms asked; generous for a loaded machine */
+	kill(pr, SIGKILL);
+	assert_int_not_equal(test_wait_pid(pr, 5000), -1);
+	rt_stop_router();
+}
+
+static void runtime_request_waiting_for_room_ends_when_responder_dies(void **state)
+{
+	pid_t pr, pq;
+
+	(void)state;
+	start_room_test("rt-room-k", &pr, &pq, 60000000000ull);   /* 60 s */
+	usleep(100000);   /* the asker is (almost surely) in its wait for room */
+	kill(pr, SIGKILL);
+	assert_int_not_equal(test_wait_pid(pr, 5000), -1);
+	test_assert_exited(test_wait_pid(pq, 20000), 0);   /* long before its 60 s */
+	assert_int_equal(atomic_load(&rt_res->status[1]), -EOWNERDEAD);
+	rt_stop_router();
 }
 
 static void runtime_request_gets_response(void **state)
@@ -424,6 +692,14 @@ int main(void)
 		cmocka_unit_test(runtime_dropped_request_is_answered_ecanceled),
 		cmocka_unit_test(runtime_killed_responder_fails_request_promptly),
 		cmocka_unit_test(runtime_waiting_request_back_pressures_other_senders),
+		cmocka_unit_test(runtime_request_waiting_for_room_keeps_its_timeout),
+		cmocka_unit_test(runtime_request_waiting_for_room_ends_when_responder_dies),
+		cmocka_unit_test(runtime_routed_send_to_only_failed_groups_says_ehostdown),
+		cmocka_unit_test(runtime_direct_send_bounds_registry_worker_count),
+		cmocka_unit_test(runtime_try_send_to_all_is_all_or_nothing),
+		cmocka_unit_test(runtime_second_reserve_before_commit_is_refused),
+		cmocka_unit_test(runtime_type_over_max_size_refused_at_declare),
+		cmocka_unit_test(runtime_discard_route_is_counted),
 	};
 
 	rt_init();

@@ -149,7 +149,8 @@ static int text_dispatchers(const struct shoal__sys_view *v)
 	static const struct shoal__column cols[] = {
 		{ "#", 'r' }, { "NODE", 'r' }, { "CPUS", 'l' }, { "MESSAGES", 'r' },
 		{ "DELIVERED", 'r' }, { "NO_ROUTE", 'r' }, { "DROP_FULL", 'r' },
-		{ "DROP_DEAD", 'r' }, { "MALFORMED", 'r' }, { "SLEEPS", 'r' }, { "BUSY", 'r' },
+		{ "DROP_DEAD", 'r' }, { "MALFORMED", 'r' }, { "DISCARDED", 'r' }, { "SLEEPS", 'r' },
+		{ "BUSY", 'r' },
 	};
 	struct shoal__table t;
 
@@ -169,6 +170,7 @@ static int text_dispatchers(const struct shoal__sys_view *v)
 		shoal__table_cell(&t, "%llu", (unsigned long long)dv->dropped_full);
 		shoal__table_cell(&t, "%llu", (unsigned long long)dv->dropped_dead);
 		shoal__table_cell(&t, "%llu", (unsigned long long)dv->malformed);
+		shoal__table_cell(&t, "%llu", (unsigned long long)dv->discarded);
 		shoal__table_cell(&t, "%llu", (unsigned long long)dv->sleeps);
 		shoal__table_cell(&t, "%s", shoal__fmt_duration(busy, sizeof(busy), dv->busy_ns));
 	}
@@ -327,9 +329,10 @@ static void text_counters(const struct shoal__group_view *g)
 	      (unsigned long long)w->handled);
 	field("refused", "%llu try_* sends (full, no route ...)",
 	      (unsigned long long)w->try_failed);
-	field("dropped", "%llu stale, %llu malformed, %llu discarded",
-	      (unsigned long long)w->stale, (unsigned long long)w->malformed,
-	      (unsigned long long)w->discarded);
+	field("dropped", "%llu stale, %llu malformed, %llu discarded, %llu lost between workers, "
+	      "%llu set aside (crashed their handler)", (unsigned long long)w->stale,
+	      (unsigned long long)w->malformed, (unsigned long long)w->discarded,
+	      (unsigned long long)w->fwd_lost, (unsigned long long)w->set_aside);
 	field("uplinks", "%llu no route, %llu dropped full, %llu malformed",
 	      (unsigned long long)w->up_no_route, (unsigned long long)w->up_dropped_full,
 	      (unsigned long long)w->up_malformed);
@@ -433,6 +436,7 @@ static void json_dispatchers(struct shoal__json *j, const struct shoal__sys_view
 		shoal__json_uint(j, "dropped_full", dv->dropped_full);
 		shoal__json_uint(j, "dropped_dead", dv->dropped_dead);
 		shoal__json_uint(j, "malformed", dv->malformed);
+		shoal__json_uint(j, "discarded", dv->discarded);
 		shoal__json_uint(j, "sleeps", dv->sleeps);
 		shoal__json_uint(j, "busy_ns", dv->busy_ns);
 		shoal__json_object_end(j);
@@ -465,6 +469,8 @@ static void json_counters(struct shoal__json *j, const struct shoal__worker_sums
 	shoal__json_uint(j, "stale", w->stale);
 	shoal__json_uint(j, "malformed", w->malformed);
 	shoal__json_uint(j, "discarded", w->discarded);
+	shoal__json_uint(j, "forward_lost", w->fwd_lost);
+	shoal__json_uint(j, "set_aside", w->set_aside);
 	shoal__json_uint(j, "uplink_no_route", w->up_no_route);
 	shoal__json_uint(j, "uplink_dropped_full", w->up_dropped_full);
 	shoal__json_uint(j, "uplink_malformed", w->up_malformed);

@@ -161,6 +161,7 @@ static void read_dispatchers(struct shoal__sys_view *v, struct shoal__reg_hdr *h
 		dv->malformed = shoal_load_relaxed(&rd->malformed);
 		dv->sleeps = shoal_load_relaxed(&rd->sleeps);
 		dv->busy_ns = shoal_load_relaxed(&rd->busy_ns);
+		dv->discarded = shoal_load_relaxed(&rd->discarded);
 	}
 }
 
@@ -319,6 +320,8 @@ static void read_mailbox(void *arg)
 		g->w.stale += shoal_load_relaxed(&w->stale);
 		g->w.malformed += shoal_load_relaxed(&w->malformed);
 		g->w.discarded += shoal_load_relaxed(&w->discarded);
+		g->w.fwd_lost += shoal_load_relaxed(&w->fwd_lost);
+		g->w.set_aside += shoal_load_relaxed(&w->set_aside);
 		g->w.up_no_route += shoal_load_relaxed(&w->up_no_route);
 		g->w.up_dropped_full += shoal_load_relaxed(&w->up_dropped_full);
 		g->w.up_malformed += shoal_load_relaxed(&w->up_malformed);

@@ -33,7 +33,7 @@ struct shoal__disp_view {
 	int32_t node;
 	uint64_t cpus;
 	uint64_t batches, messages, delivered, no_route, dropped_full, dropped_dead;
-	uint64_t malformed, sleeps, busy_ns;
+	uint64_t malformed, sleeps, busy_ns, discarded;
 };
 
 struct shoal__type_view {
@@ -46,7 +46,7 @@ struct shoal__type_view {
 /* A mailbox's per-worker counters, summed over its workers. */
 struct shoal__worker_sums {
 	uint64_t sent_routed, sent_direct, received, handled;
-	uint64_t try_failed, stale, malformed, discarded;
+	uint64_t try_failed, stale, malformed, discarded, fwd_lost, set_aside;
 	uint64_t up_no_route, up_dropped_full, up_malformed;   /* dispatcher-written */
 };
 

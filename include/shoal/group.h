@@ -17,6 +17,12 @@
  *  4. A message's `data` and `env` are valid only during the handler call.
  *  5. A request is answered in its handler (shoal_respond()); a request the
  *     handler leaves unanswered is answered with -ECANCELED for it.
+ *  6. A message queued in the group's mailbox outlives its process: the next
+ *     process handles it, possibly again if the dead one was handling it.
+ *     A message that 3 processes in a row died handling is set aside by the
+ *     next, counted (set_aside in shoal stat), and not handled. Messages
+ *     passed between the workers of a killed process are counted lost
+ *     (forward_lost).
  *
  * Errors (every send returns 0 or one of these):
  *  -EAGAIN       the destination (or, for routed sends, the path to the
@@ -25,7 +31,10 @@
  *  -EMSGSIZE     payload larger than the type's max_size
  *  -ENOMSG       a type this program did not declare
  *  -ESTALE       the address belongs to an earlier incarnation of its group
- *  -EHOSTDOWN    the destination group failed and will not come back
+ *  -EHOSTDOWN    the destination group failed and will not come back (for
+ *                routed sends: every route of the type leads to failed
+ *                groups); a blocking send waiting for room returns it as
+ *                soon as the group is marked failed
  *  -EINVAL       a malformed address or argument
  *  -ESHUTDOWN    the system is stopping
  *  -EUCLEAN      corrupted shared memory was detected on this path
@@ -144,12 +153,19 @@ SHOAL_API int shoal_group_main(const struct shoal_group_desc *desc, int argc, ch
  */
 SHOAL_API int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns);
 
-/* Routed sends: the router decides the receivers. */
+/* Routed sends: the router decides the receivers. send() waits while the
+ * path to the router is full. */
 SHOAL_API int shoal_send(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32_t len);
 SHOAL_API int shoal_try_send(struct shoal_ctx *ctx, uint32_t type, const void *buf,
 			     uint32_t len);
 
-/* Direct sends to an actor or group address, skipping the router. */
+/*
+ * Direct sends to an actor or group address, skipping the router. send_to()
+ * waits while the destination ring is full (until room, -EHOSTDOWN when the
+ * destination is marked failed, or -ESHUTDOWN). To SHOAL_SLOT_ALL both are
+ * all or nothing: on an error no actor got the message, so a retry never
+ * duplicates.
+ */
 SHOAL_API int shoal_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type,
 			    const void *buf, uint32_t len);
 SHOAL_API int shoal_try_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type,
@@ -159,7 +175,8 @@ SHOAL_API int shoal_try_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t t
  * Zero-copy: reserve room for a `len`-byte payload of `type` to `dest`
  * (SHOAL_ADDR_NONE: routed) and return it in *buf; fill it, then
  * shoal_commit(). Never waits: the errors are those of the try_ forms. One
- * reservation at a time per context.
+ * reservation at a time per context: a second one before shoal_commit()
+ * returns -EBUSY and leaves the first in place.
  */
 SHOAL_API int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t len,
 			    void **buf);
@@ -175,7 +192,10 @@ SHOAL_API void shoal_commit(struct shoal_ctx *ctx);
  * with the response in *reply; the responder's error (negative errno) if it
  * answered with one; -EOWNERDEAD if the responder's process died or
  * restarted (detected promptly, not at the timeout); -ETIMEDOUT; -EMSGSIZE if
- * the response did not fit reply->buf; or a send error.
+ * the response did not fit reply->buf; or a send error. The timeout covers
+ * the whole call: a wait for room in the responder's full ring ends at it
+ * (-ETIMEDOUT) or when the responder dies (-EOWNERDEAD) or fails
+ * (-EHOSTDOWN), with nothing sent.
  */
 SHOAL_API int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type,
 			    const void *buf, uint32_t len, int64_t timeout_ns,

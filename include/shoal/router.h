@@ -122,7 +122,7 @@ SHOAL_API int shoal_router_group_id(struct shoal_router *r, const char *name);
  * that declares the same id with another name or size is refused at attach.
  * Returns 0 (also when the same declaration exists), -EEXIST (declared
  * otherwise), -ENOSPC (type table full), -EINVAL (id 0, name empty or too
- * long).
+ * long, max_size over SHOAL_TYPE_MAX_SIZE).
  */
 SHOAL_API int shoal_router_declare_type(struct shoal_router *r, uint32_t id, const char *name,
 					uint32_t max_size, struct shoal_err *err);

@@ -58,7 +58,9 @@ struct shoal__reg_dispatcher {
 	_Atomic uint64_t malformed;      /* records rejected: bad envelope */
 	_Atomic uint64_t sleeps;         /* times it went to sleep idle */
 	_Atomic uint64_t busy_ns;        /* time spent in passes that moved messages */
-	uint8_t pad1[SHOAL_FALSE_SHARING - 88];
+	_Atomic uint64_t corrupt;        /* rings it found corrupted and condemned */
+	_Atomic uint64_t dropped_corrupt; /* copies dropped: destination ring corrupted */
+	uint8_t pad1[SHOAL_FALSE_SHARING - 104];
 };
 
 struct shoal__reg_hdr {
@@ -94,7 +96,7 @@ struct shoal__reg_gstat {            /* one per dispatcher, written by it only *
 	_Atomic uint64_t delivered;
 	_Atomic uint64_t dropped_full;
 	_Atomic uint64_t dropped_dead;
-	uint64_t pad;
+	_Atomic uint64_t dropped_corrupt; /* copies dropped: the inbound ring was corrupted */
 };
 
 struct shoal__reg_group {
@@ -109,7 +111,11 @@ struct shoal__reg_group {
 	_Atomic uint32_t attaches;       /* processes that attached (restarts + 1) */
 	uint32_t pad0;
 	char mailbox[SHOAL_SEG_NAME_MAX];
-	uint8_t pad1[64];
+	/* Damage (DESIGN invariant 10), written by the router's watch thread. */
+	_Atomic uint32_t damaged;        /* rings and mailboxes found corrupted, ever */
+	_Atomic uint32_t replaced;       /* of those, replaced by fresh ones */
+	_Atomic uint64_t lost_corrupt;   /* messages they held, counted as lost */
+	uint8_t pad1[48];
 	struct shoal__reg_gstat stats[SHOAL_MAX_NODES];
 };
 
@@ -128,12 +134,16 @@ struct shoal__mbx_worker {
 	_Atomic uint64_t stale;          /* messages dropped: addressed to an old generation */
 	_Atomic uint64_t malformed;      /* records dropped: bad envelope */
 	_Atomic uint64_t discarded;      /* in-group outcome DISCARD */
-	uint8_t pad1[SHOAL_FALSE_SHARING - 64];
+	_Atomic uint64_t lost_corrupt;   /* records left in an uplink condemned under it */
+	uint8_t pad1[SHOAL_FALSE_SHARING - 72];
 	/* Written by the dispatcher that drains this worker's uplink. */
 	_Atomic uint64_t up_no_route;
 	_Atomic uint64_t up_dropped_full;
 	_Atomic uint64_t up_malformed;
-	uint8_t pad2[SHOAL_FALSE_SHARING - 24];
+	/* Written by the router: the uplink in service is up.W (0) or
+	 * up.W.rN (N), once no dispatcher reads the one before it. */
+	_Atomic uint32_t up_gen;
+	uint8_t pad2[SHOAL_FALSE_SHARING - 28];
 };
 
 struct shoal__mbx_hdr {

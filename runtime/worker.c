@@ -69,9 +69,14 @@ static int add_inring(struct shoal_ctx *ctx, void *mem, uint64_t len, int src_gr
 		ctx->in = n;
 		ctx->cap_in = cap;
 	}
-	if (shoal_ring_cons_attach(&ctx->in[ctx->n_in].c, mem, len, NULL) < 0)
+	if (shoal_ring_cons_attach(&ctx->in[ctx->n_in].c, mem, len, NULL) < 0) {
+		/* The router replaces a ring it finds condemned. */
+		shoal_ring_condemn(mem, len, SHOAL_RING_SIDE_CONS);
 		return -EUCLEAN;
+	}
 	ctx->in[ctx->n_in].mem = mem;
+	ctx->in[ctx->n_in].len = len;
+	ctx->in[ctx->n_in].condemned = false;
 	ctx->in[ctx->n_in].src_group = src_group;
 	ctx->n_in++;
 	return 0;
@@ -108,7 +113,7 @@ void shoal__ctx_scan(struct shoal_ctx *ctx)
 		void *mem;
 
 		if (shoal_seg_region_at(&ctx->g->mbx_seg, i, &r) < 0)
-			break;
+			continue;   /* a damaged entry: the router replaces the mailbox */
 		if (r.kind != SHOAL_SEG_KIND_RING || strncmp(r.name, prefix, plen) != 0)
 			continue;
 		mem = shoal_seg_ptr(&ctx->g->mbx_seg, r.off, r.len, 128);
@@ -116,6 +121,58 @@ void shoal__ctx_scan(struct shoal_ctx *ctx)
 			continue;   /* a corrupted ring is skipped, not trusted */
 	}
 	ctx->dir_seen = count;
+}
+
+/* Attach the uplink of generation `gen` (up.W, then up.W.rN) to *p. */
+static int uplink_attach(struct shoal_ctx *ctx, uint32_t gen, struct shoal_ring_prod *p,
+			 void **mem, uint64_t *len, struct shoal_err *err)
+{
+	char name[SHOAL_SEG_REGION_NAME_MAX];
+	struct shoal_seg_region r;
+
+	if (gen == 0)
+		snprintf(name, sizeof(name), "up.%u", ctx->w);
+	else
+		snprintf(name, sizeof(name), "up.%u.r%u", ctx->w, gen);
+	if (shoal_seg_find(&ctx->g->mbx_seg, SHOAL_SEG_KIND_RING, name, &r) < 0 ||
+	    (*mem = shoal_seg_ptr(&ctx->g->mbx_seg, r.off, r.len, 128)) == NULL)
+		return shoal__fail(err, -EUCLEAN, "mailbox has no uplink ring %s", name);
+	*len = r.len;
+	return shoal_ring_prod_attach(p, *mem, r.len, err);
+}
+
+/*
+ * Move to the uplink the router gave us in place of a condemned one, if it
+ * did. What we committed to the old one and its dispatcher never took is
+ * counted as lost here, exactly (the router published the new uplink only
+ * after no dispatcher reads the old one), and the old one is marked settled
+ * so that the router does not count it again. Returns true if we moved.
+ * Slow path only: called when the uplink is full or corrupted.
+ */
+bool shoal__ctx_uplink_renew(struct shoal_ctx *ctx)
+{
+	/* A4: pairs with R4 in router.c watch_once(). */
+	uint32_t gen = shoal_load_acquire(&ctx->mw->up_gen);
+	struct shoal_ring_prod fresh;
+	uint64_t in, out, len;
+	void *mem;
+
+	if (SHOAL_LIKELY(gen == ctx->up_gen) || ctx->res_p == &ctx->up ||
+	    uplink_attach(ctx, gen, &fresh, &mem, &len, NULL) < 0)
+		return false;
+	if (shoal_ring_records(ctx->up_mem, ctx->up_len, &in, &out) == 0) {
+		in = ctx->up.records_in;   /* ours, not the ring's (it may be garbage) */
+		ctx->lost_corrupt += in > out ? in - out : 0;
+		/* Relaxed: the worker is the only writer of its counter line. */
+		shoal_store_relaxed(&ctx->mw->lost_corrupt, ctx->lost_corrupt);
+	}
+	shoal_ring_condemn(ctx->up_mem, ctx->up_len, SHOAL_RING_SIDE_SETTLED);
+	ctx->up = fresh;
+	ctx->up_mem = mem;
+	ctx->up_len = len;
+	ctx->up_gen = gen;
+	ctx->up_condemned = false;
+	return true;
 }
 
 static void fwd_ring(struct shoal_group *g, unsigned from, unsigned to, void **mem, uint64_t *len)
@@ -127,8 +184,6 @@ static void fwd_ring(struct shoal_group *g, unsigned from, unsigned to, void **m
 int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 {
 	struct shoal_ctx *ctx = &g->ctx[w];
-	struct shoal_seg_region r;
-	char name[SHOAL_SEG_REGION_NAME_MAX];
 	void *mem;
 	uint64_t len;
 	int ret;
@@ -138,11 +193,9 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	ctx->mw = &g->mbx->w[w];
 	ctx->bell = &g->bell->disp[g->reg.groups[g->id].dispatcher % SHOAL_MAX_NODES];
 	ctx->next_rid = 1;
-	snprintf(name, sizeof(name), "up.%u", w);
-	if (shoal_seg_find(&g->mbx_seg, SHOAL_SEG_KIND_RING, name, &r) < 0 ||
-	    (mem = shoal_seg_ptr(&g->mbx_seg, r.off, r.len, 128)) == NULL)
-		return shoal__fail(err, -EUCLEAN, "mailbox has no uplink ring %s", name);
-	ret = shoal_ring_prod_attach(&ctx->up, mem, r.len, err);
+	/* A4: pairs with R4 in router.c watch_once(). */
+	ctx->up_gen = shoal_load_acquire(&ctx->mw->up_gen);
+	ret = uplink_attach(ctx, ctx->up_gen, &ctx->up, &ctx->up_mem, &ctx->up_len, err);
 	if (ret < 0)
 		return ret;
 	/* Counters continue from what the previous incarnation published. */
@@ -154,6 +207,7 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	ctx->stale = shoal_load_relaxed(&ctx->mw->stale);
 	ctx->malformed = shoal_load_relaxed(&ctx->mw->malformed);
 	ctx->discarded = shoal_load_relaxed(&ctx->mw->discarded);
+	ctx->lost_corrupt = shoal_load_relaxed(&ctx->mw->lost_corrupt);
 	shoal__ctx_scan(ctx);
 	if (g->n_workers < 2)
 		return 0;
@@ -283,18 +337,37 @@ static bool room(void *arg)
 	return true;
 }
 
-/* Wait for room in `p`, sleeping on `db` (rung by the consumer's side). */
+/* The router has given us a new uplink (see shoal__ctx_uplink_renew()). */
+static bool uplink_replaced(void *arg)
+{
+	struct shoal_ctx *ctx = arg;
+
+	/* A4: pairs with R4 in router.c watch_once(). */
+	return shoal_load_acquire(&ctx->mw->up_gen) != ctx->up_gen;
+}
+
+/*
+ * Wait for room in `p`, sleeping on `db` (rung by the consumer's side). For
+ * an uplink we condemned, wait instead for the router to replace it (it
+ * rings the same doorbell).
+ */
 static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct shoal_doorbell *db,
 		     uint32_t need)
 {
 	struct waiter w = { p, need };
 
 	for (;;) {
-		int ret = shoal_doorbell_poll_wait(db, ctx->g->spin_ns, room, &w, SLEEP_SLICE_NS);
+		bool condemned = p == &ctx->up && ctx->up_condemned;
+		int ret = condemned ? shoal_doorbell_poll_wait(db, ctx->g->spin_ns, uplink_replaced,
+							       ctx, SLEEP_SLICE_NS) :
+				      shoal_doorbell_poll_wait(db, ctx->g->spin_ns, room, &w,
+							       SLEEP_SLICE_NS);
 
-		if (shoal_ring_prod_error(p))
+		if (p == &ctx->up && shoal__ctx_uplink_renew(ctx))
+			return 0;   /* our uplink was condemned: retry on the new one */
+		if (shoal_ring_prod_error(p) && !condemned)
 			return -EUCLEAN;
-		if (ret == 0)
+		if (ret == 0 && !condemned)
 			return 0;
 		if (shoal__stop_requested(ctx->g))
 			return -ESHUTDOWN;
@@ -311,7 +384,21 @@ static void *reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct
 
 		if (SHOAL_LIKELY(dst != NULL))
 			return dst;
+		if (p == &ctx->up && shoal__ctx_uplink_renew(ctx))
+			continue;
 		if (shoal_ring_prod_error(p)) {
+			if (p == &ctx->up && !ctx->up_condemned) {
+				/* The router replaces it; a blocking send waits for that. */
+				shoal_ring_condemn(ctx->up_mem, ctx->up_len, SHOAL_RING_SIDE_PROD);
+				ctx->up_condemned = true;
+			}
+			if (p == &ctx->up && wait) {
+				ret = wait_room(ctx, p, db, ENV_SIZE + len);
+				if (ret == 0)
+					continue;
+				*err = ret;
+				return NULL;
+			}
 			*err = -EUCLEAN;
 			return NULL;
 		}
@@ -816,6 +903,13 @@ static uint32_t poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
 			shoal_ring_release(&in->c);
 			ctx->released = true;
 			n += taken;
+		}
+		/* A corrupted ring is given up, after the release above (so that
+		 * the router counts exactly what is left), and the router
+		 * replaces it; one branch on a field of our own handle. */
+		if (SHOAL_UNLIKELY(shoal_ring_cons_error(&in->c) != 0) && !in->condemned) {
+			in->condemned = true;
+			shoal_ring_condemn(in->mem, in->len, SHOAL_RING_SIDE_CONS);
 		}
 	}
 	ctx->rr++;

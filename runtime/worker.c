@@ -478,6 +478,11 @@ static struct shoal__dout *dout_get(struct shoal_ctx *ctx, uint16_t dg, uint32_t
 	char ring[SHOAL_SEG_REGION_NAME_MAX];
 	void *mem;
 
+	/* dw comes from the registry's worker count: shared memory, bounded. */
+	if (SHOAL_UNLIKELY(dw >= SHOAL_MAX_WORKERS)) {
+		*err = -EUCLEAN;
+		return NULL;
+	}
 	if (ctx->dout[dg] == NULL) {
 		/* First send to this group from this worker: control path. */
 		ctx->dout[dg] = calloc(SHOAL_MAX_WORKERS, sizeof(**ctx->dout));

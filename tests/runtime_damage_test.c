@@ -273,6 +273,37 @@ static void damage_garbage_head_drops_counted_copies_never_parks(void **state)
 	rt_stop_router();
 }
 
+/*
+ * A registry that claims more workers than a group can have: a direct send
+ * to an actor that would live on worker 20 fails with -EUCLEAN (the producer
+ * exits 11), never indexes past its tables.
+ */
+static void damage_registry_worker_count_is_bounded_for_direct_sends(void **state)
+{
+	struct child c0 = { .index = 0, .name = "c0" };
+	struct child prod = { .index = 1, .name = "prod", .n = 1, .type = T_PING };
+	struct shoal__registry reg;
+	pid_t p;
+	int id;
+
+	(void)state;
+	assert_int_equal(rt_start_router("dm-nworkers", NULL, 0), 0);
+	id = rt_declare("c0", 1, 1);
+	rt_declare("prod", 1, 1);
+	p = test_spawn(rt_consumer_main, &c0);
+	rt_wait_attached(id);
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, 0, NULL), 0);
+	reg.groups[id].n_workers = 40;
+	reg.groups[id].n_actors = 40;
+	prod.dest = shoal_addr_make((uint16_t)id, 20, atomic_load(&reg.groups[id].gen));
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 11);
+	reg.groups[id].n_workers = 1;
+	reg.groups[id].n_actors = 1;
+	shoal_seg_detach(&reg.seg);
+	rt_stop_and_reap(&p, 1);
+	rt_stop_router();
+}
+
 /* ---- mailboxes ------------------------------------------------------------------ */
 
 struct mailbox_case {
@@ -381,6 +412,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(damage_corrupted_ring_and_uplink_are_replaced_others_never_notice),
 		cmocka_unit_test(damage_garbage_head_drops_counted_copies_never_parks),
+		cmocka_unit_test(damage_registry_worker_count_is_bounded_for_direct_sends),
 		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
 					  (void *)&mailbox_cases[0]),
 		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,

@@ -22,8 +22,8 @@
  *   under router->lock) and read by others with relaxed loads: they are
  *   status for display and liveness checks, ordering nothing.
  *
- * Concurrency: every public call and the control thread take router->lock;
- * dispatchers never do. synchronize_rcu() runs under the lock, so publishes
+ * Concurrency: every public call, the control thread and the watch thread
+ * (damage, see below) take router->lock; dispatchers never do. synchronize_rcu() runs under the lock, so publishes
  * are serialised; dispatchers pass a quiescent state after every pass and go
  * offline before sleeping, so a grace period takes about one pass.
  */
@@ -913,17 +913,22 @@ static void watch_once(struct shoal_router *r, bool mailboxes)
 			damage_log(r, (int)g, "%s; it is replaced when the group restarts", err.msg);
 		}
 	}
-	if (changed) {
+	if (changed || r->damage_unpublished) {
 		struct shoal_err err = { { 0 } };
 
-		if (publish(r, &err) < 0)
-			return;   /* retried at the next look: the refs are already new */
+		/* On failure the next look retries: the refs are already new. */
+		r->damage_unpublished = publish(r, &err) < 0;
+		if (r->damage_unpublished)
+			return;
 		/* Workers move to a new uplink only once no dispatcher reads the
 		 * old one (the grace period is behind us). */
 		for (uint32_t g = 0; g < r->n_groups; g++) {
 			struct shoal__group_slot *s = &r->groups[g];
 
 			for (unsigned w = 0; s->used && w < s->n_workers; w++) {
+				/* Relaxed: our own earlier store, read back. */
+				if (shoal_load_relaxed(&s->hdr->w[w].up_gen) == s->up[w].gen)
+					continue;
 				/* R4: pairs with A4 in worker.c: the new uplink is in
 				 * the directory and no dispatcher reads the old one. */
 				shoal_store_release(&s->hdr->w[w].up_gen, s->up[w].gen);

@@ -172,6 +172,7 @@ struct shoal_router {
 	uint32_t n_old_mbx;
 	pthread_t watch;
 	bool watch_started;
+	bool damage_unpublished;        /* a replacement waits for a publish that failed */
 
 	struct shoal__snapshot *snap;   /* RCU-protected */
 	atomic_bool stopping;

@@ -771,6 +771,58 @@ static int replace_ring(struct shoal_router *r, int g, unsigned w, int d, unsign
 	return 0;
 }
 
+/*
+ * The direct ring `base` of group g in service, in `name`: the latest of
+ * base, base.r1, base.r2 ... the router allocated, a new one first if none
+ * exists or the latest was condemned. Only the ring's producer asks for it
+ * (one producer per ring), so a condemned ring it did not settle was left by
+ * an earlier process of it: what it holds is counted here.
+ */
+static int direct_ring(struct shoal_router *r, int g, const char *base,
+		       char name[SHOAL_SEG_REGION_NAME_MAX])
+{
+	struct shoal__group_slot *s = &r->groups[g];
+	const struct shoal_seg_region *last = NULL;
+	unsigned side = 0;
+	uint32_t gen;
+	int ret;
+
+	for (gen = 0;; gen++) {
+		const struct shoal_seg_region *e = NULL;
+
+		if (gen == 0)
+			snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "%s", base);
+		else
+			snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "%.24s.r%u", base, gen);
+		for (uint32_t i = 0; i < s->n_dir && e == NULL; i++)
+			if (s->dir[i].kind == SHOAL_SEG_KIND_RING && strcmp(s->dir[i].name, name) == 0)
+				e = &s->dir[i];
+		if (e == NULL)
+			break;
+		last = e;
+	}
+	if (last != NULL) {
+		void *mem = (unsigned char *)s->mbx.base + last->off;
+
+		side = shoal_ring_condemned(mem, last->len);
+		if (side == 0) {
+			snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "%s", last->name);
+			return 0;
+		}
+		if ((side & SHOAL_RING_SIDE_CONS) && !(side & SHOAL_RING_SIDE_SETTLED))
+			count_lost(r, g, ring_left(mem, last->len));
+	}
+	ret = alloc_ring(s, name, r->direct_cap, NULL);
+	if (last != NULL) {
+		count_damage(r, g, ret == 0);
+		damage_log(r, g, "ring %s is corrupted (condemned by its %s); %s %s", last->name,
+			   side & SHOAL_RING_SIDE_CONS ? "consumer" : "producer",
+			   ret == 0 ? "quarantined, replaced by" : "no room to replace it:",
+			   ret == 0 ? name : strerror(-ret));
+	}
+	return ret;
+}
+
 /* Compare a mailbox with what the router wrote into it. */
 static int mailbox_damage(struct shoal_router *r, int g, struct shoal_err *err)
 {
@@ -1082,8 +1134,12 @@ static int handle_open_direct(struct shoal_router *r, int g, const struct shoal_
 		return shoal__fail(err, -EINVAL, "worker out of range");
 	memset(&reply, 0, sizeof(reply));
 	shoal__ctl_init(&reply.h, SHOAL__CTL_DIRECT, sizeof(reply));
-	snprintf(reply.ring, sizeof(reply.ring), "in.%u.g%d.%u", m->dst_worker, g, m->src_worker);
-	ret = alloc_ring(dst, reply.ring, r->direct_cap, NULL);
+	{
+		char base[SHOAL_SEG_REGION_NAME_MAX];
+
+		snprintf(base, sizeof(base), "in.%u.g%d.%u", m->dst_worker, g, m->src_worker);
+		ret = direct_ring(r, (int)m->dst_group, base, reply.ring);
+	}
 	if (ret < 0)
 		return shoal__fail(err, ret, "no room for a direct ring in group %s's mailbox",
 				   dst->name);

@@ -365,6 +365,8 @@ static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct sh
 
 		if (p == &ctx->up && shoal__ctx_uplink_renew(ctx))
 			return 0;   /* our uplink was condemned: retry on the new one */
+		if (p != &ctx->up && shoal_ring_prod_condemned(p))
+			return -EUCLEAN;   /* its reader gave it up: no room will come */
 		if (shoal_ring_prod_error(p) && !condemned)
 			return -EUCLEAN;
 		if (ret == 0 && !condemned)
@@ -386,6 +388,10 @@ static void *reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct
 			return dst;
 		if (p == &ctx->up && shoal__ctx_uplink_renew(ctx))
 			continue;
+		if (p != &ctx->up && shoal_ring_prod_condemned(p)) {
+			*err = -EUCLEAN;
+			return NULL;
+		}
 		if (shoal_ring_prod_error(p)) {
 			if (p == &ctx->up && !ctx->up_condemned) {
 				/* The router replaces it; a blocking send waits for that. */
@@ -513,6 +519,33 @@ static struct shoal__dout *dout_get(struct shoal_ctx *ctx, uint16_t dg, uint32_t
 }
 
 /*
+ * A direct ring found corrupted, by us or by its reader: count what we put
+ * in it that was never read (its reader gave it up after its last release,
+ * or reads no more), mark it settled so that the router does not count it
+ * again, and forget it: the next send opens a fresh one through the router.
+ */
+static void dout_condemned(struct shoal_ctx *ctx, struct shoal__dout *o)
+{
+	/* Any ring is at least this long: enough for its control block. */
+	uint64_t len = shoal_ring_size(SHOAL_RING_MIN_CAPACITY), in = o->p.records_in, out, ring_in;
+
+	if (shoal_ring_prod_condemned(&o->p)) {
+		if (shoal_ring_records(o->ring, len, &ring_in, &out) == 0 && in > out) {
+			ctx->lost_corrupt += in - out;
+			/* Relaxed: the worker is the only writer of its counter line. */
+			shoal_store_relaxed(&ctx->mw->lost_corrupt, ctx->lost_corrupt);
+		}
+		shoal_ring_condemn(o->ring, len, SHOAL_RING_SIDE_SETTLED);
+	} else if (shoal_ring_prod_error(&o->p)) {
+		/* Its reader still drains it: nothing is lost, only replaced. */
+		shoal_ring_condemn(o->ring, len, SHOAL_RING_SIDE_PROD);
+	} else {
+		return;
+	}
+	o->ring = NULL;
+}
+
+/*
  * Validate a destination against the registry. Returns the registry entry,
  * or NULL with the error in *err.
  */
@@ -577,8 +610,11 @@ static int send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, cons
 		if (o == NULL)
 			goto fail;
 		dst = reserve_in(ctx, &o->p, &o->dst->space_db, len, wait, &ret);
-		if (dst == NULL)
+		if (dst == NULL) {
+			if (ret == -EUCLEAN)
+				dout_condemned(ctx, o);
 			goto fail;
+		}
 		fill_env(ctx, dst, type, len, dest, flags, rid);
 		memcpy(dst + ENV_SIZE, buf, len);
 		shoal_ring_commit(&o->p);

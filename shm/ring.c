@@ -587,6 +587,11 @@ unsigned shoal_ring_condemned(const void *mem, uint64_t len)
 	return side;
 }
 
+bool shoal_ring_prod_condemned(const struct shoal_ring_prod *p)
+{
+	return (shoal_ring_condemned(p->r, SHOAL__RING_DATA_OFF) & SHOAL_RING_SIDE_CONS) != 0;
+}
+
 int shoal_ring_records(const void *mem, uint64_t len, uint64_t *in, uint64_t *out)
 {
 	const struct shoal__ring *r = mem;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <shoal/group.h>
+#include <shoal/ring.h>
 #include <shoal/router.h>
 
 #include "runtime/layout.h"
@@ -274,6 +275,63 @@ static void damage_garbage_head_drops_counted_copies_never_parks(void **state)
 }
 
 /*
+ * A garbled record in a direct ring holding 50 messages: the reader gives
+ * the ring up; the next process of the sender gets a fresh ring from the
+ * router, which counts the 50, and everything it sends arrives.
+ */
+static void damage_corrupted_direct_ring_is_replaced_for_its_sender(void **state)
+{
+	struct child c0 = { .index = 0, .name = "c0" };
+	struct child ds = { .index = 1, .name = "ds", .n = 100, .type = T_PING };
+	struct group_damage d0;
+	struct shoal_seg seg;
+	struct shoal__ring *ring;
+	char name[SHOAL_SEG_REGION_NAME_MAX];
+	pid_t p;
+	int id0, ids;
+
+	(void)state;
+	assert_int_equal(rt_start_router("dm-direct", NULL, 0), 0);
+	id0 = rt_declare("c0", 1, 1);
+	ids = rt_declare("ds", 1, 1);
+	p = test_spawn(rt_consumer_main, &c0);
+	rt_wait_attached(id0);
+	ds.dest = shoal_addr_make((uint16_t)id0, SHOAL_SLOT_GROUP, 0);
+	send_all(&ds);
+	rt_wait_count(0, 100, WAIT_MS);
+	kill(p, SIGSTOP);
+	ds.first = 100;
+	ds.n = 50;
+	send_all(&ds);
+	mailbox_map("c0", &seg);
+	snprintf(name, sizeof(name), "in.0.g%d.0", ids);
+	ring = ring_of(&seg, name);
+	{
+		unsigned char *data = (unsigned char *)ring + SHOAL__RING_DATA_OFF;
+		uint32_t off = atomic_load(&ring->head) & (ring->capacity - 1), bad = 0x7fffff00;
+
+		memcpy(data + off, &bad, sizeof(bad));
+	}
+	kill(p, SIGCONT);
+	for (int i = 0; i < WAIT_MS && !(shoal_ring_condemned(ring, SHOAL__RING_DATA_OFF) &
+					  SHOAL_RING_SIDE_CONS); i++)
+		usleep(1000);
+	assert_true(shoal_ring_condemned(ring, SHOAL__RING_DATA_OFF) & SHOAL_RING_SIDE_CONS);
+	shoal_seg_detach(&seg);
+	ds.first = 150;
+	ds.n = 3000;
+	send_all(&ds);
+	rt_wait_count(0, 100 + 3000, WAIT_MS);
+	damage_of(id0, &d0);
+	assert_true(d0.damaged >= 1);
+	assert_true(d0.replaced >= 1);
+	assert_int_equal(d0.lost, 50);
+	tools_say_damaged();
+	rt_stop_and_reap(&p, 1);
+	rt_stop_router();
+}
+
+/*
  * A registry that claims more workers than a group can have: a direct send
  * to an actor that would live on worker 20 fails with -EUCLEAN (the producer
  * exits 11), never indexes past its tables.
@@ -412,6 +470,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(damage_corrupted_ring_and_uplink_are_replaced_others_never_notice),
 		cmocka_unit_test(damage_garbage_head_drops_counted_copies_never_parks),
+		cmocka_unit_test(damage_corrupted_direct_ring_is_replaced_for_its_sender),
 		cmocka_unit_test(damage_registry_worker_count_is_bounded_for_direct_sends),
 		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
 					  (void *)&mailbox_cases[0]),

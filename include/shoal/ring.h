@@ -220,6 +220,13 @@ SHOAL_API void shoal_ring_condemn(void *mem, uint64_t len, unsigned side);
 SHOAL_API unsigned shoal_ring_condemned(const void *mem, uint64_t len);
 
 /*
+ * True if the consumer condemned the ring this producer writes: it reads no
+ * more, so waiting for room is pointless. One load of the consumer's line;
+ * for slow paths (the ring is full).
+ */
+SHOAL_API bool shoal_ring_prod_condemned(const struct shoal_ring_prod *p);
+
+/*
  * The records ever committed to and released from a ring, read from its
  * counters without validating its indices (which may be the corrupted part),
  * so that what a condemned ring held can be counted. Returns 0, or -EUCLEAN

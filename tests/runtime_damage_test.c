@@ -107,6 +107,29 @@ static uint32_t dirent_of(struct shoal_seg *seg, const char *name)
 
 /* ---- helpers ------------------------------------------------------------------- */
 
+/* Start a consumer group process for `c` (declared already); wait for it. */
+static pid_t start_consumer(struct child *c, int id)
+{
+	pid_t p = test_spawn(rt_consumer_main, c);
+
+	rt_wait_attached(id);
+	return p;
+}
+
+/* A router for system `sys` with consumer c0 (running) and producer `prod`. */
+static int start_c0(const char *sys, struct child *c0, const char *prod, int *prod_id, pid_t *p)
+{
+	int id, pi;
+
+	assert_int_equal(rt_start_router(sys, NULL, 0), 0);
+	id = rt_declare("c0", 1, 1);
+	pi = rt_declare(prod, 1, 1);
+	if (prod_id != NULL)
+		*prod_id = pi;
+	*p = start_consumer(c0, id);
+	return id;
+}
+
 static void send_all(struct child *prod)
 {
 	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, prod), 120000), 0);
@@ -160,10 +183,8 @@ static void damage_corrupted_ring_and_uplink_are_replaced_others_never_notice(vo
 	}
 	idb = rt_declare("prodB", 1, 1);
 	rt_declare("prodA", 1, 1);
-	for (int i = 0; i < 3; i++) {
-		pids[i] = test_spawn(rt_consumer_main, &cons[i]);
-		rt_wait_attached(ids[i]);
-	}
+	for (int i = 0; i < 3; i++)
+		pids[i] = start_consumer(&cons[i], ids[i]);
 	pids[3] = test_spawn(rt_producer_main, &prodb);
 	rt_wait_attached(idb);
 
@@ -241,10 +262,8 @@ static void damage_garbage_head_drops_counted_copies_never_parks(void **state)
 	rt_declare("prod", 1, 1);
 	rt_route(id0, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
 	rt_route(id1, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pids[0] = test_spawn(rt_consumer_main, &c0);
-	rt_wait_attached(id0);
-	pids[1] = test_spawn(rt_consumer_main, &c1);
-	rt_wait_attached(id1);
+	pids[0] = start_consumer(&c0, id0);
+	pids[1] = start_consumer(&c1, id1);
 	kill(pids[0], SIGSTOP);
 	mailbox_map("c0", &seg);
 	ring = ring_of(&seg, "in.0.d0");
@@ -291,11 +310,7 @@ static void damage_corrupted_direct_ring_is_replaced_for_its_sender(void **state
 	int id0, ids;
 
 	(void)state;
-	assert_int_equal(rt_start_router("dm-direct", NULL, 0), 0);
-	id0 = rt_declare("c0", 1, 1);
-	ids = rt_declare("ds", 1, 1);
-	p = test_spawn(rt_consumer_main, &c0);
-	rt_wait_attached(id0);
+	id0 = start_c0("dm-direct", &c0, "ds", &ids, &p);
 	ds.dest = shoal_addr_make((uint16_t)id0, SHOAL_SLOT_GROUP, 0);
 	send_all(&ds);
 	rt_wait_count(0, 100, WAIT_MS);
@@ -345,11 +360,7 @@ static void damage_registry_worker_count_is_bounded_for_direct_sends(void **stat
 	int id;
 
 	(void)state;
-	assert_int_equal(rt_start_router("dm-nworkers", NULL, 0), 0);
-	id = rt_declare("c0", 1, 1);
-	rt_declare("prod", 1, 1);
-	p = test_spawn(rt_consumer_main, &c0);
-	rt_wait_attached(id);
+	id = start_c0("dm-nworkers", &c0, "prod", NULL, &p);
 	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, 0, NULL), 0);
 	reg.groups[id].n_workers = 40;
 	reg.groups[id].n_actors = 40;
@@ -424,12 +435,8 @@ static void damage_mailbox_is_replaced_when_its_group_restarts(void **state)
 	int id;
 
 	snprintf(sys, sizeof(sys), "dm-mbx-%s", mc->name);
-	assert_int_equal(rt_start_router(sys, NULL, 0), 0);
-	id = rt_declare("c0", 1, 1);
-	rt_declare("prod", 1, 1);
+	id = start_c0(sys, &c1, "prod", NULL, &p);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	p = test_spawn(rt_consumer_main, &c1);
-	rt_wait_attached(id);
 	kill(p, SIGKILL);
 	assert_int_not_equal(test_wait_pid(p, 5000), -1);
 	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
@@ -442,8 +449,7 @@ static void damage_mailbox_is_replaced_when_its_group_restarts(void **state)
 	mc->damage(&seg);
 	shoal_seg_detach(&seg);
 
-	p = test_spawn(rt_consumer_main, &c2);
-	rt_wait_attached(id);
+	p = start_consumer(&c2, id);
 	damage_of(id, &d);
 	assert_true(d.damaged >= 1);
 	assert_int_equal(d.replaced, 1);

@@ -30,6 +30,16 @@
  * sender's order is kept. A try_send message is dropped for a full
  * destination and counted (DESIGN invariant 6).
  *
+ * Damage (DESIGN invariant 10): a ring whose handle went into its sticky
+ * -EUCLEAN state, or that does not even attach, is condemned (a mark in the
+ * ring, see shoal_ring_condemn()) and counted once; from then on it is
+ * skipped: an uplink reads as empty, and a copy for a corrupted inbound ring
+ * is dropped and counted, never waited for, so one bad ring cannot park the
+ * uplinks that feed it. The router's watch thread replaces a condemned ring
+ * and republishes; the new pointer in the snapshot re-attaches the handle.
+ * Detection costs one branch on paths that already failed (a NULL reserve,
+ * an empty peek); nothing is added when a ring works.
+ *
  * RCU (QSBR flavour): the thread is online while it runs passes and announces
  * a quiescent state after each; it goes offline only around the futex sleep.
  */
@@ -51,6 +61,7 @@
 
 struct uplink {
 	void *ring;                   /* what `c` is attached to (NULL: not attached) */
+	void *condemned;              /* the ring we condemned last (counted once) */
 	struct shoal_ring_cons c;
 	bool parked;                  /* head record waits for a full destination */
 	uint32_t n_done;              /* destinations already served for it */
@@ -62,6 +73,7 @@ struct uplink {
 
 struct output {
 	void *ring;
+	void *condemned;              /* the ring we condemned last (counted once) */
 	struct shoal_ring_prod p;
 	bool dirty;
 	struct shoal_doorbell *db;
@@ -82,8 +94,9 @@ struct shoal__dispatcher {
 	/* Local copies of the counters, stored with relaxed stores. */
 	uint64_t batches, messages, delivered, no_route, dropped_full, dropped_dead, malformed,
 		 discarded;
-	uint64_t sleeps, busy_ns;
+	uint64_t sleeps, busy_ns, corrupt, dropped_corrupt;
 	uint64_t gstat_delivered[SHOAL_MAX_GROUPS];
+	uint64_t gstat_corrupt[SHOAL_MAX_GROUPS];
 	uint64_t gstat_full[SHOAL_MAX_GROUPS];
 	uint64_t gstat_dead[SHOAL_MAX_GROUPS];
 };
@@ -114,6 +127,19 @@ static void done_add(struct uplink *u, uint32_t key)
 	u->done[u->n_done++] = key;
 }
 
+/* Mark `ring` as given up by our side and count it, once per ring. */
+static void condemn(struct shoal__dispatcher *d, void **last, void *ring, uint64_t len,
+		    unsigned side)
+{
+	if (*last == ring)
+		return;
+	*last = ring;
+	shoal_ring_condemn(ring, len, side);
+	d->corrupt++;
+}
+
+/* The producer handle of worker w of group g's inbound ring; NULL when that
+ * ring is missing, does not attach, or its handle saw corruption. */
 static struct output *output_of(struct shoal__dispatcher *d, const struct shoal__snap_group *sg,
 				uint32_t g, uint32_t w)
 {
@@ -121,16 +147,19 @@ static struct output *output_of(struct shoal__dispatcher *d, const struct shoal_
 	void *ring = sg->in[w * SHOAL_MAX_NODES + (uint32_t)d->index];
 
 	if (SHOAL_UNLIKELY(o->ring != ring)) {
-		if (ring == NULL ||
-		    shoal_ring_prod_attach(&o->p, ring, sg->in_len, NULL) < 0)
+		if (ring == NULL)
 			return NULL;
+		if (shoal_ring_prod_attach(&o->p, ring, sg->in_len, NULL) < 0) {
+			condemn(d, &o->condemned, ring, sg->in_len, SHOAL_RING_SIDE_PROD);
+			return NULL;
+		}
 		o->ring = ring;
 		o->db = &sg->mbx->w[w].in_db;
 	}
 	return o;
 }
 
-enum deliver_result { DELIVERED, SKIPPED, FULL };
+enum deliver_result { DELIVERED, SKIPPED, FULL, CORRUPT };
 
 /* Copy one message to worker w of group g, with `dest` set. */
 static enum deliver_result deliver(struct shoal__dispatcher *d, struct uplink *u,
@@ -145,9 +174,14 @@ static enum deliver_result deliver(struct shoal__dispatcher *d, struct uplink *u
 		return SKIPPED;
 	o = output_of(d, sg, g, w);
 	if (SHOAL_UNLIKELY(o == NULL))
-		return SKIPPED;
+		return CORRUPT;
 	dst = shoal_ring_reserve(&o->p, (uint32_t)sizeof(*env) + env->len, 0);
 	if (SHOAL_UNLIKELY(dst == NULL)) {
+		/* A corrupted ring never makes room: drop, never park on it. */
+		if (shoal_ring_prod_error(&o->p)) {
+			condemn(d, &o->condemned, o->ring, sg->in_len, SHOAL_RING_SIDE_PROD);
+			return CORRUPT;
+		}
 		/* Larger than this group's rings can ever hold: waiting would
 		 * wedge the uplink, so the copy is dropped and counted. */
 		if ((uint32_t)sizeof(*env) + env->len > shoal_ring_max_payload(&o->p)) {
@@ -248,6 +282,12 @@ static bool dispatch_one(struct shoal__dispatcher *d, const struct shoal__snapsh
 			if (res == DELIVERED) {
 				/* Remembered in case a later destination parks us. */
 				done_add(u, g << 16 | w);
+			} else if (res == CORRUPT) {
+				/* Counted once: a retry must not deliver it to the
+				 * ring that replaces this one. */
+				d->dropped_corrupt++;
+				d->gstat_corrupt[g]++;
+				done_add(u, g << 16 | w);
 			} else if (res == FULL && ((env.flags & SHOAL_ENV_TRY) ||
 						   sg->overflow == SHOAL_OVERFLOW_DROP)) {
 				d->dropped_full++;
@@ -295,8 +335,12 @@ static uint32_t drain(struct shoal__dispatcher *d, const struct shoal__snapshot 
 	uint32_t n = 0;
 
 	if (SHOAL_UNLIKELY(u->ring != su->ring)) {
-		if (su->ring == NULL || shoal_ring_cons_attach(&u->c, su->ring, su->len, NULL) < 0)
+		if (su->ring == NULL)
 			return 0;
+		if (shoal_ring_cons_attach(&u->c, su->ring, su->len, NULL) < 0) {
+			condemn(d, &u->condemned, su->ring, su->len, SHOAL_RING_SIDE_CONS);
+			return 0;
+		}
 		u->ring = su->ring;
 		u->parked = false;
 		u->n_done = 0;
@@ -322,6 +366,9 @@ static uint32_t drain(struct shoal__dispatcher *d, const struct shoal__snapshot 
 		shoal_store_relaxed(&su->mw->up_dropped_full, u->dropped_full);
 		shoal_store_relaxed(&su->mw->up_malformed, u->malformed);
 	}
+	/* After the release: the mark tells the router our head is final. */
+	if (SHOAL_UNLIKELY(n < PASS_BUDGET && !u->parked && shoal_ring_cons_error(&u->c)))
+		condemn(d, &u->condemned, u->ring, su->len, SHOAL_RING_SIDE_CONS);
 	return n;
 }
 
@@ -340,6 +387,8 @@ static void publish_stats(struct shoal__dispatcher *d, const struct shoal__snaps
 	shoal_store_relaxed(&st->sleeps, d->sleeps);
 	shoal_store_relaxed(&st->busy_ns, d->busy_ns);
 	shoal_store_relaxed(&st->discarded, d->discarded);
+	shoal_store_relaxed(&st->corrupt, d->corrupt);
+	shoal_store_relaxed(&st->dropped_corrupt, d->dropped_corrupt);
 	for (uint32_t g = 0; g < s->n_groups; g++) {
 		struct shoal__reg_gstat *gs;
 
@@ -349,6 +398,7 @@ static void publish_stats(struct shoal__dispatcher *d, const struct shoal__snaps
 		shoal_store_relaxed(&gs->delivered, d->gstat_delivered[g]);
 		shoal_store_relaxed(&gs->dropped_full, d->gstat_full[g]);
 		shoal_store_relaxed(&gs->dropped_dead, d->gstat_dead[g]);
+		shoal_store_relaxed(&gs->dropped_corrupt, d->gstat_corrupt[g]);
 	}
 }
 

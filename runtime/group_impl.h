@@ -49,6 +49,8 @@ struct shoal__dout {
 
 struct shoal__inring {
 	void *mem;
+	uint64_t len;
+	bool condemned;   /* found corrupted: we gave it up (shoal_ring_condemn()) */
 	struct shoal_ring_cons c;
 	int src_group;    /* the group whose workers write it; -1: a dispatcher;
 			   * SHOAL__SRC_WORKERS: another worker of this process */
@@ -66,6 +68,10 @@ struct shoal_ctx {
 	unsigned w;
 	struct shoal__mbx_worker *mw;
 	struct shoal_ring_prod up;
+	void *up_mem;                    /* the uplink `up` is attached to */
+	uint64_t up_len;
+	uint32_t up_gen;                 /* its generation (mw->up_gen when attached) */
+	bool up_condemned;               /* we found it corrupted */
 	struct shoal_doorbell *bell;     /* our dispatcher's doorbell */
 
 	struct shoal__inring *in;        /* mailbox rings, then in-process ones */
@@ -106,7 +112,7 @@ struct shoal_ctx {
 
 	/* Counters, mirrored into mw with relaxed stores. */
 	uint64_t sent_routed, sent_direct, received, handled, try_failed, stale, malformed,
-		 discarded, fwd_sent, fwd_taken, set_aside;
+		 discarded, fwd_sent, fwd_taken, set_aside, lost_corrupt;
 };
 
 struct shoal_group {
@@ -141,6 +147,7 @@ struct shoal_group {
 int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err);
 void shoal__ctx_fini(struct shoal_ctx *ctx);
 void shoal__ctx_scan(struct shoal_ctx *ctx);
+bool shoal__ctx_uplink_renew(struct shoal_ctx *ctx);
 bool shoal__stop_requested(const struct shoal_group *g);
 
 /* group.c: control requests (serialised on ctl_lock). */

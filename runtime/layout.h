@@ -59,7 +59,9 @@ struct shoal__reg_dispatcher {
 	_Atomic uint64_t sleeps;         /* times it went to sleep idle */
 	_Atomic uint64_t busy_ns;        /* time spent in passes that moved messages */
 	_Atomic uint64_t discarded;      /* matches of SHOAL_ROUTE_DISCARD filters */
-	uint8_t pad1[SHOAL_FALSE_SHARING - 96];
+	_Atomic uint64_t corrupt;        /* rings it found corrupted and condemned */
+	_Atomic uint64_t dropped_corrupt; /* copies dropped: destination ring corrupted */
+	uint8_t pad1[SHOAL_FALSE_SHARING - 112];
 };
 
 struct shoal__reg_hdr {
@@ -95,7 +97,7 @@ struct shoal__reg_gstat {            /* one per dispatcher, written by it only *
 	_Atomic uint64_t delivered;
 	_Atomic uint64_t dropped_full;
 	_Atomic uint64_t dropped_dead;
-	uint64_t pad;
+	_Atomic uint64_t dropped_corrupt; /* copies dropped: the inbound ring was corrupted */
 };
 
 struct shoal__reg_group {
@@ -110,7 +112,11 @@ struct shoal__reg_group {
 	_Atomic uint32_t attaches;       /* processes that attached (restarts + 1) */
 	uint32_t pad0;
 	char mailbox[SHOAL_SEG_NAME_MAX];
-	uint8_t pad1[64];
+	/* Damage (DESIGN invariant 10), written by the router's watch thread. */
+	_Atomic uint32_t damaged;        /* rings and mailboxes found corrupted, ever */
+	_Atomic uint32_t replaced;       /* of those, replaced by fresh ones */
+	_Atomic uint64_t lost_corrupt;   /* messages they held, counted as lost */
+	uint8_t pad1[48];
 	struct shoal__reg_gstat stats[SHOAL_MAX_NODES];
 };
 
@@ -136,12 +142,16 @@ struct shoal__mbx_worker {
 	_Atomic uint64_t crash_mark;     /* the record processes died handling (attach) */
 	_Atomic uint64_t crashes;        /* how many in a row */
 	_Atomic uint64_t set_aside;      /* records skipped after SHOAL__CRASHES_MAX crashes */
-	uint8_t pad1[SHOAL_FALSE_SHARING - 120];
+	_Atomic uint64_t lost_corrupt;   /* records left in an uplink condemned under it */
+	/* Sixteen counters fill the line: no padding. */
 	/* Written by the dispatcher that drains this worker's uplink. */
 	_Atomic uint64_t up_no_route;
 	_Atomic uint64_t up_dropped_full;
 	_Atomic uint64_t up_malformed;
-	uint8_t pad2[SHOAL_FALSE_SHARING - 24];
+	/* Written by the router: the uplink in service is up.W (0) or
+	 * up.W.rN (N), once no dispatcher reads the one before it. */
+	_Atomic uint32_t up_gen;
+	uint8_t pad2[SHOAL_FALSE_SHARING - 28];
 };
 
 struct shoal__mbx_hdr {
@@ -167,6 +177,8 @@ static_assert(offsetof(struct shoal__reg_group, stats) == 192, "registry ABI");
 static_assert(sizeof(struct shoal__reg_group) == 192 + 32 * SHOAL_MAX_NODES, "registry ABI");
 static_assert(sizeof(struct shoal__mbx_worker) == 4 * SHOAL_FALSE_SHARING, "mailbox ABI");
 static_assert(offsetof(struct shoal__mbx_worker, sent_routed) == 2 * SHOAL_FALSE_SHARING,
+	      "mailbox ABI");
+static_assert(offsetof(struct shoal__mbx_worker, up_no_route) == 3 * SHOAL_FALSE_SHARING,
 	      "mailbox ABI");
 static_assert(offsetof(struct shoal__mbx_hdr, w) == SHOAL_FALSE_SHARING, "mailbox ABI");
 static_assert(sizeof(struct shoal_envelope) == 56, "envelope ABI");

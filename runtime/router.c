@@ -22,13 +22,14 @@
  *   under router->lock) and read by others with relaxed loads: they are
  *   status for display and liveness checks, ordering nothing.
  *
- * Concurrency: every public call and the control thread take router->lock;
- * dispatchers never do. synchronize_rcu() runs under the lock, so publishes
+ * Concurrency: every public call, the control thread and the watch thread
+ * (damage, see below) take router->lock; dispatchers never do. synchronize_rcu() runs under the lock, so publishes
  * are serialised; dispatchers pass a quiescent state after every pass and go
  * offline before sleeping, so a grace period takes about one pass.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -54,6 +55,9 @@
 
 #define MAILBOX_DIR_CAP 1024u
 #define MAILBOX_DIRECT_RINGS 128u
+#define MAILBOX_SPARE_RINGS 4u      /* room to replace condemned rings */
+#define WATCH_TICK_NS 50000000      /* the watch thread looks for damage this often */
+#define WATCH_MAILBOX_TICKS 10      /* and checks whole mailboxes every 10 looks */
 #define MAX_CONNS 1024
 #define REGISTRY_SEG_SIZE (SHOAL__REG_SIZE + 8192)
 #define BELL_SEG_SIZE (sizeof(struct shoal__bell) + 4096)
@@ -66,7 +70,8 @@ uint64_t shoal__mailbox_size(uint32_t n_workers, uint32_t up_cap, uint32_t in_ca
 	return 2 * sizeof(struct shoal__mbx_hdr) +
 	       (uint64_t)n_workers * (shoal_ring_size(up_cap) +
 				      SHOAL_MAX_NODES * shoal_ring_size(in_cap)) +
-	       (uint64_t)MAILBOX_DIRECT_RINGS * shoal_ring_size(direct_cap);
+	       (uint64_t)MAILBOX_DIRECT_RINGS * shoal_ring_size(direct_cap) +
+	       (uint64_t)MAILBOX_SPARE_RINGS * shoal_ring_size(in_cap > up_cap ? in_cap : up_cap);
 }
 
 uint64_t shoal__system_seg_size(uint64_t page)
@@ -160,18 +165,6 @@ static void snapshot_free(struct shoal__snapshot *s)
 	free(s);
 }
 
-static void ring_region(struct shoal__group_slot *s, const char *name, void **mem, uint64_t *len)
-{
-	struct shoal_seg_region reg;
-
-	*mem = NULL;
-	if (shoal_seg_find(&s->mbx, SHOAL_SEG_KIND_RING, name, &reg) == 0) {
-		*mem = shoal_seg_ptr(&s->mbx, reg.off, reg.len, 128);
-		if (len)
-			*len = reg.len;
-	}
-}
-
 static int snapshot_build(struct shoal_router *r, struct shoal__snapshot **out,
 			  struct shoal_err *err)
 {
@@ -212,7 +205,6 @@ static int snapshot_build(struct shoal_router *r, struct shoal__snapshot **out,
 		struct shoal__group_slot *gs = &r->groups[g];
 		struct shoal__snap_group *sg = &s->groups[g];
 		int d_own = dispatcher_of_node(r, gs->node);
-		char name[SHOAL_SEG_REGION_NAME_MAX];
 
 		if (!gs->used)
 			continue;
@@ -223,20 +215,23 @@ static int snapshot_build(struct shoal_router *r, struct shoal__snapshot **out,
 		sg->overflow = gs->overflow;
 		sg->reg = &r->regg[g];
 		sg->mbx = gs->hdr;
+		/* The router's own records of the rings, never the mailbox's
+		 * directory: a peer that damages the directory cannot make a
+		 * dispatcher skip the group or write elsewhere. */
 		for (unsigned w = 0; w < gs->n_workers; w++) {
 			struct shoal__snap_uplink *u;
 
 			for (int d = 0; d < r->n_disp; d++) {
-				snprintf(name, sizeof(name), "in.%u.d%d", w, d);
-				ring_region(gs, name, &sg->in[w * SHOAL_MAX_NODES + (unsigned)d],
-					    &sg->in_len);
+				sg->in[w * SHOAL_MAX_NODES + (unsigned)d] = gs->in[w][d].mem;
+				if (gs->in[w][d].mem != NULL)
+					sg->in_len = gs->in[w][d].len;
 			}
 			u = &s->uplinks[d_own][s->n_uplinks[d_own]++];
 			u->group = (uint16_t)g;
 			u->worker = (uint16_t)w;
 			u->mw = &gs->hdr->w[w];
-			snprintf(name, sizeof(name), "up.%u", w);
-			ring_region(gs, name, &u->ring, &u->len);
+			u->ring = gs->up[w].mem;
+			u->len = gs->up[w].len;
 		}
 	}
 	*out = s;
@@ -301,21 +296,77 @@ static int init_ring(void *mem, uint64_t len, void *arg)
 	return shoal_ring_init(mem, len, *(const uint32_t *)arg, 0);
 }
 
+/* Remember a region the router added to a mailbox (see mailbox_damage()). */
+static int dir_note(struct shoal__group_slot *s, uint32_t kind, const char *name, uint64_t off,
+		    uint64_t len)
+{
+	struct shoal_seg_region *e;
+
+	if (s->n_dir == s->cap_dir) {
+		uint32_t cap = s->cap_dir ? 2 * s->cap_dir : 64;
+		struct shoal_seg_region *n = realloc(s->dir, cap * sizeof(*n));
+
+		if (n == NULL)
+			return -ENOMEM;
+		s->dir = n;
+		s->cap_dir = cap;
+	}
+	e = &s->dir[s->n_dir++];
+	memset(e, 0, sizeof(*e));
+	e->kind = kind;
+	e->off = off;
+	e->len = len;
+	snprintf(e->name, sizeof(e->name), "%s", name);
+	return 0;
+}
+
 /*
  * Add ring `name` to a mailbox, initialised before it enters the directory:
  * a running worker scans the directory for new rings at any moment, and one
  * that found a ring not yet initialised would skip it for good, losing what
- * is sent into it.
+ * is sent into it. The ring is recorded in `ref` (when given) and in the
+ * slot's private copy of the directory. An existing ring of that name is
+ * kept (direct rings are opened once per pair of workers).
  */
-static int alloc_ring(struct shoal_seg *seg, const char *name, uint32_t cap)
+static int alloc_ring(struct shoal__group_slot *s, const char *name, uint32_t cap,
+		      struct shoal__ring_ref *ref)
 {
-	uint64_t off;
+	uint64_t off, len = shoal_ring_size(cap);
 	struct shoal_seg_region existing;
+	int ret;
 
-	if (shoal_seg_find(seg, SHOAL_SEG_KIND_RING, name, &existing) == 0)
-		return 0;
-	return shoal_seg_alloc_init(seg, SHOAL_SEG_KIND_RING, name, shoal_ring_size(cap), 0,
-				    init_ring, &cap, &off);
+	for (uint32_t i = 0; i < s->n_dir; i++)
+		if (s->dir[i].kind == SHOAL_SEG_KIND_RING && strcmp(s->dir[i].name, name) == 0)
+			return 0;
+	/* The directory may hold what our copy does not (damage): never add
+	 * a second ring of the same name. */
+	if (shoal_seg_find(&s->mbx, SHOAL_SEG_KIND_RING, name, &existing) == 0)
+		return -EEXIST;
+	ret = shoal_seg_alloc_init(&s->mbx, SHOAL_SEG_KIND_RING, name, len, 0, init_ring, &cap,
+				   &off);
+	if (ret < 0)
+		return ret;
+	ret = dir_note(s, SHOAL_SEG_KIND_RING, name, off, len);
+	if (ret < 0)
+		return ret;
+	if (ref != NULL) {
+		ref->mem = (unsigned char *)s->mbx.base + off;
+		ref->len = len;
+	}
+	return 0;
+}
+
+/* The name of worker w's uplink (d < 0) or inbound ring from dispatcher d. */
+static void ring_name(char name[SHOAL_SEG_REGION_NAME_MAX], unsigned w, int d, uint32_t gen)
+{
+	if (d < 0 && gen == 0)
+		snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "up.%u", w);
+	else if (d < 0)
+		snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "up.%u.r%u", w, gen);
+	else if (gen == 0)
+		snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "in.%u.d%d", w, d);
+	else
+		snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "in.%u.d%d.r%u", w, d, gen);
 }
 
 /* Give every group an inbound ring per worker from dispatcher `d`. */
@@ -331,8 +382,8 @@ static int add_dispatcher_rings(struct shoal_router *r, int d)
 		for (unsigned w = 0; w < s->n_workers; w++) {
 			int ret;
 
-			snprintf(name, sizeof(name), "in.%u.d%d", w, d);
-			ret = alloc_ring(&s->mbx, name, s->in_cap);
+			ring_name(name, w, d, 0);
+			ret = alloc_ring(s, name, s->in_cap, &s->in[w][d]);
 			if (ret < 0)
 				return ret;
 		}
@@ -381,7 +432,13 @@ static int create_mailbox(struct shoal_router *r, struct shoal__group_slot *s, u
 	ret = shoal_seg_create(&s->mbx, seg_name, size, &o, err);
 	if (ret < 0)
 		return ret;
+	s->n_dir = 0;
+	memset(s->up, 0, sizeof(s->up));
+	memset(s->in, 0, sizeof(s->in));
+	s->mbx_bad = false;
 	ret = shoal_seg_alloc(&s->mbx, SHOAL__KIND_MAILBOX, "mailbox", sizeof(*s->hdr), 128, &off);
+	if (ret == 0)
+		ret = dir_note(s, SHOAL__KIND_MAILBOX, "mailbox", off, sizeof(*s->hdr));
 	if (ret < 0)
 		goto fail;
 	s->hdr = shoal_seg_ptr(&s->mbx, off, sizeof(*s->hdr), 128);
@@ -393,11 +450,11 @@ static int create_mailbox(struct shoal_router *r, struct shoal__group_slot *s, u
 		shoal_doorbell_init(&s->hdr->w[w].in_db);
 		shoal_doorbell_init(&s->hdr->w[w].up_db);
 		shoal_doorbell_init(&s->hdr->w[w].space_db);
-		snprintf(name, sizeof(name), "up.%u", w);
-		ret = alloc_ring(&s->mbx, name, r->up_cap);
+		ring_name(name, w, -1, 0);
+		ret = alloc_ring(s, name, r->up_cap, &s->up[w]);
 		for (int d = 0; ret == 0 && d < r->n_disp; d++) {
-			snprintf(name, sizeof(name), "in.%u.d%d", w, d);
-			ret = alloc_ring(&s->mbx, name, s->in_cap);
+			ring_name(name, w, d, 0);
+			ret = alloc_ring(s, name, s->in_cap, &s->in[w][d]);
 		}
 		if (ret < 0)
 			goto fail;
@@ -589,6 +646,402 @@ static uint32_t route_remove(struct shoal_router *r, uint32_t id, int owner, boo
 	return removed;
 }
 
+/* ---- damage (DESIGN invariant 10) ---------------------------------------- */
+
+/*
+ * A ring is condemned by whichever side found it corrupted (its handle went
+ * into the sticky -EUCLEAN state, or it would not attach): the dispatchers
+ * for the uplinks they read and the inbound rings they write, the workers
+ * for the others (see shoal_ring_condemn()). The watch thread looks for the
+ * marks on every ring in service, reports each once (counter and log line),
+ * takes the ring out of service and gives its owner a fresh one:
+ *
+ *   inbound ring  a new in.W.dD.rN; the dispatcher moves to it at the next
+ *                 publish; the worker finds it in its directory and reads
+ *                 both (the old one until it is empty, if it still can).
+ *   uplink        a new up.W.rN; the worker moves to it when the router has
+ *                 published it (mw->up_gen, set after the grace period).
+ *
+ * What a condemned ring held is counted as lost exactly once, by the last
+ * side to let go of it: the router for an inbound ring whose worker gave up
+ * on it, or for an uplink whose process is gone; the worker itself for an
+ * uplink it wrote to until it moved (SHOAL_RING_SIDE_SETTLED).
+ *
+ * The mailbox itself (header, directory, the file's name) is compared with
+ * what the router wrote; a damaged one is reported and replaced the next
+ * time its group attaches, with what it held counted.
+ *
+ * Everything here runs under router->lock, in the watch thread or in the
+ * control thread (attach, leave), never in a dispatcher.
+ */
+
+/* Messages a retired ring still holds: bounded by what `len` bytes can. */
+static uint64_t ring_left(const void *mem, uint64_t len)
+{
+	uint64_t in, out, max = len / (SHOAL_RING_REC_HDR + sizeof(struct shoal_envelope));
+
+	if (shoal_ring_records(mem, len, &in, &out) < 0 || in <= out)
+		return 0;
+	return in - out < max ? in - out : max;
+}
+
+static void count_lost(struct shoal_router *r, int g, uint64_t n)
+{
+	struct shoal__reg_group *rg = &r->regg[g];
+
+	/* Relaxed, here and for the other damage counters: the router's watch
+	 * and control threads write them under router->lock; tools read them. */
+	shoal_store_relaxed(&rg->lost_corrupt, shoal_load_relaxed(&rg->lost_corrupt) + n);
+}
+
+static void count_damage(struct shoal_router *r, int g, bool replaced)
+{
+	struct shoal__reg_group *rg = &r->regg[g];
+
+	shoal_store_relaxed(&rg->damaged, shoal_load_relaxed(&rg->damaged) + 1);
+	if (replaced)
+		shoal_store_relaxed(&rg->replaced, shoal_load_relaxed(&rg->replaced) + 1);
+}
+
+__attribute__((format(printf, 3, 4)))
+static void damage_log(const struct shoal_router *r, int g, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	/* The one place the router writes to stderr: damage must be seen even
+	 * by a program that never reads a counter, and it is rare and cold. */
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "shoal router %s: group %s: %s\n", r->system, r->groups[g].name, msg);
+}
+
+static int retire(struct shoal_router *r, int g, unsigned w, bool uplink, void *mem, uint64_t len)
+{
+	if (r->n_retired == r->cap_retired) {
+		uint32_t cap = r->cap_retired ? 2 * r->cap_retired : 16;
+		struct shoal__retired *n = realloc(r->retired, cap * sizeof(*n));
+
+		if (n == NULL)
+			return -ENOMEM;
+		r->retired = n;
+		r->cap_retired = cap;
+	}
+	r->retired[r->n_retired++] = (struct shoal__retired){
+		.group = (uint16_t)g, .worker = (uint16_t)w, .uplink = uplink,
+		.state = SHOAL__RETIRED_OPEN, .mem = mem, .len = len,
+	};
+	return 0;
+}
+
+/*
+ * Count what retired rings hold once nobody else will. Called after a
+ * publish (so no dispatcher touches them any more) and when a group's
+ * process leaves (`gone`: group g has no process; -1 for none).
+ */
+static void settle_retired(struct shoal_router *r, int gone)
+{
+	for (uint32_t i = 0; i < r->n_retired; i++) {
+		struct shoal__retired *t = &r->retired[i];
+		unsigned side;
+
+		if (t->state == SHOAL__RETIRED_DONE)
+			continue;
+		side = shoal_ring_condemned(t->mem, t->len);
+		if (!t->uplink) {
+			/* Its worker reads it until empty, unless it gave up on it. */
+			if (side & SHOAL_RING_SIDE_CONS) {
+				count_lost(r, t->group, ring_left(t->mem, t->len));
+				t->state = SHOAL__RETIRED_DONE;
+			}
+			continue;
+		}
+		if (side & SHOAL_RING_SIDE_SETTLED) {
+			t->state = SHOAL__RETIRED_DONE;   /* the worker counted it */
+		} else if (t->group == gone || r->groups[t->group].conn < 0) {
+			/* Nobody writes it any more: its counters are final. */
+			count_lost(r, t->group, ring_left(t->mem, t->len));
+			t->state = SHOAL__RETIRED_DONE;
+		} else {
+			t->state = SHOAL__RETIRED_WORKER;
+		}
+	}
+}
+
+/*
+ * Replace worker w's uplink (d < 0) or inbound ring from dispatcher d, which
+ * `side` condemned. The caller publishes. Returns 0, or a negative errno when
+ * there is no room (the mailbox is then replaced at the next attach).
+ */
+static int replace_ring(struct shoal_router *r, int g, unsigned w, int d, unsigned side)
+{
+	struct shoal__group_slot *s = &r->groups[g];
+	struct shoal__ring_ref *ref = d < 0 ? &s->up[w] : &s->in[w][d];
+	struct shoal__ring_ref fresh = { .gen = ref->gen + 1 };
+	char old[SHOAL_SEG_REGION_NAME_MAX], name[SHOAL_SEG_REGION_NAME_MAX];
+	struct shoal_err err = { { 0 } };
+	int ret;
+
+	ring_name(old, w, d, ref->gen);
+	(void)shoal_ring_check(ref->mem, ref->len, &(struct shoal_ring_stats){ 0 }, &err);
+	ring_name(name, w, d, fresh.gen);
+	ret = alloc_ring(s, name, d < 0 ? r->up_cap : s->in_cap, &fresh);
+	if (ret == 0)
+		ret = retire(r, g, w, d < 0, ref->mem, ref->len);
+	count_damage(r, g, ret == 0);
+	if (ret < 0) {
+		s->mbx_bad = true;
+		damage_log(r, g, "ring %s is corrupted (condemned by its %s%s%s); no room for a "
+			   "new one (%s): the mailbox is replaced when the group restarts", old,
+			   side & SHOAL_RING_SIDE_CONS ? "consumer" : "producer",
+			   err.msg[0] ? ": " : "", err.msg, strerror(-ret));
+		/* Never look at it again: it stays condemned. */
+		ref->mem = NULL;
+		return ret;
+	}
+	damage_log(r, g, "ring %s is corrupted (condemned by its %s%s%s); quarantined, replaced "
+		   "by %s", old, side & SHOAL_RING_SIDE_CONS ? "consumer" : "producer",
+		   err.msg[0] ? ": " : "", err.msg, name);
+	*ref = fresh;
+	return 0;
+}
+
+/*
+ * The direct ring `base` of group g in service, in `name`: the latest of
+ * base, base.r1, base.r2 ... the router allocated, a new one first if none
+ * exists or the latest was condemned. Only the ring's producer asks for it
+ * (one producer per ring), so a condemned ring it did not settle was left by
+ * an earlier process of it: what it holds is counted here.
+ */
+static int direct_ring(struct shoal_router *r, int g, const char *base,
+		       char name[SHOAL_SEG_REGION_NAME_MAX])
+{
+	struct shoal__group_slot *s = &r->groups[g];
+	const struct shoal_seg_region *last = NULL;
+	unsigned side = 0;
+	uint32_t gen;
+	int ret;
+
+	for (gen = 0;; gen++) {
+		const struct shoal_seg_region *e = NULL;
+
+		if (gen == 0)
+			snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "%s", base);
+		else
+			snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "%.24s.r%u", base, gen);
+		for (uint32_t i = 0; i < s->n_dir && e == NULL; i++)
+			if (s->dir[i].kind == SHOAL_SEG_KIND_RING && strcmp(s->dir[i].name, name) == 0)
+				e = &s->dir[i];
+		if (e == NULL)
+			break;
+		last = e;
+	}
+	if (last != NULL) {
+		void *mem = (unsigned char *)s->mbx.base + last->off;
+
+		side = shoal_ring_condemned(mem, last->len);
+		if (side == 0) {
+			snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "%s", last->name);
+			return 0;
+		}
+		if ((side & SHOAL_RING_SIDE_CONS) && !(side & SHOAL_RING_SIDE_SETTLED))
+			count_lost(r, g, ring_left(mem, last->len));
+	}
+	ret = alloc_ring(s, name, r->direct_cap, NULL);
+	if (last != NULL) {
+		count_damage(r, g, ret == 0);
+		damage_log(r, g, "ring %s is corrupted (condemned by its %s); %s %s", last->name,
+			   side & SHOAL_RING_SIDE_CONS ? "consumer" : "producer",
+			   ret == 0 ? "quarantined, replaced by" : "no room to replace it:",
+			   ret == 0 ? name : strerror(-ret));
+	}
+	return ret;
+}
+
+/* Compare a mailbox with what the router wrote into it. */
+static int mailbox_damage(struct shoal_router *r, int g, struct shoal_err *err)
+{
+	struct shoal__group_slot *s = &r->groups[g];
+	const struct shoal__mbx_hdr *h = s->hdr;
+	int ret = shoal_seg_verify(&s->mbx, err);
+
+	if (ret < 0)
+		return ret;
+	for (uint32_t i = 0; i < s->n_dir; i++) {
+		struct shoal_seg_region e;
+
+		if (shoal_seg_region_at(&s->mbx, i, &e) < 0 || e.kind != s->dir[i].kind ||
+		    e.off != s->dir[i].off || e.len != s->dir[i].len ||
+		    strcmp(e.name, s->dir[i].name) != 0)
+			return shoal__fail(err, -EUCLEAN, "mailbox directory entry %u (%s) was "
+					   "changed", i, s->dir[i].name);
+	}
+	if (h->magic != SHOAL__MBX_MAGIC || h->version != SHOAL__LAYOUT_VERSION ||
+	    h->group != g || h->n_workers != s->n_workers || h->n_actors != s->n_actors)
+		return shoal__fail(err, -EUCLEAN, "mailbox header damaged (magic 0x%08x, version "
+				   "%u, group %u, %u workers, %u actors)", h->magic, h->version,
+				   h->group, h->n_workers, h->n_actors);
+	return 0;
+}
+
+/*
+ * Give group g a new mailbox, keeping the old one mapped (dispatchers may
+ * still hold handles into it) but unlinked. What its rings held is counted
+ * as lost. Called with no process attached to the group.
+ */
+static int replace_mailbox(struct shoal_router *r, int g, struct shoal_err *err)
+{
+	struct shoal__group_slot *s = &r->groups[g];
+	struct shoal__mbx_hdr *old_hdr = s->hdr;
+	struct shoal__ring_ref old_up[SHOAL_MAX_WORKERS], old_in[SHOAL_MAX_WORKERS][SHOAL_MAX_NODES];
+	struct shoal_seg *old, keep = s->mbx;
+	struct shoal_seg_region *old_dir = s->dir;
+	uint32_t n_old_dir = s->n_dir;
+	bool counters = s->hdr->magic == SHOAL__MBX_MAGIC;
+	uint64_t lost = 0;
+	int ret;
+
+	old = realloc(r->old_mbx, (r->n_old_mbx + 1) * sizeof(*old));
+	if (old == NULL)
+		return -ENOMEM;
+	r->old_mbx = old;
+	s->dir = NULL;
+	s->cap_dir = 0;
+	shoal_seg_unlink(keep.path);
+	memcpy(old_up, s->up, sizeof(old_up));
+	memcpy(old_in, s->in, sizeof(old_in));
+	ret = create_mailbox(r, s, (uint16_t)g, err);
+	if (ret < 0) {
+		/* Still mapped: nothing changed for the dispatchers. The name is
+		 * gone, so the group cannot attach until a later try succeeds. */
+		s->mbx = keep;
+		s->hdr = old_hdr;
+		memcpy(s->up, old_up, sizeof(old_up));
+		memcpy(s->in, old_in, sizeof(old_in));
+		free(s->dir);
+		s->dir = old_dir;
+		s->n_dir = n_old_dir;
+		s->cap_dir = n_old_dir;
+		s->mbx_bad = true;
+		return ret;
+	}
+	r->old_mbx[r->n_old_mbx++] = keep;
+	/* The workers' counters go on, when the old header can still be told
+	 * apart from garbage; the router's own fields (up_gen) start over. */
+	for (unsigned w = 0; counters && w < s->n_workers; w++) {
+		struct shoal__mbx_worker *n = &s->hdr->w[w], *o = &old_hdr->w[w];
+
+		/* Relaxed: counters, single writers, read for display. */
+#define CARRY(field) shoal_store_relaxed(&n->field, shoal_load_relaxed(&o->field))
+		CARRY(sent_routed);
+		CARRY(sent_direct);
+		CARRY(received);
+		CARRY(handled);
+		CARRY(try_failed);
+		CARRY(stale);
+		CARRY(malformed);
+		CARRY(discarded);
+		CARRY(lost_corrupt);
+		CARRY(up_no_route);
+		CARRY(up_dropped_full);
+		CARRY(up_malformed);
+#undef CARRY
+	}
+	/* Count what the old rings hold only once no dispatcher writes them. */
+	ret = publish(r, err);
+	for (uint32_t i = 0; i < n_old_dir; i++) {
+		void *mem = (unsigned char *)keep.base + old_dir[i].off;
+		bool counted = false;
+
+		for (uint32_t k = 0; k < r->n_retired; k++)
+			counted |= r->retired[k].mem == mem &&
+				   r->retired[k].state == SHOAL__RETIRED_DONE;
+		if (old_dir[i].kind == SHOAL_SEG_KIND_RING && !counted)
+			lost += ring_left(mem, old_dir[i].len);
+	}
+	free(old_dir);
+	for (uint32_t i = 0; i < r->n_retired; i++)
+		if (r->retired[i].group == g)
+			r->retired[i].state = SHOAL__RETIRED_DONE;   /* in the old mailbox */
+	count_damage(r, g, true);
+	count_lost(r, g, lost);
+	damage_log(r, g, "mailbox replaced by a new one; %llu queued messages lost",
+		   (unsigned long long)lost);
+	return ret;
+}
+
+/* One look at every ring and mailbox in service. Called with r->lock held. */
+static void watch_once(struct shoal_router *r, bool mailboxes)
+{
+	bool changed = false;
+
+	for (uint32_t g = 0; g < r->n_groups; g++) {
+		struct shoal__group_slot *s = &r->groups[g];
+		struct shoal_err err = { { 0 } };
+
+		if (!s->used)
+			continue;
+		for (unsigned w = 0; w < s->n_workers; w++) {
+			unsigned side;
+
+			for (int d = -1; d < r->n_disp; d++) {
+				struct shoal__ring_ref *ref = d < 0 ? &s->up[w] : &s->in[w][d];
+
+				if (ref->mem == NULL)
+					continue;
+				side = shoal_ring_condemned(ref->mem, ref->len);
+				if (side != 0 && replace_ring(r, (int)g, w, d, side) == 0)
+					changed = true;
+			}
+		}
+		if (mailboxes && !s->mbx_bad && mailbox_damage(r, (int)g, &err) < 0) {
+			s->mbx_bad = true;
+			count_damage(r, (int)g, false);
+			damage_log(r, (int)g, "%s; it is replaced when the group restarts", err.msg);
+		}
+	}
+	if (changed || r->damage_unpublished) {
+		struct shoal_err err = { { 0 } };
+
+		/* On failure the next look retries: the refs are already new. */
+		r->damage_unpublished = publish(r, &err) < 0;
+		if (r->damage_unpublished)
+			return;
+		/* Workers move to a new uplink only once no dispatcher reads the
+		 * old one (the grace period is behind us). */
+		for (uint32_t g = 0; g < r->n_groups; g++) {
+			struct shoal__group_slot *s = &r->groups[g];
+
+			for (unsigned w = 0; s->used && w < s->n_workers; w++) {
+				/* Relaxed: our own earlier store, read back. */
+				if (shoal_load_relaxed(&s->hdr->w[w].up_gen) == s->up[w].gen)
+					continue;
+				/* R4: pairs with A4 in worker.c: the new uplink is in
+				 * the directory and no dispatcher reads the old one. */
+				shoal_store_release(&s->hdr->w[w].up_gen, s->up[w].gen);
+				shoal_doorbell_notify(&s->hdr->w[w].up_db);
+				shoal_doorbell_notify(&s->hdr->w[w].in_db);
+			}
+		}
+	}
+	settle_retired(r, -1);
+}
+
+static void *watch_main(void *arg)
+{
+	struct shoal_router *r = arg;
+	struct timespec tick = { 0, WATCH_TICK_NS };
+
+	for (unsigned n = 0; !atomic_load(&r->stopping); n++) {
+		nanosleep(&tick, NULL);
+		pthread_mutex_lock(&r->lock);
+		watch_once(r, n % WATCH_MAILBOX_TICKS == 0);
+		pthread_mutex_unlock(&r->lock);
+	}
+	return NULL;
+}
+
 /* ---- control connections ---------------------------------------------- */
 
 static int conn_group(const struct shoal_router *r, int fd)
@@ -607,6 +1060,7 @@ static void group_left(struct shoal_router *r, int g)
 	s->pid = 0;
 	s->stop_wanted = false;
 	shoal_store_relaxed(&r->regg[g].pid, 0);
+	settle_retired(r, g);
 	if (shoal_load_relaxed(&r->regg[g].state) != SHOAL_GROUP_FAILED)
 		shoal_store_relaxed(&r->regg[g].state, SHOAL_GROUP_DOWN);
 	/* Requesters waiting on this group re-check its state now. */
@@ -642,6 +1096,21 @@ static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_
 				   (int)s->pid);
 	if (shoal_load_relaxed(&r->regg[g].state) == SHOAL_GROUP_FAILED)
 		return shoal__fail(err, -EHOSTDOWN, "group %s was marked failed", s->name);
+	/* A damaged mailbox is replaced now, while no process uses it. */
+	{
+		struct shoal_err why = { { 0 } };
+
+		if (!s->mbx_bad && mailbox_damage(r, g, &why) < 0) {
+			s->mbx_bad = true;
+			count_damage(r, g, false);
+			damage_log(r, g, "%s", why.msg);
+		}
+		if (s->mbx_bad) {
+			ret = replace_mailbox(r, g, err);
+			if (ret < 0)
+				return ret;
+		}
+	}
 	route_remove(r, 0, g, false);
 	for (uint32_t i = 0; i < m->n_subs; i++) {
 		struct shoal_filter f = subs[i];
@@ -701,8 +1170,12 @@ static int handle_open_direct(struct shoal_router *r, int g, const struct shoal_
 		return shoal__fail(err, -EINVAL, "worker out of range");
 	memset(&reply, 0, sizeof(reply));
 	shoal__ctl_init(&reply.h, SHOAL__CTL_DIRECT, sizeof(reply));
-	snprintf(reply.ring, sizeof(reply.ring), "in.%u.g%d.%u", m->dst_worker, g, m->src_worker);
-	ret = alloc_ring(&dst->mbx, reply.ring, r->direct_cap);
+	{
+		char base[SHOAL_SEG_REGION_NAME_MAX];
+
+		snprintf(base, sizeof(base), "in.%u.g%d.%u", m->dst_worker, g, m->src_worker);
+		ret = direct_ring(r, (int)m->dst_group, base, reply.ring);
+	}
 	if (ret < 0)
 		return shoal__fail(err, ret, "no room for a direct ring in group %s's mailbox",
 				   dst->name);
@@ -1081,6 +1554,12 @@ int shoal_router_start(struct shoal_router **out, const struct shoal_router_opts
 		goto fail;
 	}
 	r->control_started = true;
+	ret = pthread_create(&r->watch, NULL, watch_main, r);
+	if (ret != 0) {
+		ret = shoal__fail(err, -ret, "cannot start the watch thread");
+		goto fail;
+	}
+	r->watch_started = true;
 	*out = r;
 	return 0;
 fail:
@@ -1341,6 +1820,8 @@ void shoal_router_destroy(struct shoal_router *r)
 			pthread_cancel(r->control);
 		pthread_join(r->control, NULL);
 	}
+	if (r->watch_started)
+		pthread_join(r->watch, NULL);
 	for (int d = 0; d < r->n_disp; d++) {
 		shoal_doorbell_notify(&r->bell->disp[d]);
 		shoal__dispatcher_stop(r->disp[d]);
@@ -1355,7 +1836,12 @@ void shoal_router_destroy(struct shoal_router *r)
 		shoal__name_mailbox(name, r->system, s->name);
 		shoal_seg_detach(&s->mbx);
 		shoal_seg_unlink(name);
+		free(s->dir);
 	}
+	for (uint32_t i = 0; i < r->n_old_mbx; i++)
+		shoal_seg_detach(&r->old_mbx[i]);
+	free(r->old_mbx);
+	free(r->retired);
 	snapshot_free(r->snap);
 	if (r->listen_fd >= 0) {
 		close(r->listen_fd);

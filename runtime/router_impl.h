@@ -81,6 +81,28 @@ struct shoal__dispatcher;
 #define SHOAL__SNAP_GRACE(p)     ((void)0)
 #endif
 
+/*
+ * A ring of a mailbox as the router allocated it: the router's own record,
+ * never read back from the mailbox's directory (which a peer may damage).
+ */
+struct shoal__ring_ref {
+	void *mem;                      /* in the router's mapping of the mailbox */
+	uint64_t len;
+	uint32_t gen;                   /* replacements: named NAME, then NAME.rGEN */
+};
+
+/* A condemned ring taken out of service, kept mapped until the router ends. */
+enum { SHOAL__RETIRED_OPEN, SHOAL__RETIRED_WORKER, SHOAL__RETIRED_DONE };
+
+struct shoal__retired {
+	uint16_t group;
+	uint16_t worker;
+	bool uplink;
+	uint8_t state;                  /* SHOAL__RETIRED_*: who still counts its records */
+	void *mem;
+	uint64_t len;
+};
+
 /* Router-local state of one group slot; guarded by router->lock. */
 struct shoal__group_slot {
 	bool used;
@@ -95,6 +117,12 @@ struct shoal__group_slot {
 	pid_t pid;
 	struct shoal_seg mbx;
 	struct shoal__mbx_hdr *hdr;
+	/* What the router put in the mailbox (DESIGN invariant 10). */
+	struct shoal__ring_ref up[SHOAL_MAX_WORKERS];
+	struct shoal__ring_ref in[SHOAL_MAX_WORKERS][SHOAL_MAX_NODES];
+	struct shoal_seg_region *dir;   /* private copy of the directory it wrote */
+	uint32_t n_dir, cap_dir;
+	bool mbx_bad;                   /* damaged: replace it when the group next attaches */
 };
 
 struct shoal__route_entry {
@@ -135,6 +163,16 @@ struct shoal_router {
 	int n_disp;                     /* dispatchers started (one per node in use) */
 	int disp_node[SHOAL_MAX_NODES];
 	struct shoal__dispatcher *disp[SHOAL_MAX_NODES];
+
+	/* Damage: condemned rings and replaced mailboxes, kept mapped because
+	 * dispatchers' handles may still point into them until the router ends. */
+	struct shoal__retired *retired;
+	uint32_t n_retired, cap_retired;
+	struct shoal_seg *old_mbx;
+	uint32_t n_old_mbx;
+	pthread_t watch;
+	bool watch_started;
+	bool damage_unpublished;        /* a replacement waits for a publish that failed */
 
 	struct shoal__snapshot *snap;   /* RCU-protected */
 	atomic_bool stopping;

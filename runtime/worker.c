@@ -69,9 +69,14 @@ static int add_inring(struct shoal_ctx *ctx, void *mem, uint64_t len, int src_gr
 		ctx->in = n;
 		ctx->cap_in = cap;
 	}
-	if (shoal_ring_cons_attach(&ctx->in[ctx->n_in].c, mem, len, NULL) < 0)
+	if (shoal_ring_cons_attach(&ctx->in[ctx->n_in].c, mem, len, NULL) < 0) {
+		/* The router replaces a ring it finds condemned. */
+		shoal_ring_condemn(mem, len, SHOAL_RING_SIDE_CONS);
 		return -EUCLEAN;
+	}
 	ctx->in[ctx->n_in].mem = mem;
+	ctx->in[ctx->n_in].len = len;
+	ctx->in[ctx->n_in].condemned = false;
 	ctx->in[ctx->n_in].src_group = src_group;
 	ctx->n_in++;
 	return 0;
@@ -108,7 +113,7 @@ void shoal__ctx_scan(struct shoal_ctx *ctx)
 		void *mem;
 
 		if (shoal_seg_region_at(&ctx->g->mbx_seg, i, &r) < 0)
-			break;
+			continue;   /* a damaged entry: the router replaces the mailbox */
 		if (r.kind != SHOAL_SEG_KIND_RING || strncmp(r.name, prefix, plen) != 0)
 			continue;
 		mem = shoal_seg_ptr(&ctx->g->mbx_seg, r.off, r.len, 128);
@@ -116,6 +121,58 @@ void shoal__ctx_scan(struct shoal_ctx *ctx)
 			continue;   /* a corrupted ring is skipped, not trusted */
 	}
 	ctx->dir_seen = count;
+}
+
+/* Attach the uplink of generation `gen` (up.W, then up.W.rN) to *p. */
+static int uplink_attach(struct shoal_ctx *ctx, uint32_t gen, struct shoal_ring_prod *p,
+			 void **mem, uint64_t *len, struct shoal_err *err)
+{
+	char name[SHOAL_SEG_REGION_NAME_MAX];
+	struct shoal_seg_region r;
+
+	if (gen == 0)
+		snprintf(name, sizeof(name), "up.%u", ctx->w);
+	else
+		snprintf(name, sizeof(name), "up.%u.r%u", ctx->w, gen);
+	if (shoal_seg_find(&ctx->g->mbx_seg, SHOAL_SEG_KIND_RING, name, &r) < 0 ||
+	    (*mem = shoal_seg_ptr(&ctx->g->mbx_seg, r.off, r.len, 128)) == NULL)
+		return shoal__fail(err, -EUCLEAN, "mailbox has no uplink ring %s", name);
+	*len = r.len;
+	return shoal_ring_prod_attach(p, *mem, r.len, err);
+}
+
+/*
+ * Move to the uplink the router gave us in place of a condemned one, if it
+ * did. What we committed to the old one and its dispatcher never took is
+ * counted as lost here, exactly (the router published the new uplink only
+ * after no dispatcher reads the old one), and the old one is marked settled
+ * so that the router does not count it again. Returns true if we moved.
+ * Slow path only: called when the uplink is full or corrupted.
+ */
+bool shoal__ctx_uplink_renew(struct shoal_ctx *ctx)
+{
+	/* A4: pairs with R4 in router.c watch_once(). */
+	uint32_t gen = shoal_load_acquire(&ctx->mw->up_gen);
+	struct shoal_ring_prod fresh;
+	uint64_t in, out, len;
+	void *mem;
+
+	if (SHOAL_LIKELY(gen == ctx->up_gen) || ctx->res_p == &ctx->up ||
+	    uplink_attach(ctx, gen, &fresh, &mem, &len, NULL) < 0)
+		return false;
+	if (shoal_ring_records(ctx->up_mem, ctx->up_len, &in, &out) == 0) {
+		in = ctx->up.records_in;   /* ours, not the ring's (it may be garbage) */
+		ctx->lost_corrupt += in > out ? in - out : 0;
+		/* Relaxed: the worker is the only writer of its counter line. */
+		shoal_store_relaxed(&ctx->mw->lost_corrupt, ctx->lost_corrupt);
+	}
+	shoal_ring_condemn(ctx->up_mem, ctx->up_len, SHOAL_RING_SIDE_SETTLED);
+	ctx->up = fresh;
+	ctx->up_mem = mem;
+	ctx->up_len = len;
+	ctx->up_gen = gen;
+	ctx->up_condemned = false;
+	return true;
 }
 
 static void fwd_ring(struct shoal_group *g, unsigned from, unsigned to, void **mem, uint64_t *len)
@@ -208,8 +265,6 @@ static bool set_aside(struct shoal_ctx *ctx, const struct shoal__inring *in,
 int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 {
 	struct shoal_ctx *ctx = &g->ctx[w];
-	struct shoal_seg_region r;
-	char name[SHOAL_SEG_REGION_NAME_MAX];
 	void *mem;
 	uint64_t len;
 	int ret;
@@ -219,11 +274,9 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	ctx->mw = &g->mbx->w[w];
 	ctx->bell = &g->bell->disp[g->reg.groups[g->id].dispatcher % SHOAL_MAX_NODES];
 	ctx->next_rid = 1;
-	snprintf(name, sizeof(name), "up.%u", w);
-	if (shoal_seg_find(&g->mbx_seg, SHOAL_SEG_KIND_RING, name, &r) < 0 ||
-	    (mem = shoal_seg_ptr(&g->mbx_seg, r.off, r.len, 128)) == NULL)
-		return shoal__fail(err, -EUCLEAN, "mailbox has no uplink ring %s", name);
-	ret = shoal_ring_prod_attach(&ctx->up, mem, r.len, err);
+	/* A4: pairs with R4 in router.c watch_once(). */
+	ctx->up_gen = shoal_load_acquire(&ctx->mw->up_gen);
+	ret = uplink_attach(ctx, ctx->up_gen, &ctx->up, &ctx->up_mem, &ctx->up_len, err);
 	if (ret < 0)
 		return ret;
 	/* Counters continue from what the previous incarnation published. */
@@ -238,6 +291,7 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	ctx->fwd_sent = shoal_load_relaxed(&ctx->mw->fwd_sent);
 	ctx->fwd_taken = shoal_load_relaxed(&ctx->mw->fwd_taken);
 	ctx->set_aside = shoal_load_relaxed(&ctx->mw->set_aside);
+	ctx->lost_corrupt = shoal_load_relaxed(&ctx->mw->lost_corrupt);
 	note_crash(ctx);
 	shoal__ctx_scan(ctx);
 	if (g->n_workers < 2)
@@ -404,13 +458,27 @@ static bool room(void *arg)
 	return true;
 }
 
-/* Wait for room in `p`, sleeping on `db` (rung by the consumer's side). */
+/* The router has given us a new uplink (see shoal__ctx_uplink_renew()). */
+static bool uplink_replaced(void *arg)
+{
+	struct shoal_ctx *ctx = arg;
+
+	/* A4: pairs with R4 in router.c watch_once(). */
+	return shoal_load_acquire(&ctx->mw->up_gen) != ctx->up_gen;
+}
+
+/*
+ * Wait for room in `p`, sleeping on `db` (rung by the consumer's side). For
+ * an uplink we condemned, wait instead for the router to replace it (it
+ * rings the same doorbell).
+ */
 static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct shoal_doorbell *db,
 		     uint32_t need, const struct send_wait *sw)
 {
 	struct waiter w = { p, need, sw };
 
 	for (;;) {
+		bool condemned = p == &ctx->up && ctx->up_condemned;
 		int64_t slice = SLEEP_SLICE_NS;
 		int ret, end;
 
@@ -422,14 +490,20 @@ static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct sh
 			if (sw->deadline - now < (uint64_t)slice)
 				slice = (int64_t)(sw->deadline - now);
 		}
-		ret = shoal_doorbell_poll_wait(db, ctx->g->spin_ns, room, &w, slice);
-		if (shoal_ring_prod_error(p))
+		ret = condemned ? shoal_doorbell_poll_wait(db, ctx->g->spin_ns, uplink_replaced, ctx,
+							   slice) :
+				  shoal_doorbell_poll_wait(db, ctx->g->spin_ns, room, &w, slice);
+		if (p == &ctx->up && shoal__ctx_uplink_renew(ctx))
+			return 0;   /* our uplink was condemned: retry on the new one */
+		if (p != &ctx->up && shoal_ring_prod_condemned(p))
+			return -EUCLEAN;   /* its reader gave it up: no room will come */
+		if (shoal_ring_prod_error(p) && !condemned)
 			return -EUCLEAN;
 		/* The predicate also returns true on a give-up: check that first. */
 		end = wait_ended(sw);
 		if (end < 0)
 			return end;
-		if (ret == 0)
+		if (ret == 0 && !condemned)
 			return 0;
 		if (shoal__stop_requested(ctx->g))
 			return -ESHUTDOWN;
@@ -446,7 +520,25 @@ static void *reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct
 
 		if (SHOAL_LIKELY(dst != NULL))
 			return dst;
+		if (p == &ctx->up && shoal__ctx_uplink_renew(ctx))
+			continue;
+		if (p != &ctx->up && shoal_ring_prod_condemned(p)) {
+			*err = -EUCLEAN;
+			return NULL;
+		}
 		if (shoal_ring_prod_error(p)) {
+			if (p == &ctx->up && !ctx->up_condemned) {
+				/* The router replaces it; a blocking send waits for that. */
+				shoal_ring_condemn(ctx->up_mem, ctx->up_len, SHOAL_RING_SIDE_PROD);
+				ctx->up_condemned = true;
+			}
+			if (p == &ctx->up && sw != NULL) {
+				ret = wait_room(ctx, p, db, ENV_SIZE + len, sw);
+				if (ret == 0)
+					continue;
+				*err = ret;
+				return NULL;
+			}
 			*err = -EUCLEAN;
 			return NULL;
 		}
@@ -552,6 +644,7 @@ static struct shoal__dout *dout_get(struct shoal_ctx *ctx, uint16_t dg, uint32_t
 	char ring[SHOAL_SEG_REGION_NAME_MAX];
 	void *mem;
 
+	/* dw comes from the registry's worker count: shared memory, bounded. */
 	if (SHOAL_UNLIKELY(dg >= SHOAL_MAX_GROUPS || dw >= SHOAL_MAX_WORKERS)) {
 		*err = -EUCLEAN;
 		return NULL;
@@ -584,6 +677,33 @@ static struct shoal__dout *dout_get(struct shoal_ctx *ctx, uint16_t dg, uint32_t
 	o->dst = &peer->hdr->w[dw];
 	o->ring = mem;
 	return o;
+}
+
+/*
+ * A direct ring found corrupted, by us or by its reader: count what we put
+ * in it that was never read (its reader gave it up after its last release,
+ * or reads no more), mark it settled so that the router does not count it
+ * again, and forget it: the next send opens a fresh one through the router.
+ */
+static void dout_condemned(struct shoal_ctx *ctx, struct shoal__dout *o)
+{
+	/* Any ring is at least this long: enough for its control block. */
+	uint64_t len = shoal_ring_size(SHOAL_RING_MIN_CAPACITY), in = o->p.records_in, out, ring_in;
+
+	if (shoal_ring_prod_condemned(&o->p)) {
+		if (shoal_ring_records(o->ring, len, &ring_in, &out) == 0 && in > out) {
+			ctx->lost_corrupt += in - out;
+			/* Relaxed: the worker is the only writer of its counter line. */
+			shoal_store_relaxed(&ctx->mw->lost_corrupt, ctx->lost_corrupt);
+		}
+		shoal_ring_condemn(o->ring, len, SHOAL_RING_SIDE_SETTLED);
+	} else if (shoal_ring_prod_error(&o->p)) {
+		/* Its reader still drains it: nothing is lost, only replaced. */
+		shoal_ring_condemn(o->ring, len, SHOAL_RING_SIDE_PROD);
+	} else {
+		return;
+	}
+	o->ring = NULL;
 }
 
 /*
@@ -666,8 +786,11 @@ static int send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, cons
 		if (outs[n] == NULL)
 			goto cancel;
 		dsts[n] = reserve_in(ctx, &outs[n]->p, &outs[n]->dst->space_db, len, sw, &ret);
-		if (dsts[n] == NULL)
+		if (dsts[n] == NULL) {
+			if (ret == -EUCLEAN)
+				dout_condemned(ctx, outs[n]);
 			goto cancel;
+		}
 	}
 	for (uint32_t i = 0; i < n; i++) {
 		fill_env(ctx, dsts[i], type, len, dest, flags, rid);
@@ -1072,6 +1195,13 @@ static uint32_t poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
 				shoal_store_relaxed(&ctx->mw->inflight, 0);
 			ctx->released = true;
 			n += taken;
+		}
+		/* A corrupted ring is given up, after the release above (so that
+		 * the router counts exactly what is left), and the router
+		 * replaces it; one branch on a field of our own handle. */
+		if (SHOAL_UNLIKELY(shoal_ring_cons_error(&in->c) != 0) && !in->condemned) {
+			in->condemned = true;
+			shoal_ring_condemn(in->mem, in->len, SHOAL_RING_SIDE_CONS);
 		}
 		if (outer) {
 			fwd_flush(ctx);

@@ -51,7 +51,15 @@
  *
  * Which calls may run concurrently: one producer-handle call and one
  * consumer-handle call at a time on a ring, plus any number of
- * shoal_ring_stats() / shoal_ring_check() readers.
+ * shoal_ring_stats() / shoal_ring_check() / shoal_ring_condemned() /
+ * shoal_ring_records() readers. shoal_ring_condemn() is called by a side on
+ * its own line only (SIDE_PROD and SIDE_SETTLED by the producer, SIDE_CONS
+ * by the consumer).
+ *
+ * Condemned rings (DESIGN invariant 10): a side whose handle is in its
+ * -EUCLEAN state marks the ring (R3/A3 below) so that its owner replaces it;
+ * the record counters stay readable without validating the indices, so that
+ * what the ring held can be counted as lost.
  */
 #include <errno.h>
 #include <string.h>
@@ -539,6 +547,62 @@ int shoal_ring_prod_error(const struct shoal_ring_prod *p)
 int shoal_ring_cons_error(const struct shoal_ring_cons *c)
 {
 	return c->err;
+}
+
+void shoal_ring_condemn(void *mem, uint64_t len, unsigned side)
+{
+	struct shoal__ring *r = mem;
+
+	if (r == NULL || len < SHOAL__RING_DATA_OFF || ((uintptr_t)r % 8) != 0)
+		return;
+	/* R3: pairs with A3 in shoal_ring_condemned(): this side's index and
+	 * counters, stored before, are final for whoever sees the mark. Each
+	 * side writes only the flag in its own line (the producer's is a mask:
+	 * 1 condemned, 2 settled, so fetch_or). */
+	if (side & (SHOAL_RING_SIDE_PROD | SHOAL_RING_SIDE_SETTLED))
+		atomic_fetch_or_explicit(&r->prod_condemned,
+					 (side & SHOAL_RING_SIDE_SETTLED) ? 3u : 1u,
+					 memory_order_release);
+	if (side & SHOAL_RING_SIDE_CONS)
+		shoal_store_release(&r->cons_condemned, 1);
+}
+
+unsigned shoal_ring_condemned(const void *mem, uint64_t len)
+{
+	const struct shoal__ring *r = mem;
+	unsigned side = 0;
+	uint32_t prod;
+
+	if (r == NULL || len < SHOAL__RING_DATA_OFF || ((uintptr_t)r % 8) != 0)
+		return 0;
+	/* A3: pairs with R3 in shoal_ring_condemn(). Any non-zero value counts:
+	 * garbage in the flag condemns the ring, which is what garbage means. */
+	prod = shoal_load_acquire(&r->prod_condemned);
+	if (prod != 0)
+		side |= SHOAL_RING_SIDE_PROD;
+	if (prod == 3)
+		side |= SHOAL_RING_SIDE_SETTLED;
+	if (shoal_load_acquire(&r->cons_condemned) != 0)
+		side |= SHOAL_RING_SIDE_CONS;
+	return side;
+}
+
+bool shoal_ring_prod_condemned(const struct shoal_ring_prod *p)
+{
+	return (shoal_ring_condemned(p->r, SHOAL__RING_DATA_OFF) & SHOAL_RING_SIDE_CONS) != 0;
+}
+
+int shoal_ring_records(const void *mem, uint64_t len, uint64_t *in, uint64_t *out)
+{
+	const struct shoal__ring *r = mem;
+
+	if (r == NULL || len < SHOAL__RING_DATA_OFF || ((uintptr_t)r % 8) != 0)
+		return -EUCLEAN;
+	/* Relaxed: counters; the caller orders them with shoal_ring_condemned()
+	 * or reads them after both sides are gone. */
+	*in = shoal_load_relaxed(&r->records_in);
+	*out = shoal_load_relaxed(&r->records_out);
+	return 0;
 }
 
 uint32_t shoal_ring_max_payload(const struct shoal_ring_prod *p)

@@ -37,14 +37,16 @@ struct shoal__ring {
 	_Atomic uint64_t bytes_in;
 	_Atomic uint64_t full_events;
 	_Atomic uint32_t high_water;
-	uint8_t pad1[SHOAL_FALSE_SHARING - 36];
+	_Atomic uint32_t prod_condemned;  /* the producer gave the ring up (corrupted) */
+	uint8_t pad1[SHOAL_FALSE_SHARING - 40];
 
 	/* Lines 4-5: written by the consumer only. */
 	_Atomic uint32_t head;            /* free-running byte index */
 	_Atomic int32_t consumer_pid;
 	_Atomic uint64_t records_out;
 	_Atomic uint64_t bytes_out;
-	uint8_t pad2[SHOAL_FALSE_SHARING - 24];
+	_Atomic uint32_t cons_condemned;  /* the consumer gave the ring up (corrupted) */
+	uint8_t pad2[SHOAL_FALSE_SHARING - 28];
 
 	uint8_t pad3[SHOAL__RING_DATA_OFF - 3 * SHOAL_FALSE_SHARING];
 	/* Data area at data_off. */
@@ -65,7 +67,9 @@ static_assert(offsetof(struct shoal__ring, data_off) == 20, "ring ABI");
 static_assert(offsetof(struct shoal__ring, tail) == 128, "ring ABI");
 static_assert(offsetof(struct shoal__ring, records_in) == 136, "ring ABI");
 static_assert(offsetof(struct shoal__ring, high_water) == 160, "ring ABI");
+static_assert(offsetof(struct shoal__ring, prod_condemned) == 164, "ring ABI");
 static_assert(offsetof(struct shoal__ring, head) == 256, "ring ABI");
+static_assert(offsetof(struct shoal__ring, cons_condemned) == 280, "ring ABI");
 static_assert(offsetof(struct shoal__ring, records_out) == 264, "ring ABI");
 static_assert(sizeof(struct shoal__rec_hdr) == 8, "record header ABI");
 static_assert(sizeof(_Atomic uint64_t) == 8 && sizeof(_Atomic uint32_t) == 4, "atomic sizes");

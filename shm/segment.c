@@ -605,6 +605,43 @@ int shoal_seg_find(const struct shoal_seg *seg, uint32_t kind, const char *name,
 	return -ENOENT;
 }
 
+int shoal_seg_verify(const struct shoal_seg *seg, struct shoal_err *err)
+{
+	const struct shoal__seg_hdr *h = hdr(seg);
+	/* Relaxed: the creator published the header long ago (R1); a change
+	 * now is damage, whatever the order we see it in. */
+	uint64_t magic = shoal_load_relaxed(&h->magic);
+	struct stat named, mapped;
+	uint32_t n;
+	int ret;
+
+	ret = check_header(h, magic, seg->size, seg->path, err);
+	if (ret < 0)
+		return -EUCLEAN;   /* with check_header()'s reason */
+	n = dir_count(seg);
+	if (seg->creator && (h->dir_off != seg->dir_off || h->dir_cap != seg->dir_cap ||
+			     n != seg->dir_count))
+		return shoal__fail(err, -EUCLEAN, "%s: directory moved or recounted (offset %u, "
+				   "%u of %u entries; allocated %u, %u of %u)", seg->path,
+				   h->dir_off, n, h->dir_cap, seg->dir_off, seg->dir_count,
+				   seg->dir_cap);
+	if (n > h->dir_cap)
+		return shoal__fail(err, -EUCLEAN, "%s: %u directory entries, capacity %u",
+				   seg->path, n, h->dir_cap);
+	for (uint32_t i = 0; i < n; i++) {
+		struct shoal_seg_region r;
+
+		if (shoal_seg_region_at(seg, i, &r) < 0)
+			return shoal__fail(err, -EUCLEAN, "%s: directory entry %u is out of bounds "
+					   "or unnamed", seg->path, i);
+	}
+	if (fstat(seg->fd, &mapped) != 0 || stat(seg->path, &named) != 0 ||
+	    named.st_ino != mapped.st_ino || named.st_dev != mapped.st_dev)
+		return shoal__fail(err, -ENOENT, "%s was unlinked or replaced by another file",
+				   seg->path);
+	return 0;
+}
+
 int shoal_seg_alloc_init(struct shoal_seg *seg, uint32_t kind, const char *name, uint64_t len,
 			 uint64_t align, int (*init)(void *mem, uint64_t len, void *arg), void *arg,
 			 uint64_t *off)

@@ -185,6 +185,43 @@ static void ring_producer_refuses_head_past_tail(void **state)
 }
 
 /*
+ * A side that gave up on a corrupted ring marks it, in its own line, and
+ * the record counters stay readable even when the indices are garbage.
+ */
+static void ring_condemned_ring_keeps_its_marks_and_counts(void **state)
+{
+	struct ring_mem m = ring_new();
+	struct shoal_ring_prod p;
+	struct shoal_ring_cons c;
+	char buf[16] = {0};
+	uint64_t in, out;
+
+	(void)state;
+	assert_int_equal(shoal_ring_prod_attach(&p, m.r, m.len, NULL), 0);
+	assert_int_equal(shoal_ring_cons_attach(&c, m.r, m.len, NULL), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(shoal_ring_enqueue(&p, buf, sizeof(buf), 0), 0);
+	assert_int_equal(shoal_ring_dequeue(&c, buf, sizeof(buf), NULL), 16);
+	assert_int_equal(shoal_ring_condemned(m.r, m.len), 0);
+	atomic_store(&m.r->tail, 3);   /* garbage: attach and stats refuse the ring */
+	assert_int_equal(shoal_ring_records(m.r, m.len, &in, &out), 0);
+	assert_int_equal(in, 3);
+	assert_int_equal(out, 1);
+	shoal_ring_condemn(m.r, m.len, SHOAL_RING_SIDE_CONS);
+	assert_int_equal(shoal_ring_condemned(m.r, m.len), SHOAL_RING_SIDE_CONS);
+	shoal_ring_condemn(m.r, m.len, SHOAL_RING_SIDE_PROD);
+	assert_int_equal(shoal_ring_condemned(m.r, m.len),
+			 SHOAL_RING_SIDE_CONS | SHOAL_RING_SIDE_PROD);
+	shoal_ring_condemn(m.r, m.len, SHOAL_RING_SIDE_SETTLED);
+	assert_int_equal(shoal_ring_condemned(m.r, m.len), SHOAL_RING_SIDE_CONS |
+			 SHOAL_RING_SIDE_PROD | SHOAL_RING_SIDE_SETTLED);
+	/* Too short to hold a control block: nothing is read or written. */
+	assert_int_equal(shoal_ring_condemned(m.r, 64), 0);
+	assert_int_equal(shoal_ring_records(m.r, 64, &in, &out), -EUCLEAN);
+	free(m.r);
+}
+
+/*
  * Random garbage in the indices and the data area, many rounds: the consumer
  * may deliver garbage records or stop with -EUCLEAN, but every record it
  * returns lies inside the data area and it never loops forever.
@@ -238,6 +275,7 @@ int main(void)
 	char names[N_CONTROL + N_RECORD][80];
 	const struct CMUnitTest fixed[] = {
 		cmocka_unit_test(ring_producer_refuses_head_past_tail),
+		cmocka_unit_test(ring_condemned_ring_keeps_its_marks_and_counts),
 		cmocka_unit_test(ring_random_corruption_stays_inside),
 	};
 	size_t n = 0;

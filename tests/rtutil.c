@@ -192,6 +192,11 @@ int rt_producer_main(void *arg)
 		return 10;
 	}
 	ctx = shoal_group_worker(g, 0);
+	if (c->gated) {
+		atomic_store(&rt_res->ready[c->index], 1);
+		while (!atomic_load(&rt_res->go))
+			usleep(1000);
+	}
 	for (uint64_t i = 0; i < c->n; i++) {
 		struct msg v = { .seq = c->first + i, .from = (uint32_t)c->index,
 				 .key = c->first + i };

@@ -52,6 +52,7 @@ struct child {
 	uint32_t type;
 	uint64_t dest;
 	int mode;                 /* test-specific */
+	bool gated;               /* producers: say ready, then send once `go` is set */
 	struct shoal_filter sub;
 	bool has_sub;
 	void (*route)(const struct shoal_msg *m, struct shoal_outcome *out, void *user);

@@ -330,6 +330,36 @@ static void segment_region_with_bad_offset_is_euclean(void **state)
 	shoal_seg_detach(&seg);
 }
 
+/* The creator re-checks a live segment: header, directory, and its name. */
+static void segment_verify_finds_damage_and_unlink(void **state)
+{
+	struct shoal_seg seg, peer;
+	struct shoal_err err = {{0}};
+	struct shoal__seg_hdr *h;
+	uint64_t off;
+
+	(void)state;
+	assert_int_equal(shoal_seg_create(&seg, "verify", 8192, NULL, NULL), 0);
+	assert_int_equal(shoal_seg_alloc(&seg, SHOAL_SEG_KIND_USER, "r", 64, 8, &off), 0);
+	assert_int_equal(shoal_seg_verify(&seg, &err), 0);
+	assert_int_equal(shoal_seg_attach(&peer, "verify", 0, NULL), 0);
+	h = peer.base;
+	atomic_store(&h->dir_count, 7);
+	assert_int_equal(shoal_seg_verify(&seg, &err), -EUCLEAN);
+	assert_non_null(strstr(err.msg, "recounted"));
+	atomic_store(&h->dir_count, 1);
+	((struct shoal__seg_dirent *)((char *)peer.base + h->dir_off))->off = UINT64_MAX - 8;
+	assert_int_equal(shoal_seg_verify(&seg, &err), -EUCLEAN);
+	assert_non_null(strstr(err.msg, "entry 0"));
+	((struct shoal__seg_dirent *)((char *)peer.base + h->dir_off))->off = off;
+	assert_int_equal(shoal_seg_verify(&seg, &err), 0);
+	shoal_seg_detach(&peer);
+	assert_int_equal(shoal_seg_unlink("verify"), 0);
+	assert_int_equal(shoal_seg_verify(&seg, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, "unlinked"));
+	shoal_seg_detach(&seg);
+}
+
 static void segment_attach_refuses_other_owner(void **state)
 {
 	struct passwd *pw = getpwnam("nobody");
@@ -674,6 +704,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(segment_attach_refuses_other_version),
 		cmocka_unit_test(segment_attach_refuses_inconsistent_header),
 		cmocka_unit_test(segment_region_with_bad_offset_is_euclean),
+		cmocka_unit_test(segment_verify_finds_damage_and_unlink),
 		cmocka_unit_test(segment_attach_refuses_other_owner),
 		cmocka_unit_test(segment_other_user_cannot_attach),
 		cmocka_unit_test(segment_memory_lands_on_requested_node),

@@ -334,7 +334,10 @@ static int reload_full_main(void *arg)
 	write_text(cfg, text);
 	kill(run, SIGHUP);
 	CHILD_CHECK(file_shows(out, "reload refused", 20000));
-	CHILD_CHECK(file_shows(out, "No space left on device", 1000));
+	/* The file check refuses it when it sees the space is short, the
+	 * segment reservation when the space went between check and create. */
+	CHILD_CHECK(file_shows(out, "MiB free", 1000) ||
+		    file_shows(out, "No space left on device", 1000));
 	/* The system lives on and stops in order. */
 	CHILD_CHECK(waitpid(run, &status, WNOHANG) == 0);
 	kill(run, SIGTERM);

@@ -301,6 +301,17 @@ static bool system_bad(const struct system *s)
 	return s->ret < 0 || shoal__sys_view_corrupt(&s->view);
 }
 
+/* The first group of `s` the router found damaged (its view says why), or NULL. */
+static const struct shoal__group_view *system_damaged(const struct system *s)
+{
+	if (s->ret < 0)
+		return NULL;
+	for (uint32_t id = 0; id < s->view.n_groups; id++)
+		if (s->view.groups[id].damaged > 0)
+			return &s->view.groups[id];
+	return NULL;
+}
+
 /* Why system `s` is bad: the registry's own problem, or its first group's. */
 static const char *system_reason(const struct system *s)
 {
@@ -373,6 +384,7 @@ static int text_systems(const struct listing *l)
 		{ "RUNNING", 'r' }, { "FAILED", 'r' }, { "ROUTES", 'r' }, { "DISPATCHERS", 'r' },
 		{ "SEGMENTS", 'r' }, { "SIZE", 'r' },
 	};
+	char name[NAME_SIZE];
 	struct shoal__table t;
 
 	if (l->n_systems == 0) {
@@ -392,6 +404,10 @@ static int text_systems(const struct listing *l)
 		if (s->ret < 0)
 			printf("  %s: cannot read its registry: %s\n", s->registry->system,
 			       system_reason(s));
+		else if (system_damaged(s) != NULL)
+			printf("  %s: DAMAGED: group %s: %s\n", s->registry->system,
+			       shoal__fmt_printable(name, sizeof(name), system_damaged(s)->name),
+			       system_damaged(s)->reason);
 		else if (system_bad(s))
 			printf("  %s: CORRUPT registry: %s\n", s->registry->system,
 			       system_reason(s));
@@ -483,8 +499,8 @@ static void json_system(struct shoal__json *j, const struct system *s)
 	}
 	shoal__json_uint(j, "segments", s->segments);
 	shoal__json_uint(j, "bytes", s->bytes);
-	shoal__json_string(j, "status", s->ret < 0 ? "unreadable" : system_bad(s) ? "corrupt" :
-			   "ok");
+	shoal__json_string(j, "status", s->ret < 0 ? "unreadable" : system_damaged(s) ?
+			   "damaged" : system_bad(s) ? "corrupt" : "ok");
 	if (system_bad(s))
 		shoal__json_string(j, "reason", system_reason(s));
 	shoal__json_object_end(j);

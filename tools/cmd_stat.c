@@ -235,7 +235,8 @@ static void group_row(struct shoal__table *t, const struct shoal__group_view *g)
 		shoal__table_cell(t, "-");
 	}
 	count_cell(t, g->have_rings, (long long)queued);
-	shoal__table_cell(t, "%s", shoal__group_view_corrupt(g) ? "CORRUPT" : "OK");
+	shoal__table_cell(t, "%s", g->damaged > 0 ? "DAMAGED" :
+				   shoal__group_view_corrupt(g) ? "CORRUPT" : "OK");
 }
 
 static int text_groups(const struct shoal__sys_view *v)
@@ -354,6 +355,11 @@ static int text_group(const struct shoal__group_view *g)
 	field("routed in", "%llu delivered, %llu dropped full, %llu dropped dead",
 	      (unsigned long long)g->delivered, (unsigned long long)g->dropped_full,
 	      (unsigned long long)g->dropped_dead);
+	if (g->damaged > 0 || g->dropped_corrupt > 0)
+		field("damage", "%u corrupted, %u replaced, %llu lost in them, %llu copies "
+		      "dropped", g->damaged, g->replaced,
+		      (unsigned long long)(g->lost_corrupt + g->w.lost_corrupt),
+		      (unsigned long long)g->dropped_corrupt);
 	if (g->mailbox[0] == '\0')
 		return 0;
 	field("mailbox", "%s, %s", shoal__fmt_printable(mbx, sizeof(mbx), g->mailbox),
@@ -435,6 +441,8 @@ static void json_dispatchers(struct shoal__json *j, const struct shoal__sys_view
 		shoal__json_uint(j, "no_route", dv->no_route);
 		shoal__json_uint(j, "dropped_full", dv->dropped_full);
 		shoal__json_uint(j, "dropped_dead", dv->dropped_dead);
+		shoal__json_uint(j, "corrupt", dv->corrupt);
+		shoal__json_uint(j, "dropped_corrupt", dv->dropped_corrupt);
 		shoal__json_uint(j, "malformed", dv->malformed);
 		shoal__json_uint(j, "discarded", dv->discarded);
 		shoal__json_uint(j, "sleeps", dv->sleeps);
@@ -524,6 +532,10 @@ static void json_group(struct shoal__json *j, const struct shoal__group_view *g)
 	shoal__json_uint(j, "delivered", g->delivered);
 	shoal__json_uint(j, "dropped_full", g->dropped_full);
 	shoal__json_uint(j, "dropped_dead", g->dropped_dead);
+	shoal__json_uint(j, "dropped_corrupt", g->dropped_corrupt);
+	shoal__json_uint(j, "damaged", g->damaged);
+	shoal__json_uint(j, "replaced", g->replaced);
+	shoal__json_uint(j, "lost_corrupt", g->lost_corrupt);
 	if (g->have_counters)
 		json_counters(j, &g->w);
 	else

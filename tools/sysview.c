@@ -162,6 +162,8 @@ static void read_dispatchers(struct shoal__sys_view *v, struct shoal__reg_hdr *h
 		dv->sleeps = shoal_load_relaxed(&rd->sleeps);
 		dv->busy_ns = shoal_load_relaxed(&rd->busy_ns);
 		dv->discarded = shoal_load_relaxed(&rd->discarded);
+		dv->corrupt = shoal_load_relaxed(&rd->corrupt);
+		dv->dropped_corrupt = shoal_load_relaxed(&rd->dropped_corrupt);
 	}
 }
 
@@ -250,11 +252,20 @@ static void read_group(struct shoal__sys_view *v, uint32_t id, struct shoal__reg
 		g->delivered += shoal_load_relaxed(&rg->stats[d].delivered);
 		g->dropped_full += shoal_load_relaxed(&rg->stats[d].dropped_full);
 		g->dropped_dead += shoal_load_relaxed(&rg->stats[d].dropped_dead);
+		g->dropped_corrupt += shoal_load_relaxed(&rg->stats[d].dropped_corrupt);
 	}
+	g->damaged = shoal_load_relaxed(&rg->damaged);
+	g->replaced = shoal_load_relaxed(&rg->replaced);
+	g->lost_corrupt = shoal_load_relaxed(&rg->lost_corrupt);
 	/* A slot counted before the router filled it in: nothing to judge yet. */
 	if (g->state == SHOAL_GROUP_EMPTY)
 		return;
 	check_group(v, g);
+	if (g->damaged > 0)
+		problem(&g->corrupt, g->reason, "damaged: %u of its rings or mailboxes were found "
+			"corrupted (%u replaced); %llu messages lost in them, %llu copies dropped",
+			g->damaged, g->replaced, (unsigned long long)g->lost_corrupt,
+			(unsigned long long)g->dropped_corrupt);
 	recorded_ok = copy_name(recorded, rg->mailbox, sizeof(recorded));
 	if (g->name_ok)
 		group_mailbox_name(v, g, recorded, recorded_ok);
@@ -325,6 +336,7 @@ static void read_mailbox(void *arg)
 		g->w.up_no_route += shoal_load_relaxed(&w->up_no_route);
 		g->w.up_dropped_full += shoal_load_relaxed(&w->up_dropped_full);
 		g->w.up_malformed += shoal_load_relaxed(&w->up_malformed);
+		g->w.lost_corrupt += shoal_load_relaxed(&w->lost_corrupt);
 	}
 	g->have_counters = true;
 }

@@ -34,6 +34,7 @@ struct shoal__disp_view {
 	uint64_t cpus;
 	uint64_t batches, messages, delivered, no_route, dropped_full, dropped_dead;
 	uint64_t malformed, sleeps, busy_ns, discarded;
+	uint64_t corrupt, dropped_corrupt;   /* rings condemned; copies dropped for them */
 };
 
 struct shoal__type_view {
@@ -48,6 +49,7 @@ struct shoal__worker_sums {
 	uint64_t sent_routed, sent_direct, received, handled;
 	uint64_t try_failed, stale, malformed, discarded, fwd_lost, set_aside;
 	uint64_t up_no_route, up_dropped_full, up_malformed;   /* dispatcher-written */
+	uint64_t lost_corrupt;          /* left in an uplink condemned under the worker */
 };
 
 struct shoal__group_view {
@@ -62,7 +64,12 @@ struct shoal__group_view {
 	uint32_t dispatcher;
 	uint32_t attaches;
 	/* Registry counters, summed over dispatchers. */
-	uint64_t delivered, dropped_full, dropped_dead;
+	uint64_t delivered, dropped_full, dropped_dead, dropped_corrupt;
+	/* Damage (DESIGN invariant 10): rings and mailboxes found corrupted,
+	 * how many were replaced, and the messages they held. A group with
+	 * damage is "damaged" (its view is corrupt: the tools exit 1). */
+	uint32_t damaged, replaced;
+	uint64_t lost_corrupt;
 
 	char mailbox[SHOAL_SEG_NAME_MAX];   /* segment name; "" if it cannot be told */
 	uint64_t mailbox_size;

@@ -195,6 +195,45 @@ SHOAL_API bool shoal_ring_empty(struct shoal_ring_cons *c);
 SHOAL_API int shoal_ring_prod_error(const struct shoal_ring_prod *p);
 SHOAL_API int shoal_ring_cons_error(const struct shoal_ring_cons *c);
 
+/*
+ * Condemning a corrupted ring. A side whose handle went into its -EUCLEAN
+ * state (or that cannot attach) marks the ring as given up, each side in its
+ * own line of the control block, so that whoever owns the ring (the router)
+ * can quarantine it and hand out a fresh one. The mark is stored with release
+ * after everything that side published (its index and counters), so a reader
+ * that sees it with shoal_ring_condemned() sees that side's final values.
+ * Both work on memory that need not pass validation: `len` only has to cover
+ * the control block (otherwise condemn does nothing and condemned returns 0).
+ * Wait-free, no system call.
+ */
+#define SHOAL_RING_SIDE_PROD 1u
+#define SHOAL_RING_SIDE_CONS 2u
+SHOAL_API void shoal_ring_condemn(void *mem, uint64_t len, unsigned side);
+
+/*
+ * SHOAL_RING_SIDE_SETTLED (producer only, with or after SIDE_PROD): the
+ * producer has also counted, as lost, what it left in the ring.
+ */
+#define SHOAL_RING_SIDE_SETTLED 4u
+
+/* Which sides condemned the ring: a mask of SHOAL_RING_SIDE_*. */
+SHOAL_API unsigned shoal_ring_condemned(const void *mem, uint64_t len);
+
+/*
+ * True if the consumer condemned the ring this producer writes: it reads no
+ * more, so waiting for room is pointless. One load of the consumer's line;
+ * for slow paths (the ring is full).
+ */
+SHOAL_API bool shoal_ring_prod_condemned(const struct shoal_ring_prod *p);
+
+/*
+ * The records ever committed to and released from a ring, read from its
+ * counters without validating its indices (which may be the corrupted part),
+ * so that what a condemned ring held can be counted. Returns 0, or -EUCLEAN
+ * if `len` does not cover the control block. Values are untrusted: bound them.
+ */
+SHOAL_API int shoal_ring_records(const void *mem, uint64_t len, uint64_t *in, uint64_t *out);
+
 /* Largest payload a ring accepts. */
 SHOAL_API uint32_t shoal_ring_max_payload(const struct shoal_ring_prod *p);
 

@@ -242,6 +242,18 @@ SHOAL_API int shoal_seg_region_at(const struct shoal_seg *seg, uint32_t i,
  */
 SHOAL_API uint32_t shoal_seg_dir_count(const struct shoal_seg *seg);
 
+/*
+ * Re-validate an attached segment against what this handle knows: the
+ * header (magic, version, size, directory place), every directory entry
+ * (in bounds, named), and that `name` still names this very file (not
+ * unlinked, not replaced). For the creator's handle the directory must be
+ * exactly as it allocated it (count, offset, capacity). Returns 0, -EUCLEAN
+ * (the header or directory was damaged) or -ENOENT (the file was unlinked or
+ * replaced), with a reason in *err. Makes two system calls (stat, fstat);
+ * not for a hot path.
+ */
+SHOAL_API int shoal_seg_verify(const struct shoal_seg *seg, struct shoal_err *err);
+
 /* Snapshot the header. Never fails on an attached handle. */
 SHOAL_API void shoal_seg_info(const struct shoal_seg *seg, struct shoal_seg_info *info);
 

@@ -1,0 +1,494 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Damage on a live system (DESIGN invariant 10): garbage written into one
+ * group's inbound ring, one producer's uplink, or a mailbox's header,
+ * directory or file name. The damage must be detected and counted, shown by
+ * the tools (exit status 1, "DAMAGED"), the ring or mailbox replaced, and
+ * every other message accounted for exactly: handled, or counted as lost or
+ * dropped. The router runs in this process; groups are forked children.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <shoal/group.h>
+#include <shoal/ring.h>
+#include <shoal/router.h>
+
+#include "runtime/layout.h"
+#include "shm/ring_layout.h"
+#include "shm/segment_layout.h"
+#include "tests/rtutil.h"
+#include "tests/testutil.h"
+#include "tests/toolrun.h"
+
+#define WAIT_MS 30000
+
+/* ---- reading and damaging a group's segments ------------------------------- */
+
+struct group_damage {
+	uint32_t damaged, replaced;
+	uint64_t lost;              /* router-counted and worker-counted */
+	uint64_t dropped_corrupt;   /* copies the dispatchers dropped */
+	uint64_t delivered;
+};
+
+static void damage_of(int id, struct group_damage *gd)
+{
+	struct shoal__registry reg;
+	char name[SHOAL_SEG_NAME_MAX];
+	struct shoal_seg seg;
+	struct shoal__mbx_hdr *h;
+
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	memset(gd, 0, sizeof(*gd));
+	gd->damaged = atomic_load(&reg.groups[id].damaged);
+	gd->replaced = atomic_load(&reg.groups[id].replaced);
+	gd->lost = atomic_load(&reg.groups[id].lost_corrupt);
+	for (int d = 0; d < SHOAL_MAX_NODES; d++) {
+		gd->dropped_corrupt += atomic_load(&reg.groups[id].stats[d].dropped_corrupt);
+		gd->delivered += atomic_load(&reg.groups[id].stats[d].delivered);
+	}
+	snprintf(name, sizeof(name), "%s", reg.groups[id].mailbox);
+	shoal_seg_detach(&reg.seg);
+	/* The mailbox in service (a replaced one is unlinked). */
+	if (shoal_seg_attach(&seg, name, SHOAL_SEG_RDONLY, NULL) == 0) {
+		h = shoal__mailbox_hdr(&seg);
+		for (unsigned w = 0; h != NULL && w < h->n_workers && w < SHOAL_MAX_WORKERS; w++)
+			gd->lost += atomic_load(&h->w[w].lost_corrupt);
+		shoal_seg_detach(&seg);
+	}
+}
+
+/* Wait until group `id` shows at least `damaged` damages and `replaced` replacements. */
+static void wait_damage(int id, uint32_t damaged, uint32_t replaced, struct group_damage *gd)
+{
+	for (int i = 0; i < WAIT_MS; i++) {
+		damage_of(id, gd);
+		if (gd->damaged >= damaged && gd->replaced >= replaced)
+			return;
+		usleep(1000);
+	}
+	fail_msg("group %d: %u damaged, %u replaced; expected %u and %u", id, gd->damaged,
+		 gd->replaced, damaged, replaced);
+}
+
+/* Map group `group`'s mailbox read-write, as a hostile peer would. */
+static void mailbox_map(const char *group, struct shoal_seg *seg)
+{
+	char name[SHOAL_SEG_NAME_MAX];
+
+	assert_int_equal(shoal__name_mailbox(name, rt_sysname, group), 0);
+	assert_int_equal(shoal_seg_attach(seg, name, 0, NULL), 0);
+}
+
+static struct shoal__ring *ring_of(struct shoal_seg *seg, const char *ring)
+{
+	struct shoal_seg_region r;
+
+	assert_int_equal(shoal_seg_find(seg, SHOAL_SEG_KIND_RING, ring, &r), 0);
+	return shoal_seg_ptr(seg, r.off, r.len, 128);
+}
+
+/* Index of directory entry `name` in a mailbox. */
+static uint32_t dirent_of(struct shoal_seg *seg, const char *name)
+{
+	struct shoal_seg_region r;
+
+	for (uint32_t i = 0; shoal_seg_region_at(seg, i, &r) == 0; i++)
+		if (strcmp(r.name, name) == 0)
+			return i;
+	fail_msg("no directory entry %s", name);
+	return 0;
+}
+
+/* ---- helpers ------------------------------------------------------------------- */
+
+/* Start a consumer group process for `c` (declared already); wait for it. */
+static pid_t start_consumer(struct child *c, int id)
+{
+	pid_t p = test_spawn(rt_consumer_main, c);
+
+	rt_wait_attached(id);
+	return p;
+}
+
+/* A router for system `sys` with consumer c0 (running) and producer `prod`. */
+static int start_c0(const char *sys, struct child *c0, const char *prod, int *prod_id, pid_t *p)
+{
+	int id, pi;
+
+	assert_int_equal(rt_start_router(sys, NULL, 0), 0);
+	id = rt_declare("c0", 1, 1);
+	pi = rt_declare(prod, 1, 1);
+	if (prod_id != NULL)
+		*prod_id = pi;
+	*p = start_consumer(c0, id);
+	return id;
+}
+
+static void send_all(struct child *prod)
+{
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, prod), 120000), 0);
+}
+
+/* `shoal CMD SYSTEM` exits 1 and says DAMAGED. */
+static void tools_say_damaged(void)
+{
+	const char *stat[] = { "stat", rt_sysname, NULL };
+	const char *ls[] = { "ls", NULL };
+	struct tool_run r;
+
+	tool_expect(&r, 1, stat);
+	assert_has(r.out, "DAMAGED");
+	tool_free(&r);
+	tool_expect(&r, 1, ls);
+	assert_has(r.out, "DAMAGED");
+	tool_free(&r);
+}
+
+/* ---- rings ------------------------------------------------------------------------ */
+
+/*
+ * A record length garbled in the inbound ring of c0 while it holds 200
+ * messages, and the tail of prodB's idle uplink: c0's worker and the
+ * dispatcher condemn them, the router replaces both; c0 loses exactly the
+ * 200 (counted), prodB exactly what it wrote into its dead uplink before it
+ * moved (counted), and every other message reaches every group.
+ */
+static void damage_corrupted_ring_and_uplink_are_replaced_others_never_notice(void **state)
+{
+	struct child cons[3] = {
+		{ .index = 0, .name = "c0" }, { .index = 1, .name = "c1" },
+		{ .index = 2, .name = "c2" },
+	};
+	struct child prodb = { .index = 3, .name = "prodB", .n = 3000, .type = T_PING,
+			       .gated = true };
+	struct child proda = { .index = 4, .name = "prodA", .n = 200, .type = T_PING };
+	struct group_damage d0, db, d1;
+	struct shoal_seg seg;
+	struct shoal__ring *ring;
+	pid_t pids[4];
+	int ids[3], idb;
+	uint64_t lost_b, both;
+
+	(void)state;
+	assert_int_equal(rt_start_router("dm-rings", NULL, 0), 0);
+	for (int i = 0; i < 3; i++) {
+		ids[i] = rt_declare(cons[i].name, 1, 1);
+		rt_route(ids[i], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	}
+	idb = rt_declare("prodB", 1, 1);
+	rt_declare("prodA", 1, 1);
+	for (int i = 0; i < 3; i++)
+		pids[i] = start_consumer(&cons[i], ids[i]);
+	pids[3] = test_spawn(rt_producer_main, &prodb);
+	rt_wait_attached(idb);
+
+	/* 200 messages wait in c0's inbound ring; garble the first one's length. */
+	kill(pids[0], SIGSTOP);
+	send_all(&proda);
+	rt_wait_count(1, 200, WAIT_MS);
+	for (int i = 0; i < WAIT_MS && (damage_of(ids[0], &d0), d0.delivered < 200); i++)
+		usleep(1000);
+	mailbox_map("c0", &seg);
+	ring = ring_of(&seg, "in.0.d0");
+	{
+		unsigned char *data = (unsigned char *)ring + SHOAL__RING_DATA_OFF;
+		uint32_t off = atomic_load(&ring->head) & (ring->capacity - 1), bad = 0x7fffff00;
+
+		memcpy(data + off, &bad, sizeof(bad));
+	}
+	shoal_seg_detach(&seg);
+	/* And the tail of prodB's idle uplink. */
+	mailbox_map("prodB", &seg);
+	ring = ring_of(&seg, "up.0");
+	atomic_store(&ring->tail, atomic_load(&ring->head) + ring->capacity + 8);
+	shoal_seg_detach(&seg);
+	kill(pids[0], SIGCONT);
+
+	wait_damage(ids[0], 1, 1, &d0);
+	wait_damage(idb, 1, 1, &db);
+	for (int i = 0; i < WAIT_MS && (damage_of(ids[0], &d0), d0.lost < 200); i++)
+		usleep(1000);
+	assert_int_equal(d0.lost, 200);
+	assert_int_equal(d0.dropped_corrupt, 0);
+	tools_say_damaged();
+
+	/* Traffic goes on, through the new rings. */
+	proda.first = 200;
+	proda.n = 3000;
+	send_all(&proda);
+	atomic_store(&rt_res->go, 1);
+	test_assert_exited(test_wait_pid(pids[3], 120000), 0);
+	damage_of(idb, &db);
+	lost_b = db.lost;
+	print_message("c0 lost %llu in its ring; prodB lost %llu in its uplink\n",
+		      (unsigned long long)d0.lost, (unsigned long long)lost_b);
+	assert_true(lost_b > 0 && lost_b < prodb.n);
+	both = 3000 + prodb.n - lost_b;
+	rt_wait_count(1, 200 + both, WAIT_MS);
+	rt_wait_count(2, 200 + both, WAIT_MS);
+	rt_wait_count(0, both, WAIT_MS);
+	damage_of(ids[1], &d1);
+	assert_int_equal(d1.damaged, 0);
+	rt_stop_and_reap(pids, 3);
+	rt_stop_router();
+}
+
+/*
+ * A garbage head in c0's inbound ring while c0 is stopped: the dispatcher
+ * finds it when the ring runs full, drops (and counts) the copies for c0
+ * instead of parking every sender on it, and the router gives c0 a new
+ * ring. c1 gets every message; c0 gets every message not counted as dropped.
+ */
+static void damage_garbage_head_drops_counted_copies_never_parks(void **state)
+{
+	struct child c0 = { .index = 0, .name = "c0" }, c1 = { .index = 1, .name = "c1" };
+	struct child prod = { .index = 2, .name = "prod", .n = 5000, .type = T_PING };
+	struct group_damage d0;
+	struct shoal_seg seg;
+	struct shoal__ring *ring;
+	pid_t pids[2], pp;
+	int id0, id1;
+
+	(void)state;
+	assert_int_equal(rt_start_router("dm-head", NULL, 0), 0);
+	id0 = rt_declare("c0", 1, 1);
+	id1 = rt_declare("c1", 1, 1);
+	rt_declare("prod", 1, 1);
+	rt_route(id0, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	rt_route(id1, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	pids[0] = start_consumer(&c0, id0);
+	pids[1] = start_consumer(&c1, id1);
+	kill(pids[0], SIGSTOP);
+	mailbox_map("c0", &seg);
+	ring = ring_of(&seg, "in.0.d0");
+	atomic_store(&ring->head, atomic_load(&ring->head) + 4);
+	shoal_seg_detach(&seg);
+	pp = test_spawn(rt_producer_main, &prod);
+	wait_damage(id0, 1, 1, &d0);
+	kill(pids[0], SIGCONT);
+	test_assert_exited(test_wait_pid(pp, 120000), 0);
+	rt_wait_count(1, prod.n, WAIT_MS);
+	damage_of(id0, &d0);
+	print_message("c0: %llu copies dropped for its corrupted ring\n",
+		      (unsigned long long)d0.dropped_corrupt);
+	assert_true(d0.dropped_corrupt > 0);
+	assert_int_equal(d0.lost, 0);
+	rt_wait_count(0, prod.n - d0.dropped_corrupt, WAIT_MS);
+	tools_say_damaged();
+	/* The new ring carries everything from now on. */
+	prod.first = prod.n;
+	prod.n = 2000;
+	send_all(&prod);
+	rt_wait_count(1, 5000 + 2000, WAIT_MS);
+	rt_wait_count(0, 5000 + 2000 - d0.dropped_corrupt, WAIT_MS);
+	damage_of(id0, &d0);
+	assert_int_equal(d0.dropped_corrupt, 5000 + 2000 - atomic_load(&rt_res->count[0]));
+	rt_stop_and_reap(pids, 2);
+	rt_stop_router();
+}
+
+/*
+ * A garbled record in a direct ring holding 50 messages: the reader gives
+ * the ring up; the next process of the sender gets a fresh ring from the
+ * router, which counts the 50, and everything it sends arrives.
+ */
+static void damage_corrupted_direct_ring_is_replaced_for_its_sender(void **state)
+{
+	struct child c0 = { .index = 0, .name = "c0" };
+	struct child ds = { .index = 1, .name = "ds", .n = 100, .type = T_PING };
+	struct group_damage d0;
+	struct shoal_seg seg;
+	struct shoal__ring *ring;
+	char name[SHOAL_SEG_REGION_NAME_MAX];
+	pid_t p;
+	int id0, ids;
+
+	(void)state;
+	id0 = start_c0("dm-direct", &c0, "ds", &ids, &p);
+	ds.dest = shoal_addr_make((uint16_t)id0, SHOAL_SLOT_GROUP, 0);
+	send_all(&ds);
+	rt_wait_count(0, 100, WAIT_MS);
+	kill(p, SIGSTOP);
+	ds.first = 100;
+	ds.n = 50;
+	send_all(&ds);
+	mailbox_map("c0", &seg);
+	snprintf(name, sizeof(name), "in.0.g%d.0", ids);
+	ring = ring_of(&seg, name);
+	{
+		unsigned char *data = (unsigned char *)ring + SHOAL__RING_DATA_OFF;
+		uint32_t off = atomic_load(&ring->head) & (ring->capacity - 1), bad = 0x7fffff00;
+
+		memcpy(data + off, &bad, sizeof(bad));
+	}
+	kill(p, SIGCONT);
+	for (int i = 0; i < WAIT_MS && !(shoal_ring_condemned(ring, SHOAL__RING_DATA_OFF) &
+					  SHOAL_RING_SIDE_CONS); i++)
+		usleep(1000);
+	assert_true(shoal_ring_condemned(ring, SHOAL__RING_DATA_OFF) & SHOAL_RING_SIDE_CONS);
+	shoal_seg_detach(&seg);
+	ds.first = 150;
+	ds.n = 3000;
+	send_all(&ds);
+	rt_wait_count(0, 100 + 3000, WAIT_MS);
+	damage_of(id0, &d0);
+	assert_true(d0.damaged >= 1);
+	assert_true(d0.replaced >= 1);
+	assert_int_equal(d0.lost, 50);
+	tools_say_damaged();
+	rt_stop_and_reap(&p, 1);
+	rt_stop_router();
+}
+
+/*
+ * A registry that claims more workers than a group can have: a direct send
+ * to an actor that would live on worker 20 fails with -EUCLEAN (the producer
+ * exits 11), never indexes past its tables.
+ */
+static void damage_registry_worker_count_is_bounded_for_direct_sends(void **state)
+{
+	struct child c0 = { .index = 0, .name = "c0" };
+	struct child prod = { .index = 1, .name = "prod", .n = 1, .type = T_PING };
+	struct shoal__registry reg;
+	pid_t p;
+	int id;
+
+	(void)state;
+	id = start_c0("dm-nworkers", &c0, "prod", NULL, &p);
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, 0, NULL), 0);
+	reg.groups[id].n_workers = 40;
+	reg.groups[id].n_actors = 40;
+	prod.dest = shoal_addr_make((uint16_t)id, 20, atomic_load(&reg.groups[id].gen));
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 11);
+	reg.groups[id].n_workers = 1;
+	reg.groups[id].n_actors = 1;
+	shoal_seg_detach(&reg.seg);
+	rt_stop_and_reap(&p, 1);
+	rt_stop_router();
+}
+
+/* ---- mailboxes ------------------------------------------------------------------ */
+
+struct mailbox_case {
+	const char *name;
+	void (*damage)(struct shoal_seg *seg);
+};
+
+static void mbx_magic(struct shoal_seg *seg)
+{
+	shoal__mailbox_hdr(seg)->magic = 0;
+}
+
+static void mbx_dir_offset(struct shoal_seg *seg)
+{
+	struct shoal__seg_hdr *h = seg->base;
+	struct shoal__seg_dirent *e = (struct shoal__seg_dirent *)((char *)seg->base + h->dir_off);
+
+	e[dirent_of(seg, "in.0.d0")].off = UINT64_C(1) << 40;
+}
+
+static void mbx_dir_count(struct shoal_seg *seg)
+{
+	struct shoal__seg_hdr *h = seg->base;
+
+	atomic_store(&h->dir_count, 5000);
+}
+
+static void mbx_size(struct shoal_seg *seg)
+{
+	((struct shoal__seg_hdr *)seg->base)->size += 1u << 20;
+}
+
+static void mbx_unlinked(struct shoal_seg *seg)
+{
+	assert_int_equal(unlink(seg->path), 0);
+}
+
+static const struct mailbox_case mailbox_cases[] = {
+	{ "magic", mbx_magic },
+	{ "dir_offset", mbx_dir_offset },
+	{ "dir_count", mbx_dir_count },
+	{ "size", mbx_size },
+	{ "unlinked", mbx_unlinked },
+};
+
+/*
+ * A group is down with 100 messages queued; its mailbox is damaged. When it
+ * restarts, the router gives it a new mailbox (the 100 counted as lost), the
+ * new process attaches, and what is sent next is handled exactly.
+ */
+static void damage_mailbox_is_replaced_when_its_group_restarts(void **state)
+{
+	const struct mailbox_case *mc = *state;
+	struct child c1 = { .index = 0, .name = "c0" }, c2 = { .index = 1, .name = "c0" };
+	struct child prod = { .index = 2, .name = "prod", .n = 100, .type = T_PING };
+	struct group_damage d;
+	struct shoal_seg seg;
+	char sys[32];
+	pid_t p;
+	int id;
+
+	snprintf(sys, sizeof(sys), "dm-mbx-%s", mc->name);
+	id = start_c0(sys, &c1, "prod", NULL, &p);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	kill(p, SIGKILL);
+	assert_int_not_equal(test_wait_pid(p, 5000), -1);
+	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
+		usleep(1000);
+	send_all(&prod);
+	for (int i = 0; i < WAIT_MS && (damage_of(id, &d), d.delivered < 100); i++)
+		usleep(1000);
+	assert_int_equal(d.delivered, 100);
+	mailbox_map("c0", &seg);
+	mc->damage(&seg);
+	shoal_seg_detach(&seg);
+
+	p = start_consumer(&c2, id);
+	damage_of(id, &d);
+	assert_true(d.damaged >= 1);
+	assert_int_equal(d.replaced, 1);
+	assert_int_equal(d.lost, 100);
+	tools_say_damaged();
+	prod.first = 100;
+	prod.n = 200;
+	send_all(&prod);
+	rt_wait_count(1, 200, WAIT_MS);
+	rt_stop_and_reap(&p, 1);
+	rt_stop_router();
+}
+
+int main(int argc, char **argv)
+{
+	(void)argc;
+	tool_bin = getenv("SHOAL_BIN");
+	if (tool_bin == NULL) {
+		fprintf(stderr, "SHOAL_BIN is not set\n");
+		return 77;
+	}
+	(void)argv;
+	rt_init();
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(damage_corrupted_ring_and_uplink_are_replaced_others_never_notice),
+		cmocka_unit_test(damage_garbage_head_drops_counted_copies_never_parks),
+		cmocka_unit_test(damage_corrupted_direct_ring_is_replaced_for_its_sender),
+		cmocka_unit_test(damage_registry_worker_count_is_bounded_for_direct_sends),
+		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
+					  (void *)&mailbox_cases[0]),
+		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
+					  (void *)&mailbox_cases[1]),
+		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
+					  (void *)&mailbox_cases[2]),
+		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
+					  (void *)&mailbox_cases[3]),
+		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
+					  (void *)&mailbox_cases[4]),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

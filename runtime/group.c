@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -141,6 +143,74 @@ int shoal_unsubscribe(struct shoal_ctx *ctx, uint32_t id)
 	ret = ctl_call(g, &req, sizeof(req), &reply, sizeof(reply), SHOAL__CTL_OK, NULL);
 	pthread_mutex_unlock(&g->ctl_lock);
 	return ret;
+}
+
+/* ---- the router's death ---------------------------------------------------- */
+
+/*
+ * A group must not outlive its router: once the router process is gone,
+ * nothing drains its uplinks or rings its doorbells, and a worker blocked in
+ * a send, a request or an idle poll would wait forever. The control socket
+ * hangs up the moment the router ends (or drops this group), so a watcher
+ * thread sleeps in poll() on that hang-up and then stops the group as
+ * shoal_group_stop() does: every wait returns -ESHUTDOWN within one sleep
+ * slice. Cost: one sleeping thread and one eventfd per process, nothing on
+ * the data path. poll() asks for POLLRDHUP only, so a reply waiting for a
+ * ctl_call() in another thread does not wake it, and it reads nothing.
+ */
+static void *watch_main(void *arg)
+{
+	struct shoal_group *g = arg;
+	struct pollfd p[2] = { { .fd = g->ctl, .events = POLLRDHUP },
+			       { .fd = g->watch_fd, .events = POLLIN } };
+
+	for (;;) {
+		int n = poll(p, 2, -1);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || p[1].revents != 0)
+			return NULL;
+		if (p[0].revents != 0) {
+			shoal_group_stop(g);
+			return NULL;
+		}
+	}
+}
+
+static int watch_start(struct shoal_group *g, struct shoal_err *err)
+{
+	sigset_t all, old;
+	int ret;
+
+	g->watch_fd = eventfd(0, EFD_CLOEXEC);
+	if (g->watch_fd < 0)
+		return shoal__fail(err, -errno, "eventfd: %s", strerror(errno));
+	/* Signals go to the program's own threads, never to the watcher. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = pthread_create(&g->watcher, NULL, watch_main, g);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret != 0) {
+		close(g->watch_fd);
+		g->watch_fd = -1;
+		return shoal__fail(err, -ret, "cannot start the router watcher: %s",
+				   strerror(ret));
+	}
+	return 0;
+}
+
+static void watch_stop(struct shoal_group *g)
+{
+	uint64_t one = 1;
+
+	if (g->watch_fd < 0)
+		return;
+	if (write(g->watch_fd, &one, sizeof(one)) != sizeof(one))
+		pthread_cancel(g->watcher);
+	pthread_join(g->watcher, NULL);
+	close(g->watch_fd);
+	g->watch_fd = -1;
 }
 
 /* ---- attach -------------------------------------------------------------- */
@@ -339,6 +409,7 @@ int shoal_group_attach(struct shoal_group **out, const struct shoal_group_desc *
 		return -ENOMEM;
 	g->desc = *desc;
 	g->ctl = -1;
+	g->watch_fd = -1;
 	snprintf(g->name, sizeof(g->name), "%s", name);
 	snprintf(g->system, sizeof(g->system), "%s", system);
 	pthread_mutex_init(&g->ctl_lock, NULL);
@@ -371,6 +442,8 @@ int shoal_group_attach(struct shoal_group **out, const struct shoal_group_desc *
 			goto fail;
 	}
 	ret = start_actors(g, err);
+	if (ret == 0)
+		ret = watch_start(g, err);
 	if (ret < 0)
 		goto fail;
 	*out = g;
@@ -474,6 +547,7 @@ void shoal_group_detach(struct shoal_group *g)
 {
 	if (g == NULL)
 		return;
+	watch_stop(g);
 	if (g->ctl >= 0 && g->mbx != NULL) {
 		struct shoal__ctl_hdr bye;
 		struct shoal__ctl_ok ok;

@@ -107,6 +107,8 @@ struct shoal_group {
 
 	int ctl;
 	pthread_mutex_t ctl_lock;        /* the control socket and peer mappings */
+	pthread_t watcher;               /* stops the group when the router is gone */
+	int watch_fd;                    /* eventfd: ends the watcher; -1: none */
 
 	struct shoal__registry reg;
 	struct shoal_seg bell_seg, mbx_seg;

@@ -577,14 +577,27 @@ static void group_left(struct shoal_router *r, int g)
 	note_change(r);
 }
 
+/*
+ * One reply, built under router->lock and sent after it is released, on a
+ * non-blocking socket: a peer that does not read can never hold the lock
+ * (and with it the supervisor) in a send.
+ */
+union ctl_reply {
+	struct shoal__ctl_hdr h;
+	struct shoal__ctl_welcome w;
+	struct shoal__ctl_ok ok;
+	struct shoal__ctl_direct d;
+	struct shoal__ctl_error e;
+};
+
 static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_hello *m,
-			struct shoal_err *err)
+			union ctl_reply *rep, size_t *rep_len, struct shoal_err *err)
 {
 	struct shoal_group_spec spec = { .name = m->group, .n_workers = m->n_workers,
 					 .n_actors = m->n_actors, .node = m->node };
 	const struct shoal__ctl_type *types = shoal__ctl_hello_types(m);
 	const struct shoal_filter *subs = shoal__ctl_hello_subs(m);
-	struct shoal__ctl_welcome w;
+	struct shoal__ctl_welcome *w = &rep->w;
 	struct shoal__group_slot *s;
 	uint32_t gen, id;
 	int g, ret;
@@ -626,34 +639,33 @@ static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_
 	ret = publish(r, err);
 	if (ret < 0)
 		return ret;
-	memset(&w, 0, sizeof(w));
-	shoal__ctl_init(&w.h, SHOAL__CTL_WELCOME, sizeof(w));
-	w.group = (uint16_t)g;
-	w.n_workers = s->n_workers;
-	w.n_actors = s->n_actors;
-	w.gen = gen;
-	w.spin_ns = r->spin_ns;
-	shoal__name_registry(w.registry, r->system);
-	shoal__name_bell(w.bell, r->system);
-	shoal__name_mailbox(w.mailbox, r->system, s->name);
+	memset(w, 0, sizeof(*w));
+	shoal__ctl_init(&w->h, SHOAL__CTL_WELCOME, sizeof(*w));
+	w->group = (uint16_t)g;
+	w->n_workers = s->n_workers;
+	w->n_actors = s->n_actors;
+	w->gen = gen;
+	w->spin_ns = r->spin_ns;
+	shoal__name_registry(w->registry, r->system);
+	shoal__name_bell(w->bell, r->system);
+	shoal__name_mailbox(w->mailbox, r->system, s->name);
+	*rep_len = sizeof(*w);
 	note_change(r);
-	return shoal__ctl_send(fd, &w, sizeof(w));
+	return 0;
 }
 
-static int reply_ok(int fd, uint32_t id)
+static void reply_ok(union ctl_reply *rep, size_t *rep_len, uint32_t id)
 {
-	struct shoal__ctl_ok ok;
-
-	memset(&ok, 0, sizeof(ok));
-	shoal__ctl_init(&ok.h, SHOAL__CTL_OK, sizeof(ok));
-	ok.id = id;
-	return shoal__ctl_send(fd, &ok, sizeof(ok));
+	memset(&rep->ok, 0, sizeof(rep->ok));
+	shoal__ctl_init(&rep->ok.h, SHOAL__CTL_OK, sizeof(rep->ok));
+	rep->ok.id = id;
+	*rep_len = sizeof(rep->ok);
 }
 
 static int handle_open_direct(struct shoal_router *r, int g, const struct shoal__ctl_open_direct *m,
-			      struct shoal_err *err)
+			      union ctl_reply *rep, size_t *rep_len, struct shoal_err *err)
 {
-	struct shoal__ctl_direct reply;
+	struct shoal__ctl_direct *reply = &rep->d;
 	struct shoal__group_slot *dst;
 	int ret;
 
@@ -662,27 +674,62 @@ static int handle_open_direct(struct shoal_router *r, int g, const struct shoal_
 	dst = &r->groups[m->dst_group];
 	if (m->dst_worker >= dst->n_workers || m->src_worker >= r->groups[g].n_workers)
 		return shoal__fail(err, -EINVAL, "worker out of range");
-	memset(&reply, 0, sizeof(reply));
-	shoal__ctl_init(&reply.h, SHOAL__CTL_DIRECT, sizeof(reply));
-	snprintf(reply.ring, sizeof(reply.ring), "in.%u.g%d.%u", m->dst_worker, g, m->src_worker);
-	ret = alloc_ring(&dst->mbx, reply.ring, r->direct_cap);
+	memset(reply, 0, sizeof(*reply));
+	shoal__ctl_init(&reply->h, SHOAL__CTL_DIRECT, sizeof(*reply));
+	snprintf(reply->ring, sizeof(reply->ring), "in.%u.g%d.%u", m->dst_worker, g, m->src_worker);
+	ret = alloc_ring(&dst->mbx, reply->ring, r->direct_cap);
 	if (ret < 0)
 		return shoal__fail(err, ret, "no room for a direct ring in group %s's mailbox",
 				   dst->name);
 	/* The receiver looks for new rings when it wakes. */
 	shoal_doorbell_notify(&dst->hdr->w[m->dst_worker].in_db);
-	return shoal__ctl_send(r->groups[g].conn, &reply, sizeof(reply));
+	*rep_len = sizeof(*reply);
+	return 0;
 }
 
-/* Handle one packet from `fd`. Returns < 0 to drop the connection. */
+/*
+ * Send one reply without waiting. The kernel's socket buffer is the
+ * connection's whole output queue: a group has one request in flight and
+ * reads its reply before the next, so only a peer that does not read its
+ * replies fills it. -EAGAIN then, and the caller drops the connection.
+ */
+static int conn_send(int fd, const void *msg, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = send(fd, msg, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	return n == (ssize_t)len ? 0 : -EIO;
+}
+
+static int conn_send_error(int fd, int code, const char *msg)
+{
+	struct shoal__ctl_error e;
+
+	memset(&e, 0, sizeof(e));
+	shoal__ctl_init(&e.h, SHOAL__CTL_ERROR, sizeof(e));
+	e.err = code;
+	snprintf(e.msg, sizeof(e.msg), "%s", msg);
+	return conn_send(fd, &e, sizeof(e));
+}
+
+/*
+ * Handle one packet from `fd`. Returns < 0 to drop the connection: a failed
+ * HELLO, a request before HELLO, or a reply the peer has no room for.
+ */
 static int handle_packet(struct shoal_router *r, int fd, const void *buf, size_t len)
 {
 	struct shoal_err err = { { 0 } };
 	int op = shoal__ctl_check(buf, len, &err), g, ret = 0;
+	union ctl_reply rep;
+	size_t rep_len = 0;
 	uint32_t id = 0;
 
 	if (op < 0) {
-		shoal__ctl_send_error(fd, op, err.msg);
+		conn_send_error(fd, op, err.msg);
 		return op;
 	}
 	pthread_mutex_lock(&r->lock);
@@ -693,7 +740,7 @@ static int handle_packet(struct shoal_router *r, int fd, const void *buf, size_t
 	}
 	switch (op) {
 	case SHOAL__CTL_HELLO:
-		ret = handle_hello(r, fd, buf, &err);
+		ret = handle_hello(r, fd, buf, &rep, &rep_len, &err);
 		break;
 	case SHOAL__CTL_SUB: {
 		struct shoal_filter f = ((const struct shoal__ctl_sub *)buf)->f;
@@ -703,7 +750,7 @@ static int handle_packet(struct shoal_router *r, int fd, const void *buf, size_t
 		if (ret == 0)
 			ret = publish(r, &err);
 		if (ret == 0)
-			ret = reply_ok(fd, id);
+			reply_ok(&rep, &rep_len, id);
 		break;
 	}
 	case SHOAL__CTL_UNSUB:
@@ -713,14 +760,14 @@ static int handle_packet(struct shoal_router *r, int fd, const void *buf, size_t
 		else
 			ret = publish(r, &err);
 		if (ret == 0)
-			ret = reply_ok(fd, id);
+			reply_ok(&rep, &rep_len, id);
 		break;
 	case SHOAL__CTL_OPEN_DIRECT:
-		ret = handle_open_direct(r, g, buf, &err);
+		ret = handle_open_direct(r, g, buf, &rep, &rep_len, &err);
 		break;
 	case SHOAL__CTL_BYE:
 		group_left(r, g);
-		ret = reply_ok(fd, 0);
+		reply_ok(&rep, &rep_len, 0);
 		break;
 	default:
 		ret = shoal__fail(&err, -EBADMSG, "op %d is not a request", op);
@@ -728,8 +775,15 @@ static int handle_packet(struct shoal_router *r, int fd, const void *buf, size_t
 	}
 out:
 	pthread_mutex_unlock(&r->lock);
-	if (ret < 0 && err.msg[0] != '\0')
-		shoal__ctl_send_error(fd, ret, err.msg);
+	if (ret < 0 && err.msg[0] != '\0') {
+		if (conn_send_error(fd, ret, err.msg) == -EAGAIN)
+			return -EAGAIN;
+	} else if (ret == 0 && rep_len > 0) {
+		int sent = conn_send(fd, &rep, rep_len);
+
+		if (sent < 0)
+			return sent;
+	}
 	/* A failed HELLO ends the connection; a failed request does not. */
 	return (ret < 0 && (op == SHOAL__CTL_HELLO || g < 0)) ? ret : 0;
 }
@@ -748,27 +802,94 @@ static void conn_close(struct shoal_router *r, int ep, int fd)
 }
 
 #define CONN_REFUSED (UINT64_C(1) << 32)
+#define ACCEPT_BACKOFF_NS (100 * UINT64_C(1000000))
+#define ACCEPT_LOG_NS (1000 * UINT64_C(1000000))
+
+/* The control thread's own state (only it touches this). */
+struct ctl_loop {
+	int ep;
+	int spare_fd;              /* held to answer a peer when out of descriptors */
+	bool listening;            /* listen_fd is in the epoll set */
+	uint64_t resume_ns;        /* re-arm listen_fd at this time; 0: armed */
+	uint64_t logged_ns;        /* last "out of descriptors" line */
+	uint64_t refused;          /* peers turned away since that line */
+};
+
+static void listen_arm(struct shoal_router *r, struct ctl_loop *c, bool on)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = (uint64_t)r->listen_fd };
+
+	if (on != c->listening &&
+	    epoll_ctl(c->ep, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, r->listen_fd, &ev) == 0)
+		c->listening = on;
+}
+
+/*
+ * accept() failed for want of a descriptor (EMFILE, ENFILE) or of memory.
+ * The pending peer stays readable on listen_fd, so simply returning would
+ * spin. Instead: give up the spare descriptor, accept the peer with it,
+ * tell it why and close it (its attach fails with that reason and its
+ * supervisor's policy decides); and if even that fails, stop watching
+ * listen_fd for ACCEPT_BACKOFF_NS. Either way, say so on stderr (once a
+ * second at most): the router has no other channel to the operator.
+ */
+static void accept_starved(struct shoal_router *r, struct ctl_loop *c, int e)
+{
+	uint64_t now = shoal__now_ns();
+	char msg[SHOAL_ERR_MSG_MAX];
+	int fd = -1;
+
+	snprintf(msg, sizeof(msg), "the router of system %s cannot accept a connection: %s "
+		 "(raise the open files limit, ulimit -n)", r->system, strerror(e));
+	if (c->spare_fd >= 0) {
+		close(c->spare_fd);
+		c->spare_fd = -1;
+		fd = accept4(r->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd >= 0) {
+			conn_send_error(fd, -e, msg);
+			close(fd);
+		}
+		c->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
+	if (fd < 0) {
+		listen_arm(r, c, false);
+		c->resume_ns = now + ACCEPT_BACKOFF_NS;
+	}
+	c->refused++;
+	if (now - c->logged_ns >= ACCEPT_LOG_NS) {
+		fprintf(stderr, "shoal: %s; %llu peer%s turned away\n", msg,
+			(unsigned long long)c->refused, c->refused == 1 ? "" : "s");
+		c->logged_ns = now;
+		c->refused = 0;
+	}
+}
 
 /*
  * Accept a connection. Only the system's owner may attach: peer
  * credentials, not the file mode alone (the socket may be reachable by
  * others). A refused peer is answered at its first request, so that it
- * reads the reason instead of a reset connection.
+ * reads the reason instead of a reset connection. Connections are
+ * non-blocking: nothing a peer does (or fails to do) blocks this thread.
  */
-static void conn_accept(struct shoal_router *r, int ep)
+static void conn_accept(struct shoal_router *r, struct ctl_loop *c)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
-	int fd = accept4(r->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	int fd = accept4(r->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
-	if (fd < 0)
+	if (fd < 0) {
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+			accept_starved(r, c, errno);
 		return;
+	}
 	ev.data.u64 = (uint64_t)fd;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != geteuid())
 		ev.data.u64 |= CONN_REFUSED | (uint64_t)cred.uid << 33;
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0)
+	if (epoll_ctl(c->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+		accept_starved(r, c, errno);
 		close(fd);
+	}
 }
 
 static void conn_refuse(struct shoal_router *r, int fd, uint64_t data, void *buf)
@@ -778,53 +899,68 @@ static void conn_refuse(struct shoal_router *r, int fd, uint64_t data, void *buf
 	(void)shoal__ctl_recv(fd, buf, SHOAL__CTL_MAX);
 	snprintf(msg, sizeof(msg), "uid %u may not attach to system %s (owner uid %u)",
 		 (unsigned)(data >> 33), r->system, (unsigned)geteuid());
-	shoal__ctl_send_error(fd, -EACCES, msg);
+	conn_send_error(fd, -EACCES, msg);
 }
 
 static void *control_main(void *arg)
 {
 	struct shoal_router *r = arg;
 	struct epoll_event ev = { .events = EPOLLIN }, evs[32];
-	int ep = epoll_create1(EPOLL_CLOEXEC);
+	struct ctl_loop c = { .ep = epoll_create1(EPOLL_CLOEXEC),
+			      .spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC) };
 	void *buf = malloc(SHOAL__CTL_MAX);
 
-	if (ep < 0 || buf == NULL)
+	if (c.ep < 0 || buf == NULL)
 		goto out;
-	ev.data.u64 = (uint64_t)r->listen_fd;
-	epoll_ctl(ep, EPOLL_CTL_ADD, r->listen_fd, &ev);
+	listen_arm(r, &c, true);
 	ev.data.u64 = (uint64_t)r->wake_fd;
-	epoll_ctl(ep, EPOLL_CTL_ADD, r->wake_fd, &ev);
+	epoll_ctl(c.ep, EPOLL_CTL_ADD, r->wake_fd, &ev);
 	while (!atomic_load(&r->stopping)) {
-		int n = epoll_wait(ep, evs, 32, -1);
+		int timeout = -1, n;
 
+		if (c.resume_ns != 0) {
+			uint64_t now = shoal__now_ns();
+
+			if (now >= c.resume_ns) {
+				c.resume_ns = 0;
+				listen_arm(r, &c, true);
+			} else {
+				timeout = (int)((c.resume_ns - now) / 1000000) + 1;
+			}
+		}
+		n = epoll_wait(c.ep, evs, 32, timeout);
 		for (int i = 0; i < n; i++) {
 			int fd = (int)(uint32_t)evs[i].data.u64, len;
 
 			if (fd == r->wake_fd)
 				continue;
 			if (fd == r->listen_fd) {
-				conn_accept(r, ep);
+				conn_accept(r, &c);
 				continue;
 			}
 			if (evs[i].data.u64 & CONN_REFUSED) {
 				if (evs[i].events & EPOLLIN)
 					conn_refuse(r, fd, evs[i].data.u64, buf);
-				epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+				epoll_ctl(c.ep, EPOLL_CTL_DEL, fd, NULL);
 				close(fd);
 				continue;
 			}
 			if (evs[i].events & EPOLLIN) {
 				len = shoal__ctl_recv(fd, buf, SHOAL__CTL_MAX);
+				if (len == -EAGAIN)
+					continue;
 				if (len > 0 && handle_packet(r, fd, buf, (size_t)len) == 0)
 					continue;
 			}
-			conn_close(r, ep, fd);
+			conn_close(r, c.ep, fd);
 		}
 	}
 out:
 	free(buf);
-	if (ep >= 0)
-		close(ep);
+	if (c.spare_fd >= 0)
+		close(c.spare_fd);
+	if (c.ep >= 0)
+		close(c.ep);
 	return NULL;
 }
 

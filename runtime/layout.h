@@ -109,7 +109,11 @@ struct shoal__reg_group {
 	_Atomic uint32_t attaches;       /* processes that attached (restarts + 1) */
 	uint32_t pad0;
 	char mailbox[SHOAL_SEG_NAME_MAX];
-	uint8_t pad1[64];
+	/* Messages left in its mailbox when it was marked failed, or when the
+	 * system stopped with no process to drain them: lost, counted here
+	 * (router-written). */
+	_Atomic uint64_t lost_queued;
+	uint8_t pad1[56];
 	struct shoal__reg_gstat stats[SHOAL_MAX_NODES];
 };
 

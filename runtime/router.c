@@ -50,6 +50,7 @@
 
 #include "runtime/proto.h"
 #include "runtime/router_impl.h"
+#include "runtime/supervisor.h"
 #include "shm/util.h"
 
 #define MAILBOX_DIR_CAP 1024u
@@ -1254,6 +1255,7 @@ void shoal_router_stats(struct shoal_router *r, struct shoal_router_stats *st)
 			continue;
 		st->running += s->conn >= 0;
 		st->failed += shoal_load_relaxed(&r->regg[g].state) == SHOAL_GROUP_FAILED;
+		st->dropped += shoal_load_relaxed(&r->regg[g].lost_queued);
 		st->restarts += attaches > 1 ? attaches - 1 : 0;
 		for (unsigned w = 0; w < s->n_workers; w++) {
 			st->handled += shoal_load_relaxed(&s->hdr->w[w].handled);
@@ -1338,19 +1340,73 @@ int shoal_router_stop_groups(struct shoal_router *r, int64_t timeout_ns)
 	return ret == 0 ? 0 : -ETIMEDOUT;
 }
 
+/*
+ * Count the records still queued in group g's inbound rings (those of the
+ * dispatchers and the direct ones) into its lost_queued counter, for a
+ * group no process will drain any more. Lock held. Returns the count. A
+ * ring that fails its check (damaged) adds nothing here: that is the
+ * damage report's to count.
+ */
+static uint64_t count_stranded(struct shoal_router *r, int g)
+{
+	struct shoal__group_slot *s = &r->groups[g];
+	uint32_t n = shoal_seg_dir_count(&s->mbx);
+	uint64_t total = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct shoal_seg_region reg;
+		struct shoal_ring_stats st;
+		struct shoal_err err;
+		const void *mem;
+		int k;
+
+		if (shoal_seg_region_at(&s->mbx, i, &reg) < 0 || reg.kind != SHOAL_SEG_KIND_RING ||
+		    strncmp(reg.name, "in.", 3) != 0)
+			continue;
+		mem = shoal_seg_ptr(&s->mbx, reg.off, reg.len, 128);
+		k = mem != NULL ? shoal_ring_check(mem, reg.len, &st, &err) : -EUCLEAN;
+		if (k > 0)
+			total += (uint64_t)k;
+	}
+	/* Relaxed: a counter for display; this thread is its only writer. */
+	shoal_store_relaxed(&r->regg[g].lost_queued,
+			    shoal_load_relaxed(&r->regg[g].lost_queued) + total);
+	return total;
+}
+
 int shoal_router_fail_group(struct shoal_router *r, int id)
 {
 	int ret = -ENOENT;
 
 	pthread_mutex_lock(&r->lock);
 	if (id >= 0 && (uint32_t)id < r->n_groups && r->groups[id].used) {
+		bool was_failed = shoal_load_relaxed(&r->regg[id].state) == SHOAL_GROUP_FAILED;
+
 		shoal_store_relaxed(&r->regg[id].state, SHOAL_GROUP_FAILED);
 		ret = publish(r, NULL);
+		/* After the publish no dispatcher delivers to it any more: what
+		 * its rings hold now is all it will ever hold, and no process may
+		 * attach to drain it. */
+		if (!was_failed && r->groups[id].conn < 0)
+			count_stranded(r, id);
 		wake_all_workers(r);
 		note_change(r);
 	}
 	pthread_mutex_unlock(&r->lock);
 	return ret;
+}
+
+uint64_t shoal__router_count_stranded(struct shoal_router *r)
+{
+	uint64_t total = 0;
+
+	pthread_mutex_lock(&r->lock);
+	for (uint32_t g = 0; g < r->n_groups; g++)
+		if (r->groups[g].used && r->groups[g].conn < 0 &&
+		    shoal_load_relaxed(&r->regg[g].state) != SHOAL_GROUP_FAILED)
+			total += count_stranded(r, (int)g);
+	pthread_mutex_unlock(&r->lock);
+	return total;
 }
 
 pid_t shoal_router_group_pid(struct shoal_router *r, int id)

@@ -715,6 +715,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	struct sup s = { .o = o, .sigfd = -1 };
 	struct sigaction ign = { .sa_handler = SIG_IGN }, old_pipe;
 	sigset_t mask, old;
+	uint64_t lost;
 	int ret;
 
 	ret = shoal__config_load(o->config, &s.cfg, err);
@@ -760,6 +761,11 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 		launch(&s, i);
 	run_loop(&s);
 	stop_all(&s);
+	lost = shoal__router_count_stranded(s.router);
+	if (lost > 0)
+		event(&s, "%llu message%s still queued for groups that stopped without draining "
+		      "them: counted as lost (lost_queued)", (unsigned long long)lost,
+		      lost == 1 ? " was" : "s were");
 	status(&s, shoal__now_ns());
 	clear_status(&s);
 	event(&s, "system %s stopped%s", s.cfg->system, s.failure ? " with failures" : "");

@@ -895,6 +895,42 @@ static void run_survives_its_output_reader_going_away(void **state)
 	assert_int_equal(count_system_files("pipe"), 0);
 }
 
+/* SIGINT while a consumer is stopped (SIGSTOP): it cannot drain, is killed
+ * at its stop timeout, and what it left queued is counted and said. */
+static void run_messages_stranded_at_sigint_are_counted(void **state)
+{
+	const char *cfg = in_dir("strand.yaml"), *out = in_dir("strand.out");
+	char text[2048];
+	pid_t run, consumer;
+	int status;
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "system: strand\n"
+		 "types:\n  - { id: 3, name: work, max_size: 64 }\n"
+		 "groups:\n"
+		 "  - name: consumer\n    program: %s\n    args: [--role, consumer]\n"
+		 "    routes: [ { types: [work] } ]\n    stop: { timeout: 300ms }\n"
+		 "  - name: producer\n    program: %s\n"
+		 "    args: [--role, producer, --n, \"1000000\", --rate, \"2000\"]\n",
+		 group_bin, group_bin);
+	write_file(cfg, text);
+	run = start_run(cfg, out);
+	wait_attached("strand", "consumer");
+	wait_attached("strand", "producer");
+	consumer = group_pid("strand", "consumer");
+	kill(consumer, SIGSTOP);
+	usleep(500000);
+	kill(run, SIGINT);
+	status = test_wait_pid(run, 30000);
+	kill(consumer, SIGCONT);
+	assert_int_not_equal(status, -1);
+	assert_true(WIFEXITED(status));
+	expect_output(out, "still queued for groups that stopped without draining them: "
+		      "counted as lost", 0);
+	assert_int_equal(count_system_files("strand"), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest fixed[] = {
@@ -912,6 +948,7 @@ int main(void)
 					  kill_started),
 		cmocka_unit_test_teardown(run_groups_exit_when_their_router_is_killed, kill_started),
 		cmocka_unit_test_teardown(run_survives_its_output_reader_going_away, kill_started),
+		cmocka_unit_test_teardown(run_messages_stranded_at_sigint_are_counted, kill_started),
 	};
 	struct CMUnitTest table[N_BAD];
 	char names[N_BAD][64];

@@ -351,6 +351,9 @@ static int text_group(const struct shoal__group_view *g)
 	field("routed in", "%llu delivered, %llu dropped full, %llu dropped dead",
 	      (unsigned long long)g->delivered, (unsigned long long)g->dropped_full,
 	      (unsigned long long)g->dropped_dead);
+	if (g->lost_queued > 0)
+		field("lost queued", "%llu (left in its mailbox when it failed or the system "
+		      "stopped)", (unsigned long long)g->lost_queued);
 	if (g->mailbox[0] == '\0')
 		return 0;
 	field("mailbox", "%s, %s", shoal__fmt_printable(mbx, sizeof(mbx), g->mailbox),
@@ -518,6 +521,7 @@ static void json_group(struct shoal__json *j, const struct shoal__group_view *g)
 	shoal__json_uint(j, "delivered", g->delivered);
 	shoal__json_uint(j, "dropped_full", g->dropped_full);
 	shoal__json_uint(j, "dropped_dead", g->dropped_dead);
+	shoal__json_uint(j, "lost_queued", g->lost_queued);
 	if (g->have_counters)
 		json_counters(j, &g->w);
 	else

@@ -63,6 +63,7 @@ struct shoal__group_view {
 	uint32_t attaches;
 	/* Registry counters, summed over dispatchers. */
 	uint64_t delivered, dropped_full, dropped_dead;
+	uint64_t lost_queued;            /* left queued when it failed or the system stopped */
 
 	char mailbox[SHOAL_SEG_NAME_MAX];   /* segment name; "" if it cannot be told */
 	uint64_t mailbox_size;

@@ -56,6 +56,15 @@
 #define MAILBOX_DIR_CAP 1024u
 #define MAILBOX_DIRECT_RINGS 128u
 #define MAX_CONNS 1024
+/*
+ * Groups a process registers without the router (the system's file, or
+ * shoal_router_group()) having declared them keep their slot and mailbox
+ * while the router runs, so that a returning process finds what was queued
+ * for it. A same-user process could register new names until every slot
+ * and /dev/shm are taken (254 in 0.2 s, 2.6 GB); at most this many such
+ * groups exist, which leaves the other slots to declared groups.
+ */
+#define MAX_RUNTIME_GROUPS 64u
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -381,9 +390,21 @@ fail:
 	return ret;
 }
 
-/* Declare a group slot. Called with r->lock held. Returns the id. */
+static uint32_t runtime_groups(const struct shoal_router *r)
+{
+	uint32_t n = 0;
+
+	for (uint32_t g = 0; g < r->n_groups; g++)
+		n += r->groups[g].used && r->groups[g].runtime;
+	return n;
+}
+
+/*
+ * Declare a group slot: `runtime` for one a process registers (HELLO), not
+ * the router's owner. Called with r->lock held. Returns the id.
+ */
 static int declare_group(struct shoal_router *r, const struct shoal_group_spec *spec,
-			 struct shoal_err *err)
+			 bool runtime, struct shoal_err *err)
 {
 	uint16_t nw = spec->n_workers ? spec->n_workers : 1;
 	uint16_t na = spec->n_actors ? spec->n_actors : 1;
@@ -415,11 +436,17 @@ static int declare_group(struct shoal_router *r, const struct shoal_group_spec *
 			return shoal__fail(err, -EEXIST, "group %s is declared with %u workers and "
 					   "%u actors, not %u and %u", spec->name, s->n_workers,
 					   s->n_actors, nw, na);
+		if (!runtime)
+			s->runtime = false;   /* declared now: no longer counts as run-time */
 		return id;
 	}
 	if (r->n_groups >= SHOAL_MAX_GROUPS)
 		return shoal__fail(err, -ENOSPC, "the system already has %d groups",
 				   SHOAL_MAX_GROUPS);
+	if (runtime && runtime_groups(r) >= MAX_RUNTIME_GROUPS)
+		return shoal__fail(err, -ENOSPC, "system %s already has %u groups that it did not "
+				   "declare (the limit): declare group %s in the system's file",
+				   r->system, MAX_RUNTIME_GROUPS, spec->name);
 	{
 		char seg_name[SHOAL_SEG_NAME_MAX];
 
@@ -445,6 +472,7 @@ static int declare_group(struct shoal_router *r, const struct shoal_group_spec *
 	if (ret < 0)
 		return ret;
 	s->used = true;
+	s->runtime = runtime;
 	r->n_groups++;
 	rg = &r->regg[id];
 	memcpy(rg->name, s->name, sizeof(rg->name));
@@ -610,7 +638,7 @@ static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_
 		if (ret < 0)
 			return ret;
 	}
-	g = declare_group(r, &spec, err);
+	g = declare_group(r, &spec, true, err);
 	if (g < 0)
 		return g;
 	s = &r->groups[g];
@@ -1146,7 +1174,7 @@ int shoal_router_group(struct shoal_router *r, const struct shoal_group_spec *sp
 	int ret;
 
 	pthread_mutex_lock(&r->lock);
-	ret = declare_group(r, spec, err);
+	ret = declare_group(r, spec, false, err);
 	pthread_mutex_unlock(&r->lock);
 	return ret;
 }

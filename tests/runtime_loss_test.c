@@ -4,6 +4,8 @@
  * queued in a mailbox when its group is marked failed, and those left in a
  * stopped consumer's mailbox when the system stops. Real processes, real
  * shared memory; the consumer is SIGSTOPped so that its queue stays full.
+ * Also: groups that processes register without the router having declared
+ * them are bounded, so that such registrations cannot take every slot.
  */
 #include <errno.h>
 #include <signal.h>
@@ -112,11 +114,68 @@ static void runtime_messages_stranded_at_stop_are_counted(void **state)
 	rt_stop_router();
 }
 
+/* Attach and leave groups r0, r1, ... until one is refused; report how
+ * many attached in status[0] and the refusal in status[1]. */
+static int register_many_main(void *arg)
+{
+	struct shoal_group_desc d = { .n_workers = 1, .n_actors = 1, .node = -1,
+				      .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = rt_count_handler };
+	int n = 0, ret = 0;
+
+	(void)arg;
+	while (n < SHOAL_MAX_GROUPS) {
+		struct shoal_err err = { { 0 } };
+		struct shoal_group *g;
+		char name[16];
+
+		snprintf(name, sizeof(name), "r%d", n);
+		d.name = name;
+		ret = shoal_group_attach(&g, &d, NULL, &err);
+		if (ret < 0) {
+			CHILD_CHECK(strstr(err.msg, "did not declare") != NULL);
+			break;
+		}
+		shoal_group_detach(g);
+		n++;
+	}
+	atomic_store(&rt_res->status[0], n);
+	atomic_store(&rt_res->status[1], ret);
+	/* A returning name keeps its slot. */
+	d.name = "r0";
+	{
+		struct shoal_group *g;
+
+		CHILD_CHECK(shoal_group_attach(&g, &d, NULL, NULL) == 0);
+		shoal_group_detach(g);
+	}
+	return 0;
+}
+
+static void runtime_undeclared_groups_are_bounded(void **state)
+{
+	int id;
+
+	(void)state;
+	assert_int_equal(rt_start_router("loss-bound", NULL, 0), 0);
+	test_assert_exited(test_wait_pid(test_spawn(register_many_main, NULL), 60000), 0);
+	print_message("%d undeclared groups registered, the next refused: %s\n",
+		      atomic_load(&rt_res->status[0]), strerror(-atomic_load(&rt_res->status[1])));
+	assert_true(atomic_load(&rt_res->status[0]) >= 16);
+	assert_true(atomic_load(&rt_res->status[0]) < SHOAL_MAX_GROUPS / 2);
+	assert_int_equal(atomic_load(&rt_res->status[1]), -ENOSPC);
+	/* Declared groups still have room. */
+	id = rt_declare("declared", 1, 1);
+	assert_true(id > atomic_load(&rt_res->status[0]) - 1);
+	rt_stop_router();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(runtime_queued_messages_of_a_failed_group_are_counted),
 		cmocka_unit_test(runtime_messages_stranded_at_stop_are_counted),
+		cmocka_unit_test(runtime_undeclared_groups_are_bounded),
 	};
 
 	rt_init();

@@ -916,7 +916,13 @@ static void conn_accept(struct shoal_router *r, struct ctl_loop *c)
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != geteuid())
 		ev.data.u64 |= CONN_REFUSED | (uint64_t)cred.uid << 33;
 	if (epoll_ctl(c->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
-		accept_starved(r, c, errno);
+		char msg[SHOAL_ERR_MSG_MAX];
+		int e = errno;
+
+		snprintf(msg, sizeof(msg), "the router of system %s cannot watch a connection: %s",
+			 r->system, strerror(e));
+		conn_send_error(fd, -e, msg);
+		fprintf(stderr, "shoal: %s\n", msg);
 		close(fd);
 	}
 }

@@ -591,6 +591,40 @@ static int conn_group(const struct shoal_router *r, int fd)
 	return -1;
 }
 
+/*
+ * Count the records still queued in group g's inbound rings (those of the
+ * dispatchers and the direct ones) into its lost_queued counter, for a
+ * group no process will drain any more. Lock held. Returns the count. A
+ * ring that fails its check (damaged) adds nothing here: that is the
+ * damage report's to count.
+ */
+static uint64_t count_stranded(struct shoal_router *r, int g)
+{
+	struct shoal__group_slot *s = &r->groups[g];
+	uint32_t n = shoal_seg_dir_count(&s->mbx);
+	uint64_t total = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct shoal_seg_region reg;
+		struct shoal_ring_stats st;
+		struct shoal_err err;
+		const void *mem;
+		int k;
+
+		if (shoal_seg_region_at(&s->mbx, i, &reg) < 0 || reg.kind != SHOAL_SEG_KIND_RING ||
+		    strncmp(reg.name, "in.", 3) != 0)
+			continue;
+		mem = shoal_seg_ptr(&s->mbx, reg.off, reg.len, 128);
+		k = mem != NULL ? shoal_ring_check(mem, reg.len, &st, &err) : -EUCLEAN;
+		if (k > 0)
+			total += (uint64_t)k;
+	}
+	/* Relaxed: a counter for display; this thread is its only writer. */
+	shoal_store_relaxed(&r->regg[g].lost_queued,
+			    shoal_load_relaxed(&r->regg[g].lost_queued) + total);
+	return total;
+}
+
 static void group_left(struct shoal_router *r, int g)
 {
 	struct shoal__group_slot *s = &r->groups[g];
@@ -601,6 +635,8 @@ static void group_left(struct shoal_router *r, int g)
 	shoal_store_relaxed(&r->regg[g].pid, 0);
 	if (shoal_load_relaxed(&r->regg[g].state) != SHOAL_GROUP_FAILED)
 		shoal_store_relaxed(&r->regg[g].state, SHOAL_GROUP_DOWN);
+	else
+		count_stranded(r, g);   /* failed while attached: nothing drains it now */
 	/* Requesters waiting on this group re-check its state now. */
 	wake_all_workers(r);
 	note_change(r);
@@ -1374,40 +1410,6 @@ int shoal_router_stop_groups(struct shoal_router *r, int64_t timeout_ns)
 	return ret == 0 ? 0 : -ETIMEDOUT;
 }
 
-/*
- * Count the records still queued in group g's inbound rings (those of the
- * dispatchers and the direct ones) into its lost_queued counter, for a
- * group no process will drain any more. Lock held. Returns the count. A
- * ring that fails its check (damaged) adds nothing here: that is the
- * damage report's to count.
- */
-static uint64_t count_stranded(struct shoal_router *r, int g)
-{
-	struct shoal__group_slot *s = &r->groups[g];
-	uint32_t n = shoal_seg_dir_count(&s->mbx);
-	uint64_t total = 0;
-
-	for (uint32_t i = 0; i < n; i++) {
-		struct shoal_seg_region reg;
-		struct shoal_ring_stats st;
-		struct shoal_err err;
-		const void *mem;
-		int k;
-
-		if (shoal_seg_region_at(&s->mbx, i, &reg) < 0 || reg.kind != SHOAL_SEG_KIND_RING ||
-		    strncmp(reg.name, "in.", 3) != 0)
-			continue;
-		mem = shoal_seg_ptr(&s->mbx, reg.off, reg.len, 128);
-		k = mem != NULL ? shoal_ring_check(mem, reg.len, &st, &err) : -EUCLEAN;
-		if (k > 0)
-			total += (uint64_t)k;
-	}
-	/* Relaxed: a counter for display; this thread is its only writer. */
-	shoal_store_relaxed(&r->regg[g].lost_queued,
-			    shoal_load_relaxed(&r->regg[g].lost_queued) + total);
-	return total;
-}
-
 int shoal_router_fail_group(struct shoal_router *r, int id)
 {
 	int ret = -ENOENT;
@@ -1420,7 +1422,8 @@ int shoal_router_fail_group(struct shoal_router *r, int id)
 		ret = publish(r, NULL);
 		/* After the publish no dispatcher delivers to it any more: what
 		 * its rings hold now is all it will ever hold, and no process may
-		 * attach to drain it. */
+		 * attach to drain it. A process still attached may drain some:
+		 * group_left() counts when it leaves. */
 		if (!was_failed && r->groups[id].conn < 0)
 			count_stranded(r, id);
 		wake_all_workers(r);

@@ -2,7 +2,9 @@
 /*
  * Supervisor: one thread, one poll loop over a signalfd (SIGINT, SIGTERM,
  * SIGHUP) and a pidfd per group process, so a death is seen the moment it
- * happens. Everything else (timers for restarts with exponential backoff,
+ * happens (a process whose pidfd_open() failed, say for EMFILE, is polled
+ * with waitpid() every POLL_PID_NS instead, and that is logged). SIGPIPE is
+ * ignored: a reader of our output that goes away costs the output only. Everything else (timers for restarts with exponential backoff,
  * the stop sequence, the status line) hangs off that loop's timeout.
  *
  * Lifecycle of one group process:
@@ -222,6 +224,7 @@ static int launch(struct sup *s, uint32_t i)
 	struct proc *p = &s->procs[i];
 	char **env = child_env(g, s->cfg->system);
 	sigset_t none;
+	int pidfd_err;
 	pid_t pid;
 
 	if (env == NULL)
@@ -238,13 +241,14 @@ static int launch(struct sup *s, uint32_t i)
 	}
 	p->pid = pid;
 	p->pidfd = pidfd_open(pid, 0);
+	pidfd_err = p->pidfd < 0 ? errno : 0;
 	p->started_ns = shoal__now_ns();
 	p->restart_at_ns = 0;
 	p->stopping = false;
 	event(s, "group %s: started pid %d", g->name, (int)pid);
 	if (p->pidfd < 0)
 		event(s, "group %s: pidfd_open: %s; watching pid %d with waitpid() every %llu ms "
-		      "instead", g->name, strerror(errno), (int)pid,
+		      "instead", g->name, strerror(pidfd_err), (int)pid,
 		      (unsigned long long)(POLL_PID_NS / 1000000));
 	return 0;
 }
@@ -455,6 +459,21 @@ static void stop_all(struct sup *s)
 		}
 		wait_level(s, order, shoal__now_ns() + 5000000000ull);
 	}
+}
+
+/*
+ * Every process has ended; give the router's control thread (at most a
+ * second) to see their connections close, so that what their mailboxes
+ * still hold is counted as stranded.
+ */
+static void wait_detached(struct sup *s)
+{
+	uint64_t deadline = shoal__now_ns() + 1000000000u;
+
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
+		while (shoal_router_group_pid(s->router, s->procs[i].id) != 0 &&
+		       shoal__now_ns() < deadline)
+			shoal_router_wait_change(s->router, 10000000);
 }
 
 /* ---- router setup and reload -------------------------------------------------------------- */
@@ -761,6 +780,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 		launch(&s, i);
 	run_loop(&s);
 	stop_all(&s);
+	wait_detached(&s);
 	lost = shoal__router_count_stranded(s.router);
 	if (lost > 0)
 		event(&s, "%llu message%s still queued for groups that stopped without draining "

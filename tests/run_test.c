@@ -4,7 +4,10 @@
  * processes (SHOAL_TEST_GROUP, tests/run_group.c) from YAML files this test
  * writes. Bad configs, kill -9 under load, a crash loop, ordered stop with
  * nothing left in shared memory, a live route switch on SIGHUP, and a start
- * over the leftovers of a killed router.
+ * over the leftovers of a killed router. Faults around the supervisor: a
+ * control client that never reads, too few descriptors, a killed router's
+ * groups, a reader of its output that goes away, and messages stranded by a
+ * stop.
  */
 #include <errno.h>
 #include <fcntl.h>

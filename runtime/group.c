@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -151,66 +150,34 @@ int shoal_unsubscribe(struct shoal_ctx *ctx, uint32_t id)
  * A group must not outlive its router: once the router process is gone,
  * nothing drains its uplinks or rings its doorbells, and a worker blocked in
  * a send, a request or an idle poll would wait forever. The control socket
- * hangs up the moment the router ends (or drops this group), so a watcher
- * thread sleeps in poll() on that hang-up and then stops the group as
- * shoal_group_stop() does: every wait returns -ESHUTDOWN within one sleep
- * slice. Cost: one sleeping thread and one eventfd per process, nothing on
- * the data path. poll() asks for POLLRDHUP only, so a reply waiting for a
- * ctl_call() in another thread does not wake it, and it reads nothing.
+ * hangs up the moment the router ends (or drops this group). Every wait
+ * re-checks shoal__stop_requested() once per sleep slice, and that asks
+ * this function, which looks at the socket at most once per
+ * ROUTER_CHECK_NS per process: one clock read (vDSO) otherwise, and never
+ * on a path that moves a message. poll() asks for POLLRDHUP only: a reply
+ * waiting for a ctl_call() in another thread is neither reported nor read.
+ * Once the router is gone, the group stops as shoal_group_stop() does.
  */
-static void *watch_main(void *arg)
+#define ROUTER_CHECK_NS (50 * UINT64_C(1000000))
+
+bool shoal__router_gone(struct shoal_group *g)
 {
-	struct shoal_group *g = arg;
-	struct pollfd p[2] = { { .fd = g->ctl, .events = POLLRDHUP },
-			       { .fd = g->watch_fd, .events = POLLIN } };
+	uint64_t now = shoal__now_ns();
+	/* Relaxed: a rate limit; the socket itself is the truth. */
+	uint64_t last = atomic_load_explicit(&g->router_checked_ns, memory_order_relaxed);
+	struct pollfd p = { .fd = g->ctl, .events = POLLRDHUP };
 
-	for (;;) {
-		int n = poll(p, 2, -1);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 || p[1].revents != 0)
-			return NULL;
-		if (p[0].revents != 0) {
-			shoal_group_stop(g);
-			return NULL;
-		}
-	}
-}
-
-static int watch_start(struct shoal_group *g, struct shoal_err *err)
-{
-	sigset_t all, old;
-	int ret;
-
-	g->watch_fd = eventfd(0, EFD_CLOEXEC);
-	if (g->watch_fd < 0)
-		return shoal__fail(err, -errno, "eventfd: %s", strerror(errno));
-	/* Signals go to the program's own threads, never to the watcher. */
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = pthread_create(&g->watcher, NULL, watch_main, g);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (ret != 0) {
-		close(g->watch_fd);
-		g->watch_fd = -1;
-		return shoal__fail(err, -ret, "cannot start the router watcher: %s",
-				   strerror(ret));
-	}
-	return 0;
-}
-
-static void watch_stop(struct shoal_group *g)
-{
-	uint64_t one = 1;
-
-	if (g->watch_fd < 0)
-		return;
-	if (write(g->watch_fd, &one, sizeof(one)) != sizeof(one))
-		pthread_cancel(g->watcher);
-	pthread_join(g->watcher, NULL);
-	close(g->watch_fd);
-	g->watch_fd = -1;
+	if (atomic_load_explicit(&g->router_lost, memory_order_relaxed))
+		return true;
+	if (g->ctl < 0 || now - last < ROUTER_CHECK_NS ||
+	    !atomic_compare_exchange_strong_explicit(&g->router_checked_ns, &last, now,
+						     memory_order_relaxed, memory_order_relaxed))
+		return false;
+	if (poll(&p, 1, 0) <= 0 || p.revents == 0)
+		return false;
+	atomic_store_explicit(&g->router_lost, true, memory_order_relaxed);
+	shoal_group_stop(g);
+	return true;
 }
 
 /* ---- attach -------------------------------------------------------------- */
@@ -409,7 +376,6 @@ int shoal_group_attach(struct shoal_group **out, const struct shoal_group_desc *
 		return -ENOMEM;
 	g->desc = *desc;
 	g->ctl = -1;
-	g->watch_fd = -1;
 	snprintf(g->name, sizeof(g->name), "%s", name);
 	snprintf(g->system, sizeof(g->system), "%s", system);
 	pthread_mutex_init(&g->ctl_lock, NULL);
@@ -442,8 +408,6 @@ int shoal_group_attach(struct shoal_group **out, const struct shoal_group_desc *
 			goto fail;
 	}
 	ret = start_actors(g, err);
-	if (ret == 0)
-		ret = watch_start(g, err);
 	if (ret < 0)
 		goto fail;
 	*out = g;
@@ -547,7 +511,6 @@ void shoal_group_detach(struct shoal_group *g)
 {
 	if (g == NULL)
 		return;
-	watch_stop(g);
 	if (g->ctl >= 0 && g->mbx != NULL) {
 		struct shoal__ctl_hdr bye;
 		struct shoal__ctl_ok ok;

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -141,6 +142,42 @@ int shoal_unsubscribe(struct shoal_ctx *ctx, uint32_t id)
 	ret = ctl_call(g, &req, sizeof(req), &reply, sizeof(reply), SHOAL__CTL_OK, NULL);
 	pthread_mutex_unlock(&g->ctl_lock);
 	return ret;
+}
+
+/* ---- the router's death ---------------------------------------------------- */
+
+/*
+ * A group must not outlive its router: once the router process is gone,
+ * nothing drains its uplinks or rings its doorbells, and a worker blocked in
+ * a send, a request or an idle poll would wait forever. The control socket
+ * hangs up the moment the router ends (or drops this group). Every wait
+ * re-checks shoal__stop_requested() once per sleep slice, and that asks
+ * this function, which looks at the socket at most once per
+ * ROUTER_CHECK_NS per process: one clock read (vDSO) otherwise, and never
+ * on a path that moves a message. poll() asks for POLLRDHUP only: a reply
+ * waiting for a ctl_call() in another thread is neither reported nor read.
+ * Once the router is gone, the group stops as shoal_group_stop() does.
+ */
+#define ROUTER_CHECK_NS (50 * UINT64_C(1000000))
+
+bool shoal__router_gone(struct shoal_group *g)
+{
+	uint64_t now = shoal__now_ns();
+	/* Relaxed: a rate limit; the socket itself is the truth. */
+	uint64_t last = atomic_load_explicit(&g->router_checked_ns, memory_order_relaxed);
+	struct pollfd p = { .fd = g->ctl, .events = POLLRDHUP };
+
+	if (atomic_load_explicit(&g->router_lost, memory_order_relaxed))
+		return true;
+	if (g->ctl < 0 || now - last < ROUTER_CHECK_NS ||
+	    !atomic_compare_exchange_strong_explicit(&g->router_checked_ns, &last, now,
+						     memory_order_relaxed, memory_order_relaxed))
+		return false;
+	if (poll(&p, 1, 0) <= 0 || p.revents == 0)
+		return false;
+	atomic_store_explicit(&g->router_lost, true, memory_order_relaxed);
+	shoal_group_stop(g);
+	return true;
 }
 
 /* ---- attach -------------------------------------------------------------- */

@@ -127,6 +127,8 @@ struct shoal_group {
 
 	int ctl;
 	pthread_mutex_t ctl_lock;        /* the control socket and peer mappings */
+	_Atomic uint64_t router_checked_ns;  /* last look at ctl for a hang-up */
+	atomic_bool router_lost;         /* ctl hung up: the router is gone */
 
 	struct shoal__registry reg;
 	struct shoal_seg bell_seg, mbx_seg;
@@ -148,11 +150,15 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err);
 void shoal__ctx_fini(struct shoal_ctx *ctx);
 void shoal__ctx_scan(struct shoal_ctx *ctx);
 bool shoal__ctx_uplink_renew(struct shoal_ctx *ctx);
-bool shoal__stop_requested(const struct shoal_group *g);
+bool shoal__stop_requested(struct shoal_group *g);
 
 /* group.c: control requests (serialised on ctl_lock). */
 int shoal__open_direct(struct shoal_group *g, unsigned src_worker, uint16_t dst_group,
 		       uint16_t dst_worker, char *ring, struct shoal_err *err);
 struct shoal__peer *shoal__peer_get(struct shoal_group *g, uint16_t dst_group);
+
+/* group.c: true once the router is gone (its control socket hung up); the
+ * group is then stopped. Looks at the socket at most every 50 ms. */
+bool shoal__router_gone(struct shoal_group *g);
 
 #endif

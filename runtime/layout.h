@@ -116,7 +116,11 @@ struct shoal__reg_group {
 	_Atomic uint32_t damaged;        /* rings and mailboxes found corrupted, ever */
 	_Atomic uint32_t replaced;       /* of those, replaced by fresh ones */
 	_Atomic uint64_t lost_corrupt;   /* messages they held, counted as lost */
-	uint8_t pad1[48];
+		/* Messages left in its mailbox when it was marked failed, or when the
+	 * system stopped with no process to drain them: lost, counted here
+	 * (router-written). */
+	_Atomic uint64_t lost_queued;
+	uint8_t pad1[40];
 	struct shoal__reg_gstat stats[SHOAL_MAX_NODES];
 };
 

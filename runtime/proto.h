@@ -135,7 +135,8 @@ const struct shoal__ctl_type *shoal__ctl_hello_types(const struct shoal__ctl_hel
 const struct shoal_filter *shoal__ctl_hello_subs(const struct shoal__ctl_hello *m);
 size_t shoal__ctl_hello_size(uint32_t n_types, uint32_t n_subs);
 
-/* Send one packet / receive one packet (blocking, EINTR retried). */
+/* Send one packet / receive one packet (EINTR retried; they block unless
+ * `fd` is non-blocking, as the router's connections are). */
 int shoal__ctl_send(int fd, const void *msg, size_t len);
 int shoal__ctl_recv(int fd, void *buf, size_t cap);
 

@@ -51,6 +51,7 @@
 
 #include "runtime/proto.h"
 #include "runtime/router_impl.h"
+#include "runtime/supervisor.h"
 #include "shm/util.h"
 
 #define MAILBOX_DIR_CAP 1024u
@@ -61,6 +62,15 @@
 #define MAX_CONNS 1024
 #define REGISTRY_SEG_SIZE (SHOAL__REG_SIZE + 8192)
 #define BELL_SEG_SIZE (sizeof(struct shoal__bell) + 4096)
+/*
+ * Groups a process registers without the router (the system's file, or
+ * shoal_router_group()) having declared them keep their slot and mailbox
+ * while the router runs, so that a returning process finds what was queued
+ * for it. A same-user process could register new names until every slot
+ * and /dev/shm are taken (254 in 0.2 s, 2.6 GB); at most this many such
+ * groups exist, which leaves the other slots to declared groups.
+ */
+#define MAX_RUNTIME_GROUPS 64u
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -470,9 +480,21 @@ fail:
 	return ret;
 }
 
-/* Declare a group slot. Called with r->lock held. Returns the id. */
+static uint32_t runtime_groups(const struct shoal_router *r)
+{
+	uint32_t n = 0;
+
+	for (uint32_t g = 0; g < r->n_groups; g++)
+		n += r->groups[g].used && r->groups[g].runtime;
+	return n;
+}
+
+/*
+ * Declare a group slot: `runtime` for one a process registers (HELLO), not
+ * the router's owner. Called with r->lock held. Returns the id.
+ */
 static int declare_group(struct shoal_router *r, const struct shoal_group_spec *spec,
-			 struct shoal_err *err)
+			 bool runtime, struct shoal_err *err)
 {
 	uint16_t nw = spec->n_workers ? spec->n_workers : 1;
 	uint16_t na = spec->n_actors ? spec->n_actors : 1;
@@ -504,11 +526,17 @@ static int declare_group(struct shoal_router *r, const struct shoal_group_spec *
 			return shoal__fail(err, -EEXIST, "group %s is declared with %u workers and "
 					   "%u actors, not %u and %u", spec->name, s->n_workers,
 					   s->n_actors, nw, na);
+		if (!runtime)
+			s->runtime = false;   /* declared now: no longer counts as run-time */
 		return id;
 	}
 	if (r->n_groups >= SHOAL_MAX_GROUPS)
 		return shoal__fail(err, -ENOSPC, "the system already has %d groups",
 				   SHOAL_MAX_GROUPS);
+	if (runtime && runtime_groups(r) >= MAX_RUNTIME_GROUPS)
+		return shoal__fail(err, -ENOSPC, "system %s already has %u groups that it did not "
+				   "declare (the limit): declare group %s in the system's file",
+				   r->system, MAX_RUNTIME_GROUPS, spec->name);
 	{
 		char seg_name[SHOAL_SEG_NAME_MAX];
 
@@ -534,6 +562,7 @@ static int declare_group(struct shoal_router *r, const struct shoal_group_spec *
 	if (ret < 0)
 		return ret;
 	s->used = true;
+	s->runtime = runtime;
 	r->n_groups++;
 	rg = &r->regg[id];
 	memcpy(rg->name, s->name, sizeof(rg->name));
@@ -1052,6 +1081,40 @@ static int conn_group(const struct shoal_router *r, int fd)
 	return -1;
 }
 
+/*
+ * Count the records still queued in group g's inbound rings (those of the
+ * dispatchers and the direct ones) into its lost_queued counter, for a
+ * group no process will drain any more. Lock held. Returns the count. A
+ * ring that fails its check (damaged) adds nothing here: that is the
+ * damage report's to count.
+ */
+static uint64_t count_stranded(struct shoal_router *r, int g)
+{
+	struct shoal__group_slot *s = &r->groups[g];
+	uint32_t n = shoal_seg_dir_count(&s->mbx);
+	uint64_t total = 0;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct shoal_seg_region reg;
+		struct shoal_ring_stats st;
+		struct shoal_err err;
+		const void *mem;
+		int k;
+
+		if (shoal_seg_region_at(&s->mbx, i, &reg) < 0 || reg.kind != SHOAL_SEG_KIND_RING ||
+		    strncmp(reg.name, "in.", 3) != 0)
+			continue;
+		mem = shoal_seg_ptr(&s->mbx, reg.off, reg.len, 128);
+		k = mem != NULL ? shoal_ring_check(mem, reg.len, &st, &err) : -EUCLEAN;
+		if (k > 0)
+			total += (uint64_t)k;
+	}
+	/* Relaxed: a counter for display; this thread is its only writer. */
+	shoal_store_relaxed(&r->regg[g].lost_queued,
+			    shoal_load_relaxed(&r->regg[g].lost_queued) + total);
+	return total;
+}
+
 static void group_left(struct shoal_router *r, int g)
 {
 	struct shoal__group_slot *s = &r->groups[g];
@@ -1063,19 +1126,34 @@ static void group_left(struct shoal_router *r, int g)
 	settle_retired(r, g);
 	if (shoal_load_relaxed(&r->regg[g].state) != SHOAL_GROUP_FAILED)
 		shoal_store_relaxed(&r->regg[g].state, SHOAL_GROUP_DOWN);
+	else
+		count_stranded(r, g);   /* failed while attached: nothing drains it now */
 	/* Requesters waiting on this group re-check its state now. */
 	wake_all_workers(r);
 	note_change(r);
 }
 
+/*
+ * One reply, built under router->lock and sent after it is released, on a
+ * non-blocking socket: a peer that does not read can never hold the lock
+ * (and with it the supervisor) in a send.
+ */
+union ctl_reply {
+	struct shoal__ctl_hdr h;
+	struct shoal__ctl_welcome w;
+	struct shoal__ctl_ok ok;
+	struct shoal__ctl_direct d;
+	struct shoal__ctl_error e;
+};
+
 static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_hello *m,
-			struct shoal_err *err)
+			union ctl_reply *rep, size_t *rep_len, struct shoal_err *err)
 {
 	struct shoal_group_spec spec = { .name = m->group, .n_workers = m->n_workers,
 					 .n_actors = m->n_actors, .node = m->node };
 	const struct shoal__ctl_type *types = shoal__ctl_hello_types(m);
 	const struct shoal_filter *subs = shoal__ctl_hello_subs(m);
-	struct shoal__ctl_welcome w;
+	struct shoal__ctl_welcome *w = &rep->w;
 	struct shoal__group_slot *s;
 	uint32_t gen, id;
 	int g, ret;
@@ -1087,7 +1165,7 @@ static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_
 		if (ret < 0)
 			return ret;
 	}
-	g = declare_group(r, &spec, err);
+	g = declare_group(r, &spec, true, err);
 	if (g < 0)
 		return g;
 	s = &r->groups[g];
@@ -1132,34 +1210,33 @@ static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_
 	ret = publish(r, err);
 	if (ret < 0)
 		return ret;
-	memset(&w, 0, sizeof(w));
-	shoal__ctl_init(&w.h, SHOAL__CTL_WELCOME, sizeof(w));
-	w.group = (uint16_t)g;
-	w.n_workers = s->n_workers;
-	w.n_actors = s->n_actors;
-	w.gen = gen;
-	w.spin_ns = r->spin_ns;
-	shoal__name_registry(w.registry, r->system);
-	shoal__name_bell(w.bell, r->system);
-	shoal__name_mailbox(w.mailbox, r->system, s->name);
+	memset(w, 0, sizeof(*w));
+	shoal__ctl_init(&w->h, SHOAL__CTL_WELCOME, sizeof(*w));
+	w->group = (uint16_t)g;
+	w->n_workers = s->n_workers;
+	w->n_actors = s->n_actors;
+	w->gen = gen;
+	w->spin_ns = r->spin_ns;
+	shoal__name_registry(w->registry, r->system);
+	shoal__name_bell(w->bell, r->system);
+	shoal__name_mailbox(w->mailbox, r->system, s->name);
+	*rep_len = sizeof(*w);
 	note_change(r);
-	return shoal__ctl_send(fd, &w, sizeof(w));
+	return 0;
 }
 
-static int reply_ok(int fd, uint32_t id)
+static void reply_ok(union ctl_reply *rep, size_t *rep_len, uint32_t id)
 {
-	struct shoal__ctl_ok ok;
-
-	memset(&ok, 0, sizeof(ok));
-	shoal__ctl_init(&ok.h, SHOAL__CTL_OK, sizeof(ok));
-	ok.id = id;
-	return shoal__ctl_send(fd, &ok, sizeof(ok));
+	memset(&rep->ok, 0, sizeof(rep->ok));
+	shoal__ctl_init(&rep->ok.h, SHOAL__CTL_OK, sizeof(rep->ok));
+	rep->ok.id = id;
+	*rep_len = sizeof(rep->ok);
 }
 
 static int handle_open_direct(struct shoal_router *r, int g, const struct shoal__ctl_open_direct *m,
-			      struct shoal_err *err)
+			      union ctl_reply *rep, size_t *rep_len, struct shoal_err *err)
 {
-	struct shoal__ctl_direct reply;
+	struct shoal__ctl_direct *reply = &rep->d;
 	struct shoal__group_slot *dst;
 	int ret;
 
@@ -1168,31 +1245,66 @@ static int handle_open_direct(struct shoal_router *r, int g, const struct shoal_
 	dst = &r->groups[m->dst_group];
 	if (m->dst_worker >= dst->n_workers || m->src_worker >= r->groups[g].n_workers)
 		return shoal__fail(err, -EINVAL, "worker out of range");
-	memset(&reply, 0, sizeof(reply));
-	shoal__ctl_init(&reply.h, SHOAL__CTL_DIRECT, sizeof(reply));
+	memset(reply, 0, sizeof(*reply));
+	shoal__ctl_init(&reply->h, SHOAL__CTL_DIRECT, sizeof(*reply));
 	{
 		char base[SHOAL_SEG_REGION_NAME_MAX];
 
 		snprintf(base, sizeof(base), "in.%u.g%d.%u", m->dst_worker, g, m->src_worker);
-		ret = direct_ring(r, (int)m->dst_group, base, reply.ring);
+		ret = direct_ring(r, (int)m->dst_group, base, reply->ring);
 	}
 	if (ret < 0)
 		return shoal__fail(err, ret, "no room for a direct ring in group %s's mailbox",
 				   dst->name);
 	/* The receiver looks for new rings when it wakes. */
 	shoal_doorbell_notify(&dst->hdr->w[m->dst_worker].in_db);
-	return shoal__ctl_send(r->groups[g].conn, &reply, sizeof(reply));
+	*rep_len = sizeof(*reply);
+	return 0;
 }
 
-/* Handle one packet from `fd`. Returns < 0 to drop the connection. */
+/*
+ * Send one reply without waiting. The kernel's socket buffer is the
+ * connection's whole output queue: a group has one request in flight and
+ * reads its reply before the next, so only a peer that does not read its
+ * replies fills it. -EAGAIN then, and the caller drops the connection.
+ */
+static int conn_send(int fd, const void *msg, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = send(fd, msg, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	return n == (ssize_t)len ? 0 : -EIO;
+}
+
+static int conn_send_error(int fd, int code, const char *msg)
+{
+	struct shoal__ctl_error e;
+
+	memset(&e, 0, sizeof(e));
+	shoal__ctl_init(&e.h, SHOAL__CTL_ERROR, sizeof(e));
+	e.err = code;
+	snprintf(e.msg, sizeof(e.msg), "%s", msg);
+	return conn_send(fd, &e, sizeof(e));
+}
+
+/*
+ * Handle one packet from `fd`. Returns < 0 to drop the connection: a failed
+ * HELLO, a request before HELLO, or a reply the peer has no room for.
+ */
 static int handle_packet(struct shoal_router *r, int fd, const void *buf, size_t len)
 {
 	struct shoal_err err = { { 0 } };
 	int op = shoal__ctl_check(buf, len, &err), g, ret = 0;
+	union ctl_reply rep;
+	size_t rep_len = 0;
 	uint32_t id = 0;
 
 	if (op < 0) {
-		shoal__ctl_send_error(fd, op, err.msg);
+		conn_send_error(fd, op, err.msg);
 		return op;
 	}
 	pthread_mutex_lock(&r->lock);
@@ -1203,7 +1315,7 @@ static int handle_packet(struct shoal_router *r, int fd, const void *buf, size_t
 	}
 	switch (op) {
 	case SHOAL__CTL_HELLO:
-		ret = handle_hello(r, fd, buf, &err);
+		ret = handle_hello(r, fd, buf, &rep, &rep_len, &err);
 		break;
 	case SHOAL__CTL_SUB: {
 		struct shoal_filter f = ((const struct shoal__ctl_sub *)buf)->f;
@@ -1213,7 +1325,7 @@ static int handle_packet(struct shoal_router *r, int fd, const void *buf, size_t
 		if (ret == 0)
 			ret = publish(r, &err);
 		if (ret == 0)
-			ret = reply_ok(fd, id);
+			reply_ok(&rep, &rep_len, id);
 		break;
 	}
 	case SHOAL__CTL_UNSUB:
@@ -1223,14 +1335,14 @@ static int handle_packet(struct shoal_router *r, int fd, const void *buf, size_t
 		else
 			ret = publish(r, &err);
 		if (ret == 0)
-			ret = reply_ok(fd, id);
+			reply_ok(&rep, &rep_len, id);
 		break;
 	case SHOAL__CTL_OPEN_DIRECT:
-		ret = handle_open_direct(r, g, buf, &err);
+		ret = handle_open_direct(r, g, buf, &rep, &rep_len, &err);
 		break;
 	case SHOAL__CTL_BYE:
 		group_left(r, g);
-		ret = reply_ok(fd, 0);
+		reply_ok(&rep, &rep_len, 0);
 		break;
 	default:
 		ret = shoal__fail(&err, -EBADMSG, "op %d is not a request", op);
@@ -1238,8 +1350,15 @@ static int handle_packet(struct shoal_router *r, int fd, const void *buf, size_t
 	}
 out:
 	pthread_mutex_unlock(&r->lock);
-	if (ret < 0 && err.msg[0] != '\0')
-		shoal__ctl_send_error(fd, ret, err.msg);
+	if (ret < 0 && err.msg[0] != '\0') {
+		if (conn_send_error(fd, ret, err.msg) == -EAGAIN)
+			return -EAGAIN;
+	} else if (ret == 0 && rep_len > 0) {
+		int sent = conn_send(fd, &rep, rep_len);
+
+		if (sent < 0)
+			return sent;
+	}
 	/* A failed HELLO ends the connection; a failed request does not. */
 	return (ret < 0 && (op == SHOAL__CTL_HELLO || g < 0)) ? ret : 0;
 }
@@ -1258,27 +1377,100 @@ static void conn_close(struct shoal_router *r, int ep, int fd)
 }
 
 #define CONN_REFUSED (UINT64_C(1) << 32)
+#define ACCEPT_BACKOFF_NS (100 * UINT64_C(1000000))
+#define ACCEPT_LOG_NS (1000 * UINT64_C(1000000))
+
+/* The control thread's own state (only it touches this). */
+struct ctl_loop {
+	int ep;
+	int spare_fd;              /* held to answer a peer when out of descriptors */
+	bool listening;            /* listen_fd is in the epoll set */
+	uint64_t resume_ns;        /* re-arm listen_fd at this time; 0: armed */
+	uint64_t logged_ns;        /* last "out of descriptors" line */
+	uint64_t refused;          /* peers turned away since that line */
+};
+
+static void listen_arm(struct shoal_router *r, struct ctl_loop *c, bool on)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = (uint64_t)r->listen_fd };
+
+	if (on != c->listening &&
+	    epoll_ctl(c->ep, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, r->listen_fd, &ev) == 0)
+		c->listening = on;
+}
+
+/*
+ * accept() failed for want of a descriptor (EMFILE, ENFILE) or of memory.
+ * The pending peer stays readable on listen_fd, so simply returning would
+ * spin. Instead: give up the spare descriptor, accept the peer with it,
+ * tell it why and close it (its attach fails with that reason and its
+ * supervisor's policy decides); and if even that fails, stop watching
+ * listen_fd for ACCEPT_BACKOFF_NS. Either way, say so on stderr (once a
+ * second at most): the router has no other channel to the operator.
+ */
+static void accept_starved(struct shoal_router *r, struct ctl_loop *c, int e)
+{
+	uint64_t now = shoal__now_ns();
+	char msg[SHOAL_ERR_MSG_MAX];
+	int fd = -1;
+
+	snprintf(msg, sizeof(msg), "the router of system %s cannot accept a connection: %s "
+		 "(raise the open files limit, ulimit -n)", r->system, strerror(e));
+	if (c->spare_fd >= 0) {
+		close(c->spare_fd);
+		c->spare_fd = -1;
+		fd = accept4(r->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (fd >= 0) {
+			conn_send_error(fd, -e, msg);
+			close(fd);
+		}
+		c->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
+	if (fd < 0) {
+		listen_arm(r, c, false);
+		c->resume_ns = now + ACCEPT_BACKOFF_NS;
+	}
+	c->refused++;
+	if (now - c->logged_ns >= ACCEPT_LOG_NS) {
+		fprintf(stderr, "shoal: %s; %llu peer%s turned away\n", msg,
+			(unsigned long long)c->refused, c->refused == 1 ? "" : "s");
+		c->logged_ns = now;
+		c->refused = 0;
+	}
+}
 
 /*
  * Accept a connection. Only the system's owner may attach: peer
  * credentials, not the file mode alone (the socket may be reachable by
  * others). A refused peer is answered at its first request, so that it
- * reads the reason instead of a reset connection.
+ * reads the reason instead of a reset connection. Connections are
+ * non-blocking: nothing a peer does (or fails to do) blocks this thread.
  */
-static void conn_accept(struct shoal_router *r, int ep)
+static void conn_accept(struct shoal_router *r, struct ctl_loop *c)
 {
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
-	int fd = accept4(r->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	int fd = accept4(r->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
-	if (fd < 0)
+	if (fd < 0) {
+		if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+			accept_starved(r, c, errno);
 		return;
+	}
 	ev.data.u64 = (uint64_t)fd;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != geteuid())
 		ev.data.u64 |= CONN_REFUSED | (uint64_t)cred.uid << 33;
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0)
+	if (epoll_ctl(c->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+		char msg[SHOAL_ERR_MSG_MAX];
+		int e = errno;
+
+		snprintf(msg, sizeof(msg), "the router of system %s cannot watch a connection: %s",
+			 r->system, strerror(e));
+		conn_send_error(fd, -e, msg);
+		fprintf(stderr, "shoal: %s\n", msg);
 		close(fd);
+	}
 }
 
 static void conn_refuse(struct shoal_router *r, int fd, uint64_t data, void *buf)
@@ -1288,53 +1480,68 @@ static void conn_refuse(struct shoal_router *r, int fd, uint64_t data, void *buf
 	(void)shoal__ctl_recv(fd, buf, SHOAL__CTL_MAX);
 	snprintf(msg, sizeof(msg), "uid %u may not attach to system %s (owner uid %u)",
 		 (unsigned)(data >> 33), r->system, (unsigned)geteuid());
-	shoal__ctl_send_error(fd, -EACCES, msg);
+	conn_send_error(fd, -EACCES, msg);
 }
 
 static void *control_main(void *arg)
 {
 	struct shoal_router *r = arg;
 	struct epoll_event ev = { .events = EPOLLIN }, evs[32];
-	int ep = epoll_create1(EPOLL_CLOEXEC);
+	struct ctl_loop c = { .ep = epoll_create1(EPOLL_CLOEXEC),
+			      .spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC) };
 	void *buf = malloc(SHOAL__CTL_MAX);
 
-	if (ep < 0 || buf == NULL)
+	if (c.ep < 0 || buf == NULL)
 		goto out;
-	ev.data.u64 = (uint64_t)r->listen_fd;
-	epoll_ctl(ep, EPOLL_CTL_ADD, r->listen_fd, &ev);
+	listen_arm(r, &c, true);
 	ev.data.u64 = (uint64_t)r->wake_fd;
-	epoll_ctl(ep, EPOLL_CTL_ADD, r->wake_fd, &ev);
+	epoll_ctl(c.ep, EPOLL_CTL_ADD, r->wake_fd, &ev);
 	while (!atomic_load(&r->stopping)) {
-		int n = epoll_wait(ep, evs, 32, -1);
+		int timeout = -1, n;
 
+		if (c.resume_ns != 0) {
+			uint64_t now = shoal__now_ns();
+
+			if (now >= c.resume_ns) {
+				c.resume_ns = 0;
+				listen_arm(r, &c, true);
+			} else {
+				timeout = (int)((c.resume_ns - now) / 1000000) + 1;
+			}
+		}
+		n = epoll_wait(c.ep, evs, 32, timeout);
 		for (int i = 0; i < n; i++) {
 			int fd = (int)(uint32_t)evs[i].data.u64, len;
 
 			if (fd == r->wake_fd)
 				continue;
 			if (fd == r->listen_fd) {
-				conn_accept(r, ep);
+				conn_accept(r, &c);
 				continue;
 			}
 			if (evs[i].data.u64 & CONN_REFUSED) {
 				if (evs[i].events & EPOLLIN)
 					conn_refuse(r, fd, evs[i].data.u64, buf);
-				epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+				epoll_ctl(c.ep, EPOLL_CTL_DEL, fd, NULL);
 				close(fd);
 				continue;
 			}
 			if (evs[i].events & EPOLLIN) {
 				len = shoal__ctl_recv(fd, buf, SHOAL__CTL_MAX);
+				if (len == -EAGAIN)
+					continue;
 				if (len > 0 && handle_packet(r, fd, buf, (size_t)len) == 0)
 					continue;
 			}
-			conn_close(r, ep, fd);
+			conn_close(r, c.ep, fd);
 		}
 	}
 out:
 	free(buf);
-	if (ep >= 0)
-		close(ep);
+	if (c.spare_fd >= 0)
+		close(c.spare_fd);
+	if (c.ep >= 0)
+		close(c.ep);
 	return NULL;
 }
 
@@ -1573,7 +1780,7 @@ int shoal_router_group(struct shoal_router *r, const struct shoal_group_spec *sp
 	int ret;
 
 	pthread_mutex_lock(&r->lock);
-	ret = declare_group(r, spec, err);
+	ret = declare_group(r, spec, false, err);
 	pthread_mutex_unlock(&r->lock);
 	return ret;
 }
@@ -1682,6 +1889,7 @@ void shoal_router_stats(struct shoal_router *r, struct shoal_router_stats *st)
 			continue;
 		st->running += s->conn >= 0;
 		st->failed += shoal_load_relaxed(&r->regg[g].state) == SHOAL_GROUP_FAILED;
+		st->dropped += shoal_load_relaxed(&r->regg[g].lost_queued);
 		st->restarts += attaches > 1 ? attaches - 1 : 0;
 		for (unsigned w = 0; w < s->n_workers; w++) {
 			st->handled += shoal_load_relaxed(&s->hdr->w[w].handled);
@@ -1772,13 +1980,34 @@ int shoal_router_fail_group(struct shoal_router *r, int id)
 
 	pthread_mutex_lock(&r->lock);
 	if (id >= 0 && (uint32_t)id < r->n_groups && r->groups[id].used) {
+		bool was_failed = shoal_load_relaxed(&r->regg[id].state) == SHOAL_GROUP_FAILED;
+
 		shoal_store_relaxed(&r->regg[id].state, SHOAL_GROUP_FAILED);
 		ret = publish(r, NULL);
+		/* After the publish no dispatcher delivers to it any more: what
+		 * its rings hold now is all it will ever hold, and no process may
+		 * attach to drain it. A process still attached may drain some:
+		 * group_left() counts when it leaves. */
+		if (!was_failed && r->groups[id].conn < 0)
+			count_stranded(r, id);
 		wake_all_workers(r);
 		note_change(r);
 	}
 	pthread_mutex_unlock(&r->lock);
 	return ret;
+}
+
+uint64_t shoal__router_count_stranded(struct shoal_router *r)
+{
+	uint64_t total = 0;
+
+	pthread_mutex_lock(&r->lock);
+	for (uint32_t g = 0; g < r->n_groups; g++)
+		if (r->groups[g].used && r->groups[g].conn < 0 &&
+		    shoal_load_relaxed(&r->regg[g].state) != SHOAL_GROUP_FAILED)
+			total += count_stranded(r, (int)g);
+	pthread_mutex_unlock(&r->lock);
+	return total;
 }
 
 pid_t shoal_router_group_pid(struct shoal_router *r, int id)

@@ -114,6 +114,7 @@ struct shoal__group_slot {
 	uint8_t overflow;
 	int conn;                       /* control connection of the attached process, -1 */
 	bool stop_wanted;               /* asked to stop: holds until a process leaves */
+	bool runtime;                   /* registered by a process, never declared */
 	pid_t pid;
 	struct shoal_seg mbx;
 	struct shoal__mbx_hdr *hdr;

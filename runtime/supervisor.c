@@ -2,7 +2,9 @@
 /*
  * Supervisor: one thread, one poll loop over a signalfd (SIGINT, SIGTERM,
  * SIGHUP) and a pidfd per group process, so a death is seen the moment it
- * happens. Everything else (timers for restarts with exponential backoff,
+ * happens (a process whose pidfd_open() failed, say for EMFILE, is polled
+ * with waitpid() every POLL_PID_NS instead, and that is logged). SIGPIPE is
+ * ignored: a reader of our output that goes away costs the output only. Everything else (timers for restarts with exponential backoff,
  * the stop sequence, the status line) hangs off that loop's timeout.
  *
  * Lifecycle of one group process:
@@ -45,6 +47,9 @@
 
 #define STABLE_NS (10 * UINT64_C(1000000000))
 #define TICK_NS (500 * UINT64_C(1000000))
+/* A process without a pidfd (pidfd_open failed, e.g. EMFILE) is polled
+ * with waitpid() this often, so its death is still seen. */
+#define POLL_PID_NS (50 * UINT64_C(1000000))
 
 extern char **environ;
 
@@ -200,6 +205,7 @@ static void exec_child(const struct shoal__cfg_group *g, char **env, const sigse
 	/* Runs between fork and exec: only async-signal-safe calls. */
 	setpgid(0, 0);
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	signal(SIGPIPE, SIG_DFL);                /* the supervisor ignores it */
 	sigprocmask(SIG_SETMASK, mask, NULL);   /* the supervisor blocks them */
 	if (g->cpus != 0) {
 		CPU_ZERO(&set);
@@ -218,6 +224,7 @@ static int launch(struct sup *s, uint32_t i)
 	struct proc *p = &s->procs[i];
 	char **env = child_env(g, s->cfg->system);
 	sigset_t none;
+	int pidfd_err;
 	pid_t pid;
 
 	if (env == NULL)
@@ -234,10 +241,15 @@ static int launch(struct sup *s, uint32_t i)
 	}
 	p->pid = pid;
 	p->pidfd = pidfd_open(pid, 0);
+	pidfd_err = p->pidfd < 0 ? errno : 0;
 	p->started_ns = shoal__now_ns();
 	p->restart_at_ns = 0;
 	p->stopping = false;
 	event(s, "group %s: started pid %d", g->name, (int)pid);
+	if (p->pidfd < 0)
+		event(s, "group %s: pidfd_open: %s; watching pid %d with waitpid() every %llu ms "
+		      "instead", g->name, strerror(pidfd_err), (int)pid,
+		      (unsigned long long)(POLL_PID_NS / 1000000));
 	return 0;
 }
 
@@ -277,7 +289,8 @@ static void on_exit_of(struct sup *s, uint32_t i, int status)
 	char how[96];
 
 	describe_exit(how, sizeof(how), status);
-	close(p->pidfd);
+	if (p->pidfd >= 0)
+		close(p->pidfd);
 	p->pidfd = -1;
 	p->pid = 0;
 	p->last_status = status;
@@ -318,15 +331,45 @@ static void on_exit_of(struct sup *s, uint32_t i, int status)
 
 static void reap(struct sup *s, uint32_t i)
 {
+	struct proc *p = &s->procs[i];
 	siginfo_t si;
 	int status;
 
+	if (p->pid == 0)
+		return;
+	if (p->pidfd < 0) {
+		if (waitpid(p->pid, &status, WNOHANG) == p->pid)
+			on_exit_of(s, i, status);
+		return;
+	}
 	memset(&si, 0, sizeof(si));
-	if (waitid(P_PIDFD, (id_t)s->procs[i].pidfd, &si, WEXITED | WNOHANG) != 0 || si.si_pid == 0)
+	if (waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED | WNOHANG) != 0 || si.si_pid == 0)
 		return;
 	status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0)
 					  : W_EXITCODE(0, si.si_status);
 	on_exit_of(s, i, status);
+}
+
+/* Reap the processes that have no pidfd; returns how many are left. */
+static uint32_t reap_unwatched(struct sup *s)
+{
+	uint32_t left = 0;
+
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
+		if (s->procs[i].pid != 0 && s->procs[i].pidfd < 0) {
+			reap(s, i);
+			left += s->procs[i].pid != 0;
+		}
+	return left;
+}
+
+/* A poll() timeout of at most `ms`, shortened while some process has no
+ * pidfd to wake us. */
+static int poll_ms(struct sup *s, uint64_t ms)
+{
+	if (reap_unwatched(s) > 0 && ms > POLL_PID_NS / 1000000)
+		ms = POLL_PID_NS / 1000000;
+	return ms > INT32_MAX ? INT32_MAX : (int)ms;
 }
 
 /* ---- the stop sequence ---------------------------------------------------------------- */
@@ -357,11 +400,12 @@ static void wait_level(struct sup *s, int32_t order, uint64_t deadline)
 		uint64_t left = deadline - shoal__now_ns();
 
 		for (uint32_t i = 0; i < s->cfg->n_groups; i++)
-			if (s->procs[i].pid != 0 && s->cfg->groups[i].stop_order == order) {
+			if (s->procs[i].pid != 0 && s->procs[i].pidfd >= 0 &&
+			    s->cfg->groups[i].stop_order == order) {
 				pfd[n] = (struct pollfd){ .fd = s->procs[i].pidfd, .events = POLLIN };
 				map[n++] = i;
 			}
-		if (poll(pfd, n, (int)(left / 1000000) + 1) <= 0)
+		if (poll(pfd, n, poll_ms(s, left / 1000000 + 1)) <= 0)
 			continue;
 		for (uint32_t k = 0; k < n; k++)
 			if (pfd[k].revents)
@@ -415,6 +459,21 @@ static void stop_all(struct sup *s)
 		}
 		wait_level(s, order, shoal__now_ns() + 5000000000ull);
 	}
+}
+
+/*
+ * Every process has ended; give the router's control thread (at most a
+ * second) to see their connections close, so that what their mailboxes
+ * still hold is counted as stranded.
+ */
+static void wait_detached(struct sup *s)
+{
+	uint64_t deadline = shoal__now_ns() + 1000000000u;
+
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
+		while (shoal_router_group_pid(s->router, s->procs[i].id) != 0 &&
+		       shoal__now_ns() < deadline)
+			shoal_router_wait_change(s->router, 10000000);
 }
 
 /* ---- router setup and reload -------------------------------------------------------------- */
@@ -522,13 +581,16 @@ static void stop_one(struct sup *s, uint32_t i)
 	p->stopping = true;
 	shoal_router_stop_group(s->router, p->id);
 	while (p->pid != 0 && shoal__now_ns() < deadline) {
-		if (poll(&pfd, 1, 100) > 0)
+		if (poll(&pfd, p->pidfd >= 0, poll_ms(s, 100)) > 0 || p->pidfd < 0)
 			reap(s, i);
 	}
 	if (p->pid != 0) {
+		uint64_t kill_deadline = shoal__now_ns() + 5000000000ull;
+
 		kill(p->pid, SIGKILL);
-		while (p->pid != 0 && poll(&pfd, 1, 1000) > 0)
-			reap(s, i);
+		while (p->pid != 0 && shoal__now_ns() < kill_deadline)
+			if (poll(&pfd, p->pidfd >= 0, poll_ms(s, 1000)) > 0 || p->pidfd < 0)
+				reap(s, i);
 	}
 }
 
@@ -639,16 +701,16 @@ static void run_loop(struct sup *s)
 		for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
 			struct proc *p = &s->procs[i];
 
-			if (p->pid != 0) {
+			if (p->pid != 0 && p->pidfd >= 0) {
 				pfd[n] = (struct pollfd){ .fd = p->pidfd, .events = POLLIN };
 				map[n++] = i;
-			} else if (p->restart_at_ns != 0 && p->restart_at_ns < wake) {
+			} else if (p->pid == 0 && p->restart_at_ns != 0 && p->restart_at_ns < wake) {
 				wake = p->restart_at_ns;
 			}
 		}
 		if (s->o->duration_ns > 0 && s->start_ns + (uint64_t)s->o->duration_ns < wake)
 			wake = s->start_ns + (uint64_t)s->o->duration_ns;
-		if (poll(pfd, n, wake > now ? (int)((wake - now) / 1000000) + 1 : 0) > 0) {
+		if (poll(pfd, n, poll_ms(s, wake > now ? (wake - now) / 1000000 + 1 : 0)) > 0) {
 			if (pfd[0].revents)
 				on_signal(s);
 			for (uint32_t k = 1; k < n; k++)
@@ -674,7 +736,9 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	struct shoal_router_opts ro = { 0 };
 	struct shoal__config_space space;
 	struct sup s = { .o = o, .sigfd = -1 };
+	struct sigaction ign = { .sa_handler = SIG_IGN }, old_pipe;
 	sigset_t mask, old;
+	uint64_t lost;
 	int ret;
 
 	ret = shoal__config_load(o->config, &s.cfg, err);
@@ -697,6 +761,11 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &mask, &old);
+	/* Whoever reads our output may go away: writes then fail with EPIPE
+	 * (and are dropped), they never kill the supervisor and strand the
+	 * system's segments and groups. */
+	sigemptyset(&ign.sa_mask);
+	sigaction(SIGPIPE, &ign, &old_pipe);
 	s.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	ro.system = s.cfg->system;
 	ro.mode = s.cfg->mode;
@@ -720,6 +789,12 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 		launch(&s, i);
 	run_loop(&s);
 	stop_all(&s);
+	wait_detached(&s);
+	lost = shoal__router_count_stranded(s.router);
+	if (lost > 0)
+		event(&s, "%llu message%s still queued for groups that stopped without draining "
+		      "them: counted as lost (lost_queued)", (unsigned long long)lost,
+		      lost == 1 ? " was" : "s were");
 	status(&s, shoal__now_ns());
 	clear_status(&s);
 	event(&s, "system %s stopped%s", s.cfg->system, s.failure ? " with failures" : "");
@@ -729,6 +804,7 @@ out:
 	if (s.sigfd >= 0)
 		close(s.sigfd);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	sigaction(SIGPIPE, &old_pipe, NULL);
 	free(s.procs);
 	shoal__config_free(s.cfg);
 	return ret;

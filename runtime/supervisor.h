@@ -35,4 +35,14 @@ struct shoal__sup_opts {
  */
 int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err);
 
+struct shoal_router;
+
+/*
+ * router.c: for every group that is neither running nor failed, count what
+ * its inbound rings still hold into its lost_queued counter (the system is
+ * stopping and nothing will drain them). Returns the total counted. Call it
+ * once, after the last group process has ended.
+ */
+uint64_t shoal__router_count_stranded(struct shoal_router *r);
+
 #endif

@@ -342,12 +342,13 @@ void shoal__ctx_fini(struct shoal_ctx *ctx)
 	free(ctx->fwd);
 }
 
-bool shoal__stop_requested(const struct shoal_group *g)
+bool shoal__stop_requested(struct shoal_group *g)
 {
 	/* Relaxed: a flag; the doorbell that accompanies it orders nothing
-	 * either, we only need to see it eventually. */
+	 * either, we only need to see it eventually. A dead router stops the
+	 * group too (group.c: one clock read unless 50 ms have passed). */
 	return atomic_load_explicit(&g->stop, memory_order_relaxed) ||
-	       shoal_load_relaxed(&g->mbx->stop) != 0;
+	       shoal_load_relaxed(&g->mbx->stop) != 0 || shoal__router_gone(g);
 }
 
 /* ---- sending ---------------------------------------------------------------- */

@@ -9,9 +9,13 @@
  *        name to the stop file
  *   --role crasher
  *        exits with status 3 right after attaching
+ *   --trap-term
+ *        SIGTERM only sets a flag the producer reads between sends (as
+ *        examples/fanout.c does), so it cannot end a blocked send or wait
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +36,13 @@ struct work {
 
 static int log_fd = -1;
 static const char *stop_file;
+static volatile sig_atomic_t terminated;
+
+static void on_term(int sig)
+{
+	(void)sig;
+	terminated = 1;
+}
 
 static void append(int fd, const char *line)
 {
@@ -92,7 +103,7 @@ static int producer(uint64_t n, uint64_t rate, int alternate)
 		return 1;
 	}
 	ctx = shoal_group_worker(g, 0);
-	while (sent < n) {
+	while (sent < n && !terminated) {
 		struct work w = { .key = sent, .seq = sent };
 		uint32_t type = alternate && (sent % 2) ? 1 : 3;
 		int ret;
@@ -144,6 +155,8 @@ int main(int argc, char **argv)
 			stop_file = v;
 		else if (strcmp(argv[i], "--alternate") == 0)
 			alternate = 1;
+		else if (strcmp(argv[i], "--trap-term") == 0)
+			signal(SIGTERM, on_term);
 	}
 	if (strcmp(role, "producer") == 0)
 		return producer(n, rate, alternate);

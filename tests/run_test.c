@@ -4,7 +4,10 @@
  * processes (SHOAL_TEST_GROUP, tests/run_group.c) from YAML files this test
  * writes. Bad configs, kill -9 under load, a crash loop, ordered stop with
  * nothing left in shared memory, a live route switch on SIGHUP, and a start
- * over the leftovers of a killed router.
+ * over the leftovers of a killed router. Faults around the supervisor: a
+ * control client that never reads, too few descriptors, a killed router's
+ * groups, a reader of its output that goes away, and messages stranded by a
+ * stop.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,13 +17,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "runtime/config.h"
 #include "runtime/layout.h"
+#include "runtime/proto.h"
 #include "tests/testutil.h"
 
 static const char *shoal_bin, *group_bin;
@@ -67,8 +74,12 @@ static char *read_file(const char *path)
 	return buf;
 }
 
-/* Start `shoal run --status plain CONFIG`, output into OUT. */
-static pid_t start_run(const char *config, const char *out)
+/*
+ * Start `shoal run --status plain CONFIG`, its output appended to the file
+ * OUT, or (OUT NULL) written to descriptor OUT_FD; with NOFILE > 0 its open
+ * files limit is lowered to that.
+ */
+static pid_t spawn_run(const char *config, const char *out, int out_fd, rlim_t nofile)
 {
 	pid_t pid;
 
@@ -76,16 +87,25 @@ static pid_t start_run(const char *config, const char *out)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		int fd = open(out, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		int fd = out != NULL ? open(out, O_WRONLY | O_CREAT | O_APPEND, 0600) : out_fd;
+		struct rlimit rl = { nofile, nofile };
 
 		dup2(fd, 1);
 		dup2(fd, 2);
 		close_range(3, ~0u, 0);
+		signal(SIGPIPE, SIG_DFL);
+		if (nofile > 0 && setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			_exit(126);
 		execl(shoal_bin, "shoal", "run", "--status", "plain", config, (char *)NULL);
 		_exit(127);
 	}
 	started[n_started++ % 16] = pid;
 	return pid;
+}
+
+static pid_t start_run(const char *config, const char *out)
+{
+	return spawn_run(config, out, -1, 0);
 }
 
 static bool wait_output(const char *out, const char *needle, int timeout_ms)
@@ -694,6 +714,336 @@ static void run_starts_over_leftovers_of_a_killed_router(void **state)
 	assert_int_equal(count_system_files("left"), 0);
 }
 
+/* ---- faults around the supervisor ------------------------------------------------- */
+
+/* The fields of /proc/PID/stat after the command ("state ppid ..."), in
+ * buf; NULL when the process is gone. */
+static const char *stat_fields(pid_t pid, char *buf, size_t cap)
+{
+	char path[64], *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return NULL;
+	n = fread(buf, 1, cap - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return p != NULL && p[1] == ' ' && p[2] != '\0' ? p + 2 : NULL;
+}
+
+/* True once `pid` has ended (gone, or a zombie nobody reaped yet). */
+static bool process_ended(pid_t pid)
+{
+	char buf[512];
+	const char *f = stat_fields(pid, buf, sizeof(buf));
+
+	return f == NULL || f[0] == 'Z' || f[0] == 'X';
+}
+
+static bool wait_ended(pid_t pid, int timeout_ms)
+{
+	for (int i = 0; i <= timeout_ms / 10; i++) {
+		if (process_ended(pid))
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+/* CPU time (user + system) `pid` has used, in clock ticks. */
+static uint64_t cpu_ticks(pid_t pid)
+{
+	unsigned long long ut = 0, st = 0;
+	char buf[1024];
+	const char *f = stat_fields(pid, buf, sizeof(buf));
+
+	/* state ppid pgrp session tty tpgid flags minflt cminflt majflt
+	 * cmajflt utime stime */
+	if (f == NULL || sscanf(f, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+				&ut, &st) != 2)
+		return 0;
+	return ut + st;
+}
+
+static void wait_attached(const char *system, const char *name)
+{
+	for (int i = 0; i < 1000 && group_pid(system, name) == 0; i++)
+		usleep(10000);
+	assert_true(group_pid(system, name) > 0);
+}
+
+/* Kill group `name`'s process and wait for a new one to attach. */
+static void kill_and_see_restart(const char *system, const char *name)
+{
+	pid_t victim = group_pid(system, name);
+
+	assert_true(victim > 0);
+	kill(victim, SIGKILL);
+	for (int i = 0; i < 1000 && (group_pid(system, name) == 0 ||
+				     group_pid(system, name) == victim); i++)
+		usleep(10000);
+	assert_true(group_pid(system, name) > 0 && group_pid(system, name) != victim);
+}
+
+/*
+ * A same-user client registers a group, then floods requests and never
+ * reads a reply. The router drops it once its replies fill the socket; the
+ * supervisor keeps running: it restarts a killed group and stops on SIGINT.
+ */
+static void run_control_client_that_never_reads_cannot_freeze_it(void **state)
+{
+	const char *cfg = in_dir("flood.yaml"), *out = in_dir("flood.out");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct shoal__ctl_hello hello;
+	struct shoal__ctl_unsub unsub;
+	char text[1024];
+	int fd, stalls = 0, status;
+	unsigned sent = 0;
+	pid_t run;
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "system: flood\ngroups:\n  - name: a\n    program: %s\n    args: [--role, consumer]\n"
+		 "    restart: { policy: always, backoff: 50ms }\n", group_bin);
+	write_file(cfg, text);
+	run = start_run(cfg, out);
+	expect_output(out, "group a: started", 10000);
+	wait_attached("flood", "a");
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(shoal__path_socket(sa.sun_path, sizeof(sa.sun_path), "flood"), 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	memset(&hello, 0, sizeof(hello));
+	shoal__ctl_init(&hello.h, SHOAL__CTL_HELLO, sizeof(hello));
+	snprintf(hello.group, sizeof(hello.group), "flooder");
+	hello.pid = (int32_t)getpid();
+	hello.node = -1;
+	assert_int_equal(send(fd, &hello, sizeof(hello), MSG_NOSIGNAL), (ssize_t)sizeof(hello));
+	/* Requests for a route that does not exist: each one is answered. */
+	memset(&unsub, 0, sizeof(unsub));
+	shoal__ctl_init(&unsub.h, SHOAL__CTL_UNSUB, sizeof(unsub));
+	unsub.id = 12345;
+	while (sent < 1000000 && stalls < 200) {
+		if (send(fd, &unsub, sizeof(unsub), MSG_NOSIGNAL | MSG_DONTWAIT) ==
+		    (ssize_t)sizeof(unsub)) {
+			sent++;
+			stalls = 0;
+		} else if (errno == EAGAIN) {
+			stalls++;
+			usleep(1000);
+		} else {
+			break;   /* dropped by the router */
+		}
+	}
+	print_message("flooder: %u requests sent, then %s\n", sent,
+		      stalls >= 200 ? "its socket stayed full" : strerror(errno));
+	/* Still supervising: a killed group comes back... */
+	kill_and_see_restart("flood", "a");
+	expect_output(out, "restart 1 in 50 ms", 0);
+	/* ... and SIGINT stops everything. */
+	kill(run, SIGINT);
+	status = test_wait_pid(run, 30000);
+	close(fd);
+	assert_int_not_equal(status, -1);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(count_system_files("flood"), 0);
+}
+
+/*
+ * `ulimit -n 64` and 31 groups: the router runs out of descriptors for
+ * connections and the supervisor for pidfds. Neither may spin, each says
+ * so, every process death is still seen, and SIGINT still stops it all.
+ */
+static void run_out_of_descriptors_says_so_and_still_sees_deaths(void **state)
+{
+	const char *cfg = in_dir("nofile.yaml"), *out = in_dir("nofile.out");
+	char text[16384], name[16], line[64], *log;
+	pid_t run, pids[31];
+	uint64_t t0, t1;
+	size_t len;
+	int status, killed = 0;
+
+	(void)state;
+	len = (size_t)snprintf(text, sizeof(text), "system: nofile\ngroups:\n");
+	for (int g = 0; g < 31; g++)
+		len += (size_t)snprintf(text + len, sizeof(text) - len,
+					"  - { name: g%d, program: %s, args: [--role, consumer], "
+					"restart: { policy: never } }\n", g, group_bin);
+	write_file(cfg, text);
+	run = spawn_run(cfg, out, -1, 64);
+	expect_output(out, "group g30: started", 20000);
+	/* Every group either attached or ended, and each end was seen. */
+	for (int g = 0; g < 31; g++) {
+		bool settled = false;
+
+		snprintf(name, sizeof(name), "g%d", g);
+		snprintf(line, sizeof(line), "group g%d: exited", g);
+		for (int i = 0; i < 2000 && !settled; i++) {
+			settled = group_pid("nofile", name) > 0 || wait_output(out, line, 0);
+			if (!settled)
+				usleep(10000);
+		}
+		if (!settled) {
+			log = read_file(out);
+			print_error("--- output of shoal run:\n%s---\n", log);
+			free(log);
+			fail_msg("group g%d neither attached nor was seen to end", g);
+		}
+	}
+	expect_output(out, "Too many open files", 0);
+	/* Not spinning: well under half a CPU over two seconds. */
+	t0 = cpu_ticks(run);
+	usleep(2000000);
+	t1 = cpu_ticks(run);
+	print_message("shoal run used %llu ticks of CPU in 2 s (%ld a second)\n",
+		      (unsigned long long)(t1 - t0), sysconf(_SC_CLK_TCK));
+	assert_true(t1 - t0 < (uint64_t)sysconf(_SC_CLK_TCK));
+	/* Deaths of attached groups are seen, with or without a pidfd. */
+	for (int g = 0; g < 31; g++) {
+		snprintf(name, sizeof(name), "g%d", g);
+		pids[g] = group_pid("nofile", name);
+		if (pids[g] > 0 && kill(pids[g], SIGKILL) == 0)
+			killed++;
+	}
+	for (int g = 0; g < 31; g++) {
+		if (pids[g] <= 0)
+			continue;
+		snprintf(line, sizeof(line), "group g%d: killed by signal 9", g);
+		expect_output(out, line, 10000);
+	}
+	print_message("%d groups attached and were killed; every death was seen\n", killed);
+	kill(run, SIGINT);
+	status = test_wait_pid(run, 30000);
+	assert_int_not_equal(status, -1);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(count_system_files("nofile"), 0);
+}
+
+/*
+ * kill -9 of `shoal run` while a producer is blocked in shoal_send() on a
+ * full uplink and another one idles in shoal_poll(): both notice that the
+ * router is gone and exit, even though SIGTERM only sets a flag in them.
+ */
+static void run_groups_exit_when_their_router_is_killed(void **state)
+{
+	const char *cfg = in_dir("orphan.yaml"), *out = in_dir("orphan.out");
+	char text[2048];
+	pid_t run, consumer, blocked, idle;
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "system: orphan\n"
+		 "router: { inbound_capacity: 64KiB, uplink_capacity: 64KiB }\n"
+		 "types:\n  - { id: 3, name: work, max_size: 64 }\n"
+		 "groups:\n"
+		 "  - name: consumer\n    program: %s\n    args: [--role, consumer]\n"
+		 "    routes: [ { types: [work] } ]\n"
+		 "  - name: blocked\n    program: %s\n"
+		 "    args: [--role, producer, --trap-term, --n, \"1000000000\"]\n"
+		 "  - name: idle\n    program: %s\n    args: [--role, producer, --trap-term, --n, \"0\"]\n",
+		 group_bin, group_bin, group_bin);
+	write_file(cfg, text);
+	run = start_run(cfg, out);
+	wait_attached("orphan", "consumer");
+	wait_attached("orphan", "blocked");
+	wait_attached("orphan", "idle");
+	consumer = group_pid("orphan", "consumer");
+	blocked = group_pid("orphan", "blocked");
+	idle = group_pid("orphan", "idle");
+	/* A stopped consumer: its rings fill, then the uplink, then the
+	 * producer blocks in shoal_send(). */
+	kill(consumer, SIGSTOP);
+	usleep(1000000);
+	kill(run, SIGKILL);
+	test_wait_pid(run, 5000);
+	if (!wait_ended(blocked, 10000) || !wait_ended(idle, 10000)) {
+		kill(blocked, SIGKILL);
+		kill(idle, SIGKILL);
+		kill(consumer, SIGKILL);
+		fail_msg("a group outlived its router by 10 s (blocked: %s, idle: %s)",
+			 process_ended(blocked) ? "ended" : "alive",
+			 process_ended(idle) ? "ended" : "alive");
+	}
+	kill(consumer, SIGKILL);
+	kill(consumer, SIGCONT);
+}
+
+/* stdout is a pipe whose reader goes away: `shoal run` keeps supervising
+ * (a killed group is restarted), stops on SIGINT and removes everything. */
+static void run_survives_its_output_reader_going_away(void **state)
+{
+	const char *cfg = in_dir("pipe.yaml");
+	char text[1024], buf[4096] = "";
+	size_t got = 0;
+	pid_t run;
+	int p[2], status;
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "system: pipe\ngroups:\n  - name: a\n    program: %s\n    args: [--role, consumer]\n"
+		 "    restart: { policy: always, backoff: 50ms }\n", group_bin);
+	write_file(cfg, text);
+	assert_int_equal(pipe(p), 0);
+	run = spawn_run(cfg, NULL, p[1], 0);
+	close(p[1]);
+	while (got < sizeof(buf) - 1 && strstr(buf, "group a: started") == NULL) {
+		ssize_t n = read(p[0], buf + got, sizeof(buf) - 1 - got);
+
+		assert_true(n > 0);
+		got += (size_t)n;
+		buf[got] = '\0';
+	}
+	close(p[0]);
+	wait_attached("pipe", "a");
+	kill_and_see_restart("pipe", "a");
+	kill(run, SIGINT);
+	status = test_wait_pid(run, 30000);
+	assert_int_not_equal(status, -1);
+	if (WIFSIGNALED(status))
+		fail_msg("shoal run was killed by signal %d", WTERMSIG(status));
+	assert_int_equal(count_system_files("pipe"), 0);
+}
+
+/* SIGINT while a consumer is stopped (SIGSTOP): it cannot drain, is killed
+ * at its stop timeout, and what it left queued is counted and said. */
+static void run_messages_stranded_at_sigint_are_counted(void **state)
+{
+	const char *cfg = in_dir("strand.yaml"), *out = in_dir("strand.out");
+	char text[2048];
+	pid_t run, consumer;
+	int status;
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "system: strand\n"
+		 "types:\n  - { id: 3, name: work, max_size: 64 }\n"
+		 "groups:\n"
+		 "  - name: consumer\n    program: %s\n    args: [--role, consumer]\n"
+		 "    routes: [ { types: [work] } ]\n    stop: { timeout: 300ms }\n"
+		 "  - name: producer\n    program: %s\n"
+		 "    args: [--role, producer, --n, \"1000000\", --rate, \"2000\"]\n",
+		 group_bin, group_bin);
+	write_file(cfg, text);
+	run = start_run(cfg, out);
+	wait_attached("strand", "consumer");
+	wait_attached("strand", "producer");
+	consumer = group_pid("strand", "consumer");
+	kill(consumer, SIGSTOP);
+	usleep(500000);
+	kill(run, SIGINT);
+	status = test_wait_pid(run, 30000);
+	kill(consumer, SIGCONT);
+	assert_int_not_equal(status, -1);
+	assert_true(WIFEXITED(status));
+	expect_output(out, "still queued for groups that stopped without draining them: "
+		      "counted as lost", 0);
+	assert_int_equal(count_system_files("strand"), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest fixed[] = {
@@ -709,6 +1059,13 @@ int main(void)
 		cmocka_unit_test_teardown(run_check_tells_the_shared_memory_the_router_creates,
 					  kill_started),
 		cmocka_unit_test_teardown(run_starts_over_leftovers_of_a_killed_router, kill_started),
+		cmocka_unit_test_teardown(run_control_client_that_never_reads_cannot_freeze_it,
+					  kill_started),
+		cmocka_unit_test_teardown(run_out_of_descriptors_says_so_and_still_sees_deaths,
+					  kill_started),
+		cmocka_unit_test_teardown(run_groups_exit_when_their_router_is_killed, kill_started),
+		cmocka_unit_test_teardown(run_survives_its_output_reader_going_away, kill_started),
+		cmocka_unit_test_teardown(run_messages_stranded_at_sigint_are_counted, kill_started),
 	};
 	struct CMUnitTest table[N_BAD];
 	char names[N_BAD][64];

@@ -360,6 +360,9 @@ static int text_group(const struct shoal__group_view *g)
 		      "dropped", g->damaged, g->replaced,
 		      (unsigned long long)(g->lost_corrupt + g->w.lost_corrupt),
 		      (unsigned long long)g->dropped_corrupt);
+	if (g->lost_queued > 0)
+		field("lost queued", "%llu (left in its mailbox when it failed or the system "
+		      "stopped)", (unsigned long long)g->lost_queued);
 	if (g->mailbox[0] == '\0')
 		return 0;
 	field("mailbox", "%s, %s", shoal__fmt_printable(mbx, sizeof(mbx), g->mailbox),
@@ -536,6 +539,7 @@ static void json_group(struct shoal__json *j, const struct shoal__group_view *g)
 	shoal__json_uint(j, "damaged", g->damaged);
 	shoal__json_uint(j, "replaced", g->replaced);
 	shoal__json_uint(j, "lost_corrupt", g->lost_corrupt);
+	shoal__json_uint(j, "lost_queued", g->lost_queued);
 	if (g->have_counters)
 		json_counters(j, &g->w);
 	else

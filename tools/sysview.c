@@ -247,6 +247,7 @@ static void read_group(struct shoal__sys_view *v, uint32_t id, struct shoal__reg
 	g->node = rg->node;
 	g->dispatcher = rg->dispatcher;
 	g->attaches = shoal_load_relaxed(&rg->attaches);
+	g->lost_queued = shoal_load_relaxed(&rg->lost_queued);
 	/* Unused dispatcher slots hold zeros: summing all of them is exact. */
 	for (int d = 0; d < SHOAL_MAX_NODES; d++) {
 		g->delivered += shoal_load_relaxed(&rg->stats[d].delivered);

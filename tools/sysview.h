@@ -70,6 +70,7 @@ struct shoal__group_view {
 	 * damage is "damaged" (its view is corrupt: the tools exit 1). */
 	uint32_t damaged, replaced;
 	uint64_t lost_corrupt;
+	uint64_t lost_queued;            /* left queued when it failed or the system stopped */
 
 	char mailbox[SHOAL_SEG_NAME_MAX];   /* segment name; "" if it cannot be told */
 	uint64_t mailbox_size;

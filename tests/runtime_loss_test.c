@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Messages nobody will ever handle are counted (DESIGN invariant 6): those
+ * queued in a mailbox when its group is marked failed, and those left in a
+ * stopped consumer's mailbox when the system stops. Real processes, real
+ * shared memory; the consumer is SIGSTOPped so that its queue stays full.
+ * Also: groups that processes register without the router having declared
+ * them are bounded, so that such registrations cannot take every slot.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <shoal/group.h>
+#include <shoal/router.h>
+
+#include "runtime/layout.h"
+#include "runtime/supervisor.h"
+#include "tests/rtutil.h"
+#include "tests/testutil.h"
+
+#define N_QUEUED 100u
+
+/* Registry counters of group `id`: delivered by any dispatcher, and lost. */
+static void group_counts(int id, uint64_t *delivered, uint64_t *lost)
+{
+	struct shoal__registry reg;
+
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	*delivered = 0;
+	for (int d = 0; d < SHOAL_MAX_NODES; d++)
+		*delivered += atomic_load(&reg.groups[id].stats[d].delivered);
+	*lost = atomic_load(&reg.groups[id].lost_queued);
+	shoal_seg_detach(&reg.seg);
+}
+
+/*
+ * Start consumer "c" (stopped with SIGSTOP once attached) and queue
+ * N_QUEUED messages for it. Returns its pid; *id is its group id.
+ */
+static pid_t queue_for_stopped_consumer(const char *system, int *id)
+{
+	static struct child cons = { .index = 0, .name = "c" };
+	static struct child prod = { .index = 1, .name = "p", .n = N_QUEUED, .type = T_PING };
+	uint64_t delivered = 0, lost;
+	pid_t pc;
+
+	assert_int_equal(rt_start_router(system, NULL, 0), 0);
+	*id = rt_declare("c", 1, 1);
+	rt_declare("p", 1, 1);
+	rt_route(*id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	pc = test_spawn(rt_consumer_main, &cons);
+	rt_wait_attached(*id);
+	rt_wait_ready(1);
+	kill(pc, SIGSTOP);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 30000), 0);
+	for (int i = 0; i < 3000 && delivered < N_QUEUED; i++) {
+		group_counts(*id, &delivered, &lost);
+		usleep(1000);
+	}
+	assert_int_equal(delivered, N_QUEUED);
+	assert_int_equal(atomic_load(&rt_res->count[0]), 0);
+	return pc;
+}
+
+/* Kill the stopped consumer and wait until the router has seen it leave. */
+static void kill_stopped(pid_t pc, int id)
+{
+	kill(pc, SIGKILL);
+	kill(pc, SIGCONT);
+	assert_int_not_equal(test_wait_pid(pc, 10000), -1);
+	for (int i = 0; i < 1000 && shoal_router_group_pid(rt_router, id) != 0; i++)
+		shoal_router_wait_change(rt_router, 10000000);
+	assert_int_equal(shoal_router_group_pid(rt_router, id), 0);
+}
+
+static void runtime_queued_messages_of_a_failed_group_are_counted(void **state)
+{
+	uint64_t delivered, lost;
+	pid_t pc;
+	int id;
+
+	(void)state;
+	pc = queue_for_stopped_consumer("loss-fail", &id);
+	kill_stopped(pc, id);
+	assert_int_equal(shoal_router_fail_group(rt_router, id), 0);
+	group_counts(id, &delivered, &lost);
+	assert_int_equal(lost, N_QUEUED);
+	/* Counted once: failing it again adds nothing. */
+	assert_int_equal(shoal_router_fail_group(rt_router, id), 0);
+	group_counts(id, &delivered, &lost);
+	assert_int_equal(lost, N_QUEUED);
+	assert_int_equal(shoal__router_count_stranded(rt_router), 0);
+	rt_stop_router();
+}
+
+/* Marked failed while its (stopped) process is still attached: counted
+ * when that process leaves, not before (it could still drain some). */
+static void runtime_queued_messages_of_a_group_failed_while_attached_are_counted(void **state)
+{
+	uint64_t delivered, lost;
+	pid_t pc;
+	int id;
+
+	(void)state;
+	pc = queue_for_stopped_consumer("loss-failatt", &id);
+	assert_int_equal(shoal_router_fail_group(rt_router, id), 0);
+	group_counts(id, &delivered, &lost);
+	assert_int_equal(lost, 0);
+	kill_stopped(pc, id);
+	group_counts(id, &delivered, &lost);
+	assert_int_equal(lost, N_QUEUED);
+	rt_stop_router();
+}
+
+static void runtime_messages_stranded_at_stop_are_counted(void **state)
+{
+	uint64_t delivered, lost;
+	pid_t pc;
+	int id;
+
+	(void)state;
+	pc = queue_for_stopped_consumer("loss-stop", &id);
+	/* A stopped consumer cannot drain: the stop times out, it is killed. */
+	assert_int_equal(shoal_router_stop_groups(rt_router, 300000000), -ETIMEDOUT);
+	kill_stopped(pc, id);
+	assert_int_equal(shoal__router_count_stranded(rt_router), N_QUEUED);
+	group_counts(id, &delivered, &lost);
+	assert_int_equal(lost, N_QUEUED);
+	rt_stop_router();
+}
+
+/* Attach and leave groups r0, r1, ... until one is refused; report how
+ * many attached in status[0] and the refusal in status[1]. */
+static int register_many_main(void *arg)
+{
+	struct shoal_group_desc d = { .n_workers = 1, .n_actors = 1, .node = -1,
+				      .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = rt_count_handler };
+	int n = 0, ret = 0;
+
+	(void)arg;
+	while (n < SHOAL_MAX_GROUPS) {
+		struct shoal_err err = { { 0 } };
+		struct shoal_group *g;
+		char name[16];
+
+		snprintf(name, sizeof(name), "r%d", n);
+		d.name = name;
+		ret = shoal_group_attach(&g, &d, NULL, &err);
+		if (ret < 0) {
+			CHILD_CHECK(strstr(err.msg, "did not declare") != NULL);
+			break;
+		}
+		shoal_group_detach(g);
+		n++;
+	}
+	atomic_store(&rt_res->status[0], n);
+	atomic_store(&rt_res->status[1], ret);
+	/* A returning name keeps its slot. */
+	d.name = "r0";
+	{
+		struct shoal_group *g;
+
+		CHILD_CHECK(shoal_group_attach(&g, &d, NULL, NULL) == 0);
+		shoal_group_detach(g);
+	}
+	return 0;
+}
+
+static void runtime_undeclared_groups_are_bounded(void **state)
+{
+	int id;
+
+	(void)state;
+	assert_int_equal(rt_start_router("loss-bound", NULL, 0), 0);
+	test_assert_exited(test_wait_pid(test_spawn(register_many_main, NULL), 60000), 0);
+	print_message("%d undeclared groups registered, the next refused: %s\n",
+		      atomic_load(&rt_res->status[0]), strerror(-atomic_load(&rt_res->status[1])));
+	assert_true(atomic_load(&rt_res->status[0]) >= 16);
+	assert_true(atomic_load(&rt_res->status[0]) < SHOAL_MAX_GROUPS / 2);
+	assert_int_equal(atomic_load(&rt_res->status[1]), -ENOSPC);
+	/* Declared groups still have room. */
+	id = rt_declare("declared", 1, 1);
+	assert_true(id > atomic_load(&rt_res->status[0]) - 1);
+	rt_stop_router();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(runtime_queued_messages_of_a_failed_group_are_counted),
+		cmocka_unit_test(runtime_queued_messages_of_a_group_failed_while_attached_are_counted),
+		cmocka_unit_test(runtime_messages_stranded_at_stop_are_counted),
+		cmocka_unit_test(runtime_undeclared_groups_are_bounded),
+	};
+
+	rt_init();
+	return cmocka_run_group_tests_name("runtime_loss", tests, NULL, NULL);
+}

@@ -1338,6 +1338,12 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 			ret = -ETIMEDOUT;
 			break;
 		}
+		/* Without a router nothing tells us the responder died: a
+		 * request with no timeout would wait forever. */
+		if (shoal__router_gone(ctx->g)) {
+			ret = -ESHUTDOWN;
+			break;
+		}
 		shoal_doorbell_poll_wait(&ctx->mw->in_db, ctx->g->spin_ns, response_ready, &rw,
 					 (int64_t)(deadline - now < SLEEP_SLICE_NS ? deadline - now :
 						   SLEEP_SLICE_NS));

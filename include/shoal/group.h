@@ -195,7 +195,9 @@ SHOAL_API void shoal_commit(struct shoal_ctx *ctx);
  * the response did not fit reply->buf; or a send error. The timeout covers
  * the whole call: a wait for room in the responder's full ring ends at it
  * (-ETIMEDOUT) or when the responder dies (-EOWNERDEAD) or fails
- * (-EHOSTDOWN), with nothing sent.
+ * (-EHOSTDOWN), with nothing sent. -ESHUTDOWN if the router died
+ * meanwhile (noticed within about 100 ms), since nothing would then tell
+ * the responder's death.
  */
 SHOAL_API int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type,
 			    const void *buf, uint32_t len, int64_t timeout_ns,

@@ -310,17 +310,12 @@ static int init_ring(void *mem, uint64_t len, void *arg)
 static int dir_note(struct shoal__group_slot *s, uint32_t kind, const char *name, uint64_t off,
 		    uint64_t len)
 {
+	struct shoal_seg_region *dir = shoal__grow(s->dir, &s->cap_dir, s->n_dir, sizeof(*dir), 64);
 	struct shoal_seg_region *e;
 
-	if (s->n_dir == s->cap_dir) {
-		uint32_t cap = s->cap_dir ? 2 * s->cap_dir : 64;
-		struct shoal_seg_region *n = realloc(s->dir, cap * sizeof(*n));
-
-		if (n == NULL)
-			return -ENOMEM;
-		s->dir = n;
-		s->cap_dir = cap;
-	}
+	if (dir == NULL)
+		return -ENOMEM;
+	s->dir = dir;
 	e = &s->dir[s->n_dir++];
 	memset(e, 0, sizeof(*e));
 	e->kind = kind;
@@ -628,6 +623,7 @@ static bool same_filter(const struct shoal_filter *a, const struct shoal_filter 
 static int route_append(struct shoal_router *r, const struct shoal_filter *f, int owner,
 			uint32_t *id, struct shoal_err *err)
 {
+	struct shoal__route_entry *routes;
 	int ret = shoal_filter_validate(f, err);
 
 	if (ret < 0)
@@ -640,15 +636,10 @@ static int route_append(struct shoal_router *r, const struct shoal_filter *f, in
 			*id = r->routes[i].f.id;
 			return 0;
 		}
-	if (r->n_routes == r->cap_routes) {
-		uint32_t cap = r->cap_routes ? 2 * r->cap_routes : 64;
-		struct shoal__route_entry *n = realloc(r->routes, cap * sizeof(*n));
-
-		if (n == NULL)
-			return -ENOMEM;
-		r->routes = n;
-		r->cap_routes = cap;
-	}
+	routes = shoal__grow(r->routes, &r->cap_routes, r->n_routes, sizeof(*routes), 64);
+	if (routes == NULL)
+		return -ENOMEM;
+	r->routes = routes;
 	r->routes[r->n_routes].f = *f;
 	r->routes[r->n_routes].f.id = ++r->next_route_id;
 	r->routes[r->n_routes].owner = owner;
@@ -748,15 +739,12 @@ static void damage_log(const struct shoal_router *r, int g, const char *fmt, ...
 
 static int retire(struct shoal_router *r, int g, unsigned w, bool uplink, void *mem, uint64_t len)
 {
-	if (r->n_retired == r->cap_retired) {
-		uint32_t cap = r->cap_retired ? 2 * r->cap_retired : 16;
-		struct shoal__retired *n = realloc(r->retired, cap * sizeof(*n));
+	struct shoal__retired *retired = shoal__grow(r->retired, &r->cap_retired, r->n_retired,
+						     sizeof(*retired), 16);
 
-		if (n == NULL)
-			return -ENOMEM;
-		r->retired = n;
-		r->cap_retired = cap;
-	}
+	if (retired == NULL)
+		return -ENOMEM;
+	r->retired = retired;
 	r->retired[r->n_retired++] = (struct shoal__retired){
 		.group = (uint16_t)g, .worker = (uint16_t)w, .uplink = uplink,
 		.state = SHOAL__RETIRED_OPEN, .mem = mem, .len = len,

@@ -60,15 +60,11 @@
 
 static int add_inring(struct shoal_ctx *ctx, void *mem, uint64_t len, int src_group)
 {
-	if (ctx->n_in == ctx->cap_in) {
-		uint32_t cap = ctx->cap_in ? 2 * ctx->cap_in : 8;
-		struct shoal__inring *n = realloc(ctx->in, cap * sizeof(*n));
+	struct shoal__inring *in = shoal__grow(ctx->in, &ctx->cap_in, ctx->n_in, sizeof(*in), 8);
 
-		if (n == NULL)
-			return -ENOMEM;
-		ctx->in = n;
-		ctx->cap_in = cap;
-	}
+	if (in == NULL)
+		return -ENOMEM;
+	ctx->in = in;
 	if (shoal_ring_cons_attach(&ctx->in[ctx->n_in].c, mem, len, NULL) < 0) {
 		/* The router replaces a ring it finds condemned. */
 		shoal_ring_condemn(mem, len, SHOAL_RING_SIDE_CONS);

@@ -26,6 +26,20 @@ int shoal__fail(struct shoal_err *err, int code, const char *fmt, ...)
 	return code;
 }
 
+void *shoal__grow(void *arr, uint32_t *cap, uint32_t n, size_t elem, uint32_t first)
+{
+	uint32_t c;
+	void *a;
+
+	if (n < *cap)
+		return arr;
+	c = *cap ? 2 * *cap : first;
+	a = realloc(arr, (size_t)c * elem);
+	if (a != NULL)
+		*cap = c;
+	return a;
+}
+
 uint64_t shoal__now_ns(void)
 {
 	struct timespec ts;

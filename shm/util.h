@@ -37,6 +37,15 @@ static inline uint64_t shoal__align_up(uint64_t x, uint64_t a)
 	return (x + a - 1) & ~(a - 1);
 }
 
+/*
+ * Make room for one more element in array `arr` of `n` elements of `elem`
+ * bytes: when n == *cap, double *cap (or start at `first`) and realloc.
+ * Returns the array to use from now on (`arr` itself while there is room),
+ * or NULL when out of memory, with `arr` and *cap unchanged. Allocates:
+ * never on a hot path.
+ */
+void *shoal__grow(void *arr, uint32_t *cap, uint32_t n, size_t elem, uint32_t first);
+
 /* Monotonic clock in nanoseconds (vDSO: no system call). */
 uint64_t shoal__now_ns(void);
 

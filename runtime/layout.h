@@ -40,7 +40,7 @@
 
 #define SHOAL__REG_MAGIC UINT32_C(0x47455253)   /* "SREG" */
 #define SHOAL__MBX_MAGIC UINT32_C(0x58424d53)   /* "SMBX" */
-#define SHOAL__LAYOUT_VERSION 1u
+#define SHOAL__LAYOUT_VERSION 2u   /* 2: damage, loss and set-aside fields */
 #define SHOAL__MAX_TYPES 1024u
 #define SHOAL__SYSTEM_MAX 32u
 
@@ -158,6 +158,23 @@ struct shoal__mbx_worker {
 	uint8_t pad2[SHOAL_FALSE_SHARING - 28];
 };
 
+/*
+ * The last record a worker set aside after SHOAL__CRASHES_MAX processes died
+ * handling it (worker.c keep_aside()), its first SHOAL__ASIDE_KEEP bytes, so
+ * that `shoal dump` can show what it was. Written by that worker only, under
+ * a sequence count: odd while being written (R5/R6), 0 if never written.
+ */
+#define SHOAL__ASIDE_KEEP 232u
+
+struct shoal__mbx_aside {
+	_Atomic uint32_t seq;
+	uint32_t len;                    /* the record's whole length (envelope + payload) */
+	uint32_t kept;                   /* bytes of it in rec[] */
+	uint32_t crashes;                /* processes that died handling it */
+	uint64_t when_ns;                /* CLOCK_MONOTONIC when it was set aside */
+	unsigned char rec[SHOAL__ASIDE_KEEP];
+};
+
 struct shoal__mbx_hdr {
 	uint32_t magic;
 	uint32_t version;
@@ -168,6 +185,7 @@ struct shoal__mbx_hdr {
 	_Atomic uint32_t stop;           /* router -> group: drain and leave */
 	uint8_t pad1[SHOAL_FALSE_SHARING - 20];
 	struct shoal__mbx_worker w[SHOAL_MAX_WORKERS];
+	struct shoal__mbx_aside aside[SHOAL_MAX_WORKERS];
 };
 
 struct shoal__bell {
@@ -185,6 +203,10 @@ static_assert(offsetof(struct shoal__mbx_worker, sent_routed) == 2 * SHOAL_FALSE
 static_assert(offsetof(struct shoal__mbx_worker, up_no_route) == 3 * SHOAL_FALSE_SHARING,
 	      "mailbox ABI");
 static_assert(offsetof(struct shoal__mbx_hdr, w) == SHOAL_FALSE_SHARING, "mailbox ABI");
+static_assert(sizeof(struct shoal__mbx_aside) == 256, "mailbox ABI");
+static_assert(offsetof(struct shoal__mbx_hdr, aside) ==
+	      SHOAL_FALSE_SHARING + SHOAL_MAX_WORKERS * sizeof(struct shoal__mbx_worker),
+	      "mailbox ABI");
 static_assert(sizeof(struct shoal_envelope) == 56, "envelope ABI");
 static_assert(offsetof(struct shoal_envelope, dest) == 16, "envelope ABI");
 static_assert(offsetof(struct shoal_envelope, flags) == 48, "envelope ABI");

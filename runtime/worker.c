@@ -209,7 +209,8 @@ static void count_lost_forwards(struct shoal_group *g)
  * mark when it releases the batch. A process that attaches and finds a mark
  * counts one more crash on that record; once SHOAL__CRASHES_MAX processes
  * died on it, the worker sets it aside when it comes round again: skipped,
- * released and counted (set_aside), and the group carries on. Relaxed
+ * released and counted (set_aside), its first bytes kept for `shoal dump`
+ * (keep_aside()), and the group carries on. Relaxed
  * stores: only a later process reads them, after this one died.
  */
 static void note_crash(struct shoal_ctx *ctx)
@@ -241,6 +242,33 @@ static uint64_t rec_mark(const struct shoal_ctx *ctx, const struct shoal__inring
 	return ring << 32 | (off & UINT32_MAX);
 }
 
+/*
+ * Keep a copy of the record set aside where `shoal dump` finds it: a
+ * sequence count around the bytes (a seqlock; a sequence found odd, say
+ * after a crash mid-write, is made odd again, never taken for stable).
+ * The bytes are plain stores read concurrently by the tool: ordered by the
+ * fences on x86-64 and ARMv8, a data race in the C11 model, which the
+ * reader's sequence re-check turns into a retry, never a torn copy shown.
+ */
+static void keep_aside(struct shoal_ctx *ctx, const struct shoal_rec *rec)
+{
+	struct shoal__mbx_aside *a = &ctx->g->mbx->aside[ctx->w];
+	uint32_t seq = shoal_load_relaxed(&a->seq) | 1u;   /* we are its only writer */
+	uint32_t kept = rec->len < SHOAL__ASIDE_KEEP ? rec->len : SHOAL__ASIDE_KEEP;
+
+	shoal_store_relaxed(&a->seq, seq);
+	/* R5: pairs with A5 in tools/cmd_dump.c read_aside(): the odd
+	 * sequence is visible before any byte below. */
+	shoal_fence_release();
+	a->len = rec->len;
+	a->kept = kept;
+	a->crashes = ctx->suspect_crashes;
+	a->when_ns = shoal__now_ns();
+	memcpy(a->rec, rec->data, kept);
+	/* R6: pairs with A6 in read_aside(): the bytes before the even sequence. */
+	shoal_store_release(&a->seq, seq + 1);
+}
+
 /* Whether to set record `rec` aside; else marks it as in hand. */
 static bool set_aside(struct shoal_ctx *ctx, const struct shoal__inring *in,
 		      const struct shoal_rec *rec)
@@ -250,6 +278,7 @@ static bool set_aside(struct shoal_ctx *ctx, const struct shoal__inring *in,
 	if (SHOAL_UNLIKELY(mark == ctx->suspect)) {
 		ctx->suspect = 0;   /* it comes round once */
 		if (ctx->suspect_crashes >= SHOAL__CRASHES_MAX) {
+			keep_aside(ctx, rec);
 			COUNT(ctx, set_aside);
 			return true;
 		}

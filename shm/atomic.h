@@ -17,6 +17,8 @@
 #define shoal_load_acquire(p)      atomic_load_explicit((p), memory_order_acquire)
 #define shoal_store_release(p, v)  atomic_store_explicit((p), (v), memory_order_release)
 #define shoal_fence_full()         atomic_thread_fence(memory_order_seq_cst)
+#define shoal_fence_release()      atomic_thread_fence(memory_order_release)
+#define shoal_fence_acquire()      atomic_thread_fence(memory_order_acquire)
 #define shoal_fetch_add_relaxed(p, v) atomic_fetch_add_explicit((p), (v), memory_order_relaxed)
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -24,6 +24,7 @@
 #include "runtime/layout.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
+#include "tests/toolrun.h"
 
 /* ---- consumers with behaviours of their own ------------------------------------ */
 
@@ -532,17 +533,46 @@ static int poison_main(void *arg)
 	return 0;
 }
 
+/* The record worker 0 of `group` set aside: its envelope and payload. */
+static void aside_of(const char *group, uint32_t *crashes, struct shoal_envelope *env,
+		     struct msg *v)
+{
+	char name[SHOAL_SEG_NAME_MAX];
+	struct shoal_seg seg;
+	struct shoal__mbx_hdr *h;
+	const struct shoal__mbx_aside *a;
+
+	assert_int_equal(shoal__name_mailbox(name, rt_sysname, group), 0);
+	assert_int_equal(shoal_seg_attach(&seg, name, SHOAL_SEG_RDONLY, NULL), 0);
+	h = shoal__mailbox_hdr(&seg);
+	assert_non_null(h);
+	a = &h->aside[0];
+	assert_true(atomic_load(&a->seq) != 0 && atomic_load(&a->seq) % 2 == 0);
+	assert_int_equal(a->len, sizeof(*env) + sizeof(*v));
+	assert_int_equal(a->kept, a->len);
+	*crashes = a->crashes;
+	memcpy(env, a->rec, sizeof(*env));
+	memcpy(v, a->rec + sizeof(*env), sizeof(*v));
+	shoal_seg_detach(&seg);
+}
+
 /*
  * A message that kills its handler is handled again by each new process
  * (it may have been the process's fault, not the message's), until
  * SHOAL__CRASHES_MAX of them died of it: the next sets it aside, counted,
- * and handles the rest.
+ * keeps a copy that `shoal dump` shows, and handles the rest.
  */
 static void runtime_message_that_keeps_crashing_its_handler_is_set_aside(void **state)
 {
 	struct child c = { .index = 0, .name = "poison" };
 	struct child prod = { .index = 1, .name = "prod", .n = POISON_N, .type = T_PING };
 	uint64_t handled = 0, lost, aside;
+	struct shoal_envelope env;
+	const char *dump_args[] = { "dump", "--json", rt_sysname, "poison", NULL };
+	struct tool_run r;
+	char want[64];
+	uint32_t crashes;
+	struct msg v;
 	pid_t pc;
 	int id;
 
@@ -567,6 +597,19 @@ static void runtime_message_that_keeps_crashing_its_handler_is_set_aside(void **
 	assert_int_equal(handled, POISON_N - 1);
 	assert_int_equal(atomic_load(&seen[POISON_SEQ]), 0);
 	assert_int_equal(aside, 1);
+	aside_of("poison", &crashes, &env, &v);
+	assert_int_equal(crashes, SHOAL__CRASHES_MAX);
+	assert_int_equal(env.type, T_PING);
+	assert_int_equal(v.seq, POISON_SEQ);
+	/* What `shoal dump` shows of it. */
+	if (tool_bin == NULL)
+		fail_msg("SHOAL_BIN must name the shoal binary (tests/meson.build sets it)");
+	tool_expect(&r, 0, dump_args);
+	snprintf(want, sizeof(want), "\"crashes\": %u", SHOAL__CRASHES_MAX);
+	assert_has(r.out, "\"set_aside\": [");
+	assert_has(r.out, want);
+	assert_has(r.out, "\"type_name\": \"ping\"");
+	tool_free(&r);
 	rt_stop_and_reap(&pc, 1);   /* the fourth process is alive and well */
 	rt_stop_router();
 }
@@ -585,6 +628,7 @@ int main(void)
 	};
 
 	rt_init();
+	tool_bin = getenv("SHOAL_BIN");
 	seen = mmap(NULL, FW_N, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (seen == MAP_FAILED)
 		abort();

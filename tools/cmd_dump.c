@@ -531,14 +531,14 @@ static void json_flags(struct shoal__json *j, uint32_t flags)
 	shoal__json_array_end(j);
 }
 
-static void json_record(struct shoal__json *j, const struct shoal__sys_view *v,
+static void json_record(struct shoal__json *j, const char *key, const struct shoal__sys_view *v,
 			const struct record *rec, uint64_t now)
 {
 	char problem[128], hex[2 * PREVIEW_MAX + 1];
 	const char *bad = envelope_problem(rec, problem, sizeof(problem));
 	const char *tn = type_name(v, rec->env.type);
 
-	shoal__json_object_begin(j, NULL);
+	shoal__json_object_begin(j, key);
 	shoal__json_uint(j, "index", rec->index);
 	shoal__json_uint(j, "length", rec->len);
 	shoal__json_string(j, "envelope", bad != NULL ? "malformed" : "ok");
@@ -583,7 +583,7 @@ static void json_ring(struct shoal__json *j, const struct shoal__sys_view *v,
 	}
 	shoal__json_array_begin(j, "records");
 	for (uint32_t i = 0; i < d->n_recs; i++)
-		json_record(j, v, &d->recs[i], now);
+		json_record(j, NULL, v, &d->recs[i], now);
 	shoal__json_array_end(j);
 	shoal__json_bool(j, "raced", d->raced);
 	shoal__json_string(j, "status", r->corrupt || d->bad ? "corrupt" : "ok");
@@ -592,6 +592,60 @@ static void json_ring(struct shoal__json *j, const struct shoal__sys_view *v,
 	else if (d->bad)
 		shoal__json_string(j, "reason", d->reason);
 	shoal__json_object_end(j);
+}
+
+/* ---- Records set aside ---- */
+
+/* A worker's set-aside record, copied out of its mailbox block. */
+struct aside {
+	uint32_t worker;
+	uint32_t crashes;
+	uint64_t when_ns;
+	struct record rec;
+};
+
+struct aside_read {
+	const struct shoal__mbx_aside *a;
+	bool got, changing;
+	struct aside *out;
+};
+
+/* A seqlock read of one worker's set-aside block (worker.c keep_aside()). */
+static void read_aside(void *arg)
+{
+	struct aside_read *ar = arg;
+	const struct shoal__mbx_aside *a = ar->a;
+
+	for (int pass = 0; pass < WALK_PASSES; pass++) {
+		/* A6: pairs with R6 in worker.c keep_aside(): the bytes after an
+		 * even sequence. */
+		uint32_t s1 = shoal_load_acquire(&a->seq), s2, len, kept;
+		unsigned char bytes[SHOAL__ASIDE_KEEP];
+
+		if (s1 == 0)
+			return;   /* never written */
+		if (s1 & 1u)
+			continue;
+		len = a->len;
+		kept = a->kept;
+		ar->out->crashes = a->crashes;
+		ar->out->when_ns = a->when_ns;
+		memcpy(bytes, a->rec, sizeof(bytes));
+		/* A5: pairs with R5 in keep_aside(): the bytes are read before
+		 * the sequence is read again. */
+		shoal_fence_acquire();
+		s2 = shoal_load_relaxed(&a->seq);
+		if (s1 != s2)
+			continue;
+		/* Untrusted: the lengths are bounded before the copy uses them. */
+		if (kept > SHOAL__ASIDE_KEEP || kept > len)
+			kept = 0;
+		copy_record(&ar->out->rec, 0, bytes, kept < len ? kept : len);
+		ar->out->rec.len = len;
+		ar->got = true;
+		return;
+	}
+	ar->changing = true;
 }
 
 /* ---- The command ---- */
@@ -603,8 +657,34 @@ struct dump {
 	struct shoal__seg_snap snap;
 	struct ring_dump *rings;
 	uint32_t n_rings;
+	struct aside asides[SHOAL_MAX_WORKERS];
+	uint32_t n_asides;
 	uint64_t now;
 };
+
+/* Copy the records the group's workers set aside, if any. */
+static void dump_asides(struct dump *dp, const struct shoal_seg *seg)
+{
+	const struct shoal__mbx_hdr *h = NULL;
+
+	for (uint32_t i = 0; i < dp->snap.n_regions && h == NULL; i++) {
+		const struct shoal__region_snap *r = &dp->snap.regions[i];
+
+		if (r->entry_ok && r->region.kind == SHOAL__KIND_MAILBOX &&
+		    r->region.len >= sizeof(*h))
+			h = shoal_seg_ptr(seg, r->region.off, sizeof(*h), 128);
+	}
+	if (h == NULL || h->magic != SHOAL__MBX_MAGIC || h->version != SHOAL__LAYOUT_VERSION)
+		return;
+	for (uint32_t w = 0; w < SHOAL_MAX_WORKERS; w++) {
+		struct aside_read ar = { &h->aside[w], false, false, &dp->asides[dp->n_asides] };
+
+		if (shoal__snap_guard(read_aside, &ar) == 0 && ar.got) {
+			dp->asides[dp->n_asides].worker = w;
+			dp->n_asides++;
+		}
+	}
+}
 
 static bool wanted(const struct dump_args *a, const struct shoal__region_snap *r)
 {
@@ -666,6 +746,16 @@ static void print_text(const struct dump *dp)
 	       (unsigned long long)queued, queued == 1 ? "" : "s");
 	for (uint32_t i = 0; i < dp->n_rings; i++)
 		text_ring(&dp->view, &dp->rings[i], dp->now, dp->a->hex);
+	for (uint32_t i = 0; i < dp->n_asides; i++) {
+		const struct aside *s = &dp->asides[i];
+		char ago[SHOAL_FMT_SHORT_SIZE];
+
+		shoal__fmt_duration(ago, sizeof(ago), dp->now > s->when_ns ? dp->now - s->when_ns : 0);
+		printf("\nSet aside by worker %u, %s ago, after %u processes died handling it "
+		       "(counted in set_aside; the last one only is kept):\n", s->worker, ago,
+		       s->crashes);
+		text_record(&dp->view, &s->rec, 1, dp->now, dp->a->hex);
+	}
 }
 
 static void print_json(const struct dump *dp)
@@ -680,6 +770,16 @@ static void print_json(const struct dump *dp)
 	shoal__json_array_begin(&j, "rings");
 	for (uint32_t i = 0; i < dp->n_rings; i++)
 		json_ring(&j, &dp->view, &dp->rings[i], dp->now);
+	shoal__json_array_end(&j);
+	shoal__json_array_begin(&j, "set_aside");
+	for (uint32_t i = 0; i < dp->n_asides; i++) {
+		shoal__json_object_begin(&j, NULL);
+		shoal__json_uint(&j, "worker", dp->asides[i].worker);
+		shoal__json_uint(&j, "crashes", dp->asides[i].crashes);
+		shoal__json_uint(&j, "when_ns", dp->asides[i].when_ns);
+		json_record(&j, "record", &dp->view, &dp->asides[i].rec, dp->now);
+		shoal__json_object_end(&j);
+	}
 	shoal__json_array_end(&j);
 	shoal__json_string(&j, "status", any_bad(dp) ? "corrupt" : "ok");
 	shoal__json_object_end(&j);
@@ -713,6 +813,7 @@ static int dump_mailbox(const struct shoal__cmd *cmd, struct dump *dp)
 	ret = shoal__seg_snap_take(&dp->snap, &seg, &so);
 	if (ret == 0) {
 		ret = dump_rings(dp, &seg);
+		dump_asides(dp, &seg);
 		if (ret == 0 && dp->a->ring != NULL && dp->n_rings == 0) {
 			fprintf(stderr, "shoal %s: group %s's mailbox has no ring named '%s'\n",
 				cmd->name, dp->a->group, dp->a->ring);
@@ -780,6 +881,9 @@ const struct shoal__cmd shoal__cmd_dump = {
 	"and request ids, flags, how long ago it was sent, and the first bytes of\n"
 	"its payload. Read-only: nothing is consumed, and a message its worker takes\n"
 	"while it is being read is left out, never shown half overwritten.\n"
+	"Then, for each worker that set a message aside (one that killed the\n"
+	"three processes in a row that handled it: skipped, counted in\n"
+	"set_aside), the last such message, its envelope and first bytes.\n"
 	"\n"
 	"Options:\n"
 	"  --ring NAME  only the ring NAME of the group's mailbox (any ring, such as\n"

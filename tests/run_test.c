@@ -997,7 +997,7 @@ static void run_survives_its_output_reader_going_away(void **state)
 	const char *cfg = in_dir("pipe.yaml");
 	char text[1024], buf[4096] = "";
 	size_t got = 0;
-	pid_t run;
+	pid_t run, dup;
 	int p[2], status;
 
 	(void)state;
@@ -1018,6 +1018,27 @@ static void run_survives_its_output_reader_going_away(void **state)
 	close(p[0]);
 	wait_attached("pipe", "a");
 	kill_and_see_restart("pipe", "a");
+	/* A group whose output is gone, refused (a is running), says so into
+	 * the void and exits 1: the write does not kill it. */
+	assert_int_equal(pipe(p), 0);
+	close(p[0]);
+	dup = fork();
+	assert_true(dup >= 0);
+	if (dup == 0) {
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		signal(SIGPIPE, SIG_DFL);
+		setenv("SHOAL_SYSTEM", "pipe", 1);
+		setenv("SHOAL_GROUP", "a", 1);
+		execl(group_bin, "run_group", "--role", "consumer", (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	status = test_wait_pid(dup, 30000);
+	assert_int_not_equal(status, -1);
+	if (WIFSIGNALED(status))
+		fail_msg("the refused group was killed by signal %d", WTERMSIG(status));
+	assert_int_equal(WEXITSTATUS(status), 1);
 	kill(run, SIGINT);
 	status = test_wait_pid(run, 30000);
 	assert_int_not_equal(status, -1);

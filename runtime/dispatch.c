@@ -431,17 +431,16 @@ static bool uplinks_empty(struct shoal__dispatcher *d, const struct shoal__snaps
 	return true;
 }
 
-static void pin_to_node(struct shoal__dispatcher *d)
+/* The CPUs of this dispatcher's node, as a set; returns how many. */
+static int node_cpus(const struct shoal__dispatcher *d, cpu_set_t *set)
 {
 	uint64_t cpus = d->r->topo.cpus[d->node];
-	cpu_set_t set;
 
-	CPU_ZERO(&set);
+	CPU_ZERO(set);
 	for (int c = 0; c < 64; c++)
 		if (cpus & (UINT64_C(1) << c))
-			CPU_SET(c, &set);
-	if (CPU_COUNT(&set) > 0)
-		(void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+			CPU_SET(c, set);
+	return CPU_COUNT(set);
 }
 
 static void *dispatcher_main(void *arg)
@@ -451,11 +450,6 @@ static void *dispatcher_main(void *arg)
 	struct shoal_doorbell *bell = &r->bell->disp[d->index];
 	uint64_t idle_since = 0, loops = 0;
 
-	char name[16];
-
-	snprintf(name, sizeof(name), "shoal-disp-%d", d->index);
-	pthread_setname_np(pthread_self(), name);   /* visible to ps, top, tests */
-	pin_to_node(d);
 	rcu_register_thread();
 	while (!atomic_load_explicit(&r->stopping, memory_order_relaxed)) {
 		struct shoal__snapshot *s;
@@ -519,6 +513,9 @@ static void *dispatcher_main(void *arg)
 int shoal__dispatcher_start(struct shoal_router *r, int index, int node)
 {
 	struct shoal__dispatcher *d = calloc(1, sizeof(*d));
+	pthread_attr_t attr;
+	cpu_set_t set;
+	char name[16];
 	int ret;
 
 	if (d == NULL)
@@ -534,9 +531,21 @@ int shoal__dispatcher_start(struct shoal_router *r, int index, int node)
 		ret = -ENOMEM;
 		goto fail;
 	}
-	ret = -pthread_create(&d->thread, NULL, dispatcher_main, d);
+	/* Pinned from its first instruction (its first touches land on its
+	 * node) and named before we return: both hold however late the new
+	 * thread first runs. CPUs this machine lacks leave it unpinned. */
+	ret = -EINVAL;
+	if (node_cpus(d, &set) > 0 && pthread_attr_init(&attr) == 0) {
+		if (pthread_attr_setaffinity_np(&attr, sizeof(set), &set) == 0)
+			ret = -pthread_create(&d->thread, &attr, dispatcher_main, d);
+		pthread_attr_destroy(&attr);
+	}
+	if (ret == -EINVAL)
+		ret = -pthread_create(&d->thread, NULL, dispatcher_main, d);
 	if (ret < 0)
 		goto fail;
+	snprintf(name, sizeof(name), "shoal-disp-%d", index);
+	pthread_setname_np(d->thread, name);   /* visible to ps, top, tests */
 	r->disp[index] = d;
 	return 0;
 fail:

@@ -575,6 +575,10 @@ int shoal_group_main(const struct shoal_group_desc *desc, int argc, char **argv)
 	struct shoal_group *g;
 	int c, ret;
 
+	/* Its output is diagnostics (often a pipe to `shoal run`'s reader):
+	 * a write there must not kill a group. The control socket never
+	 * raises it (MSG_NOSIGNAL). */
+	signal(SIGPIPE, SIG_IGN);
 	while ((c = getopt_long(argc, argv, "s:g:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':

@@ -1134,6 +1134,28 @@ union ctl_reply {
 	struct shoal__ctl_error e;
 };
 
+/* The pid of the process that opened connection `fd` (the kernel's record,
+ * not the pid it claimed); 0 if unknown. */
+static pid_t conn_peer_pid(int fd)
+{
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+
+	return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0 ? cred.pid : 0;
+}
+
+/*
+ * Whether the process that opened connection `fd` has ended (the kernel's
+ * record of its peer, not the pid it claimed). A zombie counts as alive
+ * until reaped, an unknown peer too: we only answer "dead" when sure.
+ */
+static bool conn_peer_dead(int fd)
+{
+	pid_t pid = conn_peer_pid(fd);
+
+	return pid > 0 && kill(pid, 0) != 0 && errno == ESRCH;
+}
+
 static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_hello *m,
 			union ctl_reply *rep, size_t *rep_len, struct shoal_err *err)
 {
@@ -1157,6 +1179,14 @@ static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_
 	if (g < 0)
 		return g;
 	s = &r->groups[g];
+	if (s->conn >= 0 && conn_peer_dead(s->conn)) {
+		/* Its process died but we have not seen the hang-up (late, or
+		 * never while a child it forked holds the socket): it left. */
+		fprintf(stderr, "shoal: group %s: process %d is gone, its connection dropped\n",
+			s->name, (int)s->pid);
+		shutdown(s->conn, SHUT_RDWR);   /* the control loop closes it */
+		group_left(r, g);
+	}
 	if (s->conn >= 0)
 		return shoal__fail(err, -EEXIST, "group %s is already running (pid %d)", s->name,
 				   (int)s->pid);

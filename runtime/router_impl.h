@@ -180,7 +180,8 @@ struct shoal_router {
 	atomic_bool held;               /* dispatchers pause (shoal_router_hold) */
 };
 
-/* Dispatcher thread lifecycle (dispatch.c). */
+/* Dispatcher thread lifecycle (dispatch.c). On return the thread is named
+ * shoal-disp-<index> and pinned to its node's CPUs (those this machine has). */
 int shoal__dispatcher_start(struct shoal_router *r, int index, int node);
 void shoal__dispatcher_stop(struct shoal__dispatcher *d);
 

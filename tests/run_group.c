@@ -204,11 +204,29 @@ int main(int argc, char **argv)
 			shoal_group_detach(g);
 		return 3;
 	}
+	if (strcmp(role, "holder") == 0) {
+		/* A consumer that forks a child which outlives it for a while,
+		 * holding its control connection open (as after system()). */
+		struct shoal_group *g;
+		int ret;
+
+		if (shoal_group_attach(&g, &d, NULL, NULL) != 0)
+			return 1;
+		if (fork() == 0) {
+			sleep(15);
+			_exit(0);
+		}
+		printf("holder: a child holds the connection\n");
+		fflush(stdout);
+		ret = shoal_group_run(g);
+		shoal_group_detach(g);
+		return ret < 0 ? 1 : 0;
+	}
 	if (strcmp(role, "consumer") == 0) {
 		if (log != NULL)
 			log_fd = open(log, O_WRONLY | O_APPEND | O_CREAT, 0600);
 		return shoal_group_main(&d, 1, argv);
 	}
-	fprintf(stderr, "usage: %s --role producer|consumer|crasher|asker ...\n", argv[0]);
+	fprintf(stderr, "usage: %s --role producer|consumer|holder|crasher|asker ...\n", argv[0]);
 	return 2;
 }

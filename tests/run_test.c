@@ -789,6 +789,24 @@ static void kill_and_see_restart(const char *system, const char *name)
 	assert_true(group_pid(system, name) > 0 && group_pid(system, name) != victim);
 }
 
+/* `shoal run` of system `system` with one group, a, of run_group's `role`
+ * (always restarted, 50 ms backoff), its output in `out`: once a attached. */
+static pid_t run_group_a(const char *system, const char *role, const char *out)
+{
+	char cfg[600], text[1024];
+	pid_t run;
+
+	snprintf(cfg, sizeof(cfg), "%s/%s.yaml", dir, system);
+	snprintf(text, sizeof(text),
+		 "system: %s\ngroups:\n  - name: a\n    program: %s\n    args: [--role, %s]\n"
+		 "    restart: { policy: always, backoff: 50ms }\n", system, group_bin, role);
+	write_file(cfg, text);
+	run = start_run(cfg, out);
+	expect_output(out, "group a: started", 10000);
+	wait_attached(system, "a");
+	return run;
+}
+
 /*
  * A same-user client registers a group, then floods requests and never
  * reads a reply. The router drops it once its replies fill the socket; the
@@ -796,23 +814,16 @@ static void kill_and_see_restart(const char *system, const char *name)
  */
 static void run_control_client_that_never_reads_cannot_freeze_it(void **state)
 {
-	const char *cfg = in_dir("flood.yaml"), *out = in_dir("flood.out");
+	const char *out = in_dir("flood.out");
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct shoal__ctl_hello hello;
 	struct shoal__ctl_unsub unsub;
-	char text[1024];
 	int fd, stalls = 0, status;
 	unsigned sent = 0;
 	pid_t run;
 
 	(void)state;
-	snprintf(text, sizeof(text),
-		 "system: flood\ngroups:\n  - name: a\n    program: %s\n    args: [--role, consumer]\n"
-		 "    restart: { policy: always, backoff: 50ms }\n", group_bin);
-	write_file(cfg, text);
-	run = start_run(cfg, out);
-	expect_output(out, "group a: started", 10000);
-	wait_attached("flood", "a");
+	run = run_group_a("flood", "consumer", out);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	assert_true(fd >= 0);
 	assert_int_equal(shoal__path_socket(sa.sun_path, sizeof(sa.sun_path), "flood"), 0);
@@ -986,7 +997,7 @@ static void run_survives_its_output_reader_going_away(void **state)
 	const char *cfg = in_dir("pipe.yaml");
 	char text[1024], buf[4096] = "";
 	size_t got = 0;
-	pid_t run;
+	pid_t run, dup;
 	int p[2], status;
 
 	(void)state;
@@ -1007,12 +1018,52 @@ static void run_survives_its_output_reader_going_away(void **state)
 	close(p[0]);
 	wait_attached("pipe", "a");
 	kill_and_see_restart("pipe", "a");
+	/* A group whose output is gone, refused (a is running), says so into
+	 * the void and exits 1: the write does not kill it. */
+	assert_int_equal(pipe(p), 0);
+	close(p[0]);
+	dup = fork();
+	assert_true(dup >= 0);
+	if (dup == 0) {
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		signal(SIGPIPE, SIG_DFL);
+		setenv("SHOAL_SYSTEM", "pipe", 1);
+		setenv("SHOAL_GROUP", "a", 1);
+		execl(group_bin, "run_group", "--role", "consumer", (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	status = test_wait_pid(dup, 30000);
+	assert_int_not_equal(status, -1);
+	if (WIFSIGNALED(status))
+		fail_msg("the refused group was killed by signal %d", WTERMSIG(status));
+	assert_int_equal(WEXITSTATUS(status), 1);
 	kill(run, SIGINT);
 	status = test_wait_pid(run, 30000);
 	assert_int_not_equal(status, -1);
 	if (WIFSIGNALED(status))
 		fail_msg("shoal run was killed by signal %d", WTERMSIG(status));
 	assert_int_equal(count_system_files("pipe"), 0);
+}
+
+/*
+ * A group killed while a child it forked still holds its control
+ * connection: the router sees no hang-up, yet the restarted process must
+ * attach, since the router can tell the old one is dead.
+ */
+static void run_restart_attaches_while_a_dead_groups_connection_is_held(void **state)
+{
+	const char *out = in_dir("held.out");
+	pid_t run;
+
+	(void)state;
+	run = run_group_a("held", "holder", out);
+	expect_output(out, "holds the connection", 10000);
+	kill_and_see_restart("held", "a");
+	expect_output(out, "its connection dropped", 10000);
+	assert_int_equal(stop_run(run, SIGINT), 0);
+	assert_int_equal(count_system_files("held"), 0);
 }
 
 /* SIGINT while a consumer is stopped (SIGSTOP): it cannot drain, is killed
@@ -1072,6 +1123,8 @@ int main(void)
 					  kill_started),
 		cmocka_unit_test_teardown(run_groups_exit_when_their_router_is_killed, kill_started),
 		cmocka_unit_test_teardown(run_survives_its_output_reader_going_away, kill_started),
+		cmocka_unit_test_teardown(run_restart_attaches_while_a_dead_groups_connection_is_held,
+					  kill_started),
 		cmocka_unit_test_teardown(run_messages_stranded_at_sigint_are_counted, kill_started),
 	};
 	struct CMUnitTest table[N_BAD];
@@ -1085,6 +1138,8 @@ int main(void)
 		return 77;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	if (getenv("SHOAL_TEST_FILTER") != NULL)   /* one test, by name pattern */
+		cmocka_set_test_filter(getenv("SHOAL_TEST_FILTER"));
 	for (size_t i = 0; i < N_BAD; i++) {
 		snprintf(names[i], sizeof(names[i]), "run_config_refused_with_position/%s",
 			 bad_configs[i].name);

@@ -140,7 +140,9 @@ SHOAL_API void shoal_group_detach(struct shoal_group *g);
 /*
  * Everything in one call: parse --system NAME / --group NAME (defaults
  * from the environment), attach, run, detach. Installs SIGINT/SIGTERM
- * handlers that stop the group. Returns a process exit status.
+ * handlers that stop the group, and ignores SIGPIPE: a group whose output
+ * reader went away loses that output, not its life. Returns a process
+ * exit status.
  */
 SHOAL_API int shoal_group_main(const struct shoal_group_desc *desc, int argc, char **argv);
 

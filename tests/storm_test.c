@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "runtime/layout.h"
+#include "tests/rtutil.h"
 #include "tests/testutil.h"
 #include "tests/toolrun.h"
 
@@ -42,36 +43,12 @@ static const char *group_bin;
 static char dir[256];
 static pid_t run_pid;
 
-static const char *in_dir(const char *name)
-{
-	static char paths[8][512];
-	static int next;
-	char *p = paths[next++ % 8];
-
-	snprintf(p, 512, "%s/%s", dir, name);
-	return p;
-}
-
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static pid_t group_pid(const char *name)
-{
-	struct shoal__registry reg;
-	pid_t pid = 0;
-
-	if (shoal__registry_attach(&reg, "storm", SHOAL_SEG_RDONLY, NULL) < 0)
-		return 0;
-	for (int g = 0; g < SHOAL_MAX_GROUPS; g++)
-		if (strcmp(reg.groups[g].name, name) == 0)
-			pid = atomic_load(&reg.groups[g].pid);
-	shoal_seg_detach(&reg.seg);
-	return pid;
 }
 
 /* Presence count per sequence number in a consumer log of "type seq" lines. */
@@ -255,7 +232,7 @@ static void write_config(const char *path)
 			   "    restart: { policy: always, backoff: 10ms, max_backoff: 50ms,"
 			   " max_retries: unlimited }\n"
 			   "    routes: [ { types: [work] } ]\n",
-			c, group_bin, in_dir(log), WORKERS);
+			c, group_bin, test_seg_path(log), WORKERS);
 	}
 	fclose(f);
 }
@@ -320,7 +297,7 @@ static bool settled(struct tally *t, bool final)
 		snprintf(name, sizeof(name), "c%d", c);
 		snprintf(log, sizeof(log), "c%d.log", c);
 		tally_group(doc, name, &t[c]);
-		seen = seqs_of(in_dir(log), total, &t[c].lines);
+		seen = seqs_of(test_seg_path(log), total, &t[c].lines);
 		t[c].unique = t[c].dups = 0;
 		for (uint64_t s = 0; s < total; s++) {
 			t[c].unique += seen[s] > 0;
@@ -337,16 +314,18 @@ static bool settled(struct tally *t, bool final)
 static void storm_kill9_of_multiworker_consumers_loses_nothing_uncounted(void **state)
 {
 	const uint64_t total = N_PROD * (uint64_t)PER_PROD;
-	const char *cfg = in_dir("storm.yaml"), *out = in_dir("storm.out");
+	char cfg[PATH_MAX], out[PATH_MAX];
 	struct tally t[N_CONS];
 	uint64_t seed = (uint64_t)time(NULL), start, kills = 0;
 	int status;
 
 	(void)state;
+	snprintf(cfg, sizeof(cfg), "%s", test_seg_path("storm.yaml"));
+	snprintf(out, sizeof(out), "%s", test_seg_path("storm.out"));
 	write_config(cfg);
 	run_pid = start_run(cfg, out);
-	for (int i = 0; i < 2000 && !(group_pid("c0") && group_pid("c1") && group_pid("p0") &&
-				      group_pid("p1")); i++)
+	for (int i = 0; i < 2000 && !(rt_group_pid("storm", "c0") && rt_group_pid("storm", "c1") &&
+				      rt_group_pid("storm", "p0") && rt_group_pid("storm", "p1")); i++)
 		usleep(10000);
 	for (int c = 0; c < N_CONS; c++)
 		t[c].kills = 0;
@@ -359,7 +338,7 @@ static void storm_kill9_of_multiworker_consumers_loses_nothing_uncounted(void **
 
 		usleep(50000 + (useconds_t)(test_rand(&seed) % 250000));
 		snprintf(name, sizeof(name), "c%d", c);
-		victim = group_pid(name);
+		victim = rt_group_pid("storm", name);
 		if (victim > 0 && kill(victim, SIGKILL) == 0) {
 			t[c].kills++;
 			kills++;

@@ -65,6 +65,10 @@ static int add_inring(struct shoal_ctx *ctx, void *mem, uint64_t len, int src_gr
 	if (in == NULL)
 		return -ENOMEM;
 	ctx->in = in;
+	/* Quarantined: the router counted what it holds as lost, and a
+	 * replacement follows in the directory. */
+	if (shoal_ring_condemned(mem, len) != 0)
+		return -EUCLEAN;
 	if (shoal_ring_cons_attach(&ctx->in[ctx->n_in].c, mem, len, NULL) < 0) {
 		/* The router replaces a ring it finds condemned. */
 		shoal_ring_condemn(mem, len, SHOAL_RING_SIDE_CONS);
@@ -302,6 +306,10 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	/* A4: pairs with R4 in router.c watch_once(). */
 	ctx->up_gen = shoal_load_acquire(&ctx->mw->up_gen);
 	ret = uplink_attach(ctx, ctx->up_gen, &ctx->up, &ctx->up_mem, &ctx->up_len, err);
+	if (ret == -EUCLEAN && ctx->up_mem != NULL)
+		/* The router replaces a ring it finds condemned: the next
+		 * process of this group gets a fresh uplink (as add_inring). */
+		shoal_ring_condemn(ctx->up_mem, ctx->up_len, SHOAL_RING_SIDE_PROD);
 	if (ret < 0)
 		return ret;
 	/* Counters continue from what the previous incarnation published. */
@@ -524,7 +532,9 @@ static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct sh
 		if (p != &ctx->up && shoal_ring_prod_condemned(p))
 			return -EUCLEAN;   /* its reader gave it up: no room will come */
 		if (shoal_ring_prod_error(p) && !condemned)
-			return -EUCLEAN;
+			/* Our uplink went bad while we waited: reserve_in()
+			 * condemns it and waits for its replacement. */
+			return p == &ctx->up ? 0 : -EUCLEAN;
 		/* The predicate also returns true on a give-up: check that first. */
 		end = wait_ended(sw);
 		if (end < 0)

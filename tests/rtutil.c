@@ -6,8 +6,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "runtime/layout.h"
+#include "shm/ring_layout.h"
+#include "shm/segment_layout.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
+#include "tests/toolrun.h"
 
 const struct shoal_type rt_types[] = {
 	{ T_PING, 64, "ping" },
@@ -221,6 +225,19 @@ void rt_stop_and_reap(pid_t *pids, int n)
 		test_assert_exited(test_wait_pid(pids[i], 10000), 0);
 }
 
+pid_t rt_group_pid(const char *system, const char *name)
+{
+	struct shoal__registry reg;
+	pid_t pid = 0;
+
+	if (shoal__registry_attach(&reg, system, SHOAL_SEG_RDONLY, NULL) < 0)
+		return 0;
+	for (int g = 0; g < SHOAL_MAX_GROUPS; g++)
+		if (strcmp(reg.groups[g].name, name) == 0)
+			pid = atomic_load(&reg.groups[g].pid);
+	shoal_seg_detach(&reg.seg);
+	return pid;
+}
 
 void rt_init(void)
 {
@@ -228,4 +245,80 @@ void rt_init(void)
 		      -1, 0);
 	if (rt_res == MAP_FAILED)
 		abort();
+}
+
+/* ---- reading and damaging a group's segments ------------------------------- */
+
+#define DAMAGE_WAIT_MS 30000
+
+void rt_damage_of(int id, struct rt_damage *gd)
+{
+	struct shoal__registry reg;
+	char name[SHOAL_SEG_NAME_MAX];
+	struct shoal_seg seg;
+	struct shoal__mbx_hdr *h;
+
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	memset(gd, 0, sizeof(*gd));
+	gd->damaged = atomic_load(&reg.groups[id].damaged);
+	gd->replaced = atomic_load(&reg.groups[id].replaced);
+	gd->lost = atomic_load(&reg.groups[id].lost_corrupt);
+	for (int d = 0; d < SHOAL_MAX_NODES; d++) {
+		gd->dropped_corrupt += atomic_load(&reg.groups[id].stats[d].dropped_corrupt);
+		gd->delivered += atomic_load(&reg.groups[id].stats[d].delivered);
+	}
+	snprintf(name, sizeof(name), "%s", reg.groups[id].mailbox);
+	shoal_seg_detach(&reg.seg);
+	/* The mailbox in service (a replaced one is unlinked). */
+	if (shoal_seg_attach(&seg, name, SHOAL_SEG_RDONLY, NULL) == 0) {
+		h = shoal__mailbox_hdr(&seg);
+		for (unsigned w = 0; h != NULL && w < h->n_workers && w < SHOAL_MAX_WORKERS; w++)
+			gd->lost += atomic_load(&h->w[w].lost_corrupt);
+		shoal_seg_detach(&seg);
+	}
+}
+
+/* Wait until group `id` shows at least `damaged` damages and `replaced` replacements. */
+void rt_wait_damage(int id, uint32_t damaged, uint32_t replaced, struct rt_damage *gd)
+{
+	for (int i = 0; i < DAMAGE_WAIT_MS; i++) {
+		rt_damage_of(id, gd);
+		if (gd->damaged >= damaged && gd->replaced >= replaced)
+			return;
+		usleep(1000);
+	}
+	fail_msg("group %d: %u damaged, %u replaced; expected %u and %u", id, gd->damaged,
+		 gd->replaced, damaged, replaced);
+}
+
+/* Map group `group`'s mailbox read-write, as a hostile peer would. */
+void rt_mailbox_map(const char *group, struct shoal_seg *seg)
+{
+	char name[SHOAL_SEG_NAME_MAX];
+
+	assert_int_equal(shoal__name_mailbox(name, rt_sysname, group), 0);
+	assert_int_equal(shoal_seg_attach(seg, name, 0, NULL), 0);
+}
+
+struct shoal__ring *rt_ring_of(struct shoal_seg *seg, const char *ring)
+{
+	struct shoal_seg_region r;
+
+	assert_int_equal(shoal_seg_find(seg, SHOAL_SEG_KIND_RING, ring, &r), 0);
+	return shoal_seg_ptr(seg, r.off, r.len, 128);
+}
+
+/* `shoal CMD SYSTEM` exits 1 and says DAMAGED. */
+void rt_tools_say_damaged(void)
+{
+	const char *stat[] = { "stat", rt_sysname, NULL };
+	const char *ls[] = { "ls", NULL };
+	struct tool_run r;
+
+	tool_expect(&r, 1, stat);
+	assert_has(r.out, "DAMAGED");
+	tool_free(&r);
+	tool_expect(&r, 1, ls);
+	assert_has(r.out, "DAMAGED");
+	tool_free(&r);
 }

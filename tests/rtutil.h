@@ -87,4 +87,34 @@ int rt_producer_main(void *arg);
 /* Ask every group to stop and check each child exited 0. */
 void rt_stop_and_reap(pid_t *pids, int n);
 
+/* The pid of group `name` of system `system` in its registry, or 0. */
+pid_t rt_group_pid(const char *system, const char *name);
+
+/* ---- damage (DESIGN invariant 10) ---- */
+
+struct shoal_seg;
+struct shoal__ring;
+
+/* What group `id` of rt_sysname shows of its damage. */
+struct rt_damage {
+	uint32_t damaged, replaced;
+	uint64_t lost;              /* router-counted and worker-counted */
+	uint64_t dropped_corrupt;   /* copies the dispatchers dropped */
+	uint64_t delivered;
+};
+
+void rt_damage_of(int id, struct rt_damage *gd);
+
+/* Wait until group `id` shows at least `damaged` damages and `replaced` replacements. */
+void rt_wait_damage(int id, uint32_t damaged, uint32_t replaced, struct rt_damage *gd);
+
+/* Map group `group`'s mailbox read-write, as a hostile peer would. */
+void rt_mailbox_map(const char *group, struct shoal_seg *seg);
+
+/* Ring region `ring` of a mapped mailbox (fails the test if absent). */
+struct shoal__ring *rt_ring_of(struct shoal_seg *seg, const char *ring);
+
+/* `shoal stat` and `shoal ls` (tool_bin) exit 1 and say DAMAGED. */
+void rt_tools_say_damaged(void);
+
 #endif

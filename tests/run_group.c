@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A group program for the `shoal run` tests (public API only):
- *   --role producer --n N [--rate R] [--alternate]
+ *   --role producer --n N [--first F] [--rate R] [--alternate]
  *        sends N routed messages (type 3 "work", or alternately 3 and 1 with
- *        --alternate), key = sequence number, then waits to be stopped
- *   --role consumer [--log FILE] [--stop-file FILE]
+ *        --alternate), key = sequence number (F, F+1, ...; F defaults to 0),
+ *        then waits to be stopped
+ *   --role consumer [--log FILE] [--stop-file FILE] [--spread K]
  *        appends "type seq" per message to FILE; at stop appends its group
- *        name to the stop file
+ *        name to the stop file; with --spread, message seq goes to actor
+ *        seq % K (so that workers forward to each other)
  *   --role crasher
  *        exits with status 3 right after attaching
  *   --role asker --to GROUP
@@ -68,6 +70,20 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 	append(log_fd, line);
 }
 
+static unsigned spread;
+
+/* --spread: actor seq % K, whichever worker the message arrived on. */
+static void spread_route(const struct shoal_msg *m, struct shoal_outcome *out, void *user)
+{
+	struct work w;
+
+	(void)user;
+	if (m->len != sizeof(w))
+		return;
+	memcpy(&w, m->data, sizeof(w));
+	out->slots[0] = (uint16_t)(w.seq % spread);
+}
+
 static void on_stop(struct shoal_actor *a)
 {
 	char line[64];
@@ -92,7 +108,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int producer(uint64_t n, uint64_t rate, int alternate)
+static int producer(uint64_t n, uint64_t first, uint64_t rate, int alternate)
 {
 	struct shoal_group_desc d = { .types = types, .n_types = 2, .node = -1,
 				      .on_message = on_message };
@@ -107,7 +123,7 @@ static int producer(uint64_t n, uint64_t rate, int alternate)
 	}
 	ctx = shoal_group_worker(g, 0);
 	while (sent < n && !terminated) {
-		struct work w = { .key = sent, .seq = sent };
+		struct work w = { .key = first + sent, .seq = first + sent };
 		uint32_t type = alternate && (sent % 2) ? 1 : 3;
 		int ret;
 
@@ -168,7 +184,7 @@ static int asker(const char *to)
 int main(int argc, char **argv)
 {
 	const char *role = "", *log = NULL, *to = "";
-	uint64_t n = 0, rate = 0;
+	uint64_t n = 0, first = 0, rate = 0;
 	int alternate = 0;
 	struct shoal_group_desc d = { .types = types, .n_types = 2, .node = -1,
 				      .on_message = on_message, .on_stop = on_stop };
@@ -180,6 +196,8 @@ int main(int argc, char **argv)
 			role = v;
 		else if (strcmp(argv[i], "--n") == 0)
 			n = strtoull(v, NULL, 10);
+		else if (strcmp(argv[i], "--first") == 0)
+			first = strtoull(v, NULL, 10);
 		else if (strcmp(argv[i], "--rate") == 0)
 			rate = strtoull(v, NULL, 10);
 		else if (strcmp(argv[i], "--to") == 0)
@@ -188,13 +206,15 @@ int main(int argc, char **argv)
 			log = v;
 		else if (strcmp(argv[i], "--stop-file") == 0)
 			stop_file = v;
+		else if (strcmp(argv[i], "--spread") == 0)
+			spread = (unsigned)strtoul(v, NULL, 10);
 		else if (strcmp(argv[i], "--alternate") == 0)
 			alternate = 1;
 		else if (strcmp(argv[i], "--trap-term") == 0)
 			signal(SIGTERM, on_term);
 	}
 	if (strcmp(role, "producer") == 0)
-		return producer(n, rate, alternate);
+		return producer(n, first, rate, alternate);
 	if (strcmp(role, "asker") == 0)
 		return asker(to);
 	if (strcmp(role, "crasher") == 0) {
@@ -225,6 +245,8 @@ int main(int argc, char **argv)
 	if (strcmp(role, "consumer") == 0) {
 		if (log != NULL)
 			log_fd = open(log, O_WRONLY | O_APPEND | O_CREAT, 0600);
+		if (spread > 0)
+			d.route = spread_route;
 		return shoal_group_main(&d, 1, argv);
 	}
 	fprintf(stderr, "usage: %s --role producer|consumer|holder|crasher|asker ...\n", argv[0]);

@@ -28,6 +28,7 @@
 #include "runtime/config.h"
 #include "runtime/layout.h"
 #include "runtime/proto.h"
+#include "tests/rtutil.h"
 #include "tests/testutil.h"
 
 static const char *shoal_bin, *group_bin;
@@ -166,20 +167,6 @@ static uint64_t count_lines(const char *log, uint32_t type, uint64_t n)
 
 	free(seqs_of(log, type, n, &lines, &first, &last));
 	return lines;
-}
-
-static pid_t group_pid(const char *system, const char *name)
-{
-	struct shoal__registry reg;
-	pid_t pid = 0;
-
-	if (shoal__registry_attach(&reg, system, SHOAL_SEG_RDONLY, NULL) < 0)
-		return 0;
-	for (int g = 0; g < SHOAL_MAX_GROUPS; g++)
-		if (strcmp(reg.groups[g].name, name) == 0)
-			pid = atomic_load(&reg.groups[g].pid);
-	shoal_seg_detach(&reg.seg);
-	return pid;
 }
 
 static int stop_run(pid_t pid, int sig)
@@ -366,7 +353,7 @@ static void run_kill9_under_load_loses_nothing(void **state)
 	expect_output(out, "group consumer: started", 10000);
 	for (int i = 0; i < 1000 && count_lines(log, 3, 20000) < 2000; i++)
 		usleep(10000);
-	victim = group_pid("k9", "consumer");
+	victim = rt_group_pid("k9", "consumer");
 	assert_true(victim > 0);
 	kill(victim, SIGKILL);
 	expect_output(out, "killed by signal 9", 10000);
@@ -477,8 +464,8 @@ static void run_sigterm_stops_in_order_and_cleans_up(void **state)
 	write_file(cfg, text);
 	run = start_run(cfg, out);
 	expect_output(out, "group second: started", 10000);
-	for (int i = 0; i < 500 && (!group_pid("order", "first") || !group_pid("order", "second") ||
-				    !group_pid("order", "third")); i++)
+	for (int i = 0; i < 500 && (!rt_group_pid("order", "first") || !rt_group_pid("order", "second") ||
+				    !rt_group_pid("order", "third")); i++)
 		usleep(10000);
 	assert_true(count_system_files("order") > 0);
 	assert_int_equal(stop_run(run, SIGTERM), 0);
@@ -526,10 +513,10 @@ static void run_sighup_switches_a_route_live(void **state)
 	for (int i = 0; i < 1000 && count_lines(la, 3, n) < 3000; i++)
 		usleep(10000);
 	/* "started" is the fork; the pid is in the registry once c attached. */
-	for (int i = 0; i < 1000 && !group_pid("hup", "c"); i++)
+	for (int i = 0; i < 1000 && !rt_group_pid("hup", "c"); i++)
 		usleep(10000);
-	pa = group_pid("hup", "a");
-	pc = group_pid("hup", "c");
+	pa = rt_group_pid("hup", "a");
+	pc = rt_group_pid("hup", "c");
 	assert_true(pa > 0 && pc > 0);
 	write_file(cfg, text[1]);
 	kill(run, SIGHUP);
@@ -537,8 +524,8 @@ static void run_sighup_switches_a_route_live(void **state)
 	for (int i = 0; i < 3000 && count_lines(lc, 1, n) < n / 2; i++)
 		usleep(10000);
 	/* Untouched groups kept their processes. */
-	assert_int_equal(group_pid("hup", "a"), pa);
-	assert_int_equal(group_pid("hup", "c"), pc);
+	assert_int_equal(rt_group_pid("hup", "a"), pa);
+	assert_int_equal(rt_group_pid("hup", "c"), pc);
 	sa = seqs_of(la, 3, n, &lines[0], &first[0], &last[0]);
 	sb = seqs_of(lb, 3, n, &lines[1], &first[1], &last[1]);
 	sc = seqs_of(lc, 1, n, &lines[2], &first[2], &last[2]);
@@ -573,7 +560,7 @@ static void run_sighup_switches_a_route_live(void **state)
 	write_file(cfg, text[2]);
 	kill(run, SIGHUP);
 	expect_output(out, "reload refused, nothing changed: router settings cannot change", 10000);
-	assert_int_equal(group_pid("hup", "a"), pa);
+	assert_int_equal(rt_group_pid("hup", "a"), pa);
 	assert_int_equal(stop_run(run, SIGTERM), 0);
 }
 
@@ -597,9 +584,9 @@ static void run_sighup_with_a_refused_file_keeps_the_system_running(void **state
 	write_file(cfg, text);
 	run = start_run(cfg, out);
 	expect_output(out, "group a: started", 10000);
-	for (int i = 0; i < 500 && !group_pid("hup2", "a"); i++)
+	for (int i = 0; i < 500 && !rt_group_pid("hup2", "a"); i++)
 		usleep(10000);
-	pa = group_pid("hup2", "a");
+	pa = rt_group_pid("hup2", "a");
 	assert_true(pa > 0);
 	/* More groups than a system can have. */
 	len = (size_t)snprintf(text, cap, "system: hup2\n%sgroups:\n%s", types, group);
@@ -625,7 +612,7 @@ static void run_sighup_with_a_refused_file_keeps_the_system_running(void **state
 	kill(run, SIGHUP);
 	expect_output(out, "reload: 1 routes published", 10000);
 	free(text);
-	assert_int_equal(group_pid("hup2", "a"), pa);
+	assert_int_equal(rt_group_pid("hup2", "a"), pa);
 	assert_int_equal(kill(run, 0), 0);
 	assert_int_equal(stop_run(run, SIGTERM), 0);
 	assert_int_equal(count_system_files("hup2"), 0);
@@ -665,7 +652,7 @@ static void run_check_tells_the_shared_memory_the_router_creates(void **state)
 	free(got);
 	run = start_run(cfg, out);
 	expect_output(out, "group b: started", 10000);
-	for (int i = 0; i < 500 && (!group_pid("mem", "a") || !group_pid("mem", "b")); i++)
+	for (int i = 0; i < 500 && (!rt_group_pid("mem", "a") || !rt_group_pid("mem", "b")); i++)
 		usleep(10000);
 	snprintf(prefix, sizeof(prefix), "shoal.mem.");
 	d = opendir(dir);
@@ -697,7 +684,7 @@ static void run_starts_over_leftovers_of_a_killed_router(void **state)
 	write_file(cfg, text);
 	run = start_run(cfg, out);
 	expect_output(out, "group a: started", 10000);
-	for (int i = 0; i < 500 && !group_pid("left", "a"); i++)
+	for (int i = 0; i < 500 && !rt_group_pid("left", "a"); i++)
 		usleep(10000);
 	/* A second run of a live system is refused. */
 	second = start_run(cfg, out2);
@@ -771,22 +758,22 @@ static uint64_t cpu_ticks(pid_t pid)
 
 static void wait_attached(const char *system, const char *name)
 {
-	for (int i = 0; i < 1000 && group_pid(system, name) == 0; i++)
+	for (int i = 0; i < 1000 && rt_group_pid(system, name) == 0; i++)
 		usleep(10000);
-	assert_true(group_pid(system, name) > 0);
+	assert_true(rt_group_pid(system, name) > 0);
 }
 
 /* Kill group `name`'s process and wait for a new one to attach. */
 static void kill_and_see_restart(const char *system, const char *name)
 {
-	pid_t victim = group_pid(system, name);
+	pid_t victim = rt_group_pid(system, name);
 
 	assert_true(victim > 0);
 	kill(victim, SIGKILL);
-	for (int i = 0; i < 1000 && (group_pid(system, name) == 0 ||
-				     group_pid(system, name) == victim); i++)
+	for (int i = 0; i < 1000 && (rt_group_pid(system, name) == 0 ||
+				     rt_group_pid(system, name) == victim); i++)
 		usleep(10000);
-	assert_true(group_pid(system, name) > 0 && group_pid(system, name) != victim);
+	assert_true(rt_group_pid(system, name) > 0 && rt_group_pid(system, name) != victim);
 }
 
 /* `shoal run` of system `system` with one group, a, of run_group's `role`
@@ -894,7 +881,7 @@ static void run_out_of_descriptors_says_so_and_still_sees_deaths(void **state)
 		snprintf(name, sizeof(name), "g%d", g);
 		snprintf(line, sizeof(line), "group g%d: exited", g);
 		for (int i = 0; i < 2000 && !settled; i++) {
-			settled = group_pid("nofile", name) > 0 || wait_output(out, line, 0);
+			settled = rt_group_pid("nofile", name) > 0 || wait_output(out, line, 0);
 			if (!settled)
 				usleep(10000);
 		}
@@ -916,7 +903,7 @@ static void run_out_of_descriptors_says_so_and_still_sees_deaths(void **state)
 	/* Deaths of attached groups are seen, with or without a pidfd. */
 	for (int g = 0; g < 31; g++) {
 		snprintf(name, sizeof(name), "g%d", g);
-		pids[g] = group_pid("nofile", name);
+		pids[g] = rt_group_pid("nofile", name);
 		if (pids[g] > 0 && kill(pids[g], SIGKILL) == 0)
 			killed++;
 	}
@@ -965,11 +952,11 @@ static void run_groups_exit_when_their_router_is_killed(void **state)
 	wait_attached("orphan", "consumer");
 	wait_attached("orphan", "blocked");
 	wait_attached("orphan", "idle");
-	consumer = group_pid("orphan", "consumer");
-	blocked = group_pid("orphan", "blocked");
+	consumer = rt_group_pid("orphan", "consumer");
+	blocked = rt_group_pid("orphan", "blocked");
 	wait_attached("orphan", "asker");
-	idle = group_pid("orphan", "idle");
-	asker = group_pid("orphan", "asker");
+	idle = rt_group_pid("orphan", "idle");
+	asker = rt_group_pid("orphan", "asker");
 	/* A stopped consumer: its rings fill, then the uplink, then the
 	 * producer blocks in shoal_send(). */
 	kill(consumer, SIGSTOP);
@@ -1089,7 +1076,7 @@ static void run_messages_stranded_at_sigint_are_counted(void **state)
 	run = start_run(cfg, out);
 	wait_attached("strand", "consumer");
 	wait_attached("strand", "producer");
-	consumer = group_pid("strand", "consumer");
+	consumer = rt_group_pid("strand", "consumer");
 	kill(consumer, SIGSTOP);
 	usleep(500000);
 	kill(run, SIGINT);

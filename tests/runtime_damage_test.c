@@ -29,70 +29,6 @@
 
 /* ---- reading and damaging a group's segments ------------------------------- */
 
-struct group_damage {
-	uint32_t damaged, replaced;
-	uint64_t lost;              /* router-counted and worker-counted */
-	uint64_t dropped_corrupt;   /* copies the dispatchers dropped */
-	uint64_t delivered;
-};
-
-static void damage_of(int id, struct group_damage *gd)
-{
-	struct shoal__registry reg;
-	char name[SHOAL_SEG_NAME_MAX];
-	struct shoal_seg seg;
-	struct shoal__mbx_hdr *h;
-
-	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
-	memset(gd, 0, sizeof(*gd));
-	gd->damaged = atomic_load(&reg.groups[id].damaged);
-	gd->replaced = atomic_load(&reg.groups[id].replaced);
-	gd->lost = atomic_load(&reg.groups[id].lost_corrupt);
-	for (int d = 0; d < SHOAL_MAX_NODES; d++) {
-		gd->dropped_corrupt += atomic_load(&reg.groups[id].stats[d].dropped_corrupt);
-		gd->delivered += atomic_load(&reg.groups[id].stats[d].delivered);
-	}
-	snprintf(name, sizeof(name), "%s", reg.groups[id].mailbox);
-	shoal_seg_detach(&reg.seg);
-	/* The mailbox in service (a replaced one is unlinked). */
-	if (shoal_seg_attach(&seg, name, SHOAL_SEG_RDONLY, NULL) == 0) {
-		h = shoal__mailbox_hdr(&seg);
-		for (unsigned w = 0; h != NULL && w < h->n_workers && w < SHOAL_MAX_WORKERS; w++)
-			gd->lost += atomic_load(&h->w[w].lost_corrupt);
-		shoal_seg_detach(&seg);
-	}
-}
-
-/* Wait until group `id` shows at least `damaged` damages and `replaced` replacements. */
-static void wait_damage(int id, uint32_t damaged, uint32_t replaced, struct group_damage *gd)
-{
-	for (int i = 0; i < WAIT_MS; i++) {
-		damage_of(id, gd);
-		if (gd->damaged >= damaged && gd->replaced >= replaced)
-			return;
-		usleep(1000);
-	}
-	fail_msg("group %d: %u damaged, %u replaced; expected %u and %u", id, gd->damaged,
-		 gd->replaced, damaged, replaced);
-}
-
-/* Map group `group`'s mailbox read-write, as a hostile peer would. */
-static void mailbox_map(const char *group, struct shoal_seg *seg)
-{
-	char name[SHOAL_SEG_NAME_MAX];
-
-	assert_int_equal(shoal__name_mailbox(name, rt_sysname, group), 0);
-	assert_int_equal(shoal_seg_attach(seg, name, 0, NULL), 0);
-}
-
-static struct shoal__ring *ring_of(struct shoal_seg *seg, const char *ring)
-{
-	struct shoal_seg_region r;
-
-	assert_int_equal(shoal_seg_find(seg, SHOAL_SEG_KIND_RING, ring, &r), 0);
-	return shoal_seg_ptr(seg, r.off, r.len, 128);
-}
-
 /* Index of directory entry `name` in a mailbox. */
 static uint32_t dirent_of(struct shoal_seg *seg, const char *name)
 {
@@ -135,21 +71,6 @@ static void send_all(struct child *prod)
 	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, prod), 120000), 0);
 }
 
-/* `shoal CMD SYSTEM` exits 1 and says DAMAGED. */
-static void tools_say_damaged(void)
-{
-	const char *stat[] = { "stat", rt_sysname, NULL };
-	const char *ls[] = { "ls", NULL };
-	struct tool_run r;
-
-	tool_expect(&r, 1, stat);
-	assert_has(r.out, "DAMAGED");
-	tool_free(&r);
-	tool_expect(&r, 1, ls);
-	assert_has(r.out, "DAMAGED");
-	tool_free(&r);
-}
-
 /* ---- rings ------------------------------------------------------------------------ */
 
 /*
@@ -168,7 +89,7 @@ static void damage_corrupted_ring_and_uplink_are_replaced_others_never_notice(vo
 	struct child prodb = { .index = 3, .name = "prodB", .n = 3000, .type = T_PING,
 			       .gated = true };
 	struct child proda = { .index = 4, .name = "prodA", .n = 200, .type = T_PING };
-	struct group_damage d0, db, d1;
+	struct rt_damage d0, db, d1;
 	struct shoal_seg seg;
 	struct shoal__ring *ring;
 	pid_t pids[4];
@@ -192,10 +113,10 @@ static void damage_corrupted_ring_and_uplink_are_replaced_others_never_notice(vo
 	kill(pids[0], SIGSTOP);
 	send_all(&proda);
 	rt_wait_count(1, 200, WAIT_MS);
-	for (int i = 0; i < WAIT_MS && (damage_of(ids[0], &d0), d0.delivered < 200); i++)
+	for (int i = 0; i < WAIT_MS && (rt_damage_of(ids[0], &d0), d0.delivered < 200); i++)
 		usleep(1000);
-	mailbox_map("c0", &seg);
-	ring = ring_of(&seg, "in.0.d0");
+	rt_mailbox_map("c0", &seg);
+	ring = rt_ring_of(&seg, "in.0.d0");
 	{
 		unsigned char *data = (unsigned char *)ring + SHOAL__RING_DATA_OFF;
 		uint32_t off = atomic_load(&ring->head) & (ring->capacity - 1), bad = 0x7fffff00;
@@ -204,19 +125,19 @@ static void damage_corrupted_ring_and_uplink_are_replaced_others_never_notice(vo
 	}
 	shoal_seg_detach(&seg);
 	/* And the tail of prodB's idle uplink. */
-	mailbox_map("prodB", &seg);
-	ring = ring_of(&seg, "up.0");
+	rt_mailbox_map("prodB", &seg);
+	ring = rt_ring_of(&seg, "up.0");
 	atomic_store(&ring->tail, atomic_load(&ring->head) + ring->capacity + 8);
 	shoal_seg_detach(&seg);
 	kill(pids[0], SIGCONT);
 
-	wait_damage(ids[0], 1, 1, &d0);
-	wait_damage(idb, 1, 1, &db);
-	for (int i = 0; i < WAIT_MS && (damage_of(ids[0], &d0), d0.lost < 200); i++)
+	rt_wait_damage(ids[0], 1, 1, &d0);
+	rt_wait_damage(idb, 1, 1, &db);
+	for (int i = 0; i < WAIT_MS && (rt_damage_of(ids[0], &d0), d0.lost < 200); i++)
 		usleep(1000);
 	assert_int_equal(d0.lost, 200);
 	assert_int_equal(d0.dropped_corrupt, 0);
-	tools_say_damaged();
+	rt_tools_say_damaged();
 
 	/* Traffic goes on, through the new rings. */
 	proda.first = 200;
@@ -224,7 +145,7 @@ static void damage_corrupted_ring_and_uplink_are_replaced_others_never_notice(vo
 	send_all(&proda);
 	atomic_store(&rt_res->go, 1);
 	test_assert_exited(test_wait_pid(pids[3], 120000), 0);
-	damage_of(idb, &db);
+	rt_damage_of(idb, &db);
 	lost_b = db.lost;
 	print_message("c0 lost %llu in its ring; prodB lost %llu in its uplink\n",
 		      (unsigned long long)d0.lost, (unsigned long long)lost_b);
@@ -233,7 +154,7 @@ static void damage_corrupted_ring_and_uplink_are_replaced_others_never_notice(vo
 	rt_wait_count(1, 200 + both, WAIT_MS);
 	rt_wait_count(2, 200 + both, WAIT_MS);
 	rt_wait_count(0, both, WAIT_MS);
-	damage_of(ids[1], &d1);
+	rt_damage_of(ids[1], &d1);
 	assert_int_equal(d1.damaged, 0);
 	rt_stop_and_reap(pids, 3);
 	rt_stop_router();
@@ -249,7 +170,7 @@ static void damage_garbage_head_drops_counted_copies_never_parks(void **state)
 {
 	struct child c0 = { .index = 0, .name = "c0" }, c1 = { .index = 1, .name = "c1" };
 	struct child prod = { .index = 2, .name = "prod", .n = 5000, .type = T_PING };
-	struct group_damage d0;
+	struct rt_damage d0;
 	struct shoal_seg seg;
 	struct shoal__ring *ring;
 	pid_t pids[2], pp;
@@ -265,29 +186,29 @@ static void damage_garbage_head_drops_counted_copies_never_parks(void **state)
 	pids[0] = start_consumer(&c0, id0);
 	pids[1] = start_consumer(&c1, id1);
 	kill(pids[0], SIGSTOP);
-	mailbox_map("c0", &seg);
-	ring = ring_of(&seg, "in.0.d0");
+	rt_mailbox_map("c0", &seg);
+	ring = rt_ring_of(&seg, "in.0.d0");
 	atomic_store(&ring->head, atomic_load(&ring->head) + 4);
 	shoal_seg_detach(&seg);
 	pp = test_spawn(rt_producer_main, &prod);
-	wait_damage(id0, 1, 1, &d0);
+	rt_wait_damage(id0, 1, 1, &d0);
 	kill(pids[0], SIGCONT);
 	test_assert_exited(test_wait_pid(pp, 120000), 0);
 	rt_wait_count(1, prod.n, WAIT_MS);
-	damage_of(id0, &d0);
+	rt_damage_of(id0, &d0);
 	print_message("c0: %llu copies dropped for its corrupted ring\n",
 		      (unsigned long long)d0.dropped_corrupt);
 	assert_true(d0.dropped_corrupt > 0);
 	assert_int_equal(d0.lost, 0);
 	rt_wait_count(0, prod.n - d0.dropped_corrupt, WAIT_MS);
-	tools_say_damaged();
+	rt_tools_say_damaged();
 	/* The new ring carries everything from now on. */
 	prod.first = prod.n;
 	prod.n = 2000;
 	send_all(&prod);
 	rt_wait_count(1, 5000 + 2000, WAIT_MS);
 	rt_wait_count(0, 5000 + 2000 - d0.dropped_corrupt, WAIT_MS);
-	damage_of(id0, &d0);
+	rt_damage_of(id0, &d0);
 	assert_int_equal(d0.dropped_corrupt, 5000 + 2000 - atomic_load(&rt_res->count[0]));
 	rt_stop_and_reap(pids, 2);
 	rt_stop_router();
@@ -302,7 +223,7 @@ static void damage_corrupted_direct_ring_is_replaced_for_its_sender(void **state
 {
 	struct child c0 = { .index = 0, .name = "c0" };
 	struct child ds = { .index = 1, .name = "ds", .n = 100, .type = T_PING };
-	struct group_damage d0;
+	struct rt_damage d0;
 	struct shoal_seg seg;
 	struct shoal__ring *ring;
 	char name[SHOAL_SEG_REGION_NAME_MAX];
@@ -318,9 +239,9 @@ static void damage_corrupted_direct_ring_is_replaced_for_its_sender(void **state
 	ds.first = 100;
 	ds.n = 50;
 	send_all(&ds);
-	mailbox_map("c0", &seg);
+	rt_mailbox_map("c0", &seg);
 	snprintf(name, sizeof(name), "in.0.g%d.0", ids);
-	ring = ring_of(&seg, name);
+	ring = rt_ring_of(&seg, name);
 	{
 		unsigned char *data = (unsigned char *)ring + SHOAL__RING_DATA_OFF;
 		uint32_t off = atomic_load(&ring->head) & (ring->capacity - 1), bad = 0x7fffff00;
@@ -337,11 +258,11 @@ static void damage_corrupted_direct_ring_is_replaced_for_its_sender(void **state
 	ds.n = 3000;
 	send_all(&ds);
 	rt_wait_count(0, 100 + 3000, WAIT_MS);
-	damage_of(id0, &d0);
+	rt_damage_of(id0, &d0);
 	assert_true(d0.damaged >= 1);
 	assert_true(d0.replaced >= 1);
 	assert_int_equal(d0.lost, 50);
-	tools_say_damaged();
+	rt_tools_say_damaged();
 	rt_stop_and_reap(&p, 1);
 	rt_stop_router();
 }
@@ -428,7 +349,7 @@ static void damage_mailbox_is_replaced_when_its_group_restarts(void **state)
 	const struct mailbox_case *mc = *state;
 	struct child c1 = { .index = 0, .name = "c0" }, c2 = { .index = 1, .name = "c0" };
 	struct child prod = { .index = 2, .name = "prod", .n = 100, .type = T_PING };
-	struct group_damage d;
+	struct rt_damage d;
 	struct shoal_seg seg;
 	char sys[32];
 	pid_t p;
@@ -442,19 +363,19 @@ static void damage_mailbox_is_replaced_when_its_group_restarts(void **state)
 	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
 		usleep(1000);
 	send_all(&prod);
-	for (int i = 0; i < WAIT_MS && (damage_of(id, &d), d.delivered < 100); i++)
+	for (int i = 0; i < WAIT_MS && (rt_damage_of(id, &d), d.delivered < 100); i++)
 		usleep(1000);
 	assert_int_equal(d.delivered, 100);
-	mailbox_map("c0", &seg);
+	rt_mailbox_map("c0", &seg);
 	mc->damage(&seg);
 	shoal_seg_detach(&seg);
 
 	p = start_consumer(&c2, id);
-	damage_of(id, &d);
+	rt_damage_of(id, &d);
 	assert_true(d.damaged >= 1);
 	assert_int_equal(d.replaced, 1);
 	assert_int_equal(d.lost, 100);
-	tools_say_damaged();
+	rt_tools_say_damaged();
 	prod.first = 100;
 	prod.n = 200;
 	send_all(&prod);

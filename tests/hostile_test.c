@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Hostile memory on live segments (DESIGN invariant 10): while producers
+ * send, a process writes garbage at random moments into a victim consumer's
+ * inbound ring indices and record lengths, and into a victim producer's
+ * uplink indices, in their mailbox files. The router (this process) must
+ * survive; the other consumers must receive exactly what was sent to them
+ * (less what the victim producer's condemned uplinks held, counted); the
+ * victim consumer must receive every message not counted as lost or
+ * dropped; `shoal stat` must say DAMAGED and exit 1; and a new process of
+ * the victim receives everything sent to it. Groups are forked children.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <shoal/group.h>
+#include <shoal/router.h>
+
+#include "runtime/layout.h"
+#include "shm/ring_layout.h"
+#include "shm/segment_layout.h"
+#include "tests/rtutil.h"
+#include "tests/testutil.h"
+#include "tests/toolrun.h"
+
+#define STORM_MS 15000
+#define BATCH_N 4000u
+#define WAIT_MS 60000
+#define HOSTILE 7            /* results slot of the hostile process */
+
+enum { IN_HEAD, IN_TAIL, IN_LEN, UP_HEAD, UP_TAIL, N_KINDS };
+
+static const char *const kind_names[N_KINDS] = {
+	"inbound head", "inbound tail", "record length", "uplink head", "uplink tail",
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* One garbage write of kind `k` into `ring` (or the ring that replaced it)
+ * of group `group`'s mailbox. */
+static void garble(const char *group, const char *ring, unsigned k)
+{
+	char mbx[SHOAL_SEG_NAME_MAX];
+	struct shoal_seg seg;
+	struct shoal_seg_region r = { 0 };
+	struct shoal__ring *q;
+
+	if (shoal__name_mailbox(mbx, rt_sysname, group) < 0 ||
+	    shoal_seg_attach(&seg, mbx, 0, NULL) < 0)
+		return;
+	/* The ring in service: `ring`, or its latest replacement ring.rN. */
+	if (shoal_seg_find(&seg, SHOAL_SEG_KIND_RING, ring, &r) == 0) {
+		char rn[SHOAL_SEG_REGION_NAME_MAX];
+		struct shoal_seg_region x;
+
+		for (unsigned gen = 1; gen < 256; gen++) {
+			snprintf(rn, sizeof(rn), "%s.r%u", ring, gen);
+			if (shoal_seg_find(&seg, SHOAL_SEG_KIND_RING, rn, &x) == 0)
+				r = x;
+		}
+	}
+	if (r.len > 0 && (q = shoal_seg_ptr(&seg, r.off, r.len, 128)) != NULL &&
+	    q->capacity > 0 && (q->capacity & (q->capacity - 1)) == 0) {
+		uint32_t head = atomic_load(&q->head), tail = atomic_load(&q->tail);
+		uint32_t bad = 0x7fffff00;
+
+		if (k == IN_HEAD || k == UP_HEAD)          /* the reader ahead of the writer */
+			atomic_store(&q->head, tail + 64);
+		else if (k == IN_TAIL || k == UP_TAIL)     /* more than the ring holds */
+			atomic_store(&q->tail, head + q->capacity + 8);
+		else
+			memcpy((unsigned char *)q + SHOAL__RING_DATA_OFF + (head & (q->capacity - 1)),
+			       &bad, sizeof(bad));
+		atomic_fetch_add(&rt_res->per_actor[HOSTILE][k], 1);
+	}
+	shoal_seg_detach(&seg);
+}
+
+/* The hostile process: a garbage write every 0.2-0.7 s for STORM_MS. */
+static int hostile_main(void *arg)
+{
+	uint64_t seed = *(const uint64_t *)arg, start = now_ms();
+
+	while (now_ms() - start < STORM_MS) {
+		unsigned k = (unsigned)(test_rand(&seed) % N_KINDS);
+		char ring[32];
+
+		usleep(200000 + (useconds_t)(test_rand(&seed) % 500000));
+		if (k <= IN_LEN)
+			snprintf(ring, sizeof(ring), "in.%u.d0", (unsigned)(test_rand(&seed) % 2));
+		else
+			snprintf(ring, sizeof(ring), "up.0");
+		garble(k <= IN_LEN ? "victim" : "vp", ring, k);
+	}
+	return 0;
+}
+
+/*
+ * A batch from each producer. A vp process that finds its uplink garbled at
+ * attach fails (exit 10), its uplink condemned; like a supervisor, start it
+ * again: the router has given it a new uplink. Returns the attach failures.
+ */
+static unsigned send_batch(struct child *pa, struct child *vp)
+{
+	pid_t a = test_spawn(rt_producer_main, pa), v = test_spawn(rt_producer_main, vp);
+	unsigned failed = 0;
+	int st;
+
+	test_assert_exited(test_wait_pid(a, 120000), 0);
+	while ((st = test_wait_pid(v, 120000)) != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 10 &&
+	       failed < 20) {
+		failed++;
+		usleep(50000);
+		v = test_spawn(rt_producer_main, vp);
+	}
+	test_assert_exited(st, 0);
+	return failed;
+}
+
+/* Wait until count[child] + extra() reaches `want`, then require it exactly. */
+static void expect_exactly(int child, uint64_t want, int victim_id)
+{
+	struct rt_damage d = { 0 };
+	uint64_t got = 0;
+
+	for (int i = 0; i < WAIT_MS; i++) {
+		if (victim_id >= 0)
+			rt_damage_of(victim_id, &d);
+		got = atomic_load(&rt_res->count[child]) + d.lost + d.dropped_corrupt;
+		if (got >= want)
+			break;
+		usleep(1000);
+	}
+	usleep(200000);   /* nothing more arrives */
+	if (victim_id >= 0)
+		rt_damage_of(victim_id, &d);
+	got = atomic_load(&rt_res->count[child]) + d.lost + d.dropped_corrupt;
+	if (got != want)
+		fail_msg("child %d: %llu handled + %llu lost + %llu dropped = %llu, expected %llu",
+			 child, (unsigned long long)atomic_load(&rt_res->count[child]),
+			 (unsigned long long)d.lost, (unsigned long long)d.dropped_corrupt,
+			 (unsigned long long)got, (unsigned long long)want);
+}
+
+static void hostile_garbage_in_live_rings_stays_with_its_victims(void **state)
+{
+	struct child victim = { .index = 0, .name = "victim", .workers = 2, .actors = 2 };
+	struct child c1 = { .index = 1, .name = "c1", .workers = 1, .actors = 1 };
+	struct child c2 = { .index = 2, .name = "c2", .workers = 2, .actors = 2 };
+	struct child pa = { .index = 3, .name = "pa", .n = BATCH_N, .type = T_PING };
+	struct child vp = { .index = 4, .name = "vp", .n = BATCH_N, .type = T_PING };
+	struct child again = { .index = 5, .name = "victim", .workers = 2, .actors = 2 };
+	struct rt_damage dv, dp;
+	uint64_t seed = (uint64_t)time(NULL), sent = 0, others, writes = 0;
+	pid_t pids[3], hp;
+	int idv, id1, id2, idp, status, rounds = 0;
+	unsigned attach_failed = 0;
+
+	(void)state;
+	assert_int_equal(rt_start_router("hostile", NULL, 0), 0);
+	idv = rt_declare("victim", 2, 2);
+	id1 = rt_declare("c1", 1, 1);
+	id2 = rt_declare("c2", 2, 2);
+	rt_declare("pa", 1, 1);
+	idp = rt_declare("vp", 1, 1);
+	rt_route(idv, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	rt_route(id1, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	rt_route(id2, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	pids[0] = test_spawn(rt_consumer_main, &victim);
+	rt_wait_attached(idv);
+	pids[1] = test_spawn(rt_consumer_main, &c1);
+	rt_wait_attached(id1);
+	pids[2] = test_spawn(rt_consumer_main, &c2);
+	rt_wait_attached(id2);
+
+	print_message("hostile memory: seed %llu\n", (unsigned long long)seed);
+	hp = test_spawn(hostile_main, &seed);
+	while (waitpid(hp, &status, WNOHANG) == 0) {
+		pa.first = vp.first = sent;
+		attach_failed += send_batch(&pa, &vp);
+		sent += BATCH_N;
+		rounds++;
+	}
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	for (unsigned k = 0; k < N_KINDS; k++) {
+		uint64_t n = atomic_load(&rt_res->per_actor[HOSTILE][k]);
+
+		print_message("  %llu garbage writes into %s\n", (unsigned long long)n,
+			      kind_names[k]);
+		writes += n;
+	}
+	assert_true(writes >= 10);
+
+	/* Others: every copy from pa, and from vp all its uplinks did not lose. */
+	rt_damage_of(idp, &dp);
+	others = 2 * sent - dp.lost;
+	expect_exactly(1, others, -1);
+	expect_exactly(2, others, -1);
+	expect_exactly(0, others, idv);
+	rt_damage_of(idv, &dv);
+	rt_damage_of(idp, &dp);
+	print_message("%d rounds, %llu messages sent to each consumer; victim: %u damaged, "
+		      "%u replaced, %llu lost, %llu copies dropped, %llu handled; vp: %u damaged, "
+		      "%u replaced, %llu lost in its uplinks, %u attaches refused; "
+		      "c1, c2: %llu handled\n", rounds,
+		      (unsigned long long)(2 * sent), dv.damaged, dv.replaced,
+		      (unsigned long long)dv.lost, (unsigned long long)dv.dropped_corrupt,
+		      (unsigned long long)atomic_load(&rt_res->count[0]), dp.damaged, dp.replaced,
+		      (unsigned long long)dp.lost, attach_failed, (unsigned long long)others);
+	assert_true(dv.damaged >= 1 && dv.replaced >= 1);
+	assert_true(dp.damaged >= 1 && dp.replaced >= 1);
+	assert_true(shoal_router_group_pid(rt_router, id1) == pids[1]);
+	assert_true(shoal_router_group_pid(rt_router, id2) == pids[2]);
+	rt_tools_say_damaged();
+
+	/* The victim restarts and receives again; the others go on. */
+	kill(pids[0], SIGKILL);
+	assert_int_not_equal(test_wait_pid(pids[0], 5000), -1);
+	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, idv) != 0; i++)
+		usleep(1000);
+	pids[0] = test_spawn(rt_consumer_main, &again);
+	rt_wait_attached(idv);
+	pa.first = sent;
+	pa.n = BATCH_N;
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &pa), 120000), 0);
+	expect_exactly(5, BATCH_N, -1);
+	expect_exactly(1, others + BATCH_N, -1);
+	expect_exactly(2, others + BATCH_N, -1);
+	rt_stop_and_reap(pids, 3);
+	rt_stop_router();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(hostile_garbage_in_live_rings_stays_with_its_victims),
+	};
+
+	tool_bin = getenv("SHOAL_BIN");
+	if (tool_bin == NULL) {
+		fprintf(stderr, "SHOAL_BIN is not set\n");
+		return 77;
+	}
+	rt_init();
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -375,13 +375,21 @@ void shoal__ctx_fini(struct shoal_ctx *ctx)
 	free(ctx->fwd);
 }
 
-bool shoal__stop_requested(struct shoal_group *g)
+/* A stop asked by the router or by shoal_group_stop(): two loads, for the
+ * polling paths (an empty poll, a spin predicate). */
+static bool stop_flagged(const struct shoal_group *g)
 {
 	/* Relaxed: a flag; the doorbell that accompanies it orders nothing
-	 * either, we only need to see it eventually. A dead router stops the
-	 * group too (group.c: one clock read unless 50 ms have passed). */
+	 * either, we only need to see it eventually. */
 	return atomic_load_explicit(&g->stop, memory_order_relaxed) ||
-	       shoal_load_relaxed(&g->mbx->stop) != 0 || shoal__router_gone(g);
+	       shoal_load_relaxed(&g->mbx->stop) != 0;
+}
+
+/* The same, or a dead router (group.c: a clock read, and a poll() every
+ * 50 ms): once per sleep slice, never per empty poll or spin. */
+bool shoal__stop_requested(struct shoal_group *g)
+{
+	return stop_flagged(g) || shoal__router_gone(g);
 }
 
 /* ---- sending ---------------------------------------------------------------- */
@@ -1261,7 +1269,7 @@ static bool rings_ready_from(struct shoal_ctx *ctx, int src)
 	for (uint32_t k = 0; k < ctx->n_in; k++)
 		if (reads(&ctx->in[k], src) && !shoal_ring_empty(&ctx->in[k].c))
 			return true;
-	return shoal__stop_requested(ctx->g);
+	return stop_flagged(ctx->g);
 }
 
 static bool rings_ready(void *arg)
@@ -1281,12 +1289,16 @@ int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns)
 		n += poll_rings(ctx, budget - n, ANY_SOURCE);
 		if (n > 0)
 			return (int)n;
-		if (shoal__stop_requested(ctx->g))
+		if (stop_flagged(ctx->g))
 			return -ESHUTDOWN;   /* stopped, and nothing left to drain */
 		uint64_t now = shoal__now_ns();
 
 		if (now >= deadline)
 			return 0;
+		/* Before each sleep slice, not on an empty poll: a dead
+		 * router sets the stop flag that the next pass returns on. */
+		if (shoal__router_gone(ctx->g))
+			continue;
 		shoal_doorbell_poll_wait(&ctx->mw->in_db, ctx->g->spin_ns, rings_ready, ctx,
 					 (int64_t)(deadline - now < IDLE_SLICE_NS ? deadline - now :
 						   IDLE_SLICE_NS));

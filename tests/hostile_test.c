@@ -33,6 +33,9 @@
 #define BATCH_N 4000u
 #define WAIT_MS 60000
 #define HOSTILE 7            /* results slot of the hostile process */
+/* Records one inbound ring holds (rtutil's 64 KiB, a record header, an
+ * envelope and a struct msg each). */
+#define IN_RECORDS ((uint64_t)(64u * 1024) / (8u + sizeof(struct shoal_envelope) + sizeof(struct msg)))
 
 enum { IN_HEAD, IN_TAIL, IN_LEN, UP_HEAD, UP_TAIL, N_KINDS };
 
@@ -129,8 +132,16 @@ static unsigned send_batch(struct child *pa, struct child *vp)
 	return failed;
 }
 
-/* Wait until count[child] + extra() reaches `want`, then require it exactly. */
-static void expect_exactly(int child, uint64_t want, int victim_id)
+/*
+ * Wait until count[child] + what the victim's damage counted reaches `want`,
+ * then require it: exactly, or for the victim of inbound garbage at most
+ * `excess` over. Garbage that still reads as valid indices (a head moved
+ * back, a length that spans several records) cannot be told from traffic:
+ * the consumer may handle records again, or count as lost records it also
+ * handled, at most a ring's worth per garbage write. It never falls short:
+ * nothing is lost uncounted.
+ */
+static void expect_accounted(int child, uint64_t want, int victim_id, uint64_t excess)
 {
 	struct rt_damage d = { 0 };
 	uint64_t got = 0;
@@ -147,11 +158,21 @@ static void expect_exactly(int child, uint64_t want, int victim_id)
 	if (victim_id >= 0)
 		rt_damage_of(victim_id, &d);
 	got = atomic_load(&rt_res->count[child]) + d.lost + d.dropped_corrupt;
-	if (got != want)
-		fail_msg("child %d: %llu handled + %llu lost + %llu dropped = %llu, expected %llu",
+	if (got > want && got - want <= excess)
+		print_message("child %d: %llu over what was sent (at most %llu allowed)\n", child,
+			      (unsigned long long)(got - want), (unsigned long long)excess);
+	else if (got != want)
+		fail_msg("child %d: %llu handled + %llu lost + %llu dropped = %llu, expected %llu "
+			 "(+%llu at most)",
 			 child, (unsigned long long)atomic_load(&rt_res->count[child]),
 			 (unsigned long long)d.lost, (unsigned long long)d.dropped_corrupt,
-			 (unsigned long long)got, (unsigned long long)want);
+			 (unsigned long long)got, (unsigned long long)want,
+			 (unsigned long long)excess);
+}
+
+static void expect_exactly(int child, uint64_t want)
+{
+	expect_accounted(child, want, -1, 0);
 }
 
 static void hostile_garbage_in_live_rings_stays_with_its_victims(void **state)
@@ -163,7 +184,7 @@ static void hostile_garbage_in_live_rings_stays_with_its_victims(void **state)
 	struct child vp = { .index = 4, .name = "vp", .n = BATCH_N, .type = T_PING };
 	struct child again = { .index = 5, .name = "victim", .workers = 2, .actors = 2 };
 	struct rt_damage dv, dp;
-	uint64_t seed = (uint64_t)time(NULL), sent = 0, others, writes = 0;
+	uint64_t seed = (uint64_t)time(NULL), sent = 0, others, writes = 0, in_writes = 0;
 	pid_t pids[3], hp;
 	int idv, id1, id2, idp, status, rounds = 0;
 	unsigned attach_failed = 0;
@@ -200,15 +221,17 @@ static void hostile_garbage_in_live_rings_stays_with_its_victims(void **state)
 		print_message("  %llu garbage writes into %s\n", (unsigned long long)n,
 			      kind_names[k]);
 		writes += n;
+		if (k <= IN_LEN)
+			in_writes += n;
 	}
 	assert_true(writes >= 10);
 
 	/* Others: every copy from pa, and from vp all its uplinks did not lose. */
 	rt_damage_of(idp, &dp);
 	others = 2 * sent - dp.lost;
-	expect_exactly(1, others, -1);
-	expect_exactly(2, others, -1);
-	expect_exactly(0, others, idv);
+	expect_exactly(1, others);
+	expect_exactly(2, others);
+	expect_accounted(0, others, idv, in_writes * IN_RECORDS);
 	rt_damage_of(idv, &dv);
 	rt_damage_of(idp, &dp);
 	print_message("%d rounds, %llu messages sent to each consumer; victim: %u damaged, "
@@ -235,9 +258,9 @@ static void hostile_garbage_in_live_rings_stays_with_its_victims(void **state)
 	pa.first = sent;
 	pa.n = BATCH_N;
 	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &pa), 120000), 0);
-	expect_exactly(5, BATCH_N, -1);
-	expect_exactly(1, others + BATCH_N, -1);
-	expect_exactly(2, others + BATCH_N, -1);
+	expect_exactly(5, BATCH_N);
+	expect_exactly(1, others + BATCH_N);
+	expect_exactly(2, others + BATCH_N);
 	rt_stop_and_reap(pids, 3);
 	rt_stop_router();
 }

@@ -1214,16 +1214,15 @@ static uint32_t poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
 	shoal__ctx_scan(ctx);
 	for (uint32_t k = 0; k < ctx->n_in && n < budget; k++) {
 		struct shoal__inring *in = &ctx->in[(ctx->rr + k) % ctx->n_in];
+		bool mailbox = in->src_group != SHOAL__SRC_WORKERS;
 		struct shoal_rec rec;
 		uint32_t taken = 0;
 
 		if (!reads(in, src))
 			continue;
 		if (outer)
-			ctx->fwd_hold = in->src_group != SHOAL__SRC_WORKERS;
+			ctx->fwd_hold = mailbox;
 		while (taken < POLL_BATCH && n + taken < budget && shoal_ring_peek(&in->c, &rec)) {
-			bool mailbox = in->src_group != SHOAL__SRC_WORKERS;
-
 			taken++;
 			if (mailbox && outer && set_aside(ctx, in, &rec))
 				continue;
@@ -1235,7 +1234,7 @@ static uint32_t poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
 		}
 		if (taken > 0) {
 			shoal_ring_release(&in->c);
-			if (outer && in->src_group != SHOAL__SRC_WORKERS)
+			if (outer && mailbox)
 				shoal_store_relaxed(&ctx->mw->inflight, 0);
 			ctx->released = true;
 			n += taken;

@@ -11,9 +11,6 @@
  *        seq % K (so that workers forward to each other)
  *   --role crasher
  *        exits with status 3 right after attaching
- *   --role asker --to GROUP
- *        sends requests with no timeout to actor 0 of GROUP, one after the
- *        other, until one ends with -ESHUTDOWN (then exits 0)
  *   --trap-term
  *        SIGTERM only sets a flag the producer reads between sends (as
  *        examples/fanout.c does), so it cannot end a blocked send or wait
@@ -151,39 +148,9 @@ static int producer(uint64_t n, uint64_t first, uint64_t rate, int alternate)
 	return 0;
 }
 
-static int asker(const char *to)
-{
-	struct shoal_group_desc d = { .types = types, .n_types = 2, .node = -1,
-				      .on_message = on_message };
-	struct shoal_err err = { { 0 } };
-	struct shoal_group *g;
-	struct shoal_ctx *ctx;
-	uint64_t dest;
-	int ret;
-
-	if (shoal_group_attach(&g, &d, NULL, &err) < 0) {
-		fprintf(stderr, "asker: %s\n", err.msg);
-		return 1;
-	}
-	ctx = shoal_group_worker(g, 0);
-	while ((dest = shoal_group_lookup(g, to, 0)) == 0)
-		if (shoal_poll(ctx, 0, 1000000) == -ESHUTDOWN)
-			break;
-	do {
-		char ping[16] = "ping", buf[16];
-		struct shoal_reply r = { .buf = buf, .cap = sizeof(buf) };
-
-		ret = dest == 0 ? -ESHUTDOWN : shoal_request(ctx, dest, 1, ping, sizeof(ping), -1, &r);
-		if (ret == -EOWNERDEAD || ret == -ENOMSG)
-			shoal_poll(ctx, 0, 1000000);   /* the responder restarts */
-	} while (ret != -ESHUTDOWN);
-	shoal_group_detach(g);
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
-	const char *role = "", *log = NULL, *to = "";
+	const char *role = "", *log = NULL;
 	uint64_t n = 0, first = 0, rate = 0;
 	int alternate = 0;
 	struct shoal_group_desc d = { .types = types, .n_types = 2, .node = -1,
@@ -200,8 +167,6 @@ int main(int argc, char **argv)
 			first = strtoull(v, NULL, 10);
 		else if (strcmp(argv[i], "--rate") == 0)
 			rate = strtoull(v, NULL, 10);
-		else if (strcmp(argv[i], "--to") == 0)
-			to = v;
 		else if (strcmp(argv[i], "--log") == 0)
 			log = v;
 		else if (strcmp(argv[i], "--stop-file") == 0)
@@ -215,8 +180,6 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(role, "producer") == 0)
 		return producer(n, first, rate, alternate);
-	if (strcmp(role, "asker") == 0)
-		return asker(to);
 	if (strcmp(role, "crasher") == 0) {
 		struct shoal_group *g;
 
@@ -249,6 +212,6 @@ int main(int argc, char **argv)
 			d.route = spread_route;
 		return shoal_group_main(&d, 1, argv);
 	}
-	fprintf(stderr, "usage: %s --role producer|consumer|holder|crasher|asker ...\n", argv[0]);
+	fprintf(stderr, "usage: %s --role producer|consumer|holder|crasher ...\n", argv[0]);
 	return 2;
 }

@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime/config.h"
-#include "runtime/supervisor.h"
+#include "runtime/control/config.h"
+#include "runtime/control/supervisor.h"
 #include "tools/cli.h"
 #include "tools/format.h"
 

@@ -35,7 +35,7 @@
 #include <shoal/group.h>
 
 #include "runtime/group_impl.h"
-#include "runtime/proto.h"
+#include "runtime/control/proto.h"
 #include "shm/util.h"
 
 #define POLL_BATCH 32u

@@ -17,7 +17,7 @@
 #include <shoal/router.h>
 
 #include "runtime/layout.h"
-#include "runtime/route.h"
+#include "runtime/route/route.h"
 
 /*
  * What dispatchers need to know about one destination group. Part of a

@@ -41,8 +41,8 @@
 
 #include <shoal/router.h>
 
-#include "runtime/config.h"
-#include "runtime/supervisor.h"
+#include "runtime/control/config.h"
+#include "runtime/control/supervisor.h"
 #include "shm/util.h"
 
 #define STABLE_NS (10 * UINT64_C(1000000000))

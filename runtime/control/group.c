@@ -23,7 +23,7 @@
 #include <shoal/group.h>
 
 #include "runtime/group_impl.h"
-#include "runtime/proto.h"
+#include "runtime/control/proto.h"
 #include "shm/util.h"
 
 /* ---- control requests --------------------------------------------------- */

@@ -49,9 +49,9 @@
 #include <shoal/doorbell.h>
 #include <shoal/numa.h>
 
-#include "runtime/proto.h"
-#include "runtime/router_impl.h"
-#include "runtime/supervisor.h"
+#include "runtime/control/proto.h"
+#include "runtime/control/router_impl.h"
+#include "runtime/control/supervisor.h"
 #include "shm/util.h"
 
 #define MAILBOX_DIR_CAP 1024u

@@ -22,7 +22,7 @@
 #include <shoal/ring.h>
 #include <shoal/router.h>
 
-#include "runtime/config.h"
+#include "runtime/control/config.h"
 #include "runtime/layout.h"
 #include "shm/util.h"
 

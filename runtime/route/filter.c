@@ -70,7 +70,7 @@
 
 #include <shoal/filter.h>
 
-#include "runtime/route.h"
+#include "runtime/route/route.h"
 #include "shm/util.h"
 
 #define GROUPS_MAX 16            /* indexed partitions per type: the merge's stack */

@@ -10,7 +10,7 @@
 
 #include <shoal/filter.h>
 
-#include "runtime/proto.h"
+#include "runtime/control/proto.h"
 #include "shm/util.h"
 
 void shoal__ctl_init(struct shoal__ctl_hdr *h, uint16_t op, uint32_t len)

@@ -52,7 +52,7 @@
 
 #include <shoal/doorbell.h>
 
-#include "runtime/router_impl.h"
+#include "runtime/control/router_impl.h"
 #include "shm/util.h"
 
 #define PASS_BUDGET 64u           /* records per uplink per pass */

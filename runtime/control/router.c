@@ -285,12 +285,12 @@ static int publish(struct shoal_router *r, struct shoal_err *err)
 		shoal_store_relaxed(&r->types[t].live_routes, live_routes(r, id));
 	}
 	/* R1: pairs with A1 (rcu_dereference) in the dispatchers. */
-	old = SHOAL__SNAP_PUBLISH(r->snap, s);
+	old = SHOAL__SNAP_PUBLISH(r->dp.snap, s);
 	shoal_store_relaxed(&r->reg->route_version, s->version);
 	shoal_store_relaxed(&r->reg->n_routes, r->n_routes);
 	if (old != NULL) {
 		synchronize_rcu();
-		SHOAL__SNAP_GRACE(r->snap);
+		SHOAL__SNAP_GRACE(r->dp.snap);
 		snapshot_free(old);
 	}
 	/* A new dispatcher or new rings: make sure sleeping dispatchers look. */
@@ -410,7 +410,8 @@ static int ensure_dispatcher(struct shoal_router *r, int node, struct shoal_err 
 	r->reg->disp[d].node = node;
 	r->reg->disp[d].cpus = r->topo.cpus[node];
 	shoal_doorbell_init(&r->bell->disp[d]);
-	ret = shoal__dispatcher_start(r, d, node);
+	ret = shoal__dispatcher_start(&r->dp, d, r->topo.cpus[node], &r->bell->disp[d],
+				      &r->reg->disp[d], &r->disp[d]);
 	if (ret < 0)
 		return shoal__fail(err, ret, "cannot start the dispatcher of node %d: %s", node,
 				   strerror(-ret));
@@ -1050,7 +1051,7 @@ static void *watch_main(void *arg)
 	struct shoal_router *r = arg;
 	struct timespec tick = { 0, WATCH_TICK_NS };
 
-	for (unsigned n = 0; !atomic_load(&r->stopping); n++) {
+	for (unsigned n = 0; !atomic_load(&r->dp.stopping); n++) {
 		nanosleep(&tick, NULL);
 		pthread_mutex_lock(&r->lock);
 		watch_once(r, n % WATCH_MAILBOX_TICKS == 0);
@@ -1234,7 +1235,7 @@ static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_
 	w->n_workers = s->n_workers;
 	w->n_actors = s->n_actors;
 	w->gen = gen;
-	w->spin_ns = r->spin_ns;
+	w->spin_ns = r->dp.spin_ns;
 	shoal__name_registry(w->registry, r->system);
 	shoal__name_bell(w->bell, r->system);
 	shoal__name_mailbox(w->mailbox, r->system, s->name);
@@ -1514,7 +1515,7 @@ static void *control_main(void *arg)
 	listen_arm(r, &c, true);
 	ev.data.u64 = (uint64_t)r->wake_fd;
 	epoll_ctl(c.ep, EPOLL_CTL_ADD, r->wake_fd, &ev);
-	while (!atomic_load(&r->stopping)) {
+	while (!atomic_load(&r->dp.stopping)) {
 		int timeout = -1, n;
 
 		if (c.resume_ns != 0) {
@@ -1668,7 +1669,7 @@ static int create_registry(struct shoal_router *r, struct shoal_err *err)
 	r->reg->max_types = SHOAL__MAX_TYPES;
 	r->reg->types_off = sizeof(*r->reg);
 	r->reg->groups_off = sizeof(*r->reg) + SHOAL__MAX_TYPES * sizeof(struct shoal__reg_type);
-	r->reg->spin_ns = r->spin_ns;
+	r->reg->spin_ns = r->dp.spin_ns;
 	shoal_store_relaxed(&r->reg->state, 1);
 	r->types = (struct shoal__reg_type *)((char *)r->reg + r->reg->types_off);
 	r->regg = (struct shoal__reg_group *)((char *)r->reg + r->reg->groups_off);
@@ -1742,7 +1743,7 @@ int shoal_router_start(struct shoal_router **out, const struct shoal_router_opts
 	r->route_mode = opts->route_mode;
 	snprintf(r->system, sizeof(r->system), "%s", opts->system);
 	r->mode = opts->mode ? opts->mode : 0600;
-	r->spin_ns = opts->spin_ns ? opts->spin_ns : SHOAL_DOORBELL_SPIN_NS_DEFAULT;
+	r->dp.spin_ns = opts->spin_ns ? opts->spin_ns : SHOAL_DOORBELL_SPIN_NS_DEFAULT;
 	r->up_cap = opts->uplink_capacity ? opts->uplink_capacity :
 					    SHOAL_ROUTER_UPLINK_CAPACITY_DEFAULT;
 	r->in_cap = opts->inbound_capacity ? opts->inbound_capacity :
@@ -1877,7 +1878,7 @@ int shoal_router_set_routes(struct shoal_router *r, const struct shoal_filter *f
 
 void shoal_router_hold(struct shoal_router *r, bool hold)
 {
-	atomic_store(&r->held, hold);
+	atomic_store(&r->dp.held, hold);
 	for (int d = 0; d < SHOAL_MAX_NODES && !hold; d++)
 		if (r->bell != NULL)
 			shoal_doorbell_notify(&r->bell->disp[d]);
@@ -2061,7 +2062,7 @@ void shoal_router_destroy(struct shoal_router *r)
 
 	if (r == NULL)
 		return;
-	atomic_store(&r->stopping, true);
+	atomic_store(&r->dp.stopping, true);
 	if (r->control_started) {
 		if (write(r->wake_fd, &one, sizeof(one)) < 0)
 			pthread_cancel(r->control);
@@ -2089,7 +2090,7 @@ void shoal_router_destroy(struct shoal_router *r)
 		shoal_seg_detach(&r->old_mbx[i]);
 	free(r->old_mbx);
 	free(r->retired);
-	snapshot_free(r->snap);
+	snapshot_free(r->dp.snap);
 	if (r->listen_fd >= 0) {
 		close(r->listen_fd);
 		unlink(r->sock_path);

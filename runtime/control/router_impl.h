@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Router internals shared by the control side (router.c) and the
- * dispatchers (dispatch.c). Private.
+ * The router's control state (runtime/control/). Private. The dispatchers
+ * never see it: they see only struct shoal__dispatch_shared and the
+ * published snapshot (runtime/data/dispatch.h).
  */
 #ifndef SHOAL_RUNTIME_ROUTER_IMPL_H
 #define SHOAL_RUNTIME_ROUTER_IMPL_H
@@ -10,76 +11,12 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#define _LGPL_SOURCE
-#include <urcu-qsbr.h>
-
 #include <shoal/ring.h>
 #include <shoal/router.h>
 
+#include "runtime/data/dispatch.h"
 #include "runtime/layout.h"
 #include "runtime/route/route.h"
-
-/*
- * What dispatchers need to know about one destination group. Part of a
- * published snapshot: immutable, and the mailbox mapping it points into
- * lives as long as the router (group slots are never unmapped while it runs).
- */
-struct shoal__snap_group {
-	bool used;
-	uint8_t state;                  /* enum shoal_group_state at publish time */
-	uint16_t n_workers;
-	uint16_t n_actors;
-	uint8_t overflow;               /* SHOAL_OVERFLOW_* */
-	struct shoal__reg_group *reg;   /* for the generation, read at dispatch */
-	struct shoal__mbx_hdr *mbx;
-	/* Inbound ring of worker w fed by dispatcher d: in[w * n_disp + d]. */
-	void *in[SHOAL_MAX_WORKERS * SHOAL_MAX_NODES];
-	uint64_t in_len;
-};
-
-/* One uplink a dispatcher drains. */
-struct shoal__snap_uplink {
-	uint16_t group;
-	uint16_t worker;
-	void *ring;
-	uint64_t len;
-	struct shoal__mbx_worker *mw;
-};
-
-/* An immutable routing snapshot, published with one pointer swap. */
-struct shoal__snapshot {
-	uint32_t version;
-	uint32_t n_disp;
-	struct shoal__route_table *routes;
-	uint32_t max_matches;
-	uint32_t n_groups;            /* the slots of groups[] in use are below this */
-	struct shoal__snap_group groups[SHOAL_MAX_GROUPS];
-	uint32_t n_uplinks[SHOAL_MAX_NODES];
-	struct shoal__snap_uplink *uplinks[SHOAL_MAX_NODES];
-};
-
-struct shoal__dispatcher;
-
-/*
- * liburcu is not built with ThreadSanitizer, so TSan cannot see that a grace
- * period orders a dispatcher's last read of a snapshot before the writer
- * frees it. Under TSan (only) these make that happens-before explicit: each
- * quiescent state is a release on the snapshot pointer, the end of a grace
- * period an acquire, and the publish and the dereference compiler atomics
- * (liburcu's are inline assembly, invisible to TSan).
- */
-#if defined(__SANITIZE_THREAD__)
-#include <sanitizer/tsan_interface.h>
-#define SHOAL__SNAP_DEREF(p)     __atomic_load_n(&(p), __ATOMIC_ACQUIRE)
-#define SHOAL__SNAP_PUBLISH(p, v) __atomic_exchange_n(&(p), (v), __ATOMIC_ACQ_REL)
-#define SHOAL__SNAP_QUIESCENT(p) __tsan_release((void *)&(p))
-#define SHOAL__SNAP_GRACE(p)     __tsan_acquire((void *)&(p))
-#else
-#define SHOAL__SNAP_DEREF(p)     rcu_dereference(p)
-#define SHOAL__SNAP_PUBLISH(p, v) rcu_xchg_pointer(&(p), (v))
-#define SHOAL__SNAP_QUIESCENT(p) ((void)0)
-#define SHOAL__SNAP_GRACE(p)     ((void)0)
-#endif
 
 /*
  * A ring of a mailbox as the router allocated it: the router's own record,
@@ -134,7 +71,6 @@ struct shoal__route_entry {
 struct shoal_router {
 	char system[SHOAL__SYSTEM_MAX];
 	mode_t mode;
-	uint64_t spin_ns;
 	uint32_t up_cap, in_cap, direct_cap;
 	int route_mode;                 /* SHOAL__ROUTE_* */
 	struct shoal_topology topo;
@@ -164,6 +100,7 @@ struct shoal_router {
 	int n_disp;                     /* dispatchers started (one per node in use) */
 	int disp_node[SHOAL_MAX_NODES];
 	struct shoal__dispatcher *disp[SHOAL_MAX_NODES];
+	struct shoal__dispatch_shared dp;   /* what the dispatchers read */
 
 	/* Damage: condemned rings and replaced mailboxes, kept mapped because
 	 * dispatchers' handles may still point into them until the router ends. */
@@ -175,14 +112,6 @@ struct shoal_router {
 	bool watch_started;
 	bool damage_unpublished;        /* a replacement waits for a publish that failed */
 
-	struct shoal__snapshot *snap;   /* RCU-protected */
-	atomic_bool stopping;
-	atomic_bool held;               /* dispatchers pause (shoal_router_hold) */
 };
-
-/* Dispatcher thread lifecycle (dispatch.c). On return the thread is named
- * shoal-disp-<index> and pinned to its node's CPUs (those this machine has). */
-int shoal__dispatcher_start(struct shoal_router *r, int index, int node);
-void shoal__dispatcher_stop(struct shoal__dispatcher *d);
 
 #endif

@@ -51,8 +51,9 @@
 #include <string.h>
 
 #include <shoal/doorbell.h>
+#include <shoal/ring.h>
 
-#include "runtime/control/router_impl.h"
+#include "runtime/data/dispatch.h"
 #include "shm/util.h"
 
 #define PASS_BUDGET 64u           /* records per uplink per pass */
@@ -80,9 +81,10 @@ struct output {
 };
 
 struct shoal__dispatcher {
-	struct shoal_router *r;
+	struct shoal__dispatch_shared *sh;
+	struct shoal_doorbell *bell;
 	int index;
-	int node;
+	uint64_t cpus;
 	pthread_t thread;
 	struct uplink *up;
 	struct output *out;
@@ -111,20 +113,31 @@ static bool done_has(const struct uplink *u, uint32_t key)
 	return false;
 }
 
+/* Room for a message's destinations is reserved before a pass (done_reserve). */
 static void done_add(struct uplink *u, uint32_t key)
 {
-	if (u->n_done == u->cap_done) {
-		uint32_t cap = u->cap_done ? 2 * u->cap_done : 16;
-		uint32_t *n = realloc(u->done, cap * sizeof(*n));
-
-		/* Without room we cannot remember the destination: it would get
-		 * the message twice after the retry. That is an environmental
-		 * failure in a non-hot path; stop rather than duplicate. */
-		SHOAL_ASSERT(n != NULL);
-		u->done = n;
-		u->cap_done = cap;
-	}
 	u->done[u->n_done++] = key;
+}
+
+/*
+ * Make room to remember every destination of one message of `s`: at most
+ * one per worker of each matching group. Grown per snapshot, never per
+ * message; false without memory, and the uplink then waits for a later pass
+ * (its messages stay queued: nothing is lost, nothing delivered twice).
+ */
+static bool done_reserve(struct uplink *u, const struct shoal__snapshot *s)
+{
+	uint32_t need = (s->max_matches ? s->max_matches : 1) * SHOAL_MAX_WORKERS;
+	uint32_t *n;
+
+	if (SHOAL_LIKELY(need <= u->cap_done))
+		return true;
+	n = realloc(u->done, need * sizeof(*n));
+	if (n == NULL)
+		return false;
+	u->done = n;
+	u->cap_done = need;
+	return true;
 }
 
 /* Mark `ring` as given up by our side and count it, once per ring. */
@@ -345,6 +358,8 @@ static uint32_t drain(struct shoal__dispatcher *d, const struct shoal__snapshot 
 		u->parked = false;
 		u->n_done = 0;
 	}
+	if (SHOAL_UNLIKELY(!done_reserve(u, s)))
+		return 0;
 	while (n < PASS_BUDGET && shoal_ring_peek(&u->c, &rec)) {
 		if (!dispatch_one(d, s, u, &rec)) {
 			shoal_ring_unpeek(&u->c);
@@ -431,14 +446,12 @@ static bool uplinks_empty(struct shoal__dispatcher *d, const struct shoal__snaps
 	return true;
 }
 
-/* The CPUs of this dispatcher's node, as a set; returns how many. */
+/* The CPUs this dispatcher runs on, as a set; returns how many. */
 static int node_cpus(const struct shoal__dispatcher *d, cpu_set_t *set)
 {
-	uint64_t cpus = d->r->topo.cpus[d->node];
-
 	CPU_ZERO(set);
 	for (int c = 0; c < 64; c++)
-		if (cpus & (UINT64_C(1) << c))
+		if (d->cpus & (UINT64_C(1) << c))
 			CPU_SET(c, set);
 	return CPU_COUNT(set);
 }
@@ -446,12 +459,12 @@ static int node_cpus(const struct shoal__dispatcher *d, cpu_set_t *set)
 static void *dispatcher_main(void *arg)
 {
 	struct shoal__dispatcher *d = arg;
-	struct shoal_router *r = d->r;
-	struct shoal_doorbell *bell = &r->bell->disp[d->index];
+	struct shoal__dispatch_shared *sh = d->sh;
+	struct shoal_doorbell *bell = d->bell;
 	uint64_t idle_since = 0, loops = 0;
 
 	rcu_register_thread();
-	while (!atomic_load_explicit(&r->stopping, memory_order_relaxed)) {
+	while (!atomic_load_explicit(&sh->stopping, memory_order_relaxed)) {
 		struct shoal__snapshot *s;
 		uint32_t moved = 0;
 		bool parked = false;
@@ -459,9 +472,9 @@ static void *dispatcher_main(void *arg)
 
 		rcu_read_lock();
 		/* A1: pairs with R1 rcu_xchg_pointer() in publish(). */
-		s = SHOAL__SNAP_DEREF(r->snap);
+		s = SHOAL__SNAP_DEREF(sh->snap);
 		/* Relaxed: a pause request; the doorbell rung on release wakes us. */
-		if (!atomic_load_explicit(&r->held, memory_order_relaxed) &&
+		if (!atomic_load_explicit(&sh->held, memory_order_relaxed) &&
 		    ensure_match_buffer(d, s)) {
 			for (uint32_t i = 0; i < s->n_uplinks[d->index]; i++) {
 				const struct shoal__snap_uplink *su = &s->uplinks[d->index][i];
@@ -479,9 +492,9 @@ static void *dispatcher_main(void *arg)
 		if ((++loops & 63) == 0 || moved == 0)
 			publish_stats(d, s);
 		if (moved > 0 || (idle_since = idle_since ? idle_since : t0,
-				  t0 - idle_since < r->spin_ns)) {
+				  t0 - idle_since < sh->spin_ns)) {
 			rcu_read_unlock();
-			SHOAL__SNAP_QUIESCENT(r->snap);
+			SHOAL__SNAP_QUIESCENT(sh->snap);
 			rcu_quiescent_state();
 			if (moved == 0)
 				shoal_cpu_relax();
@@ -491,16 +504,16 @@ static void *dispatcher_main(void *arg)
 		 * still online (the snapshot is only safe to read online), then go
 		 * offline for the futex wait. */
 		shoal_doorbell_prepare(bell);
-		if (!atomic_load_explicit(&r->held, memory_order_relaxed) && !uplinks_empty(d, s)) {
+		if (!atomic_load_explicit(&sh->held, memory_order_relaxed) && !uplinks_empty(d, s)) {
 			shoal_doorbell_cancel(bell);
 			rcu_read_unlock();
-			SHOAL__SNAP_QUIESCENT(r->snap);
+			SHOAL__SNAP_QUIESCENT(sh->snap);
 			rcu_quiescent_state();
 			continue;
 		}
 		rcu_read_unlock();
 		d->sleeps++;
-		SHOAL__SNAP_QUIESCENT(r->snap);
+		SHOAL__SNAP_QUIESCENT(sh->snap);
 		rcu_thread_offline();
 		shoal_doorbell_wait(bell, parked ? PARK_SLEEP_NS : IDLE_SLEEP_NS);
 		rcu_thread_online();
@@ -510,7 +523,9 @@ static void *dispatcher_main(void *arg)
 	return NULL;
 }
 
-int shoal__dispatcher_start(struct shoal_router *r, int index, int node)
+int shoal__dispatcher_start(struct shoal__dispatch_shared *sh, int index, uint64_t cpus,
+			    struct shoal_doorbell *bell, struct shoal__reg_dispatcher *stats,
+			    struct shoal__dispatcher **out)
 {
 	struct shoal__dispatcher *d = calloc(1, sizeof(*d));
 	pthread_attr_t attr;
@@ -520,10 +535,11 @@ int shoal__dispatcher_start(struct shoal_router *r, int index, int node)
 
 	if (d == NULL)
 		return -ENOMEM;
-	d->r = r;
+	d->sh = sh;
+	d->bell = bell;
 	d->index = index;
-	d->node = node;
-	d->stats = &r->reg->disp[index];
+	d->cpus = cpus;
+	d->stats = stats;
 	d->up = calloc(SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS, sizeof(*d->up));
 	d->out = calloc(SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS, sizeof(*d->out));
 	d->dirty = calloc(SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS, sizeof(*d->dirty));
@@ -546,7 +562,7 @@ int shoal__dispatcher_start(struct shoal_router *r, int index, int node)
 		goto fail;
 	snprintf(name, sizeof(name), "shoal-disp-%d", index);
 	pthread_setname_np(d->thread, name);   /* visible to ps, top, tests */
-	r->disp[index] = d;
+	*out = d;
 	return 0;
 fail:
 	free(d->up);

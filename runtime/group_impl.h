@@ -1,7 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Group process internals shared by group.c (attach, lifecycle, control)
- * and worker.c (the data path: sends, receive loop, requests). Private.
+ * Group process internals shared by the control plane (runtime/control/:
+ * group.c attach and lifecycle, links.c the link opener) and the data plane
+ * (runtime/data/worker.c: sends, receive loop, requests). Private.
+ *
+ * The data plane sees a group through its link tables (struct shoal_ctx):
+ * the uplink, the inbound rings, the direct links per peer worker and the
+ * in-process forwarding rings. It never makes a control call: a direct link
+ * it lacks is asked for (a bit in link_want), opened by the link opener
+ * thread, and announced on link_db.
  */
 #ifndef SHOAL_RUNTIME_GROUP_IMPL_H
 #define SHOAL_RUNTIME_GROUP_IMPL_H
@@ -10,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include <shoal/doorbell.h>
 #include <shoal/group.h>
 #include <shoal/ring.h>
 
@@ -37,8 +45,18 @@ struct shoal__peer {
 	struct shoal__mbx_hdr *hdr;
 };
 
-/* This worker's producer side of a direct ring into (group, worker). */
+/*
+ * This worker's producer side of a direct ring into (group, worker), and who
+ * owns it. The data plane asks for it (a bit in shoal_ctx.link_want); the
+ * link opener, which alone writes an entry while it is not READY, fills it
+ * and stores READY or FAILED (release); from READY the data plane owns it
+ * until it gives the ring up (back to NONE, then it may ask again).
+ */
+enum { SHOAL__LINK_NONE, SHOAL__LINK_READY, SHOAL__LINK_FAILED };
+
 struct shoal__dout {
+	_Atomic uint32_t state;          /* SHOAL__LINK_* */
+	int err;                         /* FAILED: why (negative errno) */
 	void *ring;
 	struct shoal_ring_prod p;
 	struct shoal__mbx_worker *dst;
@@ -80,7 +98,11 @@ struct shoal_ctx {
 	uint32_t rr;                     /* ring to start the next pass at */
 	bool released;                   /* a pass released records: ring space_db */
 
-	struct shoal__dout *dout[SHOAL_MAX_GROUPS];
+	/* Direct links: per group, SHOAL_MAX_WORKERS entries, allocated and
+	 * published (release) by the link opener on the first ask. */
+	struct shoal__dout *_Atomic dout[SHOAL_MAX_GROUPS];
+	_Atomic uint32_t link_want[SHOAL_MAX_GROUPS];   /* worker bits asked for */
+	struct shoal_doorbell link_db;   /* rung by the opener after each answer */
 	struct shoal_ring_prod *fwd;     /* [n_workers]: to other workers of this process */
 	/* Copies forwarded from a mailbox ring record are committed only after
 	 * that record is released (see forward() in worker.c). */
@@ -138,7 +160,12 @@ struct shoal_group {
 	struct shoal__ltype *types;      /* open addressing, types_mask + 1 slots */
 	uint32_t types_mask;
 
-	struct shoal__peer peers[SHOAL_MAX_GROUPS];
+	struct shoal__peer peers[SHOAL_MAX_GROUPS];   /* mapped by the link opener */
+	/* The link opener thread (links.c), woken on link_bell by an ask. */
+	pthread_t linker;
+	bool linker_started;
+	atomic_bool linker_stop;
+	struct shoal_doorbell link_bell;
 	struct shoal_actor *actors;
 	struct shoal_ctx *ctx;
 	void *fwd_mem;                   /* n_workers^2 in-process rings */
@@ -155,7 +182,11 @@ bool shoal__stop_requested(struct shoal_group *g);
 /* group.c: control requests (serialised on ctl_lock). */
 int shoal__open_direct(struct shoal_group *g, unsigned src_worker, uint16_t dst_group,
 		       uint16_t dst_worker, char *ring, struct shoal_err *err);
-struct shoal__peer *shoal__peer_get(struct shoal_group *g, uint16_t dst_group);
+
+/* links.c: the link opener thread, started after the workers' contexts and
+ * stopped before they are torn down. */
+int shoal__linker_start(struct shoal_group *g);
+void shoal__linker_stop(struct shoal_group *g);
 
 /* group.c: true once the router is gone (its control socket hung up); the
  * group is then stopped. Looks at the socket at most every 50 ms. */

@@ -13,7 +13,7 @@
 #include <shoal/router.h>
 #include <shoal/segment.h>
 
-#include "runtime/config.h"
+#include "runtime/control/config.h"
 #include "tests/testutil.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

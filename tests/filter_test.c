@@ -17,7 +17,7 @@
 
 #include <shoal/filter.h>
 
-#include "runtime/route.h"
+#include "runtime/route/route.h"
 #include "tests/testutil.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

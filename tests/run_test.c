@@ -25,9 +25,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runtime/config.h"
+#include "runtime/control/config.h"
 #include "runtime/layout.h"
-#include "runtime/proto.h"
+#include "runtime/control/proto.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
 

@@ -18,7 +18,7 @@
 #include <shoal/router.h>
 
 #include "runtime/layout.h"
-#include "runtime/supervisor.h"
+#include "runtime/control/supervisor.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
 

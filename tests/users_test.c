@@ -22,7 +22,7 @@
 #include <shoal/router.h>
 #include <shoal/segment.h>
 
-#include "runtime/config.h"
+#include "runtime/control/config.h"
 #include "tests/testutil.h"
 
 static int teardown(void **state)

@@ -162,16 +162,31 @@ SHOAL_API int shoal_try_send(struct shoal_ctx *ctx, uint32_t type, const void *b
 			     uint32_t len);
 
 /*
- * Direct sends to an actor or group address, skipping the router. send_to()
- * waits while the destination ring is full (until room, -EHOSTDOWN when the
- * destination is marked failed, or -ESHUTDOWN). To SHOAL_SLOT_ALL both are
- * all or nothing: on an error no actor got the message, so a retry never
- * duplicates.
+ * Direct sends to an actor or group address, skipping the router, through a
+ * direct link from this worker into the destination worker. The first send
+ * into a destination worker asks the group's link opener thread for that
+ * link (a control round trip to the router, off the data path): send_to()
+ * waits for it; try_send_to() never waits and returns -EAGAIN until it is
+ * open (call shoal_connect() first where a refusal at the start matters).
+ * send_to() waits while the destination ring is full (until room,
+ * -EHOSTDOWN when the destination is marked failed, or -ESHUTDOWN). To
+ * SHOAL_SLOT_ALL both are all or nothing: on an error no actor got the
+ * message, so a retry never duplicates.
  */
 SHOAL_API int shoal_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type,
 			    const void *buf, uint32_t len);
 SHOAL_API int shoal_try_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type,
 				const void *buf, uint32_t len);
+
+/*
+ * Open the direct links that sends to `dest` use (every worker's for
+ * SHOAL_SLOT_ALL) and wait for them up to `timeout_ns` (negative: no
+ * limit). Afterwards try_send_to() and shoal_reserve() to `dest` answer
+ * without -EAGAIN for a link. Returns 0, an error of send_to() (-EINVAL,
+ * -ESTALE, -EHOSTDOWN, -EUCLEAN: the link could not be opened), -ETIMEDOUT
+ * or -ESHUTDOWN. May wait: not for use where waiting is not allowed.
+ */
+SHOAL_API int shoal_connect(struct shoal_ctx *ctx, uint64_t dest, int64_t timeout_ns);
 
 /*
  * Zero-copy: reserve room for a `len`-byte payload of `type` to `dest`

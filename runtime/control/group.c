@@ -83,30 +83,6 @@ int shoal__open_direct(struct shoal_group *g, unsigned src_worker, uint16_t dst_
 	return ret;
 }
 
-struct shoal__peer *shoal__peer_get(struct shoal_group *g, uint16_t dst_group)
-{
-	struct shoal__peer *p = &g->peers[dst_group];
-	char name[SHOAL_SEG_NAME_MAX];
-
-	pthread_mutex_lock(&g->ctl_lock);
-	if (!p->mapped) {
-		const struct shoal__reg_group *rg = &g->reg.groups[dst_group];
-
-		/* The name in the registry is router-written; still bound it. */
-		memcpy(name, rg->mailbox, sizeof(name));
-		name[sizeof(name) - 1] = '\0';
-		if (shoal_seg_attach(&p->seg, name, 0, NULL) == 0) {
-			p->hdr = shoal__mailbox_hdr(&p->seg);
-			if (p->hdr != NULL)
-				p->mapped = true;
-			else
-				shoal_seg_detach(&p->seg);
-		}
-	}
-	pthread_mutex_unlock(&g->ctl_lock);
-	return p->mapped ? p : NULL;
-}
-
 int shoal_subscribe(struct shoal_ctx *ctx, const struct shoal_filter *f, uint32_t *id)
 {
 	struct shoal_group *g = ctx->g;
@@ -371,9 +347,10 @@ int shoal_group_attach(struct shoal_group **out, const struct shoal_group_desc *
 	ret = check_desc(desc, name, err);
 	if (ret < 0)
 		return ret;
-	g = calloc(1, sizeof(*g));
-	if (g == NULL)
+	/* Aligned: the group holds doorbells (64-byte objects). */
+	if (posix_memalign((void **)&g, _Alignof(struct shoal_group), sizeof(*g)) != 0)
 		return -ENOMEM;
+	memset(g, 0, sizeof(*g));
 	g->desc = *desc;
 	g->ctl = -1;
 	snprintf(g->name, sizeof(g->name), "%s", name);
@@ -397,15 +374,22 @@ int shoal_group_attach(struct shoal_group **out, const struct shoal_group_desc *
 		ret = build_types(g, err);
 	if (ret < 0)
 		goto fail;
-	g->ctx = calloc(g->n_workers, sizeof(*g->ctx));
-	if (g->ctx == NULL) {
+	if (posix_memalign((void **)&g->ctx, _Alignof(struct shoal_ctx),
+			   g->n_workers * sizeof(*g->ctx)) != 0) {
+		g->ctx = NULL;
 		ret = -ENOMEM;
 		goto fail;
 	}
+	memset(g->ctx, 0, g->n_workers * sizeof(*g->ctx));
 	for (unsigned i = 0; i < g->n_workers; i++) {
 		ret = shoal__ctx_init(g, i, err);
 		if (ret < 0)
 			goto fail;
+	}
+	ret = shoal__linker_start(g);
+	if (ret < 0) {
+		shoal__fail(err, ret, "cannot start the link opener thread: %s", strerror(-ret));
+		goto fail;
 	}
 	ret = start_actors(g, err);
 	if (ret < 0)
@@ -511,6 +495,7 @@ void shoal_group_detach(struct shoal_group *g)
 {
 	if (g == NULL)
 		return;
+	shoal__linker_stop(g);   /* it makes control calls: before the bye */
 	if (g->ctl >= 0 && g->mbx != NULL) {
 		struct shoal__ctl_hdr bye;
 		struct shoal__ctl_ok ok;

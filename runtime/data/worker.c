@@ -303,6 +303,7 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	ctx->mw = &g->mbx->w[w];
 	ctx->bell = &g->bell->disp[g->reg.groups[g->id].dispatcher % SHOAL_MAX_NODES];
 	ctx->next_rid = 1;
+	shoal_doorbell_init(&ctx->link_db);
 	/* A4: pairs with R4 in router.c watch_once(). */
 	ctx->up_gen = shoal_load_acquire(&ctx->mw->up_gen);
 	ret = uplink_attach(ctx, ctx->up_gen, &ctx->up, &ctx->up_mem, &ctx->up_len, err);
@@ -370,7 +371,7 @@ void shoal__ctx_fini(struct shoal_ctx *ctx)
 		d = next;
 	}
 	for (int i = 0; i < SHOAL_MAX_GROUPS; i++)
-		free(ctx->dout[i]);
+		free(shoal_load_relaxed(&ctx->dout[i]));
 	free(ctx->in);
 	free(ctx->fwd);
 }
@@ -483,6 +484,20 @@ static int wait_ended(const struct send_wait *sw)
 	return 0;
 }
 
+/* How long the next sleep of a wait may be: -ETIMEDOUT past its deadline. */
+static int64_t wait_slice(const struct send_wait *sw)
+{
+	uint64_t now;
+
+	if (sw->deadline == UINT64_MAX)
+		return SLEEP_SLICE_NS;
+	now = shoal__now_ns();
+	if (now >= sw->deadline)
+		return -ETIMEDOUT;
+	return sw->deadline - now < (uint64_t)SLEEP_SLICE_NS ? (int64_t)(sw->deadline - now) :
+							      SLEEP_SLICE_NS;
+}
+
 struct waiter {
 	struct shoal_ring_prod *p;
 	uint32_t need;
@@ -521,17 +536,11 @@ static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct sh
 
 	for (;;) {
 		bool condemned = p == &ctx->up && ctx->up_condemned;
-		int64_t slice = SLEEP_SLICE_NS;
+		int64_t slice = wait_slice(sw);
 		int ret, end;
 
-		if (sw->deadline != UINT64_MAX) {
-			uint64_t now = shoal__now_ns();
-
-			if (now >= sw->deadline)
-				return -ETIMEDOUT;
-			if (sw->deadline - now < (uint64_t)slice)
-				slice = (int64_t)(sw->deadline - now);
-		}
+		if (slice < 0)
+			return (int)slice;
 		ret = condemned ? shoal_doorbell_poll_wait(db, ctx->g->spin_ns, uplink_replaced, ctx,
 							   slice) :
 				  shoal_doorbell_poll_wait(db, ctx->g->spin_ns, room, &w, slice);
@@ -678,49 +687,114 @@ static uint32_t dest_worker(uint32_t nw, uint16_t slot, uint64_t self, uint64_t 
 	return (uint32_t)((self * UINT64_C(0x9e3779b97f4a7c15)) >> 32) % nw;
 }
 
-/* The direct ring from this worker to worker `dw` (< SHOAL_MAX_WORKERS) of group `dg`. */
+/* Ask the link opener (runtime/control/links.c) for the direct link into
+ * worker `dw` of group `dg`: a bit and, for the first ask, a doorbell. */
+static void link_ask(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw)
+{
+	uint32_t bit = 1u << dw;
+
+	/* Release: our giving up of the entry (state NONE) happens before the
+	 * opener, which takes the bit with acquire, rewrites it. */
+	if (!(atomic_fetch_or_explicit(&ctx->link_want[dg], bit, memory_order_release) & bit))
+		shoal_doorbell_notify(&ctx->g->link_bell);
+}
+
+/* The entry of the direct link into (dg, dw) once the opener answered, else NULL. */
+static struct shoal__dout *link_entry(const struct shoal_ctx *ctx, uint16_t dg, uint32_t dw)
+{
+	/* Acquire: pairs with the opener's release stores of the array and
+	 * of the state (links.c answer()). */
+	struct shoal__dout *douts = shoal_load_acquire(&ctx->dout[dg]);
+
+	if (douts == NULL || shoal_load_acquire(&douts[dw].state) == SHOAL__LINK_NONE)
+		return NULL;
+	return &douts[dw];
+}
+
+/*
+ * The direct ring from this worker to worker `dw` of group `dg`. Never
+ * waits: NULL with -EAGAIN while the link opener opens it (asked here), or
+ * with the reason it could not be opened (told once; the next call asks
+ * again).
+ */
 static struct shoal__dout *dout_get(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw, int *err)
 {
-	struct shoal_group *g = ctx->g;
 	struct shoal__dout *o;
-	struct shoal__peer *peer;
-	struct shoal_seg_region r;
-	char ring[SHOAL_SEG_REGION_NAME_MAX];
-	void *mem;
+	uint32_t failed = SHOAL__LINK_FAILED;
 
 	/* dw comes from the registry's worker count: shared memory, bounded. */
 	if (SHOAL_UNLIKELY(dg >= SHOAL_MAX_GROUPS || dw >= SHOAL_MAX_WORKERS)) {
 		*err = -EUCLEAN;
 		return NULL;
 	}
-	if (ctx->dout[dg] == NULL) {
-		/* First send to this group from this worker: control path. */
-		ctx->dout[dg] = calloc(SHOAL_MAX_WORKERS, sizeof(**ctx->dout));
-		if (ctx->dout[dg] == NULL) {
-			*err = -ENOMEM;
+	o = link_entry(ctx, dg, dw);
+	if (SHOAL_LIKELY(o != NULL && shoal_load_relaxed(&o->state) == SHOAL__LINK_READY))
+		return o;
+	/* A failure is ours to take back to NONE; the CAS leaves an answer
+	 * the opener gives meanwhile (to an earlier second ask) in place. */
+	if (o != NULL && atomic_compare_exchange_strong(&o->state, &failed, SHOAL__LINK_NONE)) {
+		*err = o->err;
+		return NULL;
+	}
+	link_ask(ctx, dg, dw);
+	*err = -EAGAIN;
+	return NULL;
+}
+
+/* Ask now for the links into workers [from, to) of `dg` not open yet, so
+ * that a try_ send to every worker gets them in one round. */
+static void dout_ask_rest(struct shoal_ctx *ctx, uint16_t dg, uint32_t from, uint32_t to)
+{
+	for (uint32_t dw = from; dw < to && dw < SHOAL_MAX_WORKERS; dw++) {
+		struct shoal__dout *o = link_entry(ctx, dg, dw);
+
+		if (o == NULL)
+			link_ask(ctx, dg, dw);
+	}
+}
+
+struct link_waiter {
+	const struct shoal_ctx *ctx;
+	uint16_t dg;
+	uint32_t dw;
+	const struct send_wait *sw;
+};
+
+static bool link_answered(void *arg)
+{
+	const struct link_waiter *lw = arg;
+
+	return link_entry(lw->ctx, lw->dg, lw->dw) != NULL || wait_ended(lw->sw) != 0 ||
+	       stop_flagged(lw->ctx->g);
+}
+
+/* As dout_get(), waiting for the link opener as `sw` says. */
+static struct shoal__dout *dout_wait(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw,
+				     const struct send_wait *sw, int *err)
+{
+	struct link_waiter lw = { ctx, dg, dw, sw };
+
+	for (;;) {
+		struct shoal__dout *o = dout_get(ctx, dg, dw, err);
+		int64_t slice;
+
+		if (o != NULL || *err != -EAGAIN)
+			return o;
+		slice = wait_slice(sw);
+		if (slice < 0) {
+			*err = (int)slice;
+			return NULL;
+		}
+		(void)shoal_doorbell_poll_wait(&ctx->link_db, ctx->g->spin_ns, link_answered, &lw,
+					       slice);
+		*err = wait_ended(sw);
+		if (*err < 0)
+			return NULL;
+		if (shoal__stop_requested(ctx->g)) {
+			*err = -ESHUTDOWN;
 			return NULL;
 		}
 	}
-	o = &ctx->dout[dg][dw];
-	if (SHOAL_LIKELY(o->ring != NULL))
-		return o;
-	peer = shoal__peer_get(g, dg);
-	*err = -EUCLEAN;
-	/* The peer's mailbox is writable by others: its count is untrusted. */
-	if (peer == NULL || dw >= peer->hdr->n_workers)
-		return NULL;
-	*err = shoal__open_direct(g, ctx->w, dg, (uint16_t)dw, ring, NULL);
-	if (*err < 0)
-		return NULL;
-	if (shoal_seg_find(&peer->seg, SHOAL_SEG_KIND_RING, ring, &r) < 0 ||
-	    (mem = shoal_seg_ptr(&peer->seg, r.off, r.len, 128)) == NULL ||
-	    shoal_ring_prod_attach(&o->p, mem, r.len, NULL) < 0) {
-		*err = -EUCLEAN;
-		return NULL;
-	}
-	o->dst = &peer->hdr->w[dw];
-	o->ring = mem;
-	return o;
 }
 
 /*
@@ -748,6 +822,8 @@ static void dout_condemned(struct shoal_ctx *ctx, struct shoal__dout *o)
 		return;
 	}
 	o->ring = NULL;
+	/* Given up: the next send asks the opener for a fresh ring. */
+	shoal_store_relaxed(&o->state, SHOAL__LINK_NONE);
 }
 
 /*
@@ -826,9 +902,12 @@ static int send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, cons
 		w1 = nw;
 	}
 	for (uint32_t w = w0; w < w1; w++, n++) {
-		outs[n] = dout_get(ctx, dg, w, &ret);
-		if (outs[n] == NULL)
+		outs[n] = sw == NULL ? dout_get(ctx, dg, w, &ret) : dout_wait(ctx, dg, w, sw, &ret);
+		if (outs[n] == NULL) {
+			if (ret == -EAGAIN)
+				dout_ask_rest(ctx, dg, w + 1, w1);
 			goto cancel;
+		}
 		dsts[n] = reserve_in(ctx, &outs[n]->p, &outs[n]->dst->space_db, len, sw, &ret);
 		if (dsts[n] == NULL) {
 			if (ret == -EUCLEAN)
@@ -865,6 +944,33 @@ int shoal_try_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const
 		      uint32_t len)
 {
 	return send_direct(ctx, dest, type, buf, len, NULL, 0, 0);
+}
+
+int shoal_connect(struct shoal_ctx *ctx, uint64_t dest, int64_t timeout_ns)
+{
+	struct send_wait sw = WAIT_FOREVER;
+	uint32_t nw, w0, w1;
+	int ret = 0;
+
+	if (timeout_ns >= 0)
+		sw.deadline = shoal__now_ns() + (uint64_t)timeout_ns;
+	sw.rg = check_dest(ctx, dest, &ret);
+	if (sw.rg == NULL)
+		return ret;
+	nw = dest_workers(sw.rg);
+	if (nw == 0)
+		return -EUCLEAN;
+	w0 = dest_worker(nw, shoal_addr_slot(dest), shoal_ctx_self(ctx), 0, 0);
+	w1 = w0 + 1;
+	if (shoal_addr_slot(dest) == SHOAL_SLOT_ALL) {
+		w0 = 0;
+		w1 = nw;
+	}
+	dout_ask_rest(ctx, (uint16_t)shoal_addr_group(dest), w0, w1);
+	for (uint32_t w = w0; w < w1; w++)
+		if (dout_wait(ctx, (uint16_t)shoal_addr_group(dest), w, &sw, &ret) == NULL)
+			return ret;
+	return 0;
 }
 
 int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t len, void **buf)

@@ -28,7 +28,7 @@
 #include <shoal/router.h>
 #include <shoal/segment.h>
 
-#include "runtime/config.h"
+#include "runtime/control/config.h"
 #include "runtime/layout.h"
 #include "tests/fuzz/fuzz.h"
 

@@ -25,8 +25,8 @@
 #include <shoal/filter.h>
 #include <shoal/message.h>
 
-#include "runtime/proto.h"
-#include "runtime/route.h"
+#include "runtime/control/proto.h"
+#include "runtime/route/route.h"
 #include "tests/fuzz/fuzz.h"
 
 static bool terminated(const char *s, size_t cap)

@@ -39,7 +39,7 @@
 
 #include <shoal/filter.h>
 
-#include "runtime/route.h"
+#include "runtime/route/route.h"
 #include "tests/fuzz/fuzz.h"
 
 #define MAX_GIVEN 64u

@@ -26,7 +26,7 @@
 #include <shoal/ring.h>
 #include <shoal/segment.h>
 
-#include "runtime/proto.h"
+#include "runtime/control/proto.h"
 #include "shm/ring_layout.h"
 #include "shm/segment_layout.h"
 #include "tests/fuzz/fuzz.h"

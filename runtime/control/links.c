@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The link opener: the one thread of a group process that opens direct
+ * links, so that the data plane never makes a control call.
+ *
+ * A worker that sends directly to a (group, worker) it has no link to sets
+ * that worker's bit in its link_want[group] and rings link_bell (see
+ * link_ask() in runtime/data/worker.c); a try_ call returns -EAGAIN
+ * meanwhile, a blocking one waits on its link_db. This thread takes the
+ * bits, maps the peer's mailbox (once per peer), asks the router for the
+ * ring over the control socket, attaches a producer handle, and answers
+ * with the entry's state, READY or FAILED with the reason, then rings the
+ * asking worker's link_db.
+ *
+ * Ordering: the ask is a release fetch-or on link_want, taken here with an
+ * acquire exchange, so the asker's giving up of an earlier entry (state
+ * NONE) happens before we rewrite it. Our answer is a release store of the
+ * state (and of the per-group entry array the first time), read with
+ * acquire by the data plane before it touches the entry.
+ *
+ * Progress: asks are answered in the order the scan finds them; one answer
+ * costs a control round trip (tens of microseconds). The thread sleeps on
+ * link_bell when nothing is asked, so an idle group costs nothing here.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shoal/doorbell.h>
+#include <shoal/segment.h>
+
+#include "runtime/group_impl.h"
+#include "shm/atomic.h"
+#include "shm/util.h"
+
+/* How often the opener looks at its stop flag while idle. */
+#define LINKER_IDLE_NS 1000000000
+
+/* Another group's mailbox, mapped on the first link into it. */
+static struct shoal__peer *peer_get(struct shoal_group *g, uint16_t dst_group)
+{
+	struct shoal__peer *p = &g->peers[dst_group];
+	char name[SHOAL_SEG_NAME_MAX];
+
+	if (p->mapped)
+		return p;
+	/* The name in the registry is router-written; still bound it. */
+	memcpy(name, g->reg.groups[dst_group].mailbox, sizeof(name));
+	name[sizeof(name) - 1] = '\0';
+	if (shoal_seg_attach(&p->seg, name, 0, NULL) != 0)
+		return NULL;
+	p->hdr = shoal__mailbox_hdr(&p->seg);
+	if (p->hdr == NULL) {
+		shoal_seg_detach(&p->seg);
+		return NULL;
+	}
+	p->mapped = true;
+	return p;
+}
+
+/* Open the link of `ctx` into worker `dw` of group `dg`: 0 or -errno. */
+static int open_link(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw, struct shoal__dout *o)
+{
+	struct shoal_group *g = ctx->g;
+	struct shoal__peer *peer = peer_get(g, dg);
+	char ring[SHOAL_SEG_REGION_NAME_MAX];
+	struct shoal_seg_region r;
+	void *mem;
+	int ret;
+
+	/* The peer's mailbox is writable by others: its count is untrusted. */
+	if (peer == NULL || dw >= peer->hdr->n_workers)
+		return -EUCLEAN;
+	ret = shoal__open_direct(g, ctx->w, dg, (uint16_t)dw, ring, NULL);
+	if (ret < 0)
+		return ret;
+	if (shoal_seg_find(&peer->seg, SHOAL_SEG_KIND_RING, ring, &r) < 0 ||
+	    (mem = shoal_seg_ptr(&peer->seg, r.off, r.len, 128)) == NULL ||
+	    shoal_ring_prod_attach(&o->p, mem, r.len, NULL) < 0)
+		return -EUCLEAN;
+	o->dst = &peer->hdr->w[dw];
+	o->ring = mem;
+	return 0;
+}
+
+/* Answer the asks of `ctx` for group `dg` (the worker bits in `want`). */
+static void answer(struct shoal_ctx *ctx, uint16_t dg, uint32_t want)
+{
+	struct shoal__dout *douts = shoal_load_relaxed(&ctx->dout[dg]);
+
+	if (douts == NULL) {
+		douts = calloc(SHOAL_MAX_WORKERS, sizeof(*douts));
+		if (douts == NULL) {
+			/* Nothing to answer in: ask again later (the asker
+			 * waits, or its try_ call keeps saying -EAGAIN). */
+			atomic_fetch_or_explicit(&ctx->link_want[dg], want, memory_order_relaxed);
+			return;
+		}
+		shoal_store_release(&ctx->dout[dg], douts);
+	}
+	for (uint32_t dw = 0; dw < SHOAL_MAX_WORKERS; dw++) {
+		struct shoal__dout *o = &douts[dw];
+		int ret;
+
+		if (!(want & (1u << dw)) ||
+		    shoal_load_relaxed(&o->state) == SHOAL__LINK_READY)
+			continue;   /* asked twice: answered already */
+		ret = open_link(ctx, dg, dw, o);
+		o->err = ret;
+		shoal_store_release(&o->state, ret == 0 ? SHOAL__LINK_READY : SHOAL__LINK_FAILED);
+	}
+	shoal_doorbell_notify(&ctx->link_db);
+}
+
+/* Take and answer every ask; true if there was any. */
+static bool answer_all(struct shoal_group *g)
+{
+	bool any = false;
+
+	for (unsigned w = 0; w < g->n_workers; w++) {
+		struct shoal_ctx *ctx = &g->ctx[w];
+
+		for (uint16_t dg = 0; dg < SHOAL_MAX_GROUPS; dg++) {
+			uint32_t want;
+
+			if (shoal_load_relaxed(&ctx->link_want[dg]) == 0)
+				continue;
+			want = atomic_exchange_explicit(&ctx->link_want[dg], 0,
+							memory_order_acquire);
+			if (want != 0) {
+				answer(ctx, dg, want);
+				any = true;
+			}
+		}
+	}
+	return any;
+}
+
+static bool asked(void *arg)
+{
+	struct shoal_group *g = arg;
+
+	if (atomic_load_explicit(&g->linker_stop, memory_order_relaxed))
+		return true;
+	for (unsigned w = 0; w < g->n_workers; w++)
+		for (uint16_t dg = 0; dg < SHOAL_MAX_GROUPS; dg++)
+			if (shoal_load_relaxed(&g->ctx[w].link_want[dg]) != 0)
+				return true;
+	return false;
+}
+
+static void *linker_main(void *arg)
+{
+	struct shoal_group *g = arg;
+
+	while (!atomic_load_explicit(&g->linker_stop, memory_order_relaxed)) {
+		if (!answer_all(g))
+			(void)shoal_doorbell_poll_wait(&g->link_bell, 0, asked, g, LINKER_IDLE_NS);
+	}
+	return NULL;
+}
+
+int shoal__linker_start(struct shoal_group *g)
+{
+	int ret;
+
+	shoal_doorbell_init(&g->link_bell);
+	ret = -pthread_create(&g->linker, NULL, linker_main, g);
+	if (ret == 0) {
+		pthread_setname_np(g->linker, "shoal-links");
+		g->linker_started = true;
+	}
+	return ret;
+}
+
+void shoal__linker_stop(struct shoal_group *g)
+{
+	if (!g->linker_started)
+		return;
+	atomic_store(&g->linker_stop, true);
+	shoal_doorbell_notify(&g->link_bell);
+	pthread_join(g->linker, NULL);
+	g->linker_started = false;
+}

@@ -77,6 +77,7 @@
 #include <shoal.h>
 
 #include "bench/bench.h"
+#include "runtime/control/baseline.h"
 #include "runtime/layout.h"
 
 #define PROG "shoal-bench-system"
@@ -887,7 +888,7 @@ static int router_up(struct sys *s, uint32_t groups, int route, uint32_t in_cap,
 		     const int cpu[2])
 {
 	struct shoal_topology topo = { .n_nodes = 1, .cpus = { UINT64_C(1) << cpu[1] } };
-	struct shoal_router_opts o = { .topology = &topo, .route_mode = route };
+	struct shoal_router_opts o = { .topology = &topo };
 	struct shoal_filter f[MAX_GROUPS];
 	struct shoal_err err = { "" };
 	int ret;
@@ -899,7 +900,7 @@ static int router_up(struct sys *s, uint32_t groups, int route, uint32_t in_cap,
 	s->cpu[1] = cpu[1];
 	snprintf(s->name, sizeof(s->name), "sbench-%d-%u", (int)getpid(), ++sys_count);
 	o.system = s->name;
-	ret = shoal_router_start(&s->r, &o, &err);
+	ret = shoal__router_start_mode(&s->r, &o, route, &err);
 	if (ret < 0) {
 		s->r = NULL;
 		fprintf(stderr, PROG ": starting router %s: %s (%s)\n", s->name,
@@ -1726,7 +1727,7 @@ static int sample_idle(const struct plan *pl, const struct opts *op, struct poin
 	struct sys *s = &cur;
 	struct sstat r0, r1, g0 = { 0 }, g1 = { 0 }, c;
 	double wall;
-	int ret = sys_start(s, op, pt->groups, SHOAL_ROUTER_INDEXED);
+	int ret = sys_start(s, op, pt->groups, SHOAL__ROUTE_INDEXED);
 
 	if (ret < 0)
 		return ret;

@@ -46,12 +46,6 @@ struct shoal_topology {
 	uint64_t cpus[SHOAL_MAX_NODES];
 };
 
-/* How the router evaluates its filter vector (shoal_router_opts.route_mode). */
-#define SHOAL_ROUTER_INDEXED 0       /* the vector plus an index derived at publish */
-#define SHOAL_ROUTER_FLAT    1       /* baseline: scan the whole vector per message */
-#define SHOAL_ROUTER_CHAIN   2       /* baseline: a nested chain of calls, one per route,
-				      * as elfo's router was before it was flattened */
-
 /* Ring sizes a router uses when its options leave them 0. */
 #define SHOAL_ROUTER_UPLINK_CAPACITY_DEFAULT  (256u * 1024)
 #define SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT (256u * 1024)
@@ -66,7 +60,6 @@ struct shoal_router_opts {
 				      * 0: the default above */
 	uint32_t direct_capacity;    /* bytes per direct ring; 0: the default above */
 	const struct shoal_topology *topology;
-	int route_mode;              /* SHOAL_ROUTER_*; the baselines are for benchmarks */
 };
 
 /* What a full mailbox does to a message routed with send() (blocking). */

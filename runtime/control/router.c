@@ -49,6 +49,7 @@
 #include <shoal/doorbell.h>
 #include <shoal/numa.h>
 
+#include "runtime/control/baseline.h"
 #include "runtime/control/proto.h"
 #include "runtime/control/router_impl.h"
 #include "runtime/control/supervisor.h"
@@ -1712,6 +1713,12 @@ static int open_socket(struct shoal_router *r, struct shoal_err *err)
 int shoal_router_start(struct shoal_router **out, const struct shoal_router_opts *opts,
 		       struct shoal_err *err)
 {
+	return shoal__router_start_mode(out, opts, SHOAL__ROUTE_INDEXED, err);
+}
+
+int shoal__router_start_mode(struct shoal_router **out, const struct shoal_router_opts *opts,
+			     int route_mode, struct shoal_err *err)
+{
 	struct shoal_router *r;
 	int ret;
 
@@ -1724,8 +1731,8 @@ int shoal_router_start(struct shoal_router **out, const struct shoal_router_opts
 			       opts->topology->n_nodes > SHOAL_MAX_NODES))
 		return shoal__fail(err, -EINVAL, "described topology has %d nodes (1..%d)",
 				   opts->topology->n_nodes, SHOAL_MAX_NODES);
-	if (opts->route_mode < SHOAL_ROUTER_INDEXED || opts->route_mode > SHOAL_ROUTER_CHAIN)
-		return shoal__fail(err, -EINVAL, "unknown route mode %d", opts->route_mode);
+	if (route_mode < SHOAL__ROUTE_INDEXED || route_mode > SHOAL__ROUTE_CHAIN)
+		return shoal__fail(err, -EINVAL, "unknown route mode %d", route_mode);
 	if (opts->mode != 0 && ((opts->mode & ~0777u) != 0 || (opts->mode & 0600) != 0600))
 		return shoal__fail(err, -EINVAL, "router mode %04o must be a permission mode that "
 				   "lets the owner read and write", (unsigned)opts->mode);
@@ -1736,11 +1743,7 @@ int shoal_router_start(struct shoal_router **out, const struct shoal_router_opts
 	r = calloc(1, sizeof(*r));
 	if (r == NULL)
 		return -ENOMEM;
-	/* The public values are the table's modes. */
-	static_assert(SHOAL_ROUTER_FLAT == SHOAL__ROUTE_FLAT && SHOAL_ROUTER_CHAIN ==
-		      SHOAL__ROUTE_CHAIN && SHOAL_ROUTER_INDEXED == SHOAL__ROUTE_INDEXED,
-		      "route modes");
-	r->route_mode = opts->route_mode;
+	r->route_mode = route_mode;
 	snprintf(r->system, sizeof(r->system), "%s", opts->system);
 	r->mode = opts->mode ? opts->mode : 0600;
 	r->dp.spin_ns = opts->spin_ns ? opts->spin_ns : SHOAL_DOORBELL_SPIN_NS_DEFAULT;

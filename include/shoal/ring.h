@@ -18,8 +18,10 @@
  * (in any process) uses the consumer handle. shoal_ring_check() and
  * shoal_ring_stats() may run at any time from any process, read-only.
  *
- * Progress: every call is wait-free. No call allocates, locks, logs or makes
- * a system call; none of them sleeps (see shoal/doorbell.h for sleeping).
+ * Progress: every call is wait-free. No call allocates, locks, logs or
+ * sleeps (see shoal/doorbell.h for sleeping). The two attach calls make one
+ * system call each (madvise, to map the ring's pages in before the data path
+ * runs); no other call makes any.
  */
 #ifndef SHOAL_RING_H
 #define SHOAL_RING_H

@@ -19,12 +19,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <shoal/message.h>
 #include <shoal/ring.h>
 
 #include "shm/atomic.h"
+#include "shm/util.h"
 #include "tools/cli.h"
 #include "tools/format.h"
 #include "tools/json.h"
@@ -136,14 +136,6 @@ static int parse_args(const struct shoal__cmd *cmd, int argc, char **argv, struc
 }
 
 /* ---- Walking a ring ---- */
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 struct walk {
 	const void *mem;
@@ -621,7 +613,7 @@ static int dump_rings(struct dump *dp, const struct shoal_seg *seg)
 		    dump_ring(seg, d, dp->a->limit) < 0)
 			return -ENOMEM;
 	}
-	dp->now = now_ns();
+	dp->now = shoal__now_ns();
 	return 0;
 }
 

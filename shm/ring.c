@@ -581,9 +581,8 @@ void shoal_ring_condemn(void *mem, uint64_t len, unsigned side)
 	 * side writes only the flag in its own line (the producer's is a mask:
 	 * 1 condemned, 2 settled, so fetch_or). */
 	if (side & (SHOAL_RING_SIDE_PROD | SHOAL_RING_SIDE_SETTLED))
-		atomic_fetch_or_explicit(&r->prod_condemned,
-					 (side & SHOAL_RING_SIDE_SETTLED) ? 3u : 1u,
-					 memory_order_release);
+		shoal_fetch_or_release(&r->prod_condemned,
+				       (side & SHOAL_RING_SIDE_SETTLED) ? 3u : 1u);
 	if (side & SHOAL_RING_SIDE_CONS)
 		shoal_store_release(&r->cons_condemned, 1);
 }

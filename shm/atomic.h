@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The only way Shoal code touches shared memory concurrently: six macros over
- * <stdatomic.h>, each with an explicit order, plus the CPU's spin hint.
+ * The only way Shoal code touches shared memory concurrently: a few macros
+ * over <stdatomic.h>, each with an explicit order, plus the CPU's spin hint.
  *
  * Every use of an acquire, release or fence carries a label (A1, R1, F1 ...)
  * naming its partner in the comment next to it; every relaxed access says why
@@ -20,6 +20,8 @@
 #define shoal_fence_release()      atomic_thread_fence(memory_order_release)
 #define shoal_fence_acquire()      atomic_thread_fence(memory_order_acquire)
 #define shoal_fetch_add_relaxed(p, v) atomic_fetch_add_explicit((p), (v), memory_order_relaxed)
+#define shoal_fetch_or_release(p, v) atomic_fetch_or_explicit((p), (v), memory_order_release)
+#define shoal_exchange_relaxed(p, v) atomic_exchange_explicit((p), (v), memory_order_relaxed)
 
 #if defined(__x86_64__) || defined(__i386__)
 #define shoal_cpu_relax() __builtin_ia32_pause()

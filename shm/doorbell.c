@@ -87,7 +87,7 @@ void shoal_doorbell_wake(struct shoal_doorbell *db)
 		return;
 	/* Relaxed exchange: the state word carries no data, only the decision
 	 * of which producer issues the wake (the first one to swap it). */
-	if (atomic_exchange_explicit(&db->state, DB_AWAKE, memory_order_relaxed) == DB_SLEEPING) {
+	if (shoal_exchange_relaxed(&db->state, DB_AWAKE) == DB_SLEEPING) {
 		shoal_fetch_add_relaxed(&db->wakes, 1);
 		futex(&db->state, FUTEX_WAKE, INT_MAX, NULL);
 	}

@@ -36,6 +36,12 @@
  * Counters are written with relaxed stores by their single writer and read by
  * tools with relaxed loads: they order nothing, and a tool may see them lag
  * the indices by one batch.
+ *   A walk (a reader that is not the consumer) takes the tail with A1 like
+ *   the consumer, copies a record with relaxed loads, then F1 (acquire
+ *   fence) and a relaxed re-read of the head: a head that has not passed the
+ *   record means the producer had not reused its bytes (it may only after
+ *   R2 -> A2 for them), so the copy is whole. (The producer's payload stores
+ *   are plain: docs/memory-ordering.md says what the C11 model makes of it.)
  *
  * Progress guarantees: every operation is wait-free (bounded steps, no loop
  * waits for the other side). A side killed at any instruction leaves the
@@ -52,7 +58,8 @@
  * Which calls may run concurrently: one producer-handle call and one
  * consumer-handle call at a time on a ring, plus any number of
  * shoal_ring_stats() / shoal_ring_check() / shoal_ring_condemned() /
- * shoal_ring_records() readers. shoal_ring_condemn() is called by a side on
+ * shoal_ring_records() readers and walks (shoal_ring_walk_*()), each with
+ * its own walk state. shoal_ring_condemn() is called by a side on
  * its own line only (SIDE_PROD and SIDE_SETTLED by the producer, SIDE_CONS
  * by the consumer).
  *
@@ -137,6 +144,28 @@ struct ring_view {
 	uint32_t tail;
 };
 
+/*
+ * Read head and tail as a pair that makes sense (8-byte aligned, tail - head
+ * within the capacity), retrying a few times: both sides may move between
+ * the two loads of a live ring. Head first: the tail only grows, so it cannot
+ * fall behind a head read before it. The last pair read is returned either
+ * way, for the caller to check and report.
+ */
+static void read_indices(const struct shoal__ring *r, uint32_t cap, uint32_t *h, uint32_t *t)
+{
+	for (int tries = 0; tries <= 8; tries++) {
+		/* Relaxed: the head orders nothing here; a walk re-reads it after
+		 * each record (F1 in shoal_ring_walk_next()). */
+		*h = shoal_load_relaxed(&r->head);
+		/* A1: pairs with R1 in shoal_ring_commit(): every record byte
+		 * before this tail is visible to a walk from here. Attach and
+		 * stats need no order from it. */
+		*t = shoal_load_acquire(&r->tail);
+		if ((*h | *t) % 8 == 0 && *t - *h <= cap)
+			return;
+	}
+}
+
 static int ring_validate(const struct shoal__ring *r, uint64_t len, struct ring_view *v,
 			 struct shoal_err *err)
 {
@@ -172,15 +201,7 @@ static int ring_validate(const struct shoal__ring *r, uint64_t len, struct ring_
 				   cap / 2 - SHOAL_RING_REC_HDR);
 	if (r->flags & ~SHOAL_RING_INIT_FLAGS)
 		return shoal__fail(err, -EUCLEAN, "ring has unknown flags 0x%x", r->flags);
-	/* Relaxed: a snapshot for validation; attach orders later reads itself.
-	 * Both sides may move between the two loads (a tool reads a live ring),
-	 * so read head around tail and retry a few times if it moved. */
-	for (int tries = 0;; tries++) {
-		h = shoal_load_relaxed(&r->head);
-		t = shoal_load_relaxed(&r->tail);
-		if (shoal_load_relaxed(&r->head) == h || tries == 8)
-			break;
-	}
+	read_indices(r, cap, &h, &t);
 	if ((h | t) % 8 != 0)
 		return shoal__fail(err, -EUCLEAN, "ring index not 8-byte aligned (head %u, "
 				   "tail %u)", h, t);
@@ -560,9 +581,8 @@ void shoal_ring_condemn(void *mem, uint64_t len, unsigned side)
 	 * side writes only the flag in its own line (the producer's is a mask:
 	 * 1 condemned, 2 settled, so fetch_or). */
 	if (side & (SHOAL_RING_SIDE_PROD | SHOAL_RING_SIDE_SETTLED))
-		atomic_fetch_or_explicit(&r->prod_condemned,
-					 (side & SHOAL_RING_SIDE_SETTLED) ? 3u : 1u,
-					 memory_order_release);
+		shoal_fetch_or_release(&r->prod_condemned,
+				       (side & SHOAL_RING_SIDE_SETTLED) ? 3u : 1u);
 	if (side & SHOAL_RING_SIDE_CONS)
 		shoal_store_release(&r->cons_condemned, 1);
 }
@@ -637,56 +657,161 @@ int shoal_ring_stats(const void *mem, uint64_t len, struct shoal_ring_stats *st,
 	return 0;
 }
 
+/*
+ * The record at index `pos` of a pass that ends at `end`, read by a reader
+ * that is not the consumer (check, walk): its header loaded once, as one
+ * word, and checked against every rule of the ring (see the top of this
+ * file). Returns 0 with the header in *h and the bytes the record takes in
+ * *need (at least 8, at most end - pos), or -EUCLEAN with the broken rule in
+ * *err. `cap` is a validated capacity and pos != end, so the header lies in
+ * the data area.
+ */
+static int rec_read(const unsigned char *data, uint32_t cap, uint32_t pos, uint32_t end,
+		    struct shoal__rec_hdr *h, uint32_t *need, struct shoal_err *err)
+{
+	uint32_t off = pos & (cap - 1), avail = end - pos, max = cap / 2 - SHOAL_RING_REC_HDR;
+
+	/* Relaxed: ordered by A1 in read_indices(); one load, so it cannot
+	 * change between the checks below and its use. */
+	*h = hdr_unpack(shoal_load_relaxed(hdr_at(data, off)));
+	if (h->flags & ~SHOAL__REC_FLAGS)
+		return shoal__fail(err, -EUCLEAN, "record at index %u has unknown flags 0x%x",
+				   pos, h->flags);
+	if (h->flags & SHOAL__REC_PAD) {
+		*need = cap - off;
+		if ((uint64_t)h->len + SHOAL_RING_REC_HDR != *need)
+			return shoal__fail(err, -EUCLEAN, "pad record at offset %u has length "
+					   "%u, expected %u (to the end)", off, h->len,
+					   *need - SHOAL_RING_REC_HDR);
+		if (avail <= *need)
+			return shoal__fail(err, -EUCLEAN, "pad record at offset %u is not "
+					   "followed by a record before tail %u", off, end);
+		return 0;
+	}
+	if (h->len > max)
+		return shoal__fail(err, -EUCLEAN, "record at index %u has length %u, more than "
+				   "the largest payload %u", pos, h->len, max);
+	*need = rec_size(h->len);
+	if (*need > cap - off)
+		return shoal__fail(err, -EUCLEAN, "record at offset %u of length %u runs past "
+				   "the end of the data area (%u bytes)", off, h->len, cap);
+	if (*need > avail)
+		return shoal__fail(err, -EUCLEAN, "record at index %u of length %u runs past "
+				   "tail %u", pos, h->len, end);
+	return 0;
+}
+
 int shoal_ring_check(const void *mem, uint64_t len, struct shoal_ring_stats *st,
 		     struct shoal_err *err)
 {
 	const unsigned char *data = (const unsigned char *)mem + SHOAL__RING_DATA_OFF;
-	uint32_t pos, end, cap, mask;
+	struct shoal__rec_hdr h;
+	uint32_t pos, need;
 	int ret, records = 0;
 
 	ret = shoal_ring_stats(mem, len, st, err);
 	if (ret < 0)
 		return ret;
-	cap = st->capacity;
-	mask = cap - 1;
-	pos = st->head;
-	end = st->tail;
-	/* Each step advances by at least 8 bytes and end - pos <= cap, so the
-	 * walk ends after at most cap / 8 steps. */
-	while (pos != end) {
-		uint32_t off = pos & mask, avail = end - pos, need;
-		/* Relaxed: a best-effort read-only walk; validated below. */
-		struct shoal__rec_hdr h = hdr_unpack(shoal_load_relaxed(hdr_at(data, off)));
-
-		if (h.flags & ~SHOAL__REC_FLAGS)
-			return shoal__fail(err, -EUCLEAN, "record at index %u has unknown flags "
-					   "0x%x", pos, h.flags);
-		if (h.flags & SHOAL__REC_PAD) {
-			if ((uint64_t)h.len + SHOAL_RING_REC_HDR != cap - off)
-				return shoal__fail(err, -EUCLEAN, "pad record at offset %u has "
-						   "length %u, expected %u (to the end)", off,
-						   h.len, cap - off - SHOAL_RING_REC_HDR);
-			if (avail <= cap - off)
-				return shoal__fail(err, -EUCLEAN, "pad record at offset %u is "
-						   "not followed by a record before tail %u",
-						   off, end);
-			pos += cap - off;
-			continue;
-		}
-		if (h.len > st->max_payload)
-			return shoal__fail(err, -EUCLEAN, "record at index %u has length %u, "
-					   "more than the largest payload %u", pos, h.len,
-					   st->max_payload);
-		need = rec_size(h.len);
-		if (need > cap - off)
-			return shoal__fail(err, -EUCLEAN, "record at offset %u of length %u runs "
-					   "past the end of the data area (%u bytes)", off,
-					   h.len, cap);
-		if (need > avail)
-			return shoal__fail(err, -EUCLEAN, "record at index %u of length %u runs "
-					   "past tail %u", pos, h.len, end);
-		pos += need;
-		records++;
+	/* Each step advances by at least 8 bytes and never past the tail, and
+	 * tail - head <= cap, so the walk ends after at most cap / 8 steps. */
+	for (pos = st->head; pos != st->tail; pos += need) {
+		ret = rec_read(data, st->capacity, pos, st->tail, &h, &need, err);
+		if (ret < 0)
+			return ret;
+		records += (h.flags & SHOAL__REC_PAD) ? 0 : 1;
 	}
 	return records;
+}
+
+int shoal_ring_walk_begin(struct shoal_ring_walk *w, const void *mem, uint64_t len,
+			  struct shoal_err *err)
+{
+	struct ring_view v;
+	int ret = ring_validate(mem, len, &v, err);
+
+	if (ret < 0)
+		return ret;
+	/* ring_validate() read the pair through read_indices(): the tail with
+	 * A1, so the records before it are visible to this pass. */
+	*w = (struct shoal_ring_walk){
+		.capacity = v.capacity,
+		.head = v.head,
+		.tail = v.tail,
+		.r = mem,
+		.pos = v.head,
+	};
+	return 0;
+}
+
+/* True if the consumer has released the record at `pos` since the pass began. */
+static bool walk_overtaken(const struct shoal_ring_walk *w, uint32_t pos)
+{
+	/* Relaxed: ordered after the reads of the record by F1 in
+	 * shoal_ring_walk_next(). */
+	uint32_t head = shoal_load_relaxed(&w->r->head);
+
+	return head - w->head > pos - w->head;
+}
+
+/*
+ * Copy `n` bytes from `src` (8-byte aligned, inside a record padded to 8
+ * bytes, so whole words never leave it) with relaxed atomic loads, word by
+ * word: the producer may be rewriting them, and an atomic load makes that a
+ * torn copy, which the caller detects, rather than a data race.
+ */
+static void copy_relaxed(unsigned char *dst, const unsigned char *src, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i += 8) {
+		/* Relaxed: validated afterwards by the head re-read after F1. */
+		uint64_t word = shoal_load_relaxed(hdr_at(src, i));
+
+		memcpy(dst + i, &word, n - i < 8 ? n - i : 8);
+	}
+}
+
+int shoal_ring_walk_next(struct shoal_ring_walk *w, struct shoal_ring_walk_rec *rec,
+			 void *buf, uint32_t cap, struct shoal_err *err)
+{
+	const unsigned char *data = (const unsigned char *)w->r + SHOAL__RING_DATA_OFF;
+	struct shoal__rec_hdr h;
+	uint32_t need;
+	int ret;
+
+	if (w->err)
+		return w->err;
+	/* Every step moves at least 8 bytes and never past the tail, and
+	 * tail - head <= capacity: at most capacity / 8 steps per pass. */
+	for (; w->pos != w->tail; w->pos += need) {
+		ret = rec_read(data, w->capacity, w->pos, w->tail, &h, &need, err);
+		if (ret < 0)
+			goto fail;
+		if (h.flags & SHOAL__REC_PAD)
+			continue;
+		rec->index = w->pos;
+		rec->len = h.len;
+		rec->tag = h.tag;
+		rec->copied = cap < h.len ? cap : h.len;
+		copy_relaxed(buf, data + (w->pos & (w->capacity - 1)) + SHOAL_RING_REC_HDR,
+			     rec->copied);
+		/* F1: the loads of the record complete before the head is read
+		 * again. Pairs with R2 in shoal_ring_release(), after which A2
+		 * lets the producer reuse the bytes: a head still at or before
+		 * the record means they were not reused while we read them. */
+		shoal_fence_acquire();
+		if (walk_overtaken(w, w->pos)) {
+			ret = -EAGAIN;
+			goto fail;
+		}
+		w->pos += need;
+		return 1;
+	}
+	return 0;
+fail:
+	/* A record that breaks the rules after the consumer passed it was
+	 * being rewritten, not damaged. */
+	if (ret == -EAGAIN || walk_overtaken(w, w->pos))
+		ret = shoal__fail(err, -EAGAIN, "the consumer released the record at index "
+				  "%u while it was read", w->pos);
+	w->err = ret;
+	return ret;
 }

@@ -557,6 +557,16 @@ uint32_t shoal_seg_dir_count(const struct shoal_seg *seg)
 	return dir_count(seg);
 }
 
+uint32_t shoal_seg_dir_limit(const struct shoal_seg *seg)
+{
+	uint64_t fit;
+
+	if (seg->size < SHOAL__SEG_HDR_SIZE)
+		return 0;
+	fit = (seg->size - SHOAL__SEG_HDR_SIZE) / SHOAL__SEG_DIRENT_SIZE;
+	return fit < UINT32_MAX ? (uint32_t)fit : UINT32_MAX;
+}
+
 int shoal_seg_region_at(const struct shoal_seg *seg, uint32_t i, struct shoal_seg_region *region)
 {
 	const struct shoal__seg_hdr *h = hdr(seg);

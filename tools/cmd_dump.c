@@ -5,32 +5,26 @@
  * decoded and the first bytes of its payload.
  *
  * Reading records of a live ring without being its consumer. The ring is
- * first checked whole (shoal_ring_check(), via tools/snapshot.h); then the
- * records are walked again here, from the ring's current head, with the same
- * rules and nothing trusted: each record header is loaded once as one word,
- * every length is bounded by the capacity the check validated against the
- * region's length; every record is counted, and of the first --limit ones
- * the envelope and the first bytes of the payload are copied. A record can
- * still change while it is read, if the consumer releases it and the
- * producer reuses its bytes; so after each record the consumer's head is
- * read again, and if it has passed the record, the walk starts over from the
- * new head (a seqlock read, with the head as the sequence; a few passes,
- * then the ring is reported as being consumed). The copies are printed
- * afterwards, from private memory.
+ * first checked whole (shoal_ring_check(), via tools/snapshot.h); then its
+ * records are walked again, from the ring's current head, with shm/'s
+ * read-only walker (shoal_ring_walk_begin() in shoal/ring.h), which applies
+ * the ring's rules, trusts nothing, and copies the envelope and the first
+ * bytes of the payload of the first --limit records. When the consumer takes
+ * records while they are read, the walk starts over from the new head (a
+ * few passes, then the ring is reported as being consumed). The copies are
+ * printed afterwards, from private memory.
  */
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <shoal/message.h>
 #include <shoal/ring.h>
 
 #include "shm/atomic.h"
-#include "shm/ring_layout.h"
+#include "shm/util.h"
 #include "tools/cli.h"
 #include "tools/format.h"
 #include "tools/json.h"
@@ -144,105 +138,24 @@ static int parse_args(const struct shoal__cmd *cmd, int argc, char **argv, struc
 /* ---- Walking a ring ---- */
 
 struct walk {
-	const struct shoal__ring *ring;
-	uint32_t cap;                   /* validated by the check against the region */
+	const void *mem;
+	uint64_t len;
 	uint32_t limit;
 	struct ring_dump *d;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* True if the consumer has released the record at `pos` since the walk began. */
-static bool overtaken(const struct walk *w, uint32_t pos)
-{
-	/* Relaxed: ordered after the copies by F1 in walk_once(). */
-	uint32_t head = shoal_load_relaxed(&w->ring->head);
-
-	return head - w->d->head > pos - w->d->head;
-}
-
-/* A record breaks the rules: corruption, unless the consumer overtook us. */
-__attribute__((format(printf, 3, 4)))
-static void walk_fail(const struct walk *w, uint32_t pos, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (overtaken(w, pos)) {
-		w->d->raced = true;
-		return;
-	}
-	w->d->bad = true;
-	va_start(ap, fmt);
-	vsnprintf(w->d->reason, sizeof(w->d->reason), fmt, ap);
-	va_end(ap);
-}
-
-/* Read head and tail as a pair that makes sense. Returns false if none did. */
-static bool read_indices(const struct walk *w)
-{
-	for (int tries = 0; tries < 8; tries++) {
-		/* Head first: the tail only grows, so it cannot fall behind it. */
-		uint32_t h = shoal_load_relaxed(&w->ring->head);
-		/* A1: pairs with R1 in shoal_ring_commit(): every byte of the
-		 * records before this tail is visible. */
-		uint32_t t = shoal_load_acquire(&w->ring->tail);
-
-		if ((h | t) % 8 == 0 && t - h <= w->cap) {
-			w->d->head = h;
-			w->d->tail = t;
-			return true;
-		}
-	}
-	return false;
-}
-
-static void copy_record(struct record *rec, uint32_t index, const unsigned char *payload,
-			uint32_t len)
+/* Fill *rec from `n` bytes copied out of a record of `len` bytes (n <= len). */
+static void copy_record(struct record *rec, uint32_t index, const unsigned char *bytes,
+			uint32_t n, uint32_t len)
 {
 	memset(rec, 0, sizeof(*rec));
 	rec->index = index;
 	rec->len = len;
-	memcpy(&rec->env, payload, len < ENV_SIZE ? len : ENV_SIZE);
-	if (len > ENV_SIZE) {
-		rec->n_preview = len - ENV_SIZE < PREVIEW_MAX ? len - ENV_SIZE : PREVIEW_MAX;
-		memcpy(rec->preview, payload + ENV_SIZE, rec->n_preview);
+	memcpy(&rec->env, bytes, n < ENV_SIZE ? n : ENV_SIZE);
+	if (n > ENV_SIZE) {
+		rec->n_preview = n - ENV_SIZE < PREVIEW_MAX ? n - ENV_SIZE : PREVIEW_MAX;
+		memcpy(rec->preview, bytes + ENV_SIZE, rec->n_preview);
 	}
-}
-
-/* Check the header word of the record at `pos`; false (reported) if it breaks
- * the ring's rules. Sets *need to the bytes the record takes. */
-static bool record_ok(const struct walk *w, uint32_t pos, uint64_t word, uint32_t *need)
-{
-	uint32_t off = pos & (w->cap - 1), avail = w->d->tail - pos;
-	uint32_t len = (uint32_t)word, max_payload = w->cap / 2 - SHOAL_RING_REC_HDR;
-	uint16_t flags = (uint16_t)(word >> 48);
-
-	if (flags == SHOAL__REC_PAD) {
-		*need = w->cap - off;
-		if ((uint64_t)len + SHOAL_RING_REC_HDR == *need && avail > *need)
-			return true;
-		walk_fail(w, pos, "pad record at index %u does not end the data area before "
-			  "tail %u", pos, w->d->tail);
-		return false;
-	}
-	*need = (uint32_t)(((uint64_t)len + SHOAL_RING_REC_HDR + 7) & ~UINT64_C(7));
-	if (flags != 0)
-		walk_fail(w, pos, "record at index %u has unknown flags 0x%x", pos, flags);
-	else if (len > max_payload)
-		walk_fail(w, pos, "record at index %u has length %u, more than the largest "
-			  "payload %u", pos, len, max_payload);
-	else if (*need > w->cap - off || *need > avail)
-		walk_fail(w, pos, "record at index %u of length %u runs past %s", pos, len,
-			  *need > avail ? "the tail" : "the end of the data area");
-	else
-		return true;
-	return false;
 }
 
 /*
@@ -252,44 +165,33 @@ static bool record_ok(const struct walk *w, uint32_t pos, uint64_t word, uint32_
 static bool walk_once(struct walk *w)
 {
 	struct ring_dump *d = w->d;
-	const unsigned char *data = (const unsigned char *)w->ring + SHOAL__RING_DATA_OFF;
-	uint32_t pos, need;
-	bool keep;
+	struct shoal_err err = {{0}};
+	struct shoal_ring_walk rw;
+	struct shoal_ring_walk_rec rec;
+	unsigned char bytes[ENV_SIZE + PREVIEW_MAX];
+	int ret;
 
 	d->n_recs = d->total = 0;
 	d->raced = false;
-	if (!read_indices(w)) {
-		d->bad = true;
-		snprintf(d->reason, sizeof(d->reason), "head and tail never made sense together");
-		return true;
-	}
-	/* Every step moves at least 8 bytes and tail - head <= cap: bounded. */
-	for (pos = d->head; pos != d->tail; pos += need) {
-		uint32_t off = pos & (w->cap - 1);
-		/* Relaxed: ordered by A1; one load, so it cannot change between
-		 * the checks and its use. */
-		uint64_t word = shoal_load_relaxed((const _Atomic uint64_t *)(uintptr_t)
-						   (data + off));
-
-		if (!record_ok(w, pos, word, &need))
-			return !d->raced;
-		if ((uint16_t)(word >> 48) == SHOAL__REC_PAD)
-			continue;
-		keep = d->n_recs < w->limit;
-		if (keep)
-			copy_record(&d->recs[d->n_recs], pos, data + off + SHOAL_RING_REC_HDR,
-				    (uint32_t)word);
-		/* F1: the reads above complete before the head is read again
-		 * (pairs with R2 in shoal_ring_release(), after which A2 in the
-		 * producer lets it reuse the bytes): a head still at or before
-		 * pos means they were not reused while we read them. */
-		atomic_thread_fence(memory_order_acquire);
-		if (overtaken(w, pos)) {
-			d->raced = true;
-			return false;
+	ret = shoal_ring_walk_begin(&rw, w->mem, w->len, &err);
+	if (ret == 0) {
+		d->head = rw.head;
+		d->tail = rw.tail;
+		while ((ret = shoal_ring_walk_next(&rw, &rec, bytes, d->n_recs < w->limit ?
+						   sizeof(bytes) : 0, &err)) > 0) {
+			if (d->n_recs < w->limit)
+				copy_record(&d->recs[d->n_recs++], rec.index, bytes, rec.copied,
+					    rec.len);
+			d->total++;
 		}
-		d->n_recs += keep ? 1 : 0;
-		d->total++;
+	}
+	if (ret == -EAGAIN) {
+		d->raced = true;
+		return false;
+	}
+	if (ret < 0) {
+		d->bad = true;
+		snprintf(d->reason, sizeof(d->reason), "%s", err.msg);
 	}
 	return true;
 }
@@ -307,12 +209,13 @@ static void walk_ring(void *arg)
 static int dump_ring(const struct shoal_seg *seg, struct ring_dump *d, uint32_t limit)
 {
 	const struct shoal__region_snap *r = d->snap;
-	struct walk w = { .cap = r->ring.capacity, .d = d };
+	uint32_t most = r->ring.capacity / 8;
+	struct walk w = { .len = r->region.len, .d = d };
 
 	/* A record takes at least 8 bytes: no ring holds more than cap / 8. */
-	w.limit = limit < w.cap / 8 ? limit : w.cap / 8;
-	w.ring = shoal_seg_ptr(seg, r->region.off, r->region.len, 8);
-	if (w.ring == NULL)
+	w.limit = limit < most ? limit : most;
+	w.mem = shoal_seg_ptr(seg, r->region.off, r->region.len, 8);
+	if (w.mem == NULL)
 		return 0;
 	d->recs = calloc(w.limit ? w.limit : 1, sizeof(*d->recs));
 	if (d->recs == NULL)
@@ -640,8 +543,7 @@ static void read_aside(void *arg)
 		/* Untrusted: the lengths are bounded before the copy uses them. */
 		if (kept > SHOAL__ASIDE_KEEP || kept > len)
 			kept = 0;
-		copy_record(&ar->out->rec, 0, bytes, kept < len ? kept : len);
-		ar->out->rec.len = len;
+		copy_record(&ar->out->rec, 0, bytes, kept < len ? kept : len, len);
 		ar->got = true;
 		return;
 	}
@@ -711,7 +613,7 @@ static int dump_rings(struct dump *dp, const struct shoal_seg *seg)
 		    dump_ring(seg, d, dp->a->limit) < 0)
 			return -ENOMEM;
 	}
-	dp->now = now_ns();
+	dp->now = shoal__now_ns();
 	return 0;
 }
 

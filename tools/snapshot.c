@@ -25,7 +25,6 @@
 #include <shoal/doorbell.h>
 
 #include "shm/atomic.h"
-#include "shm/segment_layout.h"
 #include "tools/snapshot.h"
 
 static sigjmp_buf bus_env;
@@ -255,8 +254,7 @@ static int append(struct shoal__seg_snap *snap, const struct shoal__region_snap 
 static uint32_t dir_entries(struct shoal__seg_snap *snap, const struct shoal_seg *seg)
 {
 	const struct shoal_seg_info *in = &snap->info;
-	uint64_t fit = (seg->size - SHOAL__SEG_HDR_SIZE) / SHOAL__SEG_DIRENT_SIZE;
-	uint32_t n = in->dir_count;
+	uint32_t fit = shoal_seg_dir_limit(seg), n = in->dir_count;
 
 	if (in->dir_count > in->dir_cap) {
 		snap->dir_corrupt = true;
@@ -264,7 +262,7 @@ static uint32_t dir_entries(struct shoal__seg_snap *snap, const struct shoal_seg
 			 "above its capacity %u", in->dir_count, in->dir_cap);
 		n = in->dir_cap;
 	}
-	return n < fit ? n : (uint32_t)fit;
+	return n < fit ? n : fit;
 }
 
 static int read_entries(struct shoal__seg_snap *snap, const struct shoal_seg *seg,

@@ -18,9 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "shm/atomic.h"
+#include "shm/util.h"
 #include "tools/cli.h"
 #include "tools/format.h"
 #include "tools/sysview.h"
@@ -91,14 +91,6 @@ static bool copy_name(char *dst, const char *src, size_t len)
 		return true;
 	dst[len - 1] = '\0';
 	return false;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* ---- The registry ---- */
@@ -280,7 +272,7 @@ static void read_registry(void *arg)
 	r->ret = shoal__registry_attach(&r->reg, r->system, ATTACH_FLAGS, r->err);
 	if (r->ret < 0)
 		return;
-	v->taken_ns = now_ns();
+	v->taken_ns = shoal__now_ns();
 	shoal_seg_info(&r->reg.seg, &v->registry);
 	snprintf(v->registry_path, sizeof(v->registry_path), "%s", r->reg.seg.path);
 	/* The probe also catches a router pid that was recycled. */

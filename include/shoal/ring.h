@@ -15,11 +15,14 @@
  * the last released record, a new producer after the last committed one.
  *
  * Concurrency: one thread may use a producer handle while one other thread
- * (in any process) uses the consumer handle. shoal_ring_check() and
- * shoal_ring_stats() may run at any time from any process, read-only.
+ * (in any process) uses the consumer handle. shoal_ring_check(),
+ * shoal_ring_stats() and walks (shoal_ring_walk_begin()) may run at any time
+ * from any process, read-only.
  *
- * Progress: every call is wait-free. No call allocates, locks, logs or makes
- * a system call; none of them sleeps (see shoal/doorbell.h for sleeping).
+ * Progress: every call is wait-free. No call allocates, locks, logs or
+ * sleeps (see shoal/doorbell.h for sleeping). The two attach calls make one
+ * system call each (madvise, to map the ring's pages in before the data path
+ * runs); no other call makes any.
  */
 #ifndef SHOAL_RING_H
 #define SHOAL_RING_H
@@ -257,5 +260,64 @@ SHOAL_API int shoal_ring_stats(const void *mem, uint64_t len, struct shoal_ring_
  */
 SHOAL_API int shoal_ring_check(const void *mem, uint64_t len, struct shoal_ring_stats *st,
 			       struct shoal_err *err);
+
+/*
+ * Walking the records of a live ring read-only, from any process, without
+ * being its consumer: what tools use to show what a ring holds.
+ *
+ * shoal_ring_walk_begin() validates the control block as shoal_ring_stats()
+ * does and takes the pass's bounds: the consumer's head, then the producer's
+ * tail (load-acquire: every record before it is visible). Each
+ * shoal_ring_walk_next() then reads one record header between them (once, as
+ * one word), checks it against the same rules as shoal_ring_check(), and
+ * copies the first bytes of its payload into the caller's memory with atomic
+ * loads. Nothing read from the ring is trusted: the memory may be garbage,
+ * and a walk never reads outside [mem, mem + len) nor takes more than
+ * capacity / 8 steps.
+ *
+ * The consumer may release records while they are walked, and the producer
+ * then reuse their bytes. After copying a record the walk reads the head
+ * again: if it has passed the record, the copy may be torn and next returns
+ * -EAGAIN instead of the record (a seqlock read, with the head as the
+ * sequence). The caller then begins a new pass from the new head, a bounded
+ * number of times. A record returned was intact while it was copied.
+ */
+struct shoal_ring_walk {
+	/* Read-only for callers: the pass's bounds, as begin found them. */
+	uint32_t capacity;
+	uint32_t head;
+	uint32_t tail;
+	/* Private. */
+	const struct shoal__ring *r;
+	uint32_t pos;         /* the next record header */
+	int err;              /* sticky: the first error next returned */
+};
+
+/* One record of a walk. */
+struct shoal_ring_walk_rec {
+	uint32_t index;       /* the ring index of its header */
+	uint32_t len;         /* payload bytes */
+	uint16_t tag;
+	uint32_t copied;      /* payload bytes copied into the caller's buffer */
+};
+
+/*
+ * Begin a pass over the ring in `mem` (`len` bytes). Returns 0, or -EUCLEAN
+ * with a reason in *err (err may be NULL) if the control block is invalid or
+ * its head and tail never made sense together in a few reads.
+ */
+SHOAL_API int shoal_ring_walk_begin(struct shoal_ring_walk *w, const void *mem, uint64_t len,
+				    struct shoal_err *err);
+
+/*
+ * The next record of the pass: fills *rec and copies the first
+ * min(cap, rec->len) payload bytes to `buf`. Returns 1 (a record), 0 (the
+ * pass reached its tail), -EAGAIN (the consumer released records under the
+ * walk: begin again) or -EUCLEAN (a record header breaks the ring's rules:
+ * damage, with the rule and the index in *err). Padding is skipped. After an
+ * error, every later call returns the same error and leaves *err alone.
+ */
+SHOAL_API int shoal_ring_walk_next(struct shoal_ring_walk *w, struct shoal_ring_walk_rec *rec,
+				   void *buf, uint32_t cap, struct shoal_err *err);
 
 #endif

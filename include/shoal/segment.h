@@ -254,6 +254,15 @@ SHOAL_API uint32_t shoal_seg_dir_count(const struct shoal_seg *seg);
  */
 SHOAL_API int shoal_seg_verify(const struct shoal_seg *seg, struct shoal_err *err);
 
+/*
+ * The most directory entries the mapping of `seg` can hold, whatever its
+ * header says: those that fit between the header and the end of the
+ * segment. The count and capacity in the header are shared memory, so a
+ * reader that loops over entries (shoal_seg_region_at()) bounds the loop by
+ * this too. Reads nothing from the segment; never fails.
+ */
+SHOAL_API uint32_t shoal_seg_dir_limit(const struct shoal_seg *seg);
+
 /* Snapshot the header. Never fails on an attached handle. */
 SHOAL_API void shoal_seg_info(const struct shoal_seg *seg, struct shoal_seg_info *info);
 

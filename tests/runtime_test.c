@@ -133,22 +133,6 @@ static void runtime_type_conflict_refused_at_attach(void **state)
 	rt_stop_router();
 }
 
-/* Attach a group of this test process (no run loop: the test polls it). */
-static struct shoal_group *attach_here(const char *name, uint16_t workers, uint16_t actors)
-{
-	static struct child self_child = { .index = 0, .name = "here" };
-	struct shoal_group_desc d = { .name = name, .n_workers = workers, .n_actors = actors,
-				      .types = rt_types, .n_types = RT_N_TYPES,
-				      .on_message = rt_count_handler, .node = -1,
-				      .user = &self_child };
-	struct shoal_group *g;
-	struct shoal_err err = { { 0 } };
-
-	if (shoal_group_attach(&g, &d, NULL, &err) < 0)
-		fail_msg("attach %s: %s", name, err.msg);
-	return g;
-}
-
 static void runtime_routed_send_to_only_failed_groups_says_ehostdown(void **state)
 {
 	struct shoal_group *g;
@@ -161,7 +145,7 @@ static void runtime_routed_send_to_only_failed_groups_says_ehostdown(void **stat
 	assert_int_equal(rt_start_router("rt-dead", NULL, 0), 0);
 	dead = rt_declare("dead", 1, 1);
 	rt_route(dead, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	g = attach_here("sender", 1, 1);
+	g = rt_attach_here("sender", 1, 1);
 	ctx = shoal_group_worker(g, 0);
 	/* A group that is only down (it may restart) still takes messages. */
 	assert_int_equal(shoal_try_send(ctx, T_PING, &v, sizeof(v)), 0);
@@ -198,7 +182,7 @@ static void runtime_direct_send_bounds_registry_worker_count(void **state)
 	(void)state;
 	assert_int_equal(rt_start_router("rt-nw", NULL, 0), 0);
 	wide = rt_declare("wide", 1, 20);
-	g = attach_here("sender", 1, 1);
+	g = rt_attach_here("sender", 1, 1);
 	ctx = shoal_group_worker(g, 0);
 	a17 = shoal_group_lookup(g, "wide", 17);
 	all = shoal_group_lookup(g, "wide", SHOAL_SLOT_ALL);
@@ -239,7 +223,7 @@ static void runtime_try_send_to_all_is_all_or_nothing(void **state)
 
 	(void)state;
 	assert_int_equal(rt_start_router("rt-all", NULL, 0), 0);
-	g = attach_here("pair", 2, 2);
+	g = rt_attach_here("pair", 2, 2);
 	ctx = shoal_group_worker(g, 0);
 	a1 = shoal_group_lookup(g, "pair", 1);
 	all = shoal_group_lookup(g, "pair", SHOAL_SLOT_ALL);
@@ -270,7 +254,7 @@ static void runtime_second_reserve_before_commit_is_refused(void **state)
 
 	(void)state;
 	assert_int_equal(rt_start_router("rt-res", NULL, 0), 0);
-	g = attach_here("res", 1, 1);
+	g = rt_attach_here("res", 1, 1);
 	ctx = shoal_group_worker(g, 0);
 	self = shoal_group_lookup(g, "res", 0);
 	assert_int_equal(shoal_reserve(ctx, self, T_PING, sizeof(v), &b1), 0);
@@ -312,7 +296,7 @@ static void runtime_discard_route_is_counted(void **state)
 
 	(void)state;
 	assert_int_equal(rt_start_router("rt-discard", NULL, 0), 0);
-	g = attach_here("src", 1, 1);
+	g = rt_attach_here("src", 1, 1);
 	ctx = shoal_group_worker(g, 0);
 	rt_route(shoal_group_id(g), T_PING, SHOAL_ROUTE_DISCARD, SHOAL_KEY_ANY, 0, 0);
 	for (int i = 0; i < 100; i++)

@@ -104,6 +104,20 @@ struct shoal_reply {
 };
 
 /*
+ * Whether the reply a successful shoal_request() filled is of `type` and
+ * exactly `size` bytes: the caller's check before it reads its buffer, as
+ * SHOAL_MSG_GET is a handler's. A shorter reply leaves the end of the
+ * buffer as it was; a longer one already failed with -EMSGSIZE.
+ */
+static inline bool shoal_reply_is(const struct shoal_reply *r, uint32_t type, uint32_t size)
+{
+	return r->type == type && r->len == size;
+}
+
+/* `if (ret == 0 && SHOAL_REPLY_IS(&reply, MSG_PONG, back))`: size of `obj`. */
+#define SHOAL_REPLY_IS(r, type, obj) shoal_reply_is((r), (type), (uint32_t)sizeof(obj))
+
+/*
  * Attach to system `system` (NULL: $SHOAL_SYSTEM) and register the group.
  * Runs on_start for every actor. Returns 0 or a negative errno with the
  * reason in *err: -ECONNREFUSED/-ENOENT (no router), -EACCES (refused by the

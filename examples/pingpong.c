@@ -8,6 +8,9 @@
  *
  * Run it with: build/tools/shoal run examples/pingpong.yaml
  */
+/* ISO C11 plus the POSIX calls used here (clock_gettime, sigaction, nanosleep). */
+#define _POSIX_C_SOURCE 200809L
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,14 +19,6 @@
 #include <time.h>
 
 #include "protocol.h"
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void on_ping(struct shoal_actor *a, const struct shoal_msg *m)
 {

@@ -33,9 +33,8 @@ static void on_work(struct shoal_actor *a, const struct shoal_msg *m)
 	struct tally *t = a->state;
 	struct work w;
 
-	if (m->type != MSG_WORK || m->len != sizeof(w))
+	if (!SHOAL_MSG_GET(m, MSG_WORK, &w))
 		return;
-	memcpy(&w, m->data, sizeof(w));
 	if (t->count > 0 && w.seq <= t->last_seq)
 		t->out_of_order++;
 	t->last_seq = w.seq;

@@ -125,4 +125,20 @@ static inline bool shoal_msg_get(const struct shoal_msg *m, uint32_t type, void 
  */
 #define SHOAL_MSG_GET(m, type, ptr) shoal_msg_get((m), (type), (ptr), (uint32_t)sizeof(*(ptr)))
 
+/*
+ * Concurrency table: every call here is a pure function of its arguments
+ * (no state, no shared memory of its own), so any of them may run with any
+ * other, in any thread or process ("-" everywhere):
+ *
+ *   [1] shoal_addr_make, shoal_addr_group, shoal_addr_slot, shoal_addr_gen
+ *   [2] shoal_msg_get, SHOAL_MSG_GET
+ *
+ *        [1]  [2]
+ *   [1]   -    -
+ *   [2]   -    -
+ *
+ * [2] reads the message, whose data is valid only during the handler that
+ * was handed it (shoal/group.h, lifecycle rule 4): call it there.
+ */
+
 #endif

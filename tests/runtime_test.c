@@ -375,8 +375,6 @@ static void runtime_other_user_refused_at_control_socket(void **state)
 static int requester_main(void *arg)
 {
 	struct child *c = arg;
-	struct shoal_group_desc d = { .name = c->name, .types = rt_types, .n_types = RT_N_TYPES,
-				      .on_message = rt_count_handler, .node = -1, .user = c };
 	struct shoal_group *g;
 	struct shoal_ctx *ctx;
 	struct msg v = { .seq = 41 }, out;
@@ -385,7 +383,8 @@ static int requester_main(void *arg)
 	uint64_t dest;
 	int ret = 0;
 
-	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+	g = rt_child_attach(c, NULL, rt_count_handler);
+	if (g == NULL)
 		return 10;
 	ctx = shoal_group_worker(g, 0);
 	atomic_store(&rt_res->ready[c->index], 1);
@@ -434,15 +433,14 @@ static uint64_t mono_ns(void)
 static int flooder_main(void *arg)
 {
 	struct child *c = arg;
-	struct shoal_group_desc d = { .name = "flooder", .types = rt_types, .n_types = RT_N_TYPES,
-				      .on_message = rt_count_handler, .node = -1, .user = c };
 	struct shoal_group *g;
 	struct shoal_ctx *ctx;
 	struct msg v = { .from = 2 };
 	uint64_t dest, refused = 0, t_end;
 	int ret = 0;
 
-	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+	g = rt_child_attach(c, "flooder", rt_count_handler);
+	if (g == NULL)
 		return 10;
 	ctx = shoal_group_worker(g, 0);
 	atomic_store(&rt_res->ready[c->index], 1);
@@ -497,11 +495,10 @@ static void responder_handler(struct shoal_actor *a, const struct shoal_msg *m)
 static int responder_main(void *arg)
 {
 	struct child *c = arg;
-	struct shoal_group_desc d = { .name = "responder", .types = rt_types, .n_types = RT_N_TYPES,
-				      .on_message = responder_handler, .node = -1, .user = c };
 	struct shoal_group *g;
 
-	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+	g = rt_child_attach(c, "responder", responder_handler);
+	if (g == NULL)
 		return 10;
 	atomic_store(&rt_res->ready[c->index], 1);
 	shoal_group_run(g);

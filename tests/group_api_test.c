@@ -67,15 +67,14 @@ static void worker_counters(const char *name, struct shoal__mbx_worker *out)
 static int zero_copy_main(void *arg)
 {
 	struct child *c = arg;
-	struct shoal_group_desc d = { .name = c->name, .types = rt_types, .n_types = RT_N_TYPES,
-				      .on_message = rt_count_handler, .node = -1, .user = c };
 	struct shoal_group *g;
 	struct shoal_ctx *ctx;
 	uint64_t dest = SHOAL_ADDR_NONE;
 	int32_t eagain = 0;
 	void *buf, *again;
 
-	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+	g = rt_child_attach(c, NULL, rt_count_handler);
+	if (g == NULL)
 		return 10;
 	ctx = shoal_group_worker(g, 0);
 	if (c->mode == 1) {
@@ -197,8 +196,6 @@ static struct shoal_filter filter_of(uint32_t type)
 static int subscriber_main(void *arg)
 {
 	struct child *c = arg;
-	struct shoal_group_desc d = { .name = "subber", .types = rt_types, .n_types = RT_N_TYPES,
-				      .on_message = subscriber_handler, .node = -1, .user = c };
 	struct shoal_filter ping = filter_of(T_PING), pong = filter_of(T_PONG);
 	struct shoal_filter bad = filter_of(T_PING);
 	struct shoal_group *g;
@@ -206,7 +203,8 @@ static int subscriber_main(void *arg)
 	uint32_t ping_id = 0, pong_id = 0, id;
 	int ret;
 
-	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+	g = rt_child_attach(c, "subber", subscriber_handler);
+	if (g == NULL)
 		return 10;
 	ctx = shoal_group_worker(g, 0);
 	bad.n_types = 0;
@@ -239,12 +237,11 @@ static int subscriber_main(void *arg)
 static int ping_then_pong_main(void *arg)
 {
 	struct child *c = arg;
-	struct shoal_group_desc d = { .name = "prod", .types = rt_types, .n_types = RT_N_TYPES,
-				      .on_message = rt_count_handler, .node = -1, .user = c };
 	struct shoal_group *g;
 	struct shoal_ctx *ctx;
 
-	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+	g = rt_child_attach(c, "prod", rt_count_handler);
+	if (g == NULL)
 		return 10;
 	ctx = shoal_group_worker(g, 0);
 	for (uint64_t i = 0; i < 2 * c->n; i++) {
@@ -271,27 +268,25 @@ static void order(uint32_t cmd)
  * T_PONGs through one uplink, one dispatcher and one inbound ring, so once
  * the subscriber has every T_PONG, any T_PING routed to it has arrived too.
  * A witness group keeps a route for T_PING throughout, so sends succeed.
+ * The groups register when they attach: none is declared.
  */
 static void group_unsubscribe_stops_one_type_and_subscribe_resumes_it(void **state)
 {
 	struct child subber = { .index = 0, .name = "subber" };
-	struct child witness = { .index = 1, .name = "witness" };
+	struct child witness = { .index = 1, .name = "witness", .sub = filter_of(T_PING),
+				 .has_sub = true };
 	struct child prod = { .index = 2, .name = "prod", .n = test_scale(2000) };
 	_Atomic uint64_t *ping = &api->by_type[T_PING], *pong = &api->by_type[T_PONG];
 	uint64_t n = prod.n;
 	pid_t pids[2];
-	int ids[2];
 
 	(void)state;
 	assert_int_equal(rt_start_router("ga-sub", NULL, 0), 0);
-	ids[0] = rt_declare("subber", 1, 1);
-	ids[1] = rt_declare("witness", 1, 1);
-	rt_declare("prod", 1, 1);
-	rt_route(ids[1], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	/* Both subscribe before they say ready: the witness at attach, from
+	 * its descriptor, the subscriber at run time. */
 	pids[0] = test_spawn(subscriber_main, &subber);
 	pids[1] = test_spawn(rt_consumer_main, &witness);
-	rt_wait_ready(1);
-	rt_wait_attached(ids[1]);
+	rt_wait_ready(2);
 
 	test_assert_exited(test_wait_pid(test_spawn(ping_then_pong_main, &prod), 60000), 0);
 	wait_u64(pong, n, "subscribed: pongs");
@@ -335,13 +330,11 @@ static void error_handler(struct shoal_actor *a, const struct shoal_msg *m)
 static int error_responder_main(void *arg)
 {
 	struct child *c = arg;
-	struct shoal_group_desc d = { .name = "responder", .types = rt_types,
-				      .n_types = RT_N_TYPES, .on_message = error_handler,
-				      .node = -1, .user = c };
 	struct shoal_group *g;
 	int ret;
 
-	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+	g = rt_child_attach(c, "responder", error_handler);
+	if (g == NULL)
 		return 10;
 	ret = shoal_group_run(g);
 	shoal_group_detach(g);

@@ -7,6 +7,7 @@
  * for a count, never for time to pass.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -29,6 +30,7 @@ struct api_res {
 	_Atomic uint32_t ack;            /* the last order it carried out */
 	_Atomic int32_t status[4];       /* what its calls returned */
 	_Atomic int32_t eagain;          /* reservations a full ring refused */
+	_Atomic uint64_t self, actor, sender;   /* seen by self_handler */
 };
 
 static struct api_res *api;
@@ -422,6 +424,150 @@ static void router_group_id_names_declared_and_attached_groups(void **state)
 	rt_stop_router();
 }
 
+/* ---- changing the routes as a whole ------------------------------------------ */
+
+/*
+ * set_routes replaces the routes the router was given, in one publish, and
+ * leaves those the groups subscribed themselves. "pongs" had a route for
+ * T_PING that the new set drops; "pings" subscribed to T_PING at attach.
+ * The producer sends seq 0 .. n-1 as T_PING, then n .. 2n-1 as T_PONG, one
+ * path, in order: when "pongs" has n messages, they are the T_PONGs only
+ * if the last is 2n - 1 (a T_PING to it would have come first).
+ */
+static void router_set_routes_replaces_given_routes_keeps_subscriptions(void **state)
+{
+	struct child pongs = { .index = 0, .name = "pongs" };
+	struct child pings = { .index = 1, .name = "pings", .sub = filter_of(T_PING),
+			       .has_sub = true };
+	struct child prod = { .index = 2, .n = test_scale(2000) };
+	struct shoal_filter bad = filter_of(T_PONG), set;
+	struct shoal_router_stats st;
+	struct shoal_err err = { { 0 } };
+	uint64_t n = prod.n;
+	pid_t pids[2];
+	int id;
+
+	(void)state;
+	assert_int_equal(rt_start_router("ga-setr", NULL, 0), 0);
+	id = rt_declare("pongs", 1, 1);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	pids[0] = test_spawn(rt_consumer_main, &pongs);
+	pids[1] = test_spawn(rt_consumer_main, &pings);
+	rt_wait_ready(2);
+	set = filter_of(T_PONG);
+	set.group = (uint16_t)id;
+	bad.n_types = 0;
+	assert_int_equal(shoal_router_set_routes(rt_router, &bad, 1, &err), -EINVAL);
+	assert_true(err.msg[0] != '\0');
+	shoal_router_stats(rt_router, &st);
+	assert_int_equal(st.routes, 2);   /* nothing changed: the given one, the subscribed one */
+	assert_int_equal(shoal_router_set_routes(rt_router, &set, 1, NULL), 0);
+	shoal_router_stats(rt_router, &st);
+	assert_int_equal(st.routes, 2);   /* the new given one, the subscribed one */
+	test_assert_exited(test_wait_pid(test_spawn(ping_then_pong_main, &prod), 60000), 0);
+	rt_wait_count(1, n, WAIT_MS);
+	assert_int_equal(atomic_load(&rt_res->last_seq[1]), n - 1);
+	rt_wait_count(0, n, WAIT_MS);
+	assert_int_equal(atomic_load(&rt_res->last_seq[0]), 2 * n - 1);
+	assert_int_equal(atomic_load(&rt_res->sum_seq[0]), n * (3 * n - 1) / 2);
+	rt_stop_and_reap(pids, 2);
+	rt_stop_router();
+}
+
+/* ---- stopping one group ----------------------------------------------------- */
+
+static void router_stop_group_stops_that_group_only(void **state)
+{
+	struct child kids[2] = { { .index = 0, .name = "a" }, { .index = 1, .name = "b" } };
+	pid_t pids[2];
+	int ids[2];
+
+	(void)state;
+	assert_int_equal(rt_start_router("ga-stop1", NULL, 0), 0);
+	for (int i = 0; i < 2; i++) {
+		ids[i] = rt_declare(kids[i].name, 1, 1);
+		pids[i] = test_spawn(rt_consumer_main, &kids[i]);
+		rt_wait_attached(ids[i]);
+	}
+	assert_int_equal(shoal_router_stop_group(rt_router, 200), -ENOENT);
+	assert_int_equal(shoal_router_stop_group(rt_router, -1), -ENOENT);
+	assert_int_equal(shoal_router_stop_group(rt_router, ids[0]), 0);
+	test_assert_exited(test_wait_pid(pids[0], WAIT_MS), 0);
+	for (int i = 0; i < 1000 && shoal_router_group_pid(rt_router, ids[0]) != 0; i++)
+		shoal_router_wait_change(rt_router, 10000000);
+	assert_int_equal(shoal_router_group_pid(rt_router, ids[0]), 0);
+	assert_int_equal(shoal_router_group_pid(rt_router, ids[1]), pids[1]);
+	rt_stop_and_reap(&pids[1], 1);
+	rt_stop_router();
+}
+
+/* ---- the worker's own address, and stopping from another thread ----------- */
+
+static void self_handler(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	atomic_store(&api->self, shoal_ctx_self(a->ctx));
+	atomic_store(&api->actor, a->addr);
+	atomic_store(&api->sender, m->env->sender);
+}
+
+static struct shoal_group *attach_self_group(void)
+{
+	static struct child c = { .index = 0 };
+
+	return rt_child_attach(&c, "selfie", self_handler);
+}
+
+static void group_ctx_self_is_the_actor_in_a_handler_else_the_group(void **state)
+{
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	uint64_t group_addr, a1;
+
+	(void)state;
+	assert_int_equal(rt_start_router("ga-self", NULL, 0), 0);
+	rt_declare("selfie", 1, 2);
+	g = attach_self_group();
+	assert_non_null(g);
+	ctx = shoal_group_worker(g, 0);
+	group_addr = shoal_addr_make((uint16_t)shoal_group_id(g), SHOAL_SLOT_GROUP,
+				     shoal_group_generation(g));
+	a1 = shoal_group_lookup(g, "selfie", 1);
+	assert_int_equal(shoal_ctx_self(ctx), group_addr);
+	assert_int_equal(shoal_send_to(ctx, a1, T_PING, &(struct msg){ 0 }, sizeof(struct msg)),
+			 0);
+	assert_int_equal(shoal_poll(ctx, 0, 0), 1);
+	assert_int_equal(atomic_load(&api->self), a1);
+	assert_int_equal(atomic_load(&api->actor), a1);
+	assert_int_equal(atomic_load(&api->sender), group_addr);   /* sent from outside */
+	assert_int_equal(shoal_ctx_self(ctx), group_addr);          /* the handler returned */
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
+static void *run_thread(void *arg)
+{
+	return (void *)(intptr_t)shoal_group_run(arg);
+}
+
+static void group_stop_from_another_thread_ends_run(void **state)
+{
+	struct shoal_group *g;
+	pthread_t th;
+	void *ret;
+
+	(void)state;
+	assert_int_equal(rt_start_router("ga-gstop", NULL, 0), 0);
+	g = attach_self_group();
+	assert_non_null(g);
+	assert_int_equal(pthread_create(&th, NULL, run_thread, g), 0);
+	shoal_group_stop(g);
+	shoal_group_stop(g);   /* twice is once */
+	assert_int_equal(pthread_join(th, &ret), 0);
+	assert_int_equal((intptr_t)ret, 0);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
 static int reset(void **state)
 {
 	(void)state;
@@ -442,6 +588,12 @@ int main(void)
 				       reset),
 		cmocka_unit_test_setup(group_respond_error_is_what_the_request_returns, reset),
 		cmocka_unit_test_setup(router_group_id_names_declared_and_attached_groups, reset),
+		cmocka_unit_test_setup(router_set_routes_replaces_given_routes_keeps_subscriptions,
+				       reset),
+		cmocka_unit_test_setup(router_stop_group_stops_that_group_only, reset),
+		cmocka_unit_test_setup(group_ctx_self_is_the_actor_in_a_handler_else_the_group,
+				       reset),
+		cmocka_unit_test_setup(group_stop_from_another_thread_ends_run, reset),
 	};
 
 	rt_init();

@@ -11,22 +11,16 @@
  *
  * Run it with: build/tools/shoal run examples/fanout.yaml
  */
+/* ISO C11 plus the POSIX calls used here (clock_gettime, sigaction). */
+#define _POSIX_C_SOURCE 200809L
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "protocol.h"
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 struct tally {
 	uint64_t count;
@@ -39,9 +33,8 @@ static void on_work(struct shoal_actor *a, const struct shoal_msg *m)
 	struct tally *t = a->state;
 	struct work w;
 
-	if (m->type != MSG_WORK || m->len != sizeof(w))
+	if (!SHOAL_MSG_GET(m, MSG_WORK, &w))
 		return;
-	memcpy(&w, m->data, sizeof(w));
 	if (t->count > 0 && w.seq <= t->last_seq)
 		t->out_of_order++;
 	t->last_seq = w.seq;

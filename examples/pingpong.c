@@ -8,6 +8,9 @@
  *
  * Run it with: build/tools/shoal run examples/pingpong.yaml
  */
+/* ISO C11 plus the POSIX calls used here (clock_gettime, sigaction, nanosleep). */
+#define _POSIX_C_SOURCE 200809L
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,18 +20,14 @@
 
 #include "protocol.h"
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void on_ping(struct shoal_actor *a, const struct shoal_msg *m)
 {
-	if (m->type == MSG_PING)
-		shoal_respond(a->ctx, m, MSG_PONG, m->data, m->len);
+	struct ping p;
+
+	/* Anything but a well-formed ping is left unanswered: its sender
+	 * gets -ECANCELED (lifecycle rule 5 in shoal/group.h). */
+	if (SHOAL_MSG_GET(m, MSG_PING, &p))
+		shoal_respond(a->ctx, m, MSG_PONG, &p, sizeof(p));
 }
 
 static int run_pong(int argc, char **argv)
@@ -101,6 +100,8 @@ static int run_ping(void)
 		if (pong == SHOAL_ADDR_NONE)
 			pong = shoal_group_lookup(g, "pong", SHOAL_SLOT_GROUP);
 		ret = shoal_request(ctx, pong, MSG_PING, &p, sizeof(p), 1000000000, &reply);
+		if (ret == 0 && !SHOAL_REPLY_IS(&reply, MSG_PONG, back))
+			ret = -EPROTO;   /* answered, but not with a pong */
 		if (ret == 0 && back.seq == seq) {
 			if (n < sizeof(rtt) / sizeof(rtt[0]))
 				rtt[n++] = now_ns() - p.sent_ns;

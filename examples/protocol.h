@@ -7,6 +7,7 @@
 #define SHOAL_EXAMPLES_PROTOCOL_H
 
 #include <stdint.h>
+#include <time.h>
 
 #include <shoal.h>
 
@@ -34,5 +35,15 @@ static const struct shoal_type example_types[] = {
 };
 
 #define EXAMPLE_N_TYPES (sizeof(example_types) / sizeof(example_types[0]))
+
+/* CLOCK_MONOTONIC in nanoseconds: the clock the envelope's send_ns uses.
+ * POSIX: the program defines _POSIX_C_SOURCE before its first include. */
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 #endif

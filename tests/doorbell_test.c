@@ -188,12 +188,49 @@ static void doorbell_poll_wait_times_out_after_spinning(void **state)
 	assert_true(atomic_load(&db.sleeps) >= 1);
 }
 
+static int sleeper_main(void *arg)
+{
+	struct race *r = arg;
+
+	shoal_doorbell_prepare(&r->db);
+	return shoal_doorbell_wait(&r->db, 30000000000) == 0 ? 0 : 1;
+}
+
+/*
+ * One fence, then wake: what a producer ringing many doorbells does. The
+ * sleeper counts its sleep before entering the futex; a wake that comes
+ * before it is in finds the state AWAKE and the futex returns at once, so
+ * the child ends well before its 30 s either way.
+ */
+static void doorbell_fence_then_wake_wakes_a_sleeper_in_another_process(void **state)
+{
+	struct race *r = race_new("dbwake", 0, 0);
+	pid_t pid;
+
+	(void)state;
+	shoal_doorbell_fence();
+	shoal_doorbell_wake(&r->db);   /* awake: nothing to do */
+	assert_int_equal(atomic_load(&r->db.wakes), 0);
+	pid = test_spawn(sleeper_main, r);
+	for (int i = 0; atomic_load(&r->db.sleeps) == 0; i++) {
+		assert_true(i < 30000);
+		usleep(1000);
+	}
+	shoal_doorbell_fence();
+	shoal_doorbell_wake(&r->db);
+	test_assert_exited(test_wait_pid(pid, 20000), 0);
+	assert_int_equal(atomic_load(&r->db.wakes), 1);
+	assert_int_equal(atomic_load(&r->db.state), SHOAL_DOORBELL_AWAKE);
+	race_free();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(doorbell_notify_skips_wake_when_awake),
 		cmocka_unit_test(doorbell_wait_times_out),
 		cmocka_unit_test(doorbell_poll_wait_times_out_after_spinning),
+		cmocka_unit_test(doorbell_fence_then_wake_wakes_a_sleeper_in_another_process),
 		cmocka_unit_test(doorbell_no_lost_wakeup_ping_pong),
 		cmocka_unit_test(doorbell_no_lost_wakeup_burst),
 	};

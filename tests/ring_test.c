@@ -352,6 +352,23 @@ static void ring_zero_length_record_round_trips(void **state)
 	fixture_free(f);
 }
 
+/* The producer learns that its reader gave the ring up; its own mark is not that. */
+static void ring_prod_condemned_sees_only_the_consumer_mark(void **state)
+{
+	struct fixture *f = fixture_new(4096);
+	uint64_t len = shoal_ring_size(4096);
+
+	(void)state;
+	assert_false(shoal_ring_prod_condemned(&f->p));
+	shoal_ring_condemn(f->mem, len, SHOAL_RING_SIDE_PROD);
+	assert_false(shoal_ring_prod_condemned(&f->p));
+	shoal_ring_condemn(f->mem, len, SHOAL_RING_SIDE_CONS);
+	assert_true(shoal_ring_prod_condemned(&f->p));
+	assert_int_equal(shoal_ring_condemned(f->mem, len),
+			 SHOAL_RING_SIDE_PROD | SHOAL_RING_SIDE_CONS);
+	fixture_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest fixed[] = {
@@ -362,6 +379,7 @@ int main(void)
 		cmocka_unit_test(ring_dequeue_small_buffer_keeps_record),
 		cmocka_unit_test(ring_new_consumer_resumes_at_released_head),
 		cmocka_unit_test(ring_zero_length_record_round_trips),
+		cmocka_unit_test(ring_prod_condemned_sees_only_the_consumer_mark),
 	};
 	struct CMUnitTest *table;
 	size_t n = 0;

@@ -218,6 +218,38 @@ int rt_producer_main(void *arg)
 	return 0;
 }
 
+struct shoal_group *rt_child_attach(struct child *c, const char *name,
+				    void (*on_message)(struct shoal_actor *a,
+						       const struct shoal_msg *m))
+{
+	struct shoal_group_desc d = { .name = name != NULL ? name : c->name, .types = rt_types,
+				      .n_types = RT_N_TYPES, .on_message = on_message, .node = -1,
+				      .user = c };
+	struct shoal_group *g;
+	struct shoal_err err = { { 0 } };
+
+	if (shoal_group_attach(&g, &d, NULL, &err) < 0) {
+		fprintf(stderr, "%s: attach: %s\n", d.name, err.msg);
+		return NULL;
+	}
+	return g;
+}
+
+struct shoal_group *rt_attach_here(const char *name, uint16_t workers, uint16_t actors)
+{
+	static struct child self_child = { .index = 0, .name = "here" };
+	struct shoal_group_desc d = { .name = name, .n_workers = workers, .n_actors = actors,
+				      .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = rt_count_handler, .node = -1,
+				      .user = &self_child };
+	struct shoal_group *g;
+	struct shoal_err err = { { 0 } };
+
+	if (shoal_group_attach(&g, &d, NULL, &err) < 0)
+		fail_msg("attach %s: %s", name, err.msg);
+	return g;
+}
+
 void rt_stop_and_reap(pid_t *pids, int n)
 {
 	assert_int_equal(shoal_router_stop_groups(rt_router, 10000000000), 0);

@@ -84,6 +84,17 @@ int rt_ordered_start(struct shoal_actor *a);
 int rt_consumer_main(void *arg);
 int rt_producer_main(void *arg);
 
+/* In a child: attach group `name` (NULL: c->name) with rt_types, handler
+ * `on_message` and user pointer c. NULL (said on stderr) if it failed. */
+struct shoal_group *rt_child_attach(struct child *c, const char *name,
+				    void (*on_message)(struct shoal_actor *a,
+						       const struct shoal_msg *m));
+
+/* Attach group `name` in this test process, counting as child 0 with
+ * rt_count_handler; no run loop: the test polls it. Fails the test if the
+ * attach fails. */
+struct shoal_group *rt_attach_here(const char *name, uint16_t workers, uint16_t actors);
+
 /* Ask every group to stop and check each child exited 0. */
 void rt_stop_and_reap(pid_t *pids, int n);
 

@@ -125,13 +125,11 @@ static void runtime_blocking_send_waits_for_slow_consumer(void **state)
 static int try_producer_main(void *arg)
 {
 	struct child *c = arg;
-	struct shoal_group_desc d = { .name = c->name, .types = rt_types, .n_types = RT_N_TYPES,
-				      .on_message = rt_count_handler, .node = -1, .user = c };
-	struct shoal_group *g;
+	struct shoal_group *g = rt_child_attach(c, NULL, rt_count_handler);
 	struct shoal_ctx *ctx;
 	uint64_t ok = 0, full = 0;
 
-	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+	if (g == NULL)
 		return 10;
 	ctx = shoal_group_worker(g, 0);
 	for (uint64_t i = 0; i < c->n; i++) {

@@ -138,22 +138,6 @@ static void runtime_type_conflict_refused_at_attach(void **state)
 	rt_stop_router();
 }
 
-/* Attach a group of this test process (no run loop: the test polls it). */
-static struct shoal_group *attach_here(const char *name, uint16_t workers, uint16_t actors)
-{
-	static struct child self_child = { .index = 0, .name = "here" };
-	struct shoal_group_desc d = { .name = name, .n_workers = workers, .n_actors = actors,
-				      .types = rt_types, .n_types = RT_N_TYPES,
-				      .on_message = rt_count_handler, .node = -1,
-				      .user = &self_child };
-	struct shoal_group *g;
-	struct shoal_err err = { { 0 } };
-
-	if (shoal_group_attach(&g, &d, NULL, &err) < 0)
-		fail_msg("attach %s: %s", name, err.msg);
-	return g;
-}
-
 static void runtime_routed_send_to_only_failed_groups_says_ehostdown(void **state)
 {
 	struct shoal_group *g;
@@ -166,7 +150,7 @@ static void runtime_routed_send_to_only_failed_groups_says_ehostdown(void **stat
 	assert_int_equal(rt_start_router("rt-dead", NULL, 0), 0);
 	dead = rt_declare("dead", 1, 1);
 	rt_route(dead, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	g = attach_here("sender", 1, 1);
+	g = rt_attach_here("sender", 1, 1);
 	ctx = shoal_group_worker(g, 0);
 	/* A group that is only down (it may restart) still takes messages. */
 	assert_int_equal(shoal_try_send(ctx, T_PING, &v, sizeof(v)), 0);
@@ -203,7 +187,7 @@ static void runtime_direct_send_bounds_registry_worker_count(void **state)
 	(void)state;
 	assert_int_equal(rt_start_router("rt-nw", NULL, 0), 0);
 	wide = rt_declare("wide", 1, 20);
-	g = attach_here("sender", 1, 1);
+	g = rt_attach_here("sender", 1, 1);
 	ctx = shoal_group_worker(g, 0);
 	a17 = shoal_group_lookup(g, "wide", 17);
 	all = shoal_group_lookup(g, "wide", SHOAL_SLOT_ALL);
@@ -245,7 +229,7 @@ static void runtime_try_send_to_all_is_all_or_nothing(void **state)
 
 	(void)state;
 	assert_int_equal(rt_start_router("rt-all", NULL, 0), 0);
-	g = attach_here("pair", 2, 2);
+	g = rt_attach_here("pair", 2, 2);
 	ctx = shoal_group_worker(g, 0);
 	a1 = shoal_group_lookup(g, "pair", 1);
 	all = shoal_group_lookup(g, "pair", SHOAL_SLOT_ALL);
@@ -277,7 +261,7 @@ static void runtime_second_reserve_before_commit_is_refused(void **state)
 
 	(void)state;
 	assert_int_equal(rt_start_router("rt-res", NULL, 0), 0);
-	g = attach_here("res", 1, 1);
+	g = rt_attach_here("res", 1, 1);
 	ctx = shoal_group_worker(g, 0);
 	self = shoal_group_lookup(g, "res", 0);
 	assert_int_equal(shoal_connect(ctx, self, 10000000000ll), 0);
@@ -320,7 +304,7 @@ static void runtime_discard_route_is_counted(void **state)
 
 	(void)state;
 	assert_int_equal(rt_start_router("rt-discard", NULL, 0), 0);
-	g = attach_here("src", 1, 1);
+	g = rt_attach_here("src", 1, 1);
 	ctx = shoal_group_worker(g, 0);
 	rt_route(shoal_group_id(g), T_PING, SHOAL_ROUTE_DISCARD, SHOAL_KEY_ANY, 0, 0);
 	for (int i = 0; i < 100; i++)
@@ -399,8 +383,6 @@ static void runtime_other_user_refused_at_control_socket(void **state)
 static int requester_main(void *arg)
 {
 	struct child *c = arg;
-	struct shoal_group_desc d = { .name = c->name, .types = rt_types, .n_types = RT_N_TYPES,
-				      .on_message = rt_count_handler, .node = -1, .user = c };
 	struct shoal_group *g;
 	struct shoal_ctx *ctx;
 	struct msg v = { .seq = 41 }, out;
@@ -409,7 +391,8 @@ static int requester_main(void *arg)
 	uint64_t dest;
 	int ret = 0;
 
-	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+	g = rt_child_attach(c, NULL, rt_count_handler);
+	if (g == NULL)
 		return 10;
 	ctx = shoal_group_worker(g, 0);
 	atomic_store(&rt_res->ready[c->index], 1);
@@ -460,15 +443,14 @@ static uint64_t mono_ns(void)
 static int flooder_main(void *arg)
 {
 	struct child *c = arg;
-	struct shoal_group_desc d = { .name = "flooder", .types = rt_types, .n_types = RT_N_TYPES,
-				      .on_message = rt_count_handler, .node = -1, .user = c };
 	struct shoal_group *g;
 	struct shoal_ctx *ctx;
 	struct msg v = { .from = 2 };
 	uint64_t dest, refused = 0, t_end;
 	int ret = 0;
 
-	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+	g = rt_child_attach(c, "flooder", rt_count_handler);
+	if (g == NULL)
 		return 10;
 	ctx = shoal_group_worker(g, 0);
 	atomic_store(&rt_res->ready[c->index], 1);
@@ -525,11 +507,10 @@ static void responder_handler(struct shoal_actor *a, const struct shoal_msg *m)
 static int responder_main(void *arg)
 {
 	struct child *c = arg;
-	struct shoal_group_desc d = { .name = "responder", .types = rt_types, .n_types = RT_N_TYPES,
-				      .on_message = responder_handler, .node = -1, .user = c };
 	struct shoal_group *g;
 
-	if (shoal_group_attach(&g, &d, NULL, NULL) < 0)
+	g = rt_child_attach(c, "responder", responder_handler);
+	if (g == NULL)
 		return 10;
 	atomic_store(&rt_res->ready[c->index], 1);
 	shoal_group_run(g);

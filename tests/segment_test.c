@@ -452,6 +452,24 @@ static void segment_memory_lands_on_requested_node(void **state)
 	shoal_seg_detach(&seg);
 }
 
+static void numa_bind_sets_the_policy_of_a_fresh_mapping(void **state)
+{
+	size_t len = 2 * (size_t)sysconf(_SC_PAGESIZE);
+	void *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	(void)state;
+	assert_true(mem != MAP_FAILED);
+	assert_int_equal(shoal_numa_policy_node(mem), -1);   /* the default policy */
+	assert_int_equal(shoal_numa_bind(mem, len, -1), -EINVAL);
+	assert_int_equal(shoal_numa_bind(mem, len, shoal_numa_node_count()), -EINVAL);
+	assert_int_equal(shoal_numa_policy_node(mem), -1);   /* a refused bind changes nothing */
+	assert_int_equal(shoal_numa_bind(mem, len, 0), 0);
+	assert_int_equal(shoal_numa_policy_node(mem), 0);
+	memset(mem, 1, len);
+	assert_int_equal(shoal_numa_node_of(mem), 0);
+	munmap(mem, len);
+}
+
 static void segment_huge_pages_fall_back_or_fail_cleanly(void **state)
 {
 	struct shoal_seg seg;
@@ -588,6 +606,32 @@ static void segment_directory_not_private_is_refused(void **state)
 	assert_int_equal(rmdir(shared), 0);
 }
 
+static void segment_dir_open_makes_checks_and_refuses(void **state)
+{
+	char fresh[512], path[512];
+	struct shoal_err err = {{0}};
+	struct stat st;
+	int fd;
+
+	(void)state;
+	snprintf(fresh, sizeof(fresh), "%s", test_seg_path("fresh"));
+	use_dir(fresh);
+	assert_int_equal(shoal_seg_dir_open(path, sizeof(path), false, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, fresh));
+	fd = shoal_seg_dir_open(path, sizeof(path), true, NULL);
+	assert_true(fd >= 0);
+	assert_string_equal(path, fresh);
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_int_equal(st.st_mode & 0777, 0700);
+	close(fd);
+	/* Writable by the group: no longer private, refused even to open. */
+	assert_int_equal(chmod(fresh, 0770), 0);
+	assert_int_equal(shoal_seg_dir_open(path, sizeof(path), true, &err), -EPERM);
+	assert_int_equal(shoal_seg_dir_open(path, 4, false, NULL), -ENAMETOOLONG);
+	restore_dir();
+}
+
 static void segment_create_refuses_world_modes(void **state)
 {
 	static const mode_t world[] = { 0666, 0606, 0604, 0602, 0601, 0644 };
@@ -708,10 +752,12 @@ int main(int argc, char **argv)
 		cmocka_unit_test(segment_attach_refuses_other_owner),
 		cmocka_unit_test(segment_other_user_cannot_attach),
 		cmocka_unit_test(segment_memory_lands_on_requested_node),
+		cmocka_unit_test(numa_bind_sets_the_policy_of_a_fresh_mapping),
 		cmocka_unit_test(segment_huge_pages_fall_back_or_fail_cleanly),
 		cmocka_unit_test(segment_probe_tells_leftover_from_live),
 		cmocka_unit_test(segment_default_directory_is_the_users_own),
 		cmocka_unit_test(segment_directory_not_private_is_refused),
+		cmocka_unit_test(segment_dir_open_makes_checks_and_refuses),
 		cmocka_unit_test(segment_create_refuses_world_modes),
 		cmocka_unit_test(segment_full_filesystem_is_enospc_not_sigbus),
 	};

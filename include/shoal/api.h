@@ -39,4 +39,19 @@ struct shoal_err {
  */
 SHOAL_API const char *shoal_strerror(int err);
 
+/*
+ * Concurrency table: shoal_strerror() keeps no state; it may run in any
+ * number of threads at once ("-") for every code a Shoal call returns, each
+ * of which is a static string. Any other code goes to strerror(), which
+ * POSIX does not require to be thread-safe: such a call conflicts ("X")
+ * with strerror() anywhere in the process.
+ *
+ *                        shoal_strerror(Shoal code)  shoal_strerror(other)
+ *   shoal_strerror(Shoal code)          -                      -
+ *   shoal_strerror(other)               -                      X
+ *
+ * A struct shoal_err is written only by the call it is passed to: give
+ * each thread its own.
+ */
+
 #endif

@@ -86,4 +86,33 @@ SHOAL_API int shoal_doorbell_wait(struct shoal_doorbell *db, int64_t timeout_ns)
 SHOAL_API int shoal_doorbell_poll_wait(struct shoal_doorbell *db, uint64_t spin_ns,
 				       bool (*ready)(void *arg), void *arg, int64_t timeout_ns);
 
+/*
+ * Concurrency table, per doorbell, for threads in any processes: "-" may
+ * run together with no synchronisation by the caller, "X" may not, "(a)"
+ * may, with the cost below. Calls on different doorbells never conflict.
+ *
+ *   [1] shoal_doorbell_init
+ *   [2] shoal_doorbell_notify, shoal_doorbell_wake (after a
+ *       shoal_doorbell_fence(), which touches no doorbell)
+ *   [3] shoal_doorbell_prepare, shoal_doorbell_cancel, shoal_doorbell_wait,
+ *       shoal_doorbell_poll_wait
+ *
+ *        [1]  [2]  [3]
+ *   [1]   X    X    X
+ *   [2]   X    -    -
+ *   [3]   X    -   (a)
+ *
+ * [1] runs before the doorbell is shared. [2] with [2]: producers race on
+ * one exchange of the state word, and the one that swaps it makes the
+ * FUTEX_WAKE; the wakes counter is an atomic add. [2] with [3] is the
+ * protocol above, which loses no wake-up.
+ *
+ * (a) Several waiters share one state word: when one of them cancels, or
+ * returns from its wait, it stores AWAKE while another may still sleep, and
+ * the next notify sees AWAKE and wakes nobody. The other waiter then sleeps
+ * until its timeout: with more than one waiter, always pass one (the
+ * runtime's senders waiting for room wait in slices of 100 ms). The sleeps
+ * counter, a plain increment by its waiter, may then miss some.
+ */
+
 #endif

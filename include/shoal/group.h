@@ -104,6 +104,20 @@ struct shoal_reply {
 };
 
 /*
+ * Whether the reply a successful shoal_request() filled is of `type` and
+ * exactly `size` bytes: the caller's check before it reads its buffer, as
+ * SHOAL_MSG_GET is a handler's. A shorter reply leaves the end of the
+ * buffer as it was; a longer one already failed with -EMSGSIZE.
+ */
+static inline bool shoal_reply_is(const struct shoal_reply *r, uint32_t type, uint32_t size)
+{
+	return r->type == type && r->len == size;
+}
+
+/* `if (ret == 0 && SHOAL_REPLY_IS(&reply, MSG_PONG, back))`: size of `obj`. */
+#define SHOAL_REPLY_IS(r, type, obj) shoal_reply_is((r), (type), (uint32_t)sizeof(obj))
+
+/*
  * Attach to system `system` (NULL: $SHOAL_SYSTEM) and register the group.
  * Runs on_start for every actor. Returns 0 or a negative errno with the
  * reason in *err: -ECONNREFUSED/-ENOENT (no router), -EACCES (refused by the
@@ -233,5 +247,59 @@ SHOAL_API int shoal_unsubscribe(struct shoal_ctx *ctx, uint32_t id);
 
 /* The address of the worker's current actor (inside a handler) or group. */
 SHOAL_API uint64_t shoal_ctx_self(const struct shoal_ctx *ctx);
+
+/*
+ * Concurrency table. Which calls may run at the same time, from two threads
+ * of one process; "-" means yes, with no synchronisation by the caller, "X"
+ * means no: the caller orders them. Calls in different processes may always
+ * run together: each process has its own handles and the rings between
+ * processes have one producer and one consumer each.
+ *
+ *   [1] data calls on a context: shoal_poll, shoal_send, shoal_try_send,
+ *       shoal_send_to, shoal_try_send_to, shoal_reserve, shoal_commit,
+ *       shoal_request, shoal_respond, shoal_respond_error, shoal_ctx_self
+ *   [2] shoal_subscribe, shoal_unsubscribe
+ *   [3] shoal_group_worker, shoal_group_id, shoal_group_generation,
+ *       shoal_group_lookup
+ *   [4] shoal_group_stop
+ *   [5] shoal_group_run
+ *   [6] shoal_group_detach
+ *
+ *   same group   [1]same ctx  [1]other ctx  [2]  [3]  [4]  [5]  [6]
+ *   [1]             X            -          -    -    -    X    X
+ *   [2]             -            -          -    -    -    -    X
+ *   [3]             -            -          -    -    -    -    X
+ *   [4]             -            -          -    -    -    -    X
+ *   [5]             X            X          -    -    -    X    X
+ *   [6]             X            X          X    X    X    X    X
+ *
+ * Calls on two different groups of one process never conflict, and
+ * shoal_group_attach() may run at any time (a group already attached
+ * elsewhere is refused with -EEXIST). shoal_group_main() is attach, [5]
+ * and [6] on the calling thread.
+ *
+ * Why, and the rules the table cannot show:
+ *  - [1] on one context is one thread at a time (lifecycle rule 2): its
+ *    rings are single-producer single-consumer and the context holds the
+ *    producer and consumer handles. Two contexts share nothing on the data
+ *    path; opening a direct ring or mapping a peer's mailbox (first send to
+ *    a group) takes the group's control lock.
+ *  - [5] runs every worker: while it runs, [1] is for handlers only, each on
+ *    its own context (a->ctx). A handler must not use another worker's.
+ *  - Between shoal_reserve() and shoal_commit(), make no other data call
+ *    on that context: a send or a handler's send into the same ring would
+ *    publish the reservation before it is filled.
+ *  - shoal_respond() and shoal_respond_error() take the message the
+ *    handler was handed, from that handler, before it returns (rules 4, 5).
+ *  - [2] only reads the context's group; calls are serialised by the
+ *    group's control lock and block on the router's reply (which comes
+ *    after the new routes are published and no dispatcher reads the old
+ *    ones), so they may be called from a handler or any thread.
+ *  - [3] read immutable fields or the registry (relaxed snapshots).
+ *  - [4] is an atomic store and doorbell notifies: async-signal-safe. It is
+ *    the only call that is; the others may lock or allocate.
+ *  - [6] frees the group: nothing else on it, before or during; after
+ *    shoal_group_run() has returned.
+ */
 
 #endif

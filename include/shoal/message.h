@@ -18,7 +18,9 @@
 #ifndef SHOAL_MESSAGE_H
 #define SHOAL_MESSAGE_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <shoal/api.h>
 
@@ -92,5 +94,51 @@ struct shoal_msg {
 	uint32_t len;
 	uint32_t type;
 };
+
+/*
+ * Typed access to a payload: copy it into *out when the message is of
+ * `type` and exactly `size` bytes long; return false and leave *out
+ * untouched otherwise. Never fails another way; no allocation.
+ *
+ * A copy rather than a `const struct T *` into the ring, for two reasons.
+ * Alignment: a payload sits after an 8-byte record header and the 56-byte
+ * envelope, so in a ring it is 8-byte aligned, but a message a worker kept
+ * aside while its own request waited is handled from a copy in which the
+ * payload is only 4-byte aligned (struct shoal__deferred, runtime/);
+ * a pointer to a struct holding a uint64_t could then be misaligned. And
+ * safety: the payload lies in memory another process can write (DESIGN
+ * invariant 1), so a handler that validates fields of a copy knows they
+ * stay as validated.
+ */
+static inline bool shoal_msg_get(const struct shoal_msg *m, uint32_t type, void *out,
+				 uint32_t size)
+{
+	if (m->type != type || m->len != size)
+		return false;
+	memcpy(out, m->data, size);
+	return true;
+}
+
+/*
+ * The usual spelling: `struct work w; if (SHOAL_MSG_GET(m, MSG_WORK, &w))`.
+ * The size is that of the object `ptr` points to.
+ */
+#define SHOAL_MSG_GET(m, type, ptr) shoal_msg_get((m), (type), (ptr), (uint32_t)sizeof(*(ptr)))
+
+/*
+ * Concurrency table: every call here is a pure function of its arguments
+ * (no state, no shared memory of its own), so any of them may run with any
+ * other, in any thread or process ("-" everywhere):
+ *
+ *   [1] shoal_addr_make, shoal_addr_group, shoal_addr_slot, shoal_addr_gen
+ *   [2] shoal_msg_get, SHOAL_MSG_GET
+ *
+ *        [1]  [2]
+ *   [1]   -    -
+ *   [2]   -    -
+ *
+ * [2] reads the message, whose data is valid only during the handler that
+ * was handed it (shoal/group.h, lifecycle rule 4): call it there.
+ */
 
 #endif

@@ -40,4 +40,24 @@ SHOAL_API int shoal_numa_node_of(const void *addr);
  */
 SHOAL_API int shoal_numa_policy_node(const void *addr);
 
+/*
+ * Concurrency table: Shoal keeps no state here; each call is a query of
+ * libnuma's tables or one system call (mbind, move_pages, get_mempolicy),
+ * so any of them may run with any other, in any thread or process ("-"):
+ *
+ *   [1] shoal_numa_node_count, shoal_numa_node_of_cpu
+ *   [2] shoal_numa_bind
+ *   [3] shoal_numa_node_of, shoal_numa_policy_node
+ *
+ *        [1]  [2]  [3]
+ *   [1]   -    -    -
+ *   [2]   -    -    -
+ *   [3]   -    -    -
+ *
+ * What the kernel does then is its own: two binds of one range leave the
+ * later one in force, and [3] on a range being bound sees the policy before
+ * or after. Binding only works before first touch, so bind a fresh mapping
+ * before handing it to other threads.
+ */
+
 #endif

@@ -23,6 +23,43 @@
  * sleeps (see shoal/doorbell.h for sleeping). The two attach calls make one
  * system call each (madvise, to map the ring's pages in before the data path
  * runs); no other call makes any.
+ *
+ * Concurrency table, per ring, for threads in any processes: "-" may run
+ * together with no synchronisation by the caller, "X" may not, a letter may
+ * with the note below. Rings never share anything with each other, and
+ * shoal_ring_size() is a pure function.
+ *
+ *   [1] shoal_ring_init
+ *   [2] shoal_ring_prod_attach
+ *   [3] producer calls: shoal_ring_reserve, _commit, _cancel, _enqueue,
+ *       _enqueue_bulk, _enqueue_burst, _prod_error, _max_payload,
+ *       _prod_condemned
+ *   [4] shoal_ring_cons_attach
+ *   [5] consumer calls: shoal_ring_peek, _peek_burst, _unpeek, _release,
+ *       _dequeue, _empty, _cons_error
+ *   [6] shoal_ring_condemn
+ *   [7] readers: shoal_ring_stats, _check, _condemned, _records,
+ *       _walk_begin, _walk_next
+ *
+ *        [1]  [2]  [3]  [4]  [5]  [6]  [7]
+ *   [1]   X    X    X    X    X    X    X
+ *   [2]   X    X    X    -    -    -    -
+ *   [3]   X    X    X    -    -   (a)   -
+ *   [4]   X    -    -    X    X    -    -
+ *   [5]   X    -    -    X    X   (a)  (b)
+ *   [6]   X    -   (a)   -   (a)   -    -
+ *   [7]   X    -    -    -   (b)   -    -
+ *
+ * [3] with [3] is X even on one handle from two threads: one producer, in
+ * one thread, at a time; [2] replaces a producer that is gone, never one
+ * that runs. The same holds for [4] and [5] on the consumer side.
+ * (a) A side condemns from its own thread after its last call (SIDE_PROD
+ *     and SIDE_SETTLED after [3], SIDE_CONS after [5]), so that a reader of
+ *     the mark sees that side's final counters; the other side's calls may
+ *     run meanwhile.
+ * (b) shoal_ring_check() may fail spuriously while the consumer releases;
+ *     shoal_ring_stats() values may be mutually inconsistent. Both read
+ *     only.
  */
 #ifndef SHOAL_RING_H
 #define SHOAL_RING_H

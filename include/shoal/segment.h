@@ -274,4 +274,41 @@ SHOAL_API void shoal_seg_info(const struct shoal_seg *seg, struct shoal_seg_info
  */
 SHOAL_API int shoal_seg_probe(const char *name, struct shoal_err *err);
 
+/*
+ * Concurrency table. "-" may run together with no synchronisation by the
+ * caller, "X" may not. On one handle, from two threads of its process:
+ *
+ *   [1] shoal_seg_create, shoal_seg_attach (fill the handle)
+ *   [2] shoal_seg_detach
+ *   [3] shoal_seg_alloc, shoal_seg_alloc_init (the creator's handle only)
+ *   [4] shoal_seg_ptr, shoal_seg_find, shoal_seg_region_at,
+ *       shoal_seg_dir_count, shoal_seg_info
+ *   [5] shoal_seg_verify
+ *
+ *        [1]  [2]  [3]  [4]  [5]
+ *   [1]   X    X    X    X    X
+ *   [2]   X    X    X    X    X
+ *   [3]   X    X    X    -    X
+ *   [4]   X    X    -    -    -
+ *   [5]   X    X    X    -    -
+ *
+ * [3] with [3] is rule 3: one allocating thread. [4] reads only what the
+ * handle fixed at create or attach and the segment's header (R2/A2 in
+ * shm/segment.c: an entry is counted once complete), so it may run while
+ * the creator allocates. [5] compares the creator's private allocator
+ * state, which [3] changes. [2] unmaps: every pointer into the segment,
+ * in every thread, must be done with first.
+ *
+ * On different handles of one segment, in one process or several, every
+ * pair is "-": an attach that meets a create still initialising returns
+ * -EAGAIN (R1/A1), a peer that reads the directory while the creator
+ * allocates sees whole entries, and a peer's [2] unmaps only its own view.
+ *
+ * By name, with no handle: shoal_seg_unlink, shoal_seg_probe,
+ * shoal_seg_dir_path and shoal_seg_dir_open are "-" with every call; an
+ * unlink leaves every mapping valid (rule 4). Every call that uses the
+ * default directory reads $SHOAL_SHM_DIR with getenv(): it must not run
+ * while the process changes its environment (setenv(), putenv()).
+ */
+
 #endif

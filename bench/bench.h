@@ -23,12 +23,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
-#include <time.h>
 
 #include <shoal/doorbell.h>
 #include <shoal/segment.h>
 
 #include "shm/atomic.h"
+#include "shm/util.h"
 
 /* Every contender buffers this many bytes (ring data area, rte_ring slots,
  * pipe size, socket send buffer): the same cache footprint for all. */
@@ -169,15 +169,11 @@ extern const struct bench_contender bench_sys;
 extern const struct bench_contender bench_rte;
 #endif
 
-/* ---- time, spinning, failing ---- */
-
-static inline uint64_t bench_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* ---- time, spinning, failing ----
+ *
+ * The clock is shoal__now_ns() (shm/util.h), CLOCK_MONOTONIC, as Shoal's
+ * own timeouts read it.
+ */
 
 /* Every contender's busy loops wait the same way. */
 static inline void bench_relax(void)
@@ -189,7 +185,7 @@ static inline void bench_relax(void)
  * `seq` is a multiple of BENCH_CLOCK_EVERY, i.e. at a batch boundary. */
 static inline bool bench_time_up(const struct bench_side *s, uint64_t seq)
 {
-	return (seq % BENCH_CLOCK_EVERY) == 0 && bench_now_ns() >= s->deadline;
+	return (seq % BENCH_CLOCK_EVERY) == 0 && shoal__now_ns() >= s->deadline;
 }
 
 /* Record why a role failed; returns `err` (a negative errno). */
@@ -208,7 +204,7 @@ static inline uint64_t bench_wait_gap(uint64_t prev, uint64_t gap_ns)
 {
 	uint64_t now;
 
-	while ((now = bench_now_ns()) < prev + gap_ns)
+	while ((now = shoal__now_ns()) < prev + gap_ns)
 		bench_relax();
 	return now;
 }

@@ -98,7 +98,7 @@ static int rte_tput_rx(struct bench_side *s)
 		else
 			ret = check_batch(s, buf, n, &expect);
 	}
-	s->res->t_end = bench_now_ns();
+	s->res->t_end = shoal__now_ns();
 	s->res->msgs = expect;
 	return ret < 0 ? ret : 0;
 }
@@ -138,7 +138,7 @@ static int rte_ping(struct bench_side *s)
 		dequeue_one(s->mem.rte[1], in, size);
 		expect = seq;
 		ret = check_batch(s, in, 1, &expect);
-		now = bench_now_ns();
+		now = shoal__now_ns();
 		bench_hist_add(h, now - prev);
 		prev = now;
 	}

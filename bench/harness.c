@@ -125,7 +125,7 @@ int bench_seg_create(struct bench_mem *m, char *name, size_t name_len)
 	memset(m, 0, sizeof(*m));
 	/* The pid and the clock make the name unique among concurrent runs. */
 	snprintf(name, name_len, "shoal-bench-%d-%llx", (int)getpid(),
-		 (unsigned long long)(bench_now_ns() & 0xffffffffu));
+		 (unsigned long long)(shoal__now_ns() & 0xffffffffu));
 	ret = shoal_seg_create(&m->seg, name, BENCH_SEG_SIZE, NULL, &err);
 	if (ret < 0) {
 		fprintf(stderr, "shoal-bench-ring: creating segment %s: %s (%s)\n", name,
@@ -243,17 +243,17 @@ static double probe_ping(_Atomic uint64_t *line)
 
 	for (i = 0; i < PROBE_WARMUP + PROBE_ROUNDS; i++) {
 		if (i == PROBE_WARMUP) {
-			t0 = bench_now_ns();
+			t0 = shoal__now_ns();
 			limit = t0 + PROBE_MAX_NS;
 		}
-		if (i % 256 == 0 && bench_now_ns() >= limit)
+		if (i % 256 == 0 && shoal__now_ns() >= limit)
 			break;
 		/* Relaxed: the line carries no data (see the file comment). */
 		shoal_store_relaxed(line, 2 * i + 1);
 		while (shoal_load_relaxed(line) != 2 * i + 2)
 			;
 	}
-	ns = i > PROBE_WARMUP ? (double)(bench_now_ns() - t0) / (double)(i - PROBE_WARMUP) : 0;
+	ns = i > PROBE_WARMUP ? (double)(shoal__now_ns() - t0) / (double)(i - PROBE_WARMUP) : 0;
 	shoal_store_relaxed(line, PROBE_STOP);
 	return ns;
 }
@@ -290,7 +290,7 @@ void bench_side_ready(struct bench_side *s)
 	bench_barrier(&s->mem.ctl->arrived, 2);
 	s->run_delay0 = bench_run_delay_ns();
 	if (s->side == 0) {
-		s->res->t_start = bench_now_ns();
+		s->res->t_start = shoal__now_ns();
 		s->deadline = s->res->t_start + s->p->duration_ns;
 	}
 }

@@ -273,13 +273,13 @@ static void measure_begin(struct side *s)
 	stage("measuring", 0);
 	s->delay0 = bench_run_delay_ns();
 	s->nvcsw0 = nvcsw();
-	s->t0 = bench_now_ns();
+	s->t0 = shoal__now_ns();
 }
 
 static void measure_end(struct side *s)
 {
 	stage("measured", 0);
-	s->res->span_ns = bench_now_ns() - s->t0;
+	s->res->span_ns = shoal__now_ns() - s->t0;
 	s->res->sleeps = nvcsw() - s->nvcsw0;
 	s->res->waited_ns = bench_run_delay_ns() - s->delay0;
 }
@@ -343,7 +343,7 @@ SIDE_INLINE int send_for(struct side *s, const struct lib *l, void *x, uint64_t 
 	int ret = 0;
 
 	for (; ret == 0; seq++) {
-		if (seq % BENCH_CLOCK_EVERY == 0 && bench_now_ns() >= deadline)
+		if (seq % BENCH_CLOCK_EVERY == 0 && shoal__now_ns() >= deadline)
 			break;
 		ret = l->send(s, x, seq);
 	}
@@ -363,9 +363,9 @@ SIDE_INLINE int round_trips_for(struct side *s, const struct lib *l, void *x, ui
 
 	memset(&hist, 0, sizeof(hist));
 	for (; ret == 0 && t1 < deadline; seq++) {
-		t0 = bench_now_ns();
+		t0 = shoal__now_ns();
 		ret = l->round_trip(x, seq);
-		t1 = bench_now_ns();
+		t1 = shoal__now_ns();
 		bench_hist_add(&hist, t1 - t0);
 	}
 	measure_end(s);
@@ -456,7 +456,7 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 	}
 	rx.received++;
 	if (chk == 1) {
-		rx.t_end = bench_now_ns();
+		rx.t_end = shoal__now_ns();
 		rx.stop = true;
 		return;
 	}
@@ -491,11 +491,11 @@ static int shoal_wait(struct shoal_conn *x, const bool *flag, uint64_t n)
 
 static double shoal_empty_poll_ns(struct shoal_ctx *ctx)
 {
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = shoal__now_ns();
 
 	for (unsigned i = 0; i < EMPTY_POLLS; i++)
 		shoal_poll(ctx, 0, 0);
-	return (double)(bench_now_ns() - t0) / EMPTY_POLLS;
+	return (double)(shoal__now_ns() - t0) / EMPTY_POLLS;
 }
 
 /* Side A: one round trip. */
@@ -689,10 +689,10 @@ static int iox_open(struct side *s, struct iox_side *x, bool tput, bool waitset)
 			return side_fail(s, -ENOMEM, "iceoryx: cannot attach the waitset");
 	}
 	/* RouDi connects ports in its discovery loop (every 100 ms). */
-	deadline = bench_now_ns() + CONNECT_TIMEOUT_NS;
+	deadline = shoal__now_ns() + CONNECT_TIMEOUT_NS;
 	while ((want_sub && iox_sub_get_subscription_state(x->sub) != SubscribeState_SUBSCRIBED) ||
 	       (want_pub && !iox_pub_has_subscribers(x->pub))) {
-		if (bench_now_ns() >= deadline)
+		if (shoal__now_ns() >= deadline)
 			return side_fail(s, -ETIMEDOUT, "iceoryx: RouDi did not connect the ports "
 					 "within %d s", (int)(CONNECT_TIMEOUT_NS / 1000000000));
 		usleep(1000);
@@ -823,7 +823,7 @@ static int iox_drain(struct iox_side *x, uint64_t until, uint64_t *t_end)
 			return chk;
 		++x->seq;
 		if (chk == 1) {
-			*t_end = bench_now_ns();
+			*t_end = shoal__now_ns();
 			return 0;
 		}
 		if (x->seq == until)
@@ -864,7 +864,7 @@ static const struct lib iox_lib = {
 
 static double iox_empty_poll_ns(struct iox_side *x)
 {
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = shoal__now_ns();
 
 	for (unsigned i = 0; i < EMPTY_POLLS; i++) {
 		const void *in;
@@ -872,7 +872,7 @@ static double iox_empty_poll_ns(struct iox_side *x)
 		if (iox_sub_take_chunk(x->sub, &in) == ChunkReceiveResult_SUCCESS)
 			iox_sub_release_chunk(x->sub, in);
 	}
-	return (double)(bench_now_ns() - t0) / EMPTY_POLLS;
+	return (double)(shoal__now_ns() - t0) / EMPTY_POLLS;
 }
 
 static int iox_side(struct side *s)
@@ -1110,7 +1110,7 @@ static bool roudi_gone(int *status)
  */
 static int iox_register_once(const char *name)
 {
-	uint64_t deadline = bench_now_ns() + ROUDI_READY_TIMEOUT_NS;
+	uint64_t deadline = shoal__now_ns() + ROUDI_READY_TIMEOUT_NS;
 	int status = 0, ret = -ETIMEDOUT;
 	pid_t pid;
 
@@ -1126,7 +1126,7 @@ static int iox_register_once(const char *name)
 		iox_runtime_init(name);
 		exit(0);   /* deregisters (static destructor) */
 	}
-	while (bench_now_ns() < deadline && !bench_stop_signal()) {
+	while (shoal__now_ns() < deadline && !bench_stop_signal()) {
 		if (waitpid(pid, &status, WNOHANG) == pid) {
 			pid = 0;
 			ret = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EPROTO;
@@ -1229,10 +1229,10 @@ static void roudi_stop(void)
 	int status;
 
 	if (roudi.pid > 0) {
-		uint64_t deadline = bench_now_ns() + ROUDI_STOP_TIMEOUT_NS;
+		uint64_t deadline = shoal__now_ns() + ROUDI_STOP_TIMEOUT_NS;
 
 		kill(roudi.pid, SIGTERM);
-		while (!roudi_gone(&status) && bench_now_ns() < deadline)
+		while (!roudi_gone(&status) && shoal__now_ns() < deadline)
 			sleep_ns(10000000);
 		if (roudi.pid > 0) {
 			fprintf(stderr, "%s: iox-roudi (pid %d) ignored SIGTERM for %d s: SIGKILL\n",

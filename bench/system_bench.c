@@ -611,7 +611,7 @@ static uint64_t sys_progress(const struct sys *s)
 /* Start a watch of `cap_ns` (CAP_NS and more for a long sample). */
 static void watch_start(struct watch *w, const struct sys *s, uint64_t cap_ns)
 {
-	w->start = w->moved = bench_now_ns();
+	w->start = w->moved = shoal__now_ns();
 	w->cap = cap_ns;
 	w->value = sys_progress(s);
 }
@@ -730,9 +730,9 @@ static int wait_step(struct sys *s, uint64_t deadline, const char *what, unsigne
 			fprintf(stderr, PROG ": producer: %s\n", sh->pr.msg);
 		return -ECHILD;
 	}
-	if (bench_now_ns() >= deadline) {
+	if (shoal__now_ns() >= deadline) {
 		const struct watch *wt = s->watch;
-		double now = (double)bench_now_ns();
+		double now = (double)shoal__now_ns();
 
 		if (wt == NULL)
 			fprintf(stderr, PROG ": timed out waiting for %s\n", what);
@@ -759,7 +759,7 @@ static int watch_step(struct sys *s, struct watch *w, const char *what, unsigned
 
 	if (v != w->value) {
 		w->value = v;
-		w->moved = bench_now_ns();
+		w->moved = shoal__now_ns();
 	}
 	stall = w->moved + STALL_NS;
 	cap = w->start + w->cap;
@@ -772,14 +772,14 @@ static int watch_step(struct sys *s, struct watch *w, const char *what, unsigned
 /* Wait for up to `timeout_ns` for pid to exit; SIGKILL it after. */
 static void reap(pid_t pid, uint64_t timeout_ns)
 {
-	uint64_t deadline = bench_now_ns() + timeout_ns;
+	uint64_t deadline = shoal__now_ns() + timeout_ns;
 	int st;
 
 	while (waitpid(pid, &st, WNOHANG) == 0) {
-		if (bench_now_ns() >= deadline) {
+		if (shoal__now_ns() >= deadline) {
 			kill(pid, SIGKILL);
-			deadline = bench_now_ns() + MS(2000);
-			while (waitpid(pid, &st, WNOHANG) == 0 && bench_now_ns() < deadline)
+			deadline = shoal__now_ns() + MS(2000);
+			while (waitpid(pid, &st, WNOHANG) == 0 && shoal__now_ns() < deadline)
 				msleep(1);
 			return;
 		}
@@ -962,7 +962,7 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 		if (m->len >= END_LEN)
 			memcpy(&id, (const unsigned char *)m->data + 8, 8);
 		/* Relaxed: published by the release below. */
-		shoal_store_relaxed(&cs->end_ns, bench_now_ns());
+		shoal_store_relaxed(&cs->end_ns, shoal__now_ns());
 		/* R1: pairs with A1 in sample_wait(): this consumer's counters
 		 * and histogram are complete for the sample before its id. */
 		shoal_store_release(&cs->end_id, id);
@@ -970,7 +970,7 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 	}
 	/* Relaxed: a flag the parent sets while no message is in flight. */
 	if (shoal_load_relaxed(&sh->lat_on))
-		bench_hist_add(&sh->hist[cons_index], bench_now_ns() - m->env->send_ns);
+		bench_hist_add(&sh->hist[cons_index], shoal__now_ns() - m->env->send_ns);
 	if (key % sh->groups != cons_index)
 		shoal_store_relaxed(&cs->misrouted, ++cons_misrouted);
 	/* Relaxed: this consumer is the only writer; R1 publishes it. */
@@ -1061,7 +1061,7 @@ static uint64_t thread_cpu_ns(void)
 static int sample_sent(struct producer *p, const struct cmd *c, struct prod_result *res,
 		       uint64_t cpu0, uint64_t refused)
 {
-	res->t_sent = bench_now_ns();
+	res->t_sent = shoal__now_ns();
 	res->cpu_ns = thread_cpu_ns() - cpu0;
 	if (sched_getcpu() != res->cpu)
 		res->cpu = -1;
@@ -1078,7 +1078,7 @@ static int run_tput(struct producer *p, const struct cmd *c, struct prod_result 
 	uint32_t g = 0;
 
 	res->cpu = sched_getcpu();
-	res->t_start = bench_now_ns();
+	res->t_start = shoal__now_ns();
 	for (uint64_t i = 0; i < c->calls; i++) {
 		int ret;
 
@@ -1097,7 +1097,7 @@ static int run_tput(struct producer *p, const struct cmd *c, struct prod_result 
 /* Sleep (or spin, when close) until `t`. */
 static void wait_until(uint64_t t)
 {
-	uint64_t now = bench_now_ns();
+	uint64_t now = shoal__now_ns();
 
 	if (now + 20000 < t) {
 		struct timespec ts = { (time_t)((t - 20000) / 1000000000u),
@@ -1105,7 +1105,7 @@ static void wait_until(uint64_t t)
 
 		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 	}
-	while (bench_now_ns() < t)
+	while (shoal__now_ns() < t)
 		bench_relax();
 }
 
@@ -1117,7 +1117,7 @@ static int run_lat(struct producer *p, const struct cmd *c, struct prod_result *
 	uint32_t g = 0;
 
 	res->cpu = sched_getcpu();
-	res->t_start = next = bench_now_ns();
+	res->t_start = next = shoal__now_ns();
 	for (uint64_t i = 0; i < c->calls; i++, next += c->gap_ns) {
 		int ret;
 
@@ -1279,7 +1279,7 @@ static double probe(const int cpu[2])
 {
 	static struct bench_params params;
 	pid_t pid[2] = { 0, 0 };
-	uint64_t deadline = bench_now_ns() + MS(5000);
+	uint64_t deadline = shoal__now_ns() + MS(5000);
 
 	memset(&sh->probe, 0, sizeof(sh->probe));
 	fflush(stdout);
@@ -1303,7 +1303,7 @@ static double probe(const int cpu[2])
 		if (pid[side] <= 0)
 			continue;
 		while (waitpid(pid[side], &st, WNOHANG) == 0) {
-			if (bench_now_ns() > deadline || bench_stop_signal()) {
+			if (shoal__now_ns() > deadline || bench_stop_signal()) {
 				kill(pid[0], SIGKILL);
 				kill(pid[1], SIGKILL);
 			}
@@ -1360,7 +1360,7 @@ static void snap_take(const struct sys *s, struct snap *n)
 		sstat_tid(s->disp_tid, &n->disp);
 	tasks_take(&n->tasks, is_ours, s);
 	machine_stat(&n->busy, &n->steal, &n->forks);
-	n->t = bench_now_ns();
+	n->t = shoal__now_ns();
 }
 
 /* Tick-based share of the machine others used, a lower bound: each CPU's
@@ -1747,7 +1747,7 @@ static int sample_idle(const struct plan *pl, const struct opts *op, struct poin
 			sstat_pid(s->cons[i], &c);
 			sstat_add(&g0, &c);
 		}
-	while (ret == 0 && bench_now_ns() < a.t + pl->mode->idle_ns)
+	while (ret == 0 && shoal__now_ns() < a.t + pl->mode->idle_ns)
 		ret = wait_step(s, UINT64_MAX, "the idle window", 50);
 	sstat_self(parent_pid, &r1);
 	for (uint32_t i = 0; i < s->groups; i++)
@@ -2757,10 +2757,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %s mode, %u runs, %u points, CPUs %d,%d\n", pl.mode->name,
 			pl.runs, pl.n, op.cpu[0], op.cpu[1]);
 		machine_stat(&busy0, &steal0, &forks);
-		t0 = bench_now_ns();
+		t0 = shoal__now_ns();
 		ret = plan_run(&pl, &op);
 		machine_stat(&busy1, &steal1, &forks);
-		pl.wall_ns = bench_now_ns() - t0;
+		pl.wall_ns = shoal__now_ns() - t0;
 		pl.steal = (double)(steal1 - steal0) / ((double)pl.wall_ns * (double)pl.ncpu);
 	}
 	/* On any failure or Ctrl-C: every child killed, the router destroyed. */

@@ -443,7 +443,10 @@ static void machine_stat(uint64_t *busy, uint64_t *steal, uint64_t *forks)
 
 	*busy = *steal = *forks = 0;
 	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-		if (sscanf(line, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+		/* The machine's line only: "cpu %llu" also matches "cpu1 ..."
+		 * (the CPU's number read as the first count). */
+		if (strncmp(line, "cpu ", 4) == 0 &&
+		    sscanf(line, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
 			   &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
 			*busy = (v[0] + v[1] + v[2] + v[5] + v[6]) * tick;
 			*steal = v[7] * tick;

@@ -27,6 +27,7 @@
 #include <shoal/doorbell.h>
 #include <shoal/segment.h>
 
+#include "bench/procstat.h"
 #include "shm/atomic.h"
 #include "shm/util.h"
 
@@ -411,9 +412,6 @@ void bench_barrier(_Atomic uint32_t *arrived, uint32_t round);
  * both sides at once: side 0 returns the mean cache-line round trip in ns
  * (0 if none was timed), side 1 answers it and returns 0. */
 double bench_probe(_Atomic uint64_t *line, int side);
-
-/* How long this process has been runnable but not running (schedstat), ns. */
-uint64_t bench_run_delay_ns(void);
 
 /* A forked side's start: default actions for the signals that
  * bench_signals_init() catches, SIGKILL when the parent dies, pinned to

@@ -192,24 +192,6 @@ int bench_fail(struct bench_side *s, int err, const char *fmt, ...)
 	return err;
 }
 
-/*
- * How long this process has been runnable but not running (the second
- * field of /proc/self/schedstat): the time other tasks of this machine
- * took its CPU. 0 when the kernel does not keep it.
- */
-uint64_t bench_run_delay_ns(void)
-{
-	unsigned long long run = 0, delay = 0;
-	FILE *f = fopen("/proc/self/schedstat", "re");
-
-	if (f != NULL) {
-		if (fscanf(f, "%llu %llu", &run, &delay) != 2)
-			delay = 0;
-		fclose(f);
-	}
-	return delay;
-}
-
 uint64_t bench_cpu_ns(void)
 {
 	struct rusage ru;

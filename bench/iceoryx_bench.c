@@ -1383,20 +1383,13 @@ static char *fmt_mmm(char *buf, size_t len, struct bench_mmm m, int prec)
 	return buf;
 }
 
-/* Steal time (ms) of the whole machine, from /proc/stat. */
+/* Steal time (ms) of the whole machine so far. */
 static double steal_ms(void)
 {
-	unsigned long long v[8] = { 0 };
-	FILE *f = fopen("/proc/stat", "re");
-	double hz = (double)sysconf(_SC_CLK_TCK);
+	struct bench_cpustat c;
 
-	if (f == NULL)
-		return 0;
-	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-		   &v[4], &v[5], &v[6], &v[7]) != 8)
-		v[7] = 0;
-	fclose(f);
-	return hz > 0 ? (double)v[7] * 1000.0 / hz : 0;
+	bench_cpustat_read(&c);
+	return (double)c.steal / 1e6;
 }
 
 struct plan {

@@ -433,25 +433,6 @@ static int plan_run(struct bench_plan *plan, const struct bench_mem *m)
 	return 0;
 }
 
-/* CPU time of the whole machine so far, and the part of it the hypervisor
- * stole (first line of /proc/stat), in clock ticks. */
-static void cpu_ticks(unsigned long long *total, unsigned long long *steal)
-{
-	unsigned long long v[8] = { 0 };
-	FILE *f = fopen("/proc/stat", "re");
-
-	*total = *steal = 0;
-	if (f == NULL)
-		return;
-	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-		   &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
-		for (int i = 0; i < 8; i++)
-			*total += v[i];
-		*steal = v[7];
-	}
-	fclose(f);
-}
-
 static void write_md(FILE *f, const void *plan)
 {
 	bench_report_md(f, plan);
@@ -488,12 +469,13 @@ int main(int argc, char **argv)
 	if (ret == 0) {
 		fprintf(stderr, "shoal-bench-ring: %s mode, %u runs, CPUs %d,%d, segment %s\n",
 			plan.mode, plan.runs, o.cpu[0], o.cpu[1], seg_name);
-		unsigned long long total0, steal0, total1, steal1;
+		struct bench_cpustat c0, c1;
 
-		cpu_ticks(&total0, &steal0);
+		bench_cpustat_read(&c0);
 		ret = plan_run(&plan, &mem);
-		cpu_ticks(&total1, &steal1);
-		plan.steal = total1 > total0 ? (double)(steal1 - steal0) / (double)(total1 - total0) : 0;
+		bench_cpustat_read(&c1);
+		plan.steal = c1.total > c0.total ?
+			     (double)(c1.steal - c0.steal) / (double)(c1.total - c0.total) : 0;
 		bench_seg_destroy(&mem);
 	}
 	if (ret == 0)

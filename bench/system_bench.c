@@ -328,29 +328,9 @@ static pid_t spawn(int (*fn)(const char *, uint32_t), const char *system, uint32
 	return pid < 0 ? -errno : pid;
 }
 
-/* ---- /proc: CPU time and run delay ----------------------------------------------- */
+/* ---- /proc: tasks' CPU time and run delay (procstat.c reads the files) ---------------- */
 
-/* A task's schedstat: ns on a CPU, ns runnable but waiting, time slices. */
-struct sstat {
-	uint64_t run, wait, slices;
-};
-
-static void sstat_read(const char *path, struct sstat *s)
-{
-	unsigned long long a = 0, b = 0, c = 0;
-	FILE *f = fopen(path, "re");
-
-	if (f != NULL) {
-		if (fscanf(f, "%llu %llu %llu", &a, &b, &c) != 3)
-			a = b = c = 0;
-		fclose(f);
-	}
-	s->run = a;
-	s->wait = b;
-	s->slices = c;
-}
-
-static void sstat_add(struct sstat *sum, const struct sstat *s)
+static void sstat_add(struct bench_schedstat *sum, const struct bench_schedstat *s)
 {
 	sum->run += s->run;
 	sum->wait += s->wait;
@@ -358,7 +338,7 @@ static void sstat_add(struct sstat *sum, const struct sstat *s)
 }
 
 /* Sum over the threads of this process, except thread `skip` (0: none). */
-static void sstat_self(pid_t skip, struct sstat *sum)
+static void sstat_self(pid_t skip, struct bench_schedstat *sum)
 {
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *e;
@@ -366,12 +346,12 @@ static void sstat_self(pid_t skip, struct sstat *sum)
 	memset(sum, 0, sizeof(*sum));
 	while (d != NULL && (e = readdir(d)) != NULL) {
 		char path[300];
-		struct sstat s;
+		struct bench_schedstat s;
 
 		if (e->d_name[0] == '.' || atoi(e->d_name) == skip)
 			continue;
 		snprintf(path, sizeof(path), "/proc/self/task/%s/schedstat", e->d_name);
-		sstat_read(path, &s);
+		bench_schedstat_read(path, &s);
 		sstat_add(sum, &s);
 	}
 	if (d != NULL)
@@ -379,20 +359,20 @@ static void sstat_self(pid_t skip, struct sstat *sum)
 }
 
 /* A single-threaded process (group processes have one worker). */
-static void sstat_pid(pid_t pid, struct sstat *s)
+static void sstat_pid(pid_t pid, struct bench_schedstat *s)
 {
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
-	sstat_read(path, s);
+	bench_schedstat_read(path, s);
 }
 
-static void sstat_tid(pid_t tid, struct sstat *s)
+static void sstat_tid(pid_t tid, struct bench_schedstat *s)
 {
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)tid);
-	sstat_read(path, s);
+	bench_schedstat_read(path, s);
 }
 
 /* The CPU task `tid` (a thread of this process, or another process) last
@@ -430,32 +410,6 @@ static int task_where(pid_t tid, char *state)
 static int task_cpu(pid_t tid)
 {
 	return task_where(tid, NULL);
-}
-
-/* Machine CPU time from /proc/stat: busy (user, nice, system, irq, softirq)
- * and stolen by the hypervisor, in ns, and the tasks created since boot. */
-static void machine_stat(uint64_t *busy, uint64_t *steal, uint64_t *forks)
-{
-	unsigned long long v[8] = { 0 }, n = 0;
-	uint64_t tick = 1000000000u / (uint64_t)sysconf(_SC_CLK_TCK);
-	char line[256];
-	FILE *f = fopen("/proc/stat", "re");
-
-	*busy = *steal = *forks = 0;
-	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-		/* The machine's line only: "cpu %llu" also matches "cpu1 ..."
-		 * (the CPU's number read as the first count). */
-		if (strncmp(line, "cpu ", 4) == 0 &&
-		    sscanf(line, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-			   &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
-			*busy = (v[0] + v[1] + v[2] + v[5] + v[6]) * tick;
-			*steal = v[7] * tick;
-		} else if (sscanf(line, "processes %llu", &n) == 1) {
-			*forks = n;
-		}
-	}
-	if (f != NULL)
-		fclose(f);
 }
 
 /* ---- other tasks' CPU time ------------------------------------------------------------ */
@@ -511,13 +465,13 @@ static void tasks_take(struct taskset *t, bool (*ours)(const void *, pid_t), con
 		td = opendir(path);
 		while (td != NULL && (te = readdir(td)) != NULL) {
 			char p2[96];
-			struct sstat st;
+			struct bench_schedstat st;
 			int tid = atoi(te->d_name);
 
 			if (tid <= 0)
 				continue;
 			snprintf(p2, sizeof(p2), "/proc/%d/task/%d/schedstat", pid, tid);
-			sstat_read(p2, &st);
+			bench_schedstat_read(p2, &st);
 			taskset_add(t, tid, st.run);
 		}
 		if (td != NULL)
@@ -574,7 +528,7 @@ struct sys {
 	const struct point *alone;
 	uint64_t alone_m0;        /* dispatcher's messages when it began */
 	uint64_t alone_calls;     /* messages it routes */
-	struct sstat alone_disp;  /* the dispatcher thread's schedstat then */
+	struct bench_schedstat alone_disp;  /* the dispatcher thread's schedstat then */
 	const struct watch *watch; /* the wait under way, if any */
 };
 
@@ -663,7 +617,7 @@ static void sys_dump(const struct sys *s)
 	loadavg(load, sizeof(load));
 	if (s->alone != NULL) {
 		const struct point *pt = s->alone;
-		struct sstat ds = { 0 };
+		struct bench_schedstat ds = { 0 };
 		char state;
 		int cpu = task_where(s->disp_tid, &state);
 
@@ -1325,8 +1279,9 @@ static double probe(const int cpu[2])
  * over-counts a CPU that wakes up often, as the benchmark's do).
  */
 struct snap {
-	uint64_t t, busy, steal, forks, ours;
-	struct sstat prod, disp;
+	uint64_t t, ours;
+	struct bench_cpustat machine;
+	struct bench_schedstat prod, disp;
 	struct taskset tasks;
 };
 
@@ -1344,7 +1299,7 @@ static bool is_ours(const void *arg, pid_t pid)
 
 static void snap_take(const struct sys *s, struct snap *n)
 {
-	struct sstat self, c;
+	struct bench_schedstat self, c;
 
 	sstat_self(0, &self);
 	n->ours = self.run;
@@ -1362,7 +1317,7 @@ static void snap_take(const struct sys *s, struct snap *n)
 	if (s->disp_tid > 0)
 		sstat_tid(s->disp_tid, &n->disp);
 	tasks_take(&n->tasks, is_ours, s);
-	machine_stat(&n->busy, &n->steal, &n->forks);
+	bench_cpustat_read(&n->machine);
 	n->t = shoal__now_ns();
 }
 
@@ -1388,9 +1343,9 @@ static void snap_judge(const struct plan *pl, const struct snap *a, const struct
 	uint64_t wp = b->prod.wait - a->prod.wait, wd = b->disp.wait - a->disp.wait;
 
 	o->foreign = (double)tasks_delta(&a->tasks, &b->tasks) / (wall * (double)pl->ncpu);
-	o->foreign_ticks = foreign_ticks(pl, (double)(b->busy - a->busy),
+	o->foreign_ticks = foreign_ticks(pl, (double)(b->machine.busy - a->machine.busy),
 					 (double)(b->ours - a->ours), wall);
-	o->forks = b->forks - a->forks;
+	o->forks = b->machine.forks - a->machine.forks;
 	o->waited = (double)(wp > wd ? wp : wd) / wall;
 	o->disturbed = o->foreign >= FOREIGN_DISTURBED ||
 		       (o->forks > 0 && o->foreign_ticks >= FOREIGN_DISTURBED) ||
@@ -1727,7 +1682,7 @@ static int sample_idle(const struct plan *pl, const struct opts *op, struct poin
 {
 	static struct snap a, z;   /* static: the task lists are reused */
 	struct sys *s = &cur;
-	struct sstat r0, r1, g0 = { 0 }, g1 = { 0 }, c;
+	struct bench_schedstat r0, r1, g0 = { 0 }, g1 = { 0 }, c;
 	double wall;
 	int ret = sys_start(s, op, pt->groups, SHOAL_ROUTER_INDEXED);
 
@@ -2728,7 +2683,8 @@ int main(int argc, char **argv)
 {
 	static struct plan pl;
 	struct opts op;
-	uint64_t busy0, steal0, busy1, steal1, forks, t0;
+	struct bench_cpustat c0, c1;
+	uint64_t t0;
 	int ret;
 
 	if (parse_opts(argc, argv, &op) < 0) {
@@ -2759,12 +2715,12 @@ int main(int argc, char **argv)
 	if (ret == 0) {
 		fprintf(stderr, PROG ": %s mode, %u runs, %u points, CPUs %d,%d\n", pl.mode->name,
 			pl.runs, pl.n, op.cpu[0], op.cpu[1]);
-		machine_stat(&busy0, &steal0, &forks);
+		bench_cpustat_read(&c0);
 		t0 = shoal__now_ns();
 		ret = plan_run(&pl, &op);
-		machine_stat(&busy1, &steal1, &forks);
+		bench_cpustat_read(&c1);
 		pl.wall_ns = shoal__now_ns() - t0;
-		pl.steal = (double)(steal1 - steal0) / ((double)pl.wall_ns * (double)pl.ncpu);
+		pl.steal = (double)(c1.steal - c0.steal) / ((double)pl.wall_ns * (double)pl.ncpu);
 	}
 	/* On any failure or Ctrl-C: every child killed, the router destroyed. */
 	sys_down(&cur, false);

@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/report.h"
+#include "bench/ring_report.h"
 
 #define MS(x) ((uint64_t)(x) * 1000000u)
 #define US(x) ((uint64_t)(x) * 1000u)

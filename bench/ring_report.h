@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The benchmark plan (which samples, in which order) and its results, as
- * the driver (ring_bench.c) fills them and the report (report.c) prints
- * them. Private to bench/.
+ * shoal-bench-ring's plan (which samples, in which order) and its results,
+ * as the driver (ring_bench.c) fills them and its report (ring_report.c)
+ * prints them. Private to bench/.
  */
-#ifndef SHOAL_BENCH_REPORT_H
-#define SHOAL_BENCH_REPORT_H
+#ifndef SHOAL_BENCH_RING_REPORT_H
+#define SHOAL_BENCH_RING_REPORT_H
 
 #include <stdio.h>
 

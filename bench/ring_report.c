@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The report: markdown tables (stdout, --md) and one CSV row per sample
- * (--csv).
+ * shoal-bench-ring's report: markdown tables (stdout, --md) and one CSV row
+ * per sample (--csv).
  *
  * Every number in a table is the median over runs with [min, max]. A ratio
  * between two contenders is computed run by run, between the two samples of
@@ -15,7 +15,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "bench/report.h"
+#include "bench/ring_report.h"
 
 /* Two probes further apart than this factor ran in different placements. */
 #define PLACEMENT_FACTOR 1.5

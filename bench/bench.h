@@ -356,11 +356,17 @@ struct bench_hist *bench_hist_new(void);
 /* Fill p50, p99, p99.9 (the lower bound of each one's bucket). */
 void bench_hist_pct(const struct bench_hist *h, struct bench_pct *out);
 
+/* The most runs a benchmark repeats a sample: its reports summarise one
+ * value per run. */
+#define BENCH_MAX_RUNS 99u
+
 /* Median, min and max of n doubles (n >= 1); reorders v. */
 struct bench_mmm {
 	double med, min, max;
 };
 struct bench_mmm bench_mmm(double *v, unsigned n);
+/* The same of a copy, v left in its order; n <= BENCH_MAX_RUNS. */
+struct bench_mmm bench_mmm_keep(const double *v, unsigned n);
 
 /* Record one wake-up latency. A latency past half the sleep timeout means
  * the wake-up was lost and only the timeout delivered the message. */
@@ -446,14 +452,5 @@ int bench_bad_option(const char *prog, const struct option *longopts, int opt, c
 
 /* The command line, its words joined by spaces (cut at `len`). */
 void bench_command_line(char *buf, size_t len, int argc, char **argv);
-
-/*
- * The report in Markdown on stdout and, when asked, in file `md`; the
- * samples as CSV in file `csv`. A file that cannot be written is said on
- * stderr. Returns 0 or the first negative errno.
- */
-int bench_write_outputs(const char *prog, const char *md, const char *csv,
-			void (*write_md)(FILE *f, const void *arg),
-			int (*write_csv)(const char *path, const void *arg), const void *arg);
 
 #endif

@@ -557,29 +557,3 @@ void bench_command_line(char *buf, size_t len, int argc, char **argv)
 	for (int i = 0; i < argc && used < len; i++)
 		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? " " : "", argv[i]);
 }
-
-int bench_write_outputs(const char *prog, const char *md, const char *csv,
-			void (*write_md)(FILE *f, const void *arg),
-			int (*write_csv)(const char *path, const void *arg), const void *arg)
-{
-	int ret = 0;
-
-	write_md(stdout, arg);
-	fflush(stdout);
-	if (md != NULL) {
-		FILE *f = fopen(md, "we");
-
-		if (f == NULL || (write_md(f, arg), fclose(f)) != 0)
-			ret = -errno;
-		if (ret < 0)
-			fprintf(stderr, "%s: writing %s: %s\n", prog, md, strerror(-ret));
-	}
-	if (csv != NULL) {
-		int c = write_csv(csv, arg);
-
-		if (c < 0)
-			fprintf(stderr, "%s: writing %s: %s\n", prog, csv, strerror(-c));
-		ret = ret < 0 ? ret : c;
-	}
-	return ret;
-}

@@ -98,7 +98,7 @@
 #include <iceoryx_binding_c/subscriber.h>
 #include <iceoryx_binding_c/wait_set.h>
 
-#include "bench/bench.h"
+#include "bench/report.h"
 
 #define PROG "shoal-bench-iceoryx"
 #define ROUDI_PATH "/usr/bin/iox-roudi"
@@ -113,7 +113,6 @@
 #define EMPTY_POLLS 20000u         /* empty receive calls timed per side */
 #define IOX_QUEUE 256u             /* iceoryx 2.0's largest subscriber queue */
 #define SHOAL_DIRECT_CAP (32u * 1024)  /* 256 records of 128 B: the same depth */
-#define MAX_RUNS 99u
 #define MAX_RERUNS 3
 #define MAX_FAILED_RETRIES 2
 #define DISTURBED_SHARE 0.02       /* run delay / measured time */
@@ -1350,16 +1349,6 @@ static int sample_run(enum contender c, uint64_t duration_ns, const int cpu[2], 
 
 /* ---- the parent: summaries and the report ------------------------------------------ */
 
-/* Median, min, max of v[0..n) (n >= 1) without reordering v: report()
- * prints the ratios in run order after summarizing them. */
-static struct bench_mmm summarize(const double *v, unsigned n)
-{
-	double s[MAX_RUNS];
-
-	memcpy(s, v, n * sizeof(*v));
-	return bench_mmm(s, n);
-}
-
 static FILE *md_file;
 
 __attribute__((format(printf, 1, 2)))
@@ -1375,12 +1364,6 @@ static void emit(const char *fmt, ...)
 		vfprintf(md_file, fmt, ap);
 		va_end(ap);
 	}
-}
-
-static char *fmt_mmm(char *buf, size_t len, struct bench_mmm m, int prec)
-{
-	snprintf(buf, len, "%.*f [%.*f, %.*f]", prec, m.med, prec, m.min, prec, m.max);
-	return buf;
 }
 
 /* Steal time (ms) of the whole machine so far. */
@@ -1402,7 +1385,7 @@ struct plan {
 	char command[512];
 };
 
-static struct sample results[MAX_RUNS][C_COUNT];
+static struct sample results[BENCH_MAX_RUNS][C_COUNT];
 
 static double metric(const struct sample *s, enum contender c)
 {
@@ -1477,7 +1460,7 @@ static void report(const struct plan *pl, double steal, unsigned reruns, unsigne
 		   unsigned samples, unsigned pinned, unsigned failed)
 {
 	char b1[96], b2[96], b3[96], b4[96], b5[96], b6[96];
-	double v[MAX_RUNS];
+	double v[BENCH_MAX_RUNS];
 	unsigned n = pl->runs;
 
 	emit("## shoal-bench-iceoryx: Shoal vs Eclipse iceoryx %s, 64-byte messages, "
@@ -1511,16 +1494,17 @@ static void report(const struct plan *pl, double steal, unsigned reruns, unsigne
 				dist += results[r][c].disturbed;
 			for (unsigned r = 0; r < n; r++)
 				v[r] = results[r][c].r[0].probe_ns;
-			fmt_mmm(b4, sizeof(b4), summarize(v, n), 0);
+			bench_fmt_mmm(b4, sizeof(b4), bench_mmm_keep(v, n), 0);
 			if (c != base) {
-				double all[MAX_RUNS], f[MAX_RUNS], s[MAX_RUNS];
+				double all[BENCH_MAX_RUNS], f[BENCH_MAX_RUNS], s[BENCH_MAX_RUNS];
 				unsigned nf, ns;
 
 				/* Pairs that straddle a placement change compare two
 				 * machines: left out when there are others. */
 				ratios(pl, c, base, all, f, &nf, s, &ns);
-				fmt_mmm(b5, sizeof(b5), nf > 0 ? summarize(f, nf) : summarize(all, n),
-					tput ? 2 : 3);
+				bench_fmt_mmm(b5, sizeof(b5),
+					      nf > 0 ? bench_mmm_keep(f, nf) : bench_mmm_keep(all, n),
+					      tput ? 2 : 3);
 				if (ns > 0 && nf > 0) {
 					size_t l = strlen(b5);
 
@@ -1530,7 +1514,7 @@ static void report(const struct plan *pl, double steal, unsigned reruns, unsigne
 				snprintf(b5, sizeof(b5), "1");
 			}
 			if (tput) {
-				double ns_msg[MAX_RUNS], ret_msg[MAX_RUNS];
+				double ns_msg[BENCH_MAX_RUNS], ret_msg[BENCH_MAX_RUNS];
 
 				for (unsigned r = 0; r < n; r++) {
 					v[r] = metric(&results[r][c], c) / 1e6;
@@ -1539,27 +1523,27 @@ static void report(const struct plan *pl, double steal, unsigned reruns, unsigne
 						     (double)results[r][c].r[0].retries /
 						     (double)results[r][c].r[0].msgs : 0;
 				}
-				fmt_mmm(b1, sizeof(b1), summarize(v, n), 2);
-				fmt_mmm(b2, sizeof(b2), summarize(ns_msg, n), 1);
-				fmt_mmm(b3, sizeof(b3), summarize(ret_msg, n), 2);
+				bench_fmt_mmm(b1, sizeof(b1), bench_mmm_keep(v, n), 2);
+				bench_fmt_mmm(b2, sizeof(b2), bench_mmm_keep(ns_msg, n), 1);
+				bench_fmt_mmm(b3, sizeof(b3), bench_mmm_keep(ret_msg, n), 2);
 				emit("| %s | %s | %s | %s | %s | %s | %u of %u |\n", contenders[c].name,
 				    b1, b2, b5, b3, b4, dist, n);
 			} else {
 				for (unsigned r = 0; r < n; r++)
 					v[r] = (double)results[r][c].r[0].lat.p50;
-				fmt_mmm(b1, sizeof(b1), summarize(v, n), 0);
+				bench_fmt_mmm(b1, sizeof(b1), bench_mmm_keep(v, n), 0);
 				for (unsigned r = 0; r < n; r++)
 					v[r] = (double)results[r][c].r[0].lat.p99;
-				fmt_mmm(b2, sizeof(b2), summarize(v, n), 0);
+				bench_fmt_mmm(b2, sizeof(b2), bench_mmm_keep(v, n), 0);
 				for (unsigned r = 0; r < n; r++)
 					v[r] = (double)results[r][c].r[0].lat.p999;
-				fmt_mmm(b3, sizeof(b3), summarize(v, n), 0);
+				bench_fmt_mmm(b3, sizeof(b3), bench_mmm_keep(v, n), 0);
 				for (unsigned r = 0; r < n; r++)
 					v[r] = results[r][c].r[0].msgs ?
 					       (double)(results[r][c].r[0].sleeps +
 							results[r][c].r[1].sleeps) /
 					       (double)results[r][c].r[0].msgs : 0;
-				fmt_mmm(b6, sizeof(b6), summarize(v, n), 2);
+				bench_fmt_mmm(b6, sizeof(b6), bench_mmm_keep(v, n), 2);
 				emit("| %s | %s | %s | %s | %s | %s | %s | %u of %u |\n",
 				     contenders[c].name, b1, b2, b3, b5, b6, b4, dist, n);
 			}
@@ -1590,28 +1574,28 @@ static void report(const struct plan *pl, double steal, unsigned reruns, unsigne
 				v[r] = results[r][pc[j]].r[0].poll_ns;
 			emit("| %s | %s | %s |\n", contenders[pc[j]].name,
 			    pc[j] == C_IOX_POLL ? "`iox_sub_take_chunk()`" : "`shoal_poll(ctx, 0, 0)`",
-			    fmt_mmm(b1, sizeof(b1), summarize(v, n), 1));
+			    bench_fmt_mmm(b1, sizeof(b1), bench_mmm_keep(v, n), 1));
 		}
 	}
 	emit("\n");
 
 	/* The target. */
 	{
-		double all[MAX_RUNS], f[MAX_RUNS], s[MAX_RUNS];
+		double all[BENCH_MAX_RUNS], f[BENCH_MAX_RUNS], s[BENCH_MAX_RUNS];
 		unsigned nf, ns;
 		struct bench_mmm m;
 
 		ratios(pl, C_SHOAL_DIRECT, C_IOX_POLL, all, f, &nf, s, &ns);
-		m = summarize(all, n);
+		m = bench_mmm_keep(all, n);
 		emit("### Target: Shoal direct ping-pong p50 round trip at most 0.25x iceoryx's\n\n");
 		emit("Shoal ÷ iceoryx per interleaved pair (run): %s over %u pairs",
-		     fmt_mmm(b1, sizeof(b1), m, 3), n);
+		     bench_fmt_mmm(b1, sizeof(b1), m, 3), n);
 		if (nf > 0)
 			emit("; pairs in one placement (probes within 1.5x): %s over %u",
-			     fmt_mmm(b2, sizeof(b2), summarize(f, nf), 3), nf);
+			     bench_fmt_mmm(b2, sizeof(b2), bench_mmm_keep(f, nf), 3), nf);
 		if (ns > 0)
 			emit("; pairs straddling a placement change (not comparable): %s over %u",
-			     fmt_mmm(b3, sizeof(b3), summarize(s, ns), 3), ns);
+			     bench_fmt_mmm(b3, sizeof(b3), bench_mmm_keep(s, ns), 3), ns);
 		{
 			unsigned nd = 0;
 
@@ -1629,7 +1613,7 @@ static void report(const struct plan *pl, double steal, unsigned reruns, unsigne
 		}
 		/* The verdict stands on comparable pairs when there are any. */
 		if (nf > 0) {
-			m = summarize(f, nf);
+			m = bench_mmm_keep(f, nf);
 			emit("**%s** on the %u pairs in one placement: median %.3f, %s.\n\n",
 			     m.med <= 0.25 ? "Met" : "Not met", nf, m.med,
 			     m.max <= 0.25 ? "every one at or under 0.25" :
@@ -1704,8 +1688,8 @@ int main(int argc, char **argv)
 
 		switch (c) {
 		case 'r':
-			if (bench_parse_uint(optarg, 1, MAX_RUNS, &v) < 0) {
-				fprintf(stderr, "%s: --runs takes 1 to %u\n", PROG, MAX_RUNS);
+			if (bench_parse_uint(optarg, 1, BENCH_MAX_RUNS, &v) < 0) {
+				fprintf(stderr, "%s: --runs takes 1 to %u\n", PROG, BENCH_MAX_RUNS);
 				return 2;
 			}
 			pl.runs = (unsigned)v;

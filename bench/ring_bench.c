@@ -104,7 +104,7 @@ static void usage(FILE *f)
 		"\n"
 		"  --short          every case shorter, 3 runs, no reruns (under 20 s)\n"
 		"  --smoke          every case a few milliseconds, 1 run: checks that it runs\n"
-		"  --runs N         repeat every case N times (1-%d; default 5)\n"
+		"  --runs N         repeat every case N times (1-%u; default 5)\n"
 		"  --cpus A,B       pin the producer / initiator to A, the consumer / responder\n"
 		"                   to B (default 0,1)\n"
 		"  --only LIST      sections to run, comma-separated: tput,pingpong,wake,spin,sys\n"

@@ -12,8 +12,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/utsname.h>
-#include <unistd.h>
 
 #include "bench/ring_report.h"
 
@@ -132,12 +130,6 @@ static const char *fmt_cost(char *buf, size_t len, const struct bench_point *pt)
 	return buf;
 }
 
-static const char *fmt_mmm(char *buf, size_t len, struct bench_mmm m, int prec)
-{
-	snprintf(buf, len, "%.*f [%.*f, %.*f]", prec, m.med, prec, m.min, prec, m.max);
-	return buf;
-}
-
 static const char *fmt_med(char *buf, size_t len, const struct bench_point *pt, obs_get get,
 			   int prec)
 {
@@ -164,7 +156,7 @@ static const char *fmt_ratio(char *buf, size_t len, const struct bench_case *cs,
 
 	if (pt == &cs->pt[0] || pair_mmm(&cs->pt[0], pt, get, PAIRS_ALL, 0, &r) == 0)
 		return "—";
-	return fmt_mmm(buf, len, r, 2);
+	return bench_fmt_mmm(buf, len, r, 2);
 }
 
 static bool point_done(const struct bench_point *pt)
@@ -173,25 +165,6 @@ static bool point_done(const struct bench_point *pt)
 }
 
 /* ---- header ---- */
-
-static void cpu_model(char *buf, size_t len)
-{
-	FILE *f = fopen("/proc/cpuinfo", "re");
-	char line[256];
-
-	snprintf(buf, len, "unknown CPU");
-	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-		char *colon = strchr(line, ':');
-
-		if (strncmp(line, "model name", 10) == 0 && colon != NULL) {
-			snprintf(buf, len, "%s", colon + 2);
-			buf[strcspn(buf, "\n")] = '\0';
-			break;
-		}
-	}
-	if (f != NULL)
-		fclose(f);
-}
 
 /* Did every sample run where it was pinned? */
 static bool pinning_held(const struct bench_plan *plan)
@@ -257,11 +230,6 @@ static void conditions_summary(FILE *f, const struct bench_plan *plan)
 
 static void report_header(FILE *f, const struct bench_plan *plan)
 {
-	struct utsname u;
-	char model[128];
-
-	cpu_model(model, sizeof(model));
-	uname(&u);
 	fprintf(f, "## shoal-bench-ring\n\n");
 	fprintf(f, "- command: `%s`\n", plan->command);
 	fprintf(f, "- mode: %s, %u runs; the contenders of each case run back to back, in an "
@@ -269,8 +237,7 @@ static void report_header(FILE *f, const struct bench_plan *plan)
 	fprintf(f, "- pinning: side A (producer, ping-pong initiator) on CPU %d, side B "
 		"(consumer, responder) on CPU %d; sched_getcpu() agreed in every sample: %s\n",
 		plan->cpu[0], plan->cpu[1], pinning_held(plan) ? "yes" : "NO");
-	fprintf(f, "- machine: %s, %ld CPUs online, %s %s\n", model, sysconf(_SC_NPROCESSORS_ONLN),
-		u.sysname, u.release);
+	bench_md_machine(f);
 	conditions_summary(f, plan);
 	fprintf(f, "- every contender buffers %u KiB per direction; the consumer checks the "
 		"sequence number and reads one word of every 64-byte line of each payload\n\n",
@@ -329,7 +296,7 @@ static void report_tput(FILE *f, const struct bench_plan *plan)
 				continue;
 			fprintf(f, "| %u | %u | %s | %s | %s | %s | %s |\n", pt->p.payload,
 				pt->p.batch, pt->c->name,
-				fmt_mmm(a, sizeof(a), point_mmm(pt, get_mmsgs), 2),
+				bench_fmt_mmm(a, sizeof(a), point_mmm(pt, get_mmsgs), 2),
 				fmt_med(b, sizeof(b), pt, get_ns_per_msg, 1),
 				fmt_ratio(c, sizeof(c), cs, pt, get_mmsgs),
 				fmt_med(d, sizeof(d), pt, get_probe, 0));
@@ -358,9 +325,9 @@ static void report_pingpong(FILE *f, const struct bench_plan *plan)
 			if (!point_done(pt))
 				continue;
 			fprintf(f, "| %u | %s | %s | %s | %s | %s | %s |\n", pt->p.payload,
-				pt->c->name, fmt_mmm(a, sizeof(a), point_mmm(pt, get_p50), 0),
-				fmt_mmm(b, sizeof(b), point_mmm(pt, get_p99), 0),
-				fmt_mmm(c, sizeof(c), point_mmm(pt, get_p999), 0),
+				pt->c->name, bench_fmt_mmm(a, sizeof(a), point_mmm(pt, get_p50), 0),
+				bench_fmt_mmm(b, sizeof(b), point_mmm(pt, get_p99), 0),
+				bench_fmt_mmm(c, sizeof(c), point_mmm(pt, get_p999), 0),
 				fmt_ratio(d, sizeof(d), cs, pt, get_p50),
 				fmt_med(e, sizeof(e), pt, get_probe, 0));
 		}
@@ -393,9 +360,9 @@ static void report_wake(FILE *f, const struct bench_plan *plan)
 				continue;
 			fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", pt->c->name,
 				fmt_ns(a, sizeof(a), pt->p.gap_ns),
-				fmt_mmm(b, sizeof(b), point_mmm(pt, get_p50), 0),
-				fmt_mmm(c, sizeof(c), point_mmm(pt, get_p99), 0),
-				fmt_mmm(d, sizeof(d), point_mmm(pt, get_p999), 0),
+				bench_fmt_mmm(b, sizeof(b), point_mmm(pt, get_p50), 0),
+				bench_fmt_mmm(c, sizeof(c), point_mmm(pt, get_p99), 0),
+				bench_fmt_mmm(d, sizeof(d), point_mmm(pt, get_p999), 0),
 				fmt_med(e, sizeof(e), pt, get_cpu_per_msg, 0),
 				shoal ? fmt_med(g, sizeof(g), pt, get_sleeps, 2) : "—",
 				shoal ? fmt_cost(h, sizeof(h), pt) : "—",
@@ -425,8 +392,8 @@ static void report_spin(FILE *f, const struct bench_plan *plan)
 			continue;
 		fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			fmt_ns(a, sizeof(a), pt->p.spin_ns), fmt_ns(b, sizeof(b), pt->p.gap_ns),
-			fmt_mmm(c, sizeof(c), point_mmm(pt, get_p50), 0),
-			fmt_mmm(d, sizeof(d), point_mmm(pt, get_p99), 0),
+			bench_fmt_mmm(c, sizeof(c), point_mmm(pt, get_p50), 0),
+			bench_fmt_mmm(d, sizeof(d), point_mmm(pt, get_p99), 0),
 			fmt_med(e, sizeof(e), pt, get_cpu_per_msg, 0),
 			fmt_med(g, sizeof(g), pt, get_cpu_pct, 1),
 			fmt_med(h, sizeof(h), pt, get_sleeps, 2),
@@ -448,7 +415,7 @@ static void report_sys(FILE *f, const struct bench_plan *plan)
 		if (pt->p.kind != BENCH_SYSCALL || !point_done(pt))
 			continue;
 		fprintf(f, "| %s | %s |\n", bench_op_name[pt->p.op],
-			fmt_mmm(a, sizeof(a), point_mmm(pt, get_ns_per_msg), 1));
+			bench_fmt_mmm(a, sizeof(a), point_mmm(pt, get_ns_per_msg), 1));
 	}
 	fprintf(f, "\n");
 }

@@ -9,11 +9,10 @@
 
 #include <stdio.h>
 
-#include "bench/bench.h"
+#include "bench/report.h"
 
 #define BENCH_MAX_CONTENDERS 5
 #define BENCH_MAX_CASES 64
-#define BENCH_MAX_RUNS 99
 /* A sample in which a side waited this share of the time for its CPU was
  * disturbed by another task: it is run again, up to the mode's retries. */
 #define BENCH_WAITED_DISTURBED 0.02

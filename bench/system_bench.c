@@ -69,14 +69,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <shoal.h>
 
-#include "bench/bench.h"
+#include "bench/report.h"
 #include "runtime/layout.h"
 
 #define PROG "shoal-bench-system"
@@ -292,15 +291,6 @@ static void msleep(unsigned ms)
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
 
 	nanosleep(&ts, NULL);
-}
-
-/* Median, min, max of v[0..n) without reordering v. */
-static struct bench_mmm mmm(const double *v, unsigned n)
-{
-	double s[MAX_RUNS];
-
-	memcpy(s, v, n * sizeof(*v));
-	return bench_mmm(s, n);
 }
 
 /* A child's start: die with the parent or at Ctrl-C, keep no descriptor of
@@ -1973,22 +1963,23 @@ static const struct point *find(const struct plan *pl, enum section sec, uint32_
 	return NULL;
 }
 
-/* "median [min, max]" of one observed value over the runs of a point. */
-static const char *cell(char *buf, size_t len, const struct point *pt, obs_get get,
-			const char *fmt)
+/* Median, min, max of one observed value over the runs of a point (n >= 1). */
+static struct bench_mmm point_mmm(const struct point *pt, obs_get get)
 {
 	double v[MAX_RUNS];
-	struct bench_mmm m;
-	char f[64];
 
-	if (pt == NULL || pt->n == 0)
-		return "—";
 	for (unsigned r = 0; r < pt->n; r++)
 		v[r] = get(&pt->obs[r]);
-	m = mmm(v, pt->n);
-	snprintf(f, sizeof(f), "%s [%s, %s]", fmt, fmt, fmt);
-	snprintf(buf, len, f, m.med, m.min, m.max);
-	return buf;
+	return bench_mmm(v, pt->n);
+}
+
+/* "median [min, max]" of one observed value over the runs of a point, with
+ * `prec` decimals. */
+static const char *cell(char *buf, size_t len, const struct point *pt, obs_get get, int prec)
+{
+	if (pt == NULL || pt->n == 0)
+		return "—";
+	return bench_fmt_mmm(buf, len, point_mmm(pt, get), prec);
 }
 
 /* Run-by-run ratio a / b of two points (pairs of the same run). */
@@ -2039,25 +2030,6 @@ static const char *procs_cell(char *buf, size_t len, const struct plan *pl, uint
 	return buf;
 }
 
-static void cpu_model(char *buf, size_t len)
-{
-	char line[256];
-	FILE *f = fopen("/proc/cpuinfo", "re");
-
-	snprintf(buf, len, "unknown CPU");
-	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-		char *c = strchr(line, ':');
-
-		if (strncmp(line, "model name", 10) == 0 && c != NULL) {
-			snprintf(buf, len, "%s", c + 2);
-			buf[strcspn(buf, "\n")] = '\0';
-			break;
-		}
-	}
-	if (f != NULL)
-		fclose(f);
-}
-
 static void pinning_held(const struct plan *pl, const struct opts *op, unsigned *prod,
 			 unsigned *disp, unsigned *all)
 {
@@ -2076,14 +2048,10 @@ static void pinning_held(const struct plan *pl, const struct opts *op, unsigned 
 
 static void report_header(FILE *f, const struct plan *pl, const struct opts *op)
 {
-	char model[128];
-	struct utsname u;
 	unsigned hp, hd, all;
 	double probes[4096];
 	unsigned np = 0;
 
-	cpu_model(model, sizeof(model));
-	uname(&u);
 	pinning_held(pl, op, &hp, &hd, &all);
 	for (unsigned i = 0; i < pl->n; i++)
 		for (unsigned r = 0; r < pl->pts[i].n && np < COUNT(probes); r++)
@@ -2094,8 +2062,7 @@ static void report_header(FILE *f, const struct plan *pl, const struct opts *op)
 	fprintf(f, "- mode: %s, %u runs, %.0f s; every point once per run, then the next run; "
 		"route modes and the points of each system in an order rotated every run\n",
 		pl->mode->name, pl->runs, (double)pl->wall_ns / 1e9);
-	fprintf(f, "- machine: %s, %ld CPUs online, %s %s\n", model, pl->ncpu, u.sysname,
-		u.release);
+	bench_md_machine(f);
 	if (!op->idle)
 		fprintf(f, "- pinning: producer on CPU %d (held in %u of %u samples), dispatcher "
 			"on CPU %d (held in %u of %u), consumers unpinned\n", op->cpu[0], hp, all,
@@ -2165,13 +2132,13 @@ static void report_dispatch(FILE *f, const struct plan *pl, const struct opts *o
 			if (pi == NULL && pf == NULL && pc == NULL)
 				continue;
 			fprintf(f, "| %u | %u | %s | %s | %s | %s | %s | %s | %s | %s |\n", gr, sz,
-				cell(a, sizeof(a), pi, get_disp, "%.1f"),
+				cell(a, sizeof(a), pi, get_disp, 1),
 				ratio_cell(b, sizeof(b), pi, p1, get_disp),
-				cell(c, sizeof(c), pf, get_disp, "%.1f"),
-				cell(d, sizeof(d), pc, get_disp, "%.1f"),
+				cell(c, sizeof(c), pf, get_disp, 1),
+				cell(d, sizeof(d), pc, get_disp, 1),
 				ratio_cell(e, sizeof(e), pf, pi, get_disp),
 				ratio_cell(g, sizeof(g), pc, pi, get_disp),
-				cell(p, sizeof(p), pi ? pi : pf ? pf : pc, get_probe, "%.0f"),
+				cell(p, sizeof(p), pi ? pi : pf ? pf : pc, get_probe, 0),
 				dist_cell(h, sizeof(h), all, 3));
 		}
 	fprintf(f, "\n");
@@ -2212,13 +2179,13 @@ static void report_tput(FILE *f, const struct plan *pl, const struct opts *op)
 					fprintf(f, "| %u | %u | %s | %s | %s | %s | %s | %s | %s | %s | "
 						"%s | %s | %s |\n", pt->groups, pt->size,
 						path == ROUTED ? "routed" : "direct", call_name(pt),
-						route_of(pt), cell(a, sizeof(a), pt, get_call, "%.1f"),
-						cell(a2, sizeof(a2), pt, get_call_cpu, "%.1f"),
-						path == ROUTED ? cell(b, sizeof(b), pt, get_disp, "%.1f")
+						route_of(pt), cell(a, sizeof(a), pt, get_call, 1),
+						cell(a2, sizeof(a2), pt, get_call_cpu, 1),
+						path == ROUTED ? cell(b, sizeof(b), pt, get_disp, 1)
 							       : "—",
-						cell(c, sizeof(c), pt, get_mps, "%.0f"),
-						cell(d, sizeof(d), pt, get_refused, "%.1f"),
-						cell(e, sizeof(e), pt, get_probe, "%.0f"),
+						cell(c, sizeof(c), pt, get_mps, 0),
+						cell(d, sizeof(d), pt, get_refused, 1),
+						cell(e, sizeof(e), pt, get_probe, 0),
 						procs_cell(pr, sizeof(pr), pl, pt->groups),
 						dist_cell(h, sizeof(h), &pt, 1));
 				}
@@ -2227,7 +2194,7 @@ static void report_tput(FILE *f, const struct plan *pl, const struct opts *op)
 
 /* Medians only, one column per send kind: the seed experiment at a glance. */
 static void report_pivot(FILE *f, const struct plan *pl, const struct opts *op, obs_get get,
-			 const char *title, const char *fmt)
+			 const char *title, int prec)
 {
 	static const struct { enum path path; enum call call; int route; const char *name; } col[] = {
 		{ ROUTED, SEND, 0, "routed send" }, { ROUTED, TRY_SEND, 0, "routed try_send" },
@@ -2252,17 +2219,11 @@ static void report_pivot(FILE *f, const struct plan *pl, const struct opts *op, 
 		for (size_t k = 0; k < COUNT(col); k++) {
 			const struct point *pt = find(pl, SEC_TPUT, op->groups[gi], sz, col[k].route,
 						      col[k].path, col[k].call);
-			double v[MAX_RUNS];
 
-			if (pt == NULL) {
+			if (pt == NULL)
 				fprintf(f, " — |");
-				continue;
-			}
-			for (unsigned i = 0; i < pt->n; i++)
-				v[i] = get(&pt->obs[i]);
-			fprintf(f, " ");
-			fprintf(f, fmt, mmm(v, pt->n).med);
-			fprintf(f, " |");
+			else
+				fprintf(f, " %.*f |", prec, point_mmm(pt, get).med);
 		}
 		ch = find(pl, SEC_TPUT, op->groups[gi], sz, 2, ROUTED, SEND);
 		ix = find(pl, SEC_TPUT, op->groups[gi], sz, 0, ROUTED, SEND);
@@ -2297,11 +2258,11 @@ static void report_lat(FILE *f, const struct plan *pl, const struct opts *op)
 				continue;
 			fprintf(f, "| %u | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", pt->groups,
 				path == ROUTED ? "routed" : "direct", route_of(pt),
-				cell(a, sizeof(a), pt, get_rate, "%.0f"),
-				cell(b, sizeof(b), pt, get_p50, "%.1f"),
-				cell(c, sizeof(c), pt, get_p99, "%.1f"),
-				cell(d, sizeof(d), pt, get_p999, "%.1f"),
-				cell(e, sizeof(e), pt, get_probe, "%.0f"),
+				cell(a, sizeof(a), pt, get_rate, 0),
+				cell(b, sizeof(b), pt, get_p50, 1),
+				cell(c, sizeof(c), pt, get_p99, 1),
+				cell(d, sizeof(d), pt, get_p999, 1),
+				cell(e, sizeof(e), pt, get_probe, 0),
 				procs_cell(pr, sizeof(pr), pl, pt->groups), dist_cell(h, sizeof(h), &pt, 1));
 		}
 	fprintf(f, "\n");
@@ -2326,10 +2287,10 @@ static void report_idle(FILE *f, const struct plan *pl, const struct opts *op)
 		if (pt == NULL)
 			continue;
 		fprintf(f, "| %u | %s | %s | %s | %s | %s |\n", pt->groups,
-			cell(a, sizeof(a), pt, get_idle, "%.3f"),
-			cell(b, sizeof(b), pt, get_idle_r, "%.3f"),
-			cell(c, sizeof(c), pt, get_idle_g, "%.3f"),
-			cell(d, sizeof(d), pt, get_wake, "%.0f"), dist_cell(h, sizeof(h), &pt, 1));
+			cell(a, sizeof(a), pt, get_idle, 3),
+			cell(b, sizeof(b), pt, get_idle_r, 3),
+			cell(c, sizeof(c), pt, get_idle_g, 3),
+			cell(d, sizeof(d), pt, get_wake, 0), dist_cell(h, sizeof(h), &pt, 1));
 	}
 	fprintf(f, "\n");
 }
@@ -2344,16 +2305,13 @@ static void report_targets(FILE *f, const struct plan *pl, const struct opts *op
 			const struct point *pt = find(pl, SEC_IDLE, op->groups[gi], 0, -1, DIRECT,
 						      SEND);
 			char a[64];
-			double v[MAX_RUNS];
 
 			if (pt == NULL)
 				continue;
-			for (unsigned r = 0; r < pt->n; r++)
-				v[r] = pt->obs[r].idle_pct;
 			fprintf(f, "| T4 idle system, router + %u groups: %% of one CPU | <= %.1f | "
 				"%s | %s |\n", pt->groups, IDLE_TARGET_PCT,
-				cell(a, sizeof(a), pt, get_idle, "%.3f"),
-				mmm(v, pt->n).med <= IDLE_TARGET_PCT ? "MET" : "NOT MET");
+				cell(a, sizeof(a), pt, get_idle, 3),
+				point_mmm(pt, get_idle).med <= IDLE_TARGET_PCT ? "MET" : "NOT MET");
 		}
 	} else {
 		for (int k = 0; k < 2; k++) {
@@ -2395,9 +2353,9 @@ static void report_md(FILE *f, const struct plan *pl, const struct opts *op)
 	} else {
 		report_dispatch(f, pl, op, SEC_DISPATCH);
 		report_dispatch(f, pl, op, SEC_BACKLOG);
-		report_pivot(f, pl, op, get_call, "Sender cost per call (ns, wall time)", "%.1f");
-		report_pivot(f, pl, op, get_call_cpu, "Sender CPU time per call (ns)", "%.1f");
-		report_pivot(f, pl, op, get_mps, "Delivered messages per second", "%.0f");
+		report_pivot(f, pl, op, get_call, "Sender cost per call (ns, wall time)", 1);
+		report_pivot(f, pl, op, get_call_cpu, "Sender CPU time per call (ns)", 1);
+		report_pivot(f, pl, op, get_mps, "Delivered messages per second", 0);
 		report_tput(f, pl, op);
 		report_lat(f, pl, op);
 	}

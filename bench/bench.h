@@ -444,6 +444,11 @@ int bench_parse_cpus(const char *arg, int limit, int cpu[2]);
 /* Parse a decimal number in [min, max] into *v. 0 or -EINVAL. */
 int bench_parse_uint(const char *arg, uint64_t min, uint64_t max, uint64_t *v);
 
+/* Parse a comma-separated subset of names[0 .. n): on[i] set for each
+ * name given, cleared for the others. 0, or -EINVAL for an unknown name
+ * or none at all. */
+int bench_parse_names(const char *arg, const char *const *names, unsigned n, bool *on);
+
 struct option;
 
 /* Say on stderr which option of `longopts` (the one getopt_long returned as

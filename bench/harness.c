@@ -537,6 +537,26 @@ int bench_parse_uint(const char *arg, uint64_t min, uint64_t max, uint64_t *v)
 	return 0;
 }
 
+int bench_parse_names(const char *arg, const char *const *names, unsigned n, bool *on)
+{
+	char buf[128], *save = NULL;
+	bool any = false;
+
+	snprintf(buf, sizeof(buf), "%s", arg);
+	for (unsigned i = 0; i < n; i++)
+		on[i] = false;
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		unsigned i;
+
+		for (i = 0; i < n && strcmp(t, names[i]) != 0; i++)
+			;
+		if (i == n)
+			return -EINVAL;
+		on[i] = any = true;
+	}
+	return any ? 0 : -EINVAL;
+}
+
 int bench_bad_option(const char *prog, const struct option *longopts, int opt, const char *arg)
 {
 	const char *name = "?";

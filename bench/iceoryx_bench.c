@@ -1748,24 +1748,11 @@ static bool cpus_usable(const int cpu[2])
 /* --only: a comma-separated list of case names. 0 or -EINVAL. */
 static int parse_only(const char *arg, bool on[N_CASES])
 {
-	char *save = NULL, *list = strdup(arg);
-	int ret = list != NULL ? 0 : -ENOMEM;
+	const char *names[N_CASES];
 
-	memset(on, 0, N_CASES * sizeof(on[0]));
-	for (char *t = ret == 0 ? strtok_r(list, ",", &save) : NULL; t != NULL;
-	     t = strtok_r(NULL, ",", &save)) {
-		unsigned k;
-
-		for (k = 0; k < N_CASES && strcmp(t, cases[k].name) != 0; k++)
-			;
-		if (k == N_CASES) {
-			ret = -EINVAL;
-			break;
-		}
-		on[k] = true;
-	}
-	free(list);
-	return ret;
+	for (unsigned k = 0; k < N_CASES; k++)
+		names[k] = cases[k].name;
+	return bench_parse_names(arg, names, N_CASES, on);
 }
 
 /* The command line into pl. Returns 0, or -EINVAL with the reason on

@@ -88,7 +88,7 @@ struct bench_opts {
 	int mode;
 	unsigned runs;            /* 0: the mode's */
 	int cpu[2];
-	unsigned sections;        /* bit per enum bench_kind */
+	bool sections[BENCH_KINDS]; /* --only */
 	const char *csv;
 	const char *md;
 };
@@ -116,24 +116,6 @@ static void usage(FILE *f)
 		"not available (skipped), 128+n stopped by signal n.\n", BENCH_MAX_RUNS);
 }
 
-static int parse_sections(const char *arg, unsigned *mask)
-{
-	char buf[128], *save = NULL;
-
-	snprintf(buf, sizeof(buf), "%s", arg);
-	*mask = 0;
-	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		unsigned k;
-
-		for (k = 0; k < BENCH_KINDS && strcmp(tok, section_name[k]) != 0; k++)
-			;
-		if (k == BENCH_KINDS)
-			return -EINVAL;
-		*mask |= 1u << k;
-	}
-	return *mask ? 0 : -EINVAL;
-}
-
 static int parse_opts(int argc, char **argv, struct bench_opts *o)
 {
 	static const struct option longopts[] = {
@@ -149,8 +131,9 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 	};
 	int opt;
 
-	*o = (struct bench_opts){ .mode = MODE_DEFAULT, .cpu = { 0, 1 },
-				  .sections = (1u << BENCH_KINDS) - 1 };
+	*o = (struct bench_opts){ .mode = MODE_DEFAULT, .cpu = { 0, 1 } };
+	for (unsigned k = 0; k < BENCH_KINDS; k++)
+		o->sections[k] = true;
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		uint64_t v;
 
@@ -174,7 +157,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'o':
-			if (parse_sections(optarg, &o->sections) < 0)
+			if (bench_parse_names(optarg, section_name, BENCH_KINDS, o->sections) < 0)
 				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'C':
@@ -251,18 +234,18 @@ static int plan_tput(struct bench_plan *plan, const struct bench_mode *mode,
 }
 
 static int plan_latency(struct bench_plan *plan, const struct bench_mode *mode,
-			struct bench_params p, unsigned sections)
+			struct bench_params p, const bool *sections)
 {
 	int ret = 0;
 
 	p.batch = 1;
-	if (sections & (1u << BENCH_PINGPONG)) {
+	if (sections[BENCH_PINGPONG]) {
 		p.kind = BENCH_PINGPONG;
 		p.payload = PINGPONG_PAYLOAD;
 		p.duration_ns = mode->pingpong_ns;
 		ret = plan_add(plan, &p, pingpong_set, COUNT(pingpong_set));
 	}
-	if (ret == 0 && (sections & (1u << BENCH_WAKE))) {
+	if (ret == 0 && sections[BENCH_WAKE]) {
 		p.kind = BENCH_WAKE;
 		p.payload = WAKE_PAYLOAD;
 		p.duration_ns = mode->wake_ns;
@@ -317,13 +300,13 @@ static int plan_build(struct bench_plan *plan, const struct bench_opts *o)
 	plan->retries = mode->retries;
 	plan->cpu[0] = o->cpu[0];
 	plan->cpu[1] = o->cpu[1];
-	if (o->sections & (1u << BENCH_TPUT))
+	if (o->sections[BENCH_TPUT])
 		ret = plan_tput(plan, mode, p);
 	if (ret == 0)
 		ret = plan_latency(plan, mode, p, o->sections);
-	if (ret == 0 && (o->sections & (1u << BENCH_SPIN)))
+	if (ret == 0 && o->sections[BENCH_SPIN])
 		ret = plan_spin(plan, mode, p);
-	if (ret == 0 && (o->sections & (1u << BENCH_SYSCALL)))
+	if (ret == 0 && o->sections[BENCH_SYSCALL])
 		ret = plan_sys(plan, mode, p);
 	return ret;
 }

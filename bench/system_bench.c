@@ -2454,27 +2454,6 @@ static int parse_list(const char *arg, uint32_t *out, unsigned max, unsigned *n,
 	return *n > 0 ? 0 : -EINVAL;
 }
 
-/* A comma-separated subset of names[0 .. n): on[i] for each one given. */
-static int parse_names(const char *arg, const char *const *names, int n, bool *on)
-{
-	char buf[128], *save = NULL;
-	bool any = false;
-
-	snprintf(buf, sizeof(buf), "%s", arg);
-	for (int i = 0; i < n; i++)
-		on[i] = false;
-	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
-		int i;
-
-		for (i = 0; i < n && strcmp(t, names[i]) != 0; i++)
-			;
-		if (i == n)
-			return -EINVAL;
-		on[i] = any = true;
-	}
-	return any ? 0 : -EINVAL;
-}
-
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
@@ -2527,7 +2506,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'M':
-			if (parse_names(optarg, route_name, N_ROUTE, o->route_on) < 0)
+			if (bench_parse_names(optarg, route_name, N_ROUTE, o->route_on) < 0)
 				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'r':
@@ -2549,7 +2528,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'O':
-			if (parse_names(optarg, section_name, SEC_IDLE, o->sec_on) < 0)
+			if (bench_parse_names(optarg, section_name, SEC_IDLE, o->sec_on) < 0)
 				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'C':

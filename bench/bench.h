@@ -197,6 +197,18 @@ int bench_fail(struct bench_side *s, int err, const char *fmt, ...);
  * starts the clock (res->t_start, deadline). Call after setting up. */
 void bench_side_ready(struct bench_side *s);
 
+/*
+ * Side A of a ping-pong, around its timed loop. bench_ping_start() fills
+ * the message template `msg`, allocates the round-trip histogram and calls
+ * bench_side_ready(); it returns the histogram, or NULL with the failure
+ * recorded in s->res. bench_ping_end() records `rounds` round trips, the
+ * last ending at `t_end`, and the percentiles of h, frees h, and returns
+ * the loop's `ret` if negative, else 0.
+ */
+struct bench_hist *bench_ping_start(struct bench_side *s, void *msg);
+int bench_ping_end(struct bench_side *s, struct bench_hist *h, uint64_t rounds, uint64_t t_end,
+		   int ret);
+
 /* This process's CPU time (getrusage: user + system), in nanoseconds. */
 uint64_t bench_cpu_ns(void);
 

@@ -211,15 +211,13 @@ static int kio_ping(struct bench_side *s, const struct kio *io)
 {
 	const uint32_t size = s->p->payload;
 	_Alignas(64) unsigned char out[BENCH_MAX_PAYLOAD], in[BENCH_MAX_PAYLOAD];
-	struct bench_hist *h = bench_hist_new();
+	struct bench_hist *h = bench_ping_start(s, out);
 	uint64_t seq, prev, expect;
 	bool last = false;
 	int ret = 0;
 
 	if (h == NULL)
-		return bench_fail(s, -ENOMEM, "no memory for the histogram");
-	bench_msg_fill(out, size);
-	bench_side_ready(s);
+		return s->res->err;
 	prev = s->res->t_start;
 	for (seq = 0; !last && ret == 0; seq++) {
 		uint64_t now;
@@ -239,11 +237,7 @@ static int kio_ping(struct bench_side *s, const struct kio *io)
 		bench_hist_add(h, now - prev);
 		prev = now;
 	}
-	s->res->msgs = seq;
-	s->res->t_end = prev;
-	bench_hist_pct(h, &s->res->lat);
-	free(h);
-	return ret < 0 ? ret : 0;
+	return bench_ping_end(s, h, seq, prev, ret);
 }
 
 static int kio_pong(struct bench_side *s, const struct kio *io)

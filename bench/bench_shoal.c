@@ -178,11 +178,9 @@ static int shoal_ping(struct bench_side *s)
 		ret = cons_open(s, 1, &c);
 	if (ret < 0)
 		return ret;
-	h = bench_hist_new();
+	h = bench_ping_start(s, tmpl);
 	if (h == NULL)
-		return bench_fail(s, -ENOMEM, "no memory for the histogram");
-	bench_msg_fill(tmpl, size);
-	bench_side_ready(s);
+		return s->res->err;
 	prev = s->res->t_start;
 	for (seq = 0; !last && ret == 0; seq++) {
 		void *dst = reserve_spin(&p, size);
@@ -206,11 +204,7 @@ static int shoal_ping(struct bench_side *s)
 		bench_hist_add(h, now - prev);
 		prev = now;
 	}
-	s->res->msgs = seq;
-	s->res->t_end = prev;
-	bench_hist_pct(h, &s->res->lat);
-	free(h);
-	return ret < 0 ? ret : 0;
+	return bench_ping_end(s, h, seq, prev, ret);
 }
 
 static int shoal_pong(struct bench_side *s)

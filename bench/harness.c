@@ -277,6 +277,29 @@ void bench_side_ready(struct bench_side *s)
 	}
 }
 
+struct bench_hist *bench_ping_start(struct bench_side *s, void *msg)
+{
+	struct bench_hist *h = bench_hist_new();
+
+	if (h == NULL) {
+		bench_fail(s, -ENOMEM, "no memory for the histogram");
+		return NULL;
+	}
+	bench_msg_fill(msg, s->p->payload);
+	bench_side_ready(s);
+	return h;
+}
+
+int bench_ping_end(struct bench_side *s, struct bench_hist *h, uint64_t rounds, uint64_t t_end,
+		   int ret)
+{
+	s->res->msgs = rounds;
+	s->res->t_end = t_end;
+	bench_hist_pct(h, &s->res->lat);
+	free(h);
+	return ret < 0 ? ret : 0;
+}
+
 int bench_child_init(int cpu)
 {
 	cpu_set_t set;

@@ -450,6 +450,10 @@ typedef void (*bench_child_fn)(int side, void *arg);
  */
 int bench_pair_run(bench_child_fn child, void *arg, uint64_t duration_ns, pid_t *extra);
 
+/* Whether CPUs cpu[0] and cpu[1] are both in this process's affinity mask
+ * (cpusets, offline CPUs): the benchmark can pin its sides there. */
+bool bench_cpus_usable(const int cpu[2]);
+
 /* Parse "A,B": two different CPU numbers below `limit`. 0 or -EINVAL. */
 int bench_parse_cpus(const char *arg, int limit, int cpu[2]);
 

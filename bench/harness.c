@@ -529,6 +529,15 @@ int bench_sample_run(const struct bench_mem *m, const struct bench_contender *c,
 	return ret;
 }
 
+bool bench_cpus_usable(const int cpu[2])
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) != 0)
+		return false;
+	return CPU_ISSET(cpu[0], &set) && CPU_ISSET(cpu[1], &set);
+}
+
 int bench_parse_cpus(const char *arg, int limit, int cpu[2])
 {
 	char *end;

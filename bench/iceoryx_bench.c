@@ -1736,15 +1736,6 @@ static void usage(FILE *f)
 	      "128+n (stopped by signal n).\n", f);
 }
 
-static bool cpus_usable(const int cpu[2])
-{
-	cpu_set_t set;
-
-	if (cpu[0] == cpu[1] || sched_getaffinity(0, sizeof(set), &set) != 0)
-		return false;
-	return CPU_ISSET(cpu[0], &set) && CPU_ISSET(cpu[1], &set);
-}
-
 /* --only: a comma-separated list of case names. 0 or -EINVAL. */
 static int parse_only(const char *arg, bool on[N_CASES])
 {
@@ -1849,7 +1840,7 @@ static bool can_run(const struct plan *pl)
 {
 	pid_t other;
 
-	if (!cpus_usable(pl->cpu)) {
+	if (!bench_cpus_usable(pl->cpu)) {
 		fprintf(stderr, "%s: skipped: CPUs %d and %d are not both available to this "
 			"process\n", PROG, pl->cpu[0], pl->cpu[1]);
 		return false;

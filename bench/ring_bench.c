@@ -173,22 +173,6 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 	return optind == argc ? 0 : -EINVAL;
 }
 
-/* Both CPUs must be in this process's affinity mask (cpusets, offline CPUs). */
-static int cpus_available(const int cpu[2])
-{
-	cpu_set_t set;
-
-	if (sched_getaffinity(0, sizeof(set), &set) != 0)
-		return -errno;
-	for (int i = 0; i < 2; i++)
-		if (!CPU_ISSET(cpu[i], &set)) {
-			fprintf(stderr, PROG ": CPU %d is not available to this process\n",
-				cpu[i]);
-			return -ENODEV;
-		}
-	return 0;
-}
-
 /* ---- the plan ---- */
 
 static int plan_add(struct bench_plan *plan, const struct bench_params *p,
@@ -438,8 +422,11 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if (cpus_available(o.cpu) < 0)
+	if (!bench_cpus_usable(o.cpu)) {
+		fprintf(stderr, PROG ": CPUs %d and %d are not both available to this process\n",
+			o.cpu[0], o.cpu[1]);
 		return EXIT_SKIP;
+	}
 	bench_command_line(plan.command, sizeof(plan.command), argc, argv);
 	ret = plan_build(&plan, &o);
 	if (ret < 0) {

@@ -2562,16 +2562,6 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	return 0;
 }
 
-/* Both CPUs must be in this process's affinity mask. */
-static bool cpus_available(const int cpu[2])
-{
-	cpu_set_t set;
-
-	if (sched_getaffinity(0, sizeof(set), &set) != 0)
-		return false;
-	return CPU_ISSET(cpu[0], &set) && CPU_ISSET(cpu[1], &set);
-}
-
 /* Remove what an earlier run killed with SIGKILL left in the shm directory:
  * the segments and socket of systems sbench-PID-N whose PID is gone. */
 static void sweep_leftovers(void)
@@ -2631,7 +2621,7 @@ int main(int argc, char **argv)
 	pl.mode = &modes[op.mode];
 	pl.runs = op.runs;
 	pl.ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	if (!cpus_available(op.cpu)) {
+	if (!bench_cpus_usable(op.cpu)) {
 		fprintf(stderr, PROG ": CPUs %d and %d are not both available\n", op.cpu[0],
 			op.cpu[1]);
 		return EXIT_SKIP;

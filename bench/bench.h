@@ -431,6 +431,9 @@ void bench_barrier(_Atomic uint32_t *arrived, uint32_t round);
  * (0 if none was timed), side 1 answers it and returns 0. */
 double bench_probe(_Atomic uint64_t *line, int side);
 
+/* Pin the calling thread to `cpu`. 0 or -errno. */
+int bench_pin(int cpu);
+
 /* A forked side's start: default actions for the signals that
  * bench_signals_init() catches, SIGKILL when the parent dies, pinned to
  * `cpu`. Returns 0, or -errno if it could not be pinned (the rest is done). */

@@ -300,20 +300,23 @@ int bench_ping_end(struct bench_side *s, struct bench_hist *h, uint64_t rounds, 
 	return ret < 0 ? ret : 0;
 }
 
-int bench_child_init(int cpu)
+int bench_pin(int cpu)
 {
 	cpu_set_t set;
 
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set) == 0 ? 0 : -errno;
+}
+
+int bench_child_init(int cpu)
+{
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_DFL);
 	signal(SIGALRM, SIG_DFL);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof(set), &set) != 0)
-		return -errno;
-	return 0;
+	return bench_pin(cpu);
 }
 
 static bool fd_in(int fd, const int *v, int n)

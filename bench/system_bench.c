@@ -277,15 +277,6 @@ static struct shoal_type types[2] = {
 
 /* ---- small helpers ---------------------------------------------------------------- */
 
-static int pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set) == 0 ? 0 : -errno;
-}
-
 static void msleep(unsigned ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
@@ -1089,7 +1080,7 @@ static int producer_main(const char *system, uint32_t groups)
 	uint64_t seen = shoal_load_relaxed(&sh->cmd_seq);
 	int ret;
 
-	if (p == NULL || pin(sh->cpu_prod) < 0) {
+	if (p == NULL || bench_pin(sh->cpu_prod) < 0) {
 		prod_fail(-ENOMEM, "pinning to CPU %d or allocating", sh->cpu_prod);
 		return 1;
 	}
@@ -1156,7 +1147,7 @@ static int filler_main(const char *system, uint32_t groups)
 	unsigned char buf[MAX_SIZE];
 	int ret;
 
-	if (pin(sh->cpu_prod) < 0)
+	if (bench_pin(sh->cpu_prod) < 0)
 		return 1;
 	ret = shoal_group_attach(&g, &d, system, &err);
 	if (ret < 0) {
@@ -1237,7 +1228,7 @@ static double probe(const int cpu[2])
 			struct bench_side bs = { .side = side, .p = &params,
 						 .res = &sh->probe.res[side] };
 
-			if (!child_init() || pin(cpu[side]) < 0)
+			if (!child_init() || bench_pin(cpu[side]) < 0)
 				_exit(1);
 			bs.mem.ctl = &sh->probe;
 			bench_side_ready(&bs);

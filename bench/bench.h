@@ -23,12 +23,13 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
-#include <time.h>
 
 #include <shoal/doorbell.h>
 #include <shoal/segment.h>
 
+#include "bench/procstat.h"
 #include "shm/atomic.h"
+#include "shm/util.h"
 
 /* Every contender buffers this many bytes (ring data area, rte_ring slots,
  * pipe size, socket send buffer): the same cache footprint for all. */
@@ -169,15 +170,11 @@ extern const struct bench_contender bench_sys;
 extern const struct bench_contender bench_rte;
 #endif
 
-/* ---- time, spinning, failing ---- */
-
-static inline uint64_t bench_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+/* ---- time, spinning, failing ----
+ *
+ * The clock is shoal__now_ns() (shm/util.h), CLOCK_MONOTONIC, as Shoal's
+ * own timeouts read it.
+ */
 
 /* Every contender's busy loops wait the same way. */
 static inline void bench_relax(void)
@@ -189,7 +186,7 @@ static inline void bench_relax(void)
  * `seq` is a multiple of BENCH_CLOCK_EVERY, i.e. at a batch boundary. */
 static inline bool bench_time_up(const struct bench_side *s, uint64_t seq)
 {
-	return (seq % BENCH_CLOCK_EVERY) == 0 && bench_now_ns() >= s->deadline;
+	return (seq % BENCH_CLOCK_EVERY) == 0 && shoal__now_ns() >= s->deadline;
 }
 
 /* Record why a role failed; returns `err` (a negative errno). */
@@ -200,6 +197,18 @@ int bench_fail(struct bench_side *s, int err, const char *fmt, ...);
  * starts the clock (res->t_start, deadline). Call after setting up. */
 void bench_side_ready(struct bench_side *s);
 
+/*
+ * Side A of a ping-pong, around its timed loop. bench_ping_start() fills
+ * the message template `msg`, allocates the round-trip histogram and calls
+ * bench_side_ready(); it returns the histogram, or NULL with the failure
+ * recorded in s->res. bench_ping_end() records `rounds` round trips, the
+ * last ending at `t_end`, and the percentiles of h, frees h, and returns
+ * the loop's `ret` if negative, else 0.
+ */
+struct bench_hist *bench_ping_start(struct bench_side *s, void *msg);
+int bench_ping_end(struct bench_side *s, struct bench_hist *h, uint64_t rounds, uint64_t t_end,
+		   int ret);
+
 /* This process's CPU time (getrusage: user + system), in nanoseconds. */
 uint64_t bench_cpu_ns(void);
 
@@ -208,7 +217,7 @@ static inline uint64_t bench_wait_gap(uint64_t prev, uint64_t gap_ns)
 {
 	uint64_t now;
 
-	while ((now = bench_now_ns()) < prev + gap_ns)
+	while ((now = shoal__now_ns()) < prev + gap_ns)
 		bench_relax();
 	return now;
 }
@@ -359,11 +368,17 @@ struct bench_hist *bench_hist_new(void);
 /* Fill p50, p99, p99.9 (the lower bound of each one's bucket). */
 void bench_hist_pct(const struct bench_hist *h, struct bench_pct *out);
 
+/* The most runs a benchmark repeats a sample: its reports summarise one
+ * value per run. */
+#define BENCH_MAX_RUNS 99u
+
 /* Median, min and max of n doubles (n >= 1); reorders v. */
 struct bench_mmm {
 	double med, min, max;
 };
 struct bench_mmm bench_mmm(double *v, unsigned n);
+/* The same of a copy, v left in its order; n <= BENCH_MAX_RUNS. */
+struct bench_mmm bench_mmm_keep(const double *v, unsigned n);
 
 /* Record one wake-up latency. A latency past half the sleep timeout means
  * the wake-up was lost and only the timeout delivered the message. */
@@ -416,8 +431,8 @@ void bench_barrier(_Atomic uint32_t *arrived, uint32_t round);
  * (0 if none was timed), side 1 answers it and returns 0. */
 double bench_probe(_Atomic uint64_t *line, int side);
 
-/* How long this process has been runnable but not running (schedstat), ns. */
-uint64_t bench_run_delay_ns(void);
+/* Pin the calling thread to `cpu`. 0 or -errno. */
+int bench_pin(int cpu);
 
 /* A forked side's start: default actions for the signals that
  * bench_signals_init() catches, SIGKILL when the parent dies, pinned to
@@ -438,11 +453,20 @@ typedef void (*bench_child_fn)(int side, void *arg);
  */
 int bench_pair_run(bench_child_fn child, void *arg, uint64_t duration_ns, pid_t *extra);
 
+/* Whether CPUs cpu[0] and cpu[1] are both in this process's affinity mask
+ * (cpusets, offline CPUs): the benchmark can pin its sides there. */
+bool bench_cpus_usable(const int cpu[2]);
+
 /* Parse "A,B": two different CPU numbers below `limit`. 0 or -EINVAL. */
 int bench_parse_cpus(const char *arg, int limit, int cpu[2]);
 
 /* Parse a decimal number in [min, max] into *v. 0 or -EINVAL. */
 int bench_parse_uint(const char *arg, uint64_t min, uint64_t max, uint64_t *v);
+
+/* Parse a comma-separated subset of names[0 .. n): on[i] set for each
+ * name given, cleared for the others. 0, or -EINVAL for an unknown name
+ * or none at all. */
+int bench_parse_names(const char *arg, const char *const *names, unsigned n, bool *on);
 
 struct option;
 
@@ -452,14 +476,5 @@ int bench_bad_option(const char *prog, const struct option *longopts, int opt, c
 
 /* The command line, its words joined by spaces (cut at `len`). */
 void bench_command_line(char *buf, size_t len, int argc, char **argv);
-
-/*
- * The report in Markdown on stdout and, when asked, in file `md`; the
- * samples as CSV in file `csv`. A file that cannot be written is said on
- * stderr. Returns 0 or the first negative errno.
- */
-int bench_write_outputs(const char *prog, const char *md, const char *csv,
-			void (*write_md)(FILE *f, const void *arg),
-			int (*write_csv)(const char *path, const void *arg), const void *arg);
 
 #endif

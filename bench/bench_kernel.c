@@ -211,15 +211,13 @@ static int kio_ping(struct bench_side *s, const struct kio *io)
 {
 	const uint32_t size = s->p->payload;
 	_Alignas(64) unsigned char out[BENCH_MAX_PAYLOAD], in[BENCH_MAX_PAYLOAD];
-	struct bench_hist *h = bench_hist_new();
+	struct bench_hist *h = bench_ping_start(s, out);
 	uint64_t seq, prev, expect;
 	bool last = false;
 	int ret = 0;
 
 	if (h == NULL)
-		return bench_fail(s, -ENOMEM, "no memory for the histogram");
-	bench_msg_fill(out, size);
-	bench_side_ready(s);
+		return s->res->err;
 	prev = s->res->t_start;
 	for (seq = 0; !last && ret == 0; seq++) {
 		uint64_t now;
@@ -235,15 +233,11 @@ static int kio_ping(struct bench_side *s, const struct kio *io)
 		}
 		expect = seq;
 		ret = check_batch(s, in, 1, &expect);
-		now = bench_now_ns();
+		now = shoal__now_ns();
 		bench_hist_add(h, now - prev);
 		prev = now;
 	}
-	s->res->msgs = seq;
-	s->res->t_end = prev;
-	bench_hist_pct(h, &s->res->lat);
-	free(h);
-	return ret < 0 ? ret : 0;
+	return bench_ping_end(s, h, seq, prev, ret);
 }
 
 static int kio_pong(struct bench_side *s, const struct kio *io)
@@ -285,7 +279,7 @@ static int kio_wake_tx(struct bench_side *s, const struct kio *io)
 		bench_msg_stamp(buf, size, seq | (last ? BENCH_STOP : 0));
 		bench_msg_set_time(buf, t);
 		ret = io->send_batch(s->tx, buf, size, 1);
-		prev = bench_now_ns();
+		prev = shoal__now_ns();
 	}
 	s->res->msgs = seq;
 	return ret < 0 ? bench_fail(s, ret, "send: %s", strerror(-ret)) : 0;
@@ -305,7 +299,7 @@ static int kio_wake_rx(struct bench_side *s, const struct kio *io)
 	cpu0 = bench_cpu_ns();
 	while (ret == 0) {
 		int io_ret = io->recv_one(s->rx, buf, size);
-		uint64_t now = bench_now_ns();
+		uint64_t now = shoal__now_ns();
 
 		if (io_ret < 0) {
 			ret = bench_fail(s, io_ret, "receive: %s", strerror(-io_ret));
@@ -316,7 +310,7 @@ static int kio_wake_rx(struct bench_side *s, const struct kio *io)
 	}
 	s->res->cpu_ns = bench_cpu_ns() - cpu0;
 	s->res->msgs = expect;
-	s->res->t_end = bench_now_ns();
+	s->res->t_end = shoal__now_ns();
 	bench_hist_pct(h, &s->res->lat);
 	free(h);
 	return ret < 0 ? ret : 0;
@@ -350,7 +344,7 @@ static int pipe_tput_rx(struct bench_side *s)
 		memmove(buf, buf + whole * size, have - whole * size);
 		have -= whole * size;
 	}
-	s->res->t_end = bench_now_ns();
+	s->res->t_end = shoal__now_ns();
 	s->res->msgs = expect;
 	return ret < 0 ? ret : 0;
 }
@@ -370,7 +364,7 @@ static int sock_tput_rx(struct bench_side *s)
 			return bench_fail(s, n, "recvmmsg: %s", strerror(-n));
 		ret = check_batch(s, buf, (uint32_t)n, &expect);
 	}
-	s->res->t_end = bench_now_ns();
+	s->res->t_end = shoal__now_ns();
 	s->res->msgs = expect;
 	return ret < 0 ? ret : 0;
 }

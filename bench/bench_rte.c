@@ -16,7 +16,6 @@
  * checks as every contender. The ring holds BENCH_BUF_BYTES of slots.
  */
 #include <errno.h>
-#include <stdlib.h>
 
 #include <rte_ring.h>
 
@@ -98,7 +97,7 @@ static int rte_tput_rx(struct bench_side *s)
 		else
 			ret = check_batch(s, buf, n, &expect);
 	}
-	s->res->t_end = bench_now_ns();
+	s->res->t_end = shoal__now_ns();
 	s->res->msgs = expect;
 	return ret < 0 ? ret : 0;
 }
@@ -119,15 +118,13 @@ static int rte_ping(struct bench_side *s)
 {
 	const uint32_t size = s->p->payload;
 	_Alignas(64) unsigned char out[BENCH_MAX_PAYLOAD], in[BENCH_MAX_PAYLOAD];
-	struct bench_hist *h = bench_hist_new();
+	struct bench_hist *h = bench_ping_start(s, out);
 	uint64_t seq, prev, expect;
 	bool last = false;
 	int ret = 0;
 
 	if (h == NULL)
-		return bench_fail(s, -ENOMEM, "no memory for the histogram");
-	bench_msg_fill(out, size);
-	bench_side_ready(s);
+		return s->res->err;
 	prev = s->res->t_start;
 	for (seq = 0; !last && ret == 0; seq++) {
 		uint64_t now;
@@ -138,15 +135,11 @@ static int rte_ping(struct bench_side *s)
 		dequeue_one(s->mem.rte[1], in, size);
 		expect = seq;
 		ret = check_batch(s, in, 1, &expect);
-		now = bench_now_ns();
+		now = shoal__now_ns();
 		bench_hist_add(h, now - prev);
 		prev = now;
 	}
-	s->res->msgs = seq;
-	s->res->t_end = prev;
-	bench_hist_pct(h, &s->res->lat);
-	free(h);
-	return ret < 0 ? ret : 0;
+	return bench_ping_end(s, h, seq, prev, ret);
 }
 
 static int rte_pong(struct bench_side *s)

@@ -155,7 +155,7 @@ static int shoal_tput_rx(struct bench_side *s)
 			ret = check_rec(s, &recs[i], expect++);
 		shoal_ring_release(&c);
 	} while (ret == 0);
-	s->res->t_end = bench_now_ns();
+	s->res->t_end = shoal__now_ns();
 	s->res->msgs = expect;
 	return ret < 0 ? ret : 0;
 }
@@ -178,11 +178,9 @@ static int shoal_ping(struct bench_side *s)
 		ret = cons_open(s, 1, &c);
 	if (ret < 0)
 		return ret;
-	h = bench_hist_new();
+	h = bench_ping_start(s, tmpl);
 	if (h == NULL)
-		return bench_fail(s, -ENOMEM, "no memory for the histogram");
-	bench_msg_fill(tmpl, size);
-	bench_side_ready(s);
+		return s->res->err;
 	prev = s->res->t_start;
 	for (seq = 0; !last && ret == 0; seq++) {
 		void *dst = reserve_spin(&p, size);
@@ -202,15 +200,11 @@ static int shoal_ping(struct bench_side *s)
 		}
 		ret = check_rec(s, &rec, seq);
 		shoal_ring_release(&c);
-		now = bench_now_ns();
+		now = shoal__now_ns();
 		bench_hist_add(h, now - prev);
 		prev = now;
 	}
-	s->res->msgs = seq;
-	s->res->t_end = prev;
-	bench_hist_pct(h, &s->res->lat);
-	free(h);
-	return ret < 0 ? ret : 0;
+	return bench_ping_end(s, h, seq, prev, ret);
 }
 
 static int shoal_pong(struct bench_side *s)
@@ -284,7 +278,7 @@ static int shoal_wake_tx(struct bench_side *s)
 		/* Relaxed: a counter only producers change; this is the only one. */
 		wakes = atomic_load_explicit(&db->wakes, memory_order_relaxed);
 		shoal_doorbell_notify(db);
-		prev = bench_now_ns();
+		prev = shoal__now_ns();
 		if (atomic_load_explicit(&db->wakes, memory_order_relaxed) != wakes)
 			bench_hist_add(cost, prev - t);
 	}
@@ -323,7 +317,7 @@ static int drain(struct bench_side *s, struct shoal_ring_cons *c, struct bench_h
 	int ret = 0;
 
 	while (ret == 0 && shoal_ring_peek(c, &rec)) {
-		uint64_t now = bench_now_ns();
+		uint64_t now = shoal__now_ns();
 
 		ret = check_rec(s, &rec, (*expect)++);
 		bench_lat_add(s, h, now - bench_msg_time(rec.data));
@@ -364,7 +358,7 @@ static int sleepy_rx(struct bench_side *s, bool poll_wait)
 	s->res->cpu_ns = bench_cpu_ns() - cpu0;
 	s->res->sleeps = atomic_load_explicit(&db->sleeps, memory_order_relaxed) - sleeps0;
 	s->res->msgs = expect;
-	s->res->t_end = bench_now_ns();
+	s->res->t_end = shoal__now_ns();
 	bench_hist_pct(h, &s->res->lat);
 	free(h);
 	return ret < 0 ? ret : 0;

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <shoal/doorbell.h>
@@ -83,8 +84,8 @@ static int sys_run(struct bench_side *s)
 	do {
 		op_round(s, &c);
 		n += OPS_PER_ROUND;
-	} while (bench_now_ns() < s->deadline);
-	s->res->t_end = bench_now_ns();
+	} while (shoal__now_ns() < s->deadline);
+	s->res->t_end = shoal__now_ns();
 	s->res->msgs = n;
 	return 0;
 }

@@ -125,7 +125,7 @@ int bench_seg_create(struct bench_mem *m, char *name, size_t name_len)
 	memset(m, 0, sizeof(*m));
 	/* The pid and the clock make the name unique among concurrent runs. */
 	snprintf(name, name_len, "shoal-bench-%d-%llx", (int)getpid(),
-		 (unsigned long long)(bench_now_ns() & 0xffffffffu));
+		 (unsigned long long)(shoal__now_ns() & 0xffffffffu));
 	ret = shoal_seg_create(&m->seg, name, BENCH_SEG_SIZE, NULL, &err);
 	if (ret < 0) {
 		fprintf(stderr, "shoal-bench-ring: creating segment %s: %s (%s)\n", name,
@@ -192,24 +192,6 @@ int bench_fail(struct bench_side *s, int err, const char *fmt, ...)
 	return err;
 }
 
-/*
- * How long this process has been runnable but not running (the second
- * field of /proc/self/schedstat): the time other tasks of this machine
- * took its CPU. 0 when the kernel does not keep it.
- */
-uint64_t bench_run_delay_ns(void)
-{
-	unsigned long long run = 0, delay = 0;
-	FILE *f = fopen("/proc/self/schedstat", "re");
-
-	if (f != NULL) {
-		if (fscanf(f, "%llu %llu", &run, &delay) != 2)
-			delay = 0;
-		fclose(f);
-	}
-	return delay;
-}
-
 uint64_t bench_cpu_ns(void)
 {
 	struct rusage ru;
@@ -243,17 +225,17 @@ static double probe_ping(_Atomic uint64_t *line)
 
 	for (i = 0; i < PROBE_WARMUP + PROBE_ROUNDS; i++) {
 		if (i == PROBE_WARMUP) {
-			t0 = bench_now_ns();
+			t0 = shoal__now_ns();
 			limit = t0 + PROBE_MAX_NS;
 		}
-		if (i % 256 == 0 && bench_now_ns() >= limit)
+		if (i % 256 == 0 && shoal__now_ns() >= limit)
 			break;
 		/* Relaxed: the line carries no data (see the file comment). */
 		shoal_store_relaxed(line, 2 * i + 1);
 		while (shoal_load_relaxed(line) != 2 * i + 2)
 			;
 	}
-	ns = i > PROBE_WARMUP ? (double)(bench_now_ns() - t0) / (double)(i - PROBE_WARMUP) : 0;
+	ns = i > PROBE_WARMUP ? (double)(shoal__now_ns() - t0) / (double)(i - PROBE_WARMUP) : 0;
 	shoal_store_relaxed(line, PROBE_STOP);
 	return ns;
 }
@@ -290,25 +272,51 @@ void bench_side_ready(struct bench_side *s)
 	bench_barrier(&s->mem.ctl->arrived, 2);
 	s->run_delay0 = bench_run_delay_ns();
 	if (s->side == 0) {
-		s->res->t_start = bench_now_ns();
+		s->res->t_start = shoal__now_ns();
 		s->deadline = s->res->t_start + s->p->duration_ns;
 	}
 }
 
-int bench_child_init(int cpu)
+struct bench_hist *bench_ping_start(struct bench_side *s, void *msg)
+{
+	struct bench_hist *h = bench_hist_new();
+
+	if (h == NULL) {
+		bench_fail(s, -ENOMEM, "no memory for the histogram");
+		return NULL;
+	}
+	bench_msg_fill(msg, s->p->payload);
+	bench_side_ready(s);
+	return h;
+}
+
+int bench_ping_end(struct bench_side *s, struct bench_hist *h, uint64_t rounds, uint64_t t_end,
+		   int ret)
+{
+	s->res->msgs = rounds;
+	s->res->t_end = t_end;
+	bench_hist_pct(h, &s->res->lat);
+	free(h);
+	return ret < 0 ? ret : 0;
+}
+
+int bench_pin(int cpu)
 {
 	cpu_set_t set;
 
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set) == 0 ? 0 : -errno;
+}
+
+int bench_child_init(int cpu)
+{
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	signal(SIGHUP, SIG_DFL);
 	signal(SIGALRM, SIG_DFL);
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof(set), &set) != 0)
-		return -errno;
-	return 0;
+	return bench_pin(cpu);
 }
 
 static bool fd_in(int fd, const int *v, int n)
@@ -524,6 +532,15 @@ int bench_sample_run(const struct bench_mem *m, const struct bench_contender *c,
 	return ret;
 }
 
+bool bench_cpus_usable(const int cpu[2])
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) != 0)
+		return false;
+	return CPU_ISSET(cpu[0], &set) && CPU_ISSET(cpu[1], &set);
+}
+
 int bench_parse_cpus(const char *arg, int limit, int cpu[2])
 {
 	char *end;
@@ -555,6 +572,26 @@ int bench_parse_uint(const char *arg, uint64_t min, uint64_t max, uint64_t *v)
 	return 0;
 }
 
+int bench_parse_names(const char *arg, const char *const *names, unsigned n, bool *on)
+{
+	char buf[128], *save = NULL;
+	bool any = false;
+
+	snprintf(buf, sizeof(buf), "%s", arg);
+	for (unsigned i = 0; i < n; i++)
+		on[i] = false;
+	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+		unsigned i;
+
+		for (i = 0; i < n && strcmp(t, names[i]) != 0; i++)
+			;
+		if (i == n)
+			return -EINVAL;
+		on[i] = any = true;
+	}
+	return any ? 0 : -EINVAL;
+}
+
 int bench_bad_option(const char *prog, const struct option *longopts, int opt, const char *arg)
 {
 	const char *name = "?";
@@ -574,30 +611,4 @@ void bench_command_line(char *buf, size_t len, int argc, char **argv)
 	buf[0] = '\0';
 	for (int i = 0; i < argc && used < len; i++)
 		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? " " : "", argv[i]);
-}
-
-int bench_write_outputs(const char *prog, const char *md, const char *csv,
-			void (*write_md)(FILE *f, const void *arg),
-			int (*write_csv)(const char *path, const void *arg), const void *arg)
-{
-	int ret = 0;
-
-	write_md(stdout, arg);
-	fflush(stdout);
-	if (md != NULL) {
-		FILE *f = fopen(md, "we");
-
-		if (f == NULL || (write_md(f, arg), fclose(f)) != 0)
-			ret = -errno;
-		if (ret < 0)
-			fprintf(stderr, "%s: writing %s: %s\n", prog, md, strerror(-ret));
-	}
-	if (csv != NULL) {
-		int c = write_csv(csv, arg);
-
-		if (c < 0)
-			fprintf(stderr, "%s: writing %s: %s\n", prog, csv, strerror(-c));
-		ret = ret < 0 ? ret : c;
-	}
-	return ret;
 }

@@ -98,7 +98,7 @@
 #include <iceoryx_binding_c/subscriber.h>
 #include <iceoryx_binding_c/wait_set.h>
 
-#include "bench/bench.h"
+#include "bench/report.h"
 
 #define PROG "shoal-bench-iceoryx"
 #define ROUDI_PATH "/usr/bin/iox-roudi"
@@ -113,7 +113,6 @@
 #define EMPTY_POLLS 20000u         /* empty receive calls timed per side */
 #define IOX_QUEUE 256u             /* iceoryx 2.0's largest subscriber queue */
 #define SHOAL_DIRECT_CAP (32u * 1024)  /* 256 records of 128 B: the same depth */
-#define MAX_RUNS 99u
 #define MAX_RERUNS 3
 #define MAX_FAILED_RETRIES 2
 #define DISTURBED_SHARE 0.02       /* run delay / measured time */
@@ -273,13 +272,13 @@ static void measure_begin(struct side *s)
 	stage("measuring", 0);
 	s->delay0 = bench_run_delay_ns();
 	s->nvcsw0 = nvcsw();
-	s->t0 = bench_now_ns();
+	s->t0 = shoal__now_ns();
 }
 
 static void measure_end(struct side *s)
 {
 	stage("measured", 0);
-	s->res->span_ns = bench_now_ns() - s->t0;
+	s->res->span_ns = shoal__now_ns() - s->t0;
 	s->res->sleeps = nvcsw() - s->nvcsw0;
 	s->res->waited_ns = bench_run_delay_ns() - s->delay0;
 }
@@ -343,7 +342,7 @@ SIDE_INLINE int send_for(struct side *s, const struct lib *l, void *x, uint64_t 
 	int ret = 0;
 
 	for (; ret == 0; seq++) {
-		if (seq % BENCH_CLOCK_EVERY == 0 && bench_now_ns() >= deadline)
+		if (seq % BENCH_CLOCK_EVERY == 0 && shoal__now_ns() >= deadline)
 			break;
 		ret = l->send(s, x, seq);
 	}
@@ -363,9 +362,9 @@ SIDE_INLINE int round_trips_for(struct side *s, const struct lib *l, void *x, ui
 
 	memset(&hist, 0, sizeof(hist));
 	for (; ret == 0 && t1 < deadline; seq++) {
-		t0 = bench_now_ns();
+		t0 = shoal__now_ns();
 		ret = l->round_trip(x, seq);
-		t1 = bench_now_ns();
+		t1 = shoal__now_ns();
 		bench_hist_add(&hist, t1 - t0);
 	}
 	measure_end(s);
@@ -456,7 +455,7 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 	}
 	rx.received++;
 	if (chk == 1) {
-		rx.t_end = bench_now_ns();
+		rx.t_end = shoal__now_ns();
 		rx.stop = true;
 		return;
 	}
@@ -491,11 +490,11 @@ static int shoal_wait(struct shoal_conn *x, const bool *flag, uint64_t n)
 
 static double shoal_empty_poll_ns(struct shoal_ctx *ctx)
 {
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = shoal__now_ns();
 
 	for (unsigned i = 0; i < EMPTY_POLLS; i++)
 		shoal_poll(ctx, 0, 0);
-	return (double)(bench_now_ns() - t0) / EMPTY_POLLS;
+	return (double)(shoal__now_ns() - t0) / EMPTY_POLLS;
 }
 
 /* Side A: one round trip. */
@@ -689,10 +688,10 @@ static int iox_open(struct side *s, struct iox_side *x, bool tput, bool waitset)
 			return side_fail(s, -ENOMEM, "iceoryx: cannot attach the waitset");
 	}
 	/* RouDi connects ports in its discovery loop (every 100 ms). */
-	deadline = bench_now_ns() + CONNECT_TIMEOUT_NS;
+	deadline = shoal__now_ns() + CONNECT_TIMEOUT_NS;
 	while ((want_sub && iox_sub_get_subscription_state(x->sub) != SubscribeState_SUBSCRIBED) ||
 	       (want_pub && !iox_pub_has_subscribers(x->pub))) {
-		if (bench_now_ns() >= deadline)
+		if (shoal__now_ns() >= deadline)
 			return side_fail(s, -ETIMEDOUT, "iceoryx: RouDi did not connect the ports "
 					 "within %d s", (int)(CONNECT_TIMEOUT_NS / 1000000000));
 		usleep(1000);
@@ -823,7 +822,7 @@ static int iox_drain(struct iox_side *x, uint64_t until, uint64_t *t_end)
 			return chk;
 		++x->seq;
 		if (chk == 1) {
-			*t_end = bench_now_ns();
+			*t_end = shoal__now_ns();
 			return 0;
 		}
 		if (x->seq == until)
@@ -864,7 +863,7 @@ static const struct lib iox_lib = {
 
 static double iox_empty_poll_ns(struct iox_side *x)
 {
-	uint64_t t0 = bench_now_ns();
+	uint64_t t0 = shoal__now_ns();
 
 	for (unsigned i = 0; i < EMPTY_POLLS; i++) {
 		const void *in;
@@ -872,7 +871,7 @@ static double iox_empty_poll_ns(struct iox_side *x)
 		if (iox_sub_take_chunk(x->sub, &in) == ChunkReceiveResult_SUCCESS)
 			iox_sub_release_chunk(x->sub, in);
 	}
-	return (double)(bench_now_ns() - t0) / EMPTY_POLLS;
+	return (double)(shoal__now_ns() - t0) / EMPTY_POLLS;
 }
 
 static int iox_side(struct side *s)
@@ -1110,7 +1109,7 @@ static bool roudi_gone(int *status)
  */
 static int iox_register_once(const char *name)
 {
-	uint64_t deadline = bench_now_ns() + ROUDI_READY_TIMEOUT_NS;
+	uint64_t deadline = shoal__now_ns() + ROUDI_READY_TIMEOUT_NS;
 	int status = 0, ret = -ETIMEDOUT;
 	pid_t pid;
 
@@ -1126,7 +1125,7 @@ static int iox_register_once(const char *name)
 		iox_runtime_init(name);
 		exit(0);   /* deregisters (static destructor) */
 	}
-	while (bench_now_ns() < deadline && !bench_stop_signal()) {
+	while (shoal__now_ns() < deadline && !bench_stop_signal()) {
 		if (waitpid(pid, &status, WNOHANG) == pid) {
 			pid = 0;
 			ret = WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -EPROTO;
@@ -1229,10 +1228,10 @@ static void roudi_stop(void)
 	int status;
 
 	if (roudi.pid > 0) {
-		uint64_t deadline = bench_now_ns() + ROUDI_STOP_TIMEOUT_NS;
+		uint64_t deadline = shoal__now_ns() + ROUDI_STOP_TIMEOUT_NS;
 
 		kill(roudi.pid, SIGTERM);
-		while (!roudi_gone(&status) && bench_now_ns() < deadline)
+		while (!roudi_gone(&status) && shoal__now_ns() < deadline)
 			sleep_ns(10000000);
 		if (roudi.pid > 0) {
 			fprintf(stderr, "%s: iox-roudi (pid %d) ignored SIGTERM for %d s: SIGKILL\n",
@@ -1350,53 +1349,13 @@ static int sample_run(enum contender c, uint64_t duration_ns, const int cpu[2], 
 
 /* ---- the parent: summaries and the report ------------------------------------------ */
 
-/* Median, min, max of v[0..n) (n >= 1) without reordering v: report()
- * prints the ratios in run order after summarizing them. */
-static struct bench_mmm summarize(const double *v, unsigned n)
-{
-	double s[MAX_RUNS];
-
-	memcpy(s, v, n * sizeof(*v));
-	return bench_mmm(s, n);
-}
-
-static FILE *md_file;
-
-__attribute__((format(printf, 1, 2)))
-static void emit(const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	vprintf(fmt, ap);
-	va_end(ap);
-	if (md_file != NULL) {
-		va_start(ap, fmt);
-		vfprintf(md_file, fmt, ap);
-		va_end(ap);
-	}
-}
-
-static char *fmt_mmm(char *buf, size_t len, struct bench_mmm m, int prec)
-{
-	snprintf(buf, len, "%.*f [%.*f, %.*f]", prec, m.med, prec, m.min, prec, m.max);
-	return buf;
-}
-
-/* Steal time (ms) of the whole machine, from /proc/stat. */
+/* Steal time (ms) of the whole machine so far. */
 static double steal_ms(void)
 {
-	unsigned long long v[8] = { 0 };
-	FILE *f = fopen("/proc/stat", "re");
-	double hz = (double)sysconf(_SC_CLK_TCK);
+	struct bench_cpustat c;
 
-	if (f == NULL)
-		return 0;
-	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-		   &v[4], &v[5], &v[6], &v[7]) != 8)
-		v[7] = 0;
-	fclose(f);
-	return hz > 0 ? (double)v[7] * 1000.0 / hz : 0;
+	bench_cpustat_read(&c);
+	return (double)c.steal / 1e6;
 }
 
 struct plan {
@@ -1409,7 +1368,17 @@ struct plan {
 	char command[512];
 };
 
-static struct sample results[MAX_RUNS][C_COUNT];
+/* What the run did besides its samples, for the report. */
+struct tally {
+	unsigned samples;         /* kept */
+	unsigned disturbed;       /* kept although disturbed */
+	unsigned pinned;          /* both sides ran on the CPUs asked for */
+	unsigned reruns;          /* of disturbed samples */
+	unsigned failed;          /* failed samples run again */
+	double steal_ms;          /* the machine's steal time over the run */
+};
+
+static struct sample results[BENCH_MAX_RUNS][C_COUNT];
 
 static double metric(const struct sample *s, enum contender c)
 {
@@ -1419,14 +1388,19 @@ static double metric(const struct sample *s, enum contender c)
 	return (double)s->r[0].lat.p50;
 }
 
-static void csv_write(const struct plan *pl)
-{
-	FILE *f = fopen(pl->csv, "we");
+/* What the report needs besides the results. */
+struct outputs {
+	const struct plan *pl;
+	const struct tally *t;
+};
 
-	if (f == NULL) {
-		fprintf(stderr, "%s: %s: %s\n", PROG, pl->csv, strerror(errno));
-		return;
-	}
+static int write_csv(const char *path, const void *arg)
+{
+	const struct plan *pl = ((const struct outputs *)arg)->pl;
+	FILE *f = fopen(path, "we");
+
+	if (f == NULL)
+		return -errno;
 	fprintf(f, "run,case,contender,cpu_a,cpu_b,pinned,probe_ns,p50_ns,p99_ns,p999_ns,"
 		   "round_trips,msgs_sent,msgs_received,msgs_per_s,sender_retries,lost,"
 		   "poll_a_ns,poll_b_ns,span_a_ns,span_b_ns,waited_a_ns,waited_b_ns,sleeps_a,"
@@ -1451,7 +1425,7 @@ static void csv_write(const struct plan *pl)
 					s->r[0].waited_ns, s->r[1].waited_ns, s->r[0].sleeps,
 					s->r[1].sleeps, s->disturbed, s->reruns);
 			}
-	fclose(f);
+	return fclose(f) == 0 ? 0 : -errno;
 }
 
 /* Two probes of one placement: within 1.5x of each other. */
@@ -1480,179 +1454,266 @@ static void ratios(const struct plan *pl, enum contender a, enum contender b, do
 	}
 }
 
-static void report(const struct plan *pl, double steal, unsigned reruns, unsigned disturbed,
-		   unsigned samples, unsigned pinned, unsigned failed)
+/* Contender c ÷ the case's iceoryx contender `base`, over the pairs in one
+ * placement when there are any, into buf. */
+static void ratio_cell(char *buf, size_t len, const struct plan *pl, enum contender c,
+		       enum contender base, bool tput)
 {
-	char b1[96], b2[96], b3[96], b4[96], b5[96], b6[96];
-	double v[MAX_RUNS];
-	unsigned n = pl->runs;
+	double all[BENCH_MAX_RUNS], f[BENCH_MAX_RUNS], s[BENCH_MAX_RUNS];
+	unsigned nf, ns, n = pl->runs;
 
-	emit("## shoal-bench-iceoryx: Shoal vs Eclipse iceoryx %s, 64-byte messages, "
-	    "across processes\n\n", "2.0.3 (Debian, C binding)");
-	emit("Command: `%s`  \n", pl->command);
-	emit("Pinning: side A (ping, sender) on CPU %d, side B (pong, receiver) on CPU %d, "
-	    "held in %u of %u samples; the parent (Shoal router, idle) and iox-roudi "
-	    "unpinned and idle. %u runs x %.0f ms per ping-pong and throughput sample "
-	    "(%.0f ms sleeping ping-pong), contenders of a case interleaved, order rotated "
-	    "every run. Median over runs [min, max].\n\n", pl->cpu[0], pl->cpu[1], pinned,
-	    samples, n, (double)pl->duration_ns / 1e6, (double)pl->duration_ns * 0.5 / 1e6);
-	for (unsigned k = 0; k < N_CASES; k++) {
-		bool tput = cases[k].c[0] == C_SHOAL_TPUT;
-
-		if (!pl->on[k])
-			continue;
-		emit("### %s\n\n", cases[k].title);
-		if (tput)
-			emit("| contender | Mmsg/s | ns/msg | Shoal ÷ iceoryx (rate)* | sender retries "
-			    "/ msg | probe (ns) | disturbed |\n|---|---:|---:|---:|---:|---:|---:|\n");
-		else
-			emit("| contender | p50 (ns) | p99 (ns) | p99.9 (ns) | Shoal ÷ iceoryx (p50)* "
-			    "| sleeps / round trip | probe (ns) | disturbed |\n"
-			    "|---|---:|---:|---:|---:|---:|---:|---:|\n");
-		for (unsigned j = 0; j < cases[k].n; j++) {
-			enum contender c = cases[k].c[j];
-			enum contender base = cases[k].c[1];   /* the iceoryx contender */
-			unsigned dist = 0;
-
-			for (unsigned r = 0; r < n; r++)
-				dist += results[r][c].disturbed;
-			for (unsigned r = 0; r < n; r++)
-				v[r] = results[r][c].r[0].probe_ns;
-			fmt_mmm(b4, sizeof(b4), summarize(v, n), 0);
-			if (c != base) {
-				double all[MAX_RUNS], f[MAX_RUNS], s[MAX_RUNS];
-				unsigned nf, ns;
-
-				/* Pairs that straddle a placement change compare two
-				 * machines: left out when there are others. */
-				ratios(pl, c, base, all, f, &nf, s, &ns);
-				fmt_mmm(b5, sizeof(b5), nf > 0 ? summarize(f, nf) : summarize(all, n),
-					tput ? 2 : 3);
-				if (ns > 0 && nf > 0) {
-					size_t l = strlen(b5);
-
-					snprintf(b5 + l, sizeof(b5) - l, " (%u of %u pairs)", nf, n);
-				}
-			} else {
-				snprintf(b5, sizeof(b5), "1");
-			}
-			if (tput) {
-				double ns_msg[MAX_RUNS], ret_msg[MAX_RUNS];
-
-				for (unsigned r = 0; r < n; r++) {
-					v[r] = metric(&results[r][c], c) / 1e6;
-					ns_msg[r] = v[r] > 0 ? 1e3 / v[r] : 0;
-					ret_msg[r] = results[r][c].r[0].msgs ?
-						     (double)results[r][c].r[0].retries /
-						     (double)results[r][c].r[0].msgs : 0;
-				}
-				fmt_mmm(b1, sizeof(b1), summarize(v, n), 2);
-				fmt_mmm(b2, sizeof(b2), summarize(ns_msg, n), 1);
-				fmt_mmm(b3, sizeof(b3), summarize(ret_msg, n), 2);
-				emit("| %s | %s | %s | %s | %s | %s | %u of %u |\n", contenders[c].name,
-				    b1, b2, b5, b3, b4, dist, n);
-			} else {
-				for (unsigned r = 0; r < n; r++)
-					v[r] = (double)results[r][c].r[0].lat.p50;
-				fmt_mmm(b1, sizeof(b1), summarize(v, n), 0);
-				for (unsigned r = 0; r < n; r++)
-					v[r] = (double)results[r][c].r[0].lat.p99;
-				fmt_mmm(b2, sizeof(b2), summarize(v, n), 0);
-				for (unsigned r = 0; r < n; r++)
-					v[r] = (double)results[r][c].r[0].lat.p999;
-				fmt_mmm(b3, sizeof(b3), summarize(v, n), 0);
-				for (unsigned r = 0; r < n; r++)
-					v[r] = results[r][c].r[0].msgs ?
-					       (double)(results[r][c].r[0].sleeps +
-							results[r][c].r[1].sleeps) /
-					       (double)results[r][c].r[0].msgs : 0;
-				fmt_mmm(b6, sizeof(b6), summarize(v, n), 2);
-				emit("| %s | %s | %s | %s | %s | %s | %s | %u of %u |\n",
-				     contenders[c].name, b1, b2, b3, b5, b6, b4, dist, n);
-			}
-		}
-		emit("\n");
-		for (unsigned j = 0; j < cases[k].n; j++)
-			emit("- `%s`: %s\n", contenders[cases[k].c[j]].name,
-			    contenders[cases[k].c[j]].what);
-		emit("\n\\* per interleaved pair (same run), over the pairs whose two samples ran in "
-		     "one placement (probes within 1.5x) when there are any%s.\n\n",
-		     tput ? "; above 1 Shoal is faster" : "; below 1 Shoal is faster");
-	}
-
-	if (!pl->on[0]) {
-		emit("Interference: %u of %u samples kept although disturbed, %u reruns, %u failed "
-		     "samples run again; machine steal time over the run %.0f ms.\n", disturbed,
-		     samples, reruns, failed, steal);
+	if (c == base) {
+		snprintf(buf, len, "1");
 		return;
 	}
-	/* Empty receive call, side A's CPU. */
-	emit("### One empty receive call (side A, before any traffic; ns)\n\n"
-	    "| contender | call | ns |\n|---|---|---:|\n");
-	{
-		static const enum contender pc[] = { C_SHOAL_DIRECT, C_IOX_POLL };
+	/* Pairs that straddle a placement change compare two machines: left
+	 * out when there are others. */
+	ratios(pl, c, base, all, f, &nf, s, &ns);
+	bench_fmt_mmm(buf, len, nf > 0 ? bench_mmm_keep(f, nf) : bench_mmm_keep(all, n),
+		      tput ? 2 : 3);
+	if (ns > 0 && nf > 0) {
+		size_t l = strlen(buf);
 
-		for (unsigned j = 0; j < 2; j++) {
-			for (unsigned r = 0; r < n; r++)
-				v[r] = results[r][pc[j]].r[0].poll_ns;
-			emit("| %s | %s | %s |\n", contenders[pc[j]].name,
-			    pc[j] == C_IOX_POLL ? "`iox_sub_take_chunk()`" : "`shoal_poll(ctx, 0, 0)`",
-			    fmt_mmm(b1, sizeof(b1), summarize(v, n), 1));
-		}
+		snprintf(buf + l, len - l, " (%u of %u pairs)", nf, n);
 	}
-	emit("\n");
+}
 
-	/* The target. */
-	{
-		double all[MAX_RUNS], f[MAX_RUNS], s[MAX_RUNS];
-		unsigned nf, ns;
-		struct bench_mmm m;
+/* One contender's row of case k's table. */
+static void report_row(FILE *f, const struct plan *pl, unsigned k, enum contender c)
+{
+	char b1[96], b2[96], b3[96], b4[96], b5[96], b6[96];
+	bool tput = contenders[c].kind == K_TPUT;
+	double v[BENCH_MAX_RUNS];
+	unsigned dist = 0, n = pl->runs;
 
-		ratios(pl, C_SHOAL_DIRECT, C_IOX_POLL, all, f, &nf, s, &ns);
-		m = summarize(all, n);
-		emit("### Target: Shoal direct ping-pong p50 round trip at most 0.25x iceoryx's\n\n");
-		emit("Shoal ÷ iceoryx per interleaved pair (run): %s over %u pairs",
-		     fmt_mmm(b1, sizeof(b1), m, 3), n);
-		if (nf > 0)
-			emit("; pairs in one placement (probes within 1.5x): %s over %u",
-			     fmt_mmm(b2, sizeof(b2), summarize(f, nf), 3), nf);
-		if (ns > 0)
-			emit("; pairs straddling a placement change (not comparable): %s over %u",
-			     fmt_mmm(b3, sizeof(b3), summarize(s, ns), 3), ns);
-		{
-			unsigned nd = 0;
+	for (unsigned r = 0; r < n; r++)
+		dist += results[r][c].disturbed;
+	for (unsigned r = 0; r < n; r++)
+		v[r] = results[r][c].r[0].probe_ns;
+	bench_fmt_mmm(b4, sizeof(b4), bench_mmm_keep(v, n), 0);
+	ratio_cell(b5, sizeof(b5), pl, c, cases[k].c[1], tput);
+	if (tput) {
+		double ns_msg[BENCH_MAX_RUNS], ret_msg[BENCH_MAX_RUNS];
 
-			for (unsigned r = 0; r < n; r++)
-				nd += results[r][C_SHOAL_DIRECT].disturbed ||
-				      results[r][C_IOX_POLL].disturbed;
-			emit("; %u pair(s) include a sample kept although disturbed.  \n", nd);
+		for (unsigned r = 0; r < n; r++) {
+			v[r] = metric(&results[r][c], c) / 1e6;
+			ns_msg[r] = v[r] > 0 ? 1e3 / v[r] : 0;
+			ret_msg[r] = results[r][c].r[0].msgs ?
+				     (double)results[r][c].r[0].retries /
+				     (double)results[r][c].r[0].msgs : 0;
 		}
-		if (n <= 20) {
-			emit("Per pair (ratio @ probe of the Shoal sample / of the iceoryx sample):");
-			for (unsigned r = 0; r < n; r++)
-				emit(" %.3f @ %.0f/%.0f ns%s", all[r],
-				     results[r][C_SHOAL_DIRECT].r[0].probe_ns,
-				     results[r][C_IOX_POLL].r[0].probe_ns, r + 1 < n ? ";" : ".  \n");
-		}
-		/* The verdict stands on comparable pairs when there are any. */
-		if (nf > 0) {
-			m = summarize(f, nf);
-			emit("**%s** on the %u pairs in one placement: median %.3f, %s.\n\n",
-			     m.med <= 0.25 ? "Met" : "Not met", nf, m.med,
-			     m.max <= 0.25 ? "every one at or under 0.25" :
-			     m.min > 0.25 ? "none at or under 0.25" : "some at or under 0.25");
-		} else {
-			emit("**%s** (median over all pairs %.3f; no pair ran in one placement).\n\n",
-			     m.med <= 0.25 ? "Met" : "Not met", m.med);
-		}
+		bench_fmt_mmm(b1, sizeof(b1), bench_mmm_keep(v, n), 2);
+		bench_fmt_mmm(b2, sizeof(b2), bench_mmm_keep(ns_msg, n), 1);
+		bench_fmt_mmm(b3, sizeof(b3), bench_mmm_keep(ret_msg, n), 2);
+		fprintf(f, "| %s | %s | %s | %s | %s | %s | %u of %u |\n", contenders[c].name, b1,
+			b2, b5, b3, b4, dist, n);
+		return;
 	}
-	emit("Interference: %u of %u samples kept although disturbed (a side waited for its "
-	     "CPU >= %.0f %% of the measured time), %u reruns of disturbed samples, %u failed "
-	     "samples run again (see stderr); machine steal time over the run %.0f ms.\n",
-	     disturbed, samples, DISTURBED_SHARE * 100, reruns, failed, steal);
+	for (unsigned r = 0; r < n; r++)
+		v[r] = (double)results[r][c].r[0].lat.p50;
+	bench_fmt_mmm(b1, sizeof(b1), bench_mmm_keep(v, n), 0);
+	for (unsigned r = 0; r < n; r++)
+		v[r] = (double)results[r][c].r[0].lat.p99;
+	bench_fmt_mmm(b2, sizeof(b2), bench_mmm_keep(v, n), 0);
+	for (unsigned r = 0; r < n; r++)
+		v[r] = (double)results[r][c].r[0].lat.p999;
+	bench_fmt_mmm(b3, sizeof(b3), bench_mmm_keep(v, n), 0);
+	for (unsigned r = 0; r < n; r++)
+		v[r] = results[r][c].r[0].msgs ?
+		       (double)(results[r][c].r[0].sleeps + results[r][c].r[1].sleeps) /
+		       (double)results[r][c].r[0].msgs : 0;
+	bench_fmt_mmm(b6, sizeof(b6), bench_mmm_keep(v, n), 2);
+	fprintf(f, "| %s | %s | %s | %s | %s | %s | %s | %u of %u |\n", contenders[c].name, b1, b2,
+		b3, b5, b6, b4, dist, n);
+}
+
+/* Case k's table and its legend. */
+static void report_case(FILE *f, const struct plan *pl, unsigned k)
+{
+	bool tput = cases[k].c[0] == C_SHOAL_TPUT;
+
+	fprintf(f, "### %s\n\n", cases[k].title);
+	if (tput)
+		fprintf(f, "| contender | Mmsg/s | ns/msg | Shoal ÷ iceoryx (rate)* | sender retries "
+			"/ msg | probe (ns) | disturbed |\n|---|---:|---:|---:|---:|---:|---:|\n");
+	else
+		fprintf(f, "| contender | p50 (ns) | p99 (ns) | p99.9 (ns) | Shoal ÷ iceoryx (p50)* "
+			"| sleeps / round trip | probe (ns) | disturbed |\n"
+			"|---|---:|---:|---:|---:|---:|---:|---:|\n");
+	for (unsigned j = 0; j < cases[k].n; j++)
+		report_row(f, pl, k, cases[k].c[j]);
+	fprintf(f, "\n");
+	for (unsigned j = 0; j < cases[k].n; j++)
+		fprintf(f, "- `%s`: %s\n", contenders[cases[k].c[j]].name,
+			contenders[cases[k].c[j]].what);
+	fprintf(f, "\n\\* per interleaved pair (same run), over the pairs whose two samples ran in "
+		"one placement (probes within 1.5x) when there are any%s.\n\n",
+		tput ? "; above 1 Shoal is faster" : "; below 1 Shoal is faster");
+}
+
+/* One empty receive call, side A's CPU. */
+static void report_poll(FILE *f, const struct plan *pl)
+{
+	static const enum contender pc[] = { C_SHOAL_DIRECT, C_IOX_POLL };
+	double v[BENCH_MAX_RUNS];
+	char b[96];
+
+	fprintf(f, "### One empty receive call (side A, before any traffic; ns)\n\n"
+		"| contender | call | ns |\n|---|---|---:|\n");
+	for (unsigned j = 0; j < 2; j++) {
+		for (unsigned r = 0; r < pl->runs; r++)
+			v[r] = results[r][pc[j]].r[0].poll_ns;
+		fprintf(f, "| %s | %s | %s |\n", contenders[pc[j]].name,
+			pc[j] == C_IOX_POLL ? "`iox_sub_take_chunk()`" : "`shoal_poll(ctx, 0, 0)`",
+			bench_fmt_mmm(b, sizeof(b), bench_mmm_keep(v, pl->runs), 1));
+	}
+	fprintf(f, "\n");
+}
+
+/* The target: Shoal's direct ping-pong p50 at most 0.25x iceoryx's. The
+ * verdict stands on comparable pairs when there are any. */
+static void report_target(FILE *f, const struct plan *pl)
+{
+	double all[BENCH_MAX_RUNS], fa[BENCH_MAX_RUNS], s[BENCH_MAX_RUNS];
+	unsigned nf, ns, nd = 0, n = pl->runs;
+	char b1[96], b2[96], b3[96];
+	struct bench_mmm m;
+
+	ratios(pl, C_SHOAL_DIRECT, C_IOX_POLL, all, fa, &nf, s, &ns);
+	m = bench_mmm_keep(all, n);
+	fprintf(f, "### Target: Shoal direct ping-pong p50 round trip at most 0.25x iceoryx's\n\n");
+	fprintf(f, "Shoal ÷ iceoryx per interleaved pair (run): %s over %u pairs",
+		bench_fmt_mmm(b1, sizeof(b1), m, 3), n);
+	if (nf > 0)
+		fprintf(f, "; pairs in one placement (probes within 1.5x): %s over %u",
+			bench_fmt_mmm(b2, sizeof(b2), bench_mmm_keep(fa, nf), 3), nf);
+	if (ns > 0)
+		fprintf(f, "; pairs straddling a placement change (not comparable): %s over %u",
+			bench_fmt_mmm(b3, sizeof(b3), bench_mmm_keep(s, ns), 3), ns);
+	for (unsigned r = 0; r < n; r++)
+		nd += results[r][C_SHOAL_DIRECT].disturbed || results[r][C_IOX_POLL].disturbed;
+	fprintf(f, "; %u pair(s) include a sample kept although disturbed.  \n", nd);
+	if (n <= 20) {
+		fprintf(f, "Per pair (ratio @ probe of the Shoal sample / of the iceoryx sample):");
+		for (unsigned r = 0; r < n; r++)
+			fprintf(f, " %.3f @ %.0f/%.0f ns%s", all[r],
+				results[r][C_SHOAL_DIRECT].r[0].probe_ns,
+				results[r][C_IOX_POLL].r[0].probe_ns, r + 1 < n ? ";" : ".  \n");
+	}
+	if (nf > 0) {
+		m = bench_mmm_keep(fa, nf);
+		fprintf(f, "**%s** on the %u pairs in one placement: median %.3f, %s.\n\n",
+			m.med <= 0.25 ? "Met" : "Not met", nf, m.med,
+			m.max <= 0.25 ? "every one at or under 0.25" :
+			m.min > 0.25 ? "none at or under 0.25" : "some at or under 0.25");
+	} else {
+		fprintf(f, "**%s** (median over all pairs %.3f; no pair ran in one placement).\n\n",
+			m.med <= 0.25 ? "Met" : "Not met", m.med);
+	}
+}
+
+static void write_md(FILE *f, const void *arg)
+{
+	const struct plan *pl = ((const struct outputs *)arg)->pl;
+	const struct tally *t = ((const struct outputs *)arg)->t;
+
+	fprintf(f, "## shoal-bench-iceoryx: Shoal vs Eclipse iceoryx %s, 64-byte messages, "
+		"across processes\n\n", "2.0.3 (Debian, C binding)");
+	fprintf(f, "Command: `%s`  \n", pl->command);
+	fprintf(f, "Pinning: side A (ping, sender) on CPU %d, side B (pong, receiver) on CPU %d, "
+		"held in %u of %u samples; the parent (Shoal router, idle) and iox-roudi "
+		"unpinned and idle. %u runs x %.0f ms per ping-pong and throughput sample "
+		"(%.0f ms sleeping ping-pong), contenders of a case interleaved, order rotated "
+		"every run. Median over runs [min, max].\n\n", pl->cpu[0], pl->cpu[1], t->pinned,
+		t->samples, pl->runs, (double)pl->duration_ns / 1e6,
+		(double)pl->duration_ns * 0.5 / 1e6);
+	for (unsigned k = 0; k < N_CASES; k++)
+		if (pl->on[k])
+			report_case(f, pl, k);
+	if (!pl->on[0]) {
+		fprintf(f, "Interference: %u of %u samples kept although disturbed, %u reruns, %u "
+			"failed samples run again; machine steal time over the run %.0f ms.\n",
+			t->disturbed, t->samples, t->reruns, t->failed, t->steal_ms);
+		return;
+	}
+	report_poll(f, pl);
+	report_target(f, pl);
+	fprintf(f, "Interference: %u of %u samples kept although disturbed (a side waited for its "
+		"CPU >= %.0f %% of the measured time), %u reruns of disturbed samples, %u failed "
+		"samples run again (see stderr); machine steal time over the run %.0f ms.\n",
+		t->disturbed, t->samples, DISTURBED_SHARE * 100, t->reruns, t->failed, t->steal_ms);
+}
+
+/* ---- the parent: the run ---------------------------------------------------------- */
+
+static void progress(const struct plan *pl, unsigned r, unsigned k, enum contender c,
+		     const struct sample *s)
+{
+	fprintf(stderr, "run %u/%u %-15s %-16s %s %10.0f  probe %4.0f ns  waited A %.2f%% B "
+		"%.2f%%%s\n", r + 1, pl->runs, cases[k].name, contenders[c].name,
+		contenders[c].kind == K_TPUT ? "msg/s" : "p50 ns", metric(s, c), s->r[0].probe_ns,
+		s->r[0].span_ns ? 100.0 * (double)s->r[0].waited_ns / (double)s->r[0].span_ns : 0,
+		s->r[1].span_ns ? 100.0 * (double)s->r[1].waited_ns / (double)s->r[1].span_ns : 0,
+		s->disturbed ? "  DISTURBED" : "");
+}
+
+/*
+ * Contender c's sample of case k in run r, into results[r][c]. A sample
+ * whose side failed (a timeout, iceoryx aborting) is usually starved by
+ * other load on the two CPUs: it runs again, visibly, twice at most. Lost
+ * or corrupted messages and Ctrl-C are never retried. A disturbed sample
+ * runs again up to MAX_RERUNS times when reruns are on. Returns 0 or the
+ * failed sample's negative errno.
+ */
+static int contender_sample(const struct plan *pl, unsigned r, unsigned k, enum contender c,
+			    struct tally *t)
+{
+	uint64_t dur = (uint64_t)((double)pl->duration_ns * cases[k].share);
+	struct sample *s = &results[r][c];
+	unsigned tries = 0, fails = 0;
+	int ret;
+
+	for (;;) {
+		ret = sample_run(c, dur, pl->cpu, s);
+		if (ret < 0 && ret != -EBADMSG && ret != -EINTR && roudi.pid > 0 &&
+		    fails < MAX_FAILED_RETRIES) {
+			fails++;
+			t->failed++;
+			fprintf(stderr, "%s: running the %s sample again\n", PROG, contenders[c].name);
+			continue;
+		}
+		if (ret < 0 || !s->disturbed || !pl->reruns || tries == MAX_RERUNS)
+			break;
+		tries++;
+		t->reruns++;
+	}
+	if (ret < 0)
+		return ret;
+	s->reruns = tries;
+	t->samples++;
+	t->disturbed += s->disturbed;
+	t->pinned += s->pinned;
+	progress(pl, r, k, c, s);
+	return 0;
+}
+
+/* Every run goes through every case; a case's contenders run back to back,
+ * their order rotated by one every run. */
+static int run_all(const struct plan *pl, struct tally *t)
+{
+	int ret = 0;
+
+	for (unsigned r = 0; r < pl->runs && ret == 0; r++)
+		for (unsigned k = 0; k < N_CASES && ret == 0; k++)
+			for (unsigned j = 0; j < cases[k].n && ret == 0 && pl->on[k]; j++)
+				ret = contender_sample(pl, r, k, cases[k].c[(j + r) % cases[k].n], t);
+	return ret;
 }
 
 /* ---- main -------------------------------------------------------------------- */
+
+#define EXIT_USAGE 2
+#define EXIT_SKIP 77
 
 static void usage(FILE *f)
 {
@@ -1675,16 +1736,19 @@ static void usage(FILE *f)
 	      "128+n (stopped by signal n).\n", f);
 }
 
-static bool cpus_usable(const int cpu[2])
+/* --only: a comma-separated list of case names. 0 or -EINVAL. */
+static int parse_only(const char *arg, bool on[N_CASES])
 {
-	cpu_set_t set;
+	const char *names[N_CASES];
 
-	if (cpu[0] == cpu[1] || sched_getaffinity(0, sizeof(set), &set) != 0)
-		return false;
-	return CPU_ISSET(cpu[0], &set) && CPU_ISSET(cpu[1], &set);
+	for (unsigned k = 0; k < N_CASES; k++)
+		names[k] = cases[k].name;
+	return bench_parse_names(arg, names, N_CASES, on);
 }
 
-int main(int argc, char **argv)
+/* The command line into pl. Returns 0, or -EINVAL with the reason on
+ * stderr. --help prints the usage and exits. */
+static int parse_opts(int argc, char **argv, struct plan *pl)
 {
 	static const struct option opts[] = {
 		{ "runs", required_argument, NULL, 'r' },
@@ -1698,128 +1762,124 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct plan pl = { .on = { true, true, true }, .runs = 5, .duration_ns = 1000000000,
-			   .cpu = { 0, 1 }, .reruns = true };
-	unsigned reruns = 0, disturbed = 0, samples = 0, pinned = 0, failed_retried = 0;
 	bool runs_set = false, dur_set = false;
-	double steal0;
-	int c, ret = 0, status = 0;
+	int c;
 
-	bench_command_line(pl.command, sizeof(pl.command), argc, argv);
+	*pl = (struct plan){ .on = { true, true, true }, .runs = 5, .duration_ns = 1000000000,
+			     .cpu = { 0, 1 }, .reruns = true };
+	bench_command_line(pl->command, sizeof(pl->command), argc, argv);
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		uint64_t v;
 
 		switch (c) {
 		case 'r':
-			if (bench_parse_uint(optarg, 1, MAX_RUNS, &v) < 0) {
-				fprintf(stderr, "%s: --runs takes 1 to %u\n", PROG, MAX_RUNS);
-				return 2;
+			if (bench_parse_uint(optarg, 1, BENCH_MAX_RUNS, &v) < 0) {
+				fprintf(stderr, "%s: --runs takes 1 to %u\n", PROG, BENCH_MAX_RUNS);
+				return -EINVAL;
 			}
-			pl.runs = (unsigned)v;
+			pl->runs = (unsigned)v;
 			runs_set = true;
 			break;
 		case 'd':
 			if (bench_parse_uint(optarg, 10, 60000, &v) < 0) {
 				fprintf(stderr, "%s: --duration takes 10 to 60000 (ms)\n", PROG);
-				return 2;
+				return -EINVAL;
 			}
-			pl.duration_ns = v * 1000000u;
+			pl->duration_ns = v * 1000000u;
 			dur_set = true;
 			break;
 		case 's':
 			if (!runs_set)
-				pl.runs = 3;
+				pl->runs = 3;
 			if (!dur_set)
-				pl.duration_ns = 250000000;
-			pl.reruns = false;
+				pl->duration_ns = 250000000;
+			pl->reruns = false;
 			break;
 		case 'S':
-			pl.runs = 1;
-			pl.duration_ns = 100000000;
-			pl.reruns = false;
+			pl->runs = 1;
+			pl->duration_ns = 100000000;
+			pl->reruns = false;
 			break;
 		case 'c':
-			if (bench_parse_cpus(optarg, CPU_SETSIZE, pl.cpu) < 0) {
+			if (bench_parse_cpus(optarg, CPU_SETSIZE, pl->cpu) < 0) {
 				fprintf(stderr, "%s: --cpus takes A,B: two different CPUs\n", PROG);
-				return 2;
+				return -EINVAL;
 			}
 			break;
 		case 'C':
-			pl.csv = optarg;
+			pl->csv = optarg;
 			break;
-		case 'o': {
-			char *save = NULL, *list = strdup(optarg);
-
-			memset(pl.on, 0, sizeof(pl.on));
-			for (char *t = strtok_r(list, ",", &save); t != NULL;
-			     t = strtok_r(NULL, ",", &save)) {
-				unsigned k;
-
-				for (k = 0; k < N_CASES && strcmp(t, cases[k].name) != 0; k++)
-					;
-				if (k == N_CASES) {
-					fprintf(stderr, "%s: --only takes a list of pingpong, "
-						"pingpong-sleep, tput\n", PROG);
-					return 2;
-				}
-				pl.on[k] = true;
+		case 'o':
+			if (parse_only(optarg, pl->on) < 0) {
+				fprintf(stderr, "%s: --only takes a list of pingpong, pingpong-sleep, "
+					"tput\n", PROG);
+				return -EINVAL;
 			}
-			free(list);
 			break;
-		}
 		case 'm':
-			pl.md = optarg;
+			pl->md = optarg;
 			break;
 		case 'h':
 			usage(stdout);
-			return 0;
+			exit(0);
 		default:
 			usage(stderr);
-			return 2;
+			return -EINVAL;
 		}
 	}
 	if (optind < argc) {
 		usage(stderr);
-		return 2;
+		return -EINVAL;
 	}
-	if (!cpus_usable(pl.cpu)) {
+	return 0;
+}
+
+/* Whether this machine can run the benchmark: both CPUs, iox-roudi, and
+ * no other RouDi. Says why not on stderr. */
+static bool can_run(const struct plan *pl)
+{
+	pid_t other;
+
+	if (!bench_cpus_usable(pl->cpu)) {
 		fprintf(stderr, "%s: skipped: CPUs %d and %d are not both available to this "
-			"process\n", PROG, pl.cpu[0], pl.cpu[1]);
-		return 77;
+			"process\n", PROG, pl->cpu[0], pl->cpu[1]);
+		return false;
 	}
 	if (access(ROUDI_PATH, X_OK) != 0) {
 		fprintf(stderr, "%s: skipped: %s not found (Debian package iceoryx)\n", PROG,
 			ROUDI_PATH);
-		return 77;
+		return false;
 	}
-	{
-		pid_t other = other_roudi();
+	other = other_roudi();
+	if (other > 0) {
+		/* iceoryx 2.0 allows one RouDi per machine (fixed names in
+		 * /dev/shm and /tmp): ours cannot start, and we never use or
+		 * disturb someone else's. */
+		fprintf(stderr, "%s: skipped: another iox-roudi is running (pid %d); this "
+			"benchmark starts its own\n", PROG, (int)other);
+		return false;
+	}
+	return true;
+}
 
-		if (other > 0) {
-			/* iceoryx 2.0 allows one RouDi per machine (fixed names in
-			 * /dev/shm and /tmp): ours cannot start, and we never use
-			 * or disturb someone else's. */
-			fprintf(stderr, "%s: skipped: another iox-roudi is running (pid %d); this "
-				"benchmark starts its own\n", PROG, (int)other);
-			return 77;
-		}
-	}
+/*
+ * The parent before the first sample: what a killed run left removed, the
+ * control block mapped, signals caught, iox-roudi started. Returns 0, or
+ * the exit status to leave with (the reason on stderr).
+ */
+static int parent_init(const struct plan *pl)
+{
+	int stale, ret;
+
 	parent_pid = getpid();
-	{
-		int stale = remove_stale();
-
-		if (stale > 0)
-			fprintf(stderr, "%s: removed %d file(s) left by an earlier run that was "
-				"killed\n", PROG, stale);
-	}
+	stale = remove_stale();
+	if (stale > 0)
+		fprintf(stderr, "%s: removed %d file(s) left by an earlier run that was killed\n",
+			PROG, stale);
 	ctl = mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (ctl == MAP_FAILED) {
 		fprintf(stderr, "%s: mmap: %s\n", PROG, strerror(errno));
-		return 1;
-	}
-	if (pl.md != NULL && (md_file = fopen(pl.md, "we")) == NULL) {
-		fprintf(stderr, "%s: %s: %s\n", PROG, pl.md, strerror(errno));
-		return 2;
+		return EXIT_FAILURE;
 	}
 	/* No SA_RESTART: waitpid() returns EINTR, and the parent kills the
 	 * sample's processes and stops RouDi. */
@@ -1836,71 +1896,42 @@ int main(int argc, char **argv)
 		if (ret != -EINTR)
 			roudi_log_tail();
 		roudi_stop();
-		return sig ? 128 + sig : 77;
+		return sig ? 128 + sig : EXIT_SKIP;
 	}
 	fprintf(stderr, "%s: iox-roudi pid %d ready; %u runs, %.0f ms per sample, CPUs %d,%d\n",
-		PROG, (int)roudi.pid, pl.runs, (double)pl.duration_ns / 1e6, pl.cpu[0], pl.cpu[1]);
-	steal0 = steal_ms();
-	for (unsigned r = 0; r < pl.runs && ret == 0; r++)
-		for (unsigned k = 0; k < N_CASES && ret == 0; k++)
-			for (unsigned j = 0; j < cases[k].n && ret == 0 && pl.on[k]; j++) {
-				enum contender ct = cases[k].c[(j + r) % cases[k].n];
-				uint64_t dur = (uint64_t)((double)pl.duration_ns * cases[k].share);
-				struct sample *s = &results[r][ct];
-				unsigned tries = 0, fails = 0;
+		PROG, (int)roudi.pid, pl->runs, (double)pl->duration_ns / 1e6, pl->cpu[0],
+		pl->cpu[1]);
+	return 0;
+}
 
-				for (;;) {
-					ret = sample_run(ct, dur, pl.cpu, s);
-					/* A side that failed (a timeout, iceoryx aborting) is
-					 * usually starved by other load on the two CPUs: run
-					 * it again, visibly, twice at most. Lost or corrupted
-					 * messages and Ctrl-C are never retried. */
-					if (ret < 0 && ret != -EBADMSG && ret != -EINTR &&
-					    roudi.pid > 0 && fails < MAX_FAILED_RETRIES) {
-						fails++;
-						failed_retried++;
-						fprintf(stderr, "%s: running the %s sample again\n",
-							PROG, contenders[ct].name);
-						continue;
-					}
-					if (ret < 0 || !s->disturbed || !pl.reruns ||
-					    tries == MAX_RERUNS)
-						break;
-					tries++;
-					reruns++;
-				}
-				if (ret < 0)
-					break;
-				s->reruns = tries;
-				samples++;
-				disturbed += s->disturbed;
-				pinned += s->pinned;
-				fprintf(stderr, "run %u/%u %-15s %-16s %s %10.0f  probe %4.0f ns  "
-					"waited A %.2f%% B %.2f%%%s\n", r + 1, pl.runs, cases[k].name,
-					contenders[ct].name,
-					contenders[ct].kind == K_TPUT ? "msg/s" : "p50 ns",
-					metric(s, ct), s->r[0].probe_ns,
-					s->r[0].span_ns ? 100.0 * (double)s->r[0].waited_ns /
-							  (double)s->r[0].span_ns : 0,
-					s->r[1].span_ns ? 100.0 * (double)s->r[1].waited_ns /
-							  (double)s->r[1].span_ns : 0,
-					s->disturbed ? "  DISTURBED" : "");
-			}
+int main(int argc, char **argv)
+{
+	struct plan pl;
+	struct tally t = { 0 };
+	double steal0;
+	int ret;
+
+	if (parse_opts(argc, argv, &pl) < 0)
+		return EXIT_USAGE;
+	if (!can_run(&pl))
+		return EXIT_SKIP;
+	ret = parent_init(&pl);
+	if (ret != 0)
+		return ret;
+	steal0 = steal_ms();
+	ret = run_all(&pl, &t);
 	roudi_stop();
+	t.steal_ms = steal_ms() - steal0;
 	if (roudi.left_behind > 0)
 		fprintf(stderr, "%s: removed %d file(s) left behind by iox-roudi or killed "
 			"iceoryx runtimes\n", PROG, roudi.left_behind);
 	if (ret == -EINTR || bench_stop_signal()) {
-		status = 128 + (bench_stop_signal() ? bench_stop_signal() : SIGINT);
 		fprintf(stderr, "%s: interrupted; iox-roudi stopped\n", PROG);
-		return status;
+		return 128 + (bench_stop_signal() ? bench_stop_signal() : SIGINT);
 	}
 	if (ret < 0)
-		return 1;
-	report(&pl, steal_ms() - steal0, reruns, disturbed, samples, pinned, failed_retried);
-	if (pl.csv != NULL)
-		csv_write(&pl);
-	if (md_file != NULL)
-		fclose(md_file);
-	return 0;
+		return EXIT_FAILURE;
+	ret = bench_write_outputs(PROG, pl.md, pl.csv, write_md, write_csv,
+				  &(struct outputs){ &pl, &t });
+	return ret < 0 ? EXIT_FAILURE : 0;
 }

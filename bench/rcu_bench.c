@@ -112,6 +112,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "shm/util.h"
+
 #ifndef RB_QSBR
 #define RB_QSBR 0
 #endif
@@ -184,17 +186,13 @@ struct rb_opts {
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static uint64_t clock_ns(clockid_t id)
+/* The calling thread's CPU time; wall time is shoal__now_ns(). */
+static uint64_t thread_cpu_ns(void)
 {
 	struct timespec ts;
 
-	clock_gettime(id, &ts);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t now_ns(void)
-{
-	return clock_ns(CLOCK_MONOTONIC);
 }
 
 static void sleep_ns(uint64_t ns)
@@ -326,20 +324,20 @@ static void *reader_main(void *argp)
 		RB_ONLINE();
 		/* Warm up (a vCPU that was idle runs slowly for a while), then tell
 		 * the writer the loop runs. */
-		t0 = now_ns();
-		while (now_ns() - t0 < RB_WARMUP_NS)
+		t0 = shoal__now_ns();
+		while (shoal__now_ns() - t0 < RB_WARMUP_NS)
 			bad += cmd == RB_BASE ? base_chunk() : read_chunk(k);
 		/* Relaxed: the writer only waits for the number; nothing to order. */
 		atomic_store_explicit(&ctl.ack, s, memory_order_relaxed);
-		t0 = now_ns();
-		c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
+		t0 = shoal__now_ns();
+		c0 = thread_cpu_ns();
 		do {
 			bad += cmd == RB_BASE ? base_chunk() : read_chunk(k);
 			reads += RB_CHUNK;
 			/* Relaxed: a stop request; the next command is read under A2. */
 		} while (atomic_load_explicit(&ctl.seq, memory_order_relaxed) == s);
-		c1 = clock_ns(CLOCK_THREAD_CPUTIME_ID);
-		t1 = now_ns();
+		c1 = thread_cpu_ns();
+		t1 = shoal__now_ns();
 		RB_OFFLINE();
 		ctl.reads = reads;
 		ctl.ns = c1 - c0;
@@ -418,9 +416,9 @@ static uint64_t publish_and_wait(void)
 	atomic_store_explicit(&next->val, RB_GOOD, memory_order_relaxed);
 	/* R1: pairs with A1 in read_chunk(). */
 	old = rcu_xchg_pointer(&rb_snap, next);
-	t0 = now_ns();
+	t0 = shoal__now_ns();
 	synchronize_rcu();
-	t1 = now_ns();
+	t1 = shoal__now_ns();
 	/* Relaxed: after the grace period nobody reads old; a reader that does
 	 * anyway counts a violation. */
 	atomic_store_explicit(&old->val, RB_POISON, memory_order_relaxed);
@@ -431,10 +429,10 @@ static uint64_t publish_and_wait(void)
 /* Grace periods back to back for ms milliseconds (at most RB_MAX_SAMPLES). */
 static size_t gp_loop(uint64_t *samples, unsigned ms)
 {
-	uint64_t end = now_ns() + (uint64_t)ms * 1000000u;
+	uint64_t end = shoal__now_ns() + (uint64_t)ms * 1000000u;
 	size_t n = 0;
 
-	while (n < RB_MAX_SAMPLES && (n < 16 || now_ns() < end))
+	while (n < RB_MAX_SAMPLES && (n < 16 || shoal__now_ns() < end))
 		samples[n++] = publish_and_wait();
 	qsort(samples, n, sizeof(*samples), cmp_u64);
 	return n;
@@ -464,15 +462,15 @@ static long getppid_once(void)
  * each latency into samples, sorted. Returns the count, 0 if a call fails. */
 static size_t time_calls(uint64_t *samples, unsigned ms, long (*fn)(void))
 {
-	uint64_t end = now_ns() + (uint64_t)ms * 1000000u;
+	uint64_t end = shoal__now_ns() + (uint64_t)ms * 1000000u;
 	size_t n = 0;
 
-	while (n < RB_MAX_SAMPLES && (n < 16 || now_ns() < end)) {
-		uint64_t t0 = now_ns();
+	while (n < RB_MAX_SAMPLES && (n < 16 || shoal__now_ns() < end)) {
+		uint64_t t0 = shoal__now_ns();
 
 		if (fn() < 0)
 			return 0;
-		samples[n++] = now_ns() - t0;
+		samples[n++] = shoal__now_ns() - t0;
 	}
 	qsort(samples, n, sizeof(*samples), cmp_u64);
 	return n;
@@ -626,9 +624,9 @@ static uint64_t run_once(const struct rb_opts *o, unsigned run, uint64_t *sample
 	/* ...and (2, 3) while the writer publishes back to back: its grace
 	 * periods with a busy reader, and what they cost the reader. */
 	s = reader_start(RB_READ, k);
-	t0 = now_ns();
+	t0 = shoal__now_ns();
 	n = gp_loop(samples, o->busy_ms);
-	gp_ns = now_ns() - t0;
+	gp_ns = shoal__now_ns() - t0;
 	reader_stop(s);
 	bad += ctl.bad;
 	v[C_READS_WRITER] = (double)ctl.reads * 1000.0 / (double)ctl.ns;

@@ -1,71 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The benchmark plan (which samples, in which order) and its results, as
- * the driver (ring_bench.c) fills them and the report (report.c) prints
- * them. Private to bench/.
+ * What every benchmark's report is made of: the machine line, a "median
+ * [min, max]" cell, and the Markdown and CSV outputs. The reports share
+ * them so that bench/run-suite, which puts them side by side, finds the
+ * same lines written the same way. Each benchmark's tables stay with its
+ * data: ring_report.c (shoal-bench-ring), system_bench.c, iceoryx_bench.c.
+ * Private to bench/.
  */
 #ifndef SHOAL_BENCH_REPORT_H
 #define SHOAL_BENCH_REPORT_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "bench/bench.h"
 
-#define BENCH_MAX_CONTENDERS 5
-#define BENCH_MAX_CASES 64
-#define BENCH_MAX_RUNS 99
-/* A sample in which a side waited this share of the time for its CPU was
- * disturbed by another task: it is run again, up to the mode's retries. */
-#define BENCH_WAITED_DISTURBED 0.02
+/* The header's machine line: "- machine: <CPU model>, <n> CPUs online,
+ * <kernel> <release>" and a newline. */
+void bench_md_machine(FILE *f);
 
-/* What the report needs from one sample. */
-struct bench_obs {
-	double mmsgs;             /* million messages (round trips, operations) per second */
-	double ns_per_msg;        /* wall time per message */
-	struct bench_pct lat;     /* ping-pong: round trip; wake, spin: send to receive */
-	struct bench_pct wake_cost; /* wake, spin: side A's send + notify that woke B */
-	double cpu_ns_per_msg;    /* side B's CPU time per message */
-	double cpu_util;          /* side B's CPU time / wall time */
-	double sleeps_per_msg;    /* side B's futex waits per message */
-	uint64_t msgs;
-	uint64_t lost;            /* wake-ups only a timeout delivered */
-	double probe_ns;          /* placement probe round trip */
-	double waited;            /* share of the sample either side waited for its CPU */
-	int cpu[2];               /* where sides A and B ran (sched_getcpu) */
-};
+/* "med [min, max]" of m, each with `prec` decimals, into buf; returns buf. */
+const char *bench_fmt_mmm(char *buf, size_t len, struct bench_mmm m, int prec);
 
-/* One contender in one case: its parameters and one observation per run. */
-struct bench_point {
-	const struct bench_contender *c;
-	struct bench_params p;
-	struct bench_obs *obs;
-	unsigned n;
-};
-
-/* The contenders of a case measure the same thing; they run back to back,
- * in an order rotated every run, so that each pair of them shares a
- * placement as often as possible. pt[0] is Shoal, the reference of ratios. */
-struct bench_case {
-	struct bench_point pt[BENCH_MAX_CONTENDERS];
-	unsigned n;
-};
-
-struct bench_plan {
-	struct bench_case cases[BENCH_MAX_CASES];
-	unsigned n_cases;
-	unsigned runs;
-	const char *mode;
-	char command[512];
-	double steal;             /* share of CPU time the hypervisor stole during the run */
-	unsigned retries;         /* reruns allowed per disturbed sample */
-	unsigned reruns;          /* reruns made */
-	int cpu[2];
-};
-
-/* The whole report as markdown. */
-void bench_report_md(FILE *f, const struct bench_plan *plan);
-
-/* Every observation as one CSV row. Returns 0 or -errno. */
-int bench_report_csv(const char *path, const struct bench_plan *plan);
+/*
+ * The report in Markdown on stdout and, when asked, in file `md`; the
+ * samples as CSV in file `csv`. A file that cannot be written is said on
+ * stderr. Returns 0 or the first negative errno.
+ */
+int bench_write_outputs(const char *prog, const char *md, const char *csv,
+			void (*write_md)(FILE *f, const void *arg),
+			int (*write_csv)(const char *path, const void *arg), const void *arg);
 
 #endif

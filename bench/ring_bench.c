@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/report.h"
+#include "bench/ring_report.h"
 
 #define MS(x) ((uint64_t)(x) * 1000000u)
 #define US(x) ((uint64_t)(x) * 1000u)
@@ -88,7 +88,7 @@ struct bench_opts {
 	int mode;
 	unsigned runs;            /* 0: the mode's */
 	int cpu[2];
-	unsigned sections;        /* bit per enum bench_kind */
+	bool sections[BENCH_KINDS]; /* --only */
 	const char *csv;
 	const char *md;
 };
@@ -104,7 +104,7 @@ static void usage(FILE *f)
 		"\n"
 		"  --short          every case shorter, 3 runs, no reruns (under 20 s)\n"
 		"  --smoke          every case a few milliseconds, 1 run: checks that it runs\n"
-		"  --runs N         repeat every case N times (1-%d; default 5)\n"
+		"  --runs N         repeat every case N times (1-%u; default 5)\n"
 		"  --cpus A,B       pin the producer / initiator to A, the consumer / responder\n"
 		"                   to B (default 0,1)\n"
 		"  --only LIST      sections to run, comma-separated: tput,pingpong,wake,spin,sys\n"
@@ -114,24 +114,6 @@ static void usage(FILE *f)
 		"\n"
 		"Exit status: 0 done, 1 a sample failed, 2 bad usage, 77 the two CPUs are\n"
 		"not available (skipped), 128+n stopped by signal n.\n", BENCH_MAX_RUNS);
-}
-
-static int parse_sections(const char *arg, unsigned *mask)
-{
-	char buf[128], *save = NULL;
-
-	snprintf(buf, sizeof(buf), "%s", arg);
-	*mask = 0;
-	for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-		unsigned k;
-
-		for (k = 0; k < BENCH_KINDS && strcmp(tok, section_name[k]) != 0; k++)
-			;
-		if (k == BENCH_KINDS)
-			return -EINVAL;
-		*mask |= 1u << k;
-	}
-	return *mask ? 0 : -EINVAL;
 }
 
 static int parse_opts(int argc, char **argv, struct bench_opts *o)
@@ -149,8 +131,9 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 	};
 	int opt;
 
-	*o = (struct bench_opts){ .mode = MODE_DEFAULT, .cpu = { 0, 1 },
-				  .sections = (1u << BENCH_KINDS) - 1 };
+	*o = (struct bench_opts){ .mode = MODE_DEFAULT, .cpu = { 0, 1 } };
+	for (unsigned k = 0; k < BENCH_KINDS; k++)
+		o->sections[k] = true;
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		uint64_t v;
 
@@ -174,7 +157,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'o':
-			if (parse_sections(optarg, &o->sections) < 0)
+			if (bench_parse_names(optarg, section_name, BENCH_KINDS, o->sections) < 0)
 				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'C':
@@ -188,22 +171,6 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 		}
 	}
 	return optind == argc ? 0 : -EINVAL;
-}
-
-/* Both CPUs must be in this process's affinity mask (cpusets, offline CPUs). */
-static int cpus_available(const int cpu[2])
-{
-	cpu_set_t set;
-
-	if (sched_getaffinity(0, sizeof(set), &set) != 0)
-		return -errno;
-	for (int i = 0; i < 2; i++)
-		if (!CPU_ISSET(cpu[i], &set)) {
-			fprintf(stderr, PROG ": CPU %d is not available to this process\n",
-				cpu[i]);
-			return -ENODEV;
-		}
-	return 0;
 }
 
 /* ---- the plan ---- */
@@ -251,18 +218,18 @@ static int plan_tput(struct bench_plan *plan, const struct bench_mode *mode,
 }
 
 static int plan_latency(struct bench_plan *plan, const struct bench_mode *mode,
-			struct bench_params p, unsigned sections)
+			struct bench_params p, const bool *sections)
 {
 	int ret = 0;
 
 	p.batch = 1;
-	if (sections & (1u << BENCH_PINGPONG)) {
+	if (sections[BENCH_PINGPONG]) {
 		p.kind = BENCH_PINGPONG;
 		p.payload = PINGPONG_PAYLOAD;
 		p.duration_ns = mode->pingpong_ns;
 		ret = plan_add(plan, &p, pingpong_set, COUNT(pingpong_set));
 	}
-	if (ret == 0 && (sections & (1u << BENCH_WAKE))) {
+	if (ret == 0 && sections[BENCH_WAKE]) {
 		p.kind = BENCH_WAKE;
 		p.payload = WAKE_PAYLOAD;
 		p.duration_ns = mode->wake_ns;
@@ -317,13 +284,13 @@ static int plan_build(struct bench_plan *plan, const struct bench_opts *o)
 	plan->retries = mode->retries;
 	plan->cpu[0] = o->cpu[0];
 	plan->cpu[1] = o->cpu[1];
-	if (o->sections & (1u << BENCH_TPUT))
+	if (o->sections[BENCH_TPUT])
 		ret = plan_tput(plan, mode, p);
 	if (ret == 0)
 		ret = plan_latency(plan, mode, p, o->sections);
-	if (ret == 0 && (o->sections & (1u << BENCH_SPIN)))
+	if (ret == 0 && o->sections[BENCH_SPIN])
 		ret = plan_spin(plan, mode, p);
-	if (ret == 0 && (o->sections & (1u << BENCH_SYSCALL)))
+	if (ret == 0 && o->sections[BENCH_SYSCALL])
 		ret = plan_sys(plan, mode, p);
 	return ret;
 }
@@ -433,25 +400,6 @@ static int plan_run(struct bench_plan *plan, const struct bench_mem *m)
 	return 0;
 }
 
-/* CPU time of the whole machine so far, and the part of it the hypervisor
- * stole (first line of /proc/stat), in clock ticks. */
-static void cpu_ticks(unsigned long long *total, unsigned long long *steal)
-{
-	unsigned long long v[8] = { 0 };
-	FILE *f = fopen("/proc/stat", "re");
-
-	*total = *steal = 0;
-	if (f == NULL)
-		return;
-	if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-		   &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
-		for (int i = 0; i < 8; i++)
-			*total += v[i];
-		*steal = v[7];
-	}
-	fclose(f);
-}
-
 static void write_md(FILE *f, const void *plan)
 {
 	bench_report_md(f, plan);
@@ -474,8 +422,11 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if (cpus_available(o.cpu) < 0)
+	if (!bench_cpus_usable(o.cpu)) {
+		fprintf(stderr, PROG ": CPUs %d and %d are not both available to this process\n",
+			o.cpu[0], o.cpu[1]);
 		return EXIT_SKIP;
+	}
 	bench_command_line(plan.command, sizeof(plan.command), argc, argv);
 	ret = plan_build(&plan, &o);
 	if (ret < 0) {
@@ -488,12 +439,13 @@ int main(int argc, char **argv)
 	if (ret == 0) {
 		fprintf(stderr, "shoal-bench-ring: %s mode, %u runs, CPUs %d,%d, segment %s\n",
 			plan.mode, plan.runs, o.cpu[0], o.cpu[1], seg_name);
-		unsigned long long total0, steal0, total1, steal1;
+		struct bench_cpustat c0, c1;
 
-		cpu_ticks(&total0, &steal0);
+		bench_cpustat_read(&c0);
 		ret = plan_run(&plan, &mem);
-		cpu_ticks(&total1, &steal1);
-		plan.steal = total1 > total0 ? (double)(steal1 - steal0) / (double)(total1 - total0) : 0;
+		bench_cpustat_read(&c1);
+		plan.steal = c1.total > c0.total ?
+			     (double)(c1.steal - c0.steal) / (double)(c1.total - c0.total) : 0;
 		bench_seg_destroy(&mem);
 	}
 	if (ret == 0)

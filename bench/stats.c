@@ -64,3 +64,12 @@ struct bench_mmm bench_mmm(double *v, unsigned n)
 	r.med = (n % 2) ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 	return r;
 }
+
+struct bench_mmm bench_mmm_keep(const double *v, unsigned n)
+{
+	double s[BENCH_MAX_RUNS];
+
+	SHOAL_ASSERT(n <= BENCH_MAX_RUNS);
+	memcpy(s, v, n * sizeof(*v));
+	return bench_mmm(s, n);
+}

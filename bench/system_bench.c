@@ -69,14 +69,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <shoal.h>
 
-#include "bench/bench.h"
+#include "bench/report.h"
 #include "runtime/control/baseline.h"
 #include "runtime/layout.h"
 
@@ -279,29 +278,11 @@ static struct shoal_type types[2] = {
 
 /* ---- small helpers ---------------------------------------------------------------- */
 
-static int pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return sched_setaffinity(0, sizeof(set), &set) == 0 ? 0 : -errno;
-}
-
 static void msleep(unsigned ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
 
 	nanosleep(&ts, NULL);
-}
-
-/* Median, min, max of v[0..n) without reordering v. */
-static struct bench_mmm mmm(const double *v, unsigned n)
-{
-	double s[MAX_RUNS];
-
-	memcpy(s, v, n * sizeof(*v));
-	return bench_mmm(s, n);
 }
 
 /* A child's start: die with the parent or at Ctrl-C, keep no descriptor of
@@ -329,29 +310,9 @@ static pid_t spawn(int (*fn)(const char *, uint32_t), const char *system, uint32
 	return pid < 0 ? -errno : pid;
 }
 
-/* ---- /proc: CPU time and run delay ----------------------------------------------- */
+/* ---- /proc: tasks' CPU time and run delay (procstat.c reads the files) ---------------- */
 
-/* A task's schedstat: ns on a CPU, ns runnable but waiting, time slices. */
-struct sstat {
-	uint64_t run, wait, slices;
-};
-
-static void sstat_read(const char *path, struct sstat *s)
-{
-	unsigned long long a = 0, b = 0, c = 0;
-	FILE *f = fopen(path, "re");
-
-	if (f != NULL) {
-		if (fscanf(f, "%llu %llu %llu", &a, &b, &c) != 3)
-			a = b = c = 0;
-		fclose(f);
-	}
-	s->run = a;
-	s->wait = b;
-	s->slices = c;
-}
-
-static void sstat_add(struct sstat *sum, const struct sstat *s)
+static void sstat_add(struct bench_schedstat *sum, const struct bench_schedstat *s)
 {
 	sum->run += s->run;
 	sum->wait += s->wait;
@@ -359,7 +320,7 @@ static void sstat_add(struct sstat *sum, const struct sstat *s)
 }
 
 /* Sum over the threads of this process, except thread `skip` (0: none). */
-static void sstat_self(pid_t skip, struct sstat *sum)
+static void sstat_self(pid_t skip, struct bench_schedstat *sum)
 {
 	DIR *d = opendir("/proc/self/task");
 	struct dirent *e;
@@ -367,12 +328,12 @@ static void sstat_self(pid_t skip, struct sstat *sum)
 	memset(sum, 0, sizeof(*sum));
 	while (d != NULL && (e = readdir(d)) != NULL) {
 		char path[300];
-		struct sstat s;
+		struct bench_schedstat s;
 
 		if (e->d_name[0] == '.' || atoi(e->d_name) == skip)
 			continue;
 		snprintf(path, sizeof(path), "/proc/self/task/%s/schedstat", e->d_name);
-		sstat_read(path, &s);
+		bench_schedstat_read(path, &s);
 		sstat_add(sum, &s);
 	}
 	if (d != NULL)
@@ -380,20 +341,20 @@ static void sstat_self(pid_t skip, struct sstat *sum)
 }
 
 /* A single-threaded process (group processes have one worker). */
-static void sstat_pid(pid_t pid, struct sstat *s)
+static void sstat_pid(pid_t pid, struct bench_schedstat *s)
 {
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
-	sstat_read(path, s);
+	bench_schedstat_read(path, s);
 }
 
-static void sstat_tid(pid_t tid, struct sstat *s)
+static void sstat_tid(pid_t tid, struct bench_schedstat *s)
 {
 	char path[64];
 
 	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", (int)tid);
-	sstat_read(path, s);
+	bench_schedstat_read(path, s);
 }
 
 /* The CPU task `tid` (a thread of this process, or another process) last
@@ -431,29 +392,6 @@ static int task_where(pid_t tid, char *state)
 static int task_cpu(pid_t tid)
 {
 	return task_where(tid, NULL);
-}
-
-/* Machine CPU time from /proc/stat: busy (user, nice, system, irq, softirq)
- * and stolen by the hypervisor, in ns, and the tasks created since boot. */
-static void machine_stat(uint64_t *busy, uint64_t *steal, uint64_t *forks)
-{
-	unsigned long long v[8] = { 0 }, n = 0;
-	uint64_t tick = 1000000000u / (uint64_t)sysconf(_SC_CLK_TCK);
-	char line[256];
-	FILE *f = fopen("/proc/stat", "re");
-
-	*busy = *steal = *forks = 0;
-	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-		if (sscanf(line, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
-			   &v[3], &v[4], &v[5], &v[6], &v[7]) == 8) {
-			*busy = (v[0] + v[1] + v[2] + v[5] + v[6]) * tick;
-			*steal = v[7] * tick;
-		} else if (sscanf(line, "processes %llu", &n) == 1) {
-			*forks = n;
-		}
-	}
-	if (f != NULL)
-		fclose(f);
 }
 
 /* ---- other tasks' CPU time ------------------------------------------------------------ */
@@ -509,13 +447,13 @@ static void tasks_take(struct taskset *t, bool (*ours)(const void *, pid_t), con
 		td = opendir(path);
 		while (td != NULL && (te = readdir(td)) != NULL) {
 			char p2[96];
-			struct sstat st;
+			struct bench_schedstat st;
 			int tid = atoi(te->d_name);
 
 			if (tid <= 0)
 				continue;
 			snprintf(p2, sizeof(p2), "/proc/%d/task/%d/schedstat", pid, tid);
-			sstat_read(p2, &st);
+			bench_schedstat_read(p2, &st);
 			taskset_add(t, tid, st.run);
 		}
 		if (td != NULL)
@@ -572,7 +510,7 @@ struct sys {
 	const struct point *alone;
 	uint64_t alone_m0;        /* dispatcher's messages when it began */
 	uint64_t alone_calls;     /* messages it routes */
-	struct sstat alone_disp;  /* the dispatcher thread's schedstat then */
+	struct bench_schedstat alone_disp;  /* the dispatcher thread's schedstat then */
 	const struct watch *watch; /* the wait under way, if any */
 };
 
@@ -612,7 +550,7 @@ static uint64_t sys_progress(const struct sys *s)
 /* Start a watch of `cap_ns` (CAP_NS and more for a long sample). */
 static void watch_start(struct watch *w, const struct sys *s, uint64_t cap_ns)
 {
-	w->start = w->moved = bench_now_ns();
+	w->start = w->moved = shoal__now_ns();
 	w->cap = cap_ns;
 	w->value = sys_progress(s);
 }
@@ -661,7 +599,7 @@ static void sys_dump(const struct sys *s)
 	loadavg(load, sizeof(load));
 	if (s->alone != NULL) {
 		const struct point *pt = s->alone;
-		struct sstat ds = { 0 };
+		struct bench_schedstat ds = { 0 };
 		char state;
 		int cpu = task_where(s->disp_tid, &state);
 
@@ -731,9 +669,9 @@ static int wait_step(struct sys *s, uint64_t deadline, const char *what, unsigne
 			fprintf(stderr, PROG ": producer: %s\n", sh->pr.msg);
 		return -ECHILD;
 	}
-	if (bench_now_ns() >= deadline) {
+	if (shoal__now_ns() >= deadline) {
 		const struct watch *wt = s->watch;
-		double now = (double)bench_now_ns();
+		double now = (double)shoal__now_ns();
 
 		if (wt == NULL)
 			fprintf(stderr, PROG ": timed out waiting for %s\n", what);
@@ -760,7 +698,7 @@ static int watch_step(struct sys *s, struct watch *w, const char *what, unsigned
 
 	if (v != w->value) {
 		w->value = v;
-		w->moved = bench_now_ns();
+		w->moved = shoal__now_ns();
 	}
 	stall = w->moved + STALL_NS;
 	cap = w->start + w->cap;
@@ -773,14 +711,14 @@ static int watch_step(struct sys *s, struct watch *w, const char *what, unsigned
 /* Wait for up to `timeout_ns` for pid to exit; SIGKILL it after. */
 static void reap(pid_t pid, uint64_t timeout_ns)
 {
-	uint64_t deadline = bench_now_ns() + timeout_ns;
+	uint64_t deadline = shoal__now_ns() + timeout_ns;
 	int st;
 
 	while (waitpid(pid, &st, WNOHANG) == 0) {
-		if (bench_now_ns() >= deadline) {
+		if (shoal__now_ns() >= deadline) {
 			kill(pid, SIGKILL);
-			deadline = bench_now_ns() + MS(2000);
-			while (waitpid(pid, &st, WNOHANG) == 0 && bench_now_ns() < deadline)
+			deadline = shoal__now_ns() + MS(2000);
+			while (waitpid(pid, &st, WNOHANG) == 0 && shoal__now_ns() < deadline)
 				msleep(1);
 			return;
 		}
@@ -963,7 +901,7 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 		if (m->len >= END_LEN)
 			memcpy(&id, (const unsigned char *)m->data + 8, 8);
 		/* Relaxed: published by the release below. */
-		shoal_store_relaxed(&cs->end_ns, bench_now_ns());
+		shoal_store_relaxed(&cs->end_ns, shoal__now_ns());
 		/* R1: pairs with A1 in sample_wait(): this consumer's counters
 		 * and histogram are complete for the sample before its id. */
 		shoal_store_release(&cs->end_id, id);
@@ -971,7 +909,7 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 	}
 	/* Relaxed: a flag the parent sets while no message is in flight. */
 	if (shoal_load_relaxed(&sh->lat_on))
-		bench_hist_add(&sh->hist[cons_index], bench_now_ns() - m->env->send_ns);
+		bench_hist_add(&sh->hist[cons_index], shoal__now_ns() - m->env->send_ns);
 	if (key % sh->groups != cons_index)
 		shoal_store_relaxed(&cs->misrouted, ++cons_misrouted);
 	/* Relaxed: this consumer is the only writer; R1 publishes it. */
@@ -1062,7 +1000,7 @@ static uint64_t thread_cpu_ns(void)
 static int sample_sent(struct producer *p, const struct cmd *c, struct prod_result *res,
 		       uint64_t cpu0, uint64_t refused)
 {
-	res->t_sent = bench_now_ns();
+	res->t_sent = shoal__now_ns();
 	res->cpu_ns = thread_cpu_ns() - cpu0;
 	if (sched_getcpu() != res->cpu)
 		res->cpu = -1;
@@ -1079,7 +1017,7 @@ static int run_tput(struct producer *p, const struct cmd *c, struct prod_result 
 	uint32_t g = 0;
 
 	res->cpu = sched_getcpu();
-	res->t_start = bench_now_ns();
+	res->t_start = shoal__now_ns();
 	for (uint64_t i = 0; i < c->calls; i++) {
 		int ret;
 
@@ -1098,7 +1036,7 @@ static int run_tput(struct producer *p, const struct cmd *c, struct prod_result 
 /* Sleep (or spin, when close) until `t`. */
 static void wait_until(uint64_t t)
 {
-	uint64_t now = bench_now_ns();
+	uint64_t now = shoal__now_ns();
 
 	if (now + 20000 < t) {
 		struct timespec ts = { (time_t)((t - 20000) / 1000000000u),
@@ -1106,7 +1044,7 @@ static void wait_until(uint64_t t)
 
 		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
 	}
-	while (bench_now_ns() < t)
+	while (shoal__now_ns() < t)
 		bench_relax();
 }
 
@@ -1118,7 +1056,7 @@ static int run_lat(struct producer *p, const struct cmd *c, struct prod_result *
 	uint32_t g = 0;
 
 	res->cpu = sched_getcpu();
-	res->t_start = next = bench_now_ns();
+	res->t_start = next = shoal__now_ns();
 	for (uint64_t i = 0; i < c->calls; i++, next += c->gap_ns) {
 		int ret;
 
@@ -1143,7 +1081,7 @@ static int producer_main(const char *system, uint32_t groups)
 	uint64_t seen = shoal_load_relaxed(&sh->cmd_seq);
 	int ret;
 
-	if (p == NULL || pin(sh->cpu_prod) < 0) {
+	if (p == NULL || bench_pin(sh->cpu_prod) < 0) {
 		prod_fail(-ENOMEM, "pinning to CPU %d or allocating", sh->cpu_prod);
 		return 1;
 	}
@@ -1210,7 +1148,7 @@ static int filler_main(const char *system, uint32_t groups)
 	unsigned char buf[MAX_SIZE];
 	int ret;
 
-	if (pin(sh->cpu_prod) < 0)
+	if (bench_pin(sh->cpu_prod) < 0)
 		return 1;
 	ret = shoal_group_attach(&g, &d, system, &err);
 	if (ret < 0) {
@@ -1280,7 +1218,7 @@ static double probe(const int cpu[2])
 {
 	static struct bench_params params;
 	pid_t pid[2] = { 0, 0 };
-	uint64_t deadline = bench_now_ns() + MS(5000);
+	uint64_t deadline = shoal__now_ns() + MS(5000);
 
 	memset(&sh->probe, 0, sizeof(sh->probe));
 	fflush(stdout);
@@ -1291,7 +1229,7 @@ static double probe(const int cpu[2])
 			struct bench_side bs = { .side = side, .p = &params,
 						 .res = &sh->probe.res[side] };
 
-			if (!child_init() || pin(cpu[side]) < 0)
+			if (!child_init() || bench_pin(cpu[side]) < 0)
 				_exit(1);
 			bs.mem.ctl = &sh->probe;
 			bench_side_ready(&bs);
@@ -1304,7 +1242,7 @@ static double probe(const int cpu[2])
 		if (pid[side] <= 0)
 			continue;
 		while (waitpid(pid[side], &st, WNOHANG) == 0) {
-			if (bench_now_ns() > deadline || bench_stop_signal()) {
+			if (shoal__now_ns() > deadline || bench_stop_signal()) {
 				kill(pid[0], SIGKILL);
 				kill(pid[1], SIGKILL);
 			}
@@ -1323,8 +1261,9 @@ static double probe(const int cpu[2])
  * over-counts a CPU that wakes up often, as the benchmark's do).
  */
 struct snap {
-	uint64_t t, busy, steal, forks, ours;
-	struct sstat prod, disp;
+	uint64_t t, ours;
+	struct bench_cpustat machine;
+	struct bench_schedstat prod, disp;
 	struct taskset tasks;
 };
 
@@ -1342,7 +1281,7 @@ static bool is_ours(const void *arg, pid_t pid)
 
 static void snap_take(const struct sys *s, struct snap *n)
 {
-	struct sstat self, c;
+	struct bench_schedstat self, c;
 
 	sstat_self(0, &self);
 	n->ours = self.run;
@@ -1360,8 +1299,8 @@ static void snap_take(const struct sys *s, struct snap *n)
 	if (s->disp_tid > 0)
 		sstat_tid(s->disp_tid, &n->disp);
 	tasks_take(&n->tasks, is_ours, s);
-	machine_stat(&n->busy, &n->steal, &n->forks);
-	n->t = bench_now_ns();
+	bench_cpustat_read(&n->machine);
+	n->t = shoal__now_ns();
 }
 
 /* Tick-based share of the machine others used, a lower bound: each CPU's
@@ -1386,9 +1325,9 @@ static void snap_judge(const struct plan *pl, const struct snap *a, const struct
 	uint64_t wp = b->prod.wait - a->prod.wait, wd = b->disp.wait - a->disp.wait;
 
 	o->foreign = (double)tasks_delta(&a->tasks, &b->tasks) / (wall * (double)pl->ncpu);
-	o->foreign_ticks = foreign_ticks(pl, (double)(b->busy - a->busy),
+	o->foreign_ticks = foreign_ticks(pl, (double)(b->machine.busy - a->machine.busy),
 					 (double)(b->ours - a->ours), wall);
-	o->forks = b->forks - a->forks;
+	o->forks = b->machine.forks - a->machine.forks;
 	o->waited = (double)(wp > wd ? wp : wd) / wall;
 	o->disturbed = o->foreign >= FOREIGN_DISTURBED ||
 		       (o->forks > 0 && o->foreign_ticks >= FOREIGN_DISTURBED) ||
@@ -1725,7 +1664,7 @@ static int sample_idle(const struct plan *pl, const struct opts *op, struct poin
 {
 	static struct snap a, z;   /* static: the task lists are reused */
 	struct sys *s = &cur;
-	struct sstat r0, r1, g0 = { 0 }, g1 = { 0 }, c;
+	struct bench_schedstat r0, r1, g0 = { 0 }, g1 = { 0 }, c;
 	double wall;
 	int ret = sys_start(s, op, pt->groups, SHOAL__ROUTE_INDEXED);
 
@@ -1748,7 +1687,7 @@ static int sample_idle(const struct plan *pl, const struct opts *op, struct poin
 			sstat_pid(s->cons[i], &c);
 			sstat_add(&g0, &c);
 		}
-	while (ret == 0 && bench_now_ns() < a.t + pl->mode->idle_ns)
+	while (ret == 0 && shoal__now_ns() < a.t + pl->mode->idle_ns)
 		ret = wait_step(s, UINT64_MAX, "the idle window", 50);
 	sstat_self(parent_pid, &r1);
 	for (uint32_t i = 0; i < s->groups; i++)
@@ -2016,22 +1955,23 @@ static const struct point *find(const struct plan *pl, enum section sec, uint32_
 	return NULL;
 }
 
-/* "median [min, max]" of one observed value over the runs of a point. */
-static const char *cell(char *buf, size_t len, const struct point *pt, obs_get get,
-			const char *fmt)
+/* Median, min, max of one observed value over the runs of a point (n >= 1). */
+static struct bench_mmm point_mmm(const struct point *pt, obs_get get)
 {
 	double v[MAX_RUNS];
-	struct bench_mmm m;
-	char f[64];
 
-	if (pt == NULL || pt->n == 0)
-		return "—";
 	for (unsigned r = 0; r < pt->n; r++)
 		v[r] = get(&pt->obs[r]);
-	m = mmm(v, pt->n);
-	snprintf(f, sizeof(f), "%s [%s, %s]", fmt, fmt, fmt);
-	snprintf(buf, len, f, m.med, m.min, m.max);
-	return buf;
+	return bench_mmm(v, pt->n);
+}
+
+/* "median [min, max]" of one observed value over the runs of a point, with
+ * `prec` decimals. */
+static const char *cell(char *buf, size_t len, const struct point *pt, obs_get get, int prec)
+{
+	if (pt == NULL || pt->n == 0)
+		return "—";
+	return bench_fmt_mmm(buf, len, point_mmm(pt, get), prec);
 }
 
 /* Run-by-run ratio a / b of two points (pairs of the same run). */
@@ -2082,25 +2022,6 @@ static const char *procs_cell(char *buf, size_t len, const struct plan *pl, uint
 	return buf;
 }
 
-static void cpu_model(char *buf, size_t len)
-{
-	char line[256];
-	FILE *f = fopen("/proc/cpuinfo", "re");
-
-	snprintf(buf, len, "unknown CPU");
-	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-		char *c = strchr(line, ':');
-
-		if (strncmp(line, "model name", 10) == 0 && c != NULL) {
-			snprintf(buf, len, "%s", c + 2);
-			buf[strcspn(buf, "\n")] = '\0';
-			break;
-		}
-	}
-	if (f != NULL)
-		fclose(f);
-}
-
 static void pinning_held(const struct plan *pl, const struct opts *op, unsigned *prod,
 			 unsigned *disp, unsigned *all)
 {
@@ -2119,14 +2040,10 @@ static void pinning_held(const struct plan *pl, const struct opts *op, unsigned 
 
 static void report_header(FILE *f, const struct plan *pl, const struct opts *op)
 {
-	char model[128];
-	struct utsname u;
 	unsigned hp, hd, all;
 	double probes[4096];
 	unsigned np = 0;
 
-	cpu_model(model, sizeof(model));
-	uname(&u);
 	pinning_held(pl, op, &hp, &hd, &all);
 	for (unsigned i = 0; i < pl->n; i++)
 		for (unsigned r = 0; r < pl->pts[i].n && np < COUNT(probes); r++)
@@ -2137,8 +2054,7 @@ static void report_header(FILE *f, const struct plan *pl, const struct opts *op)
 	fprintf(f, "- mode: %s, %u runs, %.0f s; every point once per run, then the next run; "
 		"route modes and the points of each system in an order rotated every run\n",
 		pl->mode->name, pl->runs, (double)pl->wall_ns / 1e9);
-	fprintf(f, "- machine: %s, %ld CPUs online, %s %s\n", model, pl->ncpu, u.sysname,
-		u.release);
+	bench_md_machine(f);
 	if (!op->idle)
 		fprintf(f, "- pinning: producer on CPU %d (held in %u of %u samples), dispatcher "
 			"on CPU %d (held in %u of %u), consumers unpinned\n", op->cpu[0], hp, all,
@@ -2208,13 +2124,13 @@ static void report_dispatch(FILE *f, const struct plan *pl, const struct opts *o
 			if (pi == NULL && pf == NULL && pc == NULL)
 				continue;
 			fprintf(f, "| %u | %u | %s | %s | %s | %s | %s | %s | %s | %s |\n", gr, sz,
-				cell(a, sizeof(a), pi, get_disp, "%.1f"),
+				cell(a, sizeof(a), pi, get_disp, 1),
 				ratio_cell(b, sizeof(b), pi, p1, get_disp),
-				cell(c, sizeof(c), pf, get_disp, "%.1f"),
-				cell(d, sizeof(d), pc, get_disp, "%.1f"),
+				cell(c, sizeof(c), pf, get_disp, 1),
+				cell(d, sizeof(d), pc, get_disp, 1),
 				ratio_cell(e, sizeof(e), pf, pi, get_disp),
 				ratio_cell(g, sizeof(g), pc, pi, get_disp),
-				cell(p, sizeof(p), pi ? pi : pf ? pf : pc, get_probe, "%.0f"),
+				cell(p, sizeof(p), pi ? pi : pf ? pf : pc, get_probe, 0),
 				dist_cell(h, sizeof(h), all, 3));
 		}
 	fprintf(f, "\n");
@@ -2255,13 +2171,13 @@ static void report_tput(FILE *f, const struct plan *pl, const struct opts *op)
 					fprintf(f, "| %u | %u | %s | %s | %s | %s | %s | %s | %s | %s | "
 						"%s | %s | %s |\n", pt->groups, pt->size,
 						path == ROUTED ? "routed" : "direct", call_name(pt),
-						route_of(pt), cell(a, sizeof(a), pt, get_call, "%.1f"),
-						cell(a2, sizeof(a2), pt, get_call_cpu, "%.1f"),
-						path == ROUTED ? cell(b, sizeof(b), pt, get_disp, "%.1f")
+						route_of(pt), cell(a, sizeof(a), pt, get_call, 1),
+						cell(a2, sizeof(a2), pt, get_call_cpu, 1),
+						path == ROUTED ? cell(b, sizeof(b), pt, get_disp, 1)
 							       : "—",
-						cell(c, sizeof(c), pt, get_mps, "%.0f"),
-						cell(d, sizeof(d), pt, get_refused, "%.1f"),
-						cell(e, sizeof(e), pt, get_probe, "%.0f"),
+						cell(c, sizeof(c), pt, get_mps, 0),
+						cell(d, sizeof(d), pt, get_refused, 1),
+						cell(e, sizeof(e), pt, get_probe, 0),
 						procs_cell(pr, sizeof(pr), pl, pt->groups),
 						dist_cell(h, sizeof(h), &pt, 1));
 				}
@@ -2270,7 +2186,7 @@ static void report_tput(FILE *f, const struct plan *pl, const struct opts *op)
 
 /* Medians only, one column per send kind: the seed experiment at a glance. */
 static void report_pivot(FILE *f, const struct plan *pl, const struct opts *op, obs_get get,
-			 const char *title, const char *fmt)
+			 const char *title, int prec)
 {
 	static const struct { enum path path; enum call call; int route; const char *name; } col[] = {
 		{ ROUTED, SEND, 0, "routed send" }, { ROUTED, TRY_SEND, 0, "routed try_send" },
@@ -2295,17 +2211,11 @@ static void report_pivot(FILE *f, const struct plan *pl, const struct opts *op, 
 		for (size_t k = 0; k < COUNT(col); k++) {
 			const struct point *pt = find(pl, SEC_TPUT, op->groups[gi], sz, col[k].route,
 						      col[k].path, col[k].call);
-			double v[MAX_RUNS];
 
-			if (pt == NULL) {
+			if (pt == NULL)
 				fprintf(f, " — |");
-				continue;
-			}
-			for (unsigned i = 0; i < pt->n; i++)
-				v[i] = get(&pt->obs[i]);
-			fprintf(f, " ");
-			fprintf(f, fmt, mmm(v, pt->n).med);
-			fprintf(f, " |");
+			else
+				fprintf(f, " %.*f |", prec, point_mmm(pt, get).med);
 		}
 		ch = find(pl, SEC_TPUT, op->groups[gi], sz, 2, ROUTED, SEND);
 		ix = find(pl, SEC_TPUT, op->groups[gi], sz, 0, ROUTED, SEND);
@@ -2340,11 +2250,11 @@ static void report_lat(FILE *f, const struct plan *pl, const struct opts *op)
 				continue;
 			fprintf(f, "| %u | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", pt->groups,
 				path == ROUTED ? "routed" : "direct", route_of(pt),
-				cell(a, sizeof(a), pt, get_rate, "%.0f"),
-				cell(b, sizeof(b), pt, get_p50, "%.1f"),
-				cell(c, sizeof(c), pt, get_p99, "%.1f"),
-				cell(d, sizeof(d), pt, get_p999, "%.1f"),
-				cell(e, sizeof(e), pt, get_probe, "%.0f"),
+				cell(a, sizeof(a), pt, get_rate, 0),
+				cell(b, sizeof(b), pt, get_p50, 1),
+				cell(c, sizeof(c), pt, get_p99, 1),
+				cell(d, sizeof(d), pt, get_p999, 1),
+				cell(e, sizeof(e), pt, get_probe, 0),
 				procs_cell(pr, sizeof(pr), pl, pt->groups), dist_cell(h, sizeof(h), &pt, 1));
 		}
 	fprintf(f, "\n");
@@ -2369,10 +2279,10 @@ static void report_idle(FILE *f, const struct plan *pl, const struct opts *op)
 		if (pt == NULL)
 			continue;
 		fprintf(f, "| %u | %s | %s | %s | %s | %s |\n", pt->groups,
-			cell(a, sizeof(a), pt, get_idle, "%.3f"),
-			cell(b, sizeof(b), pt, get_idle_r, "%.3f"),
-			cell(c, sizeof(c), pt, get_idle_g, "%.3f"),
-			cell(d, sizeof(d), pt, get_wake, "%.0f"), dist_cell(h, sizeof(h), &pt, 1));
+			cell(a, sizeof(a), pt, get_idle, 3),
+			cell(b, sizeof(b), pt, get_idle_r, 3),
+			cell(c, sizeof(c), pt, get_idle_g, 3),
+			cell(d, sizeof(d), pt, get_wake, 0), dist_cell(h, sizeof(h), &pt, 1));
 	}
 	fprintf(f, "\n");
 }
@@ -2387,16 +2297,13 @@ static void report_targets(FILE *f, const struct plan *pl, const struct opts *op
 			const struct point *pt = find(pl, SEC_IDLE, op->groups[gi], 0, -1, DIRECT,
 						      SEND);
 			char a[64];
-			double v[MAX_RUNS];
 
 			if (pt == NULL)
 				continue;
-			for (unsigned r = 0; r < pt->n; r++)
-				v[r] = pt->obs[r].idle_pct;
 			fprintf(f, "| T4 idle system, router + %u groups: %% of one CPU | <= %.1f | "
 				"%s | %s |\n", pt->groups, IDLE_TARGET_PCT,
-				cell(a, sizeof(a), pt, get_idle, "%.3f"),
-				mmm(v, pt->n).med <= IDLE_TARGET_PCT ? "MET" : "NOT MET");
+				cell(a, sizeof(a), pt, get_idle, 3),
+				point_mmm(pt, get_idle).med <= IDLE_TARGET_PCT ? "MET" : "NOT MET");
 		}
 	} else {
 		for (int k = 0; k < 2; k++) {
@@ -2438,9 +2345,9 @@ static void report_md(FILE *f, const struct plan *pl, const struct opts *op)
 	} else {
 		report_dispatch(f, pl, op, SEC_DISPATCH);
 		report_dispatch(f, pl, op, SEC_BACKLOG);
-		report_pivot(f, pl, op, get_call, "Sender cost per call (ns, wall time)", "%.1f");
-		report_pivot(f, pl, op, get_call_cpu, "Sender CPU time per call (ns)", "%.1f");
-		report_pivot(f, pl, op, get_mps, "Delivered messages per second", "%.0f");
+		report_pivot(f, pl, op, get_call, "Sender cost per call (ns, wall time)", 1);
+		report_pivot(f, pl, op, get_call_cpu, "Sender CPU time per call (ns)", 1);
+		report_pivot(f, pl, op, get_mps, "Delivered messages per second", 0);
 		report_tput(f, pl, op);
 		report_lat(f, pl, op);
 	}
@@ -2539,27 +2446,6 @@ static int parse_list(const char *arg, uint32_t *out, unsigned max, unsigned *n,
 	return *n > 0 ? 0 : -EINVAL;
 }
 
-/* A comma-separated subset of names[0 .. n): on[i] for each one given. */
-static int parse_names(const char *arg, const char *const *names, int n, bool *on)
-{
-	char buf[128], *save = NULL;
-	bool any = false;
-
-	snprintf(buf, sizeof(buf), "%s", arg);
-	for (int i = 0; i < n; i++)
-		on[i] = false;
-	for (char *t = strtok_r(buf, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
-		int i;
-
-		for (i = 0; i < n && strcmp(t, names[i]) != 0; i++)
-			;
-		if (i == n)
-			return -EINVAL;
-		on[i] = any = true;
-	}
-	return any ? 0 : -EINVAL;
-}
-
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
 	static const struct option longopts[] = {
@@ -2612,7 +2498,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'M':
-			if (parse_names(optarg, route_name, N_ROUTE, o->route_on) < 0)
+			if (bench_parse_names(optarg, route_name, N_ROUTE, o->route_on) < 0)
 				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'r':
@@ -2634,7 +2520,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'O':
-			if (parse_names(optarg, section_name, SEC_IDLE, o->sec_on) < 0)
+			if (bench_parse_names(optarg, section_name, SEC_IDLE, o->sec_on) < 0)
 				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'C':
@@ -2666,16 +2552,6 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		o->runs = o->idle ? modes[o->mode].idle_runs : modes[o->mode].runs;
 	bench_command_line(o->command, sizeof(o->command), argc, argv);
 	return 0;
-}
-
-/* Both CPUs must be in this process's affinity mask. */
-static bool cpus_available(const int cpu[2])
-{
-	cpu_set_t set;
-
-	if (sched_getaffinity(0, sizeof(set), &set) != 0)
-		return false;
-	return CPU_ISSET(cpu[0], &set) && CPU_ISSET(cpu[1], &set);
 }
 
 /* Remove what an earlier run killed with SIGKILL left in the shm directory:
@@ -2726,7 +2602,8 @@ int main(int argc, char **argv)
 {
 	static struct plan pl;
 	struct opts op;
-	uint64_t busy0, steal0, busy1, steal1, forks, t0;
+	struct bench_cpustat c0, c1;
+	uint64_t t0;
 	int ret;
 
 	if (parse_opts(argc, argv, &op) < 0) {
@@ -2736,7 +2613,7 @@ int main(int argc, char **argv)
 	pl.mode = &modes[op.mode];
 	pl.runs = op.runs;
 	pl.ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	if (!cpus_available(op.cpu)) {
+	if (!bench_cpus_usable(op.cpu)) {
 		fprintf(stderr, PROG ": CPUs %d and %d are not both available\n", op.cpu[0],
 			op.cpu[1]);
 		return EXIT_SKIP;
@@ -2757,12 +2634,12 @@ int main(int argc, char **argv)
 	if (ret == 0) {
 		fprintf(stderr, PROG ": %s mode, %u runs, %u points, CPUs %d,%d\n", pl.mode->name,
 			pl.runs, pl.n, op.cpu[0], op.cpu[1]);
-		machine_stat(&busy0, &steal0, &forks);
-		t0 = bench_now_ns();
+		bench_cpustat_read(&c0);
+		t0 = shoal__now_ns();
 		ret = plan_run(&pl, &op);
-		machine_stat(&busy1, &steal1, &forks);
-		pl.wall_ns = bench_now_ns() - t0;
-		pl.steal = (double)(steal1 - steal0) / ((double)pl.wall_ns * (double)pl.ncpu);
+		bench_cpustat_read(&c1);
+		pl.wall_ns = shoal__now_ns() - t0;
+		pl.steal = (double)(c1.steal - c0.steal) / ((double)pl.wall_ns * (double)pl.ncpu);
 	}
 	/* On any failure or Ctrl-C: every child killed, the router destroyed. */
 	sys_down(&cur, false);

@@ -78,7 +78,8 @@ struct shoal__inring {
 struct shoal__deferred {
 	struct shoal__deferred *next;
 	uint32_t len;
-	unsigned char rec[];
+	/* Aligned as in a ring: payloads keep their 8-byte alignment. */
+	_Alignas(8) unsigned char rec[];
 };
 
 struct shoal_ctx {

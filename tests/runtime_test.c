@@ -269,6 +269,10 @@ static void runtime_second_reserve_before_commit_is_refused(void **state)
 	memcpy(b1, &v, sizeof(v));
 	assert_int_equal(shoal_reserve(ctx, self, T_PING, sizeof(v), &b2), -EBUSY);
 	assert_null(b2);
+	/* A send into the reserved ring would publish it unfilled: refused. */
+	v.seq = 8;
+	assert_int_equal(shoal_try_send_to(ctx, self, T_PING, &v, sizeof(v)), -EBUSY);
+	assert_int_equal(shoal_send_to(ctx, self, T_PING, &v, sizeof(v)), -EBUSY);
 	shoal_commit(ctx);
 	/* The first reservation arrived intact, and only it. */
 	assert_int_equal(drain(g, 0), 1);

@@ -207,7 +207,9 @@ SHOAL_API int shoal_connect(struct shoal_ctx *ctx, uint64_t dest, int64_t timeou
  * (SHOAL_ADDR_NONE: routed) and return it in *buf; fill it, then
  * shoal_commit(). Never waits: the errors are those of the try_ forms. One
  * reservation at a time per context: a second one before shoal_commit()
- * returns -EBUSY and leaves the first in place.
+ * returns -EBUSY and leaves the first in place, and so does any other send
+ * of this context into the reserved ring (it would publish the reservation
+ * before it is filled).
  */
 SHOAL_API int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t len,
 			    void **buf);
@@ -256,8 +258,9 @@ SHOAL_API uint64_t shoal_ctx_self(const struct shoal_ctx *ctx);
  * processes have one producer and one consumer each.
  *
  *   [1] data calls on a context: shoal_poll, shoal_send, shoal_try_send,
- *       shoal_send_to, shoal_try_send_to, shoal_reserve, shoal_commit,
- *       shoal_request, shoal_respond, shoal_respond_error, shoal_ctx_self
+ *       shoal_send_to, shoal_try_send_to, shoal_connect, shoal_reserve,
+ *       shoal_commit, shoal_request, shoal_respond, shoal_respond_error,
+ *       shoal_ctx_self
  *   [2] shoal_subscribe, shoal_unsubscribe
  *   [3] shoal_group_worker, shoal_group_id, shoal_group_generation,
  *       shoal_group_lookup
@@ -283,12 +286,13 @@ SHOAL_API uint64_t shoal_ctx_self(const struct shoal_ctx *ctx);
  *    rings are single-producer single-consumer and the context holds the
  *    producer and consumer handles. Two contexts share nothing on the data
  *    path; opening a direct ring or mapping a peer's mailbox (first send to
- *    a group) takes the group's control lock.
+ *    a group) is the link opener thread's work, which the data calls only
+ *    ask for and, when they may wait, wait for.
  *  - [5] runs every worker: while it runs, [1] is for handlers only, each on
  *    its own context (a->ctx). A handler must not use another worker's.
- *  - Between shoal_reserve() and shoal_commit(), make no other data call
- *    on that context: a send or a handler's send into the same ring would
- *    publish the reservation before it is filled.
+ *  - Between shoal_reserve() and shoal_commit(), a send of that context
+ *    (a handler's too) into the reserved ring is refused with -EBUSY: it
+ *    would publish the reservation before it is filled.
  *  - shoal_respond() and shoal_respond_error() take the message the
  *    handler was handed, from that handler, before it returns (rules 4, 5).
  *  - [2] only reads the context's group; calls are serialised by the

@@ -100,15 +100,13 @@ struct shoal_msg {
  * `type` and exactly `size` bytes long; return false and leave *out
  * untouched otherwise. Never fails another way; no allocation.
  *
- * A copy rather than a `const struct T *` into the ring, for two reasons.
- * Alignment: a payload sits after an 8-byte record header and the 56-byte
- * envelope, so in a ring it is 8-byte aligned, but a message a worker kept
- * aside while its own request waited is handled from a copy in which the
- * payload is only 4-byte aligned (struct shoal__deferred, runtime/);
- * a pointer to a struct holding a uint64_t could then be misaligned. And
- * safety: the payload lies in memory another process can write (DESIGN
- * invariant 1), so a handler that validates fields of a copy knows they
- * stay as validated.
+ * A copy rather than a `const struct T *` into the ring, for safety: the
+ * payload lies in memory another process can write (DESIGN invariant 1),
+ * so a handler that validates fields of a copy knows they stay as
+ * validated. (Alignment would allow a pointer: a payload sits after an
+ * 8-byte record header and the 56-byte envelope, 8-byte aligned in a ring
+ * and in the copy a worker keeps of a message deferred during its own
+ * request; no wider alignment is promised.)
  */
 static inline bool shoal_msg_get(const struct shoal_msg *m, uint32_t type, void *out,
 				 uint32_t size)

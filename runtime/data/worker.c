@@ -567,6 +567,11 @@ static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct sh
 static void *reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct shoal_doorbell *db,
 			uint32_t len, const struct send_wait *sw, int *err)
 {
+	/* Its commit would publish the open reservation before it is filled. */
+	if (SHOAL_UNLIKELY(p == ctx->res_p)) {
+		*err = -EBUSY;
+		return NULL;
+	}
 	for (;;) {
 		void *dst = shoal_ring_reserve(p, ENV_SIZE + len, 0);
 		int ret;

@@ -604,7 +604,7 @@ static int shoal_side(struct side *s)
 	 * publishes a new direct ring's directory entry (shoal_seg_alloc) before
 	 * it initialises the ring (alloc_ring() in runtime/router.c), and a
 	 * receiver that scans in between skips the ring for good
-	 * (shoal__ctx_scan() in runtime/worker.c): every message sent into it
+	 * (shoal__ctx_scan() in runtime/data/rings.c): every message sent into it
 	 * is then never delivered. A busy-polling receiver hits it often.
 	 */
 	if (s->side == 0)

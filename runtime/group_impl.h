@@ -2,7 +2,7 @@
 /*
  * Group process internals shared by the control plane (runtime/control/:
  * group.c attach and lifecycle, links.c the link opener) and the data plane
- * (runtime/data/worker.c: sends, receive loop, requests). Private.
+ * (runtime/data/: rings.c, send.c, poll.c, request.c). Private.
  *
  * The data plane sees a group through its link tables (struct shoal_ctx):
  * the uplink, the inbound rings, the direct links per peer worker and the
@@ -106,7 +106,7 @@ struct shoal_ctx {
 	struct shoal_doorbell link_db;   /* rung by the opener after each answer */
 	struct shoal_ring_prod *fwd;     /* [n_workers]: to other workers of this process */
 	/* Copies forwarded from a mailbox ring record are committed only after
-	 * that record is released (see forward() in worker.c). */
+	 * that record is released (see forward() in runtime/data/poll.c). */
 	bool fwd_hold;
 	bool polling;                            /* inside poll_rings() */
 	uint32_t fwd_pend[SHOAL_MAX_WORKERS];   /* reserved, not committed, per worker */
@@ -173,7 +173,7 @@ struct shoal_group {
 	atomic_bool stop;
 };
 
-/* worker.c */
+/* runtime/data/rings.c */
 int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err);
 void shoal__ctx_fini(struct shoal_ctx *ctx);
 void shoal__ctx_scan(struct shoal_ctx *ctx);

@@ -142,7 +142,7 @@ struct shoal__mbx_worker {
 	_Atomic uint64_t fwd_sent;       /* copies forwarded to the group's other workers */
 	_Atomic uint64_t fwd_taken;      /* forwarded copies this worker handled */
 	_Atomic uint64_t fwd_lost;       /* forwarded copies a killed process lost (attach) */
-	_Atomic uint64_t inflight;       /* mailbox record being handled (see worker.c) or 0 */
+	_Atomic uint64_t inflight;       /* mailbox record being handled (see runtime/data/rings.c) or 0 */
 	_Atomic uint64_t crash_mark;     /* the record processes died handling (attach) */
 	_Atomic uint64_t crashes;        /* how many in a row */
 	_Atomic uint64_t set_aside;      /* records skipped after SHOAL__CRASHES_MAX crashes */
@@ -160,7 +160,7 @@ struct shoal__mbx_worker {
 
 /*
  * The last record a worker set aside after SHOAL__CRASHES_MAX processes died
- * handling it (worker.c keep_aside()), its first SHOAL__ASIDE_KEEP bytes, so
+ * handling it (runtime/data/rings.c keep_aside()), its first SHOAL__ASIDE_KEEP bytes, so
  * that `shoal dump` can show what it was. Written by that worker only, under
  * a sequence count: odd while being written (R5/R6), 0 if never written.
  */

@@ -9,7 +9,7 @@
  * consumer group, every message accepted is handled (present in its log) or
  * counted by a loss counter (DESIGN invariant 6), exactly but for what each
  * killed worker was doing at the kill: a message may be handled twice when
- * it was in the batch the worker held (redelivered, worker.c), and a
+ * it was in the batch the worker held (redelivered, runtime/data/poll.c), and a
  * forwarded copy whose handler had returned but was not yet marked taken is
  * both handled and counted as lost; each bounded per kill.
  */
@@ -37,7 +37,7 @@
 #define DRAIN_MS 90000
 #define N_CONS 2
 #define WORKERS 2u                       /* of each consumer */
-#define BATCH 32u                        /* POLL_BATCH of runtime/worker.c */
+#define BATCH 32u                        /* POLL_BATCH of runtime/data/worker.h */
 
 static const char *group_bin;
 static char dir[256];
@@ -368,7 +368,7 @@ static void storm_kill9_of_multiworker_consumers_loses_nothing_uncounted(void **
 		uint64_t in_flight = t[c].kills * WORKERS;
 
 		/* Nothing lost uncounted. Counted too only the copy a killed
-		 * worker had just handled, not yet marked taken (worker.c
+		 * worker had just handled, not yet marked taken (runtime/data/poll.c
 		 * counts its forwards after the handler): one per worker and
 		 * kill at most. */
 		assert_true(t[c].unique + t[c].counted >= total);

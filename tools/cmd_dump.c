@@ -513,14 +513,14 @@ struct aside_read {
 	struct aside *out;
 };
 
-/* A seqlock read of one worker's set-aside block (worker.c keep_aside()). */
+/* A seqlock read of one worker's set-aside block (runtime/data/rings.c keep_aside()). */
 static void read_aside(void *arg)
 {
 	struct aside_read *ar = arg;
 	const struct shoal__mbx_aside *a = ar->a;
 
 	for (int pass = 0; pass < WALK_PASSES; pass++) {
-		/* A6: pairs with R6 in worker.c keep_aside(): the bytes after an
+		/* A6: pairs with R6 in runtime/data/rings.c keep_aside(): the bytes after an
 		 * even sequence. */
 		uint32_t s1 = shoal_load_acquire(&a->seq), s2, len, kept;
 		unsigned char bytes[SHOAL__ASIDE_KEEP];

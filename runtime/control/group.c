@@ -2,7 +2,7 @@
 /*
  * Group processes: attaching to a system, the control requests a group makes
  * (register, subscribe, open a direct ring, leave), running the workers, and
- * the one-call entry point for group programs. The data path is worker.c.
+ * the one-call entry point for group programs. The data path is runtime/data/.
  *
  * Concurrency: control requests come from any worker thread and are
  * serialised on g->ctl_lock (one request, one reply, in order); peer mailbox

@@ -5,7 +5,7 @@
  *
  * A worker that sends directly to a (group, worker) it has no link to sets
  * that worker's bit in its link_want[group] and rings link_bell (see
- * link_ask() in runtime/data/worker.c); a try_ call returns -EAGAIN
+ * link_ask() in runtime/data/send.c); a try_ call returns -EAGAIN
  * meanwhile, a blocking one waits on its link_db. This thread takes the
  * bits, maps the peer's mailbox (once per peer), asks the router for the
  * ring over the control socket, attaches a producer handle, and answers

@@ -1,0 +1,390 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Receiving: the poll loop over a worker's inbound rings, delivery to its
+ * actors, in-group forwarding to the worker that owns an actor, messages
+ * deferred during a request, and the idle sleep.
+ *
+ * Ordering guarantees: those of the rings (R1/A1, R2/A2 in shm/ring.c) and
+ * doorbells (F1/F2 in shm/doorbell.c); registry reads are relaxed snapshots
+ * that order nothing: a stale one at worst makes a receiver drop a message
+ * as stale (counted).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shoal/doorbell.h>
+#include <shoal/group.h>
+
+#include "runtime/data/worker.h"
+#include "shm/util.h"
+
+/* ---- receiving ------------------------------------------------------------- */
+
+static void invoke(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_envelope *env,
+		   const void *payload)
+{
+	struct shoal_group *g = ctx->g;
+	struct shoal_msg m = { env, payload, env->len, env->type };
+	struct shoal_actor *saved = ctx->cur;
+
+	ctx->cur = &g->actors[slot];
+	ctx->cur_trace = env->trace_id;
+	ctx->cur_req = (env->flags & SHOAL_ENV_REQUEST) ? env : NULL;
+	ctx->responded = false;
+	g->desc.on_message(ctx->cur, &m);
+	if (ctx->cur_req != NULL && !ctx->responded)
+		shoal_respond_error(ctx, &m, -ECANCELED);   /* lifecycle rule 5 */
+	ctx->cur_req = NULL;
+	ctx->cur = saved;
+	COUNT(ctx, handled);
+}
+
+/*
+ * Forwarding between the workers of this process goes through private
+ * rings, lost if the process is killed. So that every message is handled,
+ * redelivered, or counted as lost, and never both redelivered and counted:
+ * the copies forwarded from a record of a mailbox ring are committed only
+ * after that record is released (shoal__poll_rings() ends its batch after such a
+ * record), and fwd_sent is published before the commit, fwd_taken after
+ * the copy is handled. A kill before the release redelivers the record and
+ * drops the uncommitted copies; after it, what was committed and not
+ * handled is sent - taken, counted at the next attach. The one window left
+ * is a kill between the release and the store of fwd_sent, a few
+ * instructions: those copies are lost uncounted.
+ */
+static void fwd_commit(struct shoal_ctx *ctx, unsigned w)
+{
+	struct shoal_group *g = ctx->g;
+
+	if (ctx->fwd_pend[w] == 0)
+		return;
+	ctx->fwd_sent += ctx->fwd_pend[w];
+	/* Relaxed: R1 in shoal_ring_commit() below orders it before the
+	 * copies become visible, so taken never runs ahead of sent. */
+	shoal_store_relaxed(&ctx->mw->fwd_sent, ctx->fwd_sent);
+	ctx->fwd_any -= ctx->fwd_pend[w];
+	ctx->fwd_pend[w] = 0;
+	shoal_ring_commit(&ctx->fwd[w]);
+	shoal_doorbell_notify(&g->mbx->w[w].in_db);
+}
+
+static void fwd_flush(struct shoal_ctx *ctx)
+{
+	for (unsigned w = 0; ctx->fwd_any > 0 && w < ctx->g->n_workers; w++)
+		fwd_commit(ctx, w);
+}
+
+/*
+ * Forward a message to the worker of this process that owns `slot`, or with
+ * SHOAL_SLOT_ALL to every other worker. Waits while a ring is full.
+ */
+static void forward(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_envelope *env,
+		    const void *payload)
+{
+	struct shoal_group *g = ctx->g;
+	unsigned first = slot == SHOAL_SLOT_ALL ? 0 : slot % g->n_workers;
+	unsigned last = slot == SHOAL_SLOT_ALL ? g->n_workers : first + 1;
+
+	for (unsigned w = first; w < last; w++) {
+		struct shoal_envelope e = *env;
+		unsigned char *dst;
+		int err;
+
+		if (w == ctx->w)
+			continue;
+		e.dest = shoal_addr_make(g->id, slot, g->gen);
+		dst = shoal__reserve_in(ctx, &ctx->fwd[w], NULL, env->len, NULL, &err);
+		if (dst == NULL && err == -EAGAIN) {
+			/* Waiting tries and cancels reservations: publish this
+			 * ring's first (a multicast to two of its actors). */
+			fwd_commit(ctx, w);
+			dst = shoal__reserve_in(ctx, &ctx->fwd[w], &g->mbx->w[w].space_db, env->len,
+					 &WAIT_FOREVER, &err);
+		}
+		if (dst == NULL) {
+			COUNT(ctx, discarded);   /* only when stopping: counted, not silent */
+			continue;
+		}
+		memcpy(dst, &e, sizeof(e));
+		memcpy(dst + ENV_SIZE, payload, env->len);
+		ctx->fwd_pend[w]++;
+		ctx->fwd_any++;
+		if (!ctx->fwd_hold)
+			fwd_commit(ctx, w);
+	}
+}
+
+/* Deliver to one slot: here if this worker owns it, else forward. */
+static void deliver_slot(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_envelope *env,
+			 const void *payload)
+{
+	if (slot % ctx->g->n_workers == ctx->w)
+		invoke(ctx, slot, env, payload);
+	else
+		forward(ctx, slot, env, payload);
+}
+
+/* Every actor owned by this worker. */
+static void deliver_local_all(struct shoal_ctx *ctx, const struct shoal_envelope *env,
+			      const void *payload)
+{
+	for (uint32_t a = ctx->w; a < ctx->g->n_actors; a += ctx->g->n_workers)
+		invoke(ctx, (uint16_t)a, env, payload);
+}
+
+static void deliver_group(struct shoal_ctx *ctx, const struct shoal_envelope *env,
+			  const void *payload)
+{
+	struct shoal_group *g = ctx->g;
+	struct shoal_outcome out = { .kind = SHOAL_OUT_UNICAST, .n = 1, .slots = { 0 } };
+	struct shoal_msg m = { env, payload, env->len, env->type };
+
+	if (g->desc.route != NULL)
+		g->desc.route(&m, &out, g->desc.user);
+	switch (out.kind) {
+	case SHOAL_OUT_UNICAST:
+	case SHOAL_OUT_MULTICAST:
+		for (uint8_t i = 0; i < out.n && i < SHOAL_OUT_MAX_SLOTS; i++) {
+			if (out.slots[i] >= g->n_actors) {
+				COUNT(ctx, discarded);
+				continue;
+			}
+			deliver_slot(ctx, out.slots[i], env, payload);
+			if (out.kind == SHOAL_OUT_UNICAST)
+				break;
+		}
+		break;
+	case SHOAL_OUT_BROADCAST:
+		deliver_local_all(ctx, env, payload);
+		forward(ctx, SHOAL_SLOT_ALL, env, payload);
+		break;
+	default:
+		COUNT(ctx, discarded);
+		break;
+	}
+}
+
+/* Keep a record aside while a request waits (lifecycle: handled later). */
+static void defer(struct shoal_ctx *ctx, const void *rec, uint32_t len)
+{
+	struct shoal__deferred *d = malloc(sizeof(*d) + len);
+
+	if (d == NULL) {
+		COUNT(ctx, discarded);   /* out of memory: counted, not silent */
+		return;
+	}
+	d->next = NULL;
+	d->len = len;
+	memcpy(d->rec, rec, len);
+	if (ctx->def_tail)
+		ctx->def_tail->next = d;
+	else
+		ctx->def_head = d;
+	ctx->def_tail = d;
+}
+
+static void take_response(struct shoal_ctx *ctx, const struct shoal_envelope *env,
+			  const void *payload)
+{
+	struct shoal_reply *r = ctx->wait_reply;
+
+	ctx->wait_done = true;
+	if (env->flags & SHOAL_ENV_ERROR) {
+		int32_t e = -EPROTO;
+
+		if (env->len == sizeof(e))
+			memcpy(&e, payload, sizeof(e));
+		ctx->wait_status = e < 0 ? e : -EPROTO;
+		return;
+	}
+	r->type = env->type;
+	r->len = env->len < r->cap ? env->len : r->cap;
+	if (r->len > 0)
+		memcpy(r->buf, payload, r->len);
+	ctx->wait_status = env->len > r->cap ? -EMSGSIZE : 0;
+}
+
+/* Handle one record (envelope + payload) from an inbound ring. */
+static void handle_record(struct shoal_ctx *ctx, const void *rec, uint32_t len)
+{
+	struct shoal_group *g = ctx->g;
+	struct shoal_envelope env;
+	const unsigned char *payload = (const unsigned char *)rec + ENV_SIZE;
+	uint16_t slot;
+
+	/* Untrusted: copy the envelope once, then validate the copy. */
+	if (SHOAL_UNLIKELY(len < ENV_SIZE))
+		goto malformed;
+	memcpy(&env, rec, sizeof(env));
+	if (SHOAL_UNLIKELY(env.len != len - ENV_SIZE || env.type == 0 ||
+			   (env.flags & ~SHOAL_ENV_FLAGS)))
+		goto malformed;
+	if (env.flags & SHOAL_ENV_RESPONSE) {
+		if (ctx->wait_rid != 0 && env.request_id == ctx->wait_rid && !ctx->wait_done) {
+			COUNT(ctx, received);
+			take_response(ctx, &env, payload);
+		} else {
+			COUNT(ctx, discarded);   /* a late response: its request gave up */
+		}
+		return;
+	}
+	if (ctx->wait_rid != 0) {
+		defer(ctx, rec, len);
+		return;
+	}
+	COUNT(ctx, received);
+	if (shoal_addr_group(env.dest) != g->id)
+		goto malformed;
+	slot = shoal_addr_slot(env.dest);
+	if (slot < SHOAL_MAX_ACTORS && !(env.flags & SHOAL_ENV_ROUTED) &&
+	    shoal_addr_gen(env.dest) != g->gen) {
+		COUNT(ctx, stale);   /* for an actor of an earlier incarnation */
+		return;
+	}
+	if (slot < g->n_actors)
+		deliver_slot(ctx, slot, &env, payload);
+	else if (slot == SHOAL_SLOT_ALL)
+		deliver_local_all(ctx, &env, payload);
+	else if (slot == SHOAL_SLOT_GROUP)
+		deliver_group(ctx, &env, payload);
+	else
+		goto malformed;
+	return;
+malformed:
+	COUNT(ctx, malformed);
+}
+
+/* Handle messages deferred during a request, oldest first. */
+static uint32_t handle_deferred(struct shoal_ctx *ctx, uint32_t budget)
+{
+	uint32_t n = 0;
+
+	while (ctx->def_head != NULL && n < budget) {
+		struct shoal__deferred *d = ctx->def_head;
+
+		ctx->def_head = d->next;
+		if (ctx->def_head == NULL)
+			ctx->def_tail = NULL;
+		handle_record(ctx, d->rec, d->len);
+		free(d);
+		n++;
+	}
+	return n;
+}
+
+/* One pass over every inbound ring. Returns records handled. */
+#define ANY_SOURCE (-2)
+
+/*
+ * Does a wait for group `src` read ring `in`? The rings of the other
+ * workers of this process always: a worker that stopped reading them could
+ * stall the worker forwarding to it, which the responder may need.
+ */
+static inline bool reads(const struct shoal__inring *in, int src)
+{
+	return src == ANY_SOURCE || in->src_group == src || in->src_group == SHOAL__SRC_WORKERS;
+}
+
+/* Drain the inbound rings written by group `src` (ANY_SOURCE: all). */
+uint32_t shoal__poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
+{
+	/* A handler's request polls from inside the outer pass: that inner
+	 * pass only sets records aside for later (defer()), and leaves the
+	 * outer record's marks and held forwards alone. */
+	bool outer = !ctx->polling;
+	uint32_t n = 0;
+
+	ctx->polling = true;
+	shoal__ctx_scan(ctx);
+	for (uint32_t k = 0; k < ctx->n_in && n < budget; k++) {
+		struct shoal__inring *in = &ctx->in[(ctx->rr + k) % ctx->n_in];
+		bool mailbox = in->src_group != SHOAL__SRC_WORKERS;
+		struct shoal_rec rec;
+		uint32_t taken = 0;
+
+		if (!reads(in, src))
+			continue;
+		if (outer)
+			ctx->fwd_hold = mailbox;
+		while (taken < POLL_BATCH && n + taken < budget && shoal_ring_peek(&in->c, &rec)) {
+			taken++;
+			if (mailbox && outer && shoal__set_aside(ctx, in, &rec))
+				continue;
+			handle_record(ctx, rec.data, rec.len);
+			if (!mailbox)
+				COUNT(ctx, fwd_taken);
+			else if (outer && ctx->fwd_any > 0)
+				break;   /* release this record before its copies go */
+		}
+		if (taken > 0) {
+			shoal_ring_release(&in->c);
+			if (outer && mailbox)
+				shoal_store_relaxed(&ctx->mw->inflight, 0);
+			ctx->released = true;
+			n += taken;
+		}
+		/* A corrupted ring is given up, after the release above (so that
+		 * the router counts exactly what is left), and the router
+		 * replaces it; one branch on a field of our own handle. */
+		if (SHOAL_UNLIKELY(shoal_ring_cons_error(&in->c) != 0) && !in->condemned) {
+			in->condemned = true;
+			shoal_ring_condemn(in->mem, in->len, SHOAL_RING_SIDE_CONS);
+		}
+		if (outer) {
+			fwd_flush(ctx);
+			ctx->fwd_hold = false;
+		}
+	}
+	if (outer)
+		ctx->polling = false;
+	ctx->rr++;
+	if (ctx->released) {
+		/* Direct senders may sleep waiting for the space we just made. */
+		ctx->released = false;
+		shoal_doorbell_notify(&ctx->mw->space_db);
+	}
+	return n;
+}
+
+bool shoal__rings_ready_from(struct shoal_ctx *ctx, int src)
+{
+	shoal__ctx_scan(ctx);
+	for (uint32_t k = 0; k < ctx->n_in; k++)
+		if (reads(&ctx->in[k], src) && !shoal_ring_empty(&ctx->in[k].c))
+			return true;
+	return shoal__stop_flagged(ctx->g);
+}
+
+static bool rings_ready(void *arg)
+{
+	return shoal__rings_ready_from(arg, ANY_SOURCE);
+}
+
+int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns)
+{
+	uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : shoal__now_ns() + (uint64_t)timeout_ns;
+	uint32_t n;
+
+	if (budget == 0)
+		budget = UINT32_MAX;
+	for (;;) {
+		n = handle_deferred(ctx, budget);
+		n += shoal__poll_rings(ctx, budget - n, ANY_SOURCE);
+		if (n > 0)
+			return (int)n;
+		if (shoal__stop_flagged(ctx->g))
+			return -ESHUTDOWN;   /* stopped, and nothing left to drain */
+		uint64_t now = shoal__now_ns();
+
+		if (now >= deadline)
+			return 0;
+		/* Before each sleep slice, not on an empty poll: a dead
+		 * router sets the stop flag that the next pass returns on. */
+		if (shoal__router_gone(ctx->g))
+			continue;
+		shoal_doorbell_poll_wait(&ctx->mw->in_db, ctx->g->spin_ns, rings_ready, ctx,
+					 (int64_t)(deadline - now < IDLE_SLICE_NS ? deadline - now :
+						   IDLE_SLICE_NS));
+	}
+}

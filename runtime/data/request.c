@@ -1,0 +1,141 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Request and response: a request is a direct send with a request id; the
+ * requester then polls only the rings the response can come on (and keeps
+ * other messages aside) until it arrives, the responder's incarnation ends,
+ * the deadline passes or the router goes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shoal/doorbell.h>
+#include <shoal/group.h>
+
+#include "runtime/data/worker.h"
+#include "shm/util.h"
+
+/* ---- request / response ------------------------------------------------------ */
+
+/*
+ * A request in flight. The response comes direct, on a ring the responder's
+ * group writes, so only those rings (and those of this process's other
+ * workers, see reads()) are drained while it waits: their other messages
+ * are set aside for later, and every other ring stays as it is,
+ * back-pressuring its senders, so the worker's memory does not grow with
+ * their traffic.
+ */
+struct req_wait {
+	struct shoal_ctx *ctx;
+	const struct shoal__reg_group *rg;
+	uint32_t gen;
+	int group;        /* the responder's */
+};
+
+static bool responder_gone(const struct req_wait *rw)
+{
+	/* Relaxed: the router updates these when the process dies or comes
+	 * back, and rings our doorbell right after. */
+	return shoal_load_relaxed(&rw->rg->state) != SHOAL_GROUP_RUNNING ||
+	       shoal_load_relaxed(&rw->rg->gen) != rw->gen;
+}
+
+static bool response_ready(void *arg)
+{
+	struct req_wait *rw = arg;
+
+	return shoal__rings_ready_from(rw->ctx, rw->group) || responder_gone(rw);
+}
+
+int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
+		  uint32_t len, int64_t timeout_ns, struct shoal_reply *reply)
+{
+	uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : shoal__now_ns() + (uint64_t)timeout_ns;
+	struct req_wait rw = { ctx, NULL, 0, 0 };
+	struct send_wait sw = { NULL, UINT64_MAX, true, 0 };
+	int dg = shoal_addr_group(dest), ret;
+	uint64_t rid;
+
+	if (ctx->wait_rid != 0)
+		return -EDEADLK;   /* one request at a time per worker */
+	if (reply == NULL || dg < 0 || dg >= SHOAL_MAX_GROUPS)
+		return -EINVAL;
+	rw.rg = &ctx->g->reg.groups[dg];
+	rw.group = dg;
+	rw.gen = shoal_load_relaxed(&rw.rg->gen);
+	if (shoal_load_relaxed(&rw.rg->state) != SHOAL_GROUP_RUNNING)
+		return shoal_load_relaxed(&rw.rg->state) == SHOAL_GROUP_FAILED ? -EHOSTDOWN :
+										-EOWNERDEAD;
+	rid = (uint64_t)ctx->w << 48 | (ctx->next_rid++ & ((UINT64_C(1) << 48) - 1));
+	/* Waiting for room in the responder's ring counts against the
+	 * timeout and ends with the responder's incarnation, as the wait for
+	 * the response below does. */
+	sw.deadline = deadline;
+	sw.gen = rw.gen;
+	ret = shoal__send_direct(ctx, dest, type, buf, len, &sw, SHOAL_ENV_REQUEST, rid);
+	if (ret < 0)
+		return ret;
+	ctx->wait_rid = rid;
+	ctx->wait_reply = reply;
+	ctx->wait_done = false;
+	for (;;) {
+		uint64_t now;
+
+		shoal__poll_rings(ctx, UINT32_MAX, rw.group);
+		if (ctx->wait_done) {
+			ret = ctx->wait_status;
+			break;
+		}
+		if (responder_gone(&rw)) {
+			ret = -EOWNERDEAD;
+			break;
+		}
+		now = shoal__now_ns();
+		if (now >= deadline) {
+			ret = -ETIMEDOUT;
+			break;
+		}
+		/* Without a router nothing tells us the responder died: a
+		 * request with no timeout would wait forever. */
+		if (shoal__router_gone(ctx->g)) {
+			ret = -ESHUTDOWN;
+			break;
+		}
+		shoal_doorbell_poll_wait(&ctx->mw->in_db, ctx->g->spin_ns, response_ready, &rw,
+					 (int64_t)(deadline - now < SLEEP_SLICE_NS ? deadline - now :
+						   SLEEP_SLICE_NS));
+	}
+	ctx->wait_rid = 0;
+	ctx->wait_reply = NULL;
+	return ret;
+}
+
+int shoal_respond(struct shoal_ctx *ctx, const struct shoal_msg *req, uint32_t type,
+		  const void *buf, uint32_t len)
+{
+	struct send_wait sw = WAIT_FOREVER;
+	int ret;
+
+	if (req == NULL || !(req->env->flags & SHOAL_ENV_REQUEST))
+		return -EINVAL;
+	ret = shoal__send_direct(ctx, req->env->sender, type, buf, len, &sw, SHOAL_ENV_RESPONSE,
+			  req->env->request_id);
+	if (req->env == ctx->cur_req)
+		ctx->responded = true;
+	return ret;
+}
+
+int shoal_respond_error(struct shoal_ctx *ctx, const struct shoal_msg *req, int err)
+{
+	int32_t e = err < 0 ? err : -EINVAL;
+	struct send_wait sw = WAIT_FOREVER;
+	int ret;
+
+	if (req == NULL || !(req->env->flags & SHOAL_ENV_REQUEST))
+		return -EINVAL;
+	ret = shoal__send_direct(ctx, req->env->sender, req->env->type, &e, sizeof(e), &sw,
+			  SHOAL_ENV_RESPONSE | SHOAL_ENV_ERROR, req->env->request_id);
+	if (req->env == ctx->cur_req)
+		ctx->responded = true;
+	return ret;
+}

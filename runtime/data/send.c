@@ -1,0 +1,662 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sending: routed sends into the uplink, direct sends into another group's
+ * ring (through the link table the link opener fills, runtime/control/
+ * links.c), zero-copy reserve/commit, and the waits of the blocking forms.
+ *
+ * Progress guarantees: try_* sends and shoal_reserve are wait-free: a link
+ * not open yet is asked for and reported as -EAGAIN. send, send_to,
+ * shoal_connect and requests wait, and say so: bounded spin, then a futex
+ * sleep on the doorbell the other side rings when it makes room, delivers,
+ * or answers the link.
+ *
+ * Hot path: no allocation, lock, log or system call, except the FUTEX_WAKE
+ * a doorbell makes when the other side announced sleep.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shoal/doorbell.h>
+#include <shoal/group.h>
+
+#include "runtime/data/worker.h"
+#include "shm/util.h"
+
+/* ---- sending ---------------------------------------------------------------- */
+
+static const struct shoal__ltype *type_of(const struct shoal_group *g, uint32_t id)
+{
+	for (uint32_t h = id & g->types_mask;; h = (h + 1) & g->types_mask) {
+		if (g->types[h].id == id)
+			return &g->types[h];
+		if (g->types[h].id == 0)
+			return NULL;
+	}
+}
+
+uint64_t shoal_ctx_self(const struct shoal_ctx *ctx)
+{
+	if (ctx->cur != NULL)
+		return ctx->cur->addr;
+	return shoal_addr_make(ctx->g->id, SHOAL_SLOT_GROUP, ctx->g->gen);
+}
+
+static uint64_t new_trace_id(struct shoal_ctx *ctx)
+{
+	/* Unique per system: group, worker and a per-worker counter. */
+	return (uint64_t)(ctx->g->id + 1u) << 48 | (uint64_t)ctx->w << 40 |
+	       ((ctx->sent_routed + ctx->sent_direct + 1) & ((UINT64_C(1) << 40) - 1));
+}
+
+static void fill_env(struct shoal_ctx *ctx, void *dst, uint32_t type, uint32_t len, uint64_t dest,
+		     uint32_t flags, uint64_t rid)
+{
+	struct shoal_envelope env;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);   /* vDSO: no system call */
+	env.type = type;
+	env.len = len;
+	env.sender = shoal_ctx_self(ctx);
+	env.dest = dest;
+	env.trace_id = ctx->cur != NULL ? ctx->cur_trace : new_trace_id(ctx);
+	env.request_id = rid;
+	env.send_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	env.flags = flags;
+	env.reserved = 0;
+	memcpy(dst, &env, sizeof(env));
+}
+
+static int check_type(struct shoal_ctx *ctx, uint32_t type, uint32_t len,
+		      const struct shoal__ltype **out)
+{
+	const struct shoal__ltype *t = type_of(ctx->g, type);
+
+	if (SHOAL_UNLIKELY(t == NULL))
+		return -ENOMSG;
+	if (SHOAL_UNLIKELY(len > t->max_size))
+		return -EMSGSIZE;
+	*out = t;
+	return 0;
+}
+
+/* 0 while the wait may go on, else why it ends. */
+static int wait_ended(const struct send_wait *sw)
+{
+	if (sw->rg != NULL) {
+		/* Relaxed: the router sets these when the group fails, dies or
+		 * comes back, then rings every worker's space_db. */
+		uint32_t state = shoal_load_relaxed(&sw->rg->state);
+
+		if (state == SHOAL_GROUP_FAILED)
+			return -EHOSTDOWN;
+		if (sw->incarnation && (state != SHOAL_GROUP_RUNNING ||
+					shoal_load_relaxed(&sw->rg->gen) != sw->gen))
+			return -EOWNERDEAD;
+	}
+	if (sw->deadline != UINT64_MAX && shoal__now_ns() >= sw->deadline)
+		return -ETIMEDOUT;
+	return 0;
+}
+
+/* How long the next sleep of a wait may be: -ETIMEDOUT past its deadline. */
+static int64_t wait_slice(const struct send_wait *sw)
+{
+	uint64_t now;
+
+	if (sw->deadline == UINT64_MAX)
+		return SLEEP_SLICE_NS;
+	now = shoal__now_ns();
+	if (now >= sw->deadline)
+		return -ETIMEDOUT;
+	return sw->deadline - now < (uint64_t)SLEEP_SLICE_NS ? (int64_t)(sw->deadline - now) :
+							      SLEEP_SLICE_NS;
+}
+
+struct waiter {
+	struct shoal_ring_prod *p;
+	uint32_t need;
+	const struct send_wait *sw;
+};
+
+static bool room(void *arg)
+{
+	struct waiter *w = arg;
+	void *dst = shoal_ring_reserve(w->p, w->need, 0);
+
+	if (dst == NULL)
+		return shoal_ring_prod_error(w->p) != 0 || wait_ended(w->sw) != 0;
+	shoal_ring_cancel(w->p);
+	return true;
+}
+
+/* The router has given us a new uplink (see shoal__ctx_uplink_renew()). */
+static bool uplink_replaced(void *arg)
+{
+	struct shoal_ctx *ctx = arg;
+
+	/* A4: pairs with R4 in router.c watch_once(). */
+	return shoal_load_acquire(&ctx->mw->up_gen) != ctx->up_gen;
+}
+
+/*
+ * Wait for room in `p`, sleeping on `db` (rung by the consumer's side). For
+ * an uplink we condemned, wait instead for the router to replace it (it
+ * rings the same doorbell).
+ */
+static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct shoal_doorbell *db,
+		     uint32_t need, const struct send_wait *sw)
+{
+	struct waiter w = { p, need, sw };
+
+	for (;;) {
+		bool condemned = p == &ctx->up && ctx->up_condemned;
+		int64_t slice = wait_slice(sw);
+		int ret, end;
+
+		if (slice < 0)
+			return (int)slice;
+		ret = condemned ? shoal_doorbell_poll_wait(db, ctx->g->spin_ns, uplink_replaced, ctx,
+							   slice) :
+				  shoal_doorbell_poll_wait(db, ctx->g->spin_ns, room, &w, slice);
+		if (p == &ctx->up && shoal__ctx_uplink_renew(ctx))
+			return 0;   /* our uplink was condemned: retry on the new one */
+		if (p != &ctx->up && shoal_ring_prod_condemned(p))
+			return -EUCLEAN;   /* its reader gave it up: no room will come */
+		if (shoal_ring_prod_error(p) && !condemned)
+			/* Our uplink went bad while we waited: shoal__reserve_in()
+			 * condemns it and waits for its replacement. */
+			return p == &ctx->up ? 0 : -EUCLEAN;
+		/* The predicate also returns true on a give-up: check that first. */
+		end = wait_ended(sw);
+		if (end < 0)
+			return end;
+		if (ret == 0 && !condemned)
+			return 0;
+		if (shoal__stop_requested(ctx->g))
+			return -ESHUTDOWN;
+	}
+}
+
+/* Reserve `ENV_SIZE + len` in `p`, waiting as `sw` says (NULL: do not wait). */
+void *shoal__reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct shoal_doorbell *db,
+			uint32_t len, const struct send_wait *sw, int *err)
+{
+	/* Its commit would publish the open reservation before it is filled. */
+	if (SHOAL_UNLIKELY(p == ctx->res_p)) {
+		*err = -EBUSY;
+		return NULL;
+	}
+	for (;;) {
+		void *dst = shoal_ring_reserve(p, ENV_SIZE + len, 0);
+		int ret;
+
+		if (SHOAL_LIKELY(dst != NULL))
+			return dst;
+		if (p == &ctx->up && shoal__ctx_uplink_renew(ctx))
+			continue;
+		if (p != &ctx->up && shoal_ring_prod_condemned(p)) {
+			*err = -EUCLEAN;
+			return NULL;
+		}
+		if (shoal_ring_prod_error(p)) {
+			if (p == &ctx->up && !ctx->up_condemned) {
+				/* The router replaces it; a blocking send waits for that. */
+				shoal_ring_condemn(ctx->up_mem, ctx->up_len, SHOAL_RING_SIDE_PROD);
+				ctx->up_condemned = true;
+			}
+			if (p == &ctx->up && sw != NULL) {
+				ret = wait_room(ctx, p, db, ENV_SIZE + len, sw);
+				if (ret == 0)
+					continue;
+				*err = ret;
+				return NULL;
+			}
+			*err = -EUCLEAN;
+			return NULL;
+		}
+		if (ENV_SIZE + len > shoal_ring_max_payload(p)) {
+			*err = -EMSGSIZE;
+			return NULL;
+		}
+		if (sw == NULL) {
+			*err = -EAGAIN;
+			return NULL;
+		}
+		ret = wait_room(ctx, p, db, ENV_SIZE + len, sw);
+		if (ret < 0) {
+			*err = ret;
+			return NULL;
+		}
+	}
+}
+
+/*
+ * Whether a routed message of type `t` has somewhere to go: -EHOSTUNREACH
+ * when no route lists it, -EHOSTDOWN when every route that does leads to a
+ * failed group. Relaxed: hints the router sets at every publish; the
+ * dispatcher still counts a message that a concurrent change leaves with no
+ * route (no_route) or only failed groups (dropped_dead).
+ */
+static int routes_of(const struct shoal__ltype *t)
+{
+	if (shoal_load_relaxed(&t->reg->routes) == 0)
+		return -EHOSTUNREACH;
+	if (shoal_load_relaxed(&t->reg->live_routes) == 0)
+		return -EHOSTDOWN;
+	return 0;
+}
+
+static int send_routed(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32_t len,
+		       bool wait)
+{
+	const struct shoal__ltype *t;
+	unsigned char *dst;
+	int ret = check_type(ctx, type, len, &t);
+
+	/* Relaxed: a hint the router sets at publish; the dispatcher still
+	 * counts a message that finds no route after a concurrent change. */
+	if (ret == 0)
+		ret = routes_of(t);
+	if (ret == 0) {
+		dst = shoal__reserve_in(ctx, &ctx->up, &ctx->mw->up_db, len, wait ? &WAIT_FOREVER : NULL,
+				 &ret);
+		if (dst != NULL) {
+			fill_env(ctx, dst, type, len, SHOAL_ADDR_NONE, wait ? 0 : SHOAL_ENV_TRY, 0);
+			memcpy(dst + ENV_SIZE, buf, len);
+			shoal_ring_commit(&ctx->up);
+			shoal_doorbell_notify(ctx->bell);
+			COUNT(ctx, sent_routed);
+			return 0;
+		}
+	}
+	if (!wait)
+		COUNT(ctx, try_failed);
+	return ret;
+}
+
+int shoal_send(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32_t len)
+{
+	return send_routed(ctx, type, buf, len, true);
+}
+
+int shoal_try_send(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32_t len)
+{
+	return send_routed(ctx, type, buf, len, false);
+}
+
+/*
+ * The number of workers of a destination group, read once from the
+ * registry and bounded (DESIGN invariant 1): 0 if it is out of range.
+ */
+static uint32_t dest_workers(const struct shoal__reg_group *rg)
+{
+	uint16_t nw = rg->n_workers;
+
+	return nw >= 1 && nw <= SHOAL_MAX_WORKERS ? nw : 0;
+}
+
+/* The worker (of `nw`) of a group that receives a message for `slot`. */
+static uint32_t dest_worker(uint32_t nw, uint16_t slot, uint64_t self, uint64_t rid,
+			    uint32_t flags)
+{
+	if (flags & SHOAL_ENV_RESPONSE)
+		return (uint32_t)(rid >> 48) % nw;   /* the requester's worker */
+	if (slot < SHOAL_MAX_ACTORS)
+		return slot % nw;
+	return (uint32_t)((self * UINT64_C(0x9e3779b97f4a7c15)) >> 32) % nw;
+}
+
+/* Ask the link opener (runtime/control/links.c) for the direct link into
+ * worker `dw` of group `dg`: a bit and, for the first ask, a doorbell. */
+static void link_ask(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw)
+{
+	uint32_t bit = 1u << dw;
+
+	/* Release: our giving up of the entry (state NONE) happens before the
+	 * opener, which takes the bit with acquire, rewrites it. */
+	if (!(atomic_fetch_or_explicit(&ctx->link_want[dg], bit, memory_order_release) & bit))
+		shoal_doorbell_notify(&ctx->g->link_bell);
+}
+
+/* The entry of the direct link into (dg, dw) once the opener answered, else NULL. */
+static struct shoal__dout *link_entry(const struct shoal_ctx *ctx, uint16_t dg, uint32_t dw)
+{
+	/* Acquire: pairs with the opener's release stores of the array and
+	 * of the state (links.c answer()). */
+	struct shoal__dout *douts = shoal_load_acquire(&ctx->dout[dg]);
+
+	if (douts == NULL || shoal_load_acquire(&douts[dw].state) == SHOAL__LINK_NONE)
+		return NULL;
+	return &douts[dw];
+}
+
+/*
+ * The direct ring from this worker to worker `dw` of group `dg`. Never
+ * waits: NULL with -EAGAIN while the link opener opens it (asked here), or
+ * with the reason it could not be opened (told once; the next call asks
+ * again).
+ */
+static struct shoal__dout *dout_get(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw, int *err)
+{
+	struct shoal__dout *o;
+	uint32_t failed = SHOAL__LINK_FAILED;
+
+	/* dw comes from the registry's worker count: shared memory, bounded. */
+	if (SHOAL_UNLIKELY(dg >= SHOAL_MAX_GROUPS || dw >= SHOAL_MAX_WORKERS)) {
+		*err = -EUCLEAN;
+		return NULL;
+	}
+	o = link_entry(ctx, dg, dw);
+	if (SHOAL_LIKELY(o != NULL && shoal_load_relaxed(&o->state) == SHOAL__LINK_READY))
+		return o;
+	/* A failure is ours to take back to NONE; the CAS leaves an answer
+	 * the opener gives meanwhile (to an earlier second ask) in place. */
+	if (o != NULL && atomic_compare_exchange_strong(&o->state, &failed, SHOAL__LINK_NONE)) {
+		*err = o->err;
+		return NULL;
+	}
+	link_ask(ctx, dg, dw);
+	*err = -EAGAIN;
+	return NULL;
+}
+
+/* Ask now for the links into workers [from, to) of `dg` not open yet, so
+ * that a try_ send to every worker gets them in one round. */
+static void dout_ask_rest(struct shoal_ctx *ctx, uint16_t dg, uint32_t from, uint32_t to)
+{
+	for (uint32_t dw = from; dw < to && dw < SHOAL_MAX_WORKERS; dw++) {
+		struct shoal__dout *o = link_entry(ctx, dg, dw);
+
+		if (o == NULL)
+			link_ask(ctx, dg, dw);
+	}
+}
+
+struct link_waiter {
+	const struct shoal_ctx *ctx;
+	uint16_t dg;
+	uint32_t dw;
+	const struct send_wait *sw;
+};
+
+static bool link_answered(void *arg)
+{
+	const struct link_waiter *lw = arg;
+
+	return link_entry(lw->ctx, lw->dg, lw->dw) != NULL || wait_ended(lw->sw) != 0 ||
+	       shoal__stop_flagged(lw->ctx->g);
+}
+
+/* As dout_get(), waiting for the link opener as `sw` says. */
+static struct shoal__dout *dout_wait(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw,
+				     const struct send_wait *sw, int *err)
+{
+	struct link_waiter lw = { ctx, dg, dw, sw };
+
+	for (;;) {
+		struct shoal__dout *o = dout_get(ctx, dg, dw, err);
+		int64_t slice;
+
+		if (o != NULL || *err != -EAGAIN)
+			return o;
+		slice = wait_slice(sw);
+		if (slice < 0) {
+			*err = (int)slice;
+			return NULL;
+		}
+		(void)shoal_doorbell_poll_wait(&ctx->link_db, ctx->g->spin_ns, link_answered, &lw,
+					       slice);
+		*err = wait_ended(sw);
+		if (*err < 0)
+			return NULL;
+		if (shoal__stop_requested(ctx->g)) {
+			*err = -ESHUTDOWN;
+			return NULL;
+		}
+	}
+}
+
+/*
+ * A direct ring found corrupted, by us or by its reader: count what we put
+ * in it that was never read (its reader gave it up after its last release,
+ * or reads no more), mark it settled so that the router does not count it
+ * again, and forget it: the next send opens a fresh one through the router.
+ */
+static void dout_condemned(struct shoal_ctx *ctx, struct shoal__dout *o)
+{
+	/* Any ring is at least this long: enough for its control block. */
+	uint64_t len = shoal_ring_size(SHOAL_RING_MIN_CAPACITY), in = o->p.records_in, out, ring_in;
+
+	if (shoal_ring_prod_condemned(&o->p)) {
+		if (shoal_ring_records(o->ring, len, &ring_in, &out) == 0 && in > out) {
+			ctx->lost_corrupt += in - out;
+			/* Relaxed: the worker is the only writer of its counter line. */
+			shoal_store_relaxed(&ctx->mw->lost_corrupt, ctx->lost_corrupt);
+		}
+		shoal_ring_condemn(o->ring, len, SHOAL_RING_SIDE_SETTLED);
+	} else if (shoal_ring_prod_error(&o->p)) {
+		/* Its reader still drains it: nothing is lost, only replaced. */
+		shoal_ring_condemn(o->ring, len, SHOAL_RING_SIDE_PROD);
+	} else {
+		return;
+	}
+	o->ring = NULL;
+	/* Given up: the next send asks the opener for a fresh ring. */
+	shoal_store_relaxed(&o->state, SHOAL__LINK_NONE);
+}
+
+/*
+ * Validate a destination against the registry. Returns the registry entry,
+ * or NULL with the error in *err.
+ */
+static const struct shoal__reg_group *check_dest(struct shoal_ctx *ctx, uint64_t dest, int *err)
+{
+	int dg = shoal_addr_group(dest);
+	uint16_t slot = shoal_addr_slot(dest);
+	const struct shoal__reg_group *rg;
+
+	/* A3: pairs with R3 in router.c declare_group(). */
+	if (dg < 0 || dg >= SHOAL_MAX_GROUPS ||
+	    (uint32_t)dg >= shoal_load_acquire(&ctx->g->reg.hdr->n_groups)) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	rg = &ctx->g->reg.groups[dg];
+	switch (shoal_load_relaxed(&rg->state)) {
+	case SHOAL_GROUP_EMPTY:
+		*err = -EINVAL;
+		return NULL;
+	case SHOAL_GROUP_FAILED:
+		*err = -EHOSTDOWN;
+		return NULL;
+	default:
+		break;
+	}
+	if (slot != SHOAL_SLOT_GROUP && slot != SHOAL_SLOT_ALL && slot >= rg->n_actors) {
+		*err = -EINVAL;
+		return NULL;
+	}
+	/* Actor addresses name one incarnation (see shoal/message.h). */
+	if (slot < SHOAL_MAX_ACTORS && shoal_addr_gen(dest) != shoal_load_relaxed(&rg->gen)) {
+		*err = -ESTALE;
+		return NULL;
+	}
+	return rg;
+}
+
+/*
+ * A direct send. `sw` NULL: try_ (never waits); else wait as it says, its
+ * rg set here. To SHOAL_SLOT_ALL it is all or nothing: a record is reserved
+ * in the ring of every worker of the destination before any is committed,
+ * so a refusal (or a wait that gives up) leaves nothing delivered and a
+ * retry duplicates nothing.
+ */
+int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
+		       uint32_t len, struct send_wait *sw, uint32_t flags, uint64_t rid)
+{
+	struct shoal__dout *outs[SHOAL_MAX_WORKERS];
+	unsigned char *dsts[SHOAL_MAX_WORKERS];
+	const struct shoal__reg_group *rg;
+	const struct shoal__ltype *t;
+	uint16_t dg = (uint16_t)shoal_addr_group(dest);
+	int ret = 0;
+	uint32_t nw, w0, w1, n = 0;
+
+	if (!(flags & SHOAL_ENV_ERROR))
+		ret = check_type(ctx, type, len, &t);
+	rg = ret == 0 ? check_dest(ctx, dest, &ret) : NULL;
+	if (rg == NULL)
+		goto fail;
+	nw = dest_workers(rg);
+	if (nw == 0) {
+		ret = -EUCLEAN;
+		goto fail;
+	}
+	if (sw != NULL)
+		sw->rg = rg;
+	w0 = dest_worker(nw, shoal_addr_slot(dest), shoal_ctx_self(ctx), rid, flags);
+	w1 = w0 + 1;
+	if (shoal_addr_slot(dest) == SHOAL_SLOT_ALL) {
+		w0 = 0;
+		w1 = nw;
+	}
+	for (uint32_t w = w0; w < w1; w++, n++) {
+		outs[n] = sw == NULL ? dout_get(ctx, dg, w, &ret) : dout_wait(ctx, dg, w, sw, &ret);
+		if (outs[n] == NULL) {
+			if (ret == -EAGAIN)
+				dout_ask_rest(ctx, dg, w + 1, w1);
+			goto cancel;
+		}
+		dsts[n] = shoal__reserve_in(ctx, &outs[n]->p, &outs[n]->dst->space_db, len, sw, &ret);
+		if (dsts[n] == NULL) {
+			if (ret == -EUCLEAN)
+				dout_condemned(ctx, outs[n]);
+			goto cancel;
+		}
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		fill_env(ctx, dsts[i], type, len, dest, flags, rid);
+		memcpy(dsts[i] + ENV_SIZE, buf, len);
+		shoal_ring_commit(&outs[i]->p);
+		shoal_doorbell_notify(&outs[i]->dst->in_db);
+	}
+	COUNT(ctx, sent_direct);
+	return 0;
+cancel:
+	for (uint32_t i = 0; i < n; i++)
+		shoal_ring_cancel(&outs[i]->p);
+fail:
+	if (sw == NULL)
+		COUNT(ctx, try_failed);
+	return ret;
+}
+
+int shoal_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
+		  uint32_t len)
+{
+	struct send_wait sw = WAIT_FOREVER;
+
+	return shoal__send_direct(ctx, dest, type, buf, len, &sw, 0, 0);
+}
+
+int shoal_try_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
+		      uint32_t len)
+{
+	return shoal__send_direct(ctx, dest, type, buf, len, NULL, 0, 0);
+}
+
+int shoal_connect(struct shoal_ctx *ctx, uint64_t dest, int64_t timeout_ns)
+{
+	struct send_wait sw = WAIT_FOREVER;
+	uint32_t nw, w0, w1;
+	int ret = 0;
+
+	if (timeout_ns >= 0)
+		sw.deadline = shoal__now_ns() + (uint64_t)timeout_ns;
+	sw.rg = check_dest(ctx, dest, &ret);
+	if (sw.rg == NULL)
+		return ret;
+	nw = dest_workers(sw.rg);
+	if (nw == 0)
+		return -EUCLEAN;
+	w0 = dest_worker(nw, shoal_addr_slot(dest), shoal_ctx_self(ctx), 0, 0);
+	w1 = w0 + 1;
+	if (shoal_addr_slot(dest) == SHOAL_SLOT_ALL) {
+		w0 = 0;
+		w1 = nw;
+	}
+	dout_ask_rest(ctx, (uint16_t)shoal_addr_group(dest), w0, w1);
+	for (uint32_t w = w0; w < w1; w++)
+		if (dout_wait(ctx, (uint16_t)shoal_addr_group(dest), w, &sw, &ret) == NULL)
+			return ret;
+	return 0;
+}
+
+int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t len, void **buf)
+{
+	const struct shoal__ltype *t;
+	const struct shoal__reg_group *rg;
+	struct shoal_ring_prod *p;
+	struct shoal_doorbell *db;
+	unsigned char *dst;
+	int ret;
+
+	if (ctx->res_p != NULL)
+		return -EBUSY;   /* one reservation at a time: commit the first */
+	ret = check_type(ctx, type, len, &t);
+	if (ret < 0)
+		goto fail;
+	if (dest == SHOAL_ADDR_NONE) {
+		ret = routes_of(t);
+		if (ret < 0)
+			goto fail;
+		p = &ctx->up;
+		db = ctx->bell;
+	} else {
+		struct shoal__dout *o;
+
+		rg = check_dest(ctx, dest, &ret);
+		if (rg == NULL || shoal_addr_slot(dest) == SHOAL_SLOT_ALL) {
+			ret = rg == NULL ? ret : -EINVAL;   /* zero-copy is one ring */
+			goto fail;
+		}
+		if (dest_workers(rg) == 0) {
+			ret = -EUCLEAN;
+			goto fail;
+		}
+		o = dout_get(ctx, (uint16_t)shoal_addr_group(dest),
+			     dest_worker(dest_workers(rg), shoal_addr_slot(dest),
+					 shoal_ctx_self(ctx), 0, 0), &ret);
+		if (o == NULL)
+			goto fail;
+		p = &o->p;
+		db = &o->dst->in_db;
+	}
+	dst = shoal__reserve_in(ctx, p, NULL, len, NULL, &ret);
+	if (dst == NULL)
+		goto fail;
+	fill_env(ctx, dst, type, len, dest, dest == SHOAL_ADDR_NONE ? SHOAL_ENV_TRY : 0, 0);
+	ctx->res_p = p;
+	ctx->res_db = db;
+	ctx->res_routed = dest == SHOAL_ADDR_NONE;
+	*buf = dst + ENV_SIZE;
+	return 0;
+fail:
+	COUNT(ctx, try_failed);
+	return ret;
+}
+
+void shoal_commit(struct shoal_ctx *ctx)
+{
+	if (ctx->res_p == NULL)
+		return;
+	shoal_ring_commit(ctx->res_p);
+	shoal_doorbell_notify(ctx->res_db);
+	if (ctx->res_routed)
+		COUNT(ctx, sent_routed);
+	else
+		COUNT(ctx, sent_direct);
+	ctx->res_p = NULL;
+}

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The data path of a group process, shared by the files of runtime/data/
+ * that make it up: rings.c (a worker's ring table), send.c, poll.c and
+ * request.c. Private.
+ *
+ * Memory picture of one worker (struct shoal_ctx, used by one thread):
+ *   up          producer of its uplink ring (-> its node's dispatcher)
+ *   in[]        consumers of its inbound rings: one per dispatcher, one per
+ *               direct sender (created on first use by the router), and one
+ *               per other worker of this process (in-process forwarding)
+ *   dout[g][w]  producers of the direct rings into other groups, opened by
+ *               the link opener (runtime/control/links.c) when asked
+ *   fwd[w]      producers of the in-process rings to the other workers
+ * Every ring has one producer and one consumer, so a dead process can never
+ * wedge a ring it does not own (DESIGN invariant 3).
+ */
+#ifndef SHOAL_RUNTIME_DATA_WORKER_H
+#define SHOAL_RUNTIME_DATA_WORKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/group_impl.h"
+
+#define POLL_BATCH 32u
+#define SLEEP_SLICE_NS 100000000        /* a waiting send or request re-checks this often */
+/*
+ * An idle worker sleeps this long between looks of its own. Every event it
+ * waits for rings its doorbell (a message committed to one of its rings, a
+ * stop from the router or from shoal_group_stop()), and the doorbell loses
+ * no wake-up, so this slice is only a safety net; it is long because an
+ * idle wake-up costs the spin budget plus a futex round trip, about 80 us
+ * here: at 100 ms, 100 idle groups used 8% of a CPU (docs/design.md).
+ */
+#define IDLE_SLICE_NS UINT64_C(5000000000)
+#define ENV_SIZE ((uint32_t)sizeof(struct shoal_envelope))
+
+
+/* Relaxed stores: the worker is the only writer of its counter line. */
+#define COUNT(ctx, field) shoal_store_relaxed(&(ctx)->mw->field, ++(ctx)->field)
+
+/* How a blocking send waits (send.c). */
+/*
+ * What a blocking send gives up on besides a stop: its destination group
+ * failing (-EHOSTDOWN), for a request the responder's incarnation ending
+ * (-EOWNERDEAD), and a deadline (-ETIMEDOUT). A try_ send passes NULL.
+ */
+struct send_wait {
+	const struct shoal__reg_group *rg;   /* destination group, or NULL */
+	uint64_t deadline;                   /* UINT64_MAX: none */
+	bool incarnation;                    /* give up when rg leaves generation gen */
+	uint32_t gen;
+};
+
+static const struct send_wait WAIT_FOREVER = { NULL, UINT64_MAX, false, 0 };
+
+/* A stop asked by the router or by shoal_group_stop(): two loads, for the
+ * polling paths (an empty poll, a spin predicate). */
+static inline bool shoal__stop_flagged(const struct shoal_group *g)
+{
+	/* Relaxed: a flag; the doorbell that accompanies it orders nothing
+	 * either, we only need to see it eventually. */
+	return atomic_load_explicit(&g->stop, memory_order_relaxed) ||
+	       shoal_load_relaxed(&g->mbx->stop) != 0;
+}
+
+/* rings.c: true when this record was handled by SHOAL__CRASHES_MAX dying
+ * processes before: it is then counted and kept aside, not handled. */
+bool shoal__set_aside(struct shoal_ctx *ctx, const struct shoal__inring *in,
+		      const struct shoal_rec *rec);
+
+/* send.c: reserve ENV_SIZE + len in `p`, waiting as `sw` says (NULL: not). */
+void *shoal__reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p,
+			struct shoal_doorbell *db, uint32_t len, const struct send_wait *sw,
+			int *err);
+/* send.c: a direct send (sw NULL: try_), with envelope flags and request id. */
+int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
+		       uint32_t len, struct send_wait *sw, uint32_t flags, uint64_t rid);
+
+/* poll.c: one pass over the rings (src: all, or those fed by group src and
+ * this process's workers); returns messages handled. */
+uint32_t shoal__poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src);
+/* poll.c: whether a ring poll_rings(src) reads holds a record. */
+bool shoal__rings_ready_from(struct shoal_ctx *ctx, int src);
+
+#endif

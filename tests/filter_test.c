@@ -2,7 +2,7 @@
 /*
  * Filters and the routing table, single process. Every matching case runs in
  * every table mode (indexed, and the flat and chain baselines) and is
- * checked against a naive reference written here, independent of runtime/filter.c. Payloads are
+ * checked against a naive reference written here, independent of runtime/route/. Payloads are
  * copied into heap buffers of exactly their length, so that a sanitizer
  * catches any read past them.
  */

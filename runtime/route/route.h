@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The router's routing table: every filter of the system in one flat vector,
- * plus the index derived from it at build time (see runtime/filter.c for the
+ * plus the index derived from it at build time (see runtime/route/table.h for the
  * layout). Private to the runtime, never installed.
  *
  * Lifecycle:

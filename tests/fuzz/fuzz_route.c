@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Fuzz target: filters that arrive from other processes, and the routing
- * table built from them (runtime/filter.c): validate, build, match.
+ * table built from them (runtime/route/): validate, build, match.
  *
  * Input layout (every part optional; missing bytes read as zero):
  *

@@ -210,7 +210,7 @@ int main(int argc, char **argv)
 			log_fd = open(log, O_WRONLY | O_APPEND | O_CREAT, 0600);
 		if (spread > 0)
 			d.route = spread_route;
-		return shoal_group_main(&d, 1, argv);
+		return shoal_group_main(&d, argc, argv);   /* our --role etc. are left to us */
 	}
 	fprintf(stderr, "usage: %s --role producer|consumer|holder|crasher ...\n", argv[0]);
 	return 2;

@@ -86,6 +86,8 @@ struct shoal_group_desc {
 	uint32_t n_types;
 	const struct shoal_filter *subs;  /* routes to this group, subscribed at attach */
 	uint32_t n_subs;                  /* (their `group` field is ignored) */
+	/* NULL for a group that only sends: a message that reaches it anyway
+	 * is counted as discarded (a request answered -ECANCELED). */
 	void (*on_message)(struct shoal_actor *a, const struct shoal_msg *m);
 	int (*on_start)(struct shoal_actor *a);   /* optional; non-zero fails the attach */
 	void (*on_stop)(struct shoal_actor *a);   /* optional */
@@ -152,8 +154,10 @@ SHOAL_API void shoal_group_stop(struct shoal_group *g);
 SHOAL_API void shoal_group_detach(struct shoal_group *g);
 
 /*
- * Everything in one call: parse --system NAME / --group NAME (defaults
- * from the environment), attach, run, detach. Installs SIGINT/SIGTERM
+ * Everything in one call: read --system NAME / --group NAME (defaults from
+ * the environment; also -s, -g and --NAME=VALUE) and --help, attach, run,
+ * detach. Every other argument is the program's own: it is left in argv
+ * and is no error; nothing after a "--" is read. Installs SIGINT/SIGTERM
  * handlers that stop the group, and ignores SIGPIPE: a group whose output
  * reader went away loses that output, not its life. Returns a process
  * exit status.

@@ -10,7 +10,6 @@
  * Nothing here runs on the hot path.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,8 +163,6 @@ static int check_desc(const struct shoal_group_desc *d, const char *name, struct
 
 	if (ret < 0)
 		return ret;
-	if (d->on_message == NULL)
-		return shoal__fail(err, -EINVAL, "group %s has no on_message handler", name);
 	if (d->n_workers > SHOAL_MAX_WORKERS || d->n_actors > SHOAL_MAX_ACTORS)
 		return shoal__fail(err, -EINVAL, "group %s: at most %d workers and %d actors", name,
 				   SHOAL_MAX_WORKERS, SHOAL_MAX_ACTORS);
@@ -537,45 +534,67 @@ static void on_signal(int sig)
 
 static void usage(FILE *f, const char *prog)
 {
-	fprintf(f, "usage: %s [--system NAME] [--group NAME]\n"
+	fprintf(f, "usage: %s [--system NAME] [--group NAME] [the program's own arguments]\n"
 		"Run one actor group of a Shoal system. Normally started by 'shoal run',\n"
 		"which sets SHOAL_SYSTEM and SHOAL_GROUP.\n"
-		"  --system NAME  system to attach to (default: $SHOAL_SYSTEM)\n"
-		"  --group NAME   this group's name (default: the program's own, or $SHOAL_GROUP)\n",
+		"  -s, --system NAME  system to attach to (default: $SHOAL_SYSTEM)\n"
+		"  -g, --group NAME   this group's name (default: the program's own, or\n"
+		"                     $SHOAL_GROUP)\n"
+		"Other arguments belong to the program; none after \"--\" is read here.\n",
 		prog);
+}
+
+/*
+ * The value of option `name` (--name VALUE, --name=VALUE or -c VALUE) at
+ * argv[*i], advancing *i past it; NULL if argv[*i] is not that option.
+ * *missing is set when the option comes without its value.
+ */
+static const char *opt_value(int argc, char **argv, int *i, const char *name, char c,
+			     bool *missing)
+{
+	const char *a = argv[*i];
+	size_t n = strlen(name);
+
+	if (a[0] == '-' && a[1] == '-' && strncmp(a + 2, name, n) == 0 && a[2 + n] == '=')
+		return a + 3 + n;
+	if (!((a[0] == '-' && a[1] == '-' && strcmp(a + 2, name) == 0) ||
+	      (a[0] == '-' && a[1] == c && a[2] == '\0')))
+		return NULL;
+	if (*i + 1 >= argc) {
+		*missing = true;
+		return NULL;
+	}
+	return argv[++*i];
 }
 
 int shoal_group_main(const struct shoal_group_desc *desc, int argc, char **argv)
 {
-	static const struct option opts[] = {
-		{ "system", required_argument, NULL, 's' },
-		{ "group", required_argument, NULL, 'g' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	struct shoal_group_desc d = *desc;
-	const char *system = NULL;
+	const char *system = NULL, *v;
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct shoal_err err = { { 0 } };
 	struct shoal_group *g;
-	int c, ret;
+	bool missing = false;
+	int ret;
 
 	/* Its output is diagnostics (often a pipe to `shoal run`'s reader):
 	 * a write there must not kill a group. The control socket never
 	 * raises it (MSG_NOSIGNAL). */
 	signal(SIGPIPE, SIG_IGN);
-	while ((c = getopt_long(argc, argv, "s:g:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			system = optarg;
-			break;
-		case 'g':
-			d.name = optarg;
-			break;
-		case 'h':
+	/* Ours are --system, --group and --help; every other argument is the
+	 * program's own, left in argv for it (up to a "--", after which
+	 * nothing is ours). */
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		if ((v = opt_value(argc, argv, &i, "system", 's', &missing)) != NULL)
+			system = v;
+		else if ((v = opt_value(argc, argv, &i, "group", 'g', &missing)) != NULL)
+			d.name = v;
+		else if (strcmp(argv[i], "--help") == 0) {
 			usage(stdout, argv[0]);
 			return 0;
-		default:
+		}
+		if (missing) {
+			fprintf(stderr, "%s: %s needs a value\n", argv[0], argv[i]);
 			usage(stderr, argv[0]);
 			return 2;
 		}

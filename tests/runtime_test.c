@@ -284,6 +284,37 @@ static void runtime_second_reserve_before_commit_is_refused(void **state)
 	rt_stop_router();
 }
 
+/* shoal_lookup(): from a worker context, without waiting for a group that is
+ * declared but down, and waiting for it while its process comes up. */
+static void runtime_lookup_waits_for_a_group_to_come_up(void **state)
+{
+	struct child late = { .index = 1, .name = "late", .workers = 1, .actors = 2 };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	uint64_t addr;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-look", NULL, 0), 0);
+	rt_declare("late", 1, 2);
+	g = rt_attach_here("looker", 1, 1);
+	ctx = shoal_group_worker(g, 0);
+	/* Declared, no process: not up; nowhere in the registry: never. */
+	assert_int_equal(shoal_lookup(ctx, "late", 1, 0), SHOAL_ADDR_NONE);
+	assert_int_equal(shoal_lookup(ctx, "nobody", 0, 20000000), SHOAL_ADDR_NONE);
+	pid = test_spawn(rt_consumer_main, &late);
+	addr = shoal_lookup(ctx, "late", 1, 30000000000ll);
+	assert_int_not_equal(addr, SHOAL_ADDR_NONE);
+	assert_int_equal(shoal_addr_slot(addr), 1);
+	/* The address names the running incarnation: a send reaches it. */
+	assert_int_equal(shoal_send_to(ctx, addr, T_PING, &(struct msg){ 0 }, sizeof(struct msg)),
+			 0);
+	rt_wait_count(1, 1, 30000);
+	shoal_group_detach(g);   /* it polls nothing: out before the stop */
+	rt_stop_and_reap(&pid, 1);
+	rt_stop_router();
+}
+
 static void runtime_type_over_max_size_refused_at_declare(void **state)
 {
 	struct shoal_err err = { { 0 } };
@@ -695,6 +726,7 @@ int main(void)
 		cmocka_unit_test(runtime_direct_send_bounds_registry_worker_count),
 		cmocka_unit_test(runtime_try_send_to_all_is_all_or_nothing),
 		cmocka_unit_test(runtime_second_reserve_before_commit_is_refused),
+		cmocka_unit_test(runtime_lookup_waits_for_a_group_to_come_up),
 		cmocka_unit_test(runtime_type_over_max_size_refused_at_declare),
 		cmocka_unit_test(runtime_discard_route_is_counted),
 	};

@@ -141,6 +141,16 @@ SHOAL_API uint32_t shoal_group_generation(const struct shoal_group *g);
 SHOAL_API uint64_t shoal_group_lookup(struct shoal_group *g, const char *name, uint16_t slot);
 
 /*
+ * The same from a worker context, as a handler has it (a->ctx), waiting up
+ * to `timeout_ns` for the group to come up: registered and running
+ * (0: do not wait, as a handler should; negative: no limit). Returns the
+ * address, or SHOAL_ADDR_NONE when the time ran out or a stop was asked.
+ * Sleeps in 1 ms steps while it waits: not for the data path.
+ */
+SHOAL_API uint64_t shoal_lookup(struct shoal_ctx *ctx, const char *name, uint16_t slot,
+				int64_t timeout_ns);
+
+/*
  * Run every worker (worker 0 on the calling thread, the others on new
  * threads) until the router says stop or shoal_group_stop() is called; then
  * drain what is queued, run on_stop, and return 0 (or a negative errno).
@@ -267,7 +277,7 @@ SHOAL_API uint64_t shoal_ctx_self(const struct shoal_ctx *ctx);
  *       shoal_ctx_self
  *   [2] shoal_subscribe, shoal_unsubscribe
  *   [3] shoal_group_worker, shoal_group_id, shoal_group_generation,
- *       shoal_group_lookup
+ *       shoal_group_lookup, shoal_lookup
  *   [4] shoal_group_stop
  *   [5] shoal_group_run
  *   [6] shoal_group_detach

@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <shoal/group.h>
@@ -429,6 +430,27 @@ uint64_t shoal_group_lookup(struct shoal_group *g, const char *name, uint16_t sl
 			return shoal_addr_make((uint16_t)i, slot, shoal_load_relaxed(&rg->gen));
 	}
 	return SHOAL_ADDR_NONE;
+}
+
+uint64_t shoal_lookup(struct shoal_ctx *ctx, const char *name, uint16_t slot,
+		      int64_t timeout_ns)
+{
+	struct shoal_group *g = ctx->g;
+	uint64_t end = timeout_ns < 0 ? UINT64_MAX : shoal__now_ns() + (uint64_t)timeout_ns;
+
+	for (;;) {
+		uint64_t addr = shoal_group_lookup(g, name, slot);
+		int id = shoal_addr_group(addr);
+
+		/* Relaxed: a snapshot, as shoal_group_lookup()'s; a send
+		 * re-checks the state. */
+		if (addr != SHOAL_ADDR_NONE &&
+		    shoal_load_relaxed(&g->reg.groups[id].state) == SHOAL_GROUP_RUNNING)
+			return shoal_group_lookup(g, name, slot);   /* its running generation */
+		if (shoal__now_ns() >= end || shoal__stop_requested(g))
+			return SHOAL_ADDR_NONE;
+		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
+	}
 }
 
 void shoal_group_stop(struct shoal_group *g)

@@ -349,6 +349,7 @@ static void group_respond_error_is_what_the_request_returns(void **state)
 		{ -EPERM, -EPERM },
 		{ -ENOSPC, -ENOSPC },
 		{ -EHOSTDOWN, -EHOSTDOWN },
+		{ -ETIMEDOUT, -ETIMEDOUT },  /* the responder's, told from our own */
 		{ EPERM, -EINVAL },          /* not a negative errno */
 	};
 	struct child resp = { .index = 0, .name = "responder" };
@@ -375,6 +376,16 @@ static void group_respond_error_is_what_the_request_returns(void **state)
 
 		assert_int_equal(shoal_request(ctx, dest, T_REQ, &v, sizeof(v), 20000000000ll,
 					       &reply), answers[i][1]);
+		assert_true(reply.from_responder);
+	}
+	/* An error of the requester's own: not from the responder. */
+	{
+		struct msg v = { 0 }, out = { 0 };
+		struct shoal_reply reply = { .buf = &out, .cap = sizeof(out), .from_responder = true };
+
+		assert_int_equal(shoal_request(ctx, shoal_addr_make(200, 0, 1), T_REQ, &v,
+					       sizeof(v), 20000000000ll, &reply), -EINVAL);
+		assert_false(reply.from_responder);
 	}
 	/*
 	 * A message that is no request cannot be answered. It also tells when

@@ -103,6 +103,12 @@ struct shoal_reply {
 	uint32_t len;                /* payload bytes copied into buf */
 	void *buf;                   /* caller's buffer */
 	uint32_t cap;                /* its size */
+	/* Set by shoal_request(): true when the responder answered (its
+	 * response, or the error it sent with shoal_respond_error(), or
+	 * -EMSGSIZE for a response too large for buf); false when the
+	 * returned status is the requester's own (-ETIMEDOUT, -EOWNERDEAD, a
+	 * send error). Tells a responder's -ETIMEDOUT from our own. */
+	bool from_responder;
 };
 
 /*

@@ -194,6 +194,7 @@ static void take_response(struct shoal_ctx *ctx, const struct shoal_envelope *en
 	struct shoal_reply *r = ctx->wait_reply;
 
 	ctx->wait_done = true;
+	r->from_responder = true;
 	if (env->flags & SHOAL_ENV_ERROR) {
 		int32_t e = -EPROTO;
 

@@ -60,12 +60,20 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 		return -EDEADLK;   /* one request at a time per worker */
 	if (reply == NULL || dg < 0 || dg >= SHOAL_MAX_GROUPS)
 		return -EINVAL;
+	reply->from_responder = false;
 	rw.rg = &ctx->g->reg.groups[dg];
 	rw.group = dg;
 	rw.gen = shoal_load_relaxed(&rw.rg->gen);
-	if (shoal_load_relaxed(&rw.rg->state) != SHOAL_GROUP_RUNNING)
-		return shoal_load_relaxed(&rw.rg->state) == SHOAL_GROUP_FAILED ? -EHOSTDOWN :
-										-EOWNERDEAD;
+	switch (shoal_load_relaxed(&rw.rg->state)) {
+	case SHOAL_GROUP_RUNNING:
+		break;
+	case SHOAL_GROUP_EMPTY:
+		return -EINVAL;   /* no such group, as send_to() says */
+	case SHOAL_GROUP_FAILED:
+		return -EHOSTDOWN;
+	default:
+		return -EOWNERDEAD;
+	}
 	rid = (uint64_t)ctx->w << 48 | (ctx->next_rid++ & ((UINT64_C(1) << 48) - 1));
 	/* Waiting for room in the responder's ring counts against the
 	 * timeout and ends with the responder's incarnation, as the wait for

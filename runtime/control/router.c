@@ -60,7 +60,6 @@
 #define MAILBOX_SPARE_RINGS 4u      /* room to replace condemned rings */
 #define WATCH_TICK_NS 50000000      /* the watch thread looks for damage this often */
 #define WATCH_MAILBOX_TICKS 10      /* and checks whole mailboxes every 10 looks */
-#define MAX_CONNS 1024
 #define REGISTRY_SEG_SIZE (SHOAL__REG_SIZE + 8192)
 #define BELL_SEG_SIZE (sizeof(struct shoal__bell) + 4096)
 /*
@@ -90,7 +89,7 @@ uint64_t shoal__system_seg_size(uint64_t page)
 	return shoal__align_up(REGISTRY_SEG_SIZE, page) + shoal__align_up(BELL_SEG_SIZE, page);
 }
 
-static void wake_all_workers(struct shoal_router *r)
+void shoal__wake_all_workers(struct shoal_router *r)
 {
 	for (uint32_t g = 0; g < r->n_groups; g++) {
 		struct shoal__group_slot *s = &r->groups[g];
@@ -104,13 +103,13 @@ static void wake_all_workers(struct shoal_router *r)
 	}
 }
 
-static void note_change(struct shoal_router *r)
+void shoal__note_change(struct shoal_router *r)
 {
 	r->change_count++;
 	pthread_cond_broadcast(&r->changed);
 }
 
-static int find_group(const struct shoal_router *r, const char *name)
+int shoal__find_group(const struct shoal_router *r, const char *name)
 {
 	for (uint32_t g = 0; g < r->n_groups; g++)
 		if (r->groups[g].used && strcmp(r->groups[g].name, name) == 0)
@@ -120,7 +119,7 @@ static int find_group(const struct shoal_router *r, const char *name)
 
 /* ---- topology ---------------------------------------------------------- */
 
-static void topology_read(struct shoal_router *r, const struct shoal_topology *given)
+void shoal__topology_read(struct shoal_router *r, const struct shoal_topology *given)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 
@@ -143,7 +142,7 @@ static void topology_read(struct shoal_router *r, const struct shoal_topology *g
 }
 
 /* Node with the fewest groups (ties: the lowest). */
-static int place_group(const struct shoal_router *r)
+int shoal__place_group(const struct shoal_router *r)
 {
 	int count[SHOAL_MAX_NODES] = { 0 }, best = 0;
 
@@ -156,7 +155,7 @@ static int place_group(const struct shoal_router *r)
 	return best;
 }
 
-static int dispatcher_of_node(const struct shoal_router *r, int node)
+int shoal__dispatcher_of_node(const struct shoal_router *r, int node)
 {
 	for (int d = 0; d < r->n_disp; d++)
 		if (r->disp_node[d] == node)
@@ -166,7 +165,7 @@ static int dispatcher_of_node(const struct shoal_router *r, int node)
 
 /* ---- the snapshot ------------------------------------------------------ */
 
-static void snapshot_free(struct shoal__snapshot *s)
+void shoal__snapshot_free(struct shoal__snapshot *s)
 {
 	if (s == NULL)
 		return;
@@ -208,14 +207,14 @@ static int snapshot_build(struct shoal_router *r, struct shoal__snapshot **out,
 		s->uplinks[d] = calloc((size_t)r->n_groups * SHOAL_MAX_WORKERS + 1,
 				       sizeof(struct shoal__snap_uplink));
 		if (s->uplinks[d] == NULL) {
-			snapshot_free(s);
+			shoal__snapshot_free(s);
 			return -ENOMEM;
 		}
 	}
 	for (uint32_t g = 0; g < r->n_groups; g++) {
 		struct shoal__group_slot *gs = &r->groups[g];
 		struct shoal__snap_group *sg = &s->groups[g];
-		int d_own = dispatcher_of_node(r, gs->node);
+		int d_own = shoal__dispatcher_of_node(r, gs->node);
 
 		if (!gs->used)
 			continue;
@@ -269,7 +268,7 @@ static uint32_t live_routes(const struct shoal_router *r, uint32_t id)
 }
 
 /* Rebuild and publish. Called with r->lock held. */
-static int publish(struct shoal_router *r, struct shoal_err *err)
+int shoal__publish(struct shoal_router *r, struct shoal_err *err)
 {
 	struct shoal__snapshot *s, *old;
 	int ret = snapshot_build(r, &s, err);
@@ -292,7 +291,7 @@ static int publish(struct shoal_router *r, struct shoal_err *err)
 	if (old != NULL) {
 		synchronize_rcu();
 		SHOAL__SNAP_GRACE(r->dp.snap);
-		snapshot_free(old);
+		shoal__snapshot_free(old);
 	}
 	/* A new dispatcher or new rings: make sure sleeping dispatchers look. */
 	for (int d = 0; d < r->n_disp; d++)
@@ -334,7 +333,7 @@ static int dir_note(struct shoal__group_slot *s, uint32_t kind, const char *name
  * slot's private copy of the directory. An existing ring of that name is
  * kept (direct rings are opened once per pair of workers).
  */
-static int alloc_ring(struct shoal__group_slot *s, const char *name, uint32_t cap,
+int shoal__alloc_ring(struct shoal__group_slot *s, const char *name, uint32_t cap,
 		      struct shoal__ring_ref *ref)
 {
 	uint64_t off, len = shoal_ring_size(cap);
@@ -363,7 +362,7 @@ static int alloc_ring(struct shoal__group_slot *s, const char *name, uint32_t ca
 }
 
 /* The name of worker w's uplink (d < 0) or inbound ring from dispatcher d. */
-static void ring_name(char name[SHOAL_SEG_REGION_NAME_MAX], unsigned w, int d, uint32_t gen)
+void shoal__ring_name(char name[SHOAL_SEG_REGION_NAME_MAX], unsigned w, int d, uint32_t gen)
 {
 	if (d < 0 && gen == 0)
 		snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "up.%u", w);
@@ -376,7 +375,7 @@ static void ring_name(char name[SHOAL_SEG_REGION_NAME_MAX], unsigned w, int d, u
 }
 
 /* Give every group an inbound ring per worker from dispatcher `d`. */
-static int add_dispatcher_rings(struct shoal_router *r, int d)
+int shoal__add_dispatcher_rings(struct shoal_router *r, int d)
 {
 	char name[SHOAL_SEG_REGION_NAME_MAX];
 
@@ -388,8 +387,8 @@ static int add_dispatcher_rings(struct shoal_router *r, int d)
 		for (unsigned w = 0; w < s->n_workers; w++) {
 			int ret;
 
-			ring_name(name, w, d, 0);
-			ret = alloc_ring(s, name, s->in_cap, &s->in[w][d]);
+			shoal__ring_name(name, w, d, 0);
+			ret = shoal__alloc_ring(s, name, s->in_cap, &s->in[w][d]);
 			if (ret < 0)
 				return ret;
 		}
@@ -397,14 +396,14 @@ static int add_dispatcher_rings(struct shoal_router *r, int d)
 	return 0;
 }
 
-static int ensure_dispatcher(struct shoal_router *r, int node, struct shoal_err *err)
+int shoal__ensure_dispatcher(struct shoal_router *r, int node, struct shoal_err *err)
 {
-	int d = dispatcher_of_node(r, node), ret;
+	int d = shoal__dispatcher_of_node(r, node), ret;
 
 	if (d >= 0)
 		return d;
 	d = r->n_disp;
-	ret = add_dispatcher_rings(r, d);
+	ret = shoal__add_dispatcher_rings(r, d);
 	if (ret < 0)
 		return shoal__fail(err, ret, "cannot add inbound rings for the dispatcher of node "
 				   "%d: %s", node, strerror(-ret));
@@ -422,7 +421,7 @@ static int ensure_dispatcher(struct shoal_router *r, int node, struct shoal_err 
 	return d;
 }
 
-static int create_mailbox(struct shoal_router *r, struct shoal__group_slot *s, uint16_t id,
+int shoal__create_mailbox(struct shoal_router *r, struct shoal__group_slot *s, uint16_t id,
 			  struct shoal_err *err)
 {
 	struct shoal_seg_opts o = { .mode = r->mode, .dir_cap = MAILBOX_DIR_CAP, .numa_node = -1 };
@@ -457,11 +456,11 @@ static int create_mailbox(struct shoal_router *r, struct shoal__group_slot *s, u
 		shoal_doorbell_init(&s->hdr->w[w].in_db);
 		shoal_doorbell_init(&s->hdr->w[w].up_db);
 		shoal_doorbell_init(&s->hdr->w[w].space_db);
-		ring_name(name, w, -1, 0);
-		ret = alloc_ring(s, name, r->up_cap, &s->up[w]);
+		shoal__ring_name(name, w, -1, 0);
+		ret = shoal__alloc_ring(s, name, r->up_cap, &s->up[w]);
 		for (int d = 0; ret == 0 && d < r->n_disp; d++) {
-			ring_name(name, w, d, 0);
-			ret = alloc_ring(s, name, s->in_cap, &s->in[w][d]);
+			shoal__ring_name(name, w, d, 0);
+			ret = shoal__alloc_ring(s, name, s->in_cap, &s->in[w][d]);
 		}
 		if (ret < 0)
 			goto fail;
@@ -490,7 +489,7 @@ static uint32_t runtime_groups(const struct shoal_router *r)
  * Declare a group slot: `runtime` for one a process registers (HELLO), not
  * the router's owner. Called with r->lock held. Returns the id.
  */
-static int declare_group(struct shoal_router *r, const struct shoal_group_spec *spec,
+int shoal__declare_group(struct shoal_router *r, const struct shoal_group_spec *spec,
 			 bool runtime, struct shoal_err *err)
 {
 	uint16_t nw = spec->n_workers ? spec->n_workers : 1;
@@ -515,7 +514,7 @@ static int declare_group(struct shoal_router *r, const struct shoal_group_spec *
 	if (spec->overflow > SHOAL_OVERFLOW_DROP)
 		return shoal__fail(err, -EINVAL, "group %s: unknown overflow policy %u", spec->name,
 				   spec->overflow);
-	id = find_group(r, spec->name);
+	id = shoal__find_group(r, spec->name);
 	if (id >= 0) {
 		s = &r->groups[id];
 		/* A process that leaves a count at 0 takes the declared one. */
@@ -548,14 +547,14 @@ static int declare_group(struct shoal_router *r, const struct shoal_group_spec *
 	snprintf(s->name, sizeof(s->name), "%s", spec->name);
 	s->n_workers = nw;
 	s->n_actors = na;
-	s->node = spec->node >= 0 ? spec->node : place_group(r);
+	s->node = spec->node >= 0 ? spec->node : shoal__place_group(r);
 	s->in_cap = spec->inbound_capacity ? spec->inbound_capacity : r->in_cap;
 	s->overflow = spec->overflow;
 	s->conn = -1;
-	d = ensure_dispatcher(r, s->node, err);
+	d = shoal__ensure_dispatcher(r, s->node, err);
 	if (d < 0)
 		return d;
-	ret = create_mailbox(r, s, (uint16_t)id, err);
+	ret = shoal__create_mailbox(r, s, (uint16_t)id, err);
 	if (ret < 0)
 		return ret;
 	s->used = true;
@@ -572,14 +571,14 @@ static int declare_group(struct shoal_router *r, const struct shoal_group_spec *
 	/* R3: pairs with A3 in readers of the group table (worker.c, group.c,
 	 * tools): a counted slot has its fields set. */
 	shoal_store_release(&r->reg->n_groups, r->n_groups);
-	ret = publish(r, err);
+	ret = shoal__publish(r, err);
 	return ret < 0 ? ret : id;
 }
 
 /* ---- types and routes ---------------------------------------------------- */
 
 /* Register a type, or check it against the registered one. */
-static int register_type(struct shoal_router *r, const struct shoal__ctl_type *t,
+int shoal__register_type(struct shoal_router *r, const struct shoal__ctl_type *t,
 			 struct shoal_err *err)
 {
 	uint32_t free_slot = UINT32_MAX;
@@ -622,8 +621,8 @@ static bool same_filter(const struct shoal_filter *a, const struct shoal_filter 
 }
 
 /* Append a route (no publish). Called with r->lock held. */
-static int route_append(struct shoal_router *r, const struct shoal_filter *f, int owner,
-			uint32_t *id, struct shoal_err *err)
+int shoal__route_entry_append(struct shoal_router *r, const struct shoal_filter *f, int owner,
+			      uint32_t *id, struct shoal_err *err)
 {
 	struct shoal__route_entry *routes;
 	int ret = shoal_filter_validate(f, err);
@@ -651,7 +650,7 @@ static int route_append(struct shoal_router *r, const struct shoal_filter *f, in
 }
 
 /* Remove routes matching (id, owner); id 0 means all of the owner's. */
-static uint32_t route_remove(struct shoal_router *r, uint32_t id, int owner, bool any_owner)
+uint32_t shoal__route_entry_remove(struct shoal_router *r, uint32_t id, int owner, bool any_owner)
 {
 	uint32_t kept = 0, removed = 0;
 
@@ -759,7 +758,7 @@ static int retire(struct shoal_router *r, int g, unsigned w, bool uplink, void *
  * publish (so no dispatcher touches them any more) and when a group's
  * process leaves (`gone`: group g has no process; -1 for none).
  */
-static void settle_retired(struct shoal_router *r, int gone)
+void shoal__settle_retired(struct shoal_router *r, int gone)
 {
 	for (uint32_t i = 0; i < r->n_retired; i++) {
 		struct shoal__retired *t = &r->retired[i];
@@ -802,10 +801,10 @@ static int replace_ring(struct shoal_router *r, int g, unsigned w, int d, unsign
 	struct shoal_err err = { { 0 } };
 	int ret;
 
-	ring_name(old, w, d, ref->gen);
+	shoal__ring_name(old, w, d, ref->gen);
 	(void)shoal_ring_check(ref->mem, ref->len, &(struct shoal_ring_stats){ 0 }, &err);
-	ring_name(name, w, d, fresh.gen);
-	ret = alloc_ring(s, name, d < 0 ? r->up_cap : s->in_cap, &fresh);
+	shoal__ring_name(name, w, d, fresh.gen);
+	ret = shoal__alloc_ring(s, name, d < 0 ? r->up_cap : s->in_cap, &fresh);
 	if (ret == 0)
 		ret = retire(r, g, w, d < 0, ref->mem, ref->len);
 	count_damage(r, g, ret == 0);
@@ -833,7 +832,7 @@ static int replace_ring(struct shoal_router *r, int g, unsigned w, int d, unsign
  * (one producer per ring), so a condemned ring it did not settle was left by
  * an earlier process of it: what it holds is counted here.
  */
-static int direct_ring(struct shoal_router *r, int g, const char *base,
+int shoal__direct_ring(struct shoal_router *r, int g, const char *base,
 		       char name[SHOAL_SEG_REGION_NAME_MAX])
 {
 	struct shoal__group_slot *s = &r->groups[g];
@@ -867,7 +866,7 @@ static int direct_ring(struct shoal_router *r, int g, const char *base,
 		if ((side & SHOAL_RING_SIDE_CONS) && !(side & SHOAL_RING_SIDE_SETTLED))
 			count_lost(r, g, ring_left(mem, last->len));
 	}
-	ret = alloc_ring(s, name, r->direct_cap, NULL);
+	ret = shoal__alloc_ring(s, name, r->direct_cap, NULL);
 	if (last != NULL) {
 		count_damage(r, g, ret == 0);
 		damage_log(r, g, "ring %s is corrupted (condemned by its %s); %s %s", last->name,
@@ -930,7 +929,7 @@ static int replace_mailbox(struct shoal_router *r, int g, struct shoal_err *err)
 	shoal_seg_unlink(keep.path);
 	memcpy(old_up, s->up, sizeof(old_up));
 	memcpy(old_in, s->in, sizeof(old_in));
-	ret = create_mailbox(r, s, (uint16_t)g, err);
+	ret = shoal__create_mailbox(r, s, (uint16_t)g, err);
 	if (ret < 0) {
 		/* Still mapped: nothing changed for the dispatchers. The name is
 		 * gone, so the group cannot attach until a later try succeeds. */
@@ -968,7 +967,7 @@ static int replace_mailbox(struct shoal_router *r, int g, struct shoal_err *err)
 #undef CARRY
 	}
 	/* Count what the old rings hold only once no dispatcher writes them. */
-	ret = publish(r, err);
+	ret = shoal__publish(r, err);
 	for (uint32_t i = 0; i < n_old_dir; i++) {
 		void *mem = (unsigned char *)keep.base + old_dir[i].off;
 		bool counted = false;
@@ -988,6 +987,24 @@ static int replace_mailbox(struct shoal_router *r, int g, struct shoal_err *err)
 	damage_log(r, g, "mailbox replaced by a new one; %llu queued messages lost",
 		   (unsigned long long)lost);
 	return ret;
+}
+
+/*
+ * Before a process attaches to group g: a damaged mailbox is replaced now,
+ * while no process uses it. Lock held. Returns 0, or a negative errno (with
+ * `err` set) when the replacement failed: the group cannot attach.
+ */
+int shoal__mailbox_repair(struct shoal_router *r, int g, struct shoal_err *err)
+{
+	struct shoal__group_slot *s = &r->groups[g];
+	struct shoal_err why = { { 0 } };
+
+	if (!s->mbx_bad && mailbox_damage(r, g, &why) < 0) {
+		s->mbx_bad = true;
+		count_damage(r, g, false);
+		damage_log(r, g, "%s", why.msg);
+	}
+	return s->mbx_bad ? replace_mailbox(r, g, err) : 0;
 }
 
 /* One look at every ring and mailbox in service. Called with r->lock held. */
@@ -1024,7 +1041,7 @@ static void watch_once(struct shoal_router *r, bool mailboxes)
 		struct shoal_err err = { { 0 } };
 
 		/* On failure the next look retries: the refs are already new. */
-		r->damage_unpublished = publish(r, &err) < 0;
+		r->damage_unpublished = shoal__publish(r, &err) < 0;
 		if (r->damage_unpublished)
 			return;
 		/* Workers move to a new uplink only once no dispatcher reads the
@@ -1044,10 +1061,10 @@ static void watch_once(struct shoal_router *r, bool mailboxes)
 			}
 		}
 	}
-	settle_retired(r, -1);
+	shoal__settle_retired(r, -1);
 }
 
-static void *watch_main(void *arg)
+void *shoal__watch_main(void *arg)
 {
 	struct shoal_router *r = arg;
 	struct timespec tick = { 0, WATCH_TICK_NS };
@@ -1078,7 +1095,7 @@ static int conn_group(const struct shoal_router *r, int fd)
  * ring that fails its check (damaged) adds nothing here: that is the
  * damage report's to count.
  */
-static uint64_t count_stranded(struct shoal_router *r, int g)
+uint64_t shoal__group_count_stranded(struct shoal_router *r, int g)
 {
 	struct shoal__group_slot *s = &r->groups[g];
 	uint32_t n = shoal_seg_dir_count(&s->mbx);
@@ -1113,14 +1130,14 @@ static void group_left(struct shoal_router *r, int g)
 	s->pid = 0;
 	s->stop_wanted = false;
 	shoal_store_relaxed(&r->regg[g].pid, 0);
-	settle_retired(r, g);
+	shoal__settle_retired(r, g);
 	if (shoal_load_relaxed(&r->regg[g].state) != SHOAL_GROUP_FAILED)
 		shoal_store_relaxed(&r->regg[g].state, SHOAL_GROUP_DOWN);
-	else
-		count_stranded(r, g);   /* failed while attached: nothing drains it now */
+	else	/* failed while attached: nothing drains it now */
+		shoal__group_count_stranded(r, g);
 	/* Requesters waiting on this group re-check its state now. */
-	wake_all_workers(r);
-	note_change(r);
+	shoal__wake_all_workers(r);
+	shoal__note_change(r);
 }
 
 /*
@@ -1173,11 +1190,11 @@ static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_
 	if (conn_group(r, fd) >= 0)
 		return shoal__fail(err, -EISCONN, "this connection already registered a group");
 	for (uint32_t i = 0; i < m->n_types; i++) {
-		ret = register_type(r, &types[i], err);
+		ret = shoal__register_type(r, &types[i], err);
 		if (ret < 0)
 			return ret;
 	}
-	g = declare_group(r, &spec, true, err);
+	g = shoal__declare_group(r, &spec, true, err);
 	if (g < 0)
 		return g;
 	s = &r->groups[g];
@@ -1194,27 +1211,15 @@ static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_
 				   (int)s->pid);
 	if (shoal_load_relaxed(&r->regg[g].state) == SHOAL_GROUP_FAILED)
 		return shoal__fail(err, -EHOSTDOWN, "group %s was marked failed", s->name);
-	/* A damaged mailbox is replaced now, while no process uses it. */
-	{
-		struct shoal_err why = { { 0 } };
-
-		if (!s->mbx_bad && mailbox_damage(r, g, &why) < 0) {
-			s->mbx_bad = true;
-			count_damage(r, g, false);
-			damage_log(r, g, "%s", why.msg);
-		}
-		if (s->mbx_bad) {
-			ret = replace_mailbox(r, g, err);
-			if (ret < 0)
-				return ret;
-		}
-	}
-	route_remove(r, 0, g, false);
+	ret = shoal__mailbox_repair(r, g, err);
+	if (ret < 0)
+		return ret;
+	shoal__route_entry_remove(r, 0, g, false);
 	for (uint32_t i = 0; i < m->n_subs; i++) {
 		struct shoal_filter f = subs[i];
 
 		f.group = (uint16_t)g;
-		ret = route_append(r, &f, g, &id, err);
+		ret = shoal__route_entry_append(r, &f, g, &id, err);
 		if (ret < 0)
 			return ret;
 	}
@@ -1227,7 +1232,7 @@ static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_
 	shoal_store_relaxed(&r->regg[g].pid, m->pid);
 	shoal_store_relaxed(&r->regg[g].attaches, shoal_load_relaxed(&r->regg[g].attaches) + 1);
 	shoal_store_relaxed(&r->regg[g].state, SHOAL_GROUP_RUNNING);
-	ret = publish(r, err);
+	ret = shoal__publish(r, err);
 	if (ret < 0)
 		return ret;
 	memset(w, 0, sizeof(*w));
@@ -1241,7 +1246,7 @@ static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_
 	shoal__name_bell(w->bell, r->system);
 	shoal__name_mailbox(w->mailbox, r->system, s->name);
 	*rep_len = sizeof(*w);
-	note_change(r);
+	shoal__note_change(r);
 	return 0;
 }
 
@@ -1271,7 +1276,7 @@ static int handle_open_direct(struct shoal_router *r, int g, const struct shoal_
 		char base[SHOAL_SEG_REGION_NAME_MAX];
 
 		snprintf(base, sizeof(base), "in.%u.g%d.%u", m->dst_worker, g, m->src_worker);
-		ret = direct_ring(r, (int)m->dst_group, base, reply->ring);
+		ret = shoal__direct_ring(r, (int)m->dst_group, base, reply->ring);
 	}
 	if (ret < 0)
 		return shoal__fail(err, ret, "no room for a direct ring in group %s's mailbox",
@@ -1341,19 +1346,19 @@ static int handle_packet(struct shoal_router *r, int fd, const void *buf, size_t
 		struct shoal_filter f = ((const struct shoal__ctl_sub *)buf)->f;
 
 		f.group = (uint16_t)g;
-		ret = route_append(r, &f, g, &id, &err);
+		ret = shoal__route_entry_append(r, &f, g, &id, &err);
 		if (ret == 0)
-			ret = publish(r, &err);
+			ret = shoal__publish(r, &err);
 		if (ret == 0)
 			reply_ok(&rep, &rep_len, id);
 		break;
 	}
 	case SHOAL__CTL_UNSUB:
 		id = ((const struct shoal__ctl_unsub *)buf)->id;
-		if (id == 0 || route_remove(r, id, g, false) == 0)
+		if (id == 0 || shoal__route_entry_remove(r, id, g, false) == 0)
 			ret = shoal__fail(&err, -ENOENT, "this group has no route %u", id);
 		else
-			ret = publish(r, &err);
+			ret = shoal__publish(r, &err);
 		if (ret == 0)
 			reply_ok(&rep, &rep_len, id);
 		break;
@@ -1503,7 +1508,7 @@ static void conn_refuse(struct shoal_router *r, int fd, uint64_t data, void *buf
 	conn_send_error(fd, -EACCES, msg);
 }
 
-static void *control_main(void *arg)
+void *shoal__control_main(void *arg)
 {
 	struct shoal_router *r = arg;
 	struct epoll_event ev = { .events = EPOLLIN }, evs[32];
@@ -1609,7 +1614,7 @@ static int scan_system_files(int dfd, const char *dir, const char *system, bool 
 	return ret;
 }
 
-static int claim_system(struct shoal_router *r, struct shoal_err *err)
+int shoal__claim_system(struct shoal_router *r, struct shoal_err *err)
 {
 	char reg_name[SHOAL_SEG_NAME_MAX], dir[256];
 	int alive, ret, dfd = shoal_seg_dir_open(dir, sizeof(dir), true, err);
@@ -1640,7 +1645,7 @@ static int layout_fail(struct shoal_err *err, int ret, const char *what, const c
 			   "full)" : "");
 }
 
-static int create_registry(struct shoal_router *r, struct shoal_err *err)
+int shoal__create_registry(struct shoal_router *r, struct shoal_err *err)
 {
 	struct shoal_seg_opts o = { .mode = r->mode, .numa_node = -1, .dir_cap = 8 };
 	char name[SHOAL_SEG_NAME_MAX];
@@ -1688,7 +1693,7 @@ static int create_registry(struct shoal_router *r, struct shoal_err *err)
 	return 0;
 }
 
-static int open_socket(struct shoal_router *r, struct shoal_err *err)
+int shoal__open_socket(struct shoal_router *r, struct shoal_err *err)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 
@@ -1762,28 +1767,28 @@ int shoal__router_start_mode(struct shoal_router **out, const struct shoal_route
 				  "inbound rings at least as large as uplinks");
 		goto fail;
 	}
-	topology_read(r, opts->topology);
-	ret = claim_system(r, err);
+	shoal__topology_read(r, opts->topology);
+	ret = shoal__claim_system(r, err);
 	if (ret < 0)
 		goto fail;
-	ret = create_registry(r, err);
+	ret = shoal__create_registry(r, err);
 	if (ret < 0)
 		goto fail;
-	ret = open_socket(r, err);
+	ret = shoal__open_socket(r, err);
 	if (ret < 0)
 		goto fail;
 	pthread_mutex_lock(&r->lock);
-	ret = publish(r, err);
+	ret = shoal__publish(r, err);
 	pthread_mutex_unlock(&r->lock);
 	if (ret < 0)
 		goto fail;
-	ret = pthread_create(&r->control, NULL, control_main, r);
+	ret = pthread_create(&r->control, NULL, shoal__control_main, r);
 	if (ret != 0) {
 		ret = shoal__fail(err, -ret, "cannot start the control thread");
 		goto fail;
 	}
 	r->control_started = true;
-	ret = pthread_create(&r->watch, NULL, watch_main, r);
+	ret = pthread_create(&r->watch, NULL, shoal__watch_main, r);
 	if (ret != 0) {
 		ret = shoal__fail(err, -ret, "cannot start the watch thread");
 		goto fail;
@@ -1802,7 +1807,7 @@ int shoal_router_group(struct shoal_router *r, const struct shoal_group_spec *sp
 	int ret;
 
 	pthread_mutex_lock(&r->lock);
-	ret = declare_group(r, spec, false, err);
+	ret = shoal__declare_group(r, spec, false, err);
 	pthread_mutex_unlock(&r->lock);
 	return ret;
 }
@@ -1812,7 +1817,7 @@ int shoal_router_group_id(struct shoal_router *r, const char *name)
 	int ret;
 
 	pthread_mutex_lock(&r->lock);
-	ret = find_group(r, name);
+	ret = shoal__find_group(r, name);
 	pthread_mutex_unlock(&r->lock);
 	return ret;
 }
@@ -1828,7 +1833,7 @@ int shoal_router_declare_type(struct shoal_router *r, uint32_t id, const char *n
 				   "name of 1 to %zu characters", sizeof(t.name) - 1);
 	memcpy(t.name, name, strlen(name));
 	pthread_mutex_lock(&r->lock);
-	ret = register_type(r, &t, err);
+	ret = shoal__register_type(r, &t, err);
 	pthread_mutex_unlock(&r->lock);
 	return ret;
 }
@@ -1840,9 +1845,9 @@ int shoal_router_add_route(struct shoal_router *r, const struct shoal_filter *f,
 	int ret;
 
 	pthread_mutex_lock(&r->lock);
-	ret = route_append(r, f, -1, id ? id : &tmp, err);
+	ret = shoal__route_entry_append(r, f, -1, id ? id : &tmp, err);
 	if (ret == 0)
-		ret = publish(r, err);
+		ret = shoal__publish(r, err);
 	pthread_mutex_unlock(&r->lock);
 	return ret;
 }
@@ -1863,11 +1868,11 @@ int shoal_router_set_routes(struct shoal_router *r, const struct shoal_filter *f
 	if (r->n_routes > 0)
 		memcpy(saved, r->routes, r->n_routes * sizeof(*saved));
 	n_saved = r->n_routes;
-	route_remove(r, 0, -1, false);
+	shoal__route_entry_remove(r, 0, -1, false);
 	for (uint32_t i = 0; i < n && ret == 0; i++)
-		ret = route_append(r, &f[i], -1, &id, err);
+		ret = shoal__route_entry_append(r, &f[i], -1, &id, err);
 	if (ret == 0)
-		ret = publish(r, err);
+		ret = shoal__publish(r, err);
 	if (ret < 0) {
 		/* All or nothing: put the old set back (ids unchanged). */
 		if (n_saved > 0)
@@ -1926,8 +1931,8 @@ int shoal_router_remove_route(struct shoal_router *r, uint32_t id)
 	int ret = -ENOENT;
 
 	pthread_mutex_lock(&r->lock);
-	if (id != 0 && route_remove(r, id, -1, true) > 0)
-		ret = publish(r, NULL);
+	if (id != 0 && shoal__route_entry_remove(r, id, -1, true) > 0)
+		ret = shoal__publish(r, NULL);
 	pthread_mutex_unlock(&r->lock);
 	return ret;
 }
@@ -2005,15 +2010,15 @@ int shoal_router_fail_group(struct shoal_router *r, int id)
 		bool was_failed = shoal_load_relaxed(&r->regg[id].state) == SHOAL_GROUP_FAILED;
 
 		shoal_store_relaxed(&r->regg[id].state, SHOAL_GROUP_FAILED);
-		ret = publish(r, NULL);
+		ret = shoal__publish(r, NULL);
 		/* After the publish no dispatcher delivers to it any more: what
 		 * its rings hold now is all it will ever hold, and no process may
 		 * attach to drain it. A process still attached may drain some:
 		 * group_left() counts when it leaves. */
 		if (!was_failed && r->groups[id].conn < 0)
-			count_stranded(r, id);
-		wake_all_workers(r);
-		note_change(r);
+			shoal__group_count_stranded(r, id);
+		shoal__wake_all_workers(r);
+		shoal__note_change(r);
 	}
 	pthread_mutex_unlock(&r->lock);
 	return ret;
@@ -2027,7 +2032,7 @@ uint64_t shoal__router_count_stranded(struct shoal_router *r)
 	for (uint32_t g = 0; g < r->n_groups; g++)
 		if (r->groups[g].used && r->groups[g].conn < 0 &&
 		    shoal_load_relaxed(&r->regg[g].state) != SHOAL_GROUP_FAILED)
-			total += count_stranded(r, (int)g);
+			total += shoal__group_count_stranded(r, (int)g);
 	pthread_mutex_unlock(&r->lock);
 	return total;
 }
@@ -2093,7 +2098,7 @@ void shoal_router_destroy(struct shoal_router *r)
 		shoal_seg_detach(&r->old_mbx[i]);
 	free(r->old_mbx);
 	free(r->retired);
-	snapshot_free(r->dp.snap);
+	shoal__snapshot_free(r->dp.snap);
 	if (r->listen_fd >= 0) {
 		close(r->listen_fd);
 		unlink(r->sock_path);

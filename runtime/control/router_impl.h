@@ -114,4 +114,82 @@ struct shoal_router {
 
 };
 
+/*
+ * Shared between the router's files (one heading per file that defines
+ * them). Each runs with router->lock held, except during start and destroy,
+ * when no other router thread runs, and the two thread mains, which take it.
+ */
+struct shoal__ctl_type;
+
+/* router.c */
+/* Ring every worker's doorbells: waiters re-check the groups' states. */
+void shoal__wake_all_workers(struct shoal_router *r);
+/* Count a change and wake shoal_router_wait_change(). */
+void shoal__note_change(struct shoal_router *r);
+/* Count what group g's inbound rings still hold as lost_queued; returns it. */
+uint64_t shoal__group_count_stranded(struct shoal_router *r, int g);
+
+/* placement.c */
+/* The machine's NUMA topology, or `given` (a described one: memory is not bound). */
+void shoal__topology_read(struct shoal_router *r, const struct shoal_topology *given);
+/* The node with the fewest groups (ties: the lowest). */
+int shoal__place_group(const struct shoal_router *r);
+/* The dispatcher of `node`, or -1 if none is started. */
+int shoal__dispatcher_of_node(const struct shoal_router *r, int node);
+/* The dispatcher of `node`, started (with its inbound rings) if it is not yet. */
+int shoal__ensure_dispatcher(struct shoal_router *r, int node, struct shoal_err *err);
+
+/* snapshot.c */
+/* Free a snapshot no dispatcher can see any more; NULL is ignored. */
+void shoal__snapshot_free(struct shoal__snapshot *s);
+/* Build a snapshot of the current state and publish it (DESIGN invariant 5). */
+int shoal__publish(struct shoal_router *r, struct shoal_err *err);
+/* Register a message type, or check it against the registered one. */
+int shoal__register_type(struct shoal_router *r, const struct shoal__ctl_type *t,
+			 struct shoal_err *err);
+/* Append a route of `owner` (-1: the router's API); no publish. */
+int shoal__route_entry_append(struct shoal_router *r, const struct shoal_filter *f, int owner,
+			      uint32_t *id, struct shoal_err *err);
+/* Remove routes matching (id, owner), id 0: all of the owner's; returns how many. */
+uint32_t shoal__route_entry_remove(struct shoal_router *r, uint32_t id, int owner,
+				   bool any_owner);
+
+/* registry.c */
+/* The id of the group called `name`, or -ENOENT. */
+int shoal__find_group(const struct shoal_router *r, const char *name);
+/* The name of worker w's uplink (d < 0) or inbound ring from dispatcher d. */
+void shoal__ring_name(char name[SHOAL_SEG_REGION_NAME_MAX], unsigned w, int d, uint32_t gen);
+/* Add ring `name` to a group's mailbox, initialised before a worker can see it. */
+int shoal__alloc_ring(struct shoal__group_slot *s, const char *name, uint32_t cap,
+		      struct shoal__ring_ref *ref);
+/* Give every group an inbound ring per worker from dispatcher `d`. */
+int shoal__add_dispatcher_rings(struct shoal_router *r, int d);
+/* Create and lay out group slot s's mailbox on its node. */
+int shoal__create_mailbox(struct shoal_router *r, struct shoal__group_slot *s, uint16_t id,
+			  struct shoal_err *err);
+/* Declare a group (`runtime`: registered by a process); returns its id. */
+int shoal__declare_group(struct shoal_router *r, const struct shoal_group_spec *spec,
+			 bool runtime, struct shoal_err *err);
+/* Refuse a live system or foreign files; remove a dead system's leftovers. */
+int shoal__claim_system(struct shoal_router *r, struct shoal_err *err);
+/* Create the registry and doorbell segments of the system. */
+int shoal__create_registry(struct shoal_router *r, struct shoal_err *err);
+
+/* damage.c */
+/* Count what retired rings hold once nobody else will (`gone`: a group that left). */
+void shoal__settle_retired(struct shoal_router *r, int gone);
+/* Name in `name` the direct ring `base` of group g in service, replacing a condemned one. */
+int shoal__direct_ring(struct shoal_router *r, int g, const char *base,
+		       char name[SHOAL_SEG_REGION_NAME_MAX]);
+/* Before group g attaches: replace its mailbox if it is damaged. */
+int shoal__mailbox_repair(struct shoal_router *r, int g, struct shoal_err *err);
+/* The watch thread: looks for condemned rings and damaged mailboxes; takes the lock. */
+void *shoal__watch_main(void *arg);
+
+/* server.c */
+/* Listen on the system's control socket; make the control thread's wake-up eventfd. */
+int shoal__open_socket(struct shoal_router *r, struct shoal_err *err);
+/* The control thread: serves the control connections; takes the lock per request. */
+void *shoal__control_main(void *arg);
+
 #endif

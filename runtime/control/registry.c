@@ -76,7 +76,7 @@ static int init_ring(void *mem, uint64_t len, void *arg)
 	return shoal_ring_init(mem, len, *(const uint32_t *)arg, 0);
 }
 
-/* Remember a region the router added to a mailbox (mailbox_damage() in router.c checks it). */
+/* Remember a region the router added to a mailbox (mailbox_damage() in damage.c checks it). */
 static int dir_note(struct shoal__group_slot *s, uint32_t kind, const char *name, uint64_t off,
 		    uint64_t len)
 {

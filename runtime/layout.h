@@ -216,8 +216,8 @@ static_assert(offsetof(struct shoal_envelope, flags) == 48, "envelope ABI");
 			 SHOAL_MAX_GROUPS * sizeof(struct shoal__reg_group))
 
 /*
- * Bytes the router asks shoal_seg_create() for (runtime/router.c): one
- * group's mailbox (its file is this rounded up to the filesystem's page),
+ * Bytes the router asks shoal_seg_create() for (runtime/control/registry.c):
+ * one group's mailbox (its file is this rounded up to the filesystem's page),
  * and the registry and doorbell files of a system, each rounded up to `page`.
  */
 uint64_t shoal__mailbox_size(uint32_t n_workers, uint32_t up_cap, uint32_t in_cap,

@@ -26,9 +26,9 @@
  * time its group attaches, with what it held counted.
  *
  * Ordering guarantees:
- *   R4 (up_gen store-release, in watch_once()) pairs with A4 in worker.c:
- *      a worker that sees the new generation finds the new uplink in its
- *      directory, and no dispatcher reads the old one any more.
+ *   R4 (up_gen store-release, in watch_once()) pairs with A4 in rings.c and
+ *      send.c: a worker that sees the new generation finds the new uplink in
+ *      its directory, and no dispatcher reads the old one any more.
  *
  * Everything here runs under router->lock, in the watch thread or in the
  * control thread (attach, leave), never in a dispatcher.
@@ -405,8 +405,9 @@ static void watch_once(struct shoal_router *r, bool mailboxes)
 				/* Relaxed: our own earlier store, read back. */
 				if (shoal_load_relaxed(&s->hdr->w[w].up_gen) == s->up[w].gen)
 					continue;
-				/* R4: pairs with A4 in worker.c: the new uplink is in
-				 * the directory and no dispatcher reads the old one. */
+				/* R4: pairs with A4 in rings.c and send.c: the new
+				 * uplink is in the directory and no dispatcher reads
+				 * the old one. */
 				shoal_store_release(&s->hdr->w[w].up_gen, s->up[w].gen);
 				shoal_doorbell_notify(&s->hdr->w[w].up_db);
 				shoal_doorbell_notify(&s->hdr->w[w].in_db);

@@ -267,7 +267,7 @@ static int build_types(struct shoal_group *g, struct shoal_err *err)
 		uint32_t h;
 
 		for (uint32_t k = 0; k < SHOAL__MAX_TYPES; k++)
-			/* A2: pairs with R2 in router.c register_type(). */
+			/* A2: pairs with R2 in snapshot.c shoal__register_type(). */
 			if (shoal_load_acquire(&g->reg.types[k].id) == t->id) {
 				rt = &g->reg.types[k];
 				break;
@@ -418,7 +418,7 @@ uint32_t shoal_group_generation(const struct shoal_group *g)
 
 uint64_t shoal_group_lookup(struct shoal_group *g, const char *name, uint16_t slot)
 {
-	/* A3: pairs with R3 in router.c declare_group(). */
+	/* A3: pairs with R3 in registry.c shoal__declare_group(). */
 	uint32_t n = shoal_load_acquire(&g->reg.hdr->n_groups);
 
 	for (uint32_t i = 0; i < n && i < SHOAL_MAX_GROUPS; i++) {

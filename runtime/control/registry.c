@@ -313,7 +313,7 @@ int shoal__declare_group(struct shoal_router *r, const struct shoal_group_spec *
 	rg->dispatcher = (uint32_t)d;
 	shoal__name_mailbox(rg->mailbox, r->system, s->name);
 	shoal_store_relaxed(&rg->state, SHOAL_GROUP_DOWN);
-	/* R3: pairs with A3 in readers of the group table (worker.c, group.c,
+	/* R3: pairs with A3 in readers of the group table (send.c, group.c,
 	 * tools): a counted slot has its fields set. */
 	shoal_store_release(&r->reg->n_groups, r->n_groups);
 	ret = shoal__publish(r, err);

@@ -5,7 +5,7 @@
  *
  * Publishing (DESIGN invariant 5): every change (a route added or removed, a
  * group declared, a dispatcher started) rebuilds a complete snapshot: the
- * flat filter vector with its derived index (runtime/route/filter.c), the
+ * flat filter vector with its derived index (runtime/route/index.c), the
  * destination table and each dispatcher's uplink list. The snapshot is
  * swapped in with one rcu_xchg_pointer() and the old one is freed after
  * synchronize_rcu(). Dispatchers read it under the QSBR flavour of liburcu

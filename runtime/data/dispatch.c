@@ -19,7 +19,7 @@
  * Ordering guarantees: ring R1/A1 and R2/A2 (shm/ring.c) order the message
  * bytes; doorbell F1/F2 (shm/doorbell.c) order sleeping. A1 here is the
  * rcu_dereference() of the snapshot, pairing with R1 rcu_xchg_pointer() in
- * router.c publish().
+ * snapshot.c shoal__publish().
  *
  * Progress guarantees: a pass is wait-free: a full destination never blocks
  * the dispatcher. A message sent with send() (blocking) that finds a
@@ -471,7 +471,7 @@ static void *dispatcher_main(void *arg)
 		uint64_t t0 = shoal__now_ns();
 
 		rcu_read_lock();
-		/* A1: pairs with R1 rcu_xchg_pointer() in publish(). */
+		/* A1: pairs with R1 rcu_xchg_pointer() in shoal__publish(). */
 		s = SHOAL__SNAP_DEREF(sh->snap);
 		/* Relaxed: a pause request; the doorbell rung on release wakes us. */
 		if (!atomic_load_explicit(&sh->held, memory_order_relaxed) &&

@@ -113,7 +113,7 @@ static int uplink_attach(struct shoal_ctx *ctx, uint32_t gen, struct shoal_ring_
  */
 bool shoal__ctx_uplink_renew(struct shoal_ctx *ctx)
 {
-	/* A4: pairs with R4 in router.c watch_once(). */
+	/* A4: pairs with R4 in damage.c watch_once(). */
 	uint32_t gen = shoal_load_acquire(&ctx->mw->up_gen);
 	struct shoal_ring_prod fresh;
 	uint64_t in, out, len;
@@ -266,7 +266,7 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	ctx->bell = &g->bell->disp[g->reg.groups[g->id].dispatcher % SHOAL_MAX_NODES];
 	ctx->next_rid = 1;
 	shoal_doorbell_init(&ctx->link_db);
-	/* A4: pairs with R4 in router.c watch_once(). */
+	/* A4: pairs with R4 in damage.c watch_once(). */
 	ctx->up_gen = shoal_load_acquire(&ctx->mw->up_gen);
 	ret = uplink_attach(ctx, ctx->up_gen, &ctx->up, &ctx->up_mem, &ctx->up_len, err);
 	if (ret == -EUCLEAN && ctx->up_mem != NULL)

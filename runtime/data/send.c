@@ -136,7 +136,7 @@ static bool uplink_replaced(void *arg)
 {
 	struct shoal_ctx *ctx = arg;
 
-	/* A4: pairs with R4 in router.c watch_once(). */
+	/* A4: pairs with R4 in damage.c watch_once(). */
 	return shoal_load_acquire(&ctx->mw->up_gen) != ctx->up_gen;
 }
 
@@ -457,7 +457,7 @@ static const struct shoal__reg_group *check_dest(struct shoal_ctx *ctx, uint64_t
 	uint16_t slot = shoal_addr_slot(dest);
 	const struct shoal__reg_group *rg;
 
-	/* A3: pairs with R3 in router.c declare_group(). */
+	/* A3: pairs with R3 in registry.c shoal__declare_group(). */
 	if (dg < 0 || dg >= SHOAL_MAX_GROUPS ||
 	    (uint32_t)dg >= shoal_load_acquire(&ctx->g->reg.hdr->n_groups)) {
 		*err = -EINVAL;

@@ -602,7 +602,7 @@ static int shoal_side(struct side *s)
 	 * Create the two direct rings while their receivers are parked at a
 	 * barrier, not polling. Works around a race in the runtime: the router
 	 * publishes a new direct ring's directory entry (shoal_seg_alloc) before
-	 * it initialises the ring (alloc_ring() in runtime/router.c), and a
+	 * it initialises the ring (shoal__alloc_ring() in runtime/control/registry.c), and a
 	 * receiver that scans in between skips the ring for good
 	 * (shoal__ctx_scan() in runtime/data/rings.c): every message sent into it
 	 * is then never delivered. A busy-polling receiver hits it often.

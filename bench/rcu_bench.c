@@ -17,7 +17,7 @@
  * reads such lines from stdin, from several flavours and runs, and prints
  * the median and the min..max of every column, flavours side by side.
  *
- * What is measured mirrors the router (runtime/router.c publish(),
+ * What is measured mirrors the router (runtime/control/snapshot.c shoal__publish(),
  * runtime/dispatch.c dispatcher_main()): an immutable object published with
  * one rcu_xchg_pointer(), read with rcu_dereference() inside a read-side
  * critical section, and the old object "freed" (poisoned here) after

@@ -64,12 +64,15 @@ struct shoal__reg_dispatcher {
 	uint8_t pad1[SHOAL_FALSE_SHARING - 112];
 };
 
+/* The system's state in the registry header; the tools name them too. */
+enum { SHOAL__SYS_RUNNING = 1, SHOAL__SYS_STOPPING = 2 };
+
 struct shoal__reg_hdr {
 	uint32_t magic;
 	uint32_t version;
 	char system[SHOAL__SYSTEM_MAX];
 	int32_t router_pid;
-	_Atomic uint32_t state;          /* 1 running, 2 stopping */
+	_Atomic uint32_t state;          /* SHOAL__SYS_* */
 	uint32_t n_nodes;
 	_Atomic uint32_t n_dispatchers;
 	_Atomic uint32_t route_version;  /* publications of the filter vector */

@@ -424,6 +424,7 @@ static void router_group_id_names_declared_and_attached_groups(void **state)
 	assert_int_equal(shoal_router_group_id(rt_router, "alpha"), alpha);
 	assert_int_equal(shoal_router_group_id(rt_router, "beta"), beta);
 	assert_int_equal(shoal_router_group_id(rt_router, "gamma"), -ENOENT);
+	assert_int_equal(shoal_router_group_id(rt_router, NULL), -EINVAL);
 	assert_int_equal(shoal_router_group_id(rt_router, ""), -ENOENT);
 	assert_int_equal(shoal_router_group_id(rt_router, "alph"), -ENOENT);
 	/* A group the router learns of when its process attaches, and keeps. */

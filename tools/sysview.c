@@ -53,11 +53,10 @@ const char *shoal__group_state_name(uint32_t state)
 
 const char *shoal__system_state_name(uint32_t state)
 {
-	/* The values runtime/router.c stores in the registry header. */
 	switch (state) {
-	case 1:
+	case SHOAL__SYS_RUNNING:
 		return "running";
-	case 2:
+	case SHOAL__SYS_STOPPING:
 		return "stopping";
 	default:
 		return NULL;
@@ -163,7 +162,7 @@ static void read_types(struct shoal__sys_view *v, struct shoal__reg_type *types)
 {
 	for (uint32_t i = 0; i < SHOAL__MAX_TYPES; i++) {
 		struct shoal__type_view *t = &v->types[v->n_types];
-		/* A1: pairs with R2 in register_type() (runtime/router.c): a
+		/* A1: pairs with R2 in shoal__register_type() (runtime/control/snapshot.c): a
 		 * non-zero id is stored after the type's name and size. */
 		uint32_t id = shoal_load_acquire(&types[i].id);
 

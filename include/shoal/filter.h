@@ -77,4 +77,10 @@ SHOAL_API int shoal_filter_validate(const struct shoal_filter *f, struct shoal_e
 SHOAL_API int shoal_filter_key(const struct shoal_filter *f, const void *payload, uint32_t len,
 			       uint64_t *key);
 
+/*
+ * Concurrency: shoal_filter_validate() and shoal_filter_key() keep no
+ * state: any number of calls may run together in any threads or
+ * processes, as long as nobody writes the filter (or payload) meanwhile.
+ */
+
 #endif

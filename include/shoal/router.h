@@ -106,7 +106,7 @@ SHOAL_API int shoal_router_start(struct shoal_router **r, const struct shoal_rou
 SHOAL_API int shoal_router_group(struct shoal_router *r, const struct shoal_group_spec *spec,
 				 struct shoal_err *err);
 
-/* Id of a declared group, or -ENOENT. */
+/* Id of a declared group, or -ENOENT; -EINVAL for a NULL name. */
 SHOAL_API int shoal_router_group_id(struct shoal_router *r, const char *name);
 
 /*
@@ -174,5 +174,33 @@ SHOAL_API int shoal_router_wait_change(struct shoal_router *r, int64_t timeout_n
 
 /* Stop the threads, remove the socket and every segment, free. */
 SHOAL_API void shoal_router_destroy(struct shoal_router *r);
+
+/*
+ * Concurrency table, per router, for threads of one process ("-": may run
+ * together with no synchronisation by the caller; "X": the caller orders
+ * them).
+ *
+ *   [1] shoal_router_start           [2] shoal_router_destroy
+ *   [3] shoal_router_group, _declare_type, _add_route, _set_routes,
+ *       _remove_route, _fail_group: change the routes or groups and
+ *       publish under the router's lock, then wait an RCU grace period
+ *       (about one dispatcher pass)
+ *   [4] shoal_router_group_id, _group_pid, _stats: take the lock
+ *   [5] shoal_router_stop_group, _stop_groups, _wait_change: the last two
+ *       wait on a condition variable, releasing the lock meanwhile
+ *   [6] shoal_router_hold: an atomic store and doorbell rings, no lock
+ *
+ *          [2]  [3]  [4]  [5]  [6]
+ *     [2]   X    X    X    X    X
+ *     [3]   X    -    -    -    -
+ *     [4]   X    -    -    -    -
+ *     [5]   X    -    -    -    -
+ *     [6]   X    -    -    -    -
+ *
+ * [1] makes a new router: "-" with calls on other routers; one live router
+ * per system name (-EEXIST). Group processes' subscribe/unsubscribe take
+ * the same lock through the control socket. [3] must not run on a thread
+ * registered as a liburcu QSBR reader (it would wait for itself).
+ */
 
 #endif

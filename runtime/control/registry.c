@@ -424,7 +424,7 @@ int shoal__create_registry(struct shoal_router *r, struct shoal_err *err)
 	r->reg->types_off = sizeof(*r->reg);
 	r->reg->groups_off = sizeof(*r->reg) + SHOAL__MAX_TYPES * sizeof(struct shoal__reg_type);
 	r->reg->spin_ns = r->dp.spin_ns;
-	shoal_store_relaxed(&r->reg->state, 1);
+	shoal_store_relaxed(&r->reg->state, SHOAL__SYS_RUNNING);
 	r->types = (struct shoal__reg_type *)((char *)r->reg + r->reg->types_off);
 	r->regg = (struct shoal__reg_group *)((char *)r->reg + r->reg->groups_off);
 	r->reg->magic = SHOAL__REG_MAGIC;

@@ -191,6 +191,8 @@ int shoal_router_group_id(struct shoal_router *r, const char *name)
 {
 	int ret;
 
+	if (name == NULL)
+		return -EINVAL;
 	pthread_mutex_lock(&r->lock);
 	ret = shoal__find_group(r, name);
 	pthread_mutex_unlock(&r->lock);
@@ -365,7 +367,7 @@ int shoal_router_stop_groups(struct shoal_router *r, int64_t timeout_ns)
 	int ret = 0;
 
 	pthread_mutex_lock(&r->lock);
-	shoal_store_relaxed(&r->reg->state, 2);
+	shoal_store_relaxed(&r->reg->state, SHOAL__SYS_STOPPING);
 	for (uint32_t g = 0; g < r->n_groups; g++)
 		if (r->groups[g].used)
 			ask_stop(r, (int)g);

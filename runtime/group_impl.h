@@ -164,7 +164,7 @@ struct shoal_group {
 	struct shoal__peer peers[SHOAL_MAX_GROUPS];   /* mapped by the link opener */
 	/* The link opener thread (links.c), woken on link_bell by an ask. */
 	pthread_t linker;
-	bool linker_started;
+	_Atomic uint32_t linker_state;   /* SHOAL__LINKER_*: started by the first ask */
 	atomic_bool linker_stop;
 	struct shoal_doorbell link_bell;
 	struct shoal_actor *actors;
@@ -184,8 +184,12 @@ bool shoal__stop_requested(struct shoal_group *g);
 int shoal__open_direct(struct shoal_group *g, unsigned src_worker, uint16_t dst_group,
 		       uint16_t dst_worker, char *ring, struct shoal_err *err);
 
-/* links.c: the link opener thread, started after the workers' contexts and
- * stopped before they are torn down. */
+/* links.c: the link opener thread. The first ask of the process starts it
+ * (a process that never sends directly has none: a forked child that does
+ * not need it never starts a thread); detach stops it before the workers'
+ * contexts are torn down. Start returns 0 when it runs or another thread is
+ * starting it, else -errno (the next ask tries again). */
+enum { SHOAL__LINKER_NONE, SHOAL__LINKER_STARTING, SHOAL__LINKER_RUNNING };
 int shoal__linker_start(struct shoal_group *g);
 void shoal__linker_stop(struct shoal_group *g);
 

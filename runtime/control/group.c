@@ -384,11 +384,7 @@ int shoal_group_attach(struct shoal_group **out, const struct shoal_group_desc *
 		if (ret < 0)
 			goto fail;
 	}
-	ret = shoal__linker_start(g);
-	if (ret < 0) {
-		shoal__fail(err, ret, "cannot start the link opener thread: %s", strerror(-ret));
-		goto fail;
-	}
+	shoal_doorbell_init(&g->link_bell);
 	ret = start_actors(g, err);
 	if (ret < 0)
 		goto fail;

@@ -163,23 +163,29 @@ static void *linker_main(void *arg)
 
 int shoal__linker_start(struct shoal_group *g)
 {
+	uint32_t none = SHOAL__LINKER_NONE;
 	int ret;
 
-	shoal_doorbell_init(&g->link_bell);
+	/* One starter: the others' asks are in link_want, which the new
+	 * thread reads first thing. */
+	if (!atomic_compare_exchange_strong(&g->linker_state, &none, SHOAL__LINKER_STARTING))
+		return 0;
 	ret = -pthread_create(&g->linker, NULL, linker_main, g);
-	if (ret == 0) {
-		pthread_setname_np(g->linker, "shoal-links");
-		g->linker_started = true;
+	if (ret < 0) {
+		shoal_store_release(&g->linker_state, SHOAL__LINKER_NONE);
+		return ret;
 	}
-	return ret;
+	pthread_setname_np(g->linker, "shoal-links");
+	shoal_store_release(&g->linker_state, SHOAL__LINKER_RUNNING);
+	return 0;
 }
 
 void shoal__linker_stop(struct shoal_group *g)
 {
-	if (!g->linker_started)
+	if (shoal_load_acquire(&g->linker_state) != SHOAL__LINKER_RUNNING)
 		return;
 	atomic_store(&g->linker_stop, true);
 	shoal_doorbell_notify(&g->link_bell);
 	pthread_join(g->linker, NULL);
-	g->linker_started = false;
+	shoal_store_relaxed(&g->linker_state, SHOAL__LINKER_NONE);
 }

@@ -313,10 +313,16 @@ static uint32_t dest_worker(uint32_t nw, uint16_t slot, uint64_t self, uint64_t 
 static void link_ask(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw)
 {
 	uint32_t bit = 1u << dw;
+	bool first;
 
 	/* Release: our giving up of the entry (state NONE) happens before the
 	 * opener, which takes the bit with acquire, rewrites it. */
-	if (!(atomic_fetch_or_explicit(&ctx->link_want[dg], bit, memory_order_release) & bit))
+	first = !(atomic_fetch_or_explicit(&ctx->link_want[dg], bit, memory_order_release) & bit);
+	/* The process's first ask starts the opener (once: one thread
+	 * creation); a failed start is tried again by the next ask. */
+	if (SHOAL_UNLIKELY(shoal_load_acquire(&ctx->g->linker_state) != SHOAL__LINKER_RUNNING))
+		(void)shoal__linker_start(ctx->g);
+	if (first)
 		shoal_doorbell_notify(&ctx->g->link_bell);
 }
 

@@ -191,6 +191,11 @@ int shoal__open_direct(struct shoal_group *g, unsigned src_worker, uint16_t dst_
  * starting it, else -errno (the next ask tries again). */
 enum { SHOAL__LINKER_NONE, SHOAL__LINKER_STARTING, SHOAL__LINKER_RUNNING };
 int shoal__linker_start(struct shoal_group *g);
+/* links.c: open ctx's link into (dg, dw) on the calling thread (ctx's own),
+ * for a call that may wait, while no opener thread runs and the link is
+ * not asked for: then nothing else writes the entry. 0 or -errno; the
+ * answer is in the entry as the opener would leave it. */
+int shoal__link_open_here(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw);
 void shoal__linker_stop(struct shoal_group *g);
 
 /* group.c: true once the router is gone (its control socket hung up); the

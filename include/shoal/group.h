@@ -200,7 +200,8 @@ SHOAL_API int shoal_try_send(struct shoal_ctx *ctx, uint32_t type, const void *b
  * direct link from this worker into the destination worker. The first send
  * into a destination worker asks the group's link opener thread for that
  * link (a control round trip to the router, off the data path): send_to()
- * waits for it; try_send_to() never waits and returns -EAGAIN until it is
+ * waits for it (or, in a process whose opener thread never started, makes
+ * that round trip itself); try_send_to() never waits and returns -EAGAIN until it is
  * open (call shoal_connect() first where a refusal at the start matters).
  * send_to() waits while the destination ring is full (until room,
  * -EHOSTDOWN when the destination is marked failed, or -ESHUTDOWN). To

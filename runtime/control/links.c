@@ -37,8 +37,9 @@
 /* How often the opener looks at its stop flag while idle. */
 #define LINKER_IDLE_NS 1000000000
 
-/* Another group's mailbox, mapped on the first link into it. */
-static struct shoal__peer *peer_get(struct shoal_group *g, uint16_t dst_group)
+/* Another group's mailbox, mapped on the first link into it. Lock held
+ * (ctl_lock: the opener and a worker opening its own link may both map). */
+static struct shoal__peer *peer_map(struct shoal_group *g, uint16_t dst_group)
 {
 	struct shoal__peer *p = &g->peers[dst_group];
 	char name[SHOAL_SEG_NAME_MAX];
@@ -63,12 +64,15 @@ static struct shoal__peer *peer_get(struct shoal_group *g, uint16_t dst_group)
 static int open_link(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw, struct shoal__dout *o)
 {
 	struct shoal_group *g = ctx->g;
-	struct shoal__peer *peer = peer_get(g, dg);
+	struct shoal__peer *peer;
 	char ring[SHOAL_SEG_REGION_NAME_MAX];
 	struct shoal_seg_region r;
 	void *mem;
 	int ret;
 
+	pthread_mutex_lock(&g->ctl_lock);
+	peer = peer_map(g, dg);
+	pthread_mutex_unlock(&g->ctl_lock);
 	/* The peer's mailbox is writable by others: its count is untrusted. */
 	if (peer == NULL || dw >= peer->hdr->n_workers)
 		return -EUCLEAN;
@@ -84,33 +88,61 @@ static int open_link(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw, struct sho
 	return 0;
 }
 
+/* The entries of `ctx`'s links into group `dg`, allocated on first use and
+ * published with release (the opener and the worker may race: one wins). */
+static struct shoal__dout *douts_of(struct shoal_ctx *ctx, uint16_t dg)
+{
+	struct shoal__dout *douts = shoal_load_acquire(&ctx->dout[dg]), *none = NULL;
+
+	if (douts != NULL)
+		return douts;
+	douts = calloc(SHOAL_MAX_WORKERS, sizeof(*douts));
+	if (douts == NULL)
+		return NULL;
+	if (!atomic_compare_exchange_strong_explicit(&ctx->dout[dg], &none, douts,
+						     memory_order_acq_rel, memory_order_acquire)) {
+		free(douts);
+		return none;
+	}
+	return douts;
+}
+
+/* Open entry `dw` of `douts` unless it is open, and store the answer. */
+static int answer_one(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw, struct shoal__dout *douts)
+{
+	struct shoal__dout *o = &douts[dw];
+	int ret;
+
+	if (shoal_load_relaxed(&o->state) == SHOAL__LINK_READY)
+		return 0;   /* asked twice: answered already */
+	ret = open_link(ctx, dg, dw, o);
+	o->err = ret;
+	shoal_store_release(&o->state, ret == 0 ? SHOAL__LINK_READY : SHOAL__LINK_FAILED);
+	return ret;
+}
+
 /* Answer the asks of `ctx` for group `dg` (the worker bits in `want`). */
 static void answer(struct shoal_ctx *ctx, uint16_t dg, uint32_t want)
 {
-	struct shoal__dout *douts = shoal_load_relaxed(&ctx->dout[dg]);
+	struct shoal__dout *douts = douts_of(ctx, dg);
 
 	if (douts == NULL) {
-		douts = calloc(SHOAL_MAX_WORKERS, sizeof(*douts));
-		if (douts == NULL) {
-			/* Nothing to answer in: ask again later (the asker
-			 * waits, or its try_ call keeps saying -EAGAIN). */
-			atomic_fetch_or_explicit(&ctx->link_want[dg], want, memory_order_relaxed);
-			return;
-		}
-		shoal_store_release(&ctx->dout[dg], douts);
+		/* Nothing to answer in: ask again later (the asker waits, or
+		 * its try_ call keeps saying -EAGAIN). */
+		atomic_fetch_or_explicit(&ctx->link_want[dg], want, memory_order_relaxed);
+		return;
 	}
-	for (uint32_t dw = 0; dw < SHOAL_MAX_WORKERS; dw++) {
-		struct shoal__dout *o = &douts[dw];
-		int ret;
-
-		if (!(want & (1u << dw)) ||
-		    shoal_load_relaxed(&o->state) == SHOAL__LINK_READY)
-			continue;   /* asked twice: answered already */
-		ret = open_link(ctx, dg, dw, o);
-		o->err = ret;
-		shoal_store_release(&o->state, ret == 0 ? SHOAL__LINK_READY : SHOAL__LINK_FAILED);
-	}
+	for (uint32_t dw = 0; dw < SHOAL_MAX_WORKERS; dw++)
+		if (want & (1u << dw))
+			(void)answer_one(ctx, dg, dw, douts);
 	shoal_doorbell_notify(&ctx->link_db);
+}
+
+int shoal__link_open_here(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw)
+{
+	struct shoal__dout *douts = douts_of(ctx, dg);
+
+	return douts != NULL ? answer_one(ctx, dg, dw, douts) : -ENOMEM;
 }
 
 /* Take and answer every ask; true if there was any. */

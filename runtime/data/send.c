@@ -400,7 +400,17 @@ static struct shoal__dout *dout_wait(struct shoal_ctx *ctx, uint16_t dg, uint32_
 				     const struct send_wait *sw, int *err)
 {
 	struct link_waiter lw = { ctx, dg, dw, sw };
+	struct shoal__dout *e = dg < SHOAL_MAX_GROUPS && dw < SHOAL_MAX_WORKERS ?
+					link_entry(ctx, dg, dw) : NULL;
 
+	/* A call that waits anyway opens a missing link itself while the
+	 * process has no opener thread and has not asked it for this link:
+	 * a process that only sends with waiting calls never starts a thread
+	 * (forked children of threaded parents must not, under sanitizers). */
+	if (dg < SHOAL_MAX_GROUPS && dw < SHOAL_MAX_WORKERS && e == NULL &&
+	    shoal_load_acquire(&ctx->g->linker_state) == SHOAL__LINKER_NONE &&
+	    !(shoal_load_relaxed(&ctx->link_want[dg]) & (1u << dw)))
+		(void)shoal__link_open_here(ctx, dg, dw);
 	for (;;) {
 		struct shoal__dout *o = dout_get(ctx, dg, dw, err);
 		int64_t slice;

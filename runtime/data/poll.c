@@ -32,16 +32,16 @@ static void invoke(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_enve
 	ctx->cur_trace = env->trace_id;
 	ctx->cur_req = (env->flags & SHOAL_ENV_REQUEST) ? env : NULL;
 	ctx->responded = false;
-	if (SHOAL_LIKELY(g->desc.on_message != NULL))
+	if (SHOAL_LIKELY(g->desc.on_message != NULL)) {
 		g->desc.on_message(ctx->cur, &m);
+		COUNT(ctx, handled);
+	} else {
+		COUNT(ctx, discarded);   /* a group that only sends: counted, not silent */
+	}
 	if (ctx->cur_req != NULL && !ctx->responded)
 		shoal_respond_error(ctx, &m, -ECANCELED);   /* lifecycle rule 5 */
 	ctx->cur_req = NULL;
 	ctx->cur = saved;
-	if (SHOAL_LIKELY(g->desc.on_message != NULL))
-		COUNT(ctx, handled);
-	else
-		COUNT(ctx, discarded);   /* a group that only sends: counted, not silent */
 }
 
 /*

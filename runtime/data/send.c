@@ -326,40 +326,58 @@ static void link_ask(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw)
 		shoal_doorbell_notify(&ctx->g->link_bell);
 }
 
-/* The entry of the direct link into (dg, dw) once the opener answered, else NULL. */
-static struct shoal__dout *link_entry(const struct shoal_ctx *ctx, uint16_t dg, uint32_t dw)
+/* The entry of the direct link into (dg, dw), with its state in *state
+ * (NONE, and NULL returned, before the entry array exists). */
+static struct shoal__dout *link_entry(const struct shoal_ctx *ctx, uint16_t dg, uint32_t dw,
+				      uint32_t *state)
 {
 	/* Acquire: pairs with the opener's release stores of the array and
-	 * of the state (links.c answer()). */
+	 * of the state (links.c). */
 	struct shoal__dout *douts = shoal_load_acquire(&ctx->dout[dg]);
 
-	if (douts == NULL || shoal_load_acquire(&douts[dw].state) == SHOAL__LINK_NONE)
+	if (douts == NULL) {
+		*state = SHOAL__LINK_NONE;
 		return NULL;
+	}
+	*state = shoal_load_acquire(&douts[dw].state);
 	return &douts[dw];
 }
 
 /*
  * The direct ring from this worker to worker `dw` of group `dg`. Never
- * waits: NULL with -EAGAIN while the link opener opens it (asked here), or
- * with the reason it could not be opened (told once; the next call asks
- * again).
+ * waits unless `may_wait`: NULL with -EAGAIN while the link opener opens
+ * it (asked here), or with the reason it could not be opened (told once;
+ * the next call asks again). A call that may wait opens a missing link
+ * itself while the process has no opener thread and has not asked it for
+ * this link: a process that only sends with waiting calls never starts a
+ * thread (forked children of threaded parents must not, under sanitizers).
  */
-static struct shoal__dout *dout_get(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw, int *err)
+static struct shoal__dout *dout_get(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw,
+				    bool may_wait, int *err)
 {
 	struct shoal__dout *o;
-	uint32_t failed = SHOAL__LINK_FAILED;
+	uint32_t st, failed = SHOAL__LINK_FAILED;
 
 	/* dw comes from the registry's worker count: shared memory, bounded. */
 	if (SHOAL_UNLIKELY(dg >= SHOAL_MAX_GROUPS || dw >= SHOAL_MAX_WORKERS)) {
 		*err = -EUCLEAN;
 		return NULL;
 	}
-	o = link_entry(ctx, dg, dw);
-	if (SHOAL_LIKELY(o != NULL && shoal_load_relaxed(&o->state) == SHOAL__LINK_READY))
+	o = link_entry(ctx, dg, dw, &st);
+	if (SHOAL_LIKELY(st == SHOAL__LINK_READY))
 		return o;
+	if (st == SHOAL__LINK_NONE && may_wait &&
+	    shoal_load_acquire(&ctx->g->linker_state) == SHOAL__LINKER_NONE &&
+	    !(shoal_load_relaxed(&ctx->link_want[dg]) & (1u << dw))) {
+		(void)shoal__link_open_here(ctx, dg, dw);
+		o = link_entry(ctx, dg, dw, &st);
+		if (st == SHOAL__LINK_READY)
+			return o;
+	}
 	/* A failure is ours to take back to NONE; the CAS leaves an answer
 	 * the opener gives meanwhile (to an earlier second ask) in place. */
-	if (o != NULL && atomic_compare_exchange_strong(&o->state, &failed, SHOAL__LINK_NONE)) {
+	if (st == SHOAL__LINK_FAILED &&
+	    atomic_compare_exchange_strong(&o->state, &failed, SHOAL__LINK_NONE)) {
 		*err = o->err;
 		return NULL;
 	}
@@ -372,10 +390,11 @@ static struct shoal__dout *dout_get(struct shoal_ctx *ctx, uint16_t dg, uint32_t
  * that a try_ send to every worker gets them in one round. */
 static void dout_ask_rest(struct shoal_ctx *ctx, uint16_t dg, uint32_t from, uint32_t to)
 {
-	for (uint32_t dw = from; dw < to && dw < SHOAL_MAX_WORKERS; dw++) {
-		struct shoal__dout *o = link_entry(ctx, dg, dw);
+	uint32_t st;
 
-		if (o == NULL)
+	for (uint32_t dw = from; dw < to && dw < SHOAL_MAX_WORKERS; dw++) {
+		(void)link_entry(ctx, dg, dw, &st);
+		if (st == SHOAL__LINK_NONE)
 			link_ask(ctx, dg, dw);
 	}
 }
@@ -390,29 +409,21 @@ struct link_waiter {
 static bool link_answered(void *arg)
 {
 	const struct link_waiter *lw = arg;
+	uint32_t st;
 
-	return link_entry(lw->ctx, lw->dg, lw->dw) != NULL || wait_ended(lw->sw) != 0 ||
+	(void)link_entry(lw->ctx, lw->dg, lw->dw, &st);
+	return st != SHOAL__LINK_NONE || wait_ended(lw->sw) != 0 ||
 	       shoal__stop_flagged(lw->ctx->g);
 }
 
-/* As dout_get(), waiting for the link opener as `sw` says. */
+/* As dout_get(), waiting for the link as `sw` says. */
 static struct shoal__dout *dout_wait(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw,
 				     const struct send_wait *sw, int *err)
 {
 	struct link_waiter lw = { ctx, dg, dw, sw };
-	struct shoal__dout *e = dg < SHOAL_MAX_GROUPS && dw < SHOAL_MAX_WORKERS ?
-					link_entry(ctx, dg, dw) : NULL;
 
-	/* A call that waits anyway opens a missing link itself while the
-	 * process has no opener thread and has not asked it for this link:
-	 * a process that only sends with waiting calls never starts a thread
-	 * (forked children of threaded parents must not, under sanitizers). */
-	if (dg < SHOAL_MAX_GROUPS && dw < SHOAL_MAX_WORKERS && e == NULL &&
-	    shoal_load_acquire(&ctx->g->linker_state) == SHOAL__LINKER_NONE &&
-	    !(shoal_load_relaxed(&ctx->link_want[dg]) & (1u << dw)))
-		(void)shoal__link_open_here(ctx, dg, dw);
 	for (;;) {
-		struct shoal__dout *o = dout_get(ctx, dg, dw, err);
+		struct shoal__dout *o = dout_get(ctx, dg, dw, true, err);
 		int64_t slice;
 
 		if (o != NULL || *err != -EAGAIN)
@@ -539,7 +550,8 @@ int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, cons
 		w1 = nw;
 	}
 	for (uint32_t w = w0; w < w1; w++, n++) {
-		outs[n] = sw == NULL ? dout_get(ctx, dg, w, &ret) : dout_wait(ctx, dg, w, sw, &ret);
+		outs[n] = sw == NULL ? dout_get(ctx, dg, w, false, &ret) :
+				       dout_wait(ctx, dg, w, sw, &ret);
 		if (outs[n] == NULL) {
 			if (ret == -EAGAIN)
 				dout_ask_rest(ctx, dg, w + 1, w1);
@@ -644,7 +656,7 @@ int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t 
 		}
 		o = dout_get(ctx, (uint16_t)shoal_addr_group(dest),
 			     dest_worker(dest_workers(rg), shoal_addr_slot(dest),
-					 shoal_ctx_self(ctx), 0, 0), &ret);
+					 shoal_ctx_self(ctx), 0, 0), false, &ret);
 		if (o == NULL)
 			goto fail;
 		p = &o->p;

@@ -60,6 +60,7 @@ struct shoal__dout {
 	void *ring;
 	struct shoal_ring_prod p;
 	struct shoal__mbx_worker *dst;
+	uint32_t unann;                  /* our commits its consumer was not woken for */
 };
 
 /* A ring this worker consumes. */
@@ -92,6 +93,8 @@ struct shoal_ctx {
 	uint32_t up_gen;                 /* its generation (mw->up_gen when attached) */
 	bool up_condemned;               /* we found it corrupted */
 	struct shoal_doorbell *bell;     /* our dispatcher's doorbell */
+	struct shoal_wake_mod wmod;      /* wake-ups of our direct links' consumers */
+	struct shoal_idle idle;          /* how we wait for messages (spin, then sleep) */
 
 	struct shoal__inring *in;        /* mailbox rings, then in-process ones */
 	uint32_t n_in, cap_in;
@@ -122,8 +125,7 @@ struct shoal_ctx {
 
 	/* Zero-copy reservation. */
 	struct shoal_ring_prod *res_p;
-	struct shoal_doorbell *res_db;
-	bool res_routed;
+	struct shoal__dout *res_o;       /* its direct link; NULL: the uplink */
 
 	/* A request waiting for its response. */
 	uint64_t next_rid;
@@ -147,6 +149,7 @@ struct shoal_group {
 	uint16_t n_actors;
 	uint32_t gen;
 	uint64_t spin_ns;
+	uint64_t wake_deadline_ns;       /* router.wake_deadline: how long a wake-up may be held */
 
 	int ctl;
 	pthread_mutex_t ctl_lock;        /* the control socket and peer mappings */

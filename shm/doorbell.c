@@ -34,7 +34,9 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/syscall.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,10 +52,31 @@ static_assert(sizeof(struct shoal_doorbell) == 64, "doorbell ABI");
 static_assert(offsetof(struct shoal_doorbell, state) == 0, "doorbell ABI");
 static_assert(offsetof(struct shoal_doorbell, sleeps) == 8, "doorbell ABI");
 static_assert(offsetof(struct shoal_doorbell, wakes) == 16, "doorbell ABI");
+static_assert(offsetof(struct shoal_doorbell, held) == 24, "doorbell ABI");
 
 static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val, const struct timespec *ts)
 {
 	return syscall(SYS_futex, (uint32_t *)uaddr, op, val, ts, NULL, 0);
+}
+
+/* Swap the state to AWAKE; the producer that swaps a sleeper out makes the
+ * system call. Returns 1 if it did. */
+static unsigned wake_now(struct shoal_doorbell *db)
+{
+	/* A held wake-up is made by this one: take the mark. Acquire: pairs
+	 * with the release CAS in wake_mod(), so the held messages are seen by
+	 * the consumer we wake; F2 then orders our state check after it, as
+	 * after a commit. */
+	if (shoal_load_relaxed(&db->held) != 0 &&
+	    atomic_exchange_explicit(&db->held, 0, memory_order_acquire) != 0)
+		shoal_fence_full();
+	/* Relaxed exchange: the state word carries no data, only the decision
+	 * of which producer issues the wake (the first one to swap it). */
+	if (shoal_exchange_relaxed(&db->state, DB_AWAKE) == DB_AWAKE)
+		return 0;
+	shoal_fetch_add_relaxed(&db->wakes, 1);
+	futex(&db->state, FUTEX_WAKE, INT_MAX, NULL);
+	return 1;
 }
 
 void shoal_doorbell_init(struct shoal_doorbell *db)
@@ -62,6 +85,7 @@ void shoal_doorbell_init(struct shoal_doorbell *db)
 	shoal_store_relaxed(&db->state, DB_AWAKE);
 	shoal_store_relaxed(&db->sleeps, 0);
 	shoal_store_relaxed(&db->wakes, 0);
+	shoal_store_relaxed(&db->held, 0);
 }
 
 void shoal_doorbell_fence(void)
@@ -85,12 +109,68 @@ void shoal_doorbell_wake(struct shoal_doorbell *db)
 	 * decides who makes the system call. */
 	if (SHOAL_LIKELY(shoal_load_relaxed(&db->state) == DB_AWAKE))
 		return;
-	/* Relaxed exchange: the state word carries no data, only the decision
-	 * of which producer issues the wake (the first one to swap it). */
-	if (shoal_exchange_relaxed(&db->state, DB_AWAKE) == DB_SLEEPING) {
-		shoal_fetch_add_relaxed(&db->wakes, 1);
-		futex(&db->state, FUTEX_WAKE, INT_MAX, NULL);
+	(void)wake_now(db);
+}
+
+void shoal_wake_mod_init(struct shoal_wake_mod *m, uint64_t window_ns)
+{
+	memset(m, 0, sizeof(*m));
+	m->window_ns = window_ns;
+}
+
+/*
+ * Whether a wake-up to a sleeper may be held: the traffic is not light.
+ * (A rule on the time since the last message would not do: each wake-up
+ * slows the producer, so a flood would look light and stay one wake-up per
+ * message.)
+ */
+static bool heavy(struct shoal_wake_mod *m)
+{
+	uint64_t now = shoal__now_ns();
+
+	if (now - m->win_ns >= m->window_ns) {
+		m->heavy = m->count > SHOAL_WAKE_LIGHT;
+		m->win_ns = now;
+		m->count = 0;
 	}
+	m->count++;
+	return m->heavy || m->count > SHOAL_WAKE_LIGHT;
+}
+
+int shoal_doorbell_wake_mod(struct shoal_doorbell *db, struct shoal_wake_mod *m,
+			    uint32_t unannounced)
+{
+	uint64_t zero = 0;
+
+	/* Relaxed: ordered by F2 in shoal_doorbell_fence(), as in wake(). */
+	if (SHOAL_LIKELY(shoal_load_relaxed(&db->state) == DB_AWAKE))
+		return SHOAL_WAKE_DONE;
+	if (unannounced >= SHOAL_WAKE_BATCH || m->window_ns == 0 || !heavy(m)) {
+		m->wakes += wake_now(db);
+		return SHOAL_WAKE_DONE;
+	}
+	m->held++;
+	/* Relaxed load: a hint (an older mark stands for ours). Release CAS:
+	 * the waker that takes the mark (acquire) sees our commit, so the
+	 * consumer it wakes does. The mark is a time, never 0. */
+	if (shoal_load_relaxed(&db->held) != 0 ||
+	    !atomic_compare_exchange_strong_explicit(&db->held, &zero, shoal__now_ns() | 1,
+						     memory_order_release, memory_order_relaxed))
+		return SHOAL_WAKE_HELD;
+	return SHOAL_WAKE_HELD_FIRST;
+}
+
+uint64_t shoal_doorbell_wake_due(struct shoal_doorbell *db, uint64_t now, uint64_t age_ns)
+{
+	/* Relaxed: untrusted and advisory; the exchange below decides. */
+	uint64_t held = shoal_load_relaxed(&db->held);
+
+	if (held == 0)
+		return UINT64_MAX;
+	if (now - held < age_ns && held <= now)
+		return held + age_ns;
+	(void)wake_now(db);
+	return UINT64_MAX;
 }
 
 void shoal_doorbell_prepare(struct shoal_doorbell *db)
@@ -133,27 +213,39 @@ int shoal_doorbell_wait(struct shoal_doorbell *db, int64_t timeout_ns)
 	return ret;
 }
 
+/*
+ * Poll ready(arg) until it returns true (true), for spin_ns or until
+ * `deadline` (false); *now is the last clock reading. The clock is read
+ * once every 64 polls.
+ */
+static bool spin(bool (*ready)(void *), void *arg, uint64_t spin_ns, uint64_t deadline,
+		 uint64_t *now)
+{
+	uint64_t spin_end = *now + spin_ns;
+
+	for (;;) {
+		for (int i = 0; i < 64; i++) {
+			if (ready(arg))
+				return true;
+			shoal_cpu_relax();
+		}
+		*now = shoal__now_ns();
+		if (*now >= spin_end || *now >= deadline)
+			return false;
+	}
+}
+
 int shoal_doorbell_poll_wait(struct shoal_doorbell *db, uint64_t spin_ns, bool (*ready)(void *),
 			     void *arg, int64_t timeout_ns)
 {
-	uint64_t start = shoal__now_ns();
-	uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : start + (uint64_t)timeout_ns;
+	uint64_t now = shoal__now_ns();
+	uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : now + (uint64_t)timeout_ns;
 
 	for (;;) {
-		uint64_t now = shoal__now_ns(), spin_end = now + spin_ns;
 		int ret;
 
-		/* Bounded spin: read the clock once every 64 polls. */
-		for (;;) {
-			for (int i = 0; i < 64; i++) {
-				if (ready(arg))
-					return 0;
-				shoal_cpu_relax();
-			}
-			now = shoal__now_ns();
-			if (now >= spin_end || now >= deadline)
-				break;
-		}
+		if (spin(ready, arg, spin_ns, deadline, &now))
+			return 0;
 		if (now >= deadline)
 			return -ETIMEDOUT;
 		shoal_doorbell_prepare(db);
@@ -165,5 +257,63 @@ int shoal_doorbell_poll_wait(struct shoal_doorbell *db, uint64_t spin_ns, bool (
 					  (int64_t)(deadline - now));
 		if (ret == -EINTR)
 			return ret;
+		now = shoal__now_ns();
+	}
+}
+
+/* A spin shorter than this is not worth its polls: the budget drops to 0. */
+#define SPIN_MIN_NS 1000u
+
+/*
+ * Whether this thread was preempted since the last look: its involuntary
+ * context switches grew. One system call, made only on the way to sleep,
+ * which makes one anyway.
+ */
+static bool preempted(struct shoal_idle *st)
+{
+	struct rusage ru;
+	bool grew;
+
+	if (getrusage(RUSAGE_THREAD, &ru) != 0)
+		return false;
+	grew = ru.ru_nivcsw != st->nivcsw;
+	st->nivcsw = ru.ru_nivcsw;
+	return grew;
+}
+
+int shoal_doorbell_idle_wait(struct shoal_doorbell *db, struct shoal_idle *st,
+			     bool (*ready)(void *), void *arg, int64_t timeout_ns)
+{
+	uint64_t now = shoal__now_ns();
+	uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : now + (uint64_t)timeout_ns;
+
+	for (;;) {
+		uint64_t slept;
+		bool contended;
+		int ret;
+
+		if (spin(ready, arg, st->spin_ns, deadline, &now))
+			return 0;
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		/* The spin found nothing: spin less next time, and not at all
+		 * while the CPUs are oversubscribed. */
+		contended = preempted(st);
+		st->spin_ns = contended || st->spin_ns / 2 < SPIN_MIN_NS ? 0 : st->spin_ns / 2;
+		shoal_doorbell_prepare(db);
+		if (ready(arg)) {
+			shoal_doorbell_cancel(db);
+			return 0;
+		}
+		ret = shoal_doorbell_wait(db, deadline == UINT64_MAX ? -1 :
+					  (int64_t)(deadline - now));
+		if (ret == -EINTR)
+			return ret;
+		slept = shoal__now_ns() - now;
+		now += slept;
+		/* Woken sooner than a spin would have ended: spinning pays off
+		 * again, unless it would steal the CPU. */
+		if (slept < st->spin_max_ns && !contended)
+			st->spin_ns = st->spin_max_ns;
 	}
 }

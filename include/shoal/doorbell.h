@@ -33,13 +33,14 @@
 #define SHOAL_DOORBELL_AWAKE    0u
 #define SHOAL_DOORBELL_SLEEPING 1u
 
-/* Shared-memory ABI: 64 bytes, state at 0, sleeps at 8, wakes at 16. */
+/* Shared-memory ABI: 64 bytes, state at 0, sleeps at 8, wakes at 16, held at 24. */
 struct shoal_doorbell {
 	_Alignas(64) _Atomic uint32_t state;   /* SHOAL_DOORBELL_AWAKE or _SLEEPING */
 	uint32_t reserved;
 	_Atomic uint64_t sleeps;      /* futex waits entered (consumer-written) */
 	_Atomic uint64_t wakes;       /* FUTEX_WAKE calls made (producer-written, RMW) */
-	uint64_t pad[5];
+	_Atomic uint64_t held;        /* first held wake-up, shoal__now_ns() clock; 0: none */
+	uint64_t pad[4];
 };
 
 /* Initialise to awake with zero counters. */
@@ -61,6 +62,60 @@ SHOAL_API void shoal_doorbell_notify(struct shoal_doorbell *db);
  */
 SHOAL_API void shoal_doorbell_fence(void);
 SHOAL_API void shoal_doorbell_wake(struct shoal_doorbell *db);
+
+/*
+ * Wake moderation, as network cards moderate interrupts. When producers
+ * flood many consumers that sleep (more processes than CPUs), waking one for
+ * every message costs a system call and two context switches each. A
+ * producer may instead hold a sleeping consumer's wake-up and let messages
+ * gather: it marks the doorbell (`held`, the time of the first held
+ * wake-up) and wakes the consumer only when SHOAL_WAKE_BATCH of its own
+ * messages are unannounced there. A waker (any thread of any process that
+ * scans the doorbells: the runtime's dispatchers) makes each held wake-up
+ * once it is `deadline` old, so a lone message waits at most that long
+ * (plus the waker's own wake-up), whatever its producer does next. Light
+ * traffic (at most SHOAL_WAKE_LIGHT messages to sleepers in the current
+ * window and in the one before) is never held: it keeps its latency.
+ *
+ * One shoal_wake_mod per producer thread; not shared.
+ */
+#define SHOAL_WAKE_BATCH 64u
+#define SHOAL_WAKE_LIGHT 16u
+
+struct shoal_wake_mod {
+	uint64_t window_ns;       /* traffic is judged light over this window */
+	uint64_t win_ns;          /* start of the current window */
+	uint32_t count;           /* messages to sleepers in it */
+	bool heavy;               /* the window before was not light */
+	uint64_t wakes;           /* FUTEX_WAKE calls made */
+	uint64_t held;            /* wake-ups held (not made at once) */
+};
+
+/* window_ns 0: never hold. The runtime passes its wake deadline. */
+SHOAL_API void shoal_wake_mod_init(struct shoal_wake_mod *m, uint64_t window_ns);
+
+/* What shoal_doorbell_wake_mod() did. */
+#define SHOAL_WAKE_DONE       0   /* the consumer is awake, or was woken */
+#define SHOAL_WAKE_HELD       1   /* held, on a doorbell already marked */
+#define SHOAL_WAKE_HELD_FIRST 2   /* held, and the doorbell newly marked: the
+				   * caller rings its waker's doorbell */
+
+/*
+ * After committing to db's consumer and a shoal_doorbell_fence(): wake it,
+ * or hold the wake-up as above. `unannounced`: this producer's messages
+ * committed there since it last returned SHOAL_WAKE_DONE for db, this
+ * commit's included (SHOAL_WAKE_BATCH or more: never hold). Reset it on
+ * SHOAL_WAKE_DONE.
+ */
+SHOAL_API int shoal_doorbell_wake_mod(struct shoal_doorbell *db, struct shoal_wake_mod *m,
+				      uint32_t unannounced);
+
+/*
+ * Waker side: if db holds a wake-up at least `age_ns` old at `now`, make
+ * it. Returns when db's held wake-up falls due (UINT64_MAX: none held).
+ */
+SHOAL_API uint64_t shoal_doorbell_wake_due(struct shoal_doorbell *db, uint64_t now,
+					   uint64_t age_ns);
 
 /*
  * Consumer side. Announce sleep; the caller must then check its rings once
@@ -87,15 +142,34 @@ SHOAL_API int shoal_doorbell_poll_wait(struct shoal_doorbell *db, uint64_t spin_
 				       bool (*ready)(void *arg), void *arg, int64_t timeout_ns);
 
 /*
+ * The idle protocol of a consumer that adapts its spinning (one struct per
+ * consumer thread, zeroed, then spin_max_ns and spin_ns set): it spins for
+ * spin_ns, which halves each time a spin finds nothing and goes back to
+ * spin_max_ns when a sleep ended sooner than a spin would have, unless the
+ * thread was preempted since the last sleep (the CPUs are oversubscribed:
+ * spinning then only takes time from the producers). Then it sleeps as
+ * shoal_doorbell_poll_wait() does, and returns as it does.
+ */
+struct shoal_idle {
+	uint64_t spin_max_ns;   /* configured spin budget */
+	uint64_t spin_ns;       /* current spin budget */
+	long nivcsw;            /* involuntary context switches at the last look */
+};
+
+SHOAL_API int shoal_doorbell_idle_wait(struct shoal_doorbell *db, struct shoal_idle *st,
+				       bool (*ready)(void *arg), void *arg, int64_t timeout_ns);
+
+/*
  * Concurrency table, per doorbell, for threads in any processes: "-" may
  * run together with no synchronisation by the caller, "X" may not, "(a)"
  * may, with the cost below. Calls on different doorbells never conflict.
  *
  *   [1] shoal_doorbell_init
- *   [2] shoal_doorbell_notify, shoal_doorbell_wake (after a
- *       shoal_doorbell_fence(), which touches no doorbell)
+ *   [2] shoal_doorbell_notify, shoal_doorbell_wake, shoal_doorbell_wake_mod
+ *       (after a shoal_doorbell_fence(), which touches no doorbell),
+ *       shoal_doorbell_wake_due
  *   [3] shoal_doorbell_prepare, shoal_doorbell_cancel, shoal_doorbell_wait,
- *       shoal_doorbell_poll_wait
+ *       shoal_doorbell_poll_wait, shoal_doorbell_idle_wait
  *
  *        [1]  [2]  [3]
  *   [1]   X    X    X

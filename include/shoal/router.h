@@ -50,11 +50,17 @@ struct shoal_topology {
 #define SHOAL_ROUTER_UPLINK_CAPACITY_DEFAULT  (256u * 1024)
 #define SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT (256u * 1024)
 #define SHOAL_ROUTER_DIRECT_CAPACITY_DEFAULT  (64u * 1024)
+/* The wake deadline a router uses when its options leave it 0; see wake_deadline_ns. */
+#define SHOAL_ROUTER_WAKE_DEADLINE_DEFAULT    4000000u
 
 struct shoal_router_opts {
 	const char *system;          /* system name: [A-Za-z0-9_-], 1..31 characters */
 	mode_t mode;                 /* segments and socket; 0 means 0600 */
 	uint64_t spin_ns;            /* idle spin budget before sleeping; 0: default */
+	/* Wake moderation: how long a message may wait for its consumer to
+	 * wake, at most, when producers let messages gather instead of waking
+	 * a consumer for each (docs/design.md); 0: the default above. */
+	uint64_t wake_deadline_ns;
 	uint32_t uplink_capacity;    /* bytes per uplink ring; 0: the default above */
 	uint32_t inbound_capacity;   /* bytes per inbound ring, at least the uplink's;
 				      * 0: the default above */

@@ -284,6 +284,12 @@ static int k_spin(struct walk *w, yaml_node_t *v, void *o)
 	return duration_ns(w, v, "router.spin", &w->c->spin_ns);
 }
 
+static int k_wake(struct walk *w, yaml_node_t *v, void *o)
+{
+	(void)o;
+	return duration_ns(w, v, "router.wake_deadline", &w->c->wake_deadline_ns);
+}
+
 static int k_mode(struct walk *w, yaml_node_t *v, void *o)
 {
 	uint64_t m;
@@ -324,7 +330,8 @@ static int k_direct(struct walk *w, yaml_node_t *v, void *o)
 static int k_router(struct walk *w, yaml_node_t *v, void *o)
 {
 	static const struct key keys[] = {
-		{ "spin", k_spin, false }, { "mode", k_mode, false },
+		{ "spin", k_spin, false }, { "wake_deadline", k_wake, false },
+		{ "mode", k_mode, false },
 		{ "uplink_capacity", k_uplink, false }, { "inbound_capacity", k_inbound, false },
 		{ "direct_capacity", k_direct, false }, { NULL, NULL, false },
 	};

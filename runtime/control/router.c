@@ -127,6 +127,8 @@ int shoal__router_start_mode(struct shoal_router **out, const struct shoal_route
 	snprintf(r->system, sizeof(r->system), "%s", opts->system);
 	r->mode = opts->mode ? opts->mode : 0600;
 	r->dp.spin_ns = opts->spin_ns ? opts->spin_ns : SHOAL_DOORBELL_SPIN_NS_DEFAULT;
+	r->dp.wake_deadline_ns = opts->wake_deadline_ns ? opts->wake_deadline_ns :
+							  SHOAL_ROUTER_WAKE_DEADLINE_DEFAULT;
 	r->up_cap = opts->uplink_capacity ? opts->uplink_capacity :
 					    SHOAL_ROUTER_UPLINK_CAPACITY_DEFAULT;
 	r->in_cap = opts->inbound_capacity ? opts->inbound_capacity :

@@ -539,7 +539,8 @@ static int check_reload(struct sup *s, const struct shoal__config *n, struct sho
 	if (strcmp(n->system, o->system) != 0)
 		return shoal__fail(err, -EINVAL, "the system name changed (%s -> %s): restart it "
 				   "instead", o->system, n->system);
-	if (n->spin_ns != o->spin_ns || n->mode != o->mode ||
+	if (n->spin_ns != o->spin_ns || n->wake_deadline_ns != o->wake_deadline_ns ||
+	    n->mode != o->mode ||
 	    n->uplink_capacity != o->uplink_capacity ||
 	    n->inbound_capacity != o->inbound_capacity ||
 	    n->direct_capacity != o->direct_capacity)
@@ -770,6 +771,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	ro.system = s.cfg->system;
 	ro.mode = s.cfg->mode;
 	ro.spin_ns = s.cfg->spin_ns;
+	ro.wake_deadline_ns = s.cfg->wake_deadline_ns;
 	ro.uplink_capacity = s.cfg->uplink_capacity;
 	ro.inbound_capacity = s.cfg->inbound_capacity;
 	ro.direct_capacity = s.cfg->direct_capacity;

@@ -77,12 +77,15 @@ struct output {
 	void *condemned;              /* the ring we condemned last (counted once) */
 	struct shoal_ring_prod p;
 	bool dirty;
+	uint32_t unann;               /* our commits its consumer was not woken for */
 	struct shoal_doorbell *db;
 };
 
 struct shoal__dispatcher {
 	struct shoal__dispatch_shared *sh;
 	struct shoal_doorbell *bell;
+	struct shoal_wake_mod wmod;   /* how we wake the consumers of our outputs */
+	uint64_t next_due;            /* when wake_held() scans next */
 	int index;
 	uint64_t cpus;
 	pthread_t thread;
@@ -168,6 +171,7 @@ static struct output *output_of(struct shoal__dispatcher *d, const struct shoal_
 		}
 		o->ring = ring;
 		o->db = &sg->mbx->w[w].in_db;
+		o->unann = 0;
 	}
 	return o;
 }
@@ -202,6 +206,9 @@ static enum deliver_result deliver(struct shoal__dispatcher *d, struct uplink *u
 			u->malformed++;
 			return SKIPPED;
 		}
+		/* Its consumer may sleep on wake-ups we hold. */
+		shoal_doorbell_notify(o->db);
+		o->unann = 0;
 		return FULL;
 	}
 	memcpy(dst, env, sizeof(*env));
@@ -210,6 +217,7 @@ static enum deliver_result deliver(struct shoal__dispatcher *d, struct uplink *u
 		o->dirty = true;
 		d->dirty[d->n_dirty++] = SLOT(g, w);
 	}
+	o->unann++;
 	d->delivered++;
 	d->gstat_delivered[g]++;
 	return DELIVERED;
@@ -323,7 +331,9 @@ malformed:
 
 /*
  * Commit every output written in this pass, then ring their doorbells: one
- * fence (F2) for all of them, since every commit precedes it.
+ * fence (F2) for all of them, since every commit precedes it. The wake-ups
+ * are moderated: a flood holds them until a batch gathers or the deadline
+ * passes (shm/doorbell.c); our own loop is the waker (wake_held()).
  */
 static void flush_outputs(struct shoal__dispatcher *d)
 {
@@ -333,7 +343,8 @@ static void flush_outputs(struct shoal__dispatcher *d)
 	for (uint32_t i = 0; i < d->n_dirty; i++) {
 		struct output *o = &d->out[d->dirty[i]];
 
-		shoal_doorbell_wake(o->db);
+		if (shoal_doorbell_wake_mod(o->db, &d->wmod, o->unann) == SHOAL_WAKE_DONE)
+			o->unann = 0;
 		o->dirty = false;
 	}
 	d->n_dirty = 0;
@@ -430,6 +441,38 @@ static bool ensure_match_buffer(struct shoal__dispatcher *d, const struct shoal_
 	return true;
 }
 
+/*
+ * The waker of held wake-ups (shm/doorbell.c): make those at least 3/4 of
+ * the deadline old, and scan again a quarter deadline later at the
+ * earliest, so that each is made within the deadline and a scan (one load
+ * per worker of every group) runs at most four times per deadline. Every
+ * dispatcher scans every group: a producer rings its own dispatcher, and
+ * the wake-up is made once whoever finds it. Returns when to scan next
+ * (UINT64_MAX: nothing held).
+ */
+static uint64_t wake_held(struct shoal__dispatcher *d, const struct shoal__snapshot *s,
+			  uint64_t now)
+{
+	uint64_t age = d->sh->wake_deadline_ns / 4 * 3, next = UINT64_MAX;
+
+	if (age == 0)
+		return UINT64_MAX;
+	for (uint32_t g = 0; g < s->n_groups; g++) {
+		const struct shoal__snap_group *sg = &s->groups[g];
+
+		if (!sg->used || sg->mbx == NULL)
+			continue;
+		for (uint32_t w = 0; w < sg->n_workers && w < SHOAL_MAX_WORKERS; w++) {
+			uint64_t due = shoal_doorbell_wake_due(&sg->mbx->w[w].in_db, now, age);
+
+			next = due < next ? due : next;
+		}
+	}
+	if (next != UINT64_MAX && next < now + d->sh->wake_deadline_ns / 4)
+		next = now + d->sh->wake_deadline_ns / 4;
+	return next;
+}
+
 static bool uplinks_empty(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
 {
 	for (uint32_t i = 0; i < s->n_uplinks[d->index]; i++) {
@@ -468,6 +511,8 @@ static void *dispatcher_main(void *arg)
 		struct shoal__snapshot *s;
 		uint32_t moved = 0;
 		bool parked = false;
+		uint64_t next_due;
+		int64_t slice;
 		uint64_t t0 = shoal__now_ns();
 
 		rcu_read_lock();
@@ -491,6 +536,12 @@ static void *dispatcher_main(void *arg)
 		}
 		if ((++loops & 63) == 0 || moved == 0)
 			publish_stats(d, s);
+		if (t0 >= d->next_due) {
+			uint64_t next = wake_held(d, s, t0);
+
+			/* Busy: a first hold does not ring us; look anyway. */
+			d->next_due = next != UINT64_MAX ? next : t0 + sh->wake_deadline_ns / 4;
+		}
 		if (moved > 0 || (idle_since = idle_since ? idle_since : t0,
 				  t0 - idle_since < sh->spin_ns)) {
 			rcu_read_unlock();
@@ -502,8 +553,10 @@ static void *dispatcher_main(void *arg)
 		}
 		/* Idle past the spin budget: announce sleep, look once more while
 		 * still online (the snapshot is only safe to read online), then go
-		 * offline for the futex wait. */
+		 * offline for the futex wait, until the next held wake-up is due.
+		 * A producer that marks a first hold rings us. */
 		shoal_doorbell_prepare(bell);
+		next_due = wake_held(d, s, shoal__now_ns());
 		if (!atomic_load_explicit(&sh->held, memory_order_relaxed) && !uplinks_empty(d, s)) {
 			shoal_doorbell_cancel(bell);
 			rcu_read_unlock();
@@ -515,7 +568,15 @@ static void *dispatcher_main(void *arg)
 		d->sleeps++;
 		SHOAL__SNAP_QUIESCENT(sh->snap);
 		rcu_thread_offline();
-		shoal_doorbell_wait(bell, parked ? PARK_SLEEP_NS : IDLE_SLEEP_NS);
+		slice = parked ? PARK_SLEEP_NS : IDLE_SLEEP_NS;
+		if (next_due != UINT64_MAX) {
+			uint64_t now = shoal__now_ns();
+
+			slice = next_due <= now ? 0 :
+				next_due - now < (uint64_t)slice ? (int64_t)(next_due - now) : slice;
+		}
+		shoal_doorbell_wait(bell, slice);
+		d->next_due = 0;   /* perhaps rung for a first hold: look */
 		rcu_thread_online();
 		idle_since = parked ? idle_since : 0;
 	}
@@ -537,6 +598,7 @@ int shoal__dispatcher_start(struct shoal__dispatch_shared *sh, int index, uint64
 		return -ENOMEM;
 	d->sh = sh;
 	d->bell = bell;
+	shoal_wake_mod_init(&d->wmod, sh->wake_deadline_ns);
 	d->index = index;
 	d->cpus = cpus;
 	d->stats = stats;

@@ -91,6 +91,7 @@ struct shoal__dispatch_shared {
 	atomic_bool stopping;
 	atomic_bool held;               /* dispatchers pause (shoal_router_hold) */
 	uint64_t spin_ns;               /* spin this long idle before sleeping */
+	uint64_t wake_deadline_ns;      /* consumers' doze: how long wakes may wait */
 };
 
 struct shoal__dispatcher;

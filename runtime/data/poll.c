@@ -98,13 +98,13 @@ static void forward(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_env
 		if (w == ctx->w)
 			continue;
 		e.dest = shoal_addr_make(g->id, slot, g->gen);
-		dst = shoal__reserve_in(ctx, &ctx->fwd[w], NULL, env->len, NULL, &err);
+		dst = shoal__reserve_in(ctx, &ctx->fwd[w], NULL, NULL, env->len, NULL, &err);
 		if (dst == NULL && err == -EAGAIN) {
 			/* Waiting tries and cancels reservations: publish this
 			 * ring's first (a multicast to two of its actors). */
 			fwd_commit(ctx, w);
-			dst = shoal__reserve_in(ctx, &ctx->fwd[w], &g->mbx->w[w].space_db, env->len,
-					 &WAIT_FOREVER, &err);
+			dst = shoal__reserve_in(ctx, &ctx->fwd[w], &g->mbx->w[w].space_db, NULL,
+						env->len, &WAIT_FOREVER, &err);
 		}
 		if (dst == NULL) {
 			COUNT(ctx, discarded);   /* only when stopping: counted, not silent */
@@ -388,7 +388,7 @@ int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns)
 		 * router sets the stop flag that the next pass returns on. */
 		if (shoal__router_gone(ctx->g))
 			continue;
-		shoal_doorbell_poll_wait(&ctx->mw->in_db, ctx->g->spin_ns, rings_ready, ctx,
+		shoal_doorbell_idle_wait(&ctx->mw->in_db, &ctx->idle, rings_ready, ctx,
 					 (int64_t)(deadline - now < IDLE_SLICE_NS ? deadline - now :
 						   IDLE_SLICE_NS));
 	}

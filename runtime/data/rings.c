@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <shoal/doorbell.h>
@@ -266,6 +267,9 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	ctx->bell = &g->bell->disp[g->reg.groups[g->id].dispatcher % SHOAL_MAX_NODES];
 	ctx->next_rid = 1;
 	shoal_doorbell_init(&ctx->link_db);
+	shoal_wake_mod_init(&ctx->wmod, g->wake_deadline_ns);
+	ctx->idle.spin_max_ns = g->spin_ns;
+	ctx->idle.spin_ns = g->spin_ns;
 	/* A4: pairs with R4 in damage.c watch_once(). */
 	ctx->up_gen = shoal_load_acquire(&ctx->mw->up_gen);
 	ret = uplink_attach(ctx, ctx->up_gen, &ctx->up, &ctx->up_mem, &ctx->up_len, err);

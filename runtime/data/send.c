@@ -179,9 +179,15 @@ static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct sh
 	}
 }
 
-/* Reserve `ENV_SIZE + len` in `p`, waiting as `sw` says (NULL: do not wait). */
+/*
+ * Reserve `ENV_SIZE + len` in `p`, waiting as `sw` says (NULL: do not wait).
+ * `peer`, the consumer's doorbell if it may doze, is rung when the ring is
+ * full: a dozer left unannounced messages would otherwise make room only
+ * when its doze ends.
+ */
 void *shoal__reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct shoal_doorbell *db,
-			uint32_t len, const struct send_wait *sw, int *err)
+			struct shoal_doorbell *peer, uint32_t len, const struct send_wait *sw,
+			int *err)
 {
 	/* Its commit would publish the open reservation before it is filled. */
 	if (SHOAL_UNLIKELY(p == ctx->res_p)) {
@@ -220,6 +226,8 @@ void *shoal__reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct
 			*err = -EMSGSIZE;
 			return NULL;
 		}
+		if (peer != NULL)
+			shoal_doorbell_notify(peer);
 		if (sw == NULL) {
 			*err = -EAGAIN;
 			return NULL;
@@ -260,8 +268,8 @@ static int send_routed(struct shoal_ctx *ctx, uint32_t type, const void *buf, ui
 	if (ret == 0)
 		ret = routes_of(t);
 	if (ret == 0) {
-		dst = shoal__reserve_in(ctx, &ctx->up, &ctx->mw->up_db, len, wait ? &WAIT_FOREVER : NULL,
-				 &ret);
+		dst = shoal__reserve_in(ctx, &ctx->up, &ctx->mw->up_db, NULL, len,
+					wait ? &WAIT_FOREVER : NULL, &ret);
 		if (dst != NULL) {
 			fill_env(ctx, dst, type, len, SHOAL_ADDR_NONE, wait ? 0 : SHOAL_ENV_TRY, 0);
 			memcpy(dst + ENV_SIZE, buf, len);
@@ -284,6 +292,25 @@ int shoal_send(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32_t l
 int shoal_try_send(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32_t len)
 {
 	return send_routed(ctx, type, buf, len, false);
+}
+
+/*
+ * Ring the consumer of a direct link after a commit and a fence (F2),
+ * moderated (shm/doorbell.c): a flood's wake-ups may be held, and the
+ * dispatchers make them by the deadline; the first hold rings ours.
+ */
+static void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o)
+{
+	switch (shoal_doorbell_wake_mod(&o->dst->in_db, &ctx->wmod, ++o->unann)) {
+	case SHOAL_WAKE_DONE:
+		o->unann = 0;
+		break;
+	case SHOAL_WAKE_HELD_FIRST:
+		shoal_doorbell_notify(ctx->bell);
+		break;
+	default:
+		break;
+	}
 }
 
 /*
@@ -557,7 +584,8 @@ int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, cons
 				dout_ask_rest(ctx, dg, w + 1, w1);
 			goto cancel;
 		}
-		dsts[n] = shoal__reserve_in(ctx, &outs[n]->p, &outs[n]->dst->space_db, len, sw, &ret);
+		dsts[n] = shoal__reserve_in(ctx, &outs[n]->p, &outs[n]->dst->space_db,
+					    &outs[n]->dst->in_db, len, sw, &ret);
 		if (dsts[n] == NULL) {
 			if (ret == -EUCLEAN)
 				dout_condemned(ctx, outs[n]);
@@ -568,8 +596,11 @@ int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, cons
 		fill_env(ctx, dsts[i], type, len, dest, flags, rid);
 		memcpy(dsts[i] + ENV_SIZE, buf, len);
 		shoal_ring_commit(&outs[i]->p);
-		shoal_doorbell_notify(&outs[i]->dst->in_db);
 	}
+	/* One fence (F2) for every commit above, then moderated wake-ups. */
+	shoal_doorbell_fence();
+	for (uint32_t i = 0; i < n; i++)
+		dout_ring(ctx, outs[i]);
 	COUNT(ctx, sent_direct);
 	return 0;
 cancel:
@@ -626,8 +657,8 @@ int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t 
 {
 	const struct shoal__ltype *t;
 	const struct shoal__reg_group *rg;
+	struct shoal__dout *o = NULL;
 	struct shoal_ring_prod *p;
-	struct shoal_doorbell *db;
 	unsigned char *dst;
 	int ret;
 
@@ -641,10 +672,7 @@ int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t 
 		if (ret < 0)
 			goto fail;
 		p = &ctx->up;
-		db = ctx->bell;
 	} else {
-		struct shoal__dout *o;
-
 		rg = check_dest(ctx, dest, &ret);
 		if (rg == NULL || shoal_addr_slot(dest) == SHOAL_SLOT_ALL) {
 			ret = rg == NULL ? ret : -EINVAL;   /* zero-copy is one ring */
@@ -660,15 +688,13 @@ int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t 
 		if (o == NULL)
 			goto fail;
 		p = &o->p;
-		db = &o->dst->in_db;
 	}
-	dst = shoal__reserve_in(ctx, p, NULL, len, NULL, &ret);
+	dst = shoal__reserve_in(ctx, p, NULL, o == NULL ? NULL : &o->dst->in_db, len, NULL, &ret);
 	if (dst == NULL)
 		goto fail;
 	fill_env(ctx, dst, type, len, dest, dest == SHOAL_ADDR_NONE ? SHOAL_ENV_TRY : 0, 0);
 	ctx->res_p = p;
-	ctx->res_db = db;
-	ctx->res_routed = dest == SHOAL_ADDR_NONE;
+	ctx->res_o = o;
 	*buf = dst + ENV_SIZE;
 	return 0;
 fail:
@@ -681,8 +707,13 @@ void shoal_commit(struct shoal_ctx *ctx)
 	if (ctx->res_p == NULL)
 		return;
 	shoal_ring_commit(ctx->res_p);
-	shoal_doorbell_notify(ctx->res_db);
-	if (ctx->res_routed)
+	if (ctx->res_o != NULL) {
+		shoal_doorbell_fence();
+		dout_ring(ctx, ctx->res_o);
+	} else {
+		shoal_doorbell_notify(ctx->bell);
+	}
+	if (ctx->res_o == NULL)
 		COUNT(ctx, sent_routed);
 	else
 		COUNT(ctx, sent_direct);

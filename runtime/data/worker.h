@@ -70,10 +70,11 @@ static inline bool shoal__stop_flagged(const struct shoal_group *g)
 bool shoal__set_aside(struct shoal_ctx *ctx, const struct shoal__inring *in,
 		      const struct shoal_rec *rec);
 
-/* send.c: reserve ENV_SIZE + len in `p`, waiting as `sw` says (NULL: not). */
+/* send.c: reserve ENV_SIZE + len in `p`, waiting on `db` as `sw` says (NULL:
+ * not), ringing `peer` (the consumer's doorbell, if it dozes) when full. */
 void *shoal__reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p,
-			struct shoal_doorbell *db, uint32_t len, const struct send_wait *sw,
-			int *err);
+			struct shoal_doorbell *db, struct shoal_doorbell *peer, uint32_t len,
+			const struct send_wait *sw, int *err);
 /* send.c: a direct send (sw NULL: try_), with envelope flags and request id. */
 int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
 		       uint32_t len, struct send_wait *sw, uint32_t flags, uint64_t rid);

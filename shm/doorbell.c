@@ -235,6 +235,26 @@ static bool spin(bool (*ready)(void *), void *arg, uint64_t spin_ns, uint64_t de
 	}
 }
 
+/*
+ * Announce sleep, look once more, and sleep until woken or `deadline`;
+ * *now is then read again. Returns 1 when ready() was true before the
+ * sleep, 0 after a sleep, -EINTR.
+ */
+static int sleep_once(struct shoal_doorbell *db, bool (*ready)(void *), void *arg,
+		      uint64_t deadline, uint64_t *now)
+{
+	int ret;
+
+	shoal_doorbell_prepare(db);
+	if (ready(arg)) {
+		shoal_doorbell_cancel(db);
+		return 1;
+	}
+	ret = shoal_doorbell_wait(db, deadline == UINT64_MAX ? -1 : (int64_t)(deadline - *now));
+	*now = shoal__now_ns();
+	return ret == -EINTR ? ret : 0;
+}
+
 int shoal_doorbell_poll_wait(struct shoal_doorbell *db, uint64_t spin_ns, bool (*ready)(void *),
 			     void *arg, int64_t timeout_ns)
 {
@@ -248,16 +268,9 @@ int shoal_doorbell_poll_wait(struct shoal_doorbell *db, uint64_t spin_ns, bool (
 			return 0;
 		if (now >= deadline)
 			return -ETIMEDOUT;
-		shoal_doorbell_prepare(db);
-		if (ready(arg)) {
-			shoal_doorbell_cancel(db);
-			return 0;
-		}
-		ret = shoal_doorbell_wait(db, deadline == UINT64_MAX ? -1 :
-					  (int64_t)(deadline - now));
-		if (ret == -EINTR)
-			return ret;
-		now = shoal__now_ns();
+		ret = sleep_once(db, ready, arg, deadline, &now);
+		if (ret != 0)
+			return ret < 0 ? ret : 0;
 	}
 }
 
@@ -300,17 +313,11 @@ int shoal_doorbell_idle_wait(struct shoal_doorbell *db, struct shoal_idle *st,
 		 * while the CPUs are oversubscribed. */
 		contended = preempted(st);
 		st->spin_ns = contended || st->spin_ns / 2 < SPIN_MIN_NS ? 0 : st->spin_ns / 2;
-		shoal_doorbell_prepare(db);
-		if (ready(arg)) {
-			shoal_doorbell_cancel(db);
-			return 0;
-		}
-		ret = shoal_doorbell_wait(db, deadline == UINT64_MAX ? -1 :
-					  (int64_t)(deadline - now));
-		if (ret == -EINTR)
-			return ret;
-		slept = shoal__now_ns() - now;
-		now += slept;
+		slept = now;
+		ret = sleep_once(db, ready, arg, deadline, &now);
+		if (ret != 0)
+			return ret < 0 ? ret : 0;
+		slept = now - slept;
 		/* Woken sooner than a spin would have ended: spinning pays off
 		 * again, unless it would steal the CPU. */
 		if (slept < st->spin_max_ns && !contended)

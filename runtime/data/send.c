@@ -297,11 +297,13 @@ int shoal_try_send(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32
 /*
  * Ring the consumer of a direct link after a commit and a fence (F2),
  * moderated (shm/doorbell.c): a flood's wake-ups may be held, and the
- * dispatchers make them by the deadline; the first hold rings ours.
+ * dispatchers make them by the deadline; the first hold rings ours. A
+ * request or a response has someone waiting for it: never held.
  */
-static void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o)
+static void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o, bool urgent)
 {
-	switch (shoal_doorbell_wake_mod(&o->dst->in_db, &ctx->wmod, ++o->unann)) {
+	o->unann = urgent ? SHOAL_WAKE_BATCH : o->unann + 1;
+	switch (shoal_doorbell_wake_mod(&o->dst->in_db, &ctx->wmod, o->unann)) {
 	case SHOAL_WAKE_DONE:
 		o->unann = 0;
 		break;
@@ -600,7 +602,7 @@ int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, cons
 	/* One fence (F2) for every commit above, then moderated wake-ups. */
 	shoal_doorbell_fence();
 	for (uint32_t i = 0; i < n; i++)
-		dout_ring(ctx, outs[i]);
+		dout_ring(ctx, outs[i], flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE));
 	COUNT(ctx, sent_direct);
 	return 0;
 cancel:
@@ -709,7 +711,7 @@ void shoal_commit(struct shoal_ctx *ctx)
 	shoal_ring_commit(ctx->res_p);
 	if (ctx->res_o != NULL) {
 		shoal_doorbell_fence();
-		dout_ring(ctx, ctx->res_o);
+		dout_ring(ctx, ctx->res_o, false);
 	} else {
 		shoal_doorbell_notify(ctx->bell);
 	}

@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Wake moderation across real processes (shm/doorbell.c): light traffic is
+ * woken at once, a flood's wake-up is held on the doorbell until a batch
+ * gathers or a waker makes it, and in a running system a lone message held
+ * after a flood is handled although its producer never calls the runtime
+ * again (the dispatchers are the waker). How long that takes is the
+ * benchmark's business (shoal-bench-system, bench/SUITE.md); here only
+ * that it happens, with generous timeouts.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <shoal/doorbell.h>
+#include <shoal/group.h>
+#include <shoal/router.h>
+#include <shoal/segment.h>
+
+#include "runtime/group_impl.h"
+#include "runtime/layout.h"
+#include "shm/util.h"
+#include "tests/rtutil.h"
+#include "tests/testutil.h"
+
+/* ---- the doorbell alone: one consumer process, this process producing ---------- */
+
+struct shared {
+	struct shoal_doorbell db;
+	_Alignas(64) _Atomic uint64_t sent;    /* messages "published" */
+	_Alignas(64) _Atomic uint64_t acked;   /* messages the consumer saw */
+	uint64_t rounds;
+};
+
+static struct shared *sh;
+
+static bool arrived(void *arg)
+{
+	(void)arg;
+	return atomic_load_explicit(&sh->sent, memory_order_acquire) >
+	       atomic_load_explicit(&sh->acked, memory_order_relaxed);
+}
+
+/* Never spins: every message finds it asleep unless woken. */
+static int consumer_main(void *arg)
+{
+	struct shoal_idle st = { 0 };
+
+	(void)arg;
+	while (atomic_load(&sh->acked) < sh->rounds) {
+		int ret = shoal_doorbell_idle_wait(&sh->db, &st, arrived, NULL, 20000000000);
+
+		if (ret == -ETIMEDOUT)
+			return 3;   /* a wake-up was lost */
+		if (ret == 0)
+			atomic_fetch_add(&sh->acked, 1);
+	}
+	return 0;
+}
+
+static void wait_for(bool (*cond)(uint64_t), uint64_t arg)
+{
+	for (int i = 0; i < 100000 && !cond(arg); i++)
+		usleep(100);
+	assert_true(cond(arg));
+}
+
+static bool is_asleep(uint64_t unused)
+{
+	(void)unused;
+	return atomic_load(&sh->db.state) == SHOAL_DOORBELL_SLEEPING;
+}
+
+static bool acked_is(uint64_t n)
+{
+	return atomic_load(&sh->acked) == n;
+}
+
+/* Publish one more message, then ring as a moderating producer does. */
+static int publish(struct shoal_wake_mod *m, uint32_t unannounced)
+{
+	atomic_fetch_add_explicit(&sh->sent, 1, memory_order_release);
+	shoal_doorbell_fence();
+	return shoal_doorbell_wake_mod(&sh->db, m, unannounced);
+}
+
+static void doorbell_flood_is_held_until_a_batch_or_the_waker(void **state)
+{
+	struct shoal_wake_mod m;
+	uint64_t held;
+	pid_t pid;
+
+	(void)state;
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(sh != MAP_FAILED);
+	shoal_doorbell_init(&sh->db);
+	sh->rounds = 16 + 2 + SHOAL_WAKE_BATCH;
+	pid = test_spawn(consumer_main, NULL);
+	/* One window for the whole test: the light/heavy judgement cannot
+	 * roll over while the machine is slow. */
+	shoal_wake_mod_init(&m, UINT64_C(3600000000000));
+
+	/* Light traffic: every message wakes the sleeper at once. */
+	for (uint64_t i = 1; i <= SHOAL_WAKE_LIGHT; i++) {
+		wait_for(is_asleep, 0);
+		assert_int_equal(publish(&m, 1), SHOAL_WAKE_DONE);
+		wait_for(acked_is, i);
+	}
+	/* Heavy: held, the doorbell marked once, the consumer left asleep. */
+	wait_for(is_asleep, 0);
+	assert_int_equal(publish(&m, 1), SHOAL_WAKE_HELD_FIRST);
+	held = atomic_load(&sh->db.held);
+	assert_true(held != 0);
+	assert_int_equal(publish(&m, 2), SHOAL_WAKE_HELD);
+	assert_int_equal(atomic_load(&sh->db.held), held);
+	assert_int_equal(atomic_load(&sh->acked), SHOAL_WAKE_LIGHT);
+	/* The waker leaves a young hold alone and makes an old one. */
+	assert_int_equal(shoal_doorbell_wake_due(&sh->db, held, 1000000000), held + 1000000000);
+	assert_int_equal(atomic_load(&sh->db.held), held);
+	assert_int_equal(shoal_doorbell_wake_due(&sh->db, held + 1000000000, 1000000000),
+			 UINT64_MAX);
+	assert_int_equal(atomic_load(&sh->db.held), 0);
+	wait_for(acked_is, SHOAL_WAKE_LIGHT + 2);
+	/* A batch of unannounced messages wakes at once, and takes the mark. */
+	wait_for(is_asleep, 0);
+	for (uint32_t k = 1; k < SHOAL_WAKE_BATCH; k++)
+		assert_int_equal(publish(&m, k), k == 1 ? SHOAL_WAKE_HELD_FIRST : SHOAL_WAKE_HELD);
+	assert_int_equal(publish(&m, SHOAL_WAKE_BATCH), SHOAL_WAKE_DONE);
+	assert_int_equal(atomic_load(&sh->db.held), 0);
+	test_assert_exited(test_wait_pid(pid, 60000), 0);
+	assert_int_equal(m.held, SHOAL_WAKE_BATCH + 1);
+	munmap(sh, sizeof(*sh));
+}
+
+/* ---- a running system ------------------------------------------------------------- */
+
+#define FLOOD 2000u
+
+enum { ST_HELD = 1, ST_NOT_HELD, ST_FAILED };
+
+static bool consumer_asleep(struct shoal_ctx *ctx, uint16_t dg)
+{
+	struct shoal__dout *o = atomic_load(&ctx->dout[dg]);
+
+	return o != NULL && atomic_load(&o[0].dst->in_db.state) == SHOAL_DOORBELL_SLEEPING;
+}
+
+/* A direct message sent as part of a flood (the traffic judged heavy):
+ * held if its consumer sleeps. */
+static int send_in_flood(struct shoal_ctx *ctx, uint64_t dest, uint64_t seq)
+{
+	struct msg v = { .seq = seq, .key = seq };
+
+	ctx->wmod.heavy = true;
+	ctx->wmod.win_ns = shoal__now_ns();
+	return shoal_send_to(ctx, dest, T_PING, &v, sizeof(v));
+}
+
+/*
+ * Floods routed messages, then sends a lone direct message that is held
+ * (its consumer asleep, the traffic forced heavy), a request (never held:
+ * its wake-up delivers the held message too), and a last held message; then
+ * it never calls the runtime again: only a waker can deliver that one. It
+ * reports in sum_seq[] (a slot a producer does not otherwise use) how many
+ * wake-ups its consumer's doorbell had had before the last message.
+ */
+static int lone_producer_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group *g = rt_child_attach(c, NULL, rt_count_handler);
+	uint16_t dg = (uint16_t)shoal_addr_group(c->dest);
+	struct shoal_reply r = { 0 };
+	struct msg v = { 0 }, back;
+	struct shoal_ctx *ctx;
+	uint64_t held;
+	int st;
+
+	if (g == NULL)
+		return 10;
+	ctx = shoal_group_worker(g, 0);
+	if (shoal_connect(ctx, c->dest, 10000000000) < 0)
+		return 11;
+	for (uint64_t i = 0; i < FLOOD; i++) {
+		v.seq = v.key = i;
+		if (shoal_send(ctx, T_PING, &v, sizeof(v)) < 0)
+			return 12;
+	}
+	for (int i = 0; i < 100000 && !consumer_asleep(ctx, dg); i++)
+		usleep(100);
+	if (send_in_flood(ctx, c->dest, FLOOD) < 0)
+		return 13;
+	r.buf = &back;
+	r.cap = sizeof(back);
+	st = shoal_request(ctx, c->dest, T_REQ, &v, sizeof(v), 10000000000, &r) < 0 ?
+		     ST_FAILED : 0;
+	for (int i = 0; i < 100000 && !consumer_asleep(ctx, dg); i++)
+		usleep(100);
+	held = ctx->wmod.held;
+	atomic_store(&rt_res->sum_seq[c->index],
+		     atomic_load(&atomic_load(&ctx->dout[dg])[0].dst->in_db.wakes));
+	if (send_in_flood(ctx, c->dest, FLOOD + 2) < 0)
+		return 14;
+	if (st == 0)
+		st = ctx->wmod.held == held + 1 ? ST_HELD : ST_NOT_HELD;
+	atomic_store(&rt_res->status[c->index], st);
+	atomic_store(&rt_res->ready[c->index], 1);
+	for (;;)
+		pause();   /* silence: the test kills us */
+}
+
+static void runtime_lone_messages_after_a_flood_are_handled(void **state)
+{
+	struct child cons = { .index = 0, .name = "cons", .workers = 1, .actors = 1 };
+	struct child prod = { .index = 1, .name = "prod" };
+	struct shoal_seg mbx;
+	pid_t pc, pp;
+	int id;
+
+	(void)state;
+	assert_int_equal(rt_start_router("wk-lone", NULL, 0600), 0);
+	id = rt_declare("cons", 1, 1);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	pc = test_spawn(rt_consumer_main, &cons);
+	rt_wait_attached(id);
+	prod.dest = shoal_addr_make((uint16_t)id, SHOAL_SLOT_GROUP, 0);
+	pp = test_spawn(lone_producer_main, &prod);
+	/* The flood, both lone messages and the request: all handled. */
+	rt_wait_count(0, FLOOD + 3, 60000);
+	rt_wait_ready(2);
+	/* The last one was held, its producer went silent, and a wake-up
+	 * came for it: the dispatcher's (the consumer's own 5 s safety sleep
+	 * would have made none). */
+	assert_int_equal(atomic_load(&rt_res->status[1]), ST_HELD);
+	rt_mailbox_map("cons", &mbx);
+	assert_true(atomic_load(&shoal__mailbox_hdr(&mbx)->w[0].in_db.wakes) >
+		    atomic_load(&rt_res->sum_seq[1]));
+	shoal_seg_detach(&mbx);
+	kill(pp, SIGKILL);
+	assert_true(test_wait_pid(pp, 30000) >= 0);
+	rt_stop_and_reap(&pc, 1);
+	rt_stop_router();
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(doorbell_flood_is_held_until_a_batch_or_the_waker),
+		cmocka_unit_test(runtime_lone_messages_after_a_flood_are_handled),
+	};
+
+	rt_init();
+	signal(SIGPIPE, SIG_IGN);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,11 +246,132 @@ static void runtime_lone_messages_after_a_flood_are_handled(void **state)
 	rt_stop_router();
 }
 
+/* ---- 100 group processes on the machine's few CPUs -------------------------------- */
+
+#define HUNDRED 100u
+#define PER 300u   /* messages per consumer and path */
+
+enum { ROUTED, DIRECT };
+
+/* What each consumer saw, per path (one sender per path: order holds). */
+struct tally {
+	_Atomic uint64_t count[HUNDRED][2];
+	_Atomic uint64_t next[HUNDRED][2];   /* the sequence number expected next */
+	_Atomic uint64_t errors[HUNDRED];    /* out of order, or for another consumer */
+};
+
+static struct tally *tl;
+
+static void hundred_handler(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	const struct child *c = a->user;
+	unsigned i = (unsigned)c->index;
+	struct msg v;
+
+	if (m->len != sizeof(v)) {
+		atomic_fetch_add(&tl->errors[i], 1);
+		return;
+	}
+	memcpy(&v, m->data, sizeof(v));
+	if (v.key != i || v.kind > DIRECT || v.seq != atomic_load(&tl->next[i][v.kind])) {
+		atomic_fetch_add(&tl->errors[i], 1);
+		return;
+	}
+	atomic_store(&tl->next[i][v.kind], v.seq + 1);
+	atomic_fetch_add(&tl->count[i][v.kind], 1);
+}
+
+static int hundred_consumer_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group *g = rt_child_attach(c, NULL, hundred_handler);
+	int ret;
+
+	if (g == NULL)
+		return 10;
+	ret = shoal_group_run(g);
+	shoal_group_detach(g);
+	return ret == 0 ? 0 : 1;
+}
+
+/* PER routed and PER direct messages to every consumer, round robin, as
+ * fast as they go; then it leaves at once (its held wake-ups are the
+ * dispatchers' to make). */
+static int hundred_producer_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group *g = rt_child_attach(c, NULL, rt_count_handler);
+	uint64_t dest[HUNDRED];
+	struct shoal_ctx *ctx;
+
+	if (g == NULL)
+		return 10;
+	ctx = shoal_group_worker(g, 0);
+	for (unsigned i = 0; i < HUNDRED; i++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "c%u", i);
+		dest[i] = shoal_group_lookup(g, name, SHOAL_SLOT_GROUP);
+	}
+	for (uint64_t seq = 0; seq < PER; seq++)
+		for (unsigned i = 0; i < HUNDRED; i++) {
+			struct msg v = { .seq = seq, .key = i, .kind = ROUTED };
+
+			if (shoal_send(ctx, T_PING, &v, sizeof(v)) < 0)
+				return 11;
+			v.kind = DIRECT;
+			if (shoal_send_to(ctx, dest[i], T_PING, &v, sizeof(v)) < 0)
+				return 12;
+		}
+	shoal_group_detach(g);
+	return 0;
+}
+
+static void runtime_hundred_groups_get_everything_once_in_order(void **state)
+{
+	static struct child cons[HUNDRED];
+	static char names[HUNDRED][16];
+	struct child prod = { .index = 0, .name = "prod" };
+	pid_t pids[HUNDRED], pp;
+	int ids[HUNDRED];
+
+	(void)state;
+	tl = mmap(NULL, sizeof(*tl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	assert_true(tl != MAP_FAILED);
+	assert_int_equal(rt_start_router("wk-100", NULL, 0600), 0);
+	for (unsigned i = 0; i < HUNDRED; i++) {
+		snprintf(names[i], sizeof(names[i]), "c%u", i);
+		ids[i] = rt_declare(names[i], 1, 1);
+		rt_route(ids[i], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_EQ, i, 0);
+	}
+	for (unsigned i = 0; i < HUNDRED; i++) {
+		cons[i] = (struct child){ .index = (int)i, .name = names[i] };
+		pids[i] = test_spawn(hundred_consumer_main, &cons[i]);
+	}
+	for (unsigned i = 0; i < HUNDRED; i++)
+		rt_wait_attached(ids[i]);
+	pp = test_spawn(hundred_producer_main, &prod);
+	test_assert_exited(test_wait_pid(pp, 240000), 0);
+	for (unsigned i = 0; i < HUNDRED; i++)
+		for (int k = 0; k < 60000 && (atomic_load(&tl->count[i][ROUTED]) < PER ||
+					      atomic_load(&tl->count[i][DIRECT]) < PER); k++)
+			usleep(1000);
+	rt_stop_and_reap(pids, HUNDRED);
+	for (unsigned i = 0; i < HUNDRED; i++) {
+		assert_int_equal(atomic_load(&tl->errors[i]), 0);
+		assert_int_equal(atomic_load(&tl->count[i][ROUTED]), PER);
+		assert_int_equal(atomic_load(&tl->count[i][DIRECT]), PER);
+	}
+	rt_stop_router();
+	munmap(tl, sizeof(*tl));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(doorbell_flood_is_held_until_a_batch_or_the_waker),
 		cmocka_unit_test(runtime_lone_messages_after_a_flood_are_handled),
+		cmocka_unit_test(runtime_hundred_groups_get_everything_once_in_order),
 	};
 
 	rt_init();

@@ -83,6 +83,8 @@ struct shoal__deferred {
 	_Alignas(8) unsigned char rec[];
 };
 
+#define SHOAL__HELD_MAX 64
+
 struct shoal_ctx {
 	struct shoal_group *g;
 	unsigned w;
@@ -94,6 +96,9 @@ struct shoal_ctx {
 	bool up_condemned;               /* we found it corrupted */
 	struct shoal_doorbell *bell;     /* our dispatcher's doorbell */
 	struct shoal_wake_mod wmod;      /* wake-ups of our direct links' consumers */
+	struct shoal__dout *held[SHOAL__HELD_MAX];   /* links with held wake-ups */
+	uint32_t n_held;
+	bool held_all;                   /* more than the list holds: scan them all */
 	struct shoal_idle idle;          /* how we wait for messages (spin, then sleep) */
 
 	struct shoal__inring *in;        /* mailbox rings, then in-process ones */

@@ -59,6 +59,7 @@
 #define PASS_BUDGET 64u           /* records per uplink per pass */
 #define PARK_SLEEP_NS 200000      /* retry period while a blocking message waits */
 #define IDLE_SLEEP_NS 100000000   /* re-check the stop flag this often when idle */
+#define HELD_MAX 256              /* outputs with held wake-ups, listed */
 
 struct uplink {
 	void *ring;                   /* what `c` is attached to (NULL: not attached) */
@@ -78,6 +79,7 @@ struct output {
 	struct shoal_ring_prod p;
 	bool dirty;
 	uint32_t unann;               /* our commits its consumer was not woken for */
+	bool listed;                  /* in held[] */
 	struct shoal_doorbell *db;
 };
 
@@ -86,6 +88,9 @@ struct shoal__dispatcher {
 	struct shoal_doorbell *bell;
 	struct shoal_wake_mod wmod;   /* how we wake the consumers of our outputs */
 	uint64_t next_due;            /* when wake_held() scans next */
+	uint32_t held[HELD_MAX];      /* outputs whose wake-up we hold */
+	uint32_t n_held;
+	bool held_all;                /* more than the list holds: scan them all */
 	int index;
 	uint64_t cpus;
 	pthread_t thread;
@@ -107,6 +112,42 @@ struct shoal__dispatcher {
 };
 
 #define SLOT(g, w) ((uint32_t)(g) * SHOAL_MAX_WORKERS + (uint32_t)(w))
+
+/* Remember output `slot` for wake_flush(); past the list, a full scan. */
+static void note_held(struct shoal__dispatcher *d, uint32_t slot)
+{
+	struct output *o = &d->out[slot];
+
+	if (o->listed)
+		return;
+	if (d->n_held < HELD_MAX) {
+		d->held[d->n_held++] = slot;
+		o->listed = true;
+	} else {
+		d->held_all = true;
+	}
+}
+
+/* Make the wake-ups we hold, before we sleep: the burst is over. */
+static void wake_flush(struct shoal__dispatcher *d)
+{
+	if (d->n_held == 0 && !d->held_all)
+		return;
+	shoal_doorbell_fence();   /* F2: after the commits of the held messages */
+	uint32_t n = d->held_all ? SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS : d->n_held;
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct output *o = &d->out[d->held_all ? i : d->held[i]];
+
+		o->listed = false;
+		if (o->unann > 0 && o->ring != NULL) {
+			shoal_doorbell_wake(o->db);
+			o->unann = 0;
+		}
+	}
+	d->n_held = 0;
+	d->held_all = false;
+}
 
 static bool done_has(const struct uplink *u, uint32_t key)
 {
@@ -345,6 +386,8 @@ static void flush_outputs(struct shoal__dispatcher *d)
 
 		if (shoal_doorbell_wake_mod(o->db, &d->wmod, o->unann) == SHOAL_WAKE_DONE)
 			o->unann = 0;
+		else
+			note_held(d, d->dirty[i]);
 		o->dirty = false;
 	}
 	d->n_dirty = 0;
@@ -551,10 +594,12 @@ static void *dispatcher_main(void *arg)
 				shoal_cpu_relax();
 			continue;
 		}
-		/* Idle past the spin budget: announce sleep, look once more while
-		 * still online (the snapshot is only safe to read online), then go
-		 * offline for the futex wait, until the next held wake-up is due.
-		 * A producer that marks a first hold rings us. */
+		/* Idle past the spin budget: make the wake-ups we hold, announce
+		 * sleep, look once more while still online (the snapshot is only
+		 * safe to read online), then go offline for the futex wait, until
+		 * the next held wake-up (another producer's) is due. A producer
+		 * that marks a first hold rings us. */
+		wake_flush(d);
 		shoal_doorbell_prepare(bell);
 		next_due = wake_held(d, s, shoal__now_ns());
 		if (!atomic_load_explicit(&sh->held, memory_order_relaxed) && !uplinks_empty(d, s)) {

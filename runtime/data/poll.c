@@ -388,6 +388,7 @@ int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns)
 		 * router sets the stop flag that the next pass returns on. */
 		if (shoal__router_gone(ctx->g))
 			continue;
+		shoal__wake_flush(ctx);
 		shoal_doorbell_idle_wait(&ctx->mw->in_db, &ctx->idle, rings_ready, ctx,
 					 (int64_t)(deadline - now < IDLE_SLICE_NS ? deadline - now :
 						   IDLE_SLICE_NS));

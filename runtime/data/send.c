@@ -302,17 +302,55 @@ int shoal_try_send(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32
  */
 static void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o, bool urgent)
 {
+	int r;
+
 	o->unann = urgent ? SHOAL_WAKE_BATCH : o->unann + 1;
-	switch (shoal_doorbell_wake_mod(&o->dst->in_db, &ctx->wmod, o->unann)) {
-	case SHOAL_WAKE_DONE:
+	r = shoal_doorbell_wake_mod(&o->dst->in_db, &ctx->wmod, o->unann);
+	if (r == SHOAL_WAKE_DONE) {
 		o->unann = 0;
-		break;
-	case SHOAL_WAKE_HELD_FIRST:
-		shoal_doorbell_notify(ctx->bell);
-		break;
-	default:
-		break;
+		return;
 	}
+	if (r == SHOAL_WAKE_HELD_FIRST)
+		shoal_doorbell_notify(ctx->bell);
+	/* Remembered for shoal__wake_flush(); past the list, a full scan. */
+	if (o->unann == 1) {
+		if (ctx->n_held < SHOAL__HELD_MAX)
+			ctx->held[ctx->n_held++] = o;
+		else
+			ctx->held_all = true;
+	}
+}
+
+static void flush_one(struct shoal__dout *o)
+{
+	if (o->unann > 0) {
+		shoal_doorbell_wake(&o->dst->in_db);
+		o->unann = 0;
+	}
+}
+
+/*
+ * Make the wake-ups this worker holds, before it goes idle: its burst is
+ * over, and what it sent may be what it waits for an answer to (a
+ * ping-pong made of plain sends would otherwise take a deadline per turn).
+ */
+void shoal__wake_flush(struct shoal_ctx *ctx)
+{
+	if (ctx->n_held == 0 && !ctx->held_all)
+		return;
+	shoal_doorbell_fence();   /* F2: after the commits of the held messages */
+	for (uint32_t i = 0; i < ctx->n_held; i++)
+		flush_one(ctx->held[i]);
+	for (uint32_t g = 0; ctx->held_all && g < SHOAL_MAX_GROUPS; g++) {
+		/* Acquire: pairs with the opener's release of the array. */
+		struct shoal__dout *douts = shoal_load_acquire(&ctx->dout[g]);
+
+		for (uint32_t w = 0; douts != NULL && w < SHOAL_MAX_WORKERS; w++)
+			if (shoal_load_acquire(&douts[w].state) == SHOAL__LINK_READY)
+				flush_one(&douts[w]);
+	}
+	ctx->n_held = 0;
+	ctx->held_all = false;
 }
 
 /*

@@ -75,6 +75,8 @@ bool shoal__set_aside(struct shoal_ctx *ctx, const struct shoal__inring *in,
 void *shoal__reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p,
 			struct shoal_doorbell *db, struct shoal_doorbell *peer, uint32_t len,
 			const struct send_wait *sw, int *err);
+/* send.c: make the wake-ups this worker holds (before it goes idle). */
+void shoal__wake_flush(struct shoal_ctx *ctx);
 /* send.c: a direct send (sw NULL: try_), with envelope flags and request id. */
 int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
 		       uint32_t len, struct send_wait *sw, uint32_t flags, uint64_t rid);

@@ -20,7 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fanout_types.h"
 #include "protocol.h"
+
+PROTOCOL_CHECK_SIZES();
 
 struct tally {
 	uint64_t count;
@@ -61,7 +64,7 @@ static void tally_stop(struct shoal_actor *a)
 static int run_consumer(int argc, char **argv)
 {
 	struct shoal_group_desc d = {
-		.types = example_types, .n_types = EXAMPLE_N_TYPES, .node = -1,
+		.types = msg_types, .n_types = MSG_N_TYPES, .node = -1,
 		.on_message = on_work, .on_start = tally_start, .on_stop = tally_stop,
 	};
 
@@ -85,7 +88,7 @@ static void on_signal(int sig)
 static int run_producer(uint64_t rate)
 {
 	struct shoal_group_desc d = {
-		.types = example_types, .n_types = EXAMPLE_N_TYPES, .node = -1,
+		.types = msg_types, .n_types = MSG_N_TYPES, .node = -1,
 		.on_message = ignore,
 	};
 	struct sigaction sa = { .sa_handler = on_signal };

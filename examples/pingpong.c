@@ -18,7 +18,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "pingpong_types.h"
 #include "protocol.h"
+
+PROTOCOL_CHECK_SIZES();
 
 static void on_ping(struct shoal_actor *a, const struct shoal_msg *m)
 {
@@ -33,7 +36,7 @@ static void on_ping(struct shoal_actor *a, const struct shoal_msg *m)
 static int run_pong(int argc, char **argv)
 {
 	struct shoal_group_desc d = {
-		.types = example_types, .n_types = EXAMPLE_N_TYPES, .node = -1,
+		.types = msg_types, .n_types = MSG_N_TYPES, .node = -1,
 		.on_message = on_ping,
 	};
 
@@ -73,7 +76,7 @@ static void report(uint64_t *rtt, size_t n, uint64_t total)
 static int run_ping(void)
 {
 	struct shoal_group_desc d = {
-		.types = example_types, .n_types = EXAMPLE_N_TYPES, .node = -1,
+		.types = msg_types, .n_types = MSG_N_TYPES, .node = -1,
 		.on_message = ignore,
 	};
 	struct sigaction sa = { .sa_handler = on_signal };

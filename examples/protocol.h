@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The message types of the example systems, declared once and shared by
- * every program of a system (the router checks that all programs agree).
+ * The payloads of the example systems' messages. The types themselves (ids,
+ * names, largest sizes) are declared once, in each system's YAML file:
+ * the build generates <system>_types.h from it with `shoal types`, and the
+ * router checks every program against the same file.
  */
 #ifndef SHOAL_EXAMPLES_PROTOCOL_H
 #define SHOAL_EXAMPLES_PROTOCOL_H
@@ -11,30 +13,24 @@
 
 #include <shoal.h>
 
-enum {
-	MSG_PING = 1,    /* request: struct ping */
-	MSG_PONG = 2,    /* response: struct ping, seq echoed */
-	MSG_WORK = 3,    /* routed by key: struct work */
-};
-
+/* MSG_PING, a request, and MSG_PONG, its response (seq echoed). */
 struct ping {
 	uint64_t seq;
 	uint64_t sent_ns;
 };
 
+/* MSG_WORK, routed by key. */
 struct work {
 	uint64_t key;    /* the router shards on this: key % consumers */
 	uint64_t seq;
 	uint8_t body[48];
 };
 
-static const struct shoal_type example_types[] = {
-	{ MSG_PING, sizeof(struct ping), "ping" },
-	{ MSG_PONG, sizeof(struct ping), "pong" },
-	{ MSG_WORK, sizeof(struct work), "work" },
-};
-
-#define EXAMPLE_N_TYPES (sizeof(example_types) / sizeof(example_types[0]))
+/* What the system files promise for these payloads. */
+#define PROTOCOL_CHECK_SIZES()                                                    \
+	_Static_assert(sizeof(struct ping) <= MSG_PING_MAX_SIZE &&                \
+		       sizeof(struct ping) <= MSG_PONG_MAX_SIZE, "ping fits");    \
+	_Static_assert(sizeof(struct work) <= MSG_WORK_MAX_SIZE, "work fits")
 
 /* CLOCK_MONOTONIC in nanoseconds: the clock the envelope's send_ns uses.
  * POSIX: the program defines _POSIX_C_SOURCE before its first include. */

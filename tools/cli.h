@@ -31,6 +31,7 @@ struct shoal__cmd {
 };
 
 extern const struct shoal__cmd shoal__cmd_run;
+extern const struct shoal__cmd shoal__cmd_types;
 extern const struct shoal__cmd shoal__cmd_ls;
 extern const struct shoal__cmd shoal__cmd_stat;
 extern const struct shoal__cmd shoal__cmd_top;

@@ -20,6 +20,7 @@ static const struct shoal__cmd *const cmds[] = {
 	&shoal__cmd_top,
 	&shoal__cmd_dump,
 	&shoal__cmd_ring,
+	&shoal__cmd_types,
 	&cmd_help,
 };
 

@@ -3,9 +3,11 @@
  * Messages: types, addresses and the envelope every message carries.
  *
  * A message type is a numeric id with a name and a maximum payload size,
- * declared once in a protocol header that the programs of a system share and
- * registered with the router when a process attaches. Two programs declaring
- * one id with different names or sizes are refused at attach (-EEXIST).
+ * declared once, in the system file's `types:`; `shoal types FILE` writes
+ * the C header the programs include (docs/config.md). Each process
+ * registers its types when it attaches; a program declaring an id with
+ * another name or size than the file or another program is refused
+ * (-EEXIST).
  *
  * An address names a group and an actor slot in it, with the generation of
  * the group's incarnation: a restarted group gets a new generation, so an

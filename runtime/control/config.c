@@ -33,6 +33,7 @@ struct walk {
 	struct shoal_err *err;
 	struct shoal__config *c;
 	yaml_node_t *types;           /* the 'types' value, parsed before anything else */
+	unsigned flags;               /* SHOAL__CONFIG_* */
 };
 
 typedef int (*key_fn)(struct walk *w, yaml_node_t *value, void *obj);
@@ -652,7 +653,9 @@ static int k_g_program(struct walk *w, yaml_node_t *v, void *o)
 		return fail_at(w, v, "program is empty");
 	if (strlen(s) >= PATH_MAX)
 		return fail_at(w, v, "program path is too long");
-	if (strchr(s, '/') == NULL) {
+	if (w->flags & SHOAL__CONFIG_NO_PROGRAMS) {
+		snprintf(path, sizeof(path), "%s", s);
+	} else if (strchr(s, '/') == NULL) {
 		if (!search_program(s, path, sizeof(path)))
 			return fail_at(w, v, "program '%s' is not in $SHOAL_PATH or $PATH", s);
 	} else if (s[0] == '/') {
@@ -660,7 +663,7 @@ static int k_g_program(struct walk *w, yaml_node_t *v, void *o)
 	} else {
 		snprintf(path, sizeof(path), "%s/%s", w->dir, s);
 	}
-	if (access(path, X_OK) != 0)
+	if (!(w->flags & SHOAL__CONFIG_NO_PROGRAMS) && access(path, X_OK) != 0)
 		return fail_at(w, v, "program %s cannot be executed: %s", path, strerror(errno));
 	GW(o)->program = strdup(path);
 	return GW(o)->program ? 0 : -ENOMEM;
@@ -1086,12 +1089,18 @@ static int check_whole(struct walk *w, yaml_node_t *root)
 int shoal__config_parse(const char *name, const char *text, size_t len,
 			struct shoal__config **out, struct shoal_err *err)
 {
+	return shoal__config_parse_flags(name, text, len, 0, out, err);
+}
+
+int shoal__config_parse_flags(const char *name, const char *text, size_t len, unsigned flags,
+			      struct shoal__config **out, struct shoal_err *err)
+{
 	static const struct key keys[] = {
 		{ "system", k_system, true }, { "router", k_router, false },
 		{ "types", k_types, false }, { "groups", k_groups, true },
 		{ NULL, NULL, false },
 	};
-	struct walk w = { .file = name, .err = err };
+	struct walk w = { .file = name, .err = err, .flags = flags };
 	yaml_parser_t parser;
 	yaml_node_t *root;
 	const char *slash = strrchr(name, '/');
@@ -1161,6 +1170,12 @@ int shoal__config_parse(const char *name, const char *text, size_t len,
 
 int shoal__config_load(const char *path, struct shoal__config **out, struct shoal_err *err)
 {
+	return shoal__config_load_flags(path, 0, out, err);
+}
+
+int shoal__config_load_flags(const char *path, unsigned flags, struct shoal__config **out,
+			     struct shoal_err *err)
+{
 	FILE *f = fopen(path, "re");
 	char *text;
 	long len;
@@ -1180,7 +1195,7 @@ int shoal__config_load(const char *path, struct shoal__config **out, struct shoa
 		return shoal__fail(err, -EIO, "%s: cannot read", path);
 	}
 	fclose(f);
-	ret = shoal__config_parse(path, text, (size_t)len, out, err);
+	ret = shoal__config_parse_flags(path, text, (size_t)len, flags, out, err);
 	free(text);
 	return ret;
 }

@@ -80,6 +80,15 @@ int shoal__config_load(const char *path, struct shoal__config **out, struct shoa
 int shoal__config_parse(const char *name, const char *text, size_t len,
 			struct shoal__config **out, struct shoal_err *err);
 
+/* Flags of the _flags forms. NO_PROGRAMS: keep each group's program as
+ * written, without looking for it (for `shoal types`, which runs none). */
+#define SHOAL__CONFIG_NO_PROGRAMS 1u
+
+int shoal__config_load_flags(const char *path, unsigned flags, struct shoal__config **out,
+			     struct shoal_err *err);
+int shoal__config_parse_flags(const char *name, const char *text, size_t len, unsigned flags,
+			      struct shoal__config **out, struct shoal_err *err);
+
 void shoal__config_free(struct shoal__config *c);
 
 /*

@@ -787,8 +787,9 @@ static void sys_down(struct sys *s, bool graceful)
 	memset(s, 0, sizeof(*s));
 }
 
-/* The dispatcher thread's id, found by its name once it has set it. */
-static pid_t find_dispatcher(void)
+/* The id of this process's thread named `comm`, found once it has its
+ * name. */
+static pid_t find_thread(const char *comm)
 {
 	for (int tries = 0; tries < 1000; tries++) {
 		DIR *d = opendir("/proc/self/task");
@@ -796,15 +797,15 @@ static pid_t find_dispatcher(void)
 		pid_t tid = 0;
 
 		while (d != NULL && tid == 0 && (e = readdir(d)) != NULL) {
-			char path[300], comm[32] = "";
+			char path[300], name[32] = "";
 			FILE *f;
 
 			snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
 			f = fopen(path, "re");
 			if (f == NULL)
 				continue;
-			if (fgets(comm, sizeof(comm), f) != NULL &&
-			    strncmp(comm, "shoal-disp-0", 12) == 0)
+			if (fgets(name, sizeof(name), f) != NULL &&
+			    strncmp(name, comm, strlen(comm)) == 0)
 				tid = atoi(e->d_name);
 			fclose(f);
 		}
@@ -871,7 +872,7 @@ static int router_up(struct sys *s, uint32_t groups, int route, uint32_t in_cap,
 		goto fail;
 	s->reg_ok = true;
 	shoal_router_hold(s->r, false);
-	s->disp_tid = find_dispatcher();
+	s->disp_tid = find_thread("shoal-disp-0");
 	if (s->disp_tid == 0) {
 		snprintf(err.msg, sizeof(err.msg), "no dispatcher thread");
 		ret = -ESRCH;
@@ -889,31 +890,47 @@ fail:
 static uint32_t cons_index;
 static uint64_t cons_received, cons_misrouted;
 
-static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
+/* A sample's end marker (payload: key, sample id) came. */
+static void cons_end(const void *data, uint32_t len)
 {
 	struct cons_stat *cs = &sh->cons[cons_index];
-	uint64_t key = 0, id = 0;
+	uint64_t id = 0;
 
-	(void)a;
-	if (m->len >= 8)
-		memcpy(&key, m->data, 8);
-	if (m->type == MSG_END) {
-		if (m->len >= END_LEN)
-			memcpy(&id, (const unsigned char *)m->data + 8, 8);
-		/* Relaxed: published by the release below. */
-		shoal_store_relaxed(&cs->end_ns, shoal__now_ns());
-		/* R1: pairs with A1 in sample_wait(): this consumer's counters
-		 * and histogram are complete for the sample before its id. */
-		shoal_store_release(&cs->end_id, id);
-		return;
-	}
-	/* Relaxed: a flag the parent sets while no message is in flight. */
-	if (shoal_load_relaxed(&sh->lat_on))
-		bench_hist_add(&sh->hist[cons_index], shoal__now_ns() - m->env->send_ns);
-	if (key % sh->groups != cons_index)
+	if (len >= END_LEN)
+		memcpy(&id, (const unsigned char *)data + 8, 8);
+	/* Relaxed: published by the release below. */
+	shoal_store_relaxed(&cs->end_ns, shoal__now_ns());
+	/* R1: pairs with A1 in sample_wait(): this consumer's counters
+	 * and histogram are complete for the sample before its id. */
+	shoal_store_release(&cs->end_id, id);
+}
+
+/* A message handled; `bad`: it was not this consumer's to take. */
+static void cons_work(bool bad)
+{
+	struct cons_stat *cs = &sh->cons[cons_index];
+
+	if (bad)
 		shoal_store_relaxed(&cs->misrouted, ++cons_misrouted);
 	/* Relaxed: this consumer is the only writer; R1 publishes it. */
 	shoal_store_relaxed(&cs->received, ++cons_received);
+}
+
+static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	uint64_t key = 0;
+
+	(void)a;
+	if (m->type == MSG_END) {
+		cons_end(m->data, m->len);
+		return;
+	}
+	if (m->len >= 8)
+		memcpy(&key, m->data, 8);
+	/* Relaxed: a flag the parent sets while no message is in flight. */
+	if (shoal_load_relaxed(&sh->lat_on))
+		bench_hist_add(&sh->hist[cons_index], shoal__now_ns() - m->env->send_ns);
+	cons_work(key % sh->groups != cons_index);
 }
 
 static int consumer_main(const char *system, uint32_t i)
@@ -941,9 +958,13 @@ static int consumer_main(const char *system, uint32_t i)
 
 /* ---- the producer ------------------------------------------------------------------- */
 
+/* Shoal's producer: the loops call its send through a hook. */
 struct producer {
-	struct shoal_ctx *ctx;
+	/* Send `len` bytes of buf to consumer g on the command's path. */
+	int (*send)(struct producer *p, const struct cmd *c, uint32_t type, uint32_t g,
+		    uint32_t len, bool try);
 	uint32_t groups;
+	struct shoal_ctx *ctx;
 	uint64_t addr[MAX_GROUPS];
 	unsigned char buf[MAX_SIZE];
 };
@@ -980,7 +1001,7 @@ static int send_ends(struct producer *p, const struct cmd *c)
 
 		memcpy(p->buf, &key, 8);
 		memcpy(p->buf + 8, &c->id, 8);
-		ret = send_one(p, c, MSG_END, g, END_LEN, false);
+		ret = p->send(p, c, MSG_END, g, END_LEN, false);
 		if (ret < 0)
 			return prod_fail(ret, "end marker to c%u: %s", g, shoal_strerror(ret));
 	}
@@ -1022,7 +1043,7 @@ static int run_tput(struct producer *p, const struct cmd *c, struct prod_result 
 		int ret;
 
 		memcpy(p->buf, &i, 8);
-		ret = send_one(p, c, MSG_WORK, g, c->size, try);
+		ret = p->send(p, c, MSG_WORK, g, c->size, try);
 		if (ret == -EAGAIN && try) {
 			refused++;
 		} else if (ret < 0) {
@@ -1062,12 +1083,58 @@ static int run_lat(struct producer *p, const struct cmd *c, struct prod_result *
 
 		wait_until(next);
 		memcpy(p->buf, &i, 8);
-		ret = send_one(p, c, MSG_WORK, g, c->size, false);
+		ret = p->send(p, c, MSG_WORK, g, c->size, false);
 		if (ret < 0)
 			return prod_fail(ret, "message %" PRIu64 ": %s", i, shoal_strerror(ret));
 		g = g + 1 == p->groups ? 0 : g + 1;
 	}
 	return sample_sent(p, c, res, cpu0, 0);
+}
+
+/* A producer pinned to the producer's CPU, its buffer filled; NULL with
+ * the reason in sh->pr. */
+static struct producer *producer_new(uint32_t groups,
+				     int (*send)(struct producer *, const struct cmd *, uint32_t,
+						 uint32_t, uint32_t, bool))
+{
+	struct producer *p = calloc(1, sizeof(*p));
+
+	if (p == NULL || bench_pin(sh->cpu_prod) < 0) {
+		prod_fail(-ENOMEM, "pinning to CPU %d or allocating", sh->cpu_prod);
+		free(p);
+		return NULL;
+	}
+	p->send = send;
+	p->groups = groups;
+	memset(p->buf, 0x5a, sizeof(p->buf));
+	return p;
+}
+
+/* Say ready, then run the parent's commands until CMD_QUIT. Returns 0, or
+ * a failed command's negative errno (its reason in sh->pr). `seen`: the
+ * command number when the producer started. */
+static int serve(struct producer *p, uint64_t seen)
+{
+	int ret = 0;
+
+	atomic_fetch_add_explicit(&sh->ready, 1, memory_order_relaxed);
+	while (ret == 0) {
+		uint64_t seq;
+		struct cmd c;
+
+		/* A3: pairs with R3 in the parent: the command before its number. */
+		while ((seq = shoal_load_acquire(&sh->cmd_seq)) == seen)
+			msleep(1);
+		seen = seq;
+		c = sh->cmd;
+		if (c.kind == CMD_QUIT)
+			break;
+		memset(&sh->pr, 0, sizeof(sh->pr));
+		ret = c.kind == CMD_LAT ? run_lat(p, &c, &sh->pr) : run_tput(p, &c, &sh->pr);
+		/* R2: pairs with A2 in sample_wait(): the result before its number. */
+		shoal_store_release(&sh->done_seq, seq);
+	}
+	return ret;
 }
 
 static int producer_main(const char *system, uint32_t groups)
@@ -1076,24 +1143,21 @@ static int producer_main(const char *system, uint32_t groups)
 				      .n_types = COUNT(types), .node = -1,
 				      .on_message = on_message };
 	struct shoal_err err = { "" };
-	struct producer *p = calloc(1, sizeof(*p));
-	struct shoal_group *g;
 	uint64_t seen = shoal_load_relaxed(&sh->cmd_seq);
+	struct producer *p = producer_new(groups, send_one);
+	struct shoal_group *g;
 	int ret;
 
-	if (p == NULL || bench_pin(sh->cpu_prod) < 0) {
-		prod_fail(-ENOMEM, "pinning to CPU %d or allocating", sh->cpu_prod);
+	if (p == NULL)
 		return 1;
-	}
 	prctl(PR_SET_TIMERSLACK, 1UL);   /* pacing: wake when asked */
 	ret = shoal_group_attach(&g, &d, system, &err);
 	if (ret < 0) {
 		prod_fail(ret, "attach: %s (%s)", shoal_strerror(ret), err.msg);
+		free(p);
 		return 1;
 	}
 	p->ctx = shoal_group_worker(g, 0);
-	p->groups = groups;
-	memset(p->buf, 0x5a, sizeof(p->buf));
 	/* Warm-up: one routed and one direct message per group, so that the
 	 * dispatcher and the direct rings are attached (and prefaulted) before
 	 * any sample. */
@@ -1113,23 +1177,7 @@ static int producer_main(const char *system, uint32_t groups)
 			prod_fail(ret, "warm-up to %s: %s", name, shoal_strerror(ret));
 	}
 	if (ret == 0)
-		atomic_fetch_add_explicit(&sh->ready, 1, memory_order_relaxed);
-	while (ret == 0) {
-		uint64_t seq;
-		struct cmd c;
-
-		/* A3: pairs with R3 in the parent: the command before its number. */
-		while ((seq = shoal_load_acquire(&sh->cmd_seq)) == seen)
-			msleep(1);
-		seen = seq;
-		c = sh->cmd;
-		if (c.kind == CMD_QUIT)
-			break;
-		memset(&sh->pr, 0, sizeof(sh->pr));
-		ret = c.kind == CMD_LAT ? run_lat(p, &c, &sh->pr) : run_tput(p, &c, &sh->pr);
-		/* R2: pairs with A2 in sample_wait(): the result before its number. */
-		shoal_store_release(&sh->done_seq, seq);
-	}
+		ret = serve(p, seen);
 	shoal_group_detach(g);
 	free(p);
 	return ret < 0 ? 1 : 0;
@@ -1490,49 +1538,57 @@ out:
 }
 
 /*
- * Start the system for the end-to-end samples: router, producer, then the
- * G consumers. The producer attaches first and sends its warm-up (one
- * routed and one direct message per group) while no consumer runs, so that
- * the router creates every direct ring before the consumers start and the
- * timed samples include no ring creation.
+ * Start the children of a system whose router is up: the producer, then
+ * the G consumers, and wait until each consumer has handled `warm` warm-up
+ * messages. The producer attaches first and sends its warm-up while no
+ * consumer runs, so that the router creates every direct ring before the
+ * consumers start and the timed samples include no ring creation.
  */
-static int sys_start(struct sys *s, const struct opts *op, uint32_t groups, int route)
+static int children_start(struct sys *s, int (*prod)(const char *, uint32_t),
+			  int (*cons)(const char *, uint32_t), uint64_t warm)
 {
 	struct watch w;
-	int ret = router_up(s, groups, route, 0, op->cpu);
+	int ret = 0;
 
-	if (ret < 0)
-		return ret;
 	memset(sh->cons, 0, sizeof(sh->cons));
 	atomic_store(&sh->ready, 0);
 	atomic_store(&sh->cmd_seq, 0);
 	atomic_store(&sh->done_seq, 0);
 	memset(&sh->pr, 0, sizeof(sh->pr));
-	sh->groups = groups;
+	sh->groups = s->groups;
 	watch_start(&w, s, CAP_NS);
-	s->prod = spawn(producer_main, s->name, groups);
+	s->prod = spawn(prod, s->name, s->groups);
 	if (s->prod < 0) {
 		ret = (int)s->prod;
 		s->prod = 0;
 	}
 	while (ret == 0 && atomic_load(&sh->ready) < 1)
 		ret = watch_step(s, &w, "the producer's warm-up", 1);
-	for (uint32_t i = 0; i < groups && ret == 0; i++) {
-		s->cons[i] = spawn(consumer_main, s->name, i);
+	for (uint32_t i = 0; i < s->groups && ret == 0; i++) {
+		s->cons[i] = spawn(cons, s->name, i);
 		if (s->cons[i] < 0) {
 			ret = (int)s->cons[i];
 			s->cons[i] = 0;
 		}
 	}
-	while (ret == 0 && atomic_load(&sh->ready) < groups + 1)
+	while (ret == 0 && atomic_load(&sh->ready) < s->groups + 1)
 		ret = watch_step(s, &w, "the group processes to attach", 2);
-	/* The warm-up: one routed and one direct message per consumer. */
-	for (uint32_t i = 0; i < groups && ret == 0; i++)
-		while (ret == 0 && shoal_load_relaxed(&sh->cons[i].received) < 2)
+	for (uint32_t i = 0; i < s->groups && ret == 0; i++)
+		while (ret == 0 && shoal_load_relaxed(&sh->cons[i].received) < warm)
 			ret = watch_step(s, &w, "the warm-up messages", 1);
 	if (ret < 0)
 		sys_down(s, false);
 	return ret;
+}
+
+/* Start the system for the end-to-end samples: router, producer, then the
+ * G consumers; the warm-up is one routed and one direct message per
+ * consumer. */
+static int sys_start(struct sys *s, const struct opts *op, uint32_t groups, int route)
+{
+	int ret = router_up(s, groups, route, 0, op->cpu);
+
+	return ret < 0 ? ret : children_start(s, producer_main, consumer_main, 2);
 }
 
 /* Run one command on the producer and wait until every consumer has its

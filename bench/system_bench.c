@@ -27,7 +27,7 @@
  *    polls it, then sleeps on its doorbell, and a waker thread of this
  *    process (pinned where the dispatcher is) makes held wake-ups by the
  *    deadline: Shoal's wake policy without Shoal. Also with a notify after
- *    every message (`send_wake_each`).
+ *    every message (`send_wake_each`). Tables give Shoal ÷ plain per run.
  *  - lat: a paced producer at a fixed offered load (--rate); consumers
  *    record now - envelope send_ns into histograms in shared memory;
  *    p50 / p99 / p99.9 over all consumers.
@@ -2507,8 +2507,8 @@ static void report_header(FILE *f, const struct plan *pl, const struct opts *op)
 	bench_md_machine(f);
 	if (!op->idle)
 		fprintf(f, "- pinning: producer on CPU %d (held in %u of %u samples), dispatcher "
-			"on CPU %d (held in %u of %u), consumers unpinned\n", op->cpu[0], hp, all,
-			op->cpu[1], hd, all);
+			"(the plain reference: its waker) on CPU %d (held in %u of %u), consumers "
+			"unpinned\n", op->cpu[0], hp, all, op->cpu[1], hd, all);
 	if (np > 0) {
 		struct bench_mmm m = bench_mmm(probes, np);
 
@@ -2602,25 +2602,39 @@ static void report_tput(FILE *f, const struct plan *pl, const struct opts *op)
 		"the last consumer's end marker; `refused`: try_send calls that returned -EAGAIN "
 		"(routed try_send copies the dispatcher dropped for a full destination are in "
 		"the CSV, `dropped`). `procs`: polling threads (* more than the %ld CPUs).\n\n"
+		"`plain` is the plain reference, run in the same runs between Shoal's systems: "
+		"the same producer (CPU %d), calls, sizes and round robin, into one plain SPSC "
+		"ring (shoal/ring.h, %u KiB like a direct ring) per consumer process, consumers "
+		"unpinned that spin %u us then sleep on a doorbell (shoal_doorbell_idle_wait), "
+		"under Shoal's wake policy: wake-ups moderated (shoal_doorbell_wake_mod) and "
+		"made by the deadline (%.0f ms) by a waker thread on CPU %d, where the "
+		"dispatcher runs; a full ring waited for as send does. `send_wake_each`: the "
+		"same with shoal_doorbell_notify() after every message. It has no envelope, "
+		"routing, link table or registry: Shoal ÷ plain is their cost.\n\n"
 		"| groups | size | path | call | route | sender ns/call | sender CPU ns/call | "
 		"dispatch CPU ns/msg | delivered msg/s | refused %% | probe ns | procs | "
 		"disturbed |\n"
 		"|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n", op->cpu[0],
-		op->calls, pl->ncpu);
+		op->calls, pl->ncpu, op->cpu[0], PLAIN_RING_CAP / 1024,
+		SHOAL_DOORBELL_SPIN_NS_DEFAULT / 1000, (double)PLAIN_DEADLINE_NS / 1e6, op->cpu[1]);
+	/* Direct (k -1), routed in each route mode, then the plain reference. */
 	for (unsigned gi = 0; gi < op->n_groups; gi++)
 		for (unsigned si = 0; si < op->n_sizes; si++)
-			for (int k = -1; k < N_ROUTE; k++)
+			for (int k = -1; k <= PLAIN_SYSTEM; k++)
 				for (int cl = 0; cl < 2; cl++) {
-					enum path path = k < 0 ? DIRECT : ROUTED;
+					enum path path = k < 0 ? DIRECT : k == PLAIN_SYSTEM ? PLAIN : ROUTED;
+					enum call call = path == PLAIN && cl == 1 ? SEND_WAKE_EACH :
+						     (enum call)cl;
 					const struct point *pt = find(pl, SEC_TPUT, op->groups[gi],
-								      op->sizes[si], k, path,
-								      (enum call)cl);
+								      op->sizes[si],
+								      path == ROUTED ? k : -1, path,
+								      call);
 
 					if (pt == NULL)
 						continue;
 					fprintf(f, "| %u | %u | %s | %s | %s | %s | %s | %s | %s | %s | "
 						"%s | %s | %s |\n", pt->groups, pt->size,
-						path == ROUTED ? "routed" : "direct", call_name(pt),
+						path_name(pt), call_name(pt),
 						route_of(pt), cell(a, sizeof(a), pt, get_call, 1),
 						cell(a2, sizeof(a2), pt, get_call_cpu, 1),
 						path == ROUTED ? cell(b, sizeof(b), pt, get_disp, 1)
@@ -2634,42 +2648,70 @@ static void report_tput(FILE *f, const struct plan *pl, const struct opts *op)
 	fprintf(f, "\n");
 }
 
-/* Medians only, one column per send kind: the seed experiment at a glance. */
+/* A kind of send as the pivot tables name it. */
+struct send_kind {
+	enum path path;
+	enum call call;
+	int route;
+	const char *name;
+};
+
+/*
+ * Medians, one column per send kind: the seed experiment at a glance, with
+ * the plain reference beside it; then run-by-run ratios: routed send,
+ * chain ÷ indexed, and Shoal ÷ plain (moderated wake-ups, as Shoal's).
+ */
 static void report_pivot(FILE *f, const struct plan *pl, const struct opts *op, obs_get get,
 			 const char *title, int prec)
 {
-	static const struct { enum path path; enum call call; int route; const char *name; } col[] = {
+	static const struct send_kind col[] = {
 		{ ROUTED, SEND, 0, "routed send" }, { ROUTED, TRY_SEND, 0, "routed try_send" },
 		{ DIRECT, SEND, -1, "direct send" }, { DIRECT, TRY_SEND, -1, "direct try_send" },
 		{ ROUTED, SEND, 1, "routed send (flat)" }, { ROUTED, SEND, 2, "routed send (chain)" },
+		{ PLAIN, SEND, -1, "plain" }, { PLAIN, SEND_WAKE_EACH, -1, "plain, wake each" },
+	};
+	/* Numerators of the ratios; the first one's denominator is indexed
+	 * routed send, the others' the plain reference. */
+	static const struct send_kind num[] = {
+		{ ROUTED, SEND, 2, "chain ÷ indexed (routed send)" },
+		{ ROUTED, SEND, 0, "routed send ÷ plain" }, { DIRECT, SEND, -1, "direct send ÷ plain" },
+		{ DIRECT, TRY_SEND, -1, "direct try_send ÷ plain" },
 	};
 	uint32_t sz = op->sizes[0];
 
-	fprintf(f, "### %s, %u-byte messages (medians)\n\n| groups | procs |", title, sz);
+	fprintf(f, "### %s, %u-byte messages (medians)\n\nRatios are taken run by run, then "
+		"median [min, max]; `plain` is the plain reference of the same runs (see the "
+		"end-to-end table).\n\n| groups | procs |", title, sz);
 	for (size_t k = 0; k < COUNT(col); k++)
 		fprintf(f, " %s |", col[k].name);
-	fprintf(f, " chain ÷ indexed (routed send) |\n|---:|---:|");
-	for (size_t k = 0; k <= COUNT(col); k++)
+	for (size_t k = 0; k < COUNT(num); k++)
+		fprintf(f, " %s |", num[k].name);
+	fprintf(f, "\n|---:|---:|");
+	for (size_t k = 0; k < COUNT(col) + COUNT(num); k++)
 		fprintf(f, "---:|");
 	fprintf(f, "\n");
 	for (unsigned gi = 0; gi < op->n_groups; gi++) {
+		uint32_t g = op->groups[gi];
+		const struct point *ix = find(pl, SEC_TPUT, g, sz, 0, ROUTED, SEND);
+		const struct point *plain = find(pl, SEC_TPUT, g, sz, -1, PLAIN, SEND);
 		char pr[16], r[64];
-		const struct point *ch, *ix;
 
-		fprintf(f, "| %u | %s |", op->groups[gi],
-			procs_cell(pr, sizeof(pr), pl, op->groups[gi]));
+		fprintf(f, "| %u | %s |", g, procs_cell(pr, sizeof(pr), pl, g));
 		for (size_t k = 0; k < COUNT(col); k++) {
-			const struct point *pt = find(pl, SEC_TPUT, op->groups[gi], sz, col[k].route,
-						      col[k].path, col[k].call);
+			const struct point *pt = find(pl, SEC_TPUT, g, sz, col[k].route, col[k].path,
+						      col[k].call);
 
 			if (pt == NULL)
 				fprintf(f, " — |");
 			else
 				fprintf(f, " %.*f |", prec, point_mmm(pt, get).med);
 		}
-		ch = find(pl, SEC_TPUT, op->groups[gi], sz, 2, ROUTED, SEND);
-		ix = find(pl, SEC_TPUT, op->groups[gi], sz, 0, ROUTED, SEND);
-		fprintf(f, " %s |\n", ratio_cell(r, sizeof(r), ch, ix, get));
+		for (size_t k = 0; k < COUNT(num); k++)
+			fprintf(f, " %s |", ratio_cell(r, sizeof(r),
+						       find(pl, SEC_TPUT, g, sz, num[k].route,
+							    num[k].path, num[k].call),
+						       k == 0 ? ix : plain, get));
+		fprintf(f, "\n");
 	}
 	fprintf(f, "\n");
 }

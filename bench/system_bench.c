@@ -1257,7 +1257,10 @@ static int producer_main(const char *system, uint32_t groups)
  * as the dispatchers do (wake_held() in runtime/data/dispatch.c). A full
  * ring is waited for as Shoal's send does: ring the consumer, then
  * poll_wait on the ring's space doorbell, which the consumer rings after
- * each release. No envelope, no routing, no link table, no registry.
+ * each release. No envelope, no routing, no link table, no registry. A
+ * Shoal worker also makes the wake-ups it holds when it goes idle
+ * (shoal__wake_flush() in shoal_poll()); the benchmark's producer only
+ * sends and never polls, so it never does, and neither does this one.
  */
 #define PLAIN_RING_CAP SHOAL_ROUTER_DIRECT_CAPACITY_DEFAULT
 #define PLAIN_DEADLINE_NS ((uint64_t)SHOAL_ROUTER_WAKE_DEADLINE_DEFAULT)

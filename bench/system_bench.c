@@ -21,6 +21,13 @@
  *    route mode) and direct. The producer's wall and CPU time per call, the
  *    dispatcher thread's CPU time per routed message, and the delivered
  *    rate (first call to the last consumer's end marker).
+ *    Beside them, in the same run, the plain reference (`plain`): one
+ *    producer process writes round robin into G plain SPSC rings (shoal/
+ *    ring.h, in a mapping made before fork), one consumer process per ring
+ *    polls it, then sleeps on its doorbell, and a waker thread of this
+ *    process (pinned where the dispatcher is) makes held wake-ups by the
+ *    deadline: Shoal's wake policy without Shoal. Also with a notify after
+ *    every message (`send_wake_each`). Tables give Shoal ÷ plain per run.
  *  - lat: a paced producer at a fixed offered load (--rate); consumers
  *    record now - envelope send_ns into histograms in shared memory;
  *    p50 / p99 / p99.9 over all consumers.
@@ -38,12 +45,14 @@
  * ratios are taken run by run, then summarised the same way.
  *
  * Pinning: the producer on CPU A, the dispatcher on CPU B (a described
- * one-node topology pins it), consumers unpinned. With G + 2 polling
- * threads on the machine's CPUs the report says where they outnumber them.
+ * one-node topology pins it), consumers unpinned; the plain reference's
+ * producer on CPU A and its waker on CPU B. With G + 2 polling threads on
+ * the machine's CPUs the report says where they outnumber them.
  *
  * Ordering guarantees (the benchmark's shared block, not Shoal's):
- *   R1 (consumer: release store of end_id after its counters and histogram)
- *      pairs with A1 (parent: acquire load of end_id) in sample_wait().
+ *   R1 (consumer: release store of end_id after its counters and histogram,
+ *      in cons_end()) pairs with A1 (parent: acquire load of end_id) in
+ *      sample_wait().
  *   R2 (producer: release store of done_seq after its result) pairs with A2
  *      (parent: acquire load of done_seq).
  *   R3 (parent: release store of cmd_seq after the command) pairs with A3
@@ -51,6 +60,8 @@
  *   R4 (parent: release store of fill_req after the hold) pairs with A4
  *      (filler), R5 (filler: release store of fill_done after fill_count)
  *      with A5 (parent), in backlog_cycles() and filler_main().
+ *   The plain reference's rings and doorbells order themselves (R1/A1,
+ *   R2/A2 of shm/ring.c; F1/F2 of shm/doorbell.c).
  *   Everything else the children read was written before fork().
  * Progress: every wait of the parent notices a dead child or Ctrl-C, and
  * fails when nothing has moved for STALL_NS or when it has run CAP_NS
@@ -61,6 +72,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -83,6 +95,7 @@
 
 #define MSG_WORK 1u
 #define MSG_END 2u
+#define MSG_QUIT 3u               /* plain reference: the consumer leaves */
 #define END_LEN 16u
 #define MAX_GROUPS 128u
 #define MAX_LIST 16u
@@ -149,8 +162,9 @@ static const struct mode_cfg modes[] = {
 };
 
 enum section { SEC_DISPATCH, SEC_BACKLOG, SEC_TPUT, SEC_LAT, SEC_IDLE };
-enum path { ROUTED, DIRECT };
-enum call { SEND, TRY_SEND };
+enum path { ROUTED, DIRECT, PLAIN };
+/* SEND_WAKE_EACH: the plain reference with a notify after every message. */
+enum call { SEND, TRY_SEND, SEND_WAKE_EACH };
 
 static const char *const section_name[] = { "dispatch", "backlog", "tput", "lat", "idle" };
 
@@ -268,7 +282,26 @@ struct shared {
 	struct bench_hist hist[MAX_GROUPS];
 };
 
+/*
+ * The plain reference's mapping (MAP_SHARED, made before fork): the
+ * doorbells, then G rings of PLAIN_RING_CAP data bytes, ring_len apart
+ * from ring_off.
+ */
+struct plain_bells {
+	struct shoal_doorbell in_db;     /* its consumer sleeps on it */
+	struct shoal_doorbell space_db;  /* the producer sleeps on it while the ring is full */
+};
+
+struct plain_shm {
+	struct shoal_doorbell waker;     /* rung by the producer on a first held wake-up */
+	_Atomic uint32_t stop;           /* the waker leaves */
+	uint32_t groups;
+	uint64_t ring_off, ring_len;
+	struct plain_bells c[MAX_GROUPS];
+};
+
 static struct shared *sh;
+static struct plain_shm *psh;   /* the plain system's, while it runs */
 static pid_t parent_pid;
 
 static struct shoal_type types[2] = {
@@ -512,6 +545,12 @@ struct sys {
 	uint64_t alone_calls;     /* messages it routes */
 	struct bench_schedstat alone_disp;  /* the dispatcher thread's schedstat then */
 	const struct watch *watch; /* the wait under way, if any */
+	/* The plain reference (r NULL): its mapping and its waker thread,
+	 * which stands where the dispatcher does (disp_tid). */
+	struct plain_shm *plain;
+	size_t plain_len;
+	pthread_t waker;
+	bool waker_on;
 };
 
 /* The live system, for the error and signal paths. */
@@ -520,8 +559,13 @@ static unsigned sys_count;
 
 static void disp_counters(const struct sys *s, uint64_t *msgs, uint64_t *busy, uint64_t *drops)
 {
-	const struct shoal__reg_dispatcher *d = &s->reg.hdr->disp[0];
+	const struct shoal__reg_dispatcher *d;
 
+	if (!s->reg_ok) {
+		*msgs = *busy = *drops = 0;   /* the plain reference: no dispatcher */
+		return;
+	}
+	d = &s->reg.hdr->disp[0];
 	/* Relaxed: single-writer statistics; the sample's end markers (A1)
 	 * and the settle loop in sample_wait() bound how stale they are. */
 	*msgs = shoal_load_relaxed(&d->messages);
@@ -593,9 +637,11 @@ static void sys_dump(const struct sys *s)
 	uint64_t got = 0, m, b, d;
 	char load[128];
 
-	if (s->r == NULL)
+	if (s->r == NULL && s->plain == NULL)
 		return;
-	shoal_router_stats(s->r, &st);
+	memset(&st, 0, sizeof(st));
+	if (s->r != NULL)
+		shoal_router_stats(s->r, &st);
 	loadavg(load, sizeof(load));
 	if (s->alone != NULL) {
 		const struct point *pt = s->alone;
@@ -629,10 +675,15 @@ static void sys_dump(const struct sys *s)
 	}
 	for (uint32_t i = 0; i < s->groups; i++)
 		got += shoal_load_relaxed(&sh->cons[i].received);
-	fprintf(stderr, PROG ": %s (route mode %s, %u groups): %u group processes attached; "
-		"router: %" PRIu64 " routed, %" PRIu64 " delivered, %" PRIu64 " handled, %" PRIu64
-		" direct, %" PRIu64 " dropped\n", s->name, route_name[s->route], s->groups,
-		st.running, st.routed, st.delivered, st.handled, st.sent_direct, st.dropped);
+	if (s->plain != NULL)
+		fprintf(stderr, PROG ": %s (plain reference, %u groups): waker thread %d%s\n",
+			s->name, s->groups, (int)s->disp_tid, s->waker_on ? "" : " not started");
+	else
+		fprintf(stderr, PROG ": %s (route mode %s, %u groups): %u group processes attached; "
+			"router: %" PRIu64 " routed, %" PRIu64 " delivered, %" PRIu64 " handled, %"
+			PRIu64 " direct, %" PRIu64 " dropped\n", s->name, route_name[s->route],
+			s->groups, st.running, st.routed, st.delivered, st.handled, st.sent_direct,
+			st.dropped);
 	fprintf(stderr, PROG ":   %u of %u processes ready; commands %" PRIu64 " sent, %" PRIu64
 		" done; consumers received %" PRIu64 " since the system started\n",
 		atomic_load(&sh->ready), s->groups + 1, shoal_load_relaxed(&sh->cmd_seq),
@@ -740,9 +791,11 @@ static void on_destroy_hang(int sig)
 	_exit(EXIT_FAILURE);
 }
 
+static void plain_release(struct sys *s);
+
 /*
  * Stop the system: graceful asks the producer to leave and the groups to
- * drain; otherwise (an error, Ctrl-C) every child is killed at once. Then
+ * drain (the plain reference's producer tells its consumers); otherwise (an error, Ctrl-C) every child is killed at once. Then
  * the router is destroyed, which removes the system's segments. Safe to
  * call on a partly started system and twice.
  */
@@ -770,6 +823,8 @@ static void sys_down(struct sys *s, bool graceful)
 	for (uint32_t i = 0; i < s->groups; i++)
 		if (s->cons[i] > 0)
 			reap(s->cons[i], grace);
+	if (s->plain != NULL)
+		plain_release(s);
 	if (s->reg_ok)
 		shoal_seg_detach(&s->reg.seg);
 	if (s->r != NULL) {
@@ -787,8 +842,9 @@ static void sys_down(struct sys *s, bool graceful)
 	memset(s, 0, sizeof(*s));
 }
 
-/* The dispatcher thread's id, found by its name once it has set it. */
-static pid_t find_dispatcher(void)
+/* The id of this process's thread named `comm` (the dispatcher, the plain
+ * reference's waker), found once it has its name. */
+static pid_t find_thread(const char *comm)
 {
 	for (int tries = 0; tries < 1000; tries++) {
 		DIR *d = opendir("/proc/self/task");
@@ -796,15 +852,15 @@ static pid_t find_dispatcher(void)
 		pid_t tid = 0;
 
 		while (d != NULL && tid == 0 && (e = readdir(d)) != NULL) {
-			char path[300], comm[32] = "";
+			char path[300], name[32] = "";
 			FILE *f;
 
 			snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
 			f = fopen(path, "re");
 			if (f == NULL)
 				continue;
-			if (fgets(comm, sizeof(comm), f) != NULL &&
-			    strncmp(comm, "shoal-disp-0", 12) == 0)
+			if (fgets(name, sizeof(name), f) != NULL &&
+			    strncmp(name, comm, strlen(comm)) == 0)
 				tid = atoi(e->d_name);
 			fclose(f);
 		}
@@ -871,7 +927,7 @@ static int router_up(struct sys *s, uint32_t groups, int route, uint32_t in_cap,
 		goto fail;
 	s->reg_ok = true;
 	shoal_router_hold(s->r, false);
-	s->disp_tid = find_dispatcher();
+	s->disp_tid = find_thread("shoal-disp-0");
 	if (s->disp_tid == 0) {
 		snprintf(err.msg, sizeof(err.msg), "no dispatcher thread");
 		ret = -ESRCH;
@@ -889,31 +945,47 @@ fail:
 static uint32_t cons_index;
 static uint64_t cons_received, cons_misrouted;
 
-static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
+/* A sample's end marker (payload: key, sample id) came. */
+static void cons_end(const void *data, uint32_t len)
 {
 	struct cons_stat *cs = &sh->cons[cons_index];
-	uint64_t key = 0, id = 0;
+	uint64_t id = 0;
 
-	(void)a;
-	if (m->len >= 8)
-		memcpy(&key, m->data, 8);
-	if (m->type == MSG_END) {
-		if (m->len >= END_LEN)
-			memcpy(&id, (const unsigned char *)m->data + 8, 8);
-		/* Relaxed: published by the release below. */
-		shoal_store_relaxed(&cs->end_ns, shoal__now_ns());
-		/* R1: pairs with A1 in sample_wait(): this consumer's counters
-		 * and histogram are complete for the sample before its id. */
-		shoal_store_release(&cs->end_id, id);
-		return;
-	}
-	/* Relaxed: a flag the parent sets while no message is in flight. */
-	if (shoal_load_relaxed(&sh->lat_on))
-		bench_hist_add(&sh->hist[cons_index], shoal__now_ns() - m->env->send_ns);
-	if (key % sh->groups != cons_index)
+	if (len >= END_LEN)
+		memcpy(&id, (const unsigned char *)data + 8, 8);
+	/* Relaxed: published by the release below. */
+	shoal_store_relaxed(&cs->end_ns, shoal__now_ns());
+	/* R1: pairs with A1 in sample_wait(): this consumer's counters
+	 * and histogram are complete for the sample before its id. */
+	shoal_store_release(&cs->end_id, id);
+}
+
+/* A message handled; `bad`: it was not this consumer's to take. */
+static void cons_work(bool bad)
+{
+	struct cons_stat *cs = &sh->cons[cons_index];
+
+	if (bad)
 		shoal_store_relaxed(&cs->misrouted, ++cons_misrouted);
 	/* Relaxed: this consumer is the only writer; R1 publishes it. */
 	shoal_store_relaxed(&cs->received, ++cons_received);
+}
+
+static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	uint64_t key = 0;
+
+	(void)a;
+	if (m->type == MSG_END) {
+		cons_end(m->data, m->len);
+		return;
+	}
+	if (m->len >= 8)
+		memcpy(&key, m->data, 8);
+	/* Relaxed: a flag the parent sets while no message is in flight. */
+	if (shoal_load_relaxed(&sh->lat_on))
+		bench_hist_add(&sh->hist[cons_index], shoal__now_ns() - m->env->send_ns);
+	cons_work(key % sh->groups != cons_index);
 }
 
 static int consumer_main(const char *system, uint32_t i)
@@ -941,10 +1013,20 @@ static int consumer_main(const char *system, uint32_t i)
 
 /* ---- the producer ------------------------------------------------------------------- */
 
+/* Shoal's producer and the plain reference's: the loops are the same, the
+ * send is theirs. */
 struct producer {
-	struct shoal_ctx *ctx;
+	/* Send `len` bytes of buf to consumer g on the command's path. */
+	int (*send)(struct producer *p, const struct cmd *c, uint32_t type, uint32_t g,
+		    uint32_t len, bool try);
 	uint32_t groups;
+	/* Shoal's */
+	struct shoal_ctx *ctx;
 	uint64_t addr[MAX_GROUPS];
+	/* The plain reference's: a ring to each consumer, and its wake-ups */
+	struct shoal_ring_prod out[MAX_GROUPS];
+	uint32_t unann[MAX_GROUPS];   /* committed since the last SHOAL_WAKE_DONE */
+	struct shoal_wake_mod mod;
 	unsigned char buf[MAX_SIZE];
 };
 
@@ -980,7 +1062,7 @@ static int send_ends(struct producer *p, const struct cmd *c)
 
 		memcpy(p->buf, &key, 8);
 		memcpy(p->buf + 8, &c->id, 8);
-		ret = send_one(p, c, MSG_END, g, END_LEN, false);
+		ret = p->send(p, c, MSG_END, g, END_LEN, false);
 		if (ret < 0)
 			return prod_fail(ret, "end marker to c%u: %s", g, shoal_strerror(ret));
 	}
@@ -1022,7 +1104,7 @@ static int run_tput(struct producer *p, const struct cmd *c, struct prod_result 
 		int ret;
 
 		memcpy(p->buf, &i, 8);
-		ret = send_one(p, c, MSG_WORK, g, c->size, try);
+		ret = p->send(p, c, MSG_WORK, g, c->size, try);
 		if (ret == -EAGAIN && try) {
 			refused++;
 		} else if (ret < 0) {
@@ -1062,12 +1144,58 @@ static int run_lat(struct producer *p, const struct cmd *c, struct prod_result *
 
 		wait_until(next);
 		memcpy(p->buf, &i, 8);
-		ret = send_one(p, c, MSG_WORK, g, c->size, false);
+		ret = p->send(p, c, MSG_WORK, g, c->size, false);
 		if (ret < 0)
 			return prod_fail(ret, "message %" PRIu64 ": %s", i, shoal_strerror(ret));
 		g = g + 1 == p->groups ? 0 : g + 1;
 	}
 	return sample_sent(p, c, res, cpu0, 0);
+}
+
+/* A producer pinned to the producer's CPU, its buffer filled; NULL with
+ * the reason in sh->pr. */
+static struct producer *producer_new(uint32_t groups,
+				     int (*send)(struct producer *, const struct cmd *, uint32_t,
+						 uint32_t, uint32_t, bool))
+{
+	struct producer *p = calloc(1, sizeof(*p));
+
+	if (p == NULL || bench_pin(sh->cpu_prod) < 0) {
+		prod_fail(-ENOMEM, "pinning to CPU %d or allocating", sh->cpu_prod);
+		free(p);
+		return NULL;
+	}
+	p->send = send;
+	p->groups = groups;
+	memset(p->buf, 0x5a, sizeof(p->buf));
+	return p;
+}
+
+/* Say ready, then run the parent's commands until CMD_QUIT. Returns 0, or
+ * a failed command's negative errno (its reason in sh->pr). `seen`: the
+ * command number when the producer started. */
+static int serve(struct producer *p, uint64_t seen)
+{
+	int ret = 0;
+
+	atomic_fetch_add_explicit(&sh->ready, 1, memory_order_relaxed);
+	while (ret == 0) {
+		uint64_t seq;
+		struct cmd c;
+
+		/* A3: pairs with R3 in the parent: the command before its number. */
+		while ((seq = shoal_load_acquire(&sh->cmd_seq)) == seen)
+			msleep(1);
+		seen = seq;
+		c = sh->cmd;
+		if (c.kind == CMD_QUIT)
+			break;
+		memset(&sh->pr, 0, sizeof(sh->pr));
+		ret = c.kind == CMD_LAT ? run_lat(p, &c, &sh->pr) : run_tput(p, &c, &sh->pr);
+		/* R2: pairs with A2 in sample_wait(): the result before its number. */
+		shoal_store_release(&sh->done_seq, seq);
+	}
+	return ret;
 }
 
 static int producer_main(const char *system, uint32_t groups)
@@ -1076,24 +1204,21 @@ static int producer_main(const char *system, uint32_t groups)
 				      .n_types = COUNT(types), .node = -1,
 				      .on_message = on_message };
 	struct shoal_err err = { "" };
-	struct producer *p = calloc(1, sizeof(*p));
-	struct shoal_group *g;
 	uint64_t seen = shoal_load_relaxed(&sh->cmd_seq);
+	struct producer *p = producer_new(groups, send_one);
+	struct shoal_group *g;
 	int ret;
 
-	if (p == NULL || bench_pin(sh->cpu_prod) < 0) {
-		prod_fail(-ENOMEM, "pinning to CPU %d or allocating", sh->cpu_prod);
+	if (p == NULL)
 		return 1;
-	}
 	prctl(PR_SET_TIMERSLACK, 1UL);   /* pacing: wake when asked */
 	ret = shoal_group_attach(&g, &d, system, &err);
 	if (ret < 0) {
 		prod_fail(ret, "attach: %s (%s)", shoal_strerror(ret), err.msg);
+		free(p);
 		return 1;
 	}
 	p->ctx = shoal_group_worker(g, 0);
-	p->groups = groups;
-	memset(p->buf, 0x5a, sizeof(p->buf));
 	/* Warm-up: one routed and one direct message per group, so that the
 	 * dispatcher and the direct rings are attached (and prefaulted) before
 	 * any sample. */
@@ -1113,26 +1238,305 @@ static int producer_main(const char *system, uint32_t groups)
 			prod_fail(ret, "warm-up to %s: %s", name, shoal_strerror(ret));
 	}
 	if (ret == 0)
-		atomic_fetch_add_explicit(&sh->ready, 1, memory_order_relaxed);
-	while (ret == 0) {
-		uint64_t seq;
-		struct cmd c;
-
-		/* A3: pairs with R3 in the parent: the command before its number. */
-		while ((seq = shoal_load_acquire(&sh->cmd_seq)) == seen)
-			msleep(1);
-		seen = seq;
-		c = sh->cmd;
-		if (c.kind == CMD_QUIT)
-			break;
-		memset(&sh->pr, 0, sizeof(sh->pr));
-		ret = c.kind == CMD_LAT ? run_lat(p, &c, &sh->pr) : run_tput(p, &c, &sh->pr);
-		/* R2: pairs with A2 in sample_wait(): the result before its number. */
-		shoal_store_release(&sh->done_seq, seq);
-	}
+		ret = serve(p, seen);
 	shoal_group_detach(g);
 	free(p);
 	return ret < 0 ? 1 : 0;
+}
+
+/* ---- the plain reference ------------------------------------------------------------- */
+
+/*
+ * What a program would write with Shoal's rings and doorbells and nothing
+ * else, under Shoal's wake policy: one plain SPSC ring per consumer, of the
+ * capacity of Shoal's direct rings; each consumer takes up to a Shoal
+ * worker's batch before each release, then sleeps with
+ * shoal_doorbell_idle_wait() at Shoal's spin budget. The producer moderates
+ * its wake-ups (shoal_doorbell_wake_mod(), as a direct send does in
+ * dout_ring()) and a waker makes the held ones by Shoal's default deadline,
+ * as the dispatchers do (wake_held() in runtime/data/dispatch.c). A full
+ * ring is waited for as Shoal's send does: ring the consumer, then
+ * poll_wait on the ring's space doorbell, which the consumer rings after
+ * each release. No envelope, no routing, no link table, no registry. A
+ * Shoal worker also makes the wake-ups it holds when it goes idle
+ * (shoal__wake_flush() in shoal_poll()); the benchmark's producer only
+ * sends and never polls, so it never does, and neither does this one.
+ */
+#define PLAIN_RING_CAP SHOAL_ROUTER_DIRECT_CAPACITY_DEFAULT
+#define PLAIN_DEADLINE_NS ((uint64_t)SHOAL_ROUTER_WAKE_DEADLINE_DEFAULT)
+#define PLAIN_BATCH 32u                             /* a Shoal worker's POLL_BATCH */
+/* How often a waiting sender and an idle consumer look again on their
+ * own, as Shoal's (SLEEP_SLICE_NS, IDLE_SLICE_NS of runtime/data/). */
+#define PLAIN_SEND_SLICE_NS INT64_C(100000000)
+#define PLAIN_IDLE_SLICE_NS INT64_C(5000000000)
+
+static void *plain_ring(uint32_t g)
+{
+	return (unsigned char *)psh + psh->ring_off + (uint64_t)g * psh->ring_len;
+}
+
+struct plain_wait {
+	struct shoal_ring_prod *r;
+	uint32_t len;
+};
+
+/* A waiting send's predicate: room for its record, or a broken ring. */
+static bool plain_room(void *arg)
+{
+	const struct plain_wait *w = arg;
+
+	if (shoal_ring_reserve(w->r, w->len, 0) == NULL)
+		return shoal_ring_prod_error(w->r) != 0;
+	shoal_ring_cancel(w->r);
+	return true;
+}
+
+/* The plain reference's send to consumer g: always blocking (`try` is
+ * not measured); wake-ups moderated, or with SEND_WAKE_EACH a notify after
+ * every message. */
+static int plain_send(struct producer *p, const struct cmd *c, uint32_t type, uint32_t g,
+		      uint32_t len, bool try)
+{
+	struct shoal_ring_prod *r = &p->out[g];
+	struct plain_bells *b = &psh->c[g];
+	struct plain_wait w = { r, len };
+	void *dst;
+
+	(void)try;
+	while ((dst = shoal_ring_reserve(r, len, (uint16_t)type)) == NULL) {
+		if (shoal_ring_prod_error(r))
+			return -EUCLEAN;
+		if (len > shoal_ring_max_payload(r))
+			return -EMSGSIZE;
+		/* Full: a consumer whose wake-up is held must come and drain. */
+		shoal_doorbell_notify(&b->in_db);
+		(void)shoal_doorbell_poll_wait(&b->space_db, SHOAL_DOORBELL_SPIN_NS_DEFAULT,
+					       plain_room, &w, PLAIN_SEND_SLICE_NS);
+	}
+	memcpy(dst, p->buf, len);
+	shoal_ring_commit(r);
+	if (c->call == SEND_WAKE_EACH) {
+		shoal_doorbell_notify(&b->in_db);
+		return 0;
+	}
+	/* The fence the commit needs before a moderated wake-up (F2 of
+	 * shm/doorbell.c); the first hold rings the waker. */
+	shoal_doorbell_fence();
+	switch (shoal_doorbell_wake_mod(&b->in_db, &p->mod, ++p->unann[g])) {
+	case SHOAL_WAKE_DONE:
+		p->unann[g] = 0;
+		break;
+	case SHOAL_WAKE_HELD_FIRST:
+		shoal_doorbell_notify(&psh->waker);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static int plain_producer_main(const char *system, uint32_t groups)
+{
+	uint64_t seen = shoal_load_relaxed(&sh->cmd_seq);
+	struct producer *p = producer_new(groups, plain_send);
+	/* Warm-up and leaving: every message rung at once. */
+	struct cmd now = { .call = SEND_WAKE_EACH };
+	int ret = 0;
+
+	(void)system;
+	if (p == NULL)
+		return 1;
+	shoal_wake_mod_init(&p->mod, PLAIN_DEADLINE_NS);
+	/* Warm-up: one message per ring, then the end markers of "sample 0",
+	 * which reset each consumer's order check. */
+	for (uint32_t i = 0; i < groups && ret == 0; i++) {
+		struct shoal_err err = { "" };
+		uint64_t key = i;
+
+		ret = shoal_ring_prod_attach(&p->out[i], plain_ring(i), psh->ring_len, &err);
+		if (ret < 0) {
+			prod_fail(ret, "plain ring %u: %s", i, err.msg);
+			break;
+		}
+		memcpy(p->buf, &key, 8);
+		ret = plain_send(p, &now, MSG_WORK, i, 16, false);
+		if (ret < 0)
+			prod_fail(ret, "warm-up to plain ring %u: %s", i, shoal_strerror(ret));
+	}
+	if (ret == 0)
+		ret = send_ends(p, &now);
+	if (ret == 0)
+		ret = serve(p, seen);
+	for (uint32_t i = 0; i < groups && ret == 0; i++)
+		ret = plain_send(p, &now, MSG_QUIT, i, 8, false);
+	free(p);
+	return ret < 0 ? 1 : 0;
+}
+
+static bool plain_ready(void *arg)
+{
+	return !shoal_ring_empty(arg);
+}
+
+/* Consumer i: each ring carries keys i, i + G, i + 2G, ... in a sample, so
+ * a message that is not the next key of its ring (lost before it,
+ * duplicated, out of order, or another ring's) is counted as misrouted. */
+static int plain_consumer_main(const char *system, uint32_t i)
+{
+	struct shoal_idle idle = { .spin_max_ns = SHOAL_DOORBELL_SPIN_NS_DEFAULT,
+				   .spin_ns = SHOAL_DOORBELL_SPIN_NS_DEFAULT };
+	struct shoal_err err = { "" };
+	struct shoal_ring_cons c;
+	uint64_t next = i;
+
+	(void)system;
+	cons_index = i;
+	if (shoal_ring_cons_attach(&c, plain_ring(i), psh->ring_len, &err) < 0) {
+		fprintf(stderr, PROG ": plain consumer %u: %s\n", i, err.msg);
+		return 1;
+	}
+	atomic_fetch_add_explicit(&sh->ready, 1, memory_order_relaxed);
+	for (;;) {
+		struct shoal_rec rec;
+		uint32_t n = 0;
+
+		while (n < PLAIN_BATCH && shoal_ring_peek(&c, &rec)) {
+			uint64_t key = 0;
+
+			n++;
+			if (rec.tag == MSG_QUIT)
+				return 0;
+			if (rec.tag == MSG_END) {
+				cons_end(rec.data, rec.len);
+				next = i;
+				continue;
+			}
+			if (rec.len >= 8)
+				memcpy(&key, rec.data, 8);
+			cons_work(key != next);
+			next = key + psh->groups;
+		}
+		if (n > 0) {
+			shoal_ring_release(&c);
+			/* The producer may sleep waiting for the room just made. */
+			shoal_doorbell_notify(&psh->c[i].space_db);
+			continue;
+		}
+		if (shoal_ring_cons_error(&c)) {
+			fprintf(stderr, PROG ": plain consumer %u: ring corrupted\n", i);
+			return 1;
+		}
+		(void)shoal_doorbell_idle_wait(&psh->c[i].in_db, &idle, plain_ready, &c,
+					       PLAIN_IDLE_SLICE_NS);
+	}
+}
+
+/*
+ * The plain reference's waker: what Shoal's dispatcher does for held
+ * wake-ups (wake_held()), and nothing else. It makes every wake-up held
+ * for 3/4 of the deadline, looks again no sooner than a quarter deadline
+ * later, and sleeps until then on its own doorbell, which the producer
+ * rings when it marks a first hold. With no uplink to drain it has no
+ * reason to spin, so it does not.
+ */
+static void *plain_waker(void *arg)
+{
+	const int *cpu = arg;
+	uint64_t age = PLAIN_DEADLINE_NS / 4 * 3;
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);   /* the main thread takes the signals */
+	(void)bench_pin(*cpu);                    /* checked: samples record its CPU */
+	for (;;) {
+		uint64_t now, next = UINT64_MAX;
+		int64_t slice = PLAIN_IDLE_SLICE_NS;
+
+		/* Announced first, so that a hold marked after the scan (or
+		 * the stop) rings us (F1/F2 of shm/doorbell.c). */
+		shoal_doorbell_prepare(&psh->waker);
+		/* Relaxed: plain_release() rings the doorbell after it. */
+		if (atomic_load_explicit(&psh->stop, memory_order_relaxed)) {
+			shoal_doorbell_cancel(&psh->waker);
+			return NULL;
+		}
+		now = shoal__now_ns();
+		for (uint32_t g = 0; g < psh->groups; g++) {
+			uint64_t due = shoal_doorbell_wake_due(&psh->c[g].in_db, now, age);
+
+			next = due < next ? due : next;
+		}
+		if (next != UINT64_MAX) {
+			next = next < now + PLAIN_DEADLINE_NS / 4 ? now + PLAIN_DEADLINE_NS / 4 : next;
+			slice = (int64_t)(next - now);
+		}
+		(void)shoal_doorbell_wait(&psh->waker, slice);
+	}
+}
+
+/*
+ * The plain reference's shared mapping (rings initialised, doorbells
+ * awake) and its waker, pinned where the dispatcher would be. Fills s as
+ * router_up() does; on failure s is torn down.
+ */
+static int plain_up(struct sys *s, uint32_t groups, const int cpu[2])
+{
+	uint64_t off = (sizeof(struct plain_shm) + 127) & ~(uint64_t)127;
+	uint64_t ring_len = (shoal_ring_size(PLAIN_RING_CAP) + 127) & ~(uint64_t)127;
+	int ret = 0;
+
+	memset(s, 0, sizeof(*s));
+	s->groups = groups;
+	s->route = -1;
+	s->cpu[0] = cpu[0];
+	s->cpu[1] = cpu[1];
+	snprintf(s->name, sizeof(s->name), "plain-%d-%u", (int)getpid(), ++sys_count);
+	s->plain_len = off + groups * ring_len;
+	s->plain = mmap(NULL, s->plain_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+			-1, 0);
+	if (s->plain == MAP_FAILED) {
+		ret = -errno;
+		s->plain = NULL;
+		fprintf(stderr, PROG ": %s: mapping %zu bytes: %s\n", s->name, s->plain_len,
+			strerror(-ret));
+		return ret;
+	}
+	psh = s->plain;
+	psh->groups = groups;
+	psh->ring_off = off;
+	psh->ring_len = ring_len;
+	shoal_doorbell_init(&psh->waker);
+	for (uint32_t g = 0; g < groups && ret == 0; g++) {
+		shoal_doorbell_init(&psh->c[g].in_db);
+		shoal_doorbell_init(&psh->c[g].space_db);
+		ret = shoal_ring_init(plain_ring(g), ring_len, PLAIN_RING_CAP, 0);
+	}
+	if (ret == 0)
+		ret = -pthread_create(&s->waker, NULL, plain_waker, &s->cpu[1]);
+	if (ret == 0) {
+		s->waker_on = true;
+		pthread_setname_np(s->waker, "plain-waker");
+		s->disp_tid = find_thread("plain-waker");
+		ret = s->disp_tid > 0 ? 0 : -ESRCH;
+	}
+	if (ret < 0) {
+		fprintf(stderr, PROG ": setting up %s: %s\n", s->name, strerror(-ret));
+		sys_down(s, false);
+	}
+	return ret;
+}
+
+/* Stop the waker and unmap (sys_down(), once the children are gone). */
+static void plain_release(struct sys *s)
+{
+	if (s->waker_on) {
+		/* Relaxed: the notify's fence orders it (F2). */
+		atomic_store_explicit(&s->plain->stop, 1, memory_order_relaxed);
+		shoal_doorbell_notify(&s->plain->waker);
+		pthread_join(s->waker, NULL);
+	}
+	munmap(s->plain, s->plain_len);
+	psh = NULL;
 }
 
 /* ---- the dispatcher alone: a filler keeps the uplink full ---------------------------- */
@@ -1490,49 +1894,67 @@ out:
 }
 
 /*
- * Start the system for the end-to-end samples: router, producer, then the
- * G consumers. The producer attaches first and sends its warm-up (one
- * routed and one direct message per group) while no consumer runs, so that
- * the router creates every direct ring before the consumers start and the
- * timed samples include no ring creation.
+ * Start the children of a system whose router (or plain mapping) is up:
+ * the producer, then the G consumers, and wait until each consumer has
+ * handled `warm` warm-up messages. The producer attaches first and sends
+ * its warm-up while no consumer runs, so that the router creates every
+ * direct ring before the consumers start and the timed samples include no
+ * ring creation.
  */
-static int sys_start(struct sys *s, const struct opts *op, uint32_t groups, int route)
+static int children_start(struct sys *s, int (*prod)(const char *, uint32_t),
+			  int (*cons)(const char *, uint32_t), uint64_t warm)
 {
 	struct watch w;
-	int ret = router_up(s, groups, route, 0, op->cpu);
+	int ret = 0;
 
-	if (ret < 0)
-		return ret;
 	memset(sh->cons, 0, sizeof(sh->cons));
 	atomic_store(&sh->ready, 0);
 	atomic_store(&sh->cmd_seq, 0);
 	atomic_store(&sh->done_seq, 0);
 	memset(&sh->pr, 0, sizeof(sh->pr));
-	sh->groups = groups;
+	sh->groups = s->groups;
 	watch_start(&w, s, CAP_NS);
-	s->prod = spawn(producer_main, s->name, groups);
+	s->prod = spawn(prod, s->name, s->groups);
 	if (s->prod < 0) {
 		ret = (int)s->prod;
 		s->prod = 0;
 	}
 	while (ret == 0 && atomic_load(&sh->ready) < 1)
 		ret = watch_step(s, &w, "the producer's warm-up", 1);
-	for (uint32_t i = 0; i < groups && ret == 0; i++) {
-		s->cons[i] = spawn(consumer_main, s->name, i);
+	for (uint32_t i = 0; i < s->groups && ret == 0; i++) {
+		s->cons[i] = spawn(cons, s->name, i);
 		if (s->cons[i] < 0) {
 			ret = (int)s->cons[i];
 			s->cons[i] = 0;
 		}
 	}
-	while (ret == 0 && atomic_load(&sh->ready) < groups + 1)
+	while (ret == 0 && atomic_load(&sh->ready) < s->groups + 1)
 		ret = watch_step(s, &w, "the group processes to attach", 2);
-	/* The warm-up: one routed and one direct message per consumer. */
-	for (uint32_t i = 0; i < groups && ret == 0; i++)
-		while (ret == 0 && shoal_load_relaxed(&sh->cons[i].received) < 2)
+	for (uint32_t i = 0; i < s->groups && ret == 0; i++)
+		while (ret == 0 && shoal_load_relaxed(&sh->cons[i].received) < warm)
 			ret = watch_step(s, &w, "the warm-up messages", 1);
 	if (ret < 0)
 		sys_down(s, false);
 	return ret;
+}
+
+/* Start the system for the end-to-end samples: router, producer, then the
+ * G consumers; the warm-up is one routed and one direct message per
+ * consumer. */
+static int sys_start(struct sys *s, const struct opts *op, uint32_t groups, int route)
+{
+	int ret = router_up(s, groups, route, 0, op->cpu);
+
+	return ret < 0 ? ret : children_start(s, producer_main, consumer_main, 2);
+}
+
+/* Start the plain reference: its mapping and waker, the producer, then the
+ * G consumers; the warm-up is one message per consumer. */
+static int plain_start(struct sys *s, const struct opts *op, uint32_t groups)
+{
+	int ret = plain_up(s, groups, op->cpu);
+
+	return ret < 0 ? ret : children_start(s, plain_producer_main, plain_consumer_main, 1);
 }
 
 /* Run one command on the producer and wait until every consumer has its
@@ -1768,7 +2190,9 @@ static int plan_build(struct plan *pl, const struct opts *op)
 		for (unsigned si = 0; si < op->n_sizes; si++)
 			for (int cl = 0; cl < 2; cl++)
 				if (!plan_add(pl, op, SEC_TPUT, g, op->sizes[si], -1, DIRECT,
-					      (enum call)cl))
+					      (enum call)cl) ||
+				    !plan_add(pl, op, SEC_TPUT, g, op->sizes[si], -1, PLAIN,
+					      cl == 0 ? SEND : SEND_WAKE_EACH))
 					return -ENOMEM;
 		if (!plan_add(pl, op, SEC_LAT, g, op->sizes[0], -1, DIRECT, SEND))
 			return -ENOMEM;
@@ -1780,7 +2204,16 @@ static int plan_build(struct plan *pl, const struct opts *op)
 
 static const char *call_name(const struct point *pt)
 {
-	return pt->call == SEND ? "send" : "try_send";
+	static const char *const name[] = { "send", "try_send", "send_wake_each" };
+
+	return name[pt->call];
+}
+
+static const char *path_name(const struct point *pt)
+{
+	static const char *const name[] = { "routed", "direct", "plain" };
+
+	return name[pt->path];
 }
 
 static const char *route_of(const struct point *pt)
@@ -1801,7 +2234,7 @@ static void progress(const struct plan *pl, unsigned run, const struct point *pt
 		break;
 	case SEC_TPUT:
 		fprintf(stderr, "%s %-8s %-7s %5u B: %7.1f ns/call (cpu %.1f), %9.0f msg/s",
-			pt->path == ROUTED ? "routed" : "direct", call_name(pt), route_of(pt),
+			path_name(pt), call_name(pt), route_of(pt),
 			pt->size, o->call_ns, o->call_cpu_ns, o->mps);
 		if (pt->path == ROUTED)
 			fprintf(stderr, ", dispatch %.1f ns/msg", o->disp_ns);
@@ -1811,7 +2244,7 @@ static void progress(const struct plan *pl, unsigned run, const struct point *pt
 		break;
 	case SEC_LAT:
 		fprintf(stderr, "latency %s %-7s %5u B at %.0f msg/s: p50 %.1f p99 %.1f p99.9 %.1f us",
-			pt->path == ROUTED ? "routed" : "direct", route_of(pt), pt->size, o->rate,
+			path_name(pt), route_of(pt), pt->size, o->rate,
 			(double)o->lat.p50 / 1e3, (double)o->lat.p99 / 1e3,
 			(double)o->lat.p999 / 1e3);
 		break;
@@ -1862,8 +2295,23 @@ static int point_sample(struct plan *pl, const struct opts *op, struct point *pt
 	return 0;
 }
 
-/* The points of one system (group count, route mode) in this run's order. */
-static int system_run(struct plan *pl, const struct opts *op, uint32_t groups, int route,
+/* The systems of a group count: one per route mode (0 .. N_ROUTE - 1),
+ * then the plain reference. */
+#define PLAIN_SYSTEM N_ROUTE
+
+/* Does point pt run in system `sys` (a route mode or PLAIN_SYSTEM)? */
+static bool runs_in(const struct point *pt, const struct opts *op, int sys)
+{
+	if (pt->sec != SEC_TPUT && pt->sec != SEC_LAT)
+		return false;
+	if (sys == PLAIN_SYSTEM || pt->path == PLAIN)
+		return sys == PLAIN_SYSTEM && pt->path == PLAIN;
+	return pt->route == sys || (sys == op->direct_route && pt->route < 0);
+}
+
+/* The points of one system (group count, route mode or the plain
+ * reference) in this run's order. */
+static int system_run(struct plan *pl, const struct opts *op, uint32_t groups, int sys,
 		      unsigned run)
 {
 	struct point *mine[64];
@@ -1873,15 +2321,20 @@ static int system_run(struct plan *pl, const struct opts *op, uint32_t groups, i
 	for (unsigned i = 0; i < pl->n && n < COUNT(mine); i++) {
 		struct point *pt = &pl->pts[i];
 
-		if (pt->groups == groups && (pt->sec == SEC_TPUT || pt->sec == SEC_LAT) &&
-		    (pt->route == route || (route == op->direct_route && pt->route < 0)))
+		if (pt->groups == groups && runs_in(pt, op, sys))
 			mine[n++] = pt;
 	}
 	if (n == 0)
 		return 0;
-	fprintf(stderr, "[run %u/%u] G=%-3u starting router (%s) and %u group processes\n",
-		run + 1, pl->runs, groups, route_name[route], groups + 1);
-	ret = sys_start(&cur, op, groups, route);
+	if (sys == PLAIN_SYSTEM) {
+		fprintf(stderr, "[run %u/%u] G=%-3u starting the plain reference and %u processes\n",
+			run + 1, pl->runs, groups, groups + 1);
+		ret = plain_start(&cur, op, groups);
+	} else {
+		fprintf(stderr, "[run %u/%u] G=%-3u starting router (%s) and %u group processes\n",
+			run + 1, pl->runs, groups, route_name[sys], groups + 1);
+		ret = sys_start(&cur, op, groups, sys);
+	}
 	for (unsigned k = 0; k < n && ret == 0; k++)
 		ret = point_sample(pl, op, mine[(k + run) % n], run);
 	sys_down(&cur, ret == 0);
@@ -1896,7 +2349,7 @@ static int plan_run(struct plan *pl, const struct opts *op)
 			int ret = 0;
 
 			/* The dispatcher alone, then end to end, route modes
-			 * rotated by one every run. */
+			 * and the plain reference rotated by one every run. */
 			for (int k = 0; k < N_ROUTE && ret == 0; k++)
 				for (unsigned i = 0; i < pl->n && ret == 0; i++) {
 					struct point *pt = &pl->pts[i];
@@ -1908,10 +2361,10 @@ static int plan_run(struct plan *pl, const struct opts *op)
 					     pt->route == (int)((k + run) % N_ROUTE)))
 						ret = point_sample(pl, op, pt, run);
 				}
-			for (int k = 0; k < N_ROUTE && ret == 0 && !op->idle; k++) {
-				int m = (int)((k + run) % N_ROUTE);
+			for (int k = 0; k <= PLAIN_SYSTEM && ret == 0 && !op->idle; k++) {
+				int m = (int)((k + run) % (PLAIN_SYSTEM + 1));
 
-				if (op->route_on[m])
+				if (m == PLAIN_SYSTEM || op->route_on[m])
 					ret = system_run(pl, op, g, m, run);
 			}
 			if (ret < 0)
@@ -2057,8 +2510,8 @@ static void report_header(FILE *f, const struct plan *pl, const struct opts *op)
 	bench_md_machine(f);
 	if (!op->idle)
 		fprintf(f, "- pinning: producer on CPU %d (held in %u of %u samples), dispatcher "
-			"on CPU %d (held in %u of %u), consumers unpinned\n", op->cpu[0], hp, all,
-			op->cpu[1], hd, all);
+			"(the plain reference: its waker) on CPU %d (held in %u of %u), consumers "
+			"unpinned\n", op->cpu[0], hp, all, op->cpu[1], hd, all);
 	if (np > 0) {
 		struct bench_mmm m = bench_mmm(probes, np);
 
@@ -2152,25 +2605,39 @@ static void report_tput(FILE *f, const struct plan *pl, const struct opts *op)
 		"the last consumer's end marker; `refused`: try_send calls that returned -EAGAIN "
 		"(routed try_send copies the dispatcher dropped for a full destination are in "
 		"the CSV, `dropped`). `procs`: polling threads (* more than the %ld CPUs).\n\n"
+		"`plain` is the plain reference, run in the same runs between Shoal's systems: "
+		"the same producer (CPU %d), calls, sizes and round robin, into one plain SPSC "
+		"ring (shoal/ring.h, %u KiB like a direct ring) per consumer process, consumers "
+		"unpinned that spin %u us then sleep on a doorbell (shoal_doorbell_idle_wait), "
+		"under Shoal's wake policy: wake-ups moderated (shoal_doorbell_wake_mod) and "
+		"made by the deadline (%.0f ms) by a waker thread on CPU %d, where the "
+		"dispatcher runs; a full ring waited for as send does. `send_wake_each`: the "
+		"same with shoal_doorbell_notify() after every message. It has no envelope, "
+		"routing, link table or registry: Shoal ÷ plain is their cost.\n\n"
 		"| groups | size | path | call | route | sender ns/call | sender CPU ns/call | "
 		"dispatch CPU ns/msg | delivered msg/s | refused %% | probe ns | procs | "
 		"disturbed |\n"
 		"|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n", op->cpu[0],
-		op->calls, pl->ncpu);
+		op->calls, pl->ncpu, op->cpu[0], PLAIN_RING_CAP / 1024,
+		SHOAL_DOORBELL_SPIN_NS_DEFAULT / 1000, (double)PLAIN_DEADLINE_NS / 1e6, op->cpu[1]);
+	/* Direct (k -1), routed in each route mode, then the plain reference. */
 	for (unsigned gi = 0; gi < op->n_groups; gi++)
 		for (unsigned si = 0; si < op->n_sizes; si++)
-			for (int k = -1; k < N_ROUTE; k++)
+			for (int k = -1; k <= PLAIN_SYSTEM; k++)
 				for (int cl = 0; cl < 2; cl++) {
-					enum path path = k < 0 ? DIRECT : ROUTED;
+					enum path path = k < 0 ? DIRECT : k == PLAIN_SYSTEM ? PLAIN : ROUTED;
+					enum call call = path == PLAIN && cl == 1 ? SEND_WAKE_EACH :
+						     (enum call)cl;
 					const struct point *pt = find(pl, SEC_TPUT, op->groups[gi],
-								      op->sizes[si], k, path,
-								      (enum call)cl);
+								      op->sizes[si],
+								      path == ROUTED ? k : -1, path,
+								      call);
 
 					if (pt == NULL)
 						continue;
 					fprintf(f, "| %u | %u | %s | %s | %s | %s | %s | %s | %s | %s | "
 						"%s | %s | %s |\n", pt->groups, pt->size,
-						path == ROUTED ? "routed" : "direct", call_name(pt),
+						path_name(pt), call_name(pt),
 						route_of(pt), cell(a, sizeof(a), pt, get_call, 1),
 						cell(a2, sizeof(a2), pt, get_call_cpu, 1),
 						path == ROUTED ? cell(b, sizeof(b), pt, get_disp, 1)
@@ -2184,42 +2651,70 @@ static void report_tput(FILE *f, const struct plan *pl, const struct opts *op)
 	fprintf(f, "\n");
 }
 
-/* Medians only, one column per send kind: the seed experiment at a glance. */
+/* A kind of send as the pivot tables name it. */
+struct send_kind {
+	enum path path;
+	enum call call;
+	int route;
+	const char *name;
+};
+
+/*
+ * Medians, one column per send kind: the seed experiment at a glance, with
+ * the plain reference beside it; then run-by-run ratios: routed send,
+ * chain ÷ indexed, and Shoal ÷ plain (moderated wake-ups, as Shoal's).
+ */
 static void report_pivot(FILE *f, const struct plan *pl, const struct opts *op, obs_get get,
 			 const char *title, int prec)
 {
-	static const struct { enum path path; enum call call; int route; const char *name; } col[] = {
+	static const struct send_kind col[] = {
 		{ ROUTED, SEND, 0, "routed send" }, { ROUTED, TRY_SEND, 0, "routed try_send" },
 		{ DIRECT, SEND, -1, "direct send" }, { DIRECT, TRY_SEND, -1, "direct try_send" },
 		{ ROUTED, SEND, 1, "routed send (flat)" }, { ROUTED, SEND, 2, "routed send (chain)" },
+		{ PLAIN, SEND, -1, "plain" }, { PLAIN, SEND_WAKE_EACH, -1, "plain, wake each" },
+	};
+	/* Numerators of the ratios; the first one's denominator is indexed
+	 * routed send, the others' the plain reference. */
+	static const struct send_kind num[] = {
+		{ ROUTED, SEND, 2, "chain ÷ indexed (routed send)" },
+		{ ROUTED, SEND, 0, "routed send ÷ plain" }, { DIRECT, SEND, -1, "direct send ÷ plain" },
+		{ DIRECT, TRY_SEND, -1, "direct try_send ÷ plain" },
 	};
 	uint32_t sz = op->sizes[0];
 
-	fprintf(f, "### %s, %u-byte messages (medians)\n\n| groups | procs |", title, sz);
+	fprintf(f, "### %s, %u-byte messages (medians)\n\nRatios are taken run by run, then "
+		"median [min, max]; `plain` is the plain reference of the same runs (see the "
+		"end-to-end table).\n\n| groups | procs |", title, sz);
 	for (size_t k = 0; k < COUNT(col); k++)
 		fprintf(f, " %s |", col[k].name);
-	fprintf(f, " chain ÷ indexed (routed send) |\n|---:|---:|");
-	for (size_t k = 0; k <= COUNT(col); k++)
+	for (size_t k = 0; k < COUNT(num); k++)
+		fprintf(f, " %s |", num[k].name);
+	fprintf(f, "\n|---:|---:|");
+	for (size_t k = 0; k < COUNT(col) + COUNT(num); k++)
 		fprintf(f, "---:|");
 	fprintf(f, "\n");
 	for (unsigned gi = 0; gi < op->n_groups; gi++) {
+		uint32_t g = op->groups[gi];
+		const struct point *ix = find(pl, SEC_TPUT, g, sz, 0, ROUTED, SEND);
+		const struct point *plain = find(pl, SEC_TPUT, g, sz, -1, PLAIN, SEND);
 		char pr[16], r[64];
-		const struct point *ch, *ix;
 
-		fprintf(f, "| %u | %s |", op->groups[gi],
-			procs_cell(pr, sizeof(pr), pl, op->groups[gi]));
+		fprintf(f, "| %u | %s |", g, procs_cell(pr, sizeof(pr), pl, g));
 		for (size_t k = 0; k < COUNT(col); k++) {
-			const struct point *pt = find(pl, SEC_TPUT, op->groups[gi], sz, col[k].route,
-						      col[k].path, col[k].call);
+			const struct point *pt = find(pl, SEC_TPUT, g, sz, col[k].route, col[k].path,
+						      col[k].call);
 
 			if (pt == NULL)
 				fprintf(f, " — |");
 			else
 				fprintf(f, " %.*f |", prec, point_mmm(pt, get).med);
 		}
-		ch = find(pl, SEC_TPUT, op->groups[gi], sz, 2, ROUTED, SEND);
-		ix = find(pl, SEC_TPUT, op->groups[gi], sz, 0, ROUTED, SEND);
-		fprintf(f, " %s |\n", ratio_cell(r, sizeof(r), ch, ix, get));
+		for (size_t k = 0; k < COUNT(num); k++)
+			fprintf(f, " %s |", ratio_cell(r, sizeof(r),
+						       find(pl, SEC_TPUT, g, sz, num[k].route,
+							    num[k].path, num[k].call),
+						       k == 0 ? ix : plain, get));
+		fprintf(f, "\n");
 	}
 	fprintf(f, "\n");
 }
@@ -2249,7 +2744,7 @@ static void report_lat(FILE *f, const struct plan *pl, const struct opts *op)
 			if (pt == NULL)
 				continue;
 			fprintf(f, "| %u | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", pt->groups,
-				path == ROUTED ? "routed" : "direct", route_of(pt),
+				path_name(pt), route_of(pt),
 				cell(a, sizeof(a), pt, get_rate, 0),
 				cell(b, sizeof(b), pt, get_p50, 1),
 				cell(c, sizeof(c), pt, get_p99, 1),
@@ -2377,7 +2872,7 @@ static int report_csv(const char *path, const struct plan *pl)
 				",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.2f,%.2f,%.2f,%.2f,%.1f,%.1f,%" PRIu64
 				",%" PRIu64 ",%" PRIu64 ",%.4f,%.4f,%.4f,%.1f,%.1f,%.4f,%.4f,%.4f,%" PRIu64 ",%d,%u,"
 				"%d,%d,%u,%ld\n", section_name[pt->sec], r + 1, pt->groups, pt->size,
-				pt->sec == SEC_IDLE ? "-" : pt->path == ROUTED ? "routed" : "direct",
+				pt->sec == SEC_IDLE ? "-" : path_name(pt),
 				pt->sec == SEC_TPUT || pt->sec == SEC_LAT ? call_name(pt) : "-",
 				route_of(pt), o->calls, o->accepted, o->refused, o->dropped,
 				o->delivered, o->lost, o->misrouted, o->call_ns, o->call_cpu_ns,
@@ -2403,8 +2898,9 @@ static void usage(FILE *f)
 		"processes (consumer i takes key %% G == i), a router in this process. Measures\n"
 		"the dispatcher alone in three route modes, and end to end the sender's cost per\n"
 		"call, the dispatcher's cost per message, the delivered rate, and latency at a\n"
-		"fixed load, for send and try_send, routed and direct. Markdown on stdout,\n"
-		"progress on stderr. See bench/SUITE.md.\n"
+		"fixed load, for send and try_send, routed and direct; beside them a plain\n"
+		"reference (plain SPSC rings and doorbells under Shoal's wake policy) in the\n"
+		"same runs. Markdown on stdout, progress on stderr. See bench/SUITE.md.\n"
 		"\n"
 		"  --full          (default) groups 1,2,5,10,20,30,50,75,100, 5 runs, reruns of\n"
 		"                  disturbed samples (about 15 minutes on 2 CPUs)\n"
@@ -2418,7 +2914,8 @@ static void usage(FILE *f)
 		"  --runs N        repeat every point N times (1-%u)\n"
 		"  --messages N    calls per throughput sample\n"
 		"  --rate N        offered load of the latency samples, msg/s (default 10000)\n"
-		"  --cpus A,B      producer on CPU A, dispatcher on CPU B (default 0,1)\n"
+		"  --cpus A,B      producer on CPU A, dispatcher (and the plain reference's\n"
+		"                  waker) on CPU B (default 0,1)\n"
 		"  --csv FILE      one CSV row per sample (every run)\n"
 		"  --md FILE       the markdown report, also written to FILE\n"
 		"  --help          this text\n"

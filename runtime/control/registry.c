@@ -51,7 +51,7 @@
 uint64_t shoal__mailbox_size(uint32_t n_workers, uint32_t up_cap, uint32_t in_cap,
 			     uint32_t direct_cap)
 {
-	return 2 * sizeof(struct shoal__mbx_hdr) +
+	return shoal_seg_overhead(MAILBOX_DIR_CAP) + sizeof(struct shoal__mbx_hdr) +
 	       (uint64_t)n_workers * (shoal_ring_size(up_cap) +
 				      SHOAL_MAX_NODES * shoal_ring_size(in_cap)) +
 	       (uint64_t)MAILBOX_DIRECT_RINGS * shoal_ring_size(direct_cap) +
@@ -117,8 +117,8 @@ int shoal__alloc_ring(struct shoal__group_slot *s, const char *name, uint32_t ca
 	 * a second ring of the same name. */
 	if (shoal_seg_find(&s->mbx, SHOAL_SEG_KIND_RING, name, &existing) == 0)
 		return -EEXIST;
-	ret = shoal_seg_alloc_init(&s->mbx, SHOAL_SEG_KIND_RING, name, len, 0, init_ring, &cap,
-				   &off);
+	ret = shoal_seg_alloc_init(&s->mbx, SHOAL_SEG_KIND_RING, name, NULL, len, 0, init_ring,
+				   &cap, &off);
 	if (ret < 0)
 		return ret;
 	ret = dir_note(s, SHOAL_SEG_KIND_RING, name, off, len);

@@ -14,11 +14,15 @@
  *                   restarted process finds what was queued for it.
  * Control socket: S's socket is shoal.S.ctl in the same directory.
  *
- * Rings in a mailbox (region names):
- *   up.W        uplink of worker W: W produces, its node's dispatcher consumes
- *   in.W.dD     inbound of worker W from dispatcher D
- *   in.W.gG.V   inbound of worker W from worker V of group G (direct sends)
- * Every ring has exactly one producer and one consumer (DESIGN invariant 3).
+ * Rings in a mailbox are known by their directory tag (struct shoal_seg_tag,
+ * enum shoal__ring_role below), never by their name, which is for people:
+ *   role            a   b   c   name        producer -> consumer
+ *   RING_UPLINK     W   -   -   up.W        worker W -> its node's dispatcher
+ *   RING_DISPATCHED W   D   -   in.W.dD     dispatcher D -> worker W
+ *   RING_DIRECT     W   G   V   in.W.gG.V   worker V of group G -> worker W
+ * (unused fields are 0). `gen` counts replacements of a condemned ring: 0
+ * for the first, N for the Nth (named with ".rN" added). Every ring has
+ * exactly one producer and one consumer (DESIGN invariant 3).
  */
 #ifndef SHOAL_RUNTIME_LAYOUT_H
 #define SHOAL_RUNTIME_LAYOUT_H
@@ -38,9 +42,17 @@
 #define SHOAL__KIND_BELL     (SHOAL_SEG_KIND_USER + 2)
 #define SHOAL__KIND_MAILBOX  (SHOAL_SEG_KIND_USER + 3)
 
+/* struct shoal_seg_tag.role of a mailbox ring (the table above). */
+enum shoal__ring_role {
+	SHOAL__RING_UPLINK = 1,
+	SHOAL__RING_DISPATCHED = 2,
+	SHOAL__RING_DIRECT = 3,
+};
+
 #define SHOAL__REG_MAGIC UINT32_C(0x47455253)   /* "SREG" */
 #define SHOAL__MBX_MAGIC UINT32_C(0x58424d53)   /* "SMBX" */
-#define SHOAL__LAYOUT_VERSION 2u   /* 2: damage, loss and set-aside fields */
+/* 2: damage, loss and set-aside fields; 3: rings known by tag, not name */
+#define SHOAL__LAYOUT_VERSION 3u
 #define SHOAL__MAX_TYPES 1024u
 #define SHOAL__SYSTEM_MAX 32u
 
@@ -155,8 +167,8 @@ struct shoal__mbx_worker {
 	_Atomic uint64_t up_no_route;
 	_Atomic uint64_t up_dropped_full;
 	_Atomic uint64_t up_malformed;
-	/* Written by the router: the uplink in service is up.W (0) or
-	 * up.W.rN (N), once no dispatcher reads the one before it. */
+	/* Written by the router: the generation (tag.gen) of the uplink in
+	 * service, once no dispatcher reads the one before it. */
 	_Atomic uint32_t up_gen;
 	uint8_t pad2[SHOAL_FALSE_SHARING - 28];
 };

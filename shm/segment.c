@@ -14,10 +14,10 @@
  * Ordering guarantees:
  *   R1 (create: magic store-release) pairs with A1 (attach: magic
  *      load-acquire): an attacher that sees the magic sees the whole header.
- *   R2 (alloc: dir_count store-release) pairs with A2 (find / region_at:
+ *   R2 (alloc: dir_count store-release) pairs with A2 (the finds, region_at:
  *      dir_count load-acquire): a reader that counts an entry sees it whole,
  *      and sees the region as shoal_seg_alloc_init()'s init left it.
- * Progress: create, attach and probe make system calls; ptr, find and
+ * Progress: create, attach and probe make system calls; ptr, the finds and
  * region_at are wait-free loads. Concurrency: see lifecycle rule 3 in the
  * header (one allocating thread, in the creator; any number of readers).
  */
@@ -280,7 +280,7 @@ int shoal_seg_create(struct shoal_seg *seg, const char *name, size_t size,
 	}
 	if (strchr(name ? name : "", '/') != NULL)
 		return shoal__fail(err, -EINVAL, "create takes a segment name, not a path");
-	dir_end = SHOAL__SEG_HDR_SIZE + (uint64_t)dir_cap * SHOAL__SEG_DIRENT_SIZE;
+	dir_end = shoal_seg_overhead(dir_cap);
 	min_size = shoal__align_up(dir_end, page);
 	if (size > (uint64_t)1 << 46)
 		return shoal__fail(err, -EINVAL, "segment size %zu too large", size);
@@ -389,6 +389,12 @@ fail_unlink:
 	close(fd);
 	close_dir(dirfd);
 	return ret;
+}
+
+uint64_t shoal_seg_overhead(uint32_t dir_cap)
+{
+	return SHOAL__SEG_HDR_SIZE + (uint64_t)(dir_cap ? dir_cap : DEFAULT_DIR_CAP) *
+				     SHOAL__SEG_DIRENT_SIZE;
 }
 
 /* Validate a header copy against the file size. */
@@ -590,12 +596,25 @@ int shoal_seg_region_at(const struct shoal_seg *seg, uint32_t i, struct shoal_se
 	region->kind = copy.kind;
 	region->off = copy.off;
 	region->len = copy.len;
+	region->tag = (struct shoal_seg_tag){
+		.role = copy.role, .a = copy.a, .b = copy.b, .c = copy.c, .gen = copy.gen,
+	};
 	memcpy(region->name, copy.name, sizeof(region->name));
 	return 0;
 }
 
-int shoal_seg_find(const struct shoal_seg *seg, uint32_t kind, const char *name,
-		   struct shoal_seg_region *region)
+bool shoal_seg_tag_equal(const struct shoal_seg_tag *x, const struct shoal_seg_tag *y)
+{
+	return x->role == y->role && x->a == y->a && x->b == y->b && x->c == y->c &&
+	       x->gen == y->gen;
+}
+
+/*
+ * The first region of `kind` named `name` (NULL: any name) or tagged `tag`
+ * (NULL, or role 0: no tag matches): 0, -ENOENT or -EUCLEAN.
+ */
+static int find(const struct shoal_seg *seg, uint32_t kind, const char *name,
+		const struct shoal_seg_tag *tag, struct shoal_seg_region *region)
 {
 	uint32_t n = dir_count(seg);
 
@@ -607,12 +626,27 @@ int shoal_seg_find(const struct shoal_seg *seg, uint32_t kind, const char *name,
 			break;
 		if (ret < 0)
 			return ret;
-		if (r.kind == kind && strcmp(r.name, name) == 0) {
+		if (r.kind != kind)
+			continue;
+		if ((name != NULL && strcmp(r.name, name) == 0) ||
+		    (tag != NULL && tag->role != 0 && shoal_seg_tag_equal(&r.tag, tag))) {
 			*region = r;
 			return 0;
 		}
 	}
 	return -ENOENT;
+}
+
+int shoal_seg_find(const struct shoal_seg *seg, uint32_t kind, const char *name,
+		   struct shoal_seg_region *region)
+{
+	return find(seg, kind, name, NULL, region);
+}
+
+int shoal_seg_find_tag(const struct shoal_seg *seg, uint32_t kind, const struct shoal_seg_tag *tag,
+		       struct shoal_seg_region *region)
+{
+	return tag->role != 0 ? find(seg, kind, NULL, tag, region) : -ENOENT;
 }
 
 int shoal_seg_verify(const struct shoal_seg *seg, struct shoal_err *err)
@@ -652,10 +686,11 @@ int shoal_seg_verify(const struct shoal_seg *seg, struct shoal_err *err)
 	return 0;
 }
 
-int shoal_seg_alloc_init(struct shoal_seg *seg, uint32_t kind, const char *name, uint64_t len,
-			 uint64_t align, int (*init)(void *mem, uint64_t len, void *arg), void *arg,
-			 uint64_t *off)
+int shoal_seg_alloc_init(struct shoal_seg *seg, uint32_t kind, const char *name,
+			 const struct shoal_seg_tag *tag, uint64_t len, uint64_t align,
+			 int (*init)(void *mem, uint64_t len, void *arg), void *arg, uint64_t *off)
 {
+	static const struct shoal_seg_tag untagged;
 	struct shoal__seg_hdr *h = seg->base;
 	struct shoal__seg_dirent *e;
 	struct shoal_seg_region existing;
@@ -666,7 +701,9 @@ int shoal_seg_alloc_init(struct shoal_seg *seg, uint32_t kind, const char *name,
 	if (!seg->creator || name == NULL || strlen(name) >= SHOAL_SEG_REGION_NAME_MAX ||
 	    !shoal__is_pow2_u64(align) || align < 8 || kind == 0)
 		return -EINVAL;
-	if (shoal_seg_find(seg, kind, name, &existing) == 0)
+	if (tag == NULL)
+		tag = &untagged;
+	if (find(seg, kind, name, tag, &existing) == 0)
 		return -EEXIST;
 	/* Private state only: see struct shoal_seg. alloc_top never exceeds
 	 * the size, so the alignment below cannot wrap. */
@@ -693,8 +730,13 @@ int shoal_seg_alloc_init(struct shoal_seg *seg, uint32_t kind, const char *name,
 	    seg->dir_count;
 	memset(e, 0, sizeof(*e));
 	e->kind = kind;
+	e->role = tag->role;
 	e->off = start;
 	e->len = len;
+	e->a = tag->a;
+	e->b = tag->b;
+	e->c = tag->c;
+	e->gen = tag->gen;
 	snprintf(e->name, sizeof(e->name), "%s", name);
 	seg->alloc_top = start + len;
 	seg->dir_count++;
@@ -710,7 +752,7 @@ int shoal_seg_alloc_init(struct shoal_seg *seg, uint32_t kind, const char *name,
 int shoal_seg_alloc(struct shoal_seg *seg, uint32_t kind, const char *name, uint64_t len,
 		    uint64_t align, uint64_t *off)
 {
-	return shoal_seg_alloc_init(seg, kind, name, len, align, NULL, NULL, off);
+	return shoal_seg_alloc_init(seg, kind, name, NULL, len, align, NULL, NULL, off);
 }
 
 void shoal_seg_info(const struct shoal_seg *seg, struct shoal_seg_info *info)

@@ -15,7 +15,7 @@
 #include "shm/atomic.h"
 
 #define SHOAL__SEG_HDR_SIZE 256u
-#define SHOAL__SEG_DIRENT_SIZE 64u
+#define SHOAL__SEG_DIRENT_SIZE 96u
 
 struct shoal__seg_hdr {
 	/* 0 until the creator has finished initialising; then SHOAL_SEG_MAGIC. */
@@ -41,10 +41,12 @@ struct shoal__seg_hdr {
 
 struct shoal__seg_dirent {
 	uint32_t kind;
-	uint32_t reserved;
+	uint32_t role;                   /* struct shoal_seg_tag, split around off and len */
 	uint64_t off;
 	uint64_t len;
+	uint32_t a, b, c, gen;
 	char name[SHOAL_SEG_REGION_NAME_MAX];
+	uint8_t pad[SHOAL__SEG_DIRENT_SIZE - 80];
 };
 
 static_assert(sizeof(struct shoal__seg_hdr) == SHOAL__SEG_HDR_SIZE, "segment header ABI");
@@ -59,7 +61,10 @@ static_assert(offsetof(struct shoal__seg_hdr, dir_count) == 64, "segment header 
 static_assert(offsetof(struct shoal__seg_hdr, alloc_top) == 72, "segment header ABI");
 static_assert(offsetof(struct shoal__seg_hdr, name) == 80, "segment header ABI");
 static_assert(sizeof(struct shoal__seg_dirent) == SHOAL__SEG_DIRENT_SIZE, "dirent ABI");
+static_assert(offsetof(struct shoal__seg_dirent, role) == 4, "dirent ABI");
 static_assert(offsetof(struct shoal__seg_dirent, off) == 8, "dirent ABI");
-static_assert(offsetof(struct shoal__seg_dirent, name) == 24, "dirent ABI");
+static_assert(offsetof(struct shoal__seg_dirent, a) == 24, "dirent ABI");
+static_assert(offsetof(struct shoal__seg_dirent, gen) == 36, "dirent ABI");
+static_assert(offsetof(struct shoal__seg_dirent, name) == 40, "dirent ABI");
 
 #endif

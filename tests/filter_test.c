@@ -151,7 +151,7 @@ static const struct validate_case validate_cases[] = {
 	{ "same_type_twice", { .types = { 4, 4 }, .n_types = 2 }, NULL },
 	{ "any_with_key", { T1, .key = { .offset = 9, .width = 2 } }, NULL },
 	{ "eq_wide_key", { T1, .key = { .width = 8, .op = SHOAL_KEY_EQ, .a = ~0ull } }, NULL },
-	{ "unicast_with_key", { T1, .key = { .width = 4 }, .mode = SHOAL_ROUTE_UNICAST_KEY },
+	{ "unicast_with_key", { T1, .key = { .width = 4 }, .mode = SHOAL_ROUTE_UNICAST },
 	  NULL },
 	{ "broadcast", { T1, .mode = SHOAL_ROUTE_BROADCAST }, NULL },
 	{ "discard", { T1, .mode = SHOAL_ROUTE_DISCARD }, NULL },
@@ -164,14 +164,16 @@ static const struct validate_case validate_cases[] = {
 	{ "nine_types", { .types = { 1 }, .n_types = 9 }, "n_types is 9, expected 1 to 8" },
 	{ "type_zero", { .types = { 1, 0 }, .n_types = 2 }, "types[1] is 0" },
 	{ "unknown_op", { T1, .key = { .width = 1, .op = 5 } }, "unknown key op 5" },
-	{ "unknown_mode", { T1, .mode = 4 }, "unknown route mode 4" },
+	{ "multicast_mode", { T1, .mode = SHOAL_ROUTE_MULTICAST },
+	  "route mode MULTICAST is for in-group outcomes" },
+	{ "unknown_mode", { T1, .mode = 5 }, "unknown route mode 5" },
 	{ "width_three", { T1, .key = { .width = 3 } }, "key width 3 is not 0, 1, 2, 4 or 8" },
 	{ "width_sixteen", { T1, .key = { .width = 16 } }, "key width 16" },
 	{ "eq_without_key", { T1, .key = { .op = SHOAL_KEY_EQ } },
 	  "key op EQ needs a key, but the key width is 0" },
 	{ "mod_without_key", { T1, .key = { .op = SHOAL_KEY_MOD, .a = 2 } }, "key op MOD needs" },
-	{ "unicast_without_key", { T1, .mode = SHOAL_ROUTE_UNICAST_KEY },
-	  "route mode UNICAST_KEY needs a key" },
+	{ "unicast_without_key", { T1, .mode = SHOAL_ROUTE_UNICAST },
+	  "route mode UNICAST needs a key" },
 	{ "mod_by_zero", { T1, .key = { .width = 4, .op = SHOAL_KEY_MOD } },
 	  "MOD modulus is 0" },
 	{ "mod_remainder_too_big", { T1, .key = { .width = 4, .op = SHOAL_KEY_MOD, .a = 5,
@@ -309,7 +311,7 @@ static void route_filter_copy_keeps_every_field(void **state)
 		f[m].key.n_set = 3;
 		f[m].key.set[0] = m;
 		f[m].key.set[2] = 7;
-		f[m].mode = m;   /* GROUP, UNICAST_KEY, BROADCAST, DISCARD */
+		f[m].mode = m;   /* GROUP, UNICAST, BROADCAST, DISCARD */
 		f[m].group = (uint16_t)(1000 + m);
 		f[m].id = 0xabc00 + m;
 	}
@@ -961,7 +963,7 @@ static void rp_filter(uint64_t *s, const struct rp_world *w, struct shoal_filter
 		if (r < 8) {
 			k->width = 0;
 			k->offset = (uint32_t)test_rand(s);   /* ignored without a key */
-			if (f->mode == SHOAL_ROUTE_UNICAST_KEY)
+			if (f->mode == SHOAL_ROUTE_UNICAST)
 				f->mode = SHOAL_ROUTE_GROUP;
 		}
 	} else if (r < 40) {

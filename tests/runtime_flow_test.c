@@ -231,18 +231,18 @@ static void in_group_route(const struct shoal_msg *m, struct shoal_outcome *out,
 	memcpy(&v, m->data, sizeof(v));
 	switch (v.kind) {
 	case 0:
-		*out = (struct shoal_outcome){ .kind = SHOAL_OUT_UNICAST, .n = 1,
+		*out = (struct shoal_outcome){ .kind = SHOAL_ROUTE_UNICAST, .n = 1,
 					       .slots = { (uint16_t)(v.key % 4) } };
 		break;
 	case 1:
-		*out = (struct shoal_outcome){ .kind = SHOAL_OUT_MULTICAST, .n = 2,
+		*out = (struct shoal_outcome){ .kind = SHOAL_ROUTE_MULTICAST, .n = 2,
 					       .slots = { 1, 2 } };
 		break;
 	case 2:
-		out->kind = SHOAL_OUT_BROADCAST;
+		out->kind = SHOAL_ROUTE_BROADCAST;
 		break;
 	default:
-		out->kind = SHOAL_OUT_DISCARD;
+		out->kind = SHOAL_ROUTE_DISCARD;
 		break;
 	}
 }
@@ -397,7 +397,7 @@ static void fw_route(const struct shoal_msg *m, struct shoal_outcome *out, void 
 {
 	(void)m;
 	(void)user;
-	*out = (struct shoal_outcome){ .kind = SHOAL_OUT_UNICAST, .n = 1,
+	*out = (struct shoal_outcome){ .kind = SHOAL_ROUTE_UNICAST, .n = 1,
 				       .slots = { pthread_equal(pthread_self(), fw_main_thread) } };
 }
 

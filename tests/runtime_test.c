@@ -45,7 +45,7 @@ static void runtime_routed_delivery_reaches_exactly_matching_groups(void **state
 	rt_declare("prod", 1, 1);
 	rt_route(ids[0], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
 	rt_route(ids[1], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_MOD, 2, 0);
-	rt_route(ids[2], T_PONG, SHOAL_ROUTE_UNICAST_KEY, SHOAL_KEY_ANY, 0, 0);
+	rt_route(ids[2], T_PONG, SHOAL_ROUTE_UNICAST, SHOAL_KEY_ANY, 0, 0);
 	pids[0] = test_spawn(rt_consumer_main, &all);
 	pids[1] = test_spawn(rt_consumer_main, &even);
 	pids[2] = test_spawn(rt_consumer_main, &pong);

@@ -190,7 +190,7 @@ static void segment_alloc_init_publishes_after_init(void **state)
 
 	/* A failing init allocates nothing and its errno comes back. */
 	p.fail_with = -EIO;
-	assert_int_equal(shoal_seg_alloc_init(&seg, SHOAL_SEG_KIND_USER, "built", 256, 0,
+	assert_int_equal(shoal_seg_alloc_init(&seg, SHOAL_SEG_KIND_USER, "built", NULL, 256, 0,
 					      probe_init, &p, &off), -EIO);
 	assert_int_equal(shoal_seg_dir_count(&peer), 1);
 	assert_int_equal(shoal_seg_find(&peer, SHOAL_SEG_KIND_USER, "built", &r), -ENOENT);
@@ -198,7 +198,7 @@ static void segment_alloc_init_publishes_after_init(void **state)
 	/* While init runs, a peer neither counts nor finds the region; once
 	 * it is counted, the peer sees what init wrote. */
 	p.fail_with = 0;
-	assert_int_equal(shoal_seg_alloc_init(&seg, SHOAL_SEG_KIND_USER, "built", 256, 0,
+	assert_int_equal(shoal_seg_alloc_init(&seg, SHOAL_SEG_KIND_USER, "built", NULL, 256, 0,
 					      probe_init, &p, &off2), 0);
 	assert_int_equal(p.count_seen, 1);
 	assert_int_equal(p.find_seen, -ENOENT);
@@ -211,6 +211,47 @@ static void segment_alloc_init_publishes_after_init(void **state)
 	assert_int_equal(mem[255], 0xab);
 	shoal_seg_detach(&peer);
 	shoal_seg_detach(&seg);
+}
+
+static void segment_tag_finds_a_region_and_is_unique_per_kind(void **state)
+{
+	const struct shoal_seg_tag t1 = { .role = 3, .a = 1, .b = 2, .c = 3, .gen = 0 };
+	const struct shoal_seg_tag t2 = { .role = 3, .a = 1, .b = 2, .c = 3, .gen = 1 };
+	struct shoal_seg seg, peer;
+	struct shoal_seg_region r;
+	uint64_t off, off2;
+
+	(void)state;
+	assert_int_equal(shoal_seg_create(&seg, "tags", 1u << 16, NULL, NULL), 0);
+	assert_int_equal(shoal_seg_alloc_init(&seg, SHOAL_SEG_KIND_RING, "one", &t1, 64, 0, NULL,
+					      NULL, &off), 0);
+	assert_int_equal(shoal_seg_alloc_init(&seg, SHOAL_SEG_KIND_RING, "two", &t2, 64, 0, NULL,
+					      NULL, &off2), 0);
+	/* Same kind and tag under another name: refused; another kind: not. */
+	assert_int_equal(shoal_seg_alloc_init(&seg, SHOAL_SEG_KIND_RING, "three", &t1, 64, 0, NULL,
+					      NULL, &off2), -EEXIST);
+	assert_int_equal(shoal_seg_alloc_init(&seg, SHOAL_SEG_KIND_USER, "three", &t1, 64, 0, NULL,
+					      NULL, &off2), 0);
+	/* Untagged regions never collide by tag. */
+	assert_int_equal(shoal_seg_alloc(&seg, SHOAL_SEG_KIND_RING, "plain", 64, 0, &off2), 0);
+	assert_int_equal(shoal_seg_alloc(&seg, SHOAL_SEG_KIND_RING, "plain2", 64, 0, &off2), 0);
+
+	assert_int_equal(shoal_seg_attach(&peer, "tags", SHOAL_SEG_RDONLY, NULL), 0);
+	assert_int_equal(shoal_seg_find_tag(&peer, SHOAL_SEG_KIND_RING, &t1, &r), 0);
+	assert_int_equal(r.off, off);
+	assert_string_equal(r.name, "one");
+	assert_true(shoal_seg_tag_equal(&r.tag, &t1));
+	assert_int_equal(shoal_seg_find_tag(&peer, SHOAL_SEG_KIND_RING, &t2, &r), 0);
+	assert_string_equal(r.name, "two");
+	assert_int_equal(r.tag.gen, 1);
+	assert_int_equal(shoal_seg_find_tag(&peer, SHOAL_SEG_KIND_DOORBELL, &t1, &r), -ENOENT);
+	assert_int_equal(shoal_seg_find_tag(&peer, SHOAL_SEG_KIND_RING,
+					    &(struct shoal_seg_tag){ 0 }, &r), -ENOENT);
+	assert_int_equal(shoal_seg_region_at(&peer, 3, &r), 0);
+	assert_int_equal(r.tag.role, 0);
+	shoal_seg_detach(&peer);
+	shoal_seg_detach(&seg);
+	assert_int_equal(shoal_seg_unlink("tags"), 0);
 }
 
 static void segment_ptr_checks_bounds_and_alignment(void **state)
@@ -742,6 +783,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(segment_create_refuses_bad_arguments),
 		cmocka_unit_test(segment_alloc_stops_at_capacity),
 		cmocka_unit_test(segment_alloc_init_publishes_after_init),
+		cmocka_unit_test(segment_tag_finds_a_region_and_is_unique_per_kind),
 		cmocka_unit_test(segment_ptr_checks_bounds_and_alignment),
 		cmocka_unit_test(segment_attach_refuses_truncated_file),
 		cmocka_unit_test(segment_attach_refuses_foreign_file),

@@ -120,7 +120,7 @@ static void tool_ring_reports_healthy_segment(void **state)
 	tool_expect(&r, 0, (const char *const[]){ "ring", "healthy", NULL });
 	assert_has(r.out, "Segment healthy\n");
 	assert_has(r.out, test_seg_path("healthy"));
-	assert_has(r.out, "layout        version 1\n");
+	assert_has(r.out, "layout        version 2\n");
 	assert_has(r.out, "size          65536 bytes\n");
 	snprintf(pid, sizeof(pid), "creator       pid %d (alive)", (int)getpid());
 	assert_has(r.out, pid);
@@ -158,7 +158,7 @@ static void tool_ring_json_is_one_well_formed_object(void **state)
 	assert_json_object(r.out);
 	assert_has(r.out, "\"segment\": {");
 	assert_has(r.out, "\"name\": \"json\"");
-	assert_has(r.out, "\"version\": 1");
+	assert_has(r.out, "\"version\": 2");
 	assert_has(r.out, "\"size\": 65536");
 	assert_has(r.out, "\"creator_alive\": true");
 	assert_has(r.out, "\"ctime\": \"20");
@@ -457,7 +457,7 @@ static void tool_ring_rejects_other_layout_version(void **state)
 	make_healthy(&seg, "version");
 	hdr_of(&seg)->version = SHOAL_SEG_VERSION + 1;
 	tool_expect(&r, 3, (const char *const[]){ "ring", "version", NULL });
-	assert_has(r.err, "has segment layout version 2; this build reads version 1");
+	assert_has(r.err, "has segment layout version 3; this build reads version 2");
 	tool_free(&r);
 	shoal_seg_detach(&seg);
 }
@@ -570,7 +570,7 @@ static void tool_help_lists_implemented_commands(void **state)
 	tool_free(&r);
 
 	tool_expect(&r, 0, (const char *const[]){ "--version", NULL });
-	assert_has(r.out, "shoal 0.1.0 (segment layout version 1)\n");
+	assert_has(r.out, "shoal 0.1.0 (segment layout version 2)\n");
 	tool_free(&r);
 }
 

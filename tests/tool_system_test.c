@@ -291,7 +291,9 @@ static void tool_stat_shows_router_types_and_groups(void **state)
 	assert_has(r.out, "  sent          10 routed, 0 direct\n");
 	/* The gated worker took one message into its handler; it is still in the ring. */
 	assert_has(r.out, "  received      1, handled 0\n");
-	assert_has(r.out, "in.0.d0");
+	/* Each ring with who writes it and who reads it, from its tag. */
+	assert_has(r.out, "in.0.d0  dispatcher 0 -> worker 0 ");
+	assert_has(r.out, "up.0     worker 0 -> dispatcher ");
 	assert_lacks(r.out, "CORRUPT");
 	assert_int_equal(r.err[0], '\0');
 	tool_free(&r);
@@ -313,7 +315,10 @@ static void tool_stat_json_counts_what_is_queued(void **state)
 	assert_has(r.out, "\"delivered\": 10");
 	assert_has(r.out, "\"sent_routed\": 10");
 	assert_has(r.out, "\"queued\": 10,");
-	assert_has(r.out, "\"name\": \"in.0.d0\"");
+	assert_has(r.out, "\"name\": \"in.0.d0\",");
+	assert_has(r.out, "\"role\": \"dispatched\",");
+	assert_has(r.out, "\"dispatcher\": 0,");
+	assert_has(r.out, "\"role\": \"uplink\",");
 	assert_has(r.out, "\"pending\": 10,");
 	assert_has(r.out, "\"status\": \"ok\"\n}\n");
 	assert_lacks(r.out, "\"status\": \"corrupt\"");
@@ -329,7 +334,7 @@ static void tool_dump_shows_every_queued_message(void **state)
 	(void)state;
 	tool_expect(&r, 0, (const char *const[]){ "dump", SYSTEM, "gated", NULL });
 	assert_has(r.out, "Group gated (id 0) of system " SYSTEM ": 1 ring, 10 messages queued\n");
-	assert_has(r.out, "Ring in.0.d0: 10 messages queued (");
+	assert_has(r.out, "Ring in.0.d0 (dispatcher 0 -> worker 0): 10 messages queued (");
 	assert_int_equal(count_of(r.out, ": ping (type 1), 24 bytes, age "), N_QUEUED);
 	assert_int_equal(count_of(r.out, "from    prod[1] whole group gen 1\n"), N_QUEUED);
 	assert_int_equal(count_of(r.out, "to      gated[0] whole group gen 1\n"), N_QUEUED);
@@ -350,13 +355,13 @@ static void tool_dump_shows_every_queued_message(void **state)
 
 	tool_expect(&r, 0, (const char *const[]){ "dump", "--limit", "0", "--ring", "in.0.d0",
 						 SYSTEM, "gated", NULL });
-	assert_has(r.out, "Ring in.0.d0: 10 messages queued");
+	assert_has(r.out, "Ring in.0.d0 (dispatcher 0 -> worker 0): 10 messages queued");
 	assert_lacks(r.out, " at index ");
 	tool_free(&r);
 
 	/* The producer's inbound ring holds nothing. */
 	tool_expect(&r, 0, (const char *const[]){ "dump", SYSTEM, "prod", NULL });
-	assert_has(r.out, "Ring in.0.d0: 0 messages queued (0 bytes");
+	assert_has(r.out, "Ring in.0.d0 (dispatcher 0 -> worker 0): 0 messages queued (0 bytes");
 	tool_free(&r);
 }
 
@@ -554,7 +559,7 @@ static void tool_dump_reports_a_damaged_ring(void **state)
 	copy_segment("g.gated");
 	/* An intact copy shows what the live mailbox holds. */
 	tool_expect(&r, 0, (const char *const[]){ "dump", "copy", "gated", NULL });
-	assert_has(r.out, "Ring in.0.d0: 10 messages queued");
+	assert_has(r.out, "Ring in.0.d0 (dispatcher 0 -> worker 0): 10 messages queued");
 	tool_free(&r);
 
 	assert_int_equal(shoal_seg_attach(&mbx, "shoal.copy.g.gated", 0, NULL), 0);
@@ -565,7 +570,8 @@ static void tool_dump_reports_a_damaged_ring(void **state)
 	((struct shoal__rec_hdr *)((char *)ring + SHOAL__RING_DATA_OFF + 2 * 88))->len = 1u << 30;
 	shoal_seg_detach(&mbx);
 	tool_expect(&r, 1, (const char *const[]){ "dump", "copy", "gated", NULL });
-	assert_has(r.out, "Ring in.0.d0: CORRUPT: record at index 176 has length 1073741824");
+	assert_has(r.out, "Ring in.0.d0 (dispatcher 0 -> worker 0): CORRUPT: record at index 176 "
+			  "has length 1073741824");
 	tool_free(&r);
 	tool_expect(&r, 1, (const char *const[]){ "dump", "--json", "copy", "gated", NULL });
 	assert_json_object(r.out);

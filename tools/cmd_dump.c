@@ -377,9 +377,10 @@ static void text_ring(const struct shoal__sys_view *v, const struct ring_dump *d
 		      bool hex)
 {
 	const struct shoal__region_snap *r = d->snap;
-	char name[NAME_SIZE];
+	char name[NAME_SIZE], path[64];
 
-	printf("\nRing %s: ", shoal__fmt_printable(name, sizeof(name), r->region.name));
+	printf("\nRing %s (%s): ", shoal__fmt_printable(name, sizeof(name), r->region.name),
+	       shoal__ring_path(path, sizeof(path), &r->region.tag));
 	if (r->corrupt || !r->have_ring) {
 		printf("CORRUPT: %s\n", r->reason);
 		return;
@@ -478,6 +479,7 @@ static void json_ring(struct shoal__json *j, const struct shoal__sys_view *v,
 
 	shoal__json_object_begin(j, NULL);
 	shoal__json_string(j, "name", r->region.name);
+	shoal__json_ring_tag(j, &r->region.tag);
 	if (r->have_ring && !r->corrupt) {
 		shoal__json_uint(j, "queued", d->total);
 		shoal__json_uint(j, "used", d->tail - d->head);
@@ -593,7 +595,7 @@ static bool wanted(const struct dump_args *a, const struct shoal__region_snap *r
 	if (!r->entry_ok || r->region.kind != SHOAL_SEG_KIND_RING)
 		return false;
 	return a->ring != NULL ? strcmp(r->region.name, a->ring) == 0 :
-	       strncmp(r->region.name, "in.", 3) == 0;
+	       shoal__ring_is_inbound(&r->region.tag);
 }
 
 /* Pick the rings to show and copy their records. Returns 0 or -ENOMEM. */

@@ -259,6 +259,17 @@ static void text_pid(const char *label, int32_t pid)
 		field(label, "%d", pid);
 }
 
+/* A region's tag, as numbers: their meaning belongs to the layer that
+ * allocated it (`shoal stat` and `dump` name a mailbox's). */
+static void text_tag(const struct shoal__region_snap *r)
+{
+	const struct shoal_seg_tag *t = &r->region.tag;
+
+	if (t->role != 0)
+		field("tag", "role %u, a %u, b %u, c %u, generation %u", t->role, t->a, t->b, t->c,
+		      t->gen);
+}
+
 static void text_ring(const struct shoal__region_snap *r)
 {
 	const struct shoal_ring_stats *st = &r->ring;
@@ -266,6 +277,7 @@ static void text_ring(const struct shoal__region_snap *r)
 
 	printf("\nRing %s\n", shoal__fmt_printable(name, sizeof(name), r->region.name));
 	text_status(r);
+	text_tag(r);
 	if (!r->have_ring)
 		return;
 	field("capacity", "%u bytes, largest payload %u bytes", st->capacity,
@@ -293,6 +305,7 @@ static void text_doorbell(const struct shoal__region_snap *r)
 
 	printf("\nDoorbell %s\n", shoal__fmt_printable(name, sizeof(name), r->region.name));
 	text_status(r);
+	text_tag(r);
 	if (!r->have_doorbell)
 		return;
 	if (state != NULL)
@@ -382,6 +395,17 @@ static void json_doorbell(struct shoal__json *j, const struct shoal__region_snap
 	shoal__json_object_end(j);
 }
 
+static void json_tag(struct shoal__json *j, const struct shoal_seg_tag *t)
+{
+	shoal__json_object_begin(j, "tag");
+	shoal__json_uint(j, "role", t->role);
+	shoal__json_uint(j, "a", t->a);
+	shoal__json_uint(j, "b", t->b);
+	shoal__json_uint(j, "c", t->c);
+	shoal__json_uint(j, "generation", t->gen);
+	shoal__json_object_end(j);
+}
+
 static void json_region(struct shoal__json *j, const struct shoal__region_snap *r)
 {
 	shoal__json_object_begin(j, NULL);
@@ -392,6 +416,8 @@ static void json_region(struct shoal__json *j, const struct shoal__region_snap *
 		shoal__json_string(j, "name", r->region.name);
 		shoal__json_uint(j, "offset", r->region.off);
 		shoal__json_uint(j, "length", r->region.len);
+		if (r->region.tag.role != 0)
+			json_tag(j, &r->region.tag);
 	}
 	shoal__json_string(j, "status", status_json[region_status(r)]);
 	if (r->corrupt)

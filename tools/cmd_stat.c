@@ -266,14 +266,17 @@ static void ring_row(struct shoal__table *t, const struct shoal__region_snap *r)
 {
 	const struct shoal_ring_stats *st = &r->ring;
 	char name[NAME_SIZE], cap[SHOAL_FMT_SHORT_SIZE], used[SHOAL_FMT_SHORT_SIZE];
-	char high[SHOAL_FMT_SHORT_SIZE];
+	char high[SHOAL_FMT_SHORT_SIZE], path[64];
 
 	shoal__table_row(t);
-	if (r->entry_ok)
+	if (r->entry_ok) {
 		shoal__table_cell(t, "%s", shoal__fmt_printable(name, sizeof(name),
 								r->region.name));
-	else
+		shoal__table_cell(t, "%s", shoal__ring_path(path, sizeof(path), &r->region.tag));
+	} else {
 		shoal__table_cell(t, "entry %u", r->index);
+		shoal__table_cell(t, "-");
+	}
 	if (!r->have_ring) {
 		for (int c = 0; c < 5; c++)
 			shoal__table_cell(t, "-");
@@ -291,8 +294,9 @@ static void ring_row(struct shoal__table *t, const struct shoal__region_snap *r)
 static int text_rings(const struct shoal__seg_snap *s)
 {
 	static const struct shoal__column cols[] = {
-		{ "RING", 'l' }, { "CAPACITY", 'r' }, { "USED", 'r' }, { "PENDING", 'r' },
-		{ "FULL_EVENTS", 'r' }, { "HIGH_WATER", 'r' }, { "STATUS", 'l' },
+		{ "RING", 'l' }, { "PATH", 'l' }, { "CAPACITY", 'r' }, { "USED", 'r' },
+		{ "PENDING", 'r' }, { "FULL_EVENTS", 'r' }, { "HIGH_WATER", 'r' },
+		{ "STATUS", 'l' },
 	};
 	struct shoal__table t;
 
@@ -491,10 +495,12 @@ static void json_counters(struct shoal__json *j, const struct shoal__worker_sums
 static void json_ring(struct shoal__json *j, const struct shoal__region_snap *r)
 {
 	shoal__json_object_begin(j, NULL);
-	if (r->entry_ok)
+	if (r->entry_ok) {
 		shoal__json_string(j, "name", r->region.name);
-	else
+		shoal__json_ring_tag(j, &r->region.tag);
+	} else {
 		shoal__json_uint(j, "entry", r->index);
+	}
 	shoal__json_string(j, "status", r->corrupt ? "corrupt" : "ok");
 	if (r->corrupt)
 		shoal__json_string(j, "reason", r->reason);

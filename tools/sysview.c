@@ -51,6 +51,66 @@ const char *shoal__group_state_name(uint32_t state)
 	return state < sizeof(names) / sizeof(names[0]) ? names[state] : NULL;
 }
 
+bool shoal__ring_is_inbound(const struct shoal_seg_tag *tag)
+{
+	return tag->role == SHOAL__RING_DISPATCHED || tag->role == SHOAL__RING_DIRECT;
+}
+
+const char *shoal__ring_role_name(uint32_t role)
+{
+	switch (role) {
+	case SHOAL__RING_UPLINK:
+		return "uplink";
+	case SHOAL__RING_DISPATCHED:
+		return "dispatched";
+	case SHOAL__RING_DIRECT:
+		return "direct";
+	default:
+		return NULL;
+	}
+}
+
+const char *shoal__ring_path(char *buf, size_t len, const struct shoal_seg_tag *tag)
+{
+	int n;
+
+	switch (tag->role) {
+	case SHOAL__RING_UPLINK:
+		n = snprintf(buf, len, "worker %u -> dispatcher", tag->a);
+		break;
+	case SHOAL__RING_DISPATCHED:
+		n = snprintf(buf, len, "dispatcher %u -> worker %u", tag->b, tag->a);
+		break;
+	case SHOAL__RING_DIRECT:
+		n = snprintf(buf, len, "group %u worker %u -> worker %u", tag->b, tag->c, tag->a);
+		break;
+	default:
+		n = snprintf(buf, len, "unknown role %u", tag->role);
+		break;
+	}
+	if (tag->gen != 0 && n > 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n, ", replacement %u", tag->gen);
+	return buf;
+}
+
+void shoal__json_ring_tag(struct shoal__json *j, const struct shoal_seg_tag *tag)
+{
+	const char *role = shoal__ring_role_name(tag->role);
+
+	if (role != NULL)
+		shoal__json_string(j, "role", role);
+	else
+		shoal__json_uint(j, "role", tag->role);
+	shoal__json_uint(j, "worker", tag->a);
+	if (tag->role == SHOAL__RING_DISPATCHED)
+		shoal__json_uint(j, "dispatcher", tag->b);
+	if (tag->role == SHOAL__RING_DIRECT) {
+		shoal__json_uint(j, "from_group", tag->b);
+		shoal__json_uint(j, "from_worker", tag->c);
+	}
+	shoal__json_uint(j, "generation", tag->gen);
+}
+
 const char *shoal__system_state_name(uint32_t state)
 {
 	switch (state) {
@@ -501,7 +561,7 @@ void shoal__group_view_queued(const struct shoal__group_view *g, uint64_t *recor
 	for (uint32_t i = 0; i < g->rings.n_regions; i++) {
 		const struct shoal__region_snap *r = &g->rings.regions[i];
 
-		if (!r->have_ring || strncmp(r->region.name, "in.", 3) != 0)
+		if (!r->have_ring || !shoal__ring_is_inbound(&r->region.tag))
 			continue;
 		*records += r->pending > 0 ? (uint64_t)r->pending : 0;
 		*bytes += r->ring.used;

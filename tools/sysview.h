@@ -27,6 +27,7 @@
 #include <shoal/segment.h>
 
 #include "runtime/layout.h"
+#include "tools/json.h"
 #include "tools/snapshot.h"
 
 struct shoal__disp_view {
@@ -156,12 +157,26 @@ const struct shoal__group_view *shoal__sys_view_group(const struct shoal__sys_vi
 const struct shoal__type_view *shoal__sys_view_type(const struct shoal__sys_view *v,
 						    uint32_t id);
 
-/* Messages waiting in a group's inbound rings ("in.*"), and their bytes. */
+/* Messages waiting in a group's inbound rings (shoal__ring_is_inbound()), and their bytes. */
 void shoal__group_view_queued(const struct shoal__group_view *g, uint64_t *records,
 			      uint64_t *bytes);
 
 /* "empty", "down", "running", "stopping", "failed"; NULL for another value. */
 const char *shoal__group_state_name(uint32_t state);
+
+/* Whether a mailbox ring of this tag feeds a worker (runtime/layout.h). */
+bool shoal__ring_is_inbound(const struct shoal_seg_tag *tag);
+
+/* "uplink", "dispatched", "direct"; NULL for another role. */
+const char *shoal__ring_role_name(uint32_t role);
+
+/* Who writes and who reads a mailbox ring, from its tag, in buf: e.g.
+ * "dispatcher 0 -> worker 1, replacement 2". Returns buf. */
+const char *shoal__ring_path(char *buf, size_t len, const struct shoal_seg_tag *tag);
+
+/* A mailbox ring's identity as JSON members: role, worker, dispatcher or
+ * from_group and from_worker, generation. */
+void shoal__json_ring_tag(struct shoal__json *j, const struct shoal_seg_tag *tag);
 
 /* "running", "stopping"; NULL for another value. */
 const char *shoal__system_state_name(uint32_t state);

@@ -27,13 +27,33 @@ enum shoal_key_op {
 	SHOAL_KEY_MOD,       /* key % a == b  (a > 0, b < a) */
 };
 
-/* What happens to a message the filter matches. */
-enum shoal_route_mode {
-	SHOAL_ROUTE_GROUP = 0,   /* to the group as a whole: its own in-group router picks actors */
-	SHOAL_ROUTE_UNICAST_KEY, /* to actor (key % actors of the group) */
-	SHOAL_ROUTE_BROADCAST,   /* to every actor of the group */
-	SHOAL_ROUTE_DISCARD,     /* matched, delivered nowhere, counted */
+/*
+ * Where a message goes among the actors of a group. One set of names for
+ * both places that decide it: a filter's `mode` (the router, for each
+ * filter a message matches) and an in-group router's outcome `kind`
+ * (struct shoal_outcome in shoal/group.h, for a message sent to the group
+ * as a whole). The values of the first four are fixed: filters cross the
+ * control socket, and a config's `deliver:` words name them in this order.
+ */
+enum shoal_route {
+	SHOAL_ROUTE_GROUP = 0,     /* filters only: the group decides (its in-group router;
+				    * without one, actor 0) */
+	SHOAL_ROUTE_UNICAST = 1,   /* to one actor: key % actors of the group for a filter
+				    * (which must read a key), slots[0] for an outcome */
+	SHOAL_ROUTE_BROADCAST = 2, /* to every actor of the group */
+	SHOAL_ROUTE_DISCARD = 3,   /* to nobody; counted (`discarded`) */
+	SHOAL_ROUTE_MULTICAST = 4, /* outcomes only: to slots[0 .. n) */
 };
+
+/*
+ * The names these had when filters and outcomes spelled them apart, kept
+ * while runtime/data/dispatch.c and poll.c still use them; new code uses
+ * the names above.
+ */
+#define SHOAL_ROUTE_UNICAST_KEY SHOAL_ROUTE_UNICAST
+#define SHOAL_OUT_UNICAST SHOAL_ROUTE_UNICAST
+#define SHOAL_OUT_MULTICAST SHOAL_ROUTE_MULTICAST
+#define SHOAL_OUT_BROADCAST SHOAL_ROUTE_BROADCAST
 
 /*
  * The key: `width` bytes (1, 2, 4 or 8; 0 when the filter reads no key) at
@@ -55,15 +75,16 @@ struct shoal_filter {
 	uint32_t n_types;
 	struct shoal_key key;
 	uint16_t group;      /* destination group id */
-	uint8_t mode;        /* enum shoal_route_mode */
+	uint8_t mode;        /* enum shoal_route, not MULTICAST */
 	uint8_t reserved;
 	uint32_t id;         /* assigned by the router; unique while the filter exists */
 };
 
 /*
  * Check a filter for internal consistency: 1..SHOAL_FILTER_MAX_TYPES types,
- * no type 0, a known op and mode, a key width of 0/1/2/4/8 (non-zero whenever
- * the op or the mode needs a key), MOD with a > 0 and b < a, RANGE with
+ * no type 0, a known op, a mode a filter may have (GROUP, UNICAST, BROADCAST or
+ * DISCARD), a key width of 0/1/2/4/8 (non-zero whenever the op or the mode
+ * needs a key), MOD with a > 0 and b < a, RANGE with
  * a <= b, IN with 1..SHOAL_FILTER_MAX_SET values, and `reserved` zero.
  * Returns 0 or -EINVAL with the reason in *err. Never allocates.
  */

@@ -61,18 +61,17 @@ struct shoal_actor {
 	void *user;                  /* the descriptor's user pointer */
 };
 
-/* In-group routing outcome for messages addressed to the group as a whole. */
-enum shoal_outcome_kind {
-	SHOAL_OUT_UNICAST = 0,       /* to slots[0] */
-	SHOAL_OUT_MULTICAST,         /* to slots[0 .. n) */
-	SHOAL_OUT_BROADCAST,         /* to every actor */
-	SHOAL_OUT_DISCARD,           /* to nobody, counted */
-};
-
 #define SHOAL_OUT_MAX_SLOTS 16
 
+/*
+ * An in-group router's decision for a message addressed to the group as a
+ * whole: kind is SHOAL_ROUTE_UNICAST (slots[0]), SHOAL_ROUTE_MULTICAST
+ * (slots[0 .. n)), SHOAL_ROUTE_BROADCAST or SHOAL_ROUTE_DISCARD (shoal/filter.h);
+ * any other kind, and a slot past the group's actors, is counted as
+ * discarded.
+ */
 struct shoal_outcome {
-	uint8_t kind;                /* enum shoal_outcome_kind */
+	uint8_t kind;                /* enum shoal_route */
 	uint8_t n;
 	uint16_t slots[SHOAL_OUT_MAX_SLOTS];
 };
@@ -92,7 +91,8 @@ struct shoal_group_desc {
 	int (*on_start)(struct shoal_actor *a);   /* optional; non-zero fails the attach */
 	void (*on_stop)(struct shoal_actor *a);   /* optional */
 	/* Optional in-group router for messages sent to the group as a whole;
-	 * without it they go to actor 0. Runs in the receiving worker. */
+	 * without it they go to actor 0. Runs in the receiving worker; `out`
+	 * arrives set to SHOAL_ROUTE_UNICAST to actor 0. */
 	void (*route)(const struct shoal_msg *m, struct shoal_outcome *out, void *user);
 	void *user;
 };

@@ -6,7 +6,8 @@
  * /dev/shm/shoal-<euid> (made mode 0700 on first use), or $SHOAL_SHM_DIR; a
  * hugetlbfs mount or another directory can be named per segment. Every segment starts with a header (magic,
  * layout version, size, creator, creation time, generation) followed by a
- * directory of named regions (rings, doorbells, registries of higher layers).
+ * directory of regions (rings, doorbells, registries of higher layers), each
+ * with a name for people and a numeric tag for the programs that look for it.
  * Nothing inside a segment is a pointer: regions are found by offset from the
  * segment's base and every offset read back is bounds-checked.
  *
@@ -43,7 +44,7 @@
 #include <shoal/api.h>
 
 #define SHOAL_SEG_MAGIC   UINT64_C(0x4745534c414f4853) /* "SHOALSEG" little-endian */
-#define SHOAL_SEG_VERSION 1u
+#define SHOAL_SEG_VERSION 2u      /* 2: a tag (struct shoal_seg_tag) in each directory entry */
 #define SHOAL_SEG_NAME_MAX 64     /* including the terminating NUL */
 #define SHOAL_SEG_REGION_NAME_MAX 40 /* including the terminating NUL */
 
@@ -111,11 +112,24 @@ struct shoal_seg_info {
 	char name[SHOAL_SEG_NAME_MAX];
 };
 
+/*
+ * What a region is, as numbers, for the layer above that allocated it: shm/
+ * stores, copies and compares them and gives them no meaning (the runtime's
+ * are in runtime/layout.h). All zero: untagged. A reader that wants to know
+ * which region is which compares these, never the name, which is for people.
+ */
+struct shoal_seg_tag {
+	uint32_t role;            /* what the region is for; 0: untagged */
+	uint32_t a, b, c;         /* who it belongs to, in the role's terms */
+	uint32_t gen;             /* which incarnation: replacements count up from 0 */
+};
+
 /* One directory entry, as a snapshot. */
 struct shoal_seg_region {
 	uint32_t kind;
 	uint64_t off;
 	uint64_t len;
+	struct shoal_seg_tag tag;
 	char name[SHOAL_SEG_REGION_NAME_MAX];
 };
 
@@ -186,8 +200,16 @@ SHOAL_API void shoal_seg_detach(struct shoal_seg *seg);
 SHOAL_API int shoal_seg_unlink(const char *name);
 
 /*
+ * Bytes that the header and a directory of `dir_cap` entries (0 means 64)
+ * take at the start of a segment, before any region: a caller sizing a
+ * segment adds what it will allocate. Never fails.
+ */
+SHOAL_API uint64_t shoal_seg_overhead(uint32_t dir_cap);
+
+/*
  * Allocate a region of `len` bytes aligned to `align` (a power of two, at
- * least 8; 0 means 128) and add it to the directory under (kind, name).
+ * least 8; 0 means 128) and add it to the directory under (kind, name),
+ * untagged.
  * Only with the handle shoal_seg_create() returned, from one thread (rule
  * 3). The memory is zero. The allocator works from its private state in the
  * handle, so peers that scribble on the header cannot make it hand out
@@ -202,14 +224,17 @@ SHOAL_API int shoal_seg_alloc(struct shoal_seg *seg, uint32_t kind, const char *
 			      uint64_t len, uint64_t align, uint64_t *off);
 
 /*
- * Like shoal_seg_alloc(), but `init(mem, len, arg)` builds the region before
- * it enters the directory: a peer that finds the region (by name or by
- * index) sees it as init left it, never half-built. init runs in the
- * caller's thread on zeroed memory; if it returns a negative errno, nothing
- * is allocated and that errno is returned. `init` may be NULL.
+ * Like shoal_seg_alloc(), but the entry carries `tag` (NULL: untagged), and
+ * `init(mem, len, arg)` builds the region before it enters the directory: a
+ * peer that finds the region (by name, tag or index) sees it as init left
+ * it, never half-built. init runs in the caller's thread on zeroed memory;
+ * if it returns a negative errno, nothing is allocated and that errno is
+ * returned. `init` may be NULL. A tag names one region of its kind, as a
+ * name does: -EEXIST when an entry of that kind has the same name, or the
+ * same tag (unless untagged).
  */
 SHOAL_API int shoal_seg_alloc_init(struct shoal_seg *seg, uint32_t kind, const char *name,
-				   uint64_t len, uint64_t align,
+				   const struct shoal_seg_tag *tag, uint64_t len, uint64_t align,
 				   int (*init)(void *mem, uint64_t len, void *arg), void *arg,
 				   uint64_t *off);
 
@@ -228,6 +253,17 @@ SHOAL_API void *shoal_seg_ptr(const struct shoal_seg *seg, uint64_t off, uint64_
  */
 SHOAL_API int shoal_seg_find(const struct shoal_seg *seg, uint32_t kind, const char *name,
 			     struct shoal_seg_region *region);
+
+/*
+ * Find a region by kind and tag (every field equal; role not 0). Returns 0
+ * and fills *region, -ENOENT, or -EUCLEAN if the directory entry found is
+ * out of bounds.
+ */
+SHOAL_API int shoal_seg_find_tag(const struct shoal_seg *seg, uint32_t kind,
+				 const struct shoal_seg_tag *tag, struct shoal_seg_region *region);
+
+/* Whether two tags are the same, field by field. Never fails. */
+SHOAL_API bool shoal_seg_tag_equal(const struct shoal_seg_tag *x, const struct shoal_seg_tag *y);
 
 /*
  * Copy directory entry `i` (0 <= i < info.dir_count). Returns 0, -ENOENT past
@@ -281,8 +317,8 @@ SHOAL_API int shoal_seg_probe(const char *name, struct shoal_err *err);
  *   [1] shoal_seg_create, shoal_seg_attach (fill the handle)
  *   [2] shoal_seg_detach
  *   [3] shoal_seg_alloc, shoal_seg_alloc_init (the creator's handle only)
- *   [4] shoal_seg_ptr, shoal_seg_find, shoal_seg_region_at,
- *       shoal_seg_dir_count, shoal_seg_info
+ *   [4] shoal_seg_ptr, shoal_seg_find, shoal_seg_find_tag,
+ *       shoal_seg_region_at, shoal_seg_dir_count, shoal_seg_info
  *   [5] shoal_seg_verify
  *
  *        [1]  [2]  [3]  [4]  [5]
@@ -304,9 +340,9 @@ SHOAL_API int shoal_seg_probe(const char *name, struct shoal_err *err);
  * -EAGAIN (R1/A1), a peer that reads the directory while the creator
  * allocates sees whole entries, and a peer's [2] unmaps only its own view.
  *
- * By name, with no handle: shoal_seg_unlink, shoal_seg_probe,
- * shoal_seg_dir_path and shoal_seg_dir_open are "-" with every call; an
- * unlink leaves every mapping valid (rule 4). Every call that uses the
+ * With no handle: shoal_seg_unlink, shoal_seg_probe, shoal_seg_dir_path,
+ * shoal_seg_dir_open, shoal_seg_overhead and shoal_seg_tag_equal are "-"
+ * with every call; an unlink leaves every mapping valid (rule 4). Every call that uses the
  * default directory reads $SHOAL_SHM_DIR with getenv(): it must not run
  * while the process changes its environment (setenv(), putenv()).
  */

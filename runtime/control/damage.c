@@ -10,11 +10,13 @@
  * marks on every ring in service, reports each once (counter and log line),
  * takes the ring out of service and gives its owner a fresh one:
  *
- *   inbound ring  a new in.W.dD.rN; the dispatcher moves to it at the next
- *                 publish; the worker finds it in its directory and reads
- *                 both (the old one until it is empty, if it still can).
- *   uplink        a new up.W.rN; the worker moves to it when the router has
- *                 published it (mw->up_gen, set after the grace period).
+ *   inbound ring  a new one of the same tag with gen + 1 (in.W.dD.rN); the
+ *                 dispatcher moves to it at the next publish; the worker
+ *                 finds it in its directory and reads both (the old one
+ *                 until it is empty, if it still can).
+ *   uplink        a new one with gen + 1 (up.W.rN); the worker moves to it
+ *                 when the router has published it (mw->up_gen, set after
+ *                 the grace period).
  *
  * What a condemned ring held is counted as lost exactly once, by the last
  * side to let go of it: the router for an inbound ring whose worker gave up
@@ -149,14 +151,16 @@ static int replace_ring(struct shoal_router *r, int g, unsigned w, int d, unsign
 	struct shoal__group_slot *s = &r->groups[g];
 	struct shoal__ring_ref *ref = d < 0 ? &s->up[w] : &s->in[w][d];
 	struct shoal__ring_ref fresh = { .gen = ref->gen + 1 };
+	struct shoal_seg_tag old_tag = shoal__ring_tag(w, d, ref->gen);
+	struct shoal_seg_tag tag = shoal__ring_tag(w, d, fresh.gen);
 	char old[SHOAL_SEG_REGION_NAME_MAX], name[SHOAL_SEG_REGION_NAME_MAX];
 	struct shoal_err err = { { 0 } };
 	int ret;
 
-	shoal__ring_name(old, w, d, ref->gen);
+	shoal__ring_name(old, &old_tag);
 	(void)shoal_ring_check(ref->mem, ref->len, &(struct shoal_ring_stats){ 0 }, &err);
-	shoal__ring_name(name, w, d, fresh.gen);
-	ret = shoal__alloc_ring(s, name, d < 0 ? r->up_cap : s->in_cap, &fresh);
+	shoal__ring_name(name, &tag);
+	ret = shoal__alloc_ring(s, &tag, d < 0 ? r->up_cap : s->in_cap, &fresh);
 	if (ret == 0)
 		ret = retire(r, g, w, d < 0, ref->mem, ref->len);
 	count_damage(r, g, ret == 0);
@@ -178,35 +182,36 @@ static int replace_ring(struct shoal_router *r, int g, unsigned w, int d, unsign
 }
 
 /*
- * The direct ring `base` of group g in service, in `name`: the latest of
- * base, base.r1, base.r2 ... the router allocated, a new one first if none
- * exists or the latest was condemned. Only the ring's producer asks for it
- * (one producer per ring), so a condemned ring it did not settle was left by
- * an earlier process of it: what it holds is counted here.
+ * The direct ring from worker src_w of group src_g into worker w of group g
+ * in service, named in `name`: the one of the highest gen the router
+ * allocated, a new one first if none exists or the latest was condemned.
+ * Only the ring's producer asks for it (one producer per ring), so a
+ * condemned ring it did not settle was left by an earlier process of it:
+ * what it holds is counted here.
  */
-int shoal__direct_ring(struct shoal_router *r, int g, const char *base,
+int shoal__direct_ring(struct shoal_router *r, int g, unsigned w, int src_g, unsigned src_w,
 		       char name[SHOAL_SEG_REGION_NAME_MAX])
 {
 	struct shoal__group_slot *s = &r->groups[g];
+	struct shoal_seg_tag tag = {
+		.role = SHOAL__RING_DIRECT, .a = w, .b = (uint32_t)src_g, .c = src_w,
+	};
 	const struct shoal_seg_region *last = NULL;
 	unsigned side = 0;
-	uint32_t gen;
 	int ret;
 
-	for (gen = 0;; gen++) {
+	for (;; tag.gen++) {
 		const struct shoal_seg_region *e = NULL;
 
-		if (gen == 0)
-			snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "%s", base);
-		else
-			snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "%.24s.r%u", base, gen);
 		for (uint32_t i = 0; i < s->n_dir && e == NULL; i++)
-			if (s->dir[i].kind == SHOAL_SEG_KIND_RING && strcmp(s->dir[i].name, name) == 0)
+			if (s->dir[i].kind == SHOAL_SEG_KIND_RING &&
+			    shoal_seg_tag_equal(&s->dir[i].tag, &tag))
 				e = &s->dir[i];
 		if (e == NULL)
 			break;
 		last = e;
 	}
+	shoal__ring_name(name, &tag);
 	if (last != NULL) {
 		void *mem = (unsigned char *)s->mbx.base + last->off;
 
@@ -218,7 +223,7 @@ int shoal__direct_ring(struct shoal_router *r, int g, const char *base,
 		if ((side & SHOAL_RING_SIDE_CONS) && !(side & SHOAL_RING_SIDE_SETTLED))
 			count_lost(r, g, ring_left(mem, last->len));
 	}
-	ret = shoal__alloc_ring(s, name, r->direct_cap, NULL);
+	ret = shoal__alloc_ring(s, &tag, r->direct_cap, NULL);
 	if (last != NULL) {
 		count_damage(r, g, ret == 0);
 		damage_log(r, g, "ring %s is corrupted (condemned by its %s); %s %s", last->name,
@@ -243,6 +248,7 @@ static int mailbox_damage(struct shoal_router *r, int g, struct shoal_err *err)
 
 		if (shoal_seg_region_at(&s->mbx, i, &e) < 0 || e.kind != s->dir[i].kind ||
 		    e.off != s->dir[i].off || e.len != s->dir[i].len ||
+		    !shoal_seg_tag_equal(&e.tag, &s->dir[i].tag) ||
 		    strcmp(e.name, s->dir[i].name) != 0)
 			return shoal__fail(err, -EUCLEAN, "mailbox directory entry %u (%s) was "
 					   "changed", i, s->dir[i].name);

@@ -51,7 +51,7 @@
 uint64_t shoal__mailbox_size(uint32_t n_workers, uint32_t up_cap, uint32_t in_cap,
 			     uint32_t direct_cap)
 {
-	return 2 * sizeof(struct shoal__mbx_hdr) +
+	return shoal_seg_overhead(MAILBOX_DIR_CAP) + sizeof(struct shoal__mbx_hdr) +
 	       (uint64_t)n_workers * (shoal_ring_size(up_cap) +
 				      SHOAL_MAX_NODES * shoal_ring_size(in_cap)) +
 	       (uint64_t)MAILBOX_DIRECT_RINGS * shoal_ring_size(direct_cap) +
@@ -77,8 +77,8 @@ static int init_ring(void *mem, uint64_t len, void *arg)
 }
 
 /* Remember a region the router added to a mailbox (mailbox_damage() in damage.c checks it). */
-static int dir_note(struct shoal__group_slot *s, uint32_t kind, const char *name, uint64_t off,
-		    uint64_t len)
+static int dir_note(struct shoal__group_slot *s, uint32_t kind, const char *name,
+		    const struct shoal_seg_tag *tag, uint64_t off, uint64_t len)
 {
 	struct shoal_seg_region *dir = shoal__grow(s->dir, &s->cap_dir, s->n_dir, sizeof(*dir), 64);
 	struct shoal_seg_region *e;
@@ -91,37 +91,40 @@ static int dir_note(struct shoal__group_slot *s, uint32_t kind, const char *name
 	e->kind = kind;
 	e->off = off;
 	e->len = len;
+	if (tag != NULL)
+		e->tag = *tag;
 	snprintf(e->name, sizeof(e->name), "%s", name);
 	return 0;
 }
 
 /*
- * Add ring `name` to a mailbox, initialised before it enters the directory:
- * a running worker scans the directory for new rings at any moment, and one
- * that found a ring not yet initialised would skip it for good, losing what
- * is sent into it. The ring is recorded in `ref` (when given) and in the
- * slot's private copy of the directory. An existing ring of that name is
- * kept (direct rings are opened once per pair of workers).
+ * Add the ring `tag` names (runtime/layout.h) to a mailbox, initialised
+ * before it enters the directory: a running worker scans the directory for
+ * new rings at any moment, and one that found a ring not yet initialised
+ * would skip it for good, losing what is sent into it. The ring is recorded
+ * in `ref` (when given) and in the slot's private copy of the directory. An
+ * existing ring of that identity is kept (direct rings are opened once per
+ * pair of workers). The directory may hold what our copy does not (damage):
+ * shoal_seg_alloc_init() then refuses a second ring of the same identity
+ * (-EEXIST).
  */
-int shoal__alloc_ring(struct shoal__group_slot *s, const char *name, uint32_t cap,
+int shoal__alloc_ring(struct shoal__group_slot *s, const struct shoal_seg_tag *tag, uint32_t cap,
 		      struct shoal__ring_ref *ref)
 {
+	char name[SHOAL_SEG_REGION_NAME_MAX];
 	uint64_t off, len = shoal_ring_size(cap);
-	struct shoal_seg_region existing;
 	int ret;
 
 	for (uint32_t i = 0; i < s->n_dir; i++)
-		if (s->dir[i].kind == SHOAL_SEG_KIND_RING && strcmp(s->dir[i].name, name) == 0)
+		if (s->dir[i].kind == SHOAL_SEG_KIND_RING &&
+		    shoal_seg_tag_equal(&s->dir[i].tag, tag))
 			return 0;
-	/* The directory may hold what our copy does not (damage): never add
-	 * a second ring of the same name. */
-	if (shoal_seg_find(&s->mbx, SHOAL_SEG_KIND_RING, name, &existing) == 0)
-		return -EEXIST;
-	ret = shoal_seg_alloc_init(&s->mbx, SHOAL_SEG_KIND_RING, name, len, 0, init_ring, &cap,
-				   &off);
+	shoal__ring_name(name, tag);
+	ret = shoal_seg_alloc_init(&s->mbx, SHOAL_SEG_KIND_RING, name, tag, len, 0, init_ring,
+				   &cap, &off);
 	if (ret < 0)
 		return ret;
-	ret = dir_note(s, SHOAL_SEG_KIND_RING, name, off, len);
+	ret = dir_note(s, SHOAL_SEG_KIND_RING, name, tag, off, len);
 	if (ret < 0)
 		return ret;
 	if (ref != NULL) {
@@ -131,34 +134,41 @@ int shoal__alloc_ring(struct shoal__group_slot *s, const char *name, uint32_t ca
 	return 0;
 }
 
-/* The name of worker w's uplink (d < 0) or inbound ring from dispatcher d. */
-void shoal__ring_name(char name[SHOAL_SEG_REGION_NAME_MAX], unsigned w, int d, uint32_t gen)
+struct shoal_seg_tag shoal__ring_tag(unsigned w, int d, uint32_t gen)
 {
-	if (d < 0 && gen == 0)
-		snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "up.%u", w);
-	else if (d < 0)
-		snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "up.%u.r%u", w, gen);
-	else if (gen == 0)
-		snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "in.%u.d%d", w, d);
+	if (d < 0)
+		return (struct shoal_seg_tag){ .role = SHOAL__RING_UPLINK, .a = w, .gen = gen };
+	return (struct shoal_seg_tag){ .role = SHOAL__RING_DISPATCHED, .a = w, .b = (uint32_t)d,
+				       .gen = gen };
+}
+
+void shoal__ring_name(char name[SHOAL_SEG_REGION_NAME_MAX], const struct shoal_seg_tag *tag)
+{
+	int n;
+
+	if (tag->role == SHOAL__RING_UPLINK)
+		n = snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "up.%u", tag->a);
+	else if (tag->role == SHOAL__RING_DISPATCHED)
+		n = snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "in.%u.d%u", tag->a, tag->b);
 	else
-		snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "in.%u.d%d.r%u", w, d, gen);
+		n = snprintf(name, SHOAL_SEG_REGION_NAME_MAX, "in.%u.g%u.%u", tag->a, tag->b,
+			     tag->c);
+	if (tag->gen != 0 && n > 0 && n < SHOAL_SEG_REGION_NAME_MAX)
+		snprintf(name + n, (size_t)(SHOAL_SEG_REGION_NAME_MAX - n), ".r%u", tag->gen);
 }
 
 /* Give every group an inbound ring per worker from dispatcher `d`. */
 int shoal__add_dispatcher_rings(struct shoal_router *r, int d)
 {
-	char name[SHOAL_SEG_REGION_NAME_MAX];
-
 	for (uint32_t g = 0; g < r->n_groups; g++) {
 		struct shoal__group_slot *s = &r->groups[g];
 
 		if (!s->used)
 			continue;
 		for (unsigned w = 0; w < s->n_workers; w++) {
-			int ret;
+			struct shoal_seg_tag tag = shoal__ring_tag(w, d, 0);
+			int ret = shoal__alloc_ring(s, &tag, s->in_cap, &s->in[w][d]);
 
-			shoal__ring_name(name, w, d, 0);
-			ret = shoal__alloc_ring(s, name, s->in_cap, &s->in[w][d]);
 			if (ret < 0)
 				return ret;
 		}
@@ -170,7 +180,8 @@ int shoal__create_mailbox(struct shoal_router *r, struct shoal__group_slot *s, u
 			  struct shoal_err *err)
 {
 	struct shoal_seg_opts o = { .mode = r->mode, .dir_cap = MAILBOX_DIR_CAP, .numa_node = -1 };
-	char seg_name[SHOAL_SEG_NAME_MAX], name[SHOAL_SEG_REGION_NAME_MAX];
+	char seg_name[SHOAL_SEG_NAME_MAX];
+	struct shoal_seg_tag tag;
 	uint64_t size, off;
 	int ret;
 
@@ -189,7 +200,7 @@ int shoal__create_mailbox(struct shoal_router *r, struct shoal__group_slot *s, u
 	s->mbx_bad = false;
 	ret = shoal_seg_alloc(&s->mbx, SHOAL__KIND_MAILBOX, "mailbox", sizeof(*s->hdr), 128, &off);
 	if (ret == 0)
-		ret = dir_note(s, SHOAL__KIND_MAILBOX, "mailbox", off, sizeof(*s->hdr));
+		ret = dir_note(s, SHOAL__KIND_MAILBOX, "mailbox", NULL, off, sizeof(*s->hdr));
 	if (ret < 0)
 		goto fail;
 	s->hdr = shoal_seg_ptr(&s->mbx, off, sizeof(*s->hdr), 128);
@@ -201,11 +212,11 @@ int shoal__create_mailbox(struct shoal_router *r, struct shoal__group_slot *s, u
 		shoal_doorbell_init(&s->hdr->w[w].in_db);
 		shoal_doorbell_init(&s->hdr->w[w].up_db);
 		shoal_doorbell_init(&s->hdr->w[w].space_db);
-		shoal__ring_name(name, w, -1, 0);
-		ret = shoal__alloc_ring(s, name, r->up_cap, &s->up[w]);
+		tag = shoal__ring_tag(w, -1, 0);
+		ret = shoal__alloc_ring(s, &tag, r->up_cap, &s->up[w]);
 		for (int d = 0; ret == 0 && d < r->n_disp; d++) {
-			shoal__ring_name(name, w, d, 0);
-			ret = shoal__alloc_ring(s, name, s->in_cap, &s->in[w][d]);
+			tag = shoal__ring_tag(w, d, 0);
+			ret = shoal__alloc_ring(s, &tag, s->in_cap, &s->in[w][d]);
 		}
 		if (ret < 0)
 			goto fail;

@@ -25,7 +25,7 @@
 struct shoal__ring_ref {
 	void *mem;                      /* in the router's mapping of the mailbox */
 	uint64_t len;
-	uint32_t gen;                   /* replacements: named NAME, then NAME.rGEN */
+	uint32_t gen;                   /* replacements: its tag's gen (runtime/layout.h) */
 };
 
 /* A condemned ring taken out of service, kept mapped until the router ends. */
@@ -157,10 +157,12 @@ uint32_t shoal__route_entry_remove(struct shoal_router *r, uint32_t id, int owne
 /* registry.c */
 /* The id of the group called `name`, or -ENOENT. */
 int shoal__find_group(const struct shoal_router *r, const char *name);
-/* The name of worker w's uplink (d < 0) or inbound ring from dispatcher d. */
-void shoal__ring_name(char name[SHOAL_SEG_REGION_NAME_MAX], unsigned w, int d, uint32_t gen);
-/* Add ring `name` to a group's mailbox, initialised before a worker can see it. */
-int shoal__alloc_ring(struct shoal__group_slot *s, const char *name, uint32_t cap,
+/* The tag of worker w's uplink (d < 0) or inbound ring from dispatcher d. */
+struct shoal_seg_tag shoal__ring_tag(unsigned w, int d, uint32_t gen);
+/* A ring's name for people, made from its tag; nothing reads it back. */
+void shoal__ring_name(char name[SHOAL_SEG_REGION_NAME_MAX], const struct shoal_seg_tag *tag);
+/* Add the ring `tag` names to a group's mailbox, initialised before a worker can see it. */
+int shoal__alloc_ring(struct shoal__group_slot *s, const struct shoal_seg_tag *tag, uint32_t cap,
 		      struct shoal__ring_ref *ref);
 /* Give every group an inbound ring per worker from dispatcher `d`. */
 int shoal__add_dispatcher_rings(struct shoal_router *r, int d);
@@ -178,8 +180,9 @@ int shoal__create_registry(struct shoal_router *r, struct shoal_err *err);
 /* damage.c */
 /* Count what retired rings hold once nobody else will (`gone`: a group that left). */
 void shoal__settle_retired(struct shoal_router *r, int gone);
-/* Name in `name` the direct ring `base` of group g in service, replacing a condemned one. */
-int shoal__direct_ring(struct shoal_router *r, int g, const char *base,
+/* Name in `name` the direct ring from worker src_w of group src_g to worker w of
+ * group g in service, replacing a condemned one. */
+int shoal__direct_ring(struct shoal_router *r, int g, unsigned w, int src_g, unsigned src_w,
 		       char name[SHOAL_SEG_REGION_NAME_MAX]);
 /* Before group g attaches: replace its mailbox if it is damaged. */
 int shoal__mailbox_repair(struct shoal_router *r, int g, struct shoal_err *err);

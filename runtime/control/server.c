@@ -189,12 +189,8 @@ static int handle_open_direct(struct shoal_router *r, int g, const struct shoal_
 		return shoal__fail(err, -EINVAL, "worker out of range");
 	memset(reply, 0, sizeof(*reply));
 	shoal__ctl_init(&reply->h, SHOAL__CTL_DIRECT, sizeof(*reply));
-	{
-		char base[SHOAL_SEG_REGION_NAME_MAX];
-
-		snprintf(base, sizeof(base), "in.%u.g%d.%u", m->dst_worker, g, m->src_worker);
-		ret = shoal__direct_ring(r, (int)m->dst_group, base, reply->ring);
-	}
+	ret = shoal__direct_ring(r, (int)m->dst_group, m->dst_worker, g, m->src_worker,
+				 reply->ring);
 	if (ret < 0)
 		return shoal__fail(err, ret, "no room for a direct ring in group %s's mailbox",
 				   dst->name);

@@ -45,61 +45,54 @@ static int add_inring(struct shoal_ctx *ctx, void *mem, uint64_t len, int src_gr
 	return 0;
 }
 
-/* Who writes an inbound ring, from the rest of its name after "in.W.":
- * "gH.V" is worker V of group H (direct sends), "dD" dispatcher D (-1). */
-static int ring_source(const char *rest)
+/*
+ * Who writes inbound ring `tag` of ours (runtime/layout.h): the group of a
+ * direct sender, or -1 for a dispatcher. The mailbox is writable by every
+ * direct sender, so the group is checked like any shared value.
+ */
+static int ring_source(const struct shoal_seg_tag *tag)
 {
-	char *end;
-	unsigned long h;
-
-	if (rest[0] != 'g')
-		return -1;
-	h = strtoul(rest + 1, &end, 10);
-	return end != rest + 1 && *end == '.' && h < SHOAL_MAX_GROUPS ? (int)h : -1;
+	return tag->role == SHOAL__RING_DIRECT && tag->b < SHOAL_MAX_GROUPS ? (int)tag->b : -1;
 }
 
 /*
  * Attach the inbound rings the router added to our mailbox since the last
- * scan ("in.W.*" for this worker). Cheap when nothing changed: one load.
+ * scan (those tagged as read by this worker). Cheap when nothing changed:
+ * one load.
  */
 void shoal__ctx_scan(struct shoal_ctx *ctx)
 {
 	uint32_t count = shoal_seg_dir_count(&ctx->g->mbx_seg);
-	char prefix[16];
-	size_t plen;
 
 	if (SHOAL_LIKELY(count == ctx->dir_seen))
 		return;
-	plen = (size_t)snprintf(prefix, sizeof(prefix), "in.%u.", ctx->w);
 	for (uint32_t i = ctx->dir_seen; i < count; i++) {
 		struct shoal_seg_region r;
 		void *mem;
 
 		if (shoal_seg_region_at(&ctx->g->mbx_seg, i, &r) < 0)
 			continue;   /* a damaged entry: the router replaces the mailbox */
-		if (r.kind != SHOAL_SEG_KIND_RING || strncmp(r.name, prefix, plen) != 0)
+		if (r.kind != SHOAL_SEG_KIND_RING || r.tag.a != ctx->w ||
+		    (r.tag.role != SHOAL__RING_DISPATCHED && r.tag.role != SHOAL__RING_DIRECT))
 			continue;
 		mem = shoal_seg_ptr(&ctx->g->mbx_seg, r.off, r.len, 128);
-		if (mem == NULL || add_inring(ctx, mem, r.len, ring_source(r.name + plen)) < 0)
+		if (mem == NULL || add_inring(ctx, mem, r.len, ring_source(&r.tag)) < 0)
 			continue;   /* a corrupted ring is skipped, not trusted */
 	}
 	ctx->dir_seen = count;
 }
 
-/* Attach the uplink of generation `gen` (up.W, then up.W.rN) to *p. */
+/* Attach the uplink of generation `gen` to *p. */
 static int uplink_attach(struct shoal_ctx *ctx, uint32_t gen, struct shoal_ring_prod *p,
 			 void **mem, uint64_t *len, struct shoal_err *err)
 {
-	char name[SHOAL_SEG_REGION_NAME_MAX];
+	struct shoal_seg_tag tag = { .role = SHOAL__RING_UPLINK, .a = ctx->w, .gen = gen };
 	struct shoal_seg_region r;
 
-	if (gen == 0)
-		snprintf(name, sizeof(name), "up.%u", ctx->w);
-	else
-		snprintf(name, sizeof(name), "up.%u.r%u", ctx->w, gen);
-	if (shoal_seg_find(&ctx->g->mbx_seg, SHOAL_SEG_KIND_RING, name, &r) < 0 ||
+	if (shoal_seg_find_tag(&ctx->g->mbx_seg, SHOAL_SEG_KIND_RING, &tag, &r) < 0 ||
 	    (*mem = shoal_seg_ptr(&ctx->g->mbx_seg, r.off, r.len, 128)) == NULL)
-		return shoal__fail(err, -EUCLEAN, "mailbox has no uplink ring %s", name);
+		return shoal__fail(err, -EUCLEAN, "mailbox has no uplink ring for worker %u "
+				   "(generation %u)", ctx->w, gen);
 	*len = r.len;
 	return shoal_ring_prod_attach(p, *mem, r.len, err);
 }

@@ -32,6 +32,9 @@ int shoal_filter_validate(const struct shoal_filter *f, struct shoal_err *err)
 	k = &f->key;
 	if (k->op > SHOAL_KEY_MOD)
 		return shoal__fail(err, -EINVAL, "unknown key op %u", k->op);
+	if (f->mode == SHOAL_ROUTE_MULTICAST)
+		return shoal__fail(err, -EINVAL, "route mode MULTICAST is for in-group outcomes: "
+				   "a filter has no slots to send to");
 	if (f->mode > SHOAL_ROUTE_DISCARD)
 		return shoal__fail(err, -EINVAL, "unknown route mode %u", f->mode);
 	if (f->reserved != 0)
@@ -41,8 +44,8 @@ int shoal_filter_validate(const struct shoal_filter *f, struct shoal_err *err)
 	if (k->width == 0 && k->op != SHOAL_KEY_ANY)
 		return shoal__fail(err, -EINVAL, "key op %s needs a key, but the key width is 0",
 				   op_names[k->op]);
-	if (k->width == 0 && f->mode == SHOAL_ROUTE_UNICAST_KEY)
-		return shoal__fail(err, -EINVAL, "route mode UNICAST_KEY needs a key, but the key "
+	if (k->width == 0 && f->mode == SHOAL_ROUTE_UNICAST)
+		return shoal__fail(err, -EINVAL, "route mode UNICAST needs a key, but the key "
 				   "width is 0");
 	switch (k->op) {
 	case SHOAL_KEY_MOD:

@@ -79,7 +79,7 @@ static void normalize(struct shoal_filter *f, bool fold)
 	f->reserved = 0;
 	if (k->width != 0 && k->width != 1 && k->width != 2 && k->width != 4 && k->width != 8)
 		k->width = widths[k->width % 5];
-	if (k->width == 0 && (k->op != SHOAL_KEY_ANY || f->mode == SHOAL_ROUTE_UNICAST_KEY))
+	if (k->width == 0 && (k->op != SHOAL_KEY_ANY || f->mode == SHOAL_ROUTE_UNICAST))
 		k->width = 1;
 	if (fold) {
 		k->offset %= 24;

@@ -196,7 +196,7 @@ static void packets(void)
 	f = (void *)(t + 2);   /* 72 + 2 x 40 bytes: 8-aligned */
 	f[0] = filter(7, SHOAL_KEY_ANY, 0, 0, 0, 0);
 	f[1] = filter(9, SHOAL_KEY_MOD, 8, 4, 4, 1);
-	f[1].mode = SHOAL_ROUTE_UNICAST_KEY;
+	f[1].mode = SHOAL_ROUTE_UNICAST;
 	put("ctl", "hello", buf, len);
 
 	memset(buf, 0, sizeof(buf));

@@ -205,6 +205,7 @@ struct shoal__mbx_hdr {
 
 struct shoal__bell {
 	struct shoal_doorbell disp[SHOAL_MAX_NODES];
+	struct shoal_doorbell waker;     /* rung by a first held wake-up (data/waker.c) */
 };
 
 static_assert(sizeof(struct shoal__reg_dispatcher) == SHOAL_FALSE_SHARING, "registry ABI");

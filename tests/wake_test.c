@@ -4,7 +4,7 @@
  * woken at once, a flood's wake-up is held on the doorbell until a batch
  * gathers or a waker makes it, and in a running system a lone message held
  * after a flood is handled although its producer never calls the runtime
- * again (the dispatchers are the waker). How long that takes is the
+ * again (the router's waker thread). How long that takes is the
  * benchmark's business (shoal-bench-system, bench/SUITE.md); here only
  * that it happens, with generous timeouts.
  */
@@ -233,7 +233,7 @@ static void runtime_lone_messages_after_a_flood_are_handled(void **state)
 	rt_wait_count(0, FLOOD + 3, 60000);
 	rt_wait_ready(2);
 	/* The last one was held, its producer went silent, and a wake-up
-	 * came for it: the dispatcher's (the consumer's own 5 s safety sleep
+	 * came for it: the waker's (the consumer's own 5 s safety sleep
 	 * would have made none). */
 	assert_int_equal(atomic_load(&rt_res->status[1]), ST_HELD);
 	rt_mailbox_map("cons", &mbx);
@@ -296,7 +296,7 @@ static int hundred_consumer_main(void *arg)
 
 /* PER routed and PER direct messages to every consumer, round robin, as
  * fast as they go; then it leaves at once (its held wake-ups are the
- * dispatchers' to make). */
+ * router's waker to make). */
 static int hundred_producer_main(void *arg)
 {
 	struct child *c = arg;

@@ -449,5 +449,7 @@ int shoal__create_registry(struct shoal_router *r, struct shoal_err *err)
 	if (ret < 0)
 		return layout_fail(err, ret, "doorbells", r->bell_seg.path);
 	r->bell = shoal_seg_ptr(&r->bell_seg, off, sizeof(*r->bell), 64);
+	shoal_doorbell_init(&r->bell->waker);
+	r->dp.waker_bell = &r->bell->waker;
 	return 0;
 }

@@ -171,6 +171,13 @@ int shoal__router_start_mode(struct shoal_router **out, const struct shoal_route
 		goto fail;
 	}
 	r->watch_started = true;
+	/* With the dispatchers' CPUs (node 0's): the plain reference of
+	 * shoal-bench-system pins its waker the same way. */
+	ret = shoal__waker_start(&r->dp, r->topo.cpus[0], &r->waker);
+	if (ret < 0) {
+		ret = shoal__fail(err, ret, "cannot start the waker thread");
+		goto fail;
+	}
 	*out = r;
 	return 0;
 fail:
@@ -460,6 +467,10 @@ void shoal_router_destroy(struct shoal_router *r)
 	for (int d = 0; d < r->n_disp; d++) {
 		shoal_doorbell_notify(&r->bell->disp[d]);
 		shoal__dispatcher_stop(r->disp[d]);
+	}
+	if (r->waker != NULL) {
+		shoal_doorbell_notify(&r->bell->waker);
+		shoal__waker_stop(r->waker);
 	}
 	for (uint32_t g = 0; g < r->n_groups; g++) {
 		struct shoal__group_slot *s = &r->groups[g];

@@ -100,6 +100,7 @@ struct shoal_router {
 	int n_disp;                     /* dispatchers started (one per node in use) */
 	int disp_node[SHOAL_MAX_NODES];
 	struct shoal__dispatcher *disp[SHOAL_MAX_NODES];
+	struct shoal__waker *waker;     /* makes held wake-ups by the deadline */
 	struct shoal__dispatch_shared dp;   /* what the dispatchers read */
 
 	/* Damage: condemned rings and replaced mailboxes, kept mapped because

@@ -9,6 +9,7 @@
 #ifndef SHOAL_RUNTIME_DATA_DISPATCH_H
 #define SHOAL_RUNTIME_DATA_DISPATCH_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -91,7 +92,8 @@ struct shoal__dispatch_shared {
 	atomic_bool stopping;
 	atomic_bool held;               /* dispatchers pause (shoal_router_hold) */
 	uint64_t spin_ns;               /* spin this long idle before sleeping */
-	uint64_t wake_deadline_ns;      /* consumers' doze: how long wakes may wait */
+	uint64_t wake_deadline_ns;      /* how long a held wake-up may wait */
+	struct shoal_doorbell *waker_bell;   /* rung by a first hold (waker.c) */
 };
 
 struct shoal__dispatcher;
@@ -107,5 +109,22 @@ int shoal__dispatcher_start(struct shoal__dispatch_shared *sh, int index, uint64
 			    struct shoal__dispatcher **out);
 /* Join a dispatcher after sh->stopping was set and its bell rung; free it. */
 void shoal__dispatcher_stop(struct shoal__dispatcher *d);
+
+/*
+ * Start the waker (waker.c): it makes the wake-ups that producers hold
+ * (shm/doorbell.c) once they are due, for every mailbox of `sh->snap`,
+ * sleeping on sh->waker_bell when none is held. Thread shoal-waker, pinned
+ * to `cpus`.
+ */
+struct shoal__waker;
+int shoal__waker_start(struct shoal__dispatch_shared *sh, uint64_t cpus,
+		       struct shoal__waker **out);
+/* Join the waker after sh->stopping was set and its bell rung; free it. */
+void shoal__waker_stop(struct shoal__waker *w);
+
+/* A thread pinned to `cpus` (none, or none of this machine's: unpinned),
+ * named `name`. Returns 0 or a negative errno. */
+int shoal__thread_start(pthread_t *t, uint64_t cpus, void *(*fn)(void *), void *arg,
+			const char *name);
 
 #endif

@@ -297,8 +297,8 @@ int shoal_try_send(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32
 /*
  * Ring the consumer of a direct link after a commit and a fence (F2),
  * moderated (shm/doorbell.c): a flood's wake-ups may be held, and the
- * dispatchers make them by the deadline; the first hold rings ours. A
- * request or a response has someone waiting for it: never held.
+ * router's waker (data/waker.c) makes them by the deadline; a first hold
+ * rings it. A request or a response has someone waiting for it: never held.
  */
 static void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o, bool urgent)
 {
@@ -311,7 +311,7 @@ static void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o, bool urgent)
 		return;
 	}
 	if (r == SHOAL_WAKE_HELD_FIRST)
-		shoal_doorbell_notify(ctx->bell);
+		shoal_doorbell_notify(&ctx->g->bell->waker);
 	/* Remembered for shoal__wake_flush(); past the list, a full scan. */
 	if (o->unann == 1) {
 		if (ctx->n_held < SHOAL__HELD_MAX)
@@ -330,24 +330,19 @@ static void flush_one(struct shoal__dout *o)
 }
 
 /*
- * Make the wake-ups this worker holds, before it goes idle: its burst is
- * over, and what it sent may be what it waits for an answer to (a
- * ping-pong made of plain sends would otherwise take a deadline per turn).
+ * Before this worker goes idle: a conversation's held wake-ups (a few
+ * links) are made now, since what it sent may be what it waits for an
+ * answer to (a ping-pong of plain sends would otherwise take a deadline per
+ * turn); a fan-out's (more than SHOAL__FLUSH_MAX links) are left to the
+ * dispatchers' deadline: waking them all each time the worker idles would
+ * bring back the wake-up per message that moderation removes.
  */
 void shoal__wake_flush(struct shoal_ctx *ctx)
 {
-	if (ctx->n_held == 0 && !ctx->held_all)
-		return;
-	shoal_doorbell_fence();   /* F2: after the commits of the held messages */
-	for (uint32_t i = 0; i < ctx->n_held; i++)
-		flush_one(ctx->held[i]);
-	for (uint32_t g = 0; ctx->held_all && g < SHOAL_MAX_GROUPS; g++) {
-		/* Acquire: pairs with the opener's release of the array. */
-		struct shoal__dout *douts = shoal_load_acquire(&ctx->dout[g]);
-
-		for (uint32_t w = 0; douts != NULL && w < SHOAL_MAX_WORKERS; w++)
-			if (shoal_load_acquire(&douts[w].state) == SHOAL__LINK_READY)
-				flush_one(&douts[w]);
+	if (ctx->n_held > 0 && ctx->n_held <= SHOAL__FLUSH_MAX && !ctx->held_all) {
+		shoal_doorbell_fence();   /* F2: after the commits of the held messages */
+		for (uint32_t i = 0; i < ctx->n_held; i++)
+			flush_one(ctx->held[i]);
 	}
 	ctx->n_held = 0;
 	ctx->held_all = false;

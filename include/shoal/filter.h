@@ -46,16 +46,6 @@ enum shoal_route {
 };
 
 /*
- * The names these had when filters and outcomes spelled them apart, kept
- * while runtime/data/dispatch.c and poll.c still use them; new code uses
- * the names above.
- */
-#define SHOAL_ROUTE_UNICAST_KEY SHOAL_ROUTE_UNICAST
-#define SHOAL_OUT_UNICAST SHOAL_ROUTE_UNICAST
-#define SHOAL_OUT_MULTICAST SHOAL_ROUTE_MULTICAST
-#define SHOAL_OUT_BROADCAST SHOAL_ROUTE_BROADCAST
-
-/*
  * The key: `width` bytes (1, 2, 4 or 8; 0 when the filter reads no key) at
  * byte `offset` of the payload, little-endian, zero-extended to 64 bits. A
  * message too short to hold the key does not match a filter that reads it.

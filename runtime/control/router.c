@@ -75,7 +75,7 @@ uint64_t shoal__group_count_stranded(struct shoal_router *r, int g)
 		int k;
 
 		if (shoal_seg_region_at(&s->mbx, i, &reg) < 0 || reg.kind != SHOAL_SEG_KIND_RING ||
-		    strncmp(reg.name, "in.", 3) != 0)
+		    (reg.tag.role != SHOAL__RING_DISPATCHED && reg.tag.role != SHOAL__RING_DIRECT))
 			continue;
 		mem = shoal_seg_ptr(&s->mbx, reg.off, reg.len, 128);
 		k = mem != NULL ? shoal_ring_check(mem, reg.len, &st, &err) : -EUCLEAN;

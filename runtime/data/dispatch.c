@@ -323,7 +323,7 @@ static bool dispatch_one(struct shoal__dispatcher *d, const struct shoal__snapsh
 		 * the receiver, never delivered to the wrong actor. */
 		gen = shoal_load_relaxed(&sg->reg->gen);
 		switch (f->mode) {
-		case SHOAL_ROUTE_UNICAST_KEY:
+		case SHOAL_ROUTE_UNICAST:
 			(void)shoal_filter_key(f, payload, env.len, &key);
 			slot = (uint16_t)(key % sg->n_actors);
 			w0 = slot % sg->n_workers;

@@ -141,25 +141,25 @@ static void deliver_group(struct shoal_ctx *ctx, const struct shoal_envelope *en
 			  const void *payload)
 {
 	struct shoal_group *g = ctx->g;
-	struct shoal_outcome out = { .kind = SHOAL_OUT_UNICAST, .n = 1, .slots = { 0 } };
+	struct shoal_outcome out = { .kind = SHOAL_ROUTE_UNICAST, .n = 1, .slots = { 0 } };
 	struct shoal_msg m = { env, payload, env->len, env->type };
 
 	if (g->desc.route != NULL)
 		g->desc.route(&m, &out, g->desc.user);
 	switch (out.kind) {
-	case SHOAL_OUT_UNICAST:
-	case SHOAL_OUT_MULTICAST:
+	case SHOAL_ROUTE_UNICAST:
+	case SHOAL_ROUTE_MULTICAST:
 		for (uint8_t i = 0; i < out.n && i < SHOAL_OUT_MAX_SLOTS; i++) {
 			if (out.slots[i] >= g->n_actors) {
 				COUNT(ctx, discarded);
 				continue;
 			}
 			deliver_slot(ctx, out.slots[i], env, payload);
-			if (out.kind == SHOAL_OUT_UNICAST)
+			if (out.kind == SHOAL_ROUTE_UNICAST)
 				break;
 		}
 		break;
-	case SHOAL_OUT_BROADCAST:
+	case SHOAL_ROUTE_BROADCAST:
 		deliver_local_all(ctx, env, payload);
 		forward(ctx, SHOAL_SLOT_ALL, env, payload);
 		break;

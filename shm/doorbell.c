@@ -114,8 +114,11 @@ void shoal_doorbell_wake(struct shoal_doorbell *db)
 
 void shoal_wake_mod_init(struct shoal_wake_mod *m, uint64_t window_ns)
 {
+	uint64_t light = window_ns / 1000 * SHOAL_WAKE_LIGHT_RATE / 1000000;
+
 	memset(m, 0, sizeof(*m));
 	m->window_ns = window_ns;
+	m->light = light < 1 ? 1 : light > UINT32_MAX ? UINT32_MAX : (uint32_t)light;
 }
 
 /*
@@ -129,12 +132,12 @@ static bool heavy(struct shoal_wake_mod *m)
 	uint64_t now = shoal__now_ns();
 
 	if (now - m->win_ns >= m->window_ns) {
-		m->heavy = m->count > SHOAL_WAKE_LIGHT;
+		m->heavy = m->count > m->light;
 		m->win_ns = now;
 		m->count = 0;
 	}
 	m->count++;
-	return m->heavy || m->count > SHOAL_WAKE_LIGHT;
+	return m->heavy || m->count > m->light;
 }
 
 int shoal_doorbell_wake_mod(struct shoal_doorbell *db, struct shoal_wake_mod *m,

@@ -39,6 +39,9 @@ struct shared {
 
 static struct shared *sh;
 
+/* Light traffic, in messages per window: few, for a short test. */
+#define LIGHT 16u
+
 static bool arrived(void *arg)
 {
 	(void)arg;
@@ -99,14 +102,15 @@ static void doorbell_flood_is_held_until_a_batch_or_the_waker(void **state)
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	assert_true(sh != MAP_FAILED);
 	shoal_doorbell_init(&sh->db);
-	sh->rounds = 16 + 2 + SHOAL_WAKE_BATCH;
+	sh->rounds = LIGHT + 2 + SHOAL_WAKE_BATCH;
 	pid = test_spawn(consumer_main, NULL);
 	/* One window for the whole test: the light/heavy judgement cannot
 	 * roll over while the machine is slow. */
 	shoal_wake_mod_init(&m, UINT64_C(3600000000000));
+	m.light = LIGHT;
 
 	/* Light traffic: every message wakes the sleeper at once. */
-	for (uint64_t i = 1; i <= SHOAL_WAKE_LIGHT; i++) {
+	for (uint64_t i = 1; i <= LIGHT; i++) {
 		wait_for(is_asleep, 0);
 		assert_int_equal(publish(&m, 1), SHOAL_WAKE_DONE);
 		wait_for(acked_is, i);
@@ -118,14 +122,14 @@ static void doorbell_flood_is_held_until_a_batch_or_the_waker(void **state)
 	assert_true(held != 0);
 	assert_int_equal(publish(&m, 2), SHOAL_WAKE_HELD);
 	assert_int_equal(atomic_load(&sh->db.held), held);
-	assert_int_equal(atomic_load(&sh->acked), SHOAL_WAKE_LIGHT);
+	assert_int_equal(atomic_load(&sh->acked), LIGHT);
 	/* The waker leaves a young hold alone and makes an old one. */
 	assert_int_equal(shoal_doorbell_wake_due(&sh->db, held, 1000000000), held + 1000000000);
 	assert_int_equal(atomic_load(&sh->db.held), held);
 	assert_int_equal(shoal_doorbell_wake_due(&sh->db, held + 1000000000, 1000000000),
 			 UINT64_MAX);
 	assert_int_equal(atomic_load(&sh->db.held), 0);
-	wait_for(acked_is, SHOAL_WAKE_LIGHT + 2);
+	wait_for(acked_is, LIGHT + 2);
 	/* A batch of unannounced messages wakes at once, and takes the mark. */
 	wait_for(is_asleep, 0);
 	for (uint32_t k = 1; k < SHOAL_WAKE_BATCH; k++)

@@ -71,19 +71,22 @@ SHOAL_API void shoal_doorbell_wake(struct shoal_doorbell *db);
  * gather: it marks the doorbell (`held`, the time of the first held
  * wake-up) and wakes the consumer only when SHOAL_WAKE_BATCH of its own
  * messages are unannounced there. A waker (any thread of any process that
- * scans the doorbells: the runtime's dispatchers) makes each held wake-up
- * once it is `deadline` old, so a lone message waits at most that long
- * (plus the waker's own wake-up), whatever its producer does next. Light
- * traffic (at most SHOAL_WAKE_LIGHT messages to sleepers in the current
- * window and in the one before) is never held: it keeps its latency.
+ * scans the doorbells: the runtime's router runs one) makes each held
+ * wake-up once it is `deadline` old, so a lone message waits at most that
+ * long (plus the waker's own wake-up), whatever its producer does next.
+ * Light traffic (at most SHOAL_WAKE_LIGHT_RATE messages a second to
+ * sleepers, counted over the current window and the one before) is never
+ * held: it keeps its latency.
  *
  * One shoal_wake_mod per producer thread; not shared.
  */
 #define SHOAL_WAKE_BATCH 64u
-#define SHOAL_WAKE_LIGHT 16u
+#define SHOAL_WAKE_LIGHT_RATE 25000u
 
 struct shoal_wake_mod {
 	uint64_t window_ns;       /* traffic is judged light over this window */
+	uint32_t light;           /* messages to sleepers per window that are light
+				   * traffic (init: SHOAL_WAKE_LIGHT_RATE over the window) */
 	uint64_t win_ns;          /* start of the current window */
 	uint32_t count;           /* messages to sleepers in it */
 	bool heavy;               /* the window before was not light */

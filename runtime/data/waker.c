@@ -26,7 +26,7 @@
 #include "runtime/data/dispatch.h"
 #include "shm/util.h"
 
-#define WAKER_IDLE_NS 100000000   /* re-check the stop flag this often when idle */
+#define WAKER_IDLE_NS INT64_C(5000000000)  /* a safety net: a stop and a first hold ring us */
 
 struct shoal__waker {
 	struct shoal__dispatch_shared *sh;

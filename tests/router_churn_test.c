@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <shoal/group.h>
@@ -72,12 +71,12 @@ static void router_routes_change_while_traffic_flows(void **state)
 	ids[1] = rt_declare("flappy", 1, 1);
 	rt_declare("prod", 1, 1);
 	rt_route(ids[0], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pids[0] = test_spawn(rt_consumer_main, &steady);
-	pids[1] = test_spawn(flappy_main, &flappy);
+	pids[0] = test_spawn(rt_consumer_main, &steady, sizeof(steady));
+	pids[1] = test_spawn(flappy_main, &flappy, sizeof(flappy));
 	rt_wait_attached(ids[0]);
 	rt_wait_attached(ids[1]);
-	pp = test_spawn(rt_producer_main, &prod);
-	while (waitpid(pp, &status, WNOHANG) != pp) {
+	pp = test_spawn(rt_producer_main, &prod, sizeof(prod));
+	while (test_try_wait(pp, &status) == 0) {
 		uint32_t id = rt_route(ids[1], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
 
 		usleep(200);
@@ -104,5 +103,6 @@ int main(void)
 
 	rt_init();
 	signal(SIGPIPE, SIG_IGN);
+	test_spawn_server_start();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -255,7 +255,7 @@ static void users_full_shm_is_enospc_at_start_and_new_group(void **state)
 
 	(void)state;
 	test_shm_dir_make("users-full");
-	status = test_wait_pid(test_spawn(full_shm_main, NULL), 60000);
+	status = test_wait_pid(test_spawn(full_shm_main, NULL, 0), 60000);
 	if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == TEST_CHILD_SKIP)
 		skip();
 	test_assert_exited(status, 0);
@@ -355,7 +355,7 @@ static void users_full_shm_reload_adding_a_group_is_refused(void **state)
 	if (getenv("SHOAL_BIN") == NULL || getenv("SHOAL_TEST_GROUP") == NULL)
 		skip();
 	test_shm_dir_make("users-hup");
-	status = test_wait_pid(test_spawn(reload_full_main, NULL), 90000);
+	status = test_wait_pid(test_spawn(reload_full_main, NULL, 0), 90000);
 	if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == TEST_CHILD_SKIP)
 		skip();
 	test_assert_exited(status, 0);

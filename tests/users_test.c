@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,21 +39,26 @@ static bool have_nobody(void)
 	       system("command -v setpriv >/dev/null") == 0;
 }
 
-/* Run `sh -c cmd` as nobody; returns its exit status (or -1: killed). */
+/*
+ * Run `sh -c cmd` as nobody; returns its exit status (or -1: killed). A
+ * router may be running here: posix_spawn, not fork (see tests/spawn.c),
+ * and none of its descriptors pass to the other user.
+ */
 static int sh_as_nobody(const char *cmd)
 {
+	char *argv[] = { "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+			 "sh", "-c", (char *)cmd, NULL };
+	posix_spawn_file_actions_t fa;
 	pid_t pid;
 	int status;
 
 	fflush(NULL);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close_range(3, ~0u, 0);
-		execlp("setpriv", "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
-		       "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
+	assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+	assert_int_equal(posix_spawn_file_actions_addclosefrom_np(&fa, 3), 0);
+	status = posix_spawnp(&pid, "setpriv", &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (status != 0)
+		return -1;
 	status = test_wait_pid(pid, 10000);
 	return status == -1 || !WIFEXITED(status) ? -1 : WEXITSTATUS(status);
 }

@@ -15,6 +15,13 @@
 static char dir[256];
 static char path[512];
 
+/* Children of the fork server (tests/spawn.c) find their test's directory
+ * too: test_seg_path() and test_small_shm() read it. */
+__attribute__((constructor)) static void share_dir(void)
+{
+	test_spawn_share(dir, sizeof(dir));
+}
+
 const char *test_shm_dir_make(const char *test_name)
 {
 	snprintf(dir, sizeof(dir), "/dev/shm/shoal-test-%s-%d", test_name, (int)getpid());

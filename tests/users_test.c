@@ -410,5 +410,7 @@ int main(void)
 		cmocka_unit_test(users_tools_list_systems_of_the_users_directory),
 	};
 
+	/* Its routers run threads here between the children it starts. */
+	test_spawn_server_start();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

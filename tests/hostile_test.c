@@ -187,7 +187,7 @@ static void hostile_garbage_in_live_rings_stays_with_its_victims(void **state)
 	struct child vp = { .index = 4, .name = "vp", .n = BATCH_N, .type = T_PING };
 	struct child again = { .index = 5, .name = "victim", .workers = 2, .actors = 2 };
 	struct rt_damage dv, dp;
-	uint64_t seed = (uint64_t)time(NULL), sent = 0, others, writes = 0, in_writes = 0,
+	uint64_t seed = test_seed(), sent = 0, others, writes = 0, in_writes = 0,
 		 up_writes = 0, had1, had2;
 	pid_t pids[3], hp;
 	int idv, id1, id2, idp, status, rounds = 0;

@@ -8,6 +8,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/testutil.h"
@@ -117,6 +118,13 @@ uint64_t test_scale(uint64_t n)
 	if (strcmp(s, "valgrind") == 0)
 		return n / 100 ? n / 100 : 1;
 	return n / 10 ? n / 10 : 1;
+}
+
+uint64_t test_seed(void)
+{
+	const char *s = getenv("SHOAL_TEST_SEED");
+
+	return s != NULL && s[0] != '\0' ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
 }
 
 void test_pin(int cpu)

@@ -102,6 +102,10 @@ int test_under_tool(void);
 /* Scale an iteration count down under sanitizers and valgrind. */
 uint64_t test_scale(uint64_t n);
 
+/* The seed of a randomized test: SHOAL_TEST_SEED if set (to replay the
+ * seed a failed run printed), else the time. */
+uint64_t test_seed(void);
+
 /* A fast deterministic PRNG (xorshift64*). */
 static inline uint64_t test_rand(uint64_t *s)
 {

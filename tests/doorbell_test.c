@@ -112,8 +112,8 @@ static int race_producer(void *arg)
 
 static void run_race(struct race *r)
 {
-	pid_t cons = test_spawn(race_consumer, r);
-	pid_t prod = test_spawn(race_producer, r);
+	pid_t cons = test_spawn(race_consumer, r, 0);
+	pid_t prod = test_spawn(race_producer, r, 0);
 
 	test_assert_exited(test_wait_pid(prod, 120000), 0);
 	test_assert_exited(test_wait_pid(cons, 120000), 0);
@@ -211,7 +211,7 @@ static void doorbell_fence_then_wake_wakes_a_sleeper_in_another_process(void **s
 	shoal_doorbell_fence();
 	shoal_doorbell_wake(&r->db);   /* awake: nothing to do */
 	assert_int_equal(atomic_load(&r->db.wakes), 0);
-	pid = test_spawn(sleeper_main, r);
+	pid = test_spawn(sleeper_main, r, 0);
 	for (int i = 0; atomic_load(&r->db.sleeps) == 0; i++) {
 		assert_true(i < 30000);
 		usleep(1000);

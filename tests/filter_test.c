@@ -904,7 +904,8 @@ static void route_build_out_of_memory_builds_nothing(void **state)
 		oom_filters[i].n_types = 2;
 	}
 	for (uint64_t extra = 0; extra <= (48u << 20); extra += 1u << 20) {
-		int status = test_wait_pid(test_spawn(build_under_limit, &extra), 10000);
+		int status = test_wait_pid(test_spawn(build_under_limit, &extra, sizeof(extra)),
+					   10000);
 
 		if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) == 1)
 			fail_msg("child under a cap of +%llu bytes failed (status %d)",

@@ -143,9 +143,9 @@ static void group_reserve_commit_delivers_intact_and_counts(void **state)
 	rt_declare("zc", 1, 1);
 	if (!v->direct)
 		rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pid = test_spawn(rt_consumer_main, &sink);
+	pid = test_spawn(rt_consumer_main, &sink, sizeof(sink));
 	rt_wait_attached(id);
-	test_assert_exited(test_wait_pid(test_spawn(zero_copy_main, &zc), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(zero_copy_main, &zc, sizeof(zc)), 60000), 0);
 	/* Every message once, in order: the sink's handler checks that each
 	 * seq is the one after the last. */
 	rt_wait_count(0, zc.n, WAIT_MS);
@@ -286,17 +286,19 @@ static void group_unsubscribe_stops_one_type_and_subscribe_resumes_it(void **sta
 	assert_int_equal(rt_start_router("ga-sub", NULL, 0), 0);
 	/* Both subscribe before they say ready: the witness at attach, from
 	 * its descriptor, the subscriber at run time. */
-	pids[0] = test_spawn(subscriber_main, &subber);
-	pids[1] = test_spawn(rt_consumer_main, &witness);
+	pids[0] = test_spawn(subscriber_main, &subber, sizeof(subber));
+	pids[1] = test_spawn(rt_consumer_main, &witness, sizeof(witness));
 	rt_wait_ready(2);
 
-	test_assert_exited(test_wait_pid(test_spawn(ping_then_pong_main, &prod), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(ping_then_pong_main, &prod, sizeof(prod)),
+					 60000), 0);
 	wait_u64(pong, n, "subscribed: pongs");
 	wait_u64(ping, n, "subscribed: pings");
 
 	order(1);
 	assert_int_equal(atomic_load(&api->status[0]), 0);
-	test_assert_exited(test_wait_pid(test_spawn(ping_then_pong_main, &prod), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(ping_then_pong_main, &prod, sizeof(prod)),
+					 60000), 0);
 	wait_u64(pong, 2 * n, "unsubscribed from pings: pongs");
 	assert_int_equal(atomic_load(ping), n);
 	rt_wait_count(1, 2 * n, WAIT_MS);   /* the witness had them all */
@@ -304,7 +306,8 @@ static void group_unsubscribe_stops_one_type_and_subscribe_resumes_it(void **sta
 	order(2);
 	assert_int_equal(atomic_load(&api->status[1]), -ENOENT);
 	assert_int_equal(atomic_load(&api->status[2]), 0);
-	test_assert_exited(test_wait_pid(test_spawn(ping_then_pong_main, &prod), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(ping_then_pong_main, &prod, sizeof(prod)),
+					 60000), 0);
 	wait_u64(pong, 3 * n, "subscribed again: pongs");
 	wait_u64(ping, 2 * n, "subscribed again: pings");
 	rt_wait_count(1, 3 * n, WAIT_MS);
@@ -364,7 +367,7 @@ static void group_respond_error_is_what_the_request_returns(void **state)
 	assert_int_equal(rt_start_router("ga-resperr", NULL, 0), 0);
 	id = rt_declare("responder", 1, 1);
 	atomic_store(&api->status[3], 1);
-	pid = test_spawn(error_responder_main, &resp);
+	pid = test_spawn(error_responder_main, &resp, sizeof(resp));
 	rt_wait_attached(id);
 	g = rt_attach_here("asker", 1, 1);
 	ctx = shoal_group_worker(g, 0);
@@ -463,8 +466,8 @@ static void router_set_routes_replaces_given_routes_keeps_subscriptions(void **s
 	assert_int_equal(rt_start_router("ga-setr", NULL, 0), 0);
 	id = rt_declare("pongs", 1, 1);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pids[0] = test_spawn(rt_consumer_main, &pongs);
-	pids[1] = test_spawn(rt_consumer_main, &pings);
+	pids[0] = test_spawn(rt_consumer_main, &pongs, sizeof(pongs));
+	pids[1] = test_spawn(rt_consumer_main, &pings, sizeof(pings));
 	rt_wait_ready(2);
 	set = filter_of(T_PONG);
 	set.group = (uint16_t)id;
@@ -476,7 +479,8 @@ static void router_set_routes_replaces_given_routes_keeps_subscriptions(void **s
 	assert_int_equal(shoal_router_set_routes(rt_router, &set, 1, NULL), 0);
 	shoal_router_stats(rt_router, &st);
 	assert_int_equal(st.routes, 2);   /* the new given one, the subscribed one */
-	test_assert_exited(test_wait_pid(test_spawn(ping_then_pong_main, &prod), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(ping_then_pong_main, &prod, sizeof(prod)),
+					 60000), 0);
 	rt_wait_count(1, n, WAIT_MS);
 	assert_int_equal(atomic_load(&rt_res->last_seq[1]), n - 1);
 	rt_wait_count(0, n, WAIT_MS);
@@ -528,7 +532,7 @@ static void router_hold_leaves_routed_messages_in_the_uplink(void **state)
 	id = shoal_router_group(rt_router, &sink_spec, NULL);
 	assert_true(id >= 0);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pid = test_spawn(rt_consumer_main, &sink);
+	pid = test_spawn(rt_consumer_main, &sink, sizeof(sink));
 	rt_wait_attached(id);
 	g = rt_attach_here("src", 1, 1);
 	ctx = shoal_group_worker(g, 0);
@@ -565,7 +569,7 @@ static void router_stop_group_stops_that_group_only(void **state)
 	assert_int_equal(rt_start_router("ga-stop1", NULL, 0), 0);
 	for (int i = 0; i < 2; i++) {
 		ids[i] = rt_declare(kids[i].name, 1, 1);
-		pids[i] = test_spawn(rt_consumer_main, &kids[i]);
+		pids[i] = test_spawn(rt_consumer_main, &kids[i], sizeof(kids[i]));
 		rt_wait_attached(ids[i]);
 	}
 	assert_int_equal(shoal_router_stop_group(rt_router, 200), -ENOENT);
@@ -681,5 +685,6 @@ int main(void)
 	if (api == MAP_FAILED)
 		return 1;
 	signal(SIGPIPE, SIG_IGN);
+	test_spawn_server_start();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -118,7 +118,8 @@ static int hostile_main(void *arg)
  */
 static unsigned send_batch(struct child *pa, struct child *vp)
 {
-	pid_t a = test_spawn(rt_producer_main, pa), v = test_spawn(rt_producer_main, vp);
+	pid_t a = test_spawn(rt_producer_main, pa, sizeof(*pa)),
+	      v = test_spawn(rt_producer_main, vp, sizeof(*vp));
 	unsigned failed = 0;
 	int st;
 
@@ -127,7 +128,7 @@ static unsigned send_batch(struct child *pa, struct child *vp)
 	       failed < 20) {
 		failed++;
 		usleep(50000);
-		v = test_spawn(rt_producer_main, vp);
+		v = test_spawn(rt_producer_main, vp, sizeof(*vp));
 	}
 	test_assert_exited(st, 0);
 	return failed;
@@ -186,7 +187,7 @@ static void hostile_garbage_in_live_rings_stays_with_its_victims(void **state)
 	struct child vp = { .index = 4, .name = "vp", .n = BATCH_N, .type = T_PING };
 	struct child again = { .index = 5, .name = "victim", .workers = 2, .actors = 2 };
 	struct rt_damage dv, dp;
-	uint64_t seed = (uint64_t)time(NULL), sent = 0, others, writes = 0, in_writes = 0,
+	uint64_t seed = test_seed(), sent = 0, others, writes = 0, in_writes = 0,
 		 up_writes = 0, had1, had2;
 	pid_t pids[3], hp;
 	int idv, id1, id2, idp, status, rounds = 0;
@@ -202,16 +203,16 @@ static void hostile_garbage_in_live_rings_stays_with_its_victims(void **state)
 	rt_route(idv, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
 	rt_route(id1, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
 	rt_route(id2, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pids[0] = test_spawn(rt_consumer_main, &victim);
+	pids[0] = test_spawn(rt_consumer_main, &victim, sizeof(victim));
 	rt_wait_attached(idv);
-	pids[1] = test_spawn(rt_consumer_main, &c1);
+	pids[1] = test_spawn(rt_consumer_main, &c1, sizeof(c1));
 	rt_wait_attached(id1);
-	pids[2] = test_spawn(rt_consumer_main, &c2);
+	pids[2] = test_spawn(rt_consumer_main, &c2, sizeof(c2));
 	rt_wait_attached(id2);
 
 	print_message("hostile memory: seed %llu\n", (unsigned long long)seed);
-	hp = test_spawn(hostile_main, &seed);
-	while (waitpid(hp, &status, WNOHANG) == 0) {
+	hp = test_spawn(hostile_main, &seed, sizeof(seed));
+	while (test_try_wait(hp, &status) == 0) {
 		pa.first = vp.first = sent;
 		attach_failed += send_batch(&pa, &vp);
 		sent += BATCH_N;
@@ -259,13 +260,13 @@ static void hostile_garbage_in_live_rings_stays_with_its_victims(void **state)
 	assert_int_not_equal(test_wait_pid(pids[0], 5000), -1);
 	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, idv) != 0; i++)
 		usleep(1000);
-	pids[0] = test_spawn(rt_consumer_main, &again);
+	pids[0] = test_spawn(rt_consumer_main, &again, sizeof(again));
 	rt_wait_attached(idv);
 	had1 = atomic_load(&rt_res->count[1]);
 	had2 = atomic_load(&rt_res->count[2]);
 	pa.first = sent;
 	pa.n = BATCH_N;
-	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &pa), 120000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &pa, sizeof(pa)), 120000), 0);
 	expect_exactly(5, BATCH_N);
 	expect_exactly(1, had1 + BATCH_N);
 	expect_exactly(2, had2 + BATCH_N);
@@ -285,5 +286,6 @@ int main(void)
 		return 77;
 	}
 	rt_init();
+	test_spawn_server_start();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -91,9 +91,10 @@ static void placement_described_topology_spreads_groups(void **state)
 	assert_int_equal(thread_cpus("shoal-disp-1"), 1u << 1);
 	/* A message from node 0's uplink reaches a group on node 1. */
 	rt_route(ids[1], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pc = test_spawn(rt_consumer_main, &cons);
+	pc = test_spawn(rt_consumer_main, &cons, sizeof(cons));
 	rt_wait_attached(ids[1]);
-	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
 	rt_wait_count(0, 1000, 30000);
 	rt_stop_and_reap(&pc, 1);
 	rt_stop_router();
@@ -145,5 +146,6 @@ int main(void)
 
 	rt_init();
 	signal(SIGPIPE, SIG_IGN);
+	test_spawn_server_start();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -188,8 +188,8 @@ static void ring_xproc_stream_arrives_complete_and_in_order(void **state)
 
 	(void)state;
 	setup_shared(&sh, "xstream", test_scale(2000000));
-	cons = test_spawn(consumer, &sh);
-	prod = test_spawn(producer, &sh);
+	cons = test_spawn(consumer, &sh, sizeof(sh));
+	prod = test_spawn(producer, &sh, sizeof(sh));
 	test_assert_exited(test_wait_pid(prod, 60000), 0);
 	test_assert_exited(test_wait_pid(cons, 60000), 0);
 	assert_int_equal(atomic_load(&sh.prog->released), (int64_t)sh.records - 1);
@@ -209,13 +209,13 @@ static void ring_xproc_killed_consumer_successor_resumes_at_release(void **state
 
 	(void)state;
 	setup_shared(&sh, "xkill", test_scale(3000000));
-	prod = test_spawn(producer, &sh);
+	prod = test_spawn(producer, &sh, sizeof(sh));
 	for (int k = 0; k <= kills; k++) {
 		int64_t verified = atomic_load(&sh.prog->verified);
 		int64_t released = atomic_load(&sh.prog->released);
 		int64_t first;
 
-		cons = test_spawn(consumer, &sh);
+		cons = test_spawn(consumer, &sh, sizeof(sh));
 		if (k == kills) {
 			test_assert_exited(test_wait_pid(cons, 60000), 0);
 			break;

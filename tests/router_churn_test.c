@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <shoal/group.h>
@@ -73,8 +72,8 @@ static void router_routes_change_while_traffic_flows(void **state)
 	ids[1] = rt_declare("flappy", 1, 1);
 	rt_declare("prod", 1, 1);
 	rt_route(ids[0], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pids[0] = test_spawn(rt_consumer_main, &steady);
-	pids[1] = test_spawn(flappy_main, &flappy);
+	pids[0] = test_spawn(rt_consumer_main, &steady, sizeof(steady));
+	pids[1] = test_spawn(flappy_main, &flappy, sizeof(flappy));
 	rt_wait_attached(ids[0]);
 	rt_wait_attached(ids[1]);
 	/* Streams of prod.n, numbered on, until the routes changed more than
@@ -83,8 +82,8 @@ static void router_routes_change_while_traffic_flows(void **state)
 	for (int stream = 0; changes <= 10; stream++) {
 		assert_true(stream < 100);
 		prod.first = (uint64_t)stream * prod.n;
-		pp = test_spawn(rt_producer_main, &prod);
-		while (waitpid(pp, &status, WNOHANG) != pp) {
+		pp = test_spawn(rt_producer_main, &prod, sizeof(prod));
+		while (test_try_wait(pp, &status) == 0) {
 			uint32_t id = rt_route(ids[1], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY,
 					       0, 0);
 
@@ -114,5 +113,6 @@ int main(void)
 
 	rt_init();
 	signal(SIGPIPE, SIG_IGN);
+	test_spawn_server_start();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

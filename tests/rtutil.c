@@ -277,6 +277,8 @@ void rt_init(void)
 		      -1, 0);
 	if (rt_res == MAP_FAILED)
 		abort();
+	/* Set per test, read by children (hostile's garbage writer). */
+	test_spawn_share(rt_sysname, sizeof(rt_sysname));
 }
 
 /* ---- reading and damaging a group's segments ------------------------------- */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Shared fixture of the runtime tests: this test process runs the router;
- * groups are forked child processes (no inherited descriptors) that report
- * through a MAP_SHARED mapping made before they fork, and their exit status.
+ * groups are child processes (no inherited descriptors) that the fork server
+ * starts (tests/spawn.c) and that report through a MAP_SHARED mapping made
+ * before the server started, and their exit status.
  */
 #ifndef SHOAL_TESTS_RTUTIL_H
 #define SHOAL_TESTS_RTUTIL_H
@@ -62,7 +63,7 @@ extern struct results *rt_res;
 extern struct shoal_router *rt_router;
 extern char rt_sysname[32];
 
-/* Map the results (once, before any fork). */
+/* Map the results (once, in main, before test_spawn_server_start()). */
 void rt_init(void);
 
 /* Start a router for system `name` in a private shm directory. */

@@ -46,7 +46,7 @@ static uint32_t dirent_of(struct shoal_seg *seg, const char *name)
 /* Start a consumer group process for `c` (declared already); wait for it. */
 static pid_t start_consumer(struct child *c, int id)
 {
-	pid_t p = test_spawn(rt_consumer_main, c);
+	pid_t p = test_spawn(rt_consumer_main, c, sizeof(*c));
 
 	rt_wait_attached(id);
 	return p;
@@ -68,7 +68,8 @@ static int start_c0(const char *sys, struct child *c0, const char *prod, int *pr
 
 static void send_all(struct child *prod)
 {
-	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, prod), 120000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, prod, sizeof(*prod)),
+					 120000), 0);
 }
 
 /* ---- rings ------------------------------------------------------------------------ */
@@ -106,7 +107,7 @@ static void damage_corrupted_ring_and_uplink_are_replaced_others_never_notice(vo
 	rt_declare("prodA", 1, 1);
 	for (int i = 0; i < 3; i++)
 		pids[i] = start_consumer(&cons[i], ids[i]);
-	pids[3] = test_spawn(rt_producer_main, &prodb);
+	pids[3] = test_spawn(rt_producer_main, &prodb, sizeof(prodb));
 	rt_wait_attached(idb);
 
 	/* 200 messages wait in c0's inbound ring; garble the first one's length. */
@@ -190,7 +191,7 @@ static void damage_garbage_head_drops_counted_copies_never_parks(void **state)
 	ring = rt_ring_of(&seg, "in.0.d0");
 	atomic_store(&ring->head, atomic_load(&ring->head) + 4);
 	shoal_seg_detach(&seg);
-	pp = test_spawn(rt_producer_main, &prod);
+	pp = test_spawn(rt_producer_main, &prod, sizeof(prod));
 	rt_wait_damage(id0, 1, 1, &d0);
 	kill(pids[0], SIGCONT);
 	test_assert_exited(test_wait_pid(pp, 120000), 0);
@@ -286,7 +287,8 @@ static void damage_registry_worker_count_is_bounded_for_direct_sends(void **stat
 	reg.groups[id].n_workers = 40;
 	reg.groups[id].n_actors = 40;
 	prod.dest = shoal_addr_make((uint16_t)id, 20, atomic_load(&reg.groups[id].gen));
-	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 11);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
+					 60000), 11);
 	reg.groups[id].n_workers = 1;
 	reg.groups[id].n_actors = 1;
 	shoal_seg_detach(&reg.seg);
@@ -411,5 +413,6 @@ int main(int argc, char **argv)
 					  (void *)&mailbox_cases[4]),
 	};
 
+	test_spawn_server_start();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -96,7 +96,7 @@ static int start_consumer(const char *system, int (*fn)(void *), struct child *c
 	assert_int_equal(rt_start_router(system, NULL, 0), 0);
 	id = rt_declare(c->name, workers, actors);
 	rt_declare("prod", 1, 1);
-	*pid = test_spawn(fn, c);
+	*pid = test_spawn(fn, c, sizeof(*c));
 	rt_wait_attached(id);
 	return id;
 }
@@ -113,7 +113,8 @@ static void runtime_blocking_send_waits_for_slow_consumer(void **state)
 	id = start_consumer("fl-block", behaving_main, &slow, 1, 1, &pc);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
 	/* Far more than the rings hold: the producer must wait, not drop. */
-	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 120000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
+					 120000), 0);
 	rt_wait_count(0, prod.n, 60000);
 	group_drops(id, &delivered, &dropped);
 	assert_int_equal(delivered, prod.n);
@@ -162,7 +163,8 @@ static void runtime_try_send_drops_are_counted_never_silent(void **state)
 	(void)state;
 	id = start_consumer("fl-try", behaving_main, &gated, 1, 1, &pc);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	test_assert_exited(test_wait_pid(test_spawn(try_producer_main, &prod), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(try_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
 	ok = atomic_load(&rt_res->last_seq[1]);
 	/* Let the dispatcher finish what the uplink still holds. */
 	for (int i = 0; i < 5000; i++) {
@@ -200,9 +202,10 @@ static void runtime_killed_group_queue_is_handled_by_its_next_process(void **sta
 	id = rt_declare("worker", 1, 1);
 	rt_declare("prod", 1, 1);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	p1 = test_spawn(behaving_main, &first);
+	p1 = test_spawn(behaving_main, &first, sizeof(first));
 	rt_wait_attached(id);
-	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
 	/* The first process holds its first message forever: kill it. */
 	usleep(50000);
 	kill(p1, SIGKILL);
@@ -212,8 +215,9 @@ static void runtime_killed_group_queue_is_handled_by_its_next_process(void **sta
 	/* More messages arrive while the group is down: they queue. */
 	prod.first = 300;
 	prod.n = 200;
-	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 0);
-	p2 = test_spawn(behaving_main, &second);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
+	p2 = test_spawn(behaving_main, &second, sizeof(second));
 	/* Every message, including the one the dead process held, exactly
 	 * once and in order: 0 .. 499. */
 	rt_wait_count(1, 500, 30000);
@@ -296,7 +300,8 @@ static void runtime_in_group_routing_over_two_workers(void **state)
 		total += want[a];
 	id = start_consumer("fl-ingroup", rt_consumer_main, &ig, 2, 4, &pc);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	test_assert_exited(test_wait_pid(test_spawn(kinds_producer_main, &prod), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(kinds_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
 	rt_wait_count(0, total, 30000);
 	for (int a = 0; a < 4; a++)
 		assert_int_equal(atomic_load(&rt_res->per_actor[0][a]), want[a]);
@@ -329,17 +334,20 @@ static void runtime_direct_send_reaches_actor_and_group(void **state)
 	gen = group_gen(id);
 	/* To actor 3 (owned by worker 1): all 100 land there. */
 	prod.dest = shoal_addr_make((uint16_t)id, 3, gen);
-	test_assert_exited(test_wait_pid(test_spawn(kinds_producer_main, &prod), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(kinds_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
 	rt_wait_count(0, 100, 30000);
 	assert_int_equal(atomic_load(&rt_res->per_actor[0][3]), 100);
 	/* To the group (no in-group router): actor 0. */
 	prod.dest = shoal_addr_make((uint16_t)id, SHOAL_SLOT_GROUP, 0);
-	test_assert_exited(test_wait_pid(test_spawn(kinds_producer_main, &prod), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(kinds_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
 	rt_wait_count(0, 200, 30000);
 	assert_int_equal(atomic_load(&rt_res->per_actor[0][0]), 100);
 	/* To every actor. */
 	prod.dest = shoal_addr_make((uint16_t)id, SHOAL_SLOT_ALL, 0);
-	test_assert_exited(test_wait_pid(test_spawn(kinds_producer_main, &prod), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(kinds_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
 	rt_wait_count(0, 600, 30000);
 	for (int a = 0; a < 4; a++)
 		assert_int_equal(atomic_load(&rt_res->per_actor[0][a]),
@@ -359,7 +367,7 @@ static void runtime_blocking_send_to_failed_target_returns_ehostdown(void **stat
 	(void)state;
 	id = start_consumer("fl-hostdown", behaving_main, &stuck, 1, 1, &ps);
 	snd.dest = shoal_addr_make((uint16_t)id, 0, group_gen(id));
-	pq = test_spawn(kinds_producer_main, &snd);
+	pq = test_spawn(kinds_producer_main, &snd, sizeof(snd));
 	/* The target holds its first message: the sender fills the ring and
 	 * waits. Seen as a count that stays put for 300 ms. */
 	for (int i = 0; i < 100; i++) {
@@ -472,7 +480,7 @@ static void runtime_killed_two_worker_group_counts_lost_forwards(void **state)
 	memset((void *)seen, 0, FW_N);
 	id = start_consumer("fl-fwkill", fw_main, &fw, 2, 2, &p1);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pp = test_spawn(rt_producer_main, &prod);
+	pp = test_spawn(rt_producer_main, &prod, sizeof(prod));
 	for (int i = 0; atomic_load(&rt_res->count[0]) < 50; i++) {
 		assert_true(i < 30000);
 		usleep(1000);
@@ -481,7 +489,7 @@ static void runtime_killed_two_worker_group_counts_lost_forwards(void **state)
 	assert_int_not_equal(test_wait_pid(p1, 5000), -1);
 	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
 		usleep(1000);
-	p2 = test_spawn(fw_main, &fw);
+	p2 = test_spawn(fw_main, &fw, sizeof(fw));
 	test_assert_exited(test_wait_pid(pp, 60000), 0);   /* all FW_N accepted */
 	for (int i = 0; i < 6000; i++) {
 		tally("fw", &handled, &lost, &aside);
@@ -578,14 +586,15 @@ static void runtime_message_that_keeps_crashing_its_handler_is_set_aside(void **
 	memset((void *)seen, 0, FW_N);
 	id = start_consumer("fl-poison", poison_main, &c, 1, 1, &pc);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
 	for (unsigned k = 0; k < SHOAL__CRASHES_MAX; k++) {
 		int status = test_wait_pid(pc, 10000);
 
 		assert_true(status != -1 && WIFSIGNALED(status));   /* died of message 5 */
 		for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
 			usleep(1000);
-		pc = test_spawn(poison_main, &c);
+		pc = test_spawn(poison_main, &c, sizeof(c));
 	}
 	for (int i = 0; i < 1000 && handled < POISON_N - 1; i++) {
 		tally("poison", &handled, &lost, &aside);
@@ -631,5 +640,6 @@ int main(void)
 	if (seen == MAP_FAILED)
 		abort();
 	signal(SIGPIPE, SIG_IGN);
+	test_spawn_server_start();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -52,11 +52,12 @@ static pid_t queue_for_stopped_consumer(const char *system, int *id)
 	*id = rt_declare("c", 1, 1);
 	rt_declare("p", 1, 1);
 	rt_route(*id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pc = test_spawn(rt_consumer_main, &cons);
+	pc = test_spawn(rt_consumer_main, &cons, sizeof(cons));
 	rt_wait_attached(*id);
 	rt_wait_ready(1);
 	kill(pc, SIGSTOP);
-	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 30000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
+					 30000), 0);
 	for (int i = 0; i < 3000 && delivered < N_QUEUED; i++) {
 		group_counts(*id, &delivered, &lost);
 		usleep(1000);
@@ -177,7 +178,7 @@ static void runtime_undeclared_groups_are_bounded(void **state)
 
 	(void)state;
 	assert_int_equal(rt_start_router("loss-bound", NULL, 0), 0);
-	test_assert_exited(test_wait_pid(test_spawn(register_many_main, NULL), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(register_many_main, NULL, 0), 60000), 0);
 	print_message("%d undeclared groups registered, the next refused: %s\n",
 		      atomic_load(&rt_res->status[0]), strerror(-atomic_load(&rt_res->status[1])));
 	assert_true(atomic_load(&rt_res->status[0]) >= 16);
@@ -199,5 +200,6 @@ int main(void)
 	};
 
 	rt_init();
+	test_spawn_server_start();
 	return cmocka_run_group_tests_name("runtime_loss", tests, NULL, NULL);
 }

@@ -46,18 +46,20 @@ static void runtime_routed_delivery_reaches_exactly_matching_groups(void **state
 	rt_route(ids[0], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
 	rt_route(ids[1], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_MOD, 2, 0);
 	rt_route(ids[2], T_PONG, SHOAL_ROUTE_UNICAST, SHOAL_KEY_ANY, 0, 0);
-	pids[0] = test_spawn(rt_consumer_main, &all);
-	pids[1] = test_spawn(rt_consumer_main, &even);
-	pids[2] = test_spawn(rt_consumer_main, &pong);
+	pids[0] = test_spawn(rt_consumer_main, &all, sizeof(all));
+	pids[1] = test_spawn(rt_consumer_main, &even, sizeof(even));
+	pids[2] = test_spawn(rt_consumer_main, &pong, sizeof(pong));
 	for (int i = 0; i < 3; i++)
 		rt_wait_attached(ids[i]);
-	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
 	rt_wait_count(0, prod.n, 30000);
 	rt_wait_count(1, prod.n / 2, 30000);
 	/* Now PONGs: unicast by key across 4 actors. */
 	prod.type = T_PONG;
 	prod.n = 400;
-	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
 	rt_wait_count(2, 400, 30000);
 	for (int a = 0; a < 4; a++)
 		assert_int_equal(atomic_load(&rt_res->per_actor[2][a]), 100);
@@ -302,7 +304,7 @@ static void runtime_lookup_waits_for_a_group_to_come_up(void **state)
 	/* Declared, no process: not up; nowhere in the registry: never. */
 	assert_int_equal(shoal_lookup(ctx, "late", 1, 0), SHOAL_ADDR_NONE);
 	assert_int_equal(shoal_lookup(ctx, "nobody", 0, 20000000), SHOAL_ADDR_NONE);
-	pid = test_spawn(rt_consumer_main, &late);
+	pid = test_spawn(rt_consumer_main, &late, sizeof(late));
 	addr = shoal_lookup(ctx, "late", 1, 30000000000ll);
 	assert_int_not_equal(addr, SHOAL_ADDR_NONE);
 	assert_int_equal(shoal_addr_slot(addr), 1);
@@ -362,15 +364,19 @@ static void runtime_discard_route_is_counted(void **state)
 	rt_stop_router();
 }
 
+/* Child: attach as another user (a real second uid, as setpriv would
+ * make); exits with the errno the attach returned. */
 static int foreign_attach_main(void *arg)
 {
+	const struct passwd *pw = arg;
 	struct shoal_group_desc d = { .name = "intruder", .types = rt_types, .n_types = RT_N_TYPES,
 				      .on_message = rt_count_handler, .node = -1 };
 	struct shoal_group *g;
 	struct shoal_err err = { { 0 } };
 	int ret;
 
-	(void)arg;
+	if (setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0)
+		return 99;
 	ret = shoal_group_attach(&g, &d, NULL, &err);
 	if (ret == 0)
 		shoal_group_detach(g);
@@ -401,15 +407,7 @@ static void runtime_other_user_refused_at_control_socket(void **state)
 		snprintf(sock, sizeof(sock), "%s", test_seg_path("shoal.rt-uid.ctl"));
 		assert_int_equal(chmod(sock, 0666), 0);
 	}
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close_range(3, ~0u, 0);
-		/* A real second uid: drop to nobody, as setpriv would. */
-		if (setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0)
-			_exit(99);
-		_exit(foreign_attach_main(NULL));
-	}
+	pid = test_spawn(foreign_attach_main, pw, sizeof(*pw));
 	status = test_wait_pid(pid, 10000);
 	test_assert_exited(status, EACCES);
 	rt_stop_router();
@@ -563,10 +561,10 @@ static void start_room_test(const char *system, pid_t *pr, pid_t *pq, uint64_t t
 
 	req.n = timeout_ns;
 	assert_int_equal(rt_start_router(system, NULL, 0), 0);
-	*pr = test_spawn(responder_main, &resp);
+	*pr = test_spawn(responder_main, &resp, sizeof(resp));
 	rt_wait_ready(1);
 	atomic_store(&rt_res->go, 1);
-	*pq = test_spawn(requester_main, &req);
+	*pq = test_spawn(requester_main, &req, sizeof(req));
 	for (int i = 0; atomic_load(&rt_res->ready[1]) != 2; i++) {
 		assert_true(i < 20000);
 		usleep(1000);
@@ -613,8 +611,8 @@ static void runtime_request_gets_response(void **state)
 
 	(void)state;
 	assert_int_equal(rt_start_router("rt-req", NULL, 0), 0);
-	pr = test_spawn(responder_main, &resp);
-	pq = test_spawn(requester_main, &req);
+	pr = test_spawn(responder_main, &resp, sizeof(resp));
+	pq = test_spawn(requester_main, &req, sizeof(req));
 	rt_wait_ready(2);
 	atomic_store(&rt_res->go, 1);
 	test_assert_exited(test_wait_pid(pq, 20000), 0);
@@ -642,9 +640,9 @@ static void runtime_waiting_request_back_pressures_other_senders(void **state)
 
 	(void)state;
 	assert_int_equal(rt_start_router("rt-bound", NULL, 0), 0);
-	pr = test_spawn(responder_main, &resp);
-	pq = test_spawn(requester_main, &req);
-	pf = test_spawn(flooder_main, &flood);
+	pr = test_spawn(responder_main, &resp, sizeof(resp));
+	pq = test_spawn(requester_main, &req, sizeof(req));
+	pf = test_spawn(flooder_main, &flood, sizeof(flood));
 	rt_wait_ready(3);
 	atomic_store(&rt_res->go, 1);
 	test_assert_exited(test_wait_pid(pf, 20000), 0);
@@ -671,8 +669,8 @@ static void runtime_dropped_request_is_answered_ecanceled(void **state)
 
 	(void)state;
 	assert_int_equal(rt_start_router("rt-drop", NULL, 0), 0);
-	pr = test_spawn(responder_main, &resp);
-	pq = test_spawn(requester_main, &req);
+	pr = test_spawn(responder_main, &resp, sizeof(resp));
+	pq = test_spawn(requester_main, &req, sizeof(req));
 	rt_wait_ready(2);
 	atomic_store(&rt_res->go, 1);
 	test_assert_exited(test_wait_pid(pq, 20000), 0);
@@ -690,8 +688,8 @@ static void runtime_killed_responder_fails_request_promptly(void **state)
 
 	(void)state;
 	assert_int_equal(rt_start_router("rt-kill", NULL, 0), 0);
-	pr = test_spawn(responder_main, &resp);
-	pq = test_spawn(requester_main, &req);
+	pr = test_spawn(responder_main, &resp, sizeof(resp));
+	pq = test_spawn(requester_main, &req, sizeof(req));
 	rt_wait_ready(2);
 	atomic_store(&rt_res->go, 1);
 	for (int i = 0; atomic_load(&rt_res->ready[0]) != 2; i++) {   /* being handled */
@@ -733,5 +731,6 @@ int main(void)
 
 	rt_init();
 	signal(SIGPIPE, SIG_IGN);
+	test_spawn_server_start();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -753,7 +753,7 @@ static void segment_full_filesystem_is_enospc_not_sigbus(void **state)
 	int status;
 
 	(void)state;
-	status = test_wait_pid(test_spawn(full_shm_main, NULL), 30000);
+	status = test_wait_pid(test_spawn(full_shm_main, NULL, 0), 30000);
 	if (WIFEXITED(status) && WEXITSTATUS(status) == TEST_CHILD_SKIP)
 		skip();
 	test_assert_exited(status, 0);

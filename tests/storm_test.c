@@ -316,7 +316,7 @@ static void storm_kill9_of_multiworker_consumers_loses_nothing_uncounted(void **
 	const uint64_t total = N_PROD * (uint64_t)PER_PROD;
 	char cfg[PATH_MAX], out[PATH_MAX];
 	struct tally t[N_CONS];
-	uint64_t seed = (uint64_t)time(NULL), start, kills = 0;
+	uint64_t seed = test_seed(), start, kills = 0;
 	int status;
 
 	(void)state;

@@ -2,13 +2,11 @@
 #include <dirent.h>
 #include <sched.h>
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,6 +15,13 @@
 
 static char dir[256];
 static char path[512];
+
+/* Children of the fork server (tests/spawn.c) find their test's directory
+ * too: test_seg_path() and test_small_shm() read it. */
+__attribute__((constructor)) static void share_dir(void)
+{
+	test_spawn_share(dir, sizeof(dir));
+}
 
 const char *test_shm_dir_make(const char *test_name)
 {
@@ -87,23 +92,6 @@ const char *test_seg_path(const char *name)
 	return path;
 }
 
-int test_wait_pid(pid_t pid, int timeout_ms)
-{
-	int status;
-	struct timespec ts = { 0, 1000000 };
-
-	for (int waited = 0; waited < timeout_ms; waited++) {
-		pid_t r = waitpid(pid, &status, WNOHANG);
-
-		if (r == pid)
-			return status;
-		nanosleep(&ts, NULL);
-	}
-	kill(pid, SIGKILL);
-	waitpid(pid, &status, 0);
-	return -1;
-}
-
 void test_assert_exited(int status, int code)
 {
 	if (status == -1)
@@ -132,28 +120,11 @@ uint64_t test_scale(uint64_t n)
 	return n / 10 ? n / 10 : 1;
 }
 
-pid_t test_spawn(int (*fn)(void *arg), void *arg)
+uint64_t test_seed(void)
 {
-	pid_t pid, parent = getpid();
+	const char *s = getenv("SHOAL_TEST_SEED");
 
-	fflush(NULL);
-	pid = fork();
-	if (pid < 0) {
-		fprintf(stderr, "fork: %s\n", strerror(errno));
-		abort();
-	}
-	if (pid == 0) {
-		/* A test that fails before reaping its children (the router
-		 * gone, nothing would stop them) must not leave them behind. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(1);
-		/* Like an exec'd program, the child holds none of the parent's
-		 * descriptors (a router's connections among them). */
-		close_range(3, ~0u, 0);
-		_exit(fn(arg));
-	}
-	return pid;
+	return s != NULL && s[0] != '\0' ? strtoull(s, NULL, 10) : (uint64_t)time(NULL);
 }
 
 void test_pin(int cpu)

@@ -40,17 +40,45 @@ const char *test_small_shm(const char *name, size_t bytes);
 const char *test_seg_path(const char *name);
 
 /*
- * Wait for `pid` for at most `timeout_ms`; kill it with SIGKILL past that.
- * Returns the wait status, or -1 if it had to be killed.
+ * Wait for `pid` (a child of this process, or one the fork server started)
+ * for at most `timeout_ms`; kill it with SIGKILL past that. Returns the wait
+ * status, or -1 if it had to be killed.
  */
 int test_wait_pid(pid_t pid, int timeout_ms);
+
+/* Like waitpid(pid, status, WNOHANG) for the children test_wait_pid knows:
+ * returns pid once it has exited (and reaps it), 0 while it runs, -1 (said
+ * on stderr, and *status -1) if pid is no such child. */
+pid_t test_try_wait(pid_t pid, int *status);
 
 /*
  * Run fn(arg) in a forked child process that exits with its return value.
  * Children must not use cmocka assertions (a failure would longjmp into the
  * copy of the test runner); they use CHILD_CHECK. Returns the pid.
+ *
+ * With len > 0 the child gets a private copy of the len bytes at arg; with
+ * len 0 it gets arg itself, which must then point to memory the child has
+ * too: anything when this process forks it; static data or a mapping made
+ * before test_spawn_server_start() when the fork server does. Pointers
+ * inside the copied bytes follow the same rule.
+ *
+ * Once the fork server runs, the child is forked by the server, not by this
+ * process; a process with more than one thread and no server aborts here
+ * (its children could hang, see testutil.c).
  */
-pid_t test_spawn(int (*fn)(void *arg), void *arg);
+pid_t test_spawn(int (*fn)(void *arg), void *arg, size_t len);
+
+/*
+ * Start the fork server (testutil.c). Call it from main while the test is
+ * still one thread, after everything its children rely on exists: the
+ * MAP_SHARED mappings they report through, the signal dispositions, the
+ * test_spawn_share() registrations. Aborts if it cannot.
+ */
+void test_spawn_server_start(void);
+
+/* A global whose current bytes every child of the fork server receives at
+ * spawn time, at the same address (register before the server starts). */
+void test_spawn_share(void *addr, size_t len);
 
 /* In a child process: on failure, say where and exit 1. */
 #define CHILD_CHECK(cond)                                                            \
@@ -73,6 +101,10 @@ int test_under_tool(void);
 
 /* Scale an iteration count down under sanitizers and valgrind. */
 uint64_t test_scale(uint64_t n);
+
+/* The seed of a randomized test: SHOAL_TEST_SEED if set (to replay the
+ * seed a failed run printed), else the time. */
+uint64_t test_seed(void);
 
 /* A fast deterministic PRNG (xorshift64*). */
 static inline uint64_t test_rand(uint64_t *s)

@@ -531,7 +531,7 @@ static void tool_ring_live_traffic_is_not_reported_corrupt(void **state)
 		fail_msg("create: %s", err.msg);
 	off = alloc_ring(&seg, "busy", arg.cap);
 	arg.mem = shoal_seg_ptr(&seg, off, shoal_ring_size(arg.cap), 128);
-	pid = test_spawn(pump, &arg);
+	pid = test_spawn(pump, &arg, sizeof(arg));
 	for (i = 0; i < 20; i++) {
 		tool_start(&r, (const char *const[]){ "ring", "live", NULL });
 		if (tool_wait(&r) != 0)

@@ -97,7 +97,6 @@ static int system_up(void **state)
 	struct child prod = { .index = 1, .name = "prod", .n = N_QUEUED, .type = T_PING };
 
 	(void)state;
-	rt_init();
 	if (rt_start_router(SYSTEM, NULL, 0) < 0)
 		return -1;
 	fx.router_up = true;
@@ -105,9 +104,10 @@ static int system_up(void **state)
 	fx.id_prod = rt_declare("prod", 1, 1);
 	fx.id_idle = rt_declare("idle", 1, 1);
 	rt_route(fx.id_gated, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	fx.gated = test_spawn(gated_main, NULL);
+	fx.gated = test_spawn(gated_main, NULL, 0);
 	rt_wait_attached(fx.id_gated);
-	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
 	wait_delivered(fx.id_gated, N_QUEUED);
 	return 0;
 }
@@ -220,7 +220,7 @@ static void tool_ls_lists_the_system_and_strays(void **state)
 	char want[128];
 
 	(void)state;
-	test_assert_exited(test_wait_pid(test_spawn(make_leftover, "shoal.gone.bell"), 10000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(make_leftover, "shoal.gone.bell", 0), 10000), 0);
 	assert_int_equal(shoal_seg_create(&ghost, "shoal." SYSTEM ".g.ghost", 8192, NULL, NULL), 0);
 	/* Files of other programs: too short for a segment header, or not one. */
 	write_junk("notes.txt", 10);
@@ -709,5 +709,7 @@ int main(void)
 		return 77;
 	}
 	signal(SIGPIPE, SIG_IGN);
+	rt_init();
+	test_spawn_server_start();
 	return cmocka_run_group_tests_name("tool_system", tests, system_up, system_down);
 }

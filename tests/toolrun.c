@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -28,7 +29,9 @@ static char *slurp(FILE *f)
 void tool_start(struct tool_run *r, const char *const *args)
 {
 	char *argv[16] = { (char *)tool_bin };
+	posix_spawn_file_actions_t fa;
 	size_t n = 1;
+	int ret;
 
 	r->out_f = tmpfile();
 	r->err_f = tmpfile();
@@ -40,14 +43,17 @@ void tool_start(struct tool_run *r, const char *const *args)
 	}
 	argv[n] = NULL;
 	fflush(NULL);
-	r->pid = fork();
-	assert_true(r->pid >= 0);
-	if (r->pid == 0) {
-		dup2(fileno(r->out_f), STDOUT_FILENO);
-		dup2(fileno(r->err_f), STDERR_FILENO);
-		execv(tool_bin, argv);
-		_exit(127);
-	}
+	/* posix_spawn, not fork: a runtime test runs the router's threads
+	 * here, and a forked copy of this process would inherit their locks
+	 * (tests/spawn.c). posix_spawn's child shares this memory only until
+	 * it execs and runs nothing but system calls until then. */
+	assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+	assert_int_equal(posix_spawn_file_actions_adddup2(&fa, fileno(r->out_f), STDOUT_FILENO), 0);
+	assert_int_equal(posix_spawn_file_actions_adddup2(&fa, fileno(r->err_f), STDERR_FILENO), 0);
+	ret = posix_spawn(&r->pid, tool_bin, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (ret != 0)
+		fail_msg("cannot start %s: %s", tool_bin, strerror(ret));
 }
 
 int tool_wait(struct tool_run *r)

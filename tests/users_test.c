@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,21 +39,26 @@ static bool have_nobody(void)
 	       system("command -v setpriv >/dev/null") == 0;
 }
 
-/* Run `sh -c cmd` as nobody; returns its exit status (or -1: killed). */
+/*
+ * Run `sh -c cmd` as nobody; returns its exit status (or -1: killed). A
+ * router may be running here: posix_spawn, not fork (see tests/spawn.c),
+ * and none of its descriptors pass to the other user.
+ */
 static int sh_as_nobody(const char *cmd)
 {
+	char *argv[] = { "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+			 "sh", "-c", (char *)cmd, NULL };
+	posix_spawn_file_actions_t fa;
 	pid_t pid;
 	int status;
 
 	fflush(NULL);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		close_range(3, ~0u, 0);
-		execlp("setpriv", "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
-		       "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
+	assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+	assert_int_equal(posix_spawn_file_actions_addclosefrom_np(&fa, 3), 0);
+	status = posix_spawnp(&pid, "setpriv", &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (status != 0)
+		return -1;
 	status = test_wait_pid(pid, 10000);
 	return status == -1 || !WIFEXITED(status) ? -1 : WEXITSTATUS(status);
 }
@@ -255,7 +261,7 @@ static void users_full_shm_is_enospc_at_start_and_new_group(void **state)
 
 	(void)state;
 	test_shm_dir_make("users-full");
-	status = test_wait_pid(test_spawn(full_shm_main, NULL), 60000);
+	status = test_wait_pid(test_spawn(full_shm_main, NULL, 0), 60000);
 	if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == TEST_CHILD_SKIP)
 		skip();
 	test_assert_exited(status, 0);
@@ -355,7 +361,7 @@ static void users_full_shm_reload_adding_a_group_is_refused(void **state)
 	if (getenv("SHOAL_BIN") == NULL || getenv("SHOAL_TEST_GROUP") == NULL)
 		skip();
 	test_shm_dir_make("users-hup");
-	status = test_wait_pid(test_spawn(reload_full_main, NULL), 90000);
+	status = test_wait_pid(test_spawn(reload_full_main, NULL, 0), 90000);
 	if (status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == TEST_CHILD_SKIP)
 		skip();
 	test_assert_exited(status, 0);
@@ -404,5 +410,7 @@ int main(void)
 		cmocka_unit_test(users_tools_list_systems_of_the_users_directory),
 	};
 
+	/* Its routers run threads here between the children it starts. */
+	test_spawn_server_start();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

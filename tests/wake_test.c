@@ -99,11 +99,10 @@ static void doorbell_flood_is_held_until_a_batch_or_the_waker(void **state)
 	pid_t pid;
 
 	(void)state;
-	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	assert_true(sh != MAP_FAILED);
+	memset(sh, 0, sizeof(*sh));
 	shoal_doorbell_init(&sh->db);
 	sh->rounds = LIGHT + 2 + SHOAL_WAKE_BATCH;
-	pid = test_spawn(consumer_main, NULL);
+	pid = test_spawn(consumer_main, NULL, 0);
 	/* One window for the whole test: the light/heavy judgement cannot
 	 * roll over while the machine is slow. */
 	shoal_wake_mod_init(&m, UINT64_C(3600000000000));
@@ -138,7 +137,6 @@ static void doorbell_flood_is_held_until_a_batch_or_the_waker(void **state)
 	assert_int_equal(atomic_load(&sh->db.held), 0);
 	test_assert_exited(test_wait_pid(pid, 60000), 0);
 	assert_int_equal(m.held, SHOAL_WAKE_BATCH + 1);
-	munmap(sh, sizeof(*sh));
 }
 
 /* ---- a running system ------------------------------------------------------------- */
@@ -229,10 +227,10 @@ static void runtime_lone_messages_after_a_flood_are_handled(void **state)
 	assert_int_equal(rt_start_router("wk-lone", NULL, 0600), 0);
 	id = rt_declare("cons", 1, 1);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pc = test_spawn(rt_consumer_main, &cons);
+	pc = test_spawn(rt_consumer_main, &cons, sizeof(cons));
 	rt_wait_attached(id);
 	prod.dest = shoal_addr_make((uint16_t)id, SHOAL_SLOT_GROUP, 0);
-	pp = test_spawn(lone_producer_main, &prod);
+	pp = test_spawn(lone_producer_main, &prod, sizeof(prod));
 	/* The flood, both lone messages and the request: all handled. */
 	rt_wait_count(0, FLOOD + 3, 60000);
 	rt_wait_ready(2);
@@ -265,6 +263,7 @@ struct tally {
 };
 
 static struct tally *tl;
+static char names[HUNDRED][16];   /* of the consumers (their struct child points here) */
 
 static void hundred_handler(struct shoal_actor *a, const struct shoal_msg *m)
 {
@@ -334,14 +333,12 @@ static int hundred_producer_main(void *arg)
 static void runtime_hundred_groups_get_everything_once_in_order(void **state)
 {
 	static struct child cons[HUNDRED];
-	static char names[HUNDRED][16];
 	struct child prod = { .index = 0, .name = "prod" };
 	pid_t pids[HUNDRED], pp;
 	int ids[HUNDRED];
 
 	(void)state;
-	tl = mmap(NULL, sizeof(*tl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	assert_true(tl != MAP_FAILED);
+	memset(tl, 0, sizeof(*tl));
 	assert_int_equal(rt_start_router("wk-100", NULL, 0600), 0);
 	for (unsigned i = 0; i < HUNDRED; i++) {
 		snprintf(names[i], sizeof(names[i]), "c%u", i);
@@ -350,11 +347,11 @@ static void runtime_hundred_groups_get_everything_once_in_order(void **state)
 	}
 	for (unsigned i = 0; i < HUNDRED; i++) {
 		cons[i] = (struct child){ .index = (int)i, .name = names[i] };
-		pids[i] = test_spawn(hundred_consumer_main, &cons[i]);
+		pids[i] = test_spawn(hundred_consumer_main, &cons[i], sizeof(cons[i]));
 	}
 	for (unsigned i = 0; i < HUNDRED; i++)
 		rt_wait_attached(ids[i]);
-	pp = test_spawn(hundred_producer_main, &prod);
+	pp = test_spawn(hundred_producer_main, &prod, sizeof(prod));
 	test_assert_exited(test_wait_pid(pp, 240000), 0);
 	for (unsigned i = 0; i < HUNDRED; i++)
 		for (int k = 0; k < 60000 && (atomic_load(&tl->count[i][ROUTED]) < PER ||
@@ -367,7 +364,6 @@ static void runtime_hundred_groups_get_everything_once_in_order(void **state)
 		assert_int_equal(atomic_load(&tl->count[i][DIRECT]), PER);
 	}
 	rt_stop_router();
-	munmap(tl, sizeof(*tl));
 }
 
 int main(void)
@@ -379,6 +375,14 @@ int main(void)
 	};
 
 	rt_init();
+	/* Before the fork server starts: every child has these mappings, and
+	 * gets the names as they are when it starts. */
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	tl = mmap(NULL, sizeof(*tl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED || tl == MAP_FAILED)
+		abort();
+	test_spawn_share(names, sizeof(names));
 	signal(SIGPIPE, SIG_IGN);
+	test_spawn_server_start();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,15 +47,15 @@ static void invoke(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_enve
 /*
  * Forwarding between the workers of this process goes through private
  * rings, lost if the process is killed. So that every message is handled,
- * redelivered, or counted as lost, and never both redelivered and counted:
- * the copies forwarded from a record of a mailbox ring are committed only
- * after that record is released (shoal__poll_rings() ends its batch after such a
- * record), and fwd_sent is published before the commit, fwd_taken after
- * the copy is handled. A kill before the release redelivers the record and
- * drops the uncommitted copies; after it, what was committed and not
- * handled is sent - taken, counted at the next attach. The one window left
- * is a kill between the release and the store of fwd_sent, a few
- * instructions: those copies are lost uncounted.
+ * redelivered, or counted as lost, never lost uncounted: the copies
+ * forwarded from a record of a mailbox ring are committed only after that
+ * record is released (shoal__poll_rings() ends its batch after such a
+ * record), each copy counts in fwd_sent as it is written (before that
+ * release), and fwd_taken counts it after it is handled. After the release,
+ * what was sent and not handled is sent - taken, counted at the next
+ * attach. A kill before the release redelivers the record and counts its
+ * held copies as lost too: at most one record's copies per worker and kill
+ * are both redelivered and counted, never one lost.
  */
 static void fwd_commit(struct shoal_ctx *ctx, unsigned w)
 {
@@ -63,10 +63,6 @@ static void fwd_commit(struct shoal_ctx *ctx, unsigned w)
 
 	if (ctx->fwd_pend[w] == 0)
 		return;
-	ctx->fwd_sent += ctx->fwd_pend[w];
-	/* Relaxed: R1 in shoal_ring_commit() below orders it before the
-	 * copies become visible, so taken never runs ahead of sent. */
-	shoal_store_relaxed(&ctx->mw->fwd_sent, ctx->fwd_sent);
 	ctx->fwd_any -= ctx->fwd_pend[w];
 	ctx->fwd_pend[w] = 0;
 	shoal_ring_commit(&ctx->fwd[w]);
@@ -112,6 +108,11 @@ static void forward(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_env
 		}
 		memcpy(dst, &e, sizeof(e));
 		memcpy(dst + ENV_SIZE, payload, env->len);
+		/* Relaxed: R1 in shoal_ring_commit() (fwd_commit()) orders it
+		 * before the copy is visible, so taken never runs ahead of
+		 * sent; R2 in shoal_ring_release() orders it before the
+		 * mailbox record that made it is released. */
+		COUNT(ctx, fwd_sent);
 		ctx->fwd_pend[w]++;
 		ctx->fwd_any++;
 		if (!ctx->fwd_hold)

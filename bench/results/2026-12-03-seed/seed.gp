@@ -1,7 +1,7 @@
 # gnuplot seed.gp: the seed's table across processes (bench/SUITE.md)
 set terminal svg size 720,420 font "sans,12"
 set output 'seed.svg'
-set title 'routed send and direct send_to, 64 B: wall ns per call (medians)'
+set title 'routed send and direct send_to, 64 B: wall ns per call (medians of 5 runs)'
 set xlabel 'consumer groups (one process each, 2 CPUs)'
 set ylabel 'ns per call'
 set logscale x

@@ -84,7 +84,6 @@ struct shoal__deferred {
 };
 
 #define SHOAL__HELD_MAX 64
-#define SHOAL__FLUSH_MAX 4   /* held links made at idle; more: the deadline's (send.c) */
 
 struct shoal_ctx {
 	struct shoal_group *g;

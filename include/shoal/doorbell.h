@@ -81,6 +81,12 @@ SHOAL_API void shoal_doorbell_wake(struct shoal_doorbell *db);
  * One shoal_wake_mod per producer thread; not shared.
  */
 #define SHOAL_WAKE_BATCH 64u
+/*
+ * A producer about to idle makes the wake-ups it holds when they are this
+ * few (a conversation, whose peer may be what it waits for); more (a
+ * fan-out) it leaves to the waker. The runtime's workers and dispatchers do.
+ */
+#define SHOAL_WAKE_FLUSH_MAX 4u
 #define SHOAL_WAKE_LIGHT_RATE 25000u
 
 struct shoal_wake_mod {

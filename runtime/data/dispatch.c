@@ -60,7 +60,6 @@
 #define PARK_SLEEP_NS 200000      /* retry period while a blocking message waits */
 #define IDLE_SLEEP_NS 100000000   /* re-check the stop flag this often when idle */
 #define HELD_MAX 256              /* outputs with held wake-ups, listed */
-#define FLUSH_MAX 4               /* held outputs made before a sleep; more: the deadline's */
 
 struct uplink {
 	void *ring;                   /* what `c` is attached to (NULL: not attached) */
@@ -136,7 +135,7 @@ static void note_held(struct shoal__dispatcher *d, uint32_t slot)
  */
 static void wake_flush(struct shoal__dispatcher *d)
 {
-	bool make = d->n_held <= FLUSH_MAX && !d->held_all;
+	bool make = d->n_held <= SHOAL_WAKE_FLUSH_MAX && !d->held_all;
 
 	if (make && d->n_held > 0)
 		shoal_doorbell_fence();   /* F2: after the commits of the held messages */
@@ -508,7 +507,6 @@ static bool uplinks_empty(struct shoal__dispatcher *d, const struct shoal__snaps
 	return true;
 }
 
-/* The CPUs this dispatcher runs on, as a set; returns how many. */
 int shoal__thread_start(pthread_t *t, uint64_t cpus, void *(*fn)(void *), void *arg,
 			const char *name)
 {

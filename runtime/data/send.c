@@ -181,9 +181,9 @@ static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct sh
 
 /*
  * Reserve `ENV_SIZE + len` in `p`, waiting as `sw` says (NULL: do not wait).
- * `peer`, the consumer's doorbell if it may doze, is rung when the ring is
- * full: a dozer left unannounced messages would otherwise make room only
- * when its doze ends.
+ * `peer`, the consumer's doorbell if its wake-ups may be held, is rung when
+ * the ring is full: a consumer asleep on held wake-ups would otherwise make
+ * room only when the waker wakes it.
  */
 void *shoal__reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct shoal_doorbell *db,
 			struct shoal_doorbell *peer, uint32_t len, const struct send_wait *sw,
@@ -333,13 +333,13 @@ static void flush_one(struct shoal__dout *o)
  * Before this worker goes idle: a conversation's held wake-ups (a few
  * links) are made now, since what it sent may be what it waits for an
  * answer to (a ping-pong of plain sends would otherwise take a deadline per
- * turn); a fan-out's (more than SHOAL__FLUSH_MAX links) are left to the
- * dispatchers' deadline: waking them all each time the worker idles would
+ * turn); a fan-out's (more than SHOAL_WAKE_FLUSH_MAX links) are left to the
+ * router's waker: waking them all each time the worker idles would
  * bring back the wake-up per message that moderation removes.
  */
 void shoal__wake_flush(struct shoal_ctx *ctx)
 {
-	if (ctx->n_held > 0 && ctx->n_held <= SHOAL__FLUSH_MAX && !ctx->held_all) {
+	if (ctx->n_held > 0 && ctx->n_held <= SHOAL_WAKE_FLUSH_MAX && !ctx->held_all) {
 		shoal_doorbell_fence();   /* F2: after the commits of the held messages */
 		for (uint32_t i = 0; i < ctx->n_held; i++)
 			flush_one(ctx->held[i]);

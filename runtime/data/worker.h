@@ -71,7 +71,8 @@ bool shoal__set_aside(struct shoal_ctx *ctx, const struct shoal__inring *in,
 		      const struct shoal_rec *rec);
 
 /* send.c: reserve ENV_SIZE + len in `p`, waiting on `db` as `sw` says (NULL:
- * not), ringing `peer` (the consumer's doorbell, if it dozes) when full. */
+ * not), ringing `peer` (the consumer's doorbell, if its wake-ups may be
+ * held) when full. */
 void *shoal__reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p,
 			struct shoal_doorbell *db, struct shoal_doorbell *peer, uint32_t len,
 			const struct send_wait *sw, int *err);

@@ -106,6 +106,9 @@ struct shoal_ctx {
 	uint32_t dir_seen;               /* mailbox directory entries already scanned */
 	uint32_t rr;                     /* ring to start the next pass at */
 	bool released;                   /* a pass released records: ring space_db */
+	bool rescan;                     /* the last pass found records: the next
+					  * scans without asking mw->in_db's summary */
+	uint32_t quiet_polls;            /* passes the summary answered, mod 2^32 */
 
 	/* Direct links: per group, SHOAL_MAX_WORKERS entries, allocated and
 	 * published (release) by the link opener on the first ask. */

@@ -83,6 +83,7 @@ void shoal_doorbell_init(struct shoal_doorbell *db)
 {
 	/* Relaxed: init runs before the doorbell is shared (segment R1 publishes). */
 	shoal_store_relaxed(&db->state, DB_AWAKE);
+	shoal_store_relaxed(&db->ready, 0);
 	shoal_store_relaxed(&db->sleeps, 0);
 	shoal_store_relaxed(&db->wakes, 0);
 	shoal_store_relaxed(&db->held, 0);
@@ -103,8 +104,42 @@ void shoal_doorbell_notify(struct shoal_doorbell *db)
 	shoal_doorbell_wake(db);
 }
 
+/*
+ * Set the ready summary of a consumer that reads it. Relaxed: ordered by
+ * the caller's F2, which pairs with F3 in shoal_doorbell_ready_take(): the
+ * consumer's take either comes after our fence in the fences' order (its
+ * scan then sees our commit) or our load sees its clear (and we set it
+ * again). A store, not a read-modify-write: racing producers store the same
+ * value, and the consumer's exchange keeps any store that follows it.
+ */
+static inline void mark_ready(struct shoal_doorbell *db)
+{
+	if (shoal_load_relaxed(&db->ready) == SHOAL_DOORBELL_READY_ON)
+		shoal_store_relaxed(&db->ready, SHOAL_DOORBELL_READY_ON | SHOAL_DOORBELL_READY_SET);
+}
+
+void shoal_doorbell_ready_on(struct shoal_doorbell *db)
+{
+	/* Set: a producer that loaded the word before this store did not
+	 * set it; the take that follows fences before the scan. */
+	shoal_store_relaxed(&db->ready, SHOAL_DOORBELL_READY_ON | SHOAL_DOORBELL_READY_SET);
+}
+
+bool shoal_doorbell_ready_take(struct shoal_doorbell *db)
+{
+	/* Relaxed load: the common empty case is one load of a line that
+	 * producers write only when it is clear. */
+	if (shoal_load_relaxed(&db->ready) == SHOAL_DOORBELL_READY_ON)
+		return false;
+	(void)shoal_exchange_relaxed(&db->ready, SHOAL_DOORBELL_READY_ON);
+	/* F3: pairs with F2 before mark_ready(); see there. */
+	shoal_fence_full();
+	return true;
+}
+
 void shoal_doorbell_wake(struct shoal_doorbell *db)
 {
+	mark_ready(db);
 	/* Relaxed: ordered by F2 in shoal_doorbell_fence(); the exchange below
 	 * decides who makes the system call. */
 	if (SHOAL_LIKELY(shoal_load_relaxed(&db->state) == DB_AWAKE))
@@ -145,6 +180,7 @@ int shoal_doorbell_wake_mod(struct shoal_doorbell *db, struct shoal_wake_mod *m,
 {
 	uint64_t zero = 0;
 
+	mark_ready(db);
 	/* Relaxed: ordered by F2 in shoal_doorbell_fence(), as in wake(). */
 	if (SHOAL_LIKELY(shoal_load_relaxed(&db->state) == DB_AWAKE))
 		return SHOAL_WAKE_DONE;

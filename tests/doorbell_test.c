@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <shoal/doorbell.h>
@@ -88,6 +89,17 @@ static int race_consumer(void *arg)
 	return 0;
 }
 
+/* Publish message i and notify, after a varied delay (the moment of the
+ * publish against the consumer's own steps is what the races are about). */
+static void publish_jittered(_Atomic uint64_t *sent, struct shoal_doorbell *db, uint64_t i,
+			     uint64_t *seed)
+{
+	for (uint64_t d = test_rand(seed) % 200; d > 0; d--)
+		__asm__ __volatile__("" ::: "memory");
+	atomic_store_explicit(sent, i, memory_order_release);
+	shoal_doorbell_notify(db);
+}
+
 static int race_producer(void *arg)
 {
 	struct race *r = arg;
@@ -95,11 +107,7 @@ static int race_producer(void *arg)
 
 	test_pin(0);
 	for (uint64_t i = 1; i <= r->rounds; i++) {
-		/* Vary the moment of the ring relative to the consumer's sleep. */
-		for (uint64_t d = test_rand(&seed) % 200; d > 0; d--)
-			__asm__ __volatile__("" ::: "memory");
-		atomic_store_explicit(&r->sent, i, memory_order_release);
-		shoal_doorbell_notify(&r->db);
+		publish_jittered(&r->sent, &r->db, i, &seed);
 		if (!r->burst) {
 			while (atomic_load(&r->acked) < i)
 				sched_yield();
@@ -139,6 +147,113 @@ static void doorbell_no_lost_wakeup_burst(void **state)
 {
 	(void)state;
 	run_race(race_new("dbburst", test_scale(200000), 1));
+	race_free();
+}
+
+/* The ready summary: off until the consumer opts in; set by notify and
+ * wake_mod after it did; a take clears it. */
+static void doorbell_ready_summary_set_by_producers_taken_by_consumer(void **state)
+{
+	struct shoal_doorbell db;
+	struct shoal_wake_mod m;
+
+	(void)state;
+	shoal_doorbell_init(&db);
+	shoal_wake_mod_init(&m, 0);
+	shoal_doorbell_notify(&db);
+	assert_int_equal(atomic_load(&db.ready), 0);   /* nobody reads it: left alone */
+	shoal_doorbell_ready_on(&db);
+	assert_true(shoal_doorbell_ready_take(&db));    /* opting in asks for a first scan */
+	assert_false(shoal_doorbell_ready_take(&db));
+	shoal_doorbell_notify(&db);
+	shoal_doorbell_notify(&db);
+	assert_true(shoal_doorbell_ready_take(&db));
+	assert_false(shoal_doorbell_ready_take(&db));
+	shoal_doorbell_fence();
+	assert_int_equal(shoal_doorbell_wake_mod(&db, &m, 1), SHOAL_WAKE_DONE);
+	assert_true(shoal_doorbell_ready_take(&db));
+	/* Garbage in the word costs a scan, never a missed one. */
+	atomic_store(&db.ready, 0xdeadbeef);
+	assert_true(shoal_doorbell_ready_take(&db));
+	assert_false(shoal_doorbell_ready_take(&db));
+}
+
+/*
+ * Across processes, a consumer that looks only at the summary (a scan
+ * after each take that says so) sees every publish: the producer waits
+ * for each to be seen, so one lost mark stalls the exchange for good.
+ */
+struct summary_race {
+	struct shoal_doorbell db;
+	_Alignas(64) _Atomic uint64_t sent;
+	_Alignas(64) _Atomic uint64_t seen;
+	_Atomic uint32_t stalled;
+	uint64_t rounds;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+#define SUMMARY_STALL_NS (30 * UINT64_C(1000000000))
+
+static int summary_consumer(void *arg)
+{
+	struct summary_race *r = arg;
+	uint64_t start = now_ns();
+
+	test_pin(1);
+	while (atomic_load(&r->seen) < r->rounds) {
+		if (shoal_doorbell_ready_take(&r->db))
+			atomic_store(&r->seen, atomic_load_explicit(&r->sent, memory_order_acquire));
+		else if (now_ns() - start > SUMMARY_STALL_NS) {
+			atomic_store(&r->stalled, 1);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static int summary_producer(void *arg)
+{
+	struct summary_race *r = arg;
+	uint64_t seed = test_seed(), start = now_ns();
+
+	test_pin(0);
+	for (uint64_t i = 1; i <= r->rounds; i++) {
+		publish_jittered(&r->sent, &r->db, i, &seed);
+		while (atomic_load(&r->seen) < i)
+			if (now_ns() - start > SUMMARY_STALL_NS || atomic_load(&r->stalled))
+				return 1;
+	}
+	return 0;
+}
+
+static void doorbell_ready_summary_never_hides_a_publish(void **state)
+{
+	struct summary_race *r;
+	uint64_t off;
+	pid_t cons, prod;
+
+	(void)state;
+	test_shm_dir_make("dbsum");
+	assert_int_equal(shoal_seg_create(&seg, "dbsum", 1 << 16, NULL, NULL), 0);
+	assert_int_equal(shoal_seg_alloc(&seg, SHOAL_SEG_KIND_USER, "race", sizeof(*r), 64, &off),
+			 0);
+	r = shoal_seg_ptr(&seg, off, sizeof(*r), 64);
+	shoal_doorbell_init(&r->db);
+	shoal_doorbell_ready_on(&r->db);
+	r->rounds = test_scale(200000);
+	cons = test_spawn(summary_consumer, r, 0);
+	prod = test_spawn(summary_producer, r, 0);
+	test_assert_exited(test_wait_pid(prod, 120000), 0);
+	test_assert_exited(test_wait_pid(cons, 120000), 0);
+	assert_int_equal(atomic_load(&r->stalled), 0);
+	assert_int_equal(atomic_load(&r->seen), r->rounds);
 	race_free();
 }
 
@@ -228,6 +343,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(doorbell_notify_skips_wake_when_awake),
+		cmocka_unit_test(doorbell_ready_summary_set_by_producers_taken_by_consumer),
+		cmocka_unit_test(doorbell_ready_summary_never_hides_a_publish),
 		cmocka_unit_test(doorbell_wait_times_out),
 		cmocka_unit_test(doorbell_poll_wait_times_out_after_spinning),
 		cmocka_unit_test(doorbell_fence_then_wake_wakes_a_sleeper_in_another_process),

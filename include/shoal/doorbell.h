@@ -33,10 +33,15 @@
 #define SHOAL_DOORBELL_AWAKE    0u
 #define SHOAL_DOORBELL_SLEEPING 1u
 
-/* Shared-memory ABI: 64 bytes, state at 0, sleeps at 8, wakes at 16, held at 24. */
+/* Values of struct shoal_doorbell.ready (see shoal_doorbell_ready_on()). */
+#define SHOAL_DOORBELL_READY_ON  1u   /* the consumer reads the summary */
+#define SHOAL_DOORBELL_READY_SET 2u   /* published since the consumer took it */
+
+/* Shared-memory ABI: 64 bytes, state at 0, ready at 4, sleeps at 8, wakes at
+ * 16, held at 24. */
 struct shoal_doorbell {
 	_Alignas(64) _Atomic uint32_t state;   /* SHOAL_DOORBELL_AWAKE or _SLEEPING */
-	uint32_t reserved;
+	_Atomic uint32_t ready;       /* the ready summary: 0, or READY_ON | READY_SET */
 	_Atomic uint64_t sleeps;      /* futex waits entered (consumer-written) */
 	_Atomic uint64_t wakes;       /* FUTEX_WAKE calls made (producer-written, RMW) */
 	_Atomic uint64_t held;        /* first held wake-up, shoal__now_ns() clock; 0: none */
@@ -125,6 +130,28 @@ SHOAL_API int shoal_doorbell_wake_mod(struct shoal_doorbell *db, struct shoal_wa
  */
 SHOAL_API uint64_t shoal_doorbell_wake_due(struct shoal_doorbell *db, uint64_t now,
 					   uint64_t age_ns);
+
+/*
+ * A ready summary, for a consumer of many rings: one word that says whether
+ * anything was published to it since it last looked, so that an empty poll
+ * reads that word instead of every ring. Producers do nothing more than
+ * they do already: shoal_doorbell_wake(), _notify() and _wake_mod() set it,
+ * after their fence (F2), on a doorbell whose consumer opted in, and only
+ * when it is clear (a load of the line they read anyway; a store once per
+ * consumer pass, not per message).
+ *
+ * The consumer opts in once with shoal_doorbell_ready_on() (which also sets
+ * the summary, so its next look scans). Then, before a scan whose emptiness
+ * it will trust, it calls shoal_doorbell_ready_take(): when that returns
+ * false nothing was published since the last take returned true and every
+ * ring scanned after that take was found empty; when it returns true, it
+ * has cleared the summary and made a full fence (F3, pairing with F2), so
+ * the scan that follows sees every commit the summary stood for, and a
+ * later commit sets it again. A scan that leaves records behind (a budget)
+ * must scan again without asking the summary.
+ */
+SHOAL_API void shoal_doorbell_ready_on(struct shoal_doorbell *db);
+SHOAL_API bool shoal_doorbell_ready_take(struct shoal_doorbell *db);
 
 /*
  * Consumer side. Announce sleep; the caller must then check its rings once

@@ -292,19 +292,41 @@ static inline bool reads(const struct shoal__inring *in, int src)
 	return src == ANY_SOURCE || in->src_group == src || in->src_group == SHOAL__SRC_WORKERS;
 }
 
-/* Drain the inbound rings written by group `src` (ANY_SOURCE: all). */
-uint32_t shoal__poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
+/*
+ * Whether a pass over every ring may find anything: their ready summary
+ * (shm/doorbell.h) says so, one word however many rings there are. After a
+ * pass that found records (a budget may have left some), the next one scans
+ * regardless. A true answer may have taken the summary: the pass must follow.
+ * Measured (shoal-bench-iceoryx, empty shoal_poll(ctx, 0, 0)): 3.4 ns,
+ * against 9.7 ns scanning one ring; the ping-pong round trip unchanged.
+ */
+static inline bool worth_a_pass(struct shoal_ctx *ctx)
+{
+	/* The summary is shared memory: a peer that damaged it would strand
+	 * a busy poller; one pass in SUMMARY_TRUST scans regardless. */
+	return ctx->rescan || (++ctx->quiet_polls & (SUMMARY_TRUST - 1)) == 0 ||
+	       shoal_doorbell_ready_take(&ctx->mw->in_db);
+}
+
+/*
+ * The pass itself. Not inlined: an empty poll that the summary answers
+ * should not pay this function's register saves.
+ */
+__attribute__((noinline)) static uint32_t scan_rings(struct shoal_ctx *ctx, uint32_t budget,
+						     int src)
 {
 	/* A handler's request polls from inside the outer pass: that inner
 	 * pass only sets records aside for later (defer()), and leaves the
 	 * outer record's marks and held forwards alone. */
 	bool outer = !ctx->polling;
-	uint32_t n = 0;
+	uint32_t n = 0, i;
 
 	ctx->polling = true;
 	shoal__ctx_scan(ctx);
-	for (uint32_t k = 0; k < ctx->n_in && n < budget; k++) {
-		struct shoal__inring *in = &ctx->in[(ctx->rr + k) % ctx->n_in];
+	i = ctx->n_in > 0 ? ctx->rr % ctx->n_in : 0;   /* the pass's first ring: one division */
+
+	for (uint32_t k = 0; k < ctx->n_in && n < budget; k++, i = i + 1 < ctx->n_in ? i + 1 : 0) {
+		struct shoal__inring *in = &ctx->in[i];
 		bool mailbox = in->src_group != SHOAL__SRC_WORKERS;
 		struct shoal_rec rec;
 		uint32_t taken = 0;
@@ -344,6 +366,8 @@ uint32_t shoal__poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
 	}
 	if (outer)
 		ctx->polling = false;
+	if (src == ANY_SOURCE)
+		ctx->rescan = n > 0;
 	ctx->rr++;
 	if (ctx->released) {
 		/* Direct senders may sleep waiting for the space we just made. */
@@ -351,6 +375,14 @@ uint32_t shoal__poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
 		shoal_doorbell_notify(&ctx->mw->space_db);
 	}
 	return n;
+}
+
+/* Drain the inbound rings written by group `src` (ANY_SOURCE: all). */
+uint32_t shoal__poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
+{
+	if (src == ANY_SOURCE && !worth_a_pass(ctx))
+		return 0;
+	return scan_rings(ctx, budget, src);
 }
 
 bool shoal__rings_ready_from(struct shoal_ctx *ctx, int src)
@@ -369,20 +401,25 @@ static bool rings_ready(void *arg)
 
 int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns)
 {
-	uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : shoal__now_ns() + (uint64_t)timeout_ns;
+	/* Set at the first empty pass: a poll that finds work, or a busy
+	 * poller's timeout 0, reads no clock. */
+	uint64_t deadline = 0, now;
 	uint32_t n;
 
 	if (budget == 0)
 		budget = UINT32_MAX;
 	for (;;) {
-		n = handle_deferred(ctx, budget);
+		n = ctx->def_head != NULL ? handle_deferred(ctx, budget) : 0;
 		n += shoal__poll_rings(ctx, budget - n, ANY_SOURCE);
 		if (n > 0)
 			return (int)n;
 		if (shoal__stop_flagged(ctx->g))
 			return -ESHUTDOWN;   /* stopped, and nothing left to drain */
-		uint64_t now = shoal__now_ns();
-
+		if (timeout_ns == 0)
+			return 0;
+		now = shoal__now_ns();
+		if (deadline == 0)
+			deadline = timeout_ns < 0 ? UINT64_MAX : now + (uint64_t)timeout_ns;
 		if (now >= deadline)
 			return 0;
 		/* Before each sleep slice, not on an empty poll: a dead
@@ -393,5 +430,8 @@ int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns)
 		shoal_doorbell_idle_wait(&ctx->mw->in_db, &ctx->idle, rings_ready, ctx,
 					 (int64_t)(deadline - now < IDLE_SLICE_NS ? deadline - now :
 						   IDLE_SLICE_NS));
+		/* The wait ends on a scan that found records (or a wake-up):
+		 * pass over them whatever the summary says. */
+		ctx->rescan = true;
 	}
 }

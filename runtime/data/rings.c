@@ -261,6 +261,8 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	ctx->next_rid = 1;
 	shoal_doorbell_init(&ctx->link_db);
 	shoal_wake_mod_init(&ctx->wmod, g->wake_deadline_ns);
+	/* An empty poll reads one summary word, not every ring (poll.c). */
+	shoal_doorbell_ready_on(&ctx->mw->in_db);
 	ctx->idle.spin_max_ns = g->spin_ns;
 	ctx->idle.spin_ns = g->spin_ns;
 	/* A4: pairs with R4 in damage.c watch_once(). */

@@ -24,6 +24,7 @@
 #include "runtime/group_impl.h"
 
 #define POLL_BATCH 32u
+#define SUMMARY_TRUST 1024u   /* empty polls per scan the ready summary did not ask for */
 #define SLEEP_SLICE_NS 100000000        /* a waiting send or request re-checks this often */
 /*
  * An idle worker sleeps this long between looks of its own. Every event it

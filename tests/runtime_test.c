@@ -253,6 +253,89 @@ static void runtime_try_send_to_all_is_all_or_nothing(void **state)
 	rt_stop_router();
 }
 
+/* Poll worker 0 of g until child 0 counted `want`, for up to 30 s. */
+static void poll_until(struct shoal_group *g, uint64_t want)
+{
+	for (int i = 0; i < 30000 && atomic_load(&rt_res->count[0]) < want; i++)
+		(void)shoal_poll(shoal_group_worker(g, 0), 0, 1000000);
+	assert_int_equal(atomic_load(&rt_res->count[0]), want);
+}
+
+/*
+ * Bursts, routed and direct: every message once and in order; a try_ burst
+ * stops where the ring is full and says how many went; a refused message
+ * stops the burst after the ones before it, which are delivered.
+ */
+static void runtime_bursts_deliver_in_order_and_stop_where_refused(void **state)
+{
+	struct shoal_burst_msg b[32];
+	struct msg v[32];
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	uint64_t self, seq = 0, sum = 0;
+	uint32_t sent, total = 0;
+	int id, ret;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-burst", NULL, 0), 0);
+	id = rt_declare("burst", 1, 1);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	g = rt_attach_here("burst", 1, 1);
+	ctx = shoal_group_worker(g, 0);
+	self = shoal_group_lookup(g, "burst", 0);
+	assert_int_equal(shoal_connect(ctx, self, 10000000000ll), 0);
+	for (int round = 0; round < 40; round++) {
+		for (int i = 0; i < 32; i++) {
+			v[i] = (struct msg){ .seq = ++seq };
+			b[i] = (struct shoal_burst_msg){ T_PING, sizeof(v[i]), &v[i] };
+			sum += seq;
+		}
+		/* Alternate the four forms; routed ones pass the dispatcher. */
+		switch (round % 4) {
+		case 0: ret = shoal_send_burst(ctx, b, 32, &sent); break;
+		case 1: ret = shoal_try_send_burst(ctx, b, 32, &sent); break;
+		case 2: ret = shoal_send_to_burst(ctx, self, b, 32, &sent); break;
+		default: ret = shoal_try_send_to_burst(ctx, self, b, 32, &sent); break;
+		}
+		assert_int_equal(ret, 0);
+		assert_int_equal(sent, 32);
+		total += 32;
+		poll_until(g, total);
+		assert_int_equal(atomic_load(&rt_res->last_seq[0]), seq);
+	}
+	assert_int_equal(atomic_load(&rt_res->sum_seq[0]), sum);
+	assert_int_equal(atomic_load(&rt_res->order_errors[0]), 0);
+
+	/* A full ring: the try_ burst sends a prefix, then says -EAGAIN. */
+	for (int i = 0; i < 32; i++)
+		b[i] = (struct shoal_burst_msg){ T_PING, sizeof(v[0]), &v[0] };
+	uint32_t accepted = 0;
+
+	do {
+		ret = shoal_try_send_to_burst(ctx, self, b, 32, &sent);
+		accepted += sent;
+	} while (ret == 0);
+	assert_int_equal(ret, -EAGAIN);
+	assert_true(sent < 32);
+	assert_int_equal(drain(g, 0), accepted);
+	total += accepted;
+
+	/* A refused message stops the burst; the ones before it arrive. */
+	b[5].type = T_OTHER;   /* not a type of this system */
+	assert_int_equal(shoal_send_to_burst(ctx, self, b, 32, &sent), -ENOMSG);
+	assert_int_equal(sent, 5);
+	assert_int_equal(shoal_try_send_burst(ctx, b, 32, &sent), -ENOMSG);
+	assert_int_equal(sent, 5);
+	total += 10;
+	poll_until(g, total);
+	/* One ring per burst: to every actor is refused. */
+	assert_int_equal(shoal_send_to_burst(ctx, shoal_group_lookup(g, "burst", SHOAL_SLOT_ALL),
+					     b, 5, &sent), -EINVAL);
+	assert_int_equal(sent, 0);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
 static void runtime_second_reserve_before_commit_is_refused(void **state)
 {
 	struct shoal_group *g;
@@ -724,6 +807,7 @@ int main(void)
 		cmocka_unit_test(runtime_direct_send_bounds_registry_worker_count),
 		cmocka_unit_test(runtime_try_send_to_all_is_all_or_nothing),
 		cmocka_unit_test(runtime_second_reserve_before_commit_is_refused),
+		cmocka_unit_test(runtime_bursts_deliver_in_order_and_stop_where_refused),
 		cmocka_unit_test(runtime_lookup_waits_for_a_group_to_come_up),
 		cmocka_unit_test(runtime_type_over_max_size_refused_at_declare),
 		cmocka_unit_test(runtime_discard_route_is_counted),

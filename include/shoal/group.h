@@ -213,6 +213,35 @@ SHOAL_API int shoal_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type,
 SHOAL_API int shoal_try_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type,
 				const void *buf, uint32_t len);
 
+/* One message of a burst. */
+struct shoal_burst_msg {
+	uint32_t type;
+	uint32_t len;
+	const void *buf;
+};
+
+/*
+ * Bursts: msgs[0..n) in one call, in order, each checked and sent as its
+ * single form would (routed: send / try_send; direct: send_to / try_send_to
+ * to `dest`), published together: one commit, one fence and one doorbell
+ * check per burst instead of one per message, and one clock read (the
+ * messages share their envelope's send_ns). Returns 0 when all were sent,
+ * else why the burst stopped (the error the single form would return for
+ * that message: a try_ burst stops with -EAGAIN where the ring is full, a
+ * waiting one waits for room); *sent is how many were sent, from the first,
+ * all published. A retry from msgs[*sent] duplicates nothing. A direct
+ * burst goes through one ring: to SHOAL_SLOT_ALL it is -EINVAL.
+ */
+SHOAL_API int shoal_send_burst(struct shoal_ctx *ctx, const struct shoal_burst_msg *msgs,
+			       uint32_t n, uint32_t *sent);
+SHOAL_API int shoal_try_send_burst(struct shoal_ctx *ctx, const struct shoal_burst_msg *msgs,
+				   uint32_t n, uint32_t *sent);
+SHOAL_API int shoal_send_to_burst(struct shoal_ctx *ctx, uint64_t dest,
+				  const struct shoal_burst_msg *msgs, uint32_t n, uint32_t *sent);
+SHOAL_API int shoal_try_send_to_burst(struct shoal_ctx *ctx, uint64_t dest,
+				      const struct shoal_burst_msg *msgs, uint32_t n,
+				      uint32_t *sent);
+
 /*
  * Open the direct links that sends to `dest` use (every worker's for
  * SHOAL_SLOT_ALL) and wait for them up to `timeout_ns` (negative: no
@@ -279,7 +308,8 @@ SHOAL_API uint64_t shoal_ctx_self(const struct shoal_ctx *ctx);
  * processes have one producer and one consumer each.
  *
  *   [1] data calls on a context: shoal_poll, shoal_send, shoal_try_send,
- *       shoal_send_to, shoal_try_send_to, shoal_connect, shoal_reserve,
+ *       shoal_send_to, shoal_try_send_to, the four _burst forms,
+ *       shoal_connect, shoal_reserve,
  *       shoal_commit, shoal_request, shoal_respond, shoal_respond_error,
  *       shoal_ctx_self
  *   [2] shoal_subscribe, shoal_unsubscribe

@@ -42,30 +42,49 @@ uint64_t shoal_ctx_self(const struct shoal_ctx *ctx)
 	return shoal_addr_make(ctx->g->id, SHOAL_SLOT_GROUP, ctx->g->gen);
 }
 
-static uint64_t new_trace_id(struct shoal_ctx *ctx)
+static uint64_t new_trace_id(struct shoal_ctx *ctx, uint32_t k)
 {
-	/* Unique per system: group, worker and a per-worker counter. */
+	/* Unique per system: group, worker and a per-worker counter (k: the
+	 * message's place in a burst, whose count is added after it). */
 	return (uint64_t)(ctx->g->id + 1u) << 48 | (uint64_t)ctx->w << 40 |
-	       ((ctx->sent_routed + ctx->sent_direct + 1) & ((UINT64_C(1) << 40) - 1));
+	       ((ctx->sent_routed + ctx->sent_direct + 1 + k) & ((UINT64_C(1) << 40) - 1));
 }
 
+/*
+ * Envelopes: what the messages of one send have in common is set once
+ * (env_begin), then each message's own fields as it is written (env_put).
+ */
+static void env_begin(const struct shoal_ctx *ctx, struct shoal_envelope *env, uint64_t dest,
+		      uint32_t flags, uint64_t rid, uint64_t now)
+{
+	env->sender = shoal_ctx_self(ctx);
+	env->dest = dest;
+	env->trace_id = ctx->cur != NULL ? ctx->cur_trace : 0;
+	env->request_id = rid;
+	env->send_ns = now;
+	env->flags = flags;
+	env->reserved = 0;
+}
+
+/* The k-th message of the send (0 for a single one). */
+static inline void env_put(struct shoal_ctx *ctx, struct shoal_envelope *env, void *dst,
+			   uint32_t type, uint32_t len, uint32_t k)
+{
+	env->type = type;
+	env->len = len;
+	if (ctx->cur == NULL)
+		env->trace_id = new_trace_id(ctx, k);
+	memcpy(dst, env, sizeof(*env));
+}
+
+/* The envelope of a single message, made now. */
 static void fill_env(struct shoal_ctx *ctx, void *dst, uint32_t type, uint32_t len, uint64_t dest,
 		     uint32_t flags, uint64_t rid)
 {
 	struct shoal_envelope env;
-	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);   /* vDSO: no system call */
-	env.type = type;
-	env.len = len;
-	env.sender = shoal_ctx_self(ctx);
-	env.dest = dest;
-	env.trace_id = ctx->cur != NULL ? ctx->cur_trace : new_trace_id(ctx);
-	env.request_id = rid;
-	env.send_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-	env.flags = flags;
-	env.reserved = 0;
-	memcpy(dst, &env, sizeof(env));
+	env_begin(ctx, &env, dest, flags, rid, shoal__now_ns());
+	env_put(ctx, &env, dst, type, len, 0);
 }
 
 static int check_type(struct shoal_ctx *ctx, uint32_t type, uint32_t len,
@@ -300,11 +319,11 @@ int shoal_try_send(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32
  * router's waker (data/waker.c) makes them by the deadline; a first hold
  * rings it. A request or a response has someone waiting for it: never held.
  */
-static void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o, bool urgent)
+static void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o, bool urgent, uint32_t k)
 {
 	int r;
 
-	o->unann = urgent ? SHOAL_WAKE_BATCH : o->unann + 1;
+	o->unann = urgent ? SHOAL_WAKE_BATCH : o->unann + k;
 	r = shoal_doorbell_wake_mod(&o->dst->in_db, &ctx->wmod, o->unann);
 	if (r == SHOAL_WAKE_DONE) {
 		o->unann = 0;
@@ -313,7 +332,7 @@ static void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o, bool urgent)
 	if (r == SHOAL_WAKE_HELD_FIRST)
 		shoal_doorbell_notify(&ctx->g->bell->waker);
 	/* Remembered for shoal__wake_flush(); past the list, a full scan. */
-	if (o->unann == 1) {
+	if (o->unann == k) {
 		if (ctx->n_held < SHOAL__HELD_MAX)
 			ctx->held[ctx->n_held++] = o;
 		else
@@ -592,6 +611,7 @@ int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, cons
 	uint16_t dg = (uint16_t)shoal_addr_group(dest);
 	int ret = 0;
 	uint32_t nw, w0, w1, n = 0;
+	struct shoal_envelope env;
 
 	if (!(flags & SHOAL_ENV_ERROR))
 		ret = check_type(ctx, type, len, &t);
@@ -627,15 +647,16 @@ int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, cons
 			goto cancel;
 		}
 	}
+	env_begin(ctx, &env, dest, flags, rid, shoal__now_ns());
 	for (uint32_t i = 0; i < n; i++) {
-		fill_env(ctx, dsts[i], type, len, dest, flags, rid);
+		env_put(ctx, &env, dsts[i], type, len, 0);
 		memcpy(dsts[i] + ENV_SIZE, buf, len);
 		shoal_ring_commit(&outs[i]->p);
 	}
 	/* One fence (F2) for every commit above, then moderated wake-ups. */
 	shoal_doorbell_fence();
 	for (uint32_t i = 0; i < n; i++)
-		dout_ring(ctx, outs[i], flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE));
+		dout_ring(ctx, outs[i], flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE), 1);
 	COUNT(ctx, sent_direct);
 	return 0;
 cancel:
@@ -659,6 +680,166 @@ int shoal_try_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const
 		      uint32_t len)
 {
 	return shoal__send_direct(ctx, dest, type, buf, len, NULL, 0, 0);
+}
+
+/* ---- bursts ------------------------------------------------------------------ */
+
+/* Where a burst goes: the uplink (o NULL) or one direct link. */
+struct burst {
+	struct shoal_ring_prod *p;
+	struct shoal__dout *o;
+	uint64_t dest;             /* SHOAL_ADDR_NONE: routed */
+	uint32_t pending;          /* reserved since the last publication */
+};
+
+/* Publish what the burst reserved: one commit, one fence, one doorbell. */
+static void burst_publish(struct shoal_ctx *ctx, struct burst *b)
+{
+	if (b->pending == 0)
+		return;
+	shoal_ring_commit(b->p);
+	if (b->o == NULL) {
+		shoal_doorbell_notify(ctx->bell);
+		COUNT_N(ctx, sent_routed, b->pending);
+	} else {
+		shoal_doorbell_fence();   /* F2 */
+		dout_ring(ctx, b->o, false, b->pending);
+		COUNT_N(ctx, sent_direct, b->pending);
+	}
+	b->pending = 0;
+}
+
+/*
+ * Send msgs[0..n) into b's ring, in order, each checked as its single form
+ * checks it. A ring that fills is published, then waited on as `sw` says
+ * (NULL: the burst stops there). Returns 0 or why it stopped; *sent: how
+ * many were sent, all of them published.
+ */
+static int burst_send(struct shoal_ctx *ctx, struct burst *b, const struct shoal_burst_msg *msgs,
+		      uint32_t n, struct send_wait *sw, uint32_t *sent)
+{
+	struct shoal_doorbell *db = b->o == NULL ? &ctx->mw->up_db : &b->o->dst->space_db;
+	struct shoal_doorbell *peer = b->o == NULL ? NULL : &b->o->dst->in_db;
+	const struct shoal__ltype *t = NULL;
+	struct shoal_envelope env;
+	uint32_t i;
+	int ret = 0;
+
+	/* The messages of a burst share their send time: one clock read. */
+	env_begin(ctx, &env, b->dest, b->o == NULL && sw == NULL ? SHOAL_ENV_TRY : 0, 0,
+		  shoal__now_ns());
+	for (i = 0; i < n; i++) {
+		unsigned char *dst;
+
+		/* A burst is often of one type: looked up when it changes. */
+		if (t == NULL || t->id != msgs[i].type) {
+			ret = check_type(ctx, msgs[i].type, msgs[i].len, &t);
+			if (ret == 0 && b->o == NULL)
+				ret = routes_of(t);
+			if (ret < 0)
+				break;
+		} else if (SHOAL_UNLIKELY(msgs[i].len > t->max_size)) {
+			ret = -EMSGSIZE;
+			break;
+		}
+		dst = shoal_ring_reserve(b->p, ENV_SIZE + msgs[i].len, 0);
+		if (dst == NULL) {
+			/* Full, or an error: what is reserved goes first (a wait
+			 * cancels reservations), then the single form's path. */
+			burst_publish(ctx, b);
+			dst = shoal__reserve_in(ctx, b->p, db, peer, msgs[i].len, sw, &ret);
+			if (dst == NULL)
+				break;
+		}
+		env_put(ctx, &env, dst, msgs[i].type, msgs[i].len, b->pending);
+		memcpy(dst + ENV_SIZE, msgs[i].buf, msgs[i].len);
+		b->pending++;
+	}
+	burst_publish(ctx, b);
+	*sent = i;
+	if (ret == -EUCLEAN && b->o != NULL)
+		dout_condemned(ctx, b->o);
+	if (ret < 0 && sw == NULL)
+		COUNT(ctx, try_failed);
+	return ret;
+}
+
+static int send_burst(struct shoal_ctx *ctx, const struct shoal_burst_msg *msgs, uint32_t n,
+		      uint32_t *sent, bool wait)
+{
+	struct burst b = { &ctx->up, NULL, SHOAL_ADDR_NONE, 0 };
+	struct send_wait sw = WAIT_FOREVER;
+
+	*sent = 0;
+	if (SHOAL_UNLIKELY(ctx->res_p == &ctx->up))
+		return -EBUSY;
+	return burst_send(ctx, &b, msgs, n, wait ? &sw : NULL, sent);
+}
+
+int shoal_send_burst(struct shoal_ctx *ctx, const struct shoal_burst_msg *msgs, uint32_t n,
+		     uint32_t *sent)
+{
+	return send_burst(ctx, msgs, n, sent, true);
+}
+
+int shoal_try_send_burst(struct shoal_ctx *ctx, const struct shoal_burst_msg *msgs, uint32_t n,
+			 uint32_t *sent)
+{
+	return send_burst(ctx, msgs, n, sent, false);
+}
+
+static int send_to_burst(struct shoal_ctx *ctx, uint64_t dest, const struct shoal_burst_msg *msgs,
+			 uint32_t n, uint32_t *sent, bool wait)
+{
+	struct send_wait sw = WAIT_FOREVER;
+	struct burst b = { NULL, NULL, dest, 0 };
+	const struct shoal__reg_group *rg;
+	uint16_t dg = (uint16_t)shoal_addr_group(dest);
+	uint32_t nw;
+	int ret = 0;
+
+	*sent = 0;
+	rg = check_dest(ctx, dest, &ret);
+	if (rg == NULL)
+		goto fail;
+	if (shoal_addr_slot(dest) == SHOAL_SLOT_ALL) {
+		ret = -EINVAL;   /* a burst is one ring: send_to() each to all */
+		goto fail;
+	}
+	nw = dest_workers(rg);
+	if (nw == 0) {
+		ret = -EUCLEAN;
+		goto fail;
+	}
+	sw.rg = rg;
+	b.o = wait ? dout_wait(ctx, dg, dest_worker(nw, shoal_addr_slot(dest), shoal_ctx_self(ctx),
+						    0, 0), &sw, &ret) :
+		     dout_get(ctx, dg, dest_worker(nw, shoal_addr_slot(dest), shoal_ctx_self(ctx), 0,
+						   0), false, &ret);
+	if (b.o == NULL)
+		goto fail;
+	if (SHOAL_UNLIKELY(ctx->res_p == &b.o->p)) {
+		ret = -EBUSY;
+		goto fail;
+	}
+	b.p = &b.o->p;
+	return burst_send(ctx, &b, msgs, n, wait ? &sw : NULL, sent);
+fail:
+	if (!wait)
+		COUNT(ctx, try_failed);
+	return ret;
+}
+
+int shoal_send_to_burst(struct shoal_ctx *ctx, uint64_t dest, const struct shoal_burst_msg *msgs,
+			uint32_t n, uint32_t *sent)
+{
+	return send_to_burst(ctx, dest, msgs, n, sent, true);
+}
+
+int shoal_try_send_to_burst(struct shoal_ctx *ctx, uint64_t dest, const struct shoal_burst_msg *msgs,
+			    uint32_t n, uint32_t *sent)
+{
+	return send_to_burst(ctx, dest, msgs, n, sent, false);
 }
 
 int shoal_connect(struct shoal_ctx *ctx, uint64_t dest, int64_t timeout_ns)
@@ -744,7 +925,7 @@ void shoal_commit(struct shoal_ctx *ctx)
 	shoal_ring_commit(ctx->res_p);
 	if (ctx->res_o != NULL) {
 		shoal_doorbell_fence();
-		dout_ring(ctx, ctx->res_o, false);
+		dout_ring(ctx, ctx->res_o, false, 1);
 	} else {
 		shoal_doorbell_notify(ctx->bell);
 	}

@@ -40,6 +40,7 @@
 
 /* Relaxed stores: the worker is the only writer of its counter line. */
 #define COUNT(ctx, field) shoal_store_relaxed(&(ctx)->mw->field, ++(ctx)->field)
+#define COUNT_N(ctx, field, n) shoal_store_relaxed(&(ctx)->mw->field, (ctx)->field += (n))
 
 /* How a blocking send waits (send.c). */
 /*

@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * shoal-bench-instr: a fixed workload of the worker's data calls, for a
+ * deterministic instruction count per message (this VM has no PMU, and its
+ * timings are noisy). bench/instr-count runs it under callgrind, one
+ * toggle per measured call, and divides by the counts printed here.
+ *
+ * One process: a router and group `a` (one worker) that routes TYPE to
+ * itself and sends to its own actor 0 directly. Each round sends BATCH
+ * messages with each form, every call accepted (the rings hold a round),
+ * and drains them: direct ones with one poll, routed ones with polls until
+ * the dispatcher delivered them all. The measured calls go through the
+ * op_* wrappers (never inlined), so their names are what callgrind toggles.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <shoal/group.h>
+#include <shoal/router.h>
+
+#include "bench/bench.h"
+
+#define PROG "shoal-bench-instr"
+#define TYPE 1u
+#define BYTES 64u
+#define BATCH 32u
+
+static const struct shoal_type types[] = { { TYPE, BYTES, "instr-bench" } };
+static uint64_t handled;
+
+static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	(void)a;
+	(void)m;
+	handled++;
+}
+
+/* Neither inlined, nor merged with an identical wrapper, nor ending in a
+ * tail call: each keeps its own frame for callgrind's toggle. */
+#define NOINLINE __attribute__((noipa))
+#define KEEP_FRAME(x)                                  \
+	do {                                           \
+		int ret_ = (x);                        \
+		__asm__ __volatile__("" ::: "memory"); \
+		return ret_;                           \
+	} while (0)
+
+NOINLINE static int op_send_to(struct shoal_ctx *c, uint64_t d, const void *b)
+{
+	KEEP_FRAME(shoal_try_send_to(c, d, TYPE, b, BYTES));
+}
+
+NOINLINE static int op_send(struct shoal_ctx *c, const void *b)
+{
+	KEEP_FRAME(shoal_try_send(c, TYPE, b, BYTES));
+}
+
+NOINLINE static int op_burst_to(struct shoal_ctx *c, uint64_t d, const struct shoal_burst_msg *m,
+				uint32_t *sent)
+{
+	KEEP_FRAME(shoal_try_send_to_burst(c, d, m, BATCH, sent));
+}
+
+NOINLINE static int op_burst(struct shoal_ctx *c, const struct shoal_burst_msg *m, uint32_t *sent)
+{
+	KEEP_FRAME(shoal_try_send_burst(c, m, BATCH, sent));
+}
+
+NOINLINE static int op_poll_batch(struct shoal_ctx *c)
+{
+	KEEP_FRAME(shoal_poll(c, 0, 0));
+}
+
+NOINLINE static int op_poll_empty(struct shoal_ctx *c)
+{
+	KEEP_FRAME(shoal_poll(c, 0, 0));
+}
+
+/* Wait (polling, not measured) until `want` messages were handled. */
+static int drain_to(struct shoal_ctx *c, uint64_t want)
+{
+	for (int i = 0; i < 10000 && handled < want; i++)
+		if (shoal_poll(c, 0, 1000000) < 0)
+			return -1;
+	return handled == want ? 0 : -1;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: " PROG " [--rounds N]\n"
+		   "A fixed workload of try_send_to, try_send, both bursts and polls, for\n"
+		   "bench/instr-count (callgrind); prints how many messages each call made.\n"
+		   "  --rounds N  rounds of %u messages per form (default 2000)\n"
+		   "Exit: 0, 1 (a call failed, said on stderr), 2 (usage).\n", BATCH);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = { { "rounds", required_argument, NULL, 'r' },
+						   { "help", no_argument, NULL, 'h' },
+						   { NULL, 0, NULL, 0 } };
+	struct shoal_group_desc desc = { .name = "a", .types = types, .n_types = 1, .node = -1,
+					 .on_message = on_message };
+	struct shoal_burst_msg msgs[BATCH];
+	unsigned char payload[BATCH][BYTES];
+	struct shoal_router_opts o = { 0 };
+	struct shoal_router *r = NULL;
+	struct shoal_group *g = NULL;
+	struct shoal_err err = { "" };
+	struct shoal_filter f = { .types = { TYPE }, .n_types = 1, .mode = SHOAL_ROUTE_GROUP };
+	uint64_t rounds = 2000, empty = 0, self;
+	struct shoal_ctx *c;
+	char system[64];
+	uint32_t sent;
+	int opt, ret = 1;
+
+	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+		if (opt == 'r' && bench_parse_uint(optarg, 1, 1000000, &rounds) == 0)
+			continue;
+		if (opt == 'h') {
+			usage(stdout);
+			return 0;
+		}
+		if (opt == 'r')
+			return bench_bad_option(PROG, longopts, opt, optarg);
+		usage(stderr);
+		return 2;
+	}
+	memset(payload, 0x5a, sizeof(payload));
+	for (uint32_t i = 0; i < BATCH; i++)
+		msgs[i] = (struct shoal_burst_msg){ TYPE, BYTES, payload[i] };
+	snprintf(system, sizeof(system), "ibench-%d", (int)getpid());
+	o.system = system;
+	if (shoal_router_start(&r, &o, &err) < 0) {
+		fprintf(stderr, PROG ": router: %s\n", err.msg);
+		return 1;
+	}
+	f.group = (uint16_t)shoal_router_group(r, &(struct shoal_group_spec){ .name = "a",
+										.node = -1 },
+					       &err);
+	if ((int16_t)f.group < 0 || shoal_router_set_routes(r, &f, 1, &err) < 0 ||
+	    shoal_group_attach(&g, &desc, system, &err) < 0) {
+		fprintf(stderr, PROG ": setting up: %s\n", err.msg);
+		goto out;
+	}
+	c = shoal_group_worker(g, 0);
+	self = shoal_group_lookup(g, "a", 0);
+	if (shoal_connect(c, self, 10 * INT64_C(1000000000)) < 0) {
+		fprintf(stderr, PROG ": connect: no direct link\n");
+		goto out;
+	}
+	for (uint64_t k = 0; k < rounds; k++) {
+		uint64_t base = handled;
+
+		for (uint32_t i = 0; i < BATCH; i++)
+			if (op_send_to(c, self, payload[i]) < 0)
+				goto refused;
+		if (op_poll_batch(c) != (int)BATCH)
+			goto refused;
+		for (uint32_t i = 0; i < BATCH; i++)
+			if (op_send(c, payload[i]) < 0)
+				goto refused;
+		if (drain_to(c, base + 2 * BATCH) < 0)
+			goto refused;
+		if (op_burst_to(c, self, msgs, &sent) < 0 || sent != BATCH ||
+		    op_poll_batch(c) != (int)BATCH)
+			goto refused;
+		if (op_burst(c, msgs, &sent) < 0 || sent != BATCH ||
+		    drain_to(c, base + 4 * BATCH) < 0)
+			goto refused;
+		for (uint32_t i = 0; i < BATCH; i++, empty++)
+			if (op_poll_empty(c) != 0)
+				goto refused;
+	}
+	printf("op_send_to %llu\nop_send %llu\nop_burst_to %llu\nop_burst %llu\n"
+	       "op_poll_batch %llu\nop_poll_empty %llu\n",
+	       (unsigned long long)(rounds * BATCH), (unsigned long long)(rounds * BATCH),
+	       (unsigned long long)(rounds * BATCH), (unsigned long long)(rounds * BATCH),
+	       (unsigned long long)(2 * rounds * BATCH), (unsigned long long)empty);
+	ret = 0;
+	goto out;
+refused:
+	fprintf(stderr, PROG ": a call was refused or a message did not arrive\n");
+out:
+	if (g != NULL)
+		shoal_group_detach(g);
+	shoal_router_destroy(r);
+	return ret;
+}

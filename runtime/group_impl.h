@@ -125,6 +125,8 @@ struct shoal_ctx {
 	/* A record earlier processes died handling, and how many of them. */
 	uint64_t suspect, suspect_crashes;
 
+	uint64_t trace_base;             /* group + 1 and worker, in new trace ids' high bits */
+
 	/* Handler context. */
 	struct shoal_actor *cur;
 	uint64_t cur_trace;

@@ -259,6 +259,7 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	ctx->mw = &g->mbx->w[w];
 	ctx->bell = &g->bell->disp[g->reg.groups[g->id].dispatcher % SHOAL_MAX_NODES];
 	ctx->next_rid = 1;
+	ctx->trace_base = (uint64_t)(g->id + 1u) << 48 | (uint64_t)w << 40;
 	shoal_doorbell_init(&ctx->link_db);
 	shoal_wake_mod_init(&ctx->wmod, g->wake_deadline_ns);
 	/* An empty poll reads one summary word, not every ring (poll.c). */

@@ -46,7 +46,7 @@ static uint64_t new_trace_id(struct shoal_ctx *ctx, uint32_t k)
 {
 	/* Unique per system: group, worker and a per-worker counter (k: the
 	 * message's place in a burst, whose count is added after it). */
-	return (uint64_t)(ctx->g->id + 1u) << 48 | (uint64_t)ctx->w << 40 |
+	return ctx->trace_base |
 	       ((ctx->sent_routed + ctx->sent_direct + 1 + k) & ((UINT64_C(1) << 40) - 1));
 }
 
@@ -54,10 +54,10 @@ static uint64_t new_trace_id(struct shoal_ctx *ctx, uint32_t k)
  * Envelopes: what the messages of one send have in common is set once
  * (env_begin), then each message's own fields as it is written (env_put).
  */
-static void env_begin(const struct shoal_ctx *ctx, struct shoal_envelope *env, uint64_t dest,
-		      uint32_t flags, uint64_t rid, uint64_t now)
+static void env_begin(const struct shoal_ctx *ctx, struct shoal_envelope *env, uint64_t self,
+		      uint64_t dest, uint32_t flags, uint64_t rid, uint64_t now)
 {
-	env->sender = shoal_ctx_self(ctx);
+	env->sender = self;
 	env->dest = dest;
 	env->trace_id = ctx->cur != NULL ? ctx->cur_trace : 0;
 	env->request_id = rid;
@@ -83,7 +83,7 @@ static void fill_env(struct shoal_ctx *ctx, void *dst, uint32_t type, uint32_t l
 {
 	struct shoal_envelope env;
 
-	env_begin(ctx, &env, dest, flags, rid, shoal__now_ns());
+	env_begin(ctx, &env, shoal_ctx_self(ctx), dest, flags, rid, shoal__now_ns());
 	env_put(ctx, &env, dst, type, len, 0);
 }
 
@@ -259,6 +259,21 @@ void *shoal__reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct
 	}
 }
 
+/* shoal__reserve_in()'s common case inline: room at once, no open
+ * reservation in `p`; anything else goes the whole way. */
+static inline void *reserve_fast(struct shoal_ctx *ctx, struct shoal_ring_prod *p,
+				 struct shoal_doorbell *db, struct shoal_doorbell *peer, uint32_t len,
+				 const struct send_wait *sw, int *err)
+{
+	if (SHOAL_LIKELY(p != ctx->res_p)) {
+		void *dst = shoal_ring_reserve(p, ENV_SIZE + len, 0);
+
+		if (SHOAL_LIKELY(dst != NULL))
+			return dst;
+	}
+	return shoal__reserve_in(ctx, p, db, peer, len, sw, err);
+}
+
 /*
  * Whether a routed message of type `t` has somewhere to go: -EHOSTUNREACH
  * when no route lists it, -EHOSTDOWN when every route that does leads to a
@@ -287,8 +302,8 @@ static int send_routed(struct shoal_ctx *ctx, uint32_t type, const void *buf, ui
 	if (ret == 0)
 		ret = routes_of(t);
 	if (ret == 0) {
-		dst = shoal__reserve_in(ctx, &ctx->up, &ctx->mw->up_db, NULL, len,
-					wait ? &WAIT_FOREVER : NULL, &ret);
+		dst = reserve_fast(ctx, &ctx->up, &ctx->mw->up_db, NULL, len,
+				   wait ? &WAIT_FOREVER : NULL, &ret);
 		if (dst != NULL) {
 			fill_env(ctx, dst, type, len, SHOAL_ADDR_NONE, wait ? 0 : SHOAL_ENV_TRY, 0);
 			memcpy(dst + ENV_SIZE, buf, len);
@@ -319,7 +334,8 @@ int shoal_try_send(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32
  * router's waker (data/waker.c) makes them by the deadline; a first hold
  * rings it. A request or a response has someone waiting for it: never held.
  */
-static void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o, bool urgent, uint32_t k)
+static inline void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o, bool urgent,
+			     uint32_t k)
 {
 	int r;
 
@@ -559,7 +575,8 @@ static void dout_condemned(struct shoal_ctx *ctx, struct shoal__dout *o)
  * Validate a destination against the registry. Returns the registry entry,
  * or NULL with the error in *err.
  */
-static const struct shoal__reg_group *check_dest(struct shoal_ctx *ctx, uint64_t dest, int *err)
+static inline const struct shoal__reg_group *check_dest(struct shoal_ctx *ctx, uint64_t dest,
+							int *err)
 {
 	int dg = shoal_addr_group(dest);
 	uint16_t slot = shoal_addr_slot(dest);
@@ -594,24 +611,97 @@ static const struct shoal__reg_group *check_dest(struct shoal_ctx *ctx, uint64_t
 	return rg;
 }
 
+/* dout_get()'s common case inline: the link is open. */
+static inline struct shoal__dout *dout_ready(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw,
+					     struct send_wait *sw, int *err)
+{
+	if (SHOAL_LIKELY(dg < SHOAL_MAX_GROUPS && dw < SHOAL_MAX_WORKERS)) {
+		/* Acquire: as in link_entry(). */
+		struct shoal__dout *douts = shoal_load_acquire(&ctx->dout[dg]);
+
+		if (SHOAL_LIKELY(douts != NULL &&
+				 shoal_load_acquire(&douts[dw].state) == SHOAL__LINK_READY))
+			return &douts[dw];
+	}
+	return sw == NULL ? dout_get(ctx, dg, dw, false, err) : dout_wait(ctx, dg, dw, sw, err);
+}
+
+/*
+ * The direct link into worker `w` of group `dg` (waiting as `sw` says,
+ * NULL: never), in *out, with room reserved there for `len`: the record's
+ * address, or NULL with the error in *err.
+ */
+static inline unsigned char *direct_reserve(struct shoal_ctx *ctx, uint16_t dg, uint32_t w,
+					    uint32_t len, struct send_wait *sw,
+					    struct shoal__dout **out, int *err)
+{
+	struct shoal__dout *o = dout_ready(ctx, dg, w, sw, err);
+	unsigned char *dst;
+
+	*out = o;
+	if (o == NULL)
+		return NULL;
+	dst = reserve_fast(ctx, &o->p, &o->dst->space_db, &o->dst->in_db, len, sw, err);
+	if (dst == NULL && *err == -EUCLEAN)
+		dout_condemned(ctx, o);
+	return dst;
+}
+
+/*
+ * To SHOAL_SLOT_ALL: all or nothing. A record is reserved in the ring of
+ * every worker of the destination before any is committed, so a refusal
+ * (or a wait that gives up) leaves nothing delivered and a retry
+ * duplicates nothing.
+ */
+static int send_all(struct shoal_ctx *ctx, uint64_t dest, uint32_t nw, uint32_t type,
+		    const void *buf, uint32_t len, struct send_wait *sw, uint32_t flags, uint64_t rid)
+{
+	struct shoal__dout *outs[SHOAL_MAX_WORKERS];
+	unsigned char *dsts[SHOAL_MAX_WORKERS];
+	uint16_t dg = (uint16_t)shoal_addr_group(dest);
+	struct shoal_envelope env;
+	uint32_t n;
+	int ret = 0;
+
+	for (n = 0; n < nw; n++) {
+		dsts[n] = direct_reserve(ctx, dg, n, len, sw, &outs[n], &ret);
+		if (dsts[n] == NULL) {
+			if (ret == -EAGAIN && outs[n] == NULL)
+				dout_ask_rest(ctx, dg, n + 1, nw);
+			for (uint32_t i = 0; i < n; i++)
+				shoal_ring_cancel(&outs[i]->p);
+			return ret;
+		}
+	}
+	env_begin(ctx, &env, shoal_ctx_self(ctx), dest, flags, rid, shoal__now_ns());
+	for (uint32_t i = 0; i < n; i++) {
+		env_put(ctx, &env, dsts[i], type, len, 0);
+		memcpy(dsts[i] + ENV_SIZE, buf, len);
+		shoal_ring_commit(&outs[i]->p);
+	}
+	/* One fence (F2) for every commit above, then moderated wake-ups. */
+	shoal_doorbell_fence();
+	for (uint32_t i = 0; i < n; i++)
+		dout_ring(ctx, outs[i], flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE), 1);
+	return 0;
+}
+
 /*
  * A direct send. `sw` NULL: try_ (never waits); else wait as it says, its
- * rg set here. To SHOAL_SLOT_ALL it is all or nothing: a record is reserved
- * in the ring of every worker of the destination before any is committed,
- * so a refusal (or a wait that gives up) leaves nothing delivered and a
- * retry duplicates nothing.
+ * rg set here. To one worker's ring, or to every worker's (send_all()).
  */
 int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
 		       uint32_t len, struct send_wait *sw, uint32_t flags, uint64_t rid)
 {
-	struct shoal__dout *outs[SHOAL_MAX_WORKERS];
-	unsigned char *dsts[SHOAL_MAX_WORKERS];
 	const struct shoal__reg_group *rg;
 	const struct shoal__ltype *t;
-	uint16_t dg = (uint16_t)shoal_addr_group(dest);
-	int ret = 0;
-	uint32_t nw, w0, w1, n = 0;
 	struct shoal_envelope env;
+	struct shoal__dout *o;
+	unsigned char *dst;
+	uint16_t slot = shoal_addr_slot(dest);
+	uint64_t self;
+	int ret = 0;
+	uint32_t nw;
 
 	if (!(flags & SHOAL_ENV_ERROR))
 		ret = check_type(ctx, type, len, &t);
@@ -625,43 +715,26 @@ int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, cons
 	}
 	if (sw != NULL)
 		sw->rg = rg;
-	w0 = dest_worker(nw, shoal_addr_slot(dest), shoal_ctx_self(ctx), rid, flags);
-	w1 = w0 + 1;
-	if (shoal_addr_slot(dest) == SHOAL_SLOT_ALL) {
-		w0 = 0;
-		w1 = nw;
+	if (slot == SHOAL_SLOT_ALL) {
+		ret = send_all(ctx, dest, nw, type, buf, len, sw, flags, rid);
+		if (ret < 0)
+			goto fail;
+		COUNT(ctx, sent_direct);
+		return 0;
 	}
-	for (uint32_t w = w0; w < w1; w++, n++) {
-		outs[n] = sw == NULL ? dout_get(ctx, dg, w, false, &ret) :
-				       dout_wait(ctx, dg, w, sw, &ret);
-		if (outs[n] == NULL) {
-			if (ret == -EAGAIN)
-				dout_ask_rest(ctx, dg, w + 1, w1);
-			goto cancel;
-		}
-		dsts[n] = shoal__reserve_in(ctx, &outs[n]->p, &outs[n]->dst->space_db,
-					    &outs[n]->dst->in_db, len, sw, &ret);
-		if (dsts[n] == NULL) {
-			if (ret == -EUCLEAN)
-				dout_condemned(ctx, outs[n]);
-			goto cancel;
-		}
-	}
-	env_begin(ctx, &env, dest, flags, rid, shoal__now_ns());
-	for (uint32_t i = 0; i < n; i++) {
-		env_put(ctx, &env, dsts[i], type, len, 0);
-		memcpy(dsts[i] + ENV_SIZE, buf, len);
-		shoal_ring_commit(&outs[i]->p);
-	}
-	/* One fence (F2) for every commit above, then moderated wake-ups. */
-	shoal_doorbell_fence();
-	for (uint32_t i = 0; i < n; i++)
-		dout_ring(ctx, outs[i], flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE), 1);
+	self = shoal_ctx_self(ctx);
+	dst = direct_reserve(ctx, (uint16_t)shoal_addr_group(dest),
+			     dest_worker(nw, slot, self, rid, flags), len, sw, &o, &ret);
+	if (dst == NULL)
+		goto fail;
+	env_begin(ctx, &env, self, dest, flags, rid, shoal__now_ns());
+	env_put(ctx, &env, dst, type, len, 0);
+	memcpy(dst + ENV_SIZE, buf, len);
+	shoal_ring_commit(&o->p);
+	shoal_doorbell_fence();   /* F2 */
+	dout_ring(ctx, o, flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE), 1);
 	COUNT(ctx, sent_direct);
 	return 0;
-cancel:
-	for (uint32_t i = 0; i < n; i++)
-		shoal_ring_cancel(&outs[i]->p);
 fail:
 	if (sw == NULL)
 		COUNT(ctx, try_failed);
@@ -726,8 +799,8 @@ static int burst_send(struct shoal_ctx *ctx, struct burst *b, const struct shoal
 	int ret = 0;
 
 	/* The messages of a burst share their send time: one clock read. */
-	env_begin(ctx, &env, b->dest, b->o == NULL && sw == NULL ? SHOAL_ENV_TRY : 0, 0,
-		  shoal__now_ns());
+	env_begin(ctx, &env, shoal_ctx_self(ctx), b->dest,
+		  b->o == NULL && sw == NULL ? SHOAL_ENV_TRY : 0, 0, shoal__now_ns());
 	for (i = 0; i < n; i++) {
 		unsigned char *dst;
 

@@ -10,13 +10,15 @@
  *  - dispatch: the dispatcher alone, in each route mode (indexed: Shoal's
  *    filter vector and its index; flat: a scan of the vector; chain: one
  *    nested call per route, as elfo's router was), and each payload size,
- *    with no consumer running and inbound rings large enough for the whole
- *    sample. Streaming: a producer on CPU A keeps its uplink full with
- *    try_send retries while the dispatcher on CPU B drains it; the
- *    dispatcher thread's CPU time (/proc schedstat) per routed message.
- *    Backlog: the router holds dispatch (shoal_router_hold), the producer
- *    fills its uplink, the router resumes; the dispatcher's busy time (its
- *    counters) per message while it drains the backlog alone.
+ *    with no consumer process: the producer drains the inbound rings, of
+ *    the configured size, so that the dispatcher writes into rings written
+ *    before (steady state); the first lap over fresh rings is its own row.
+ *    Streaming: a producer on CPU A keeps its uplink full with try_send
+ *    retries while the dispatcher on CPU B drains it; the dispatcher
+ *    thread's CPU time (/proc schedstat) per routed message. Backlog: the
+ *    router holds dispatch (shoal_router_hold), the producer fills its
+ *    uplink, the router resumes; the dispatcher's busy time (its counters)
+ *    per message while it drains the backlog alone.
  *  - tput: end to end, per payload size: send and try_send, routed (in each
  *    route mode) and direct. The producer's wall and CPU time per call, the
  *    dispatcher thread's CPU time per routed message, and the delivered
@@ -57,9 +59,9 @@
  *      (parent: acquire load of done_seq).
  *   R3 (parent: release store of cmd_seq after the command) pairs with A3
  *      (producer: acquire load of cmd_seq).
- *   R4 (parent: release store of fill_req after the hold) pairs with A4
- *      (filler), R5 (filler: release store of fill_done after fill_count)
- *      with A5 (parent), in backlog_cycles() and filler_main().
+ *   R4 (parent: release store of fill_req after the request and the hold)
+ *      pairs with A4 (filler), R5 (filler: release store of fill_done after
+ *      fill_count) with A5 (parent), in fill_request() and filler_run().
  *   The plain reference's rings and doorbells order themselves (R1/A1,
  *   R2/A2 of shm/ring.c; F1/F2 of shm/doorbell.c).
  *   Everything else the children read was written before fork().
@@ -194,6 +196,8 @@ struct obs {
 	double call_cpu_ns;       /* producer CPU time per call */
 	double disp_ns;           /* dispatcher CPU time per routed message */
 	double disp_busy_ns;      /* its busy wall time per message (its counters) */
+	double lap_ns;            /* dispatcher alone: busy time per message, first lap */
+	uint64_t lap_msgs;        /* the first lap's messages */
 	double mps;               /* delivered messages per second */
 	double rate;              /* calls per second (lat: the achieved offered load) */
 	struct bench_pct lat;
@@ -270,14 +274,14 @@ struct shared {
 	_Alignas(128) _Atomic uint64_t done_seq;
 	struct prod_result pr;
 	_Alignas(128) _Atomic uint32_t lat_on;     /* consumers record latencies */
-	_Alignas(128) _Atomic uint32_t fill_state; /* filler: 1 warmed up, 2 done */
-	_Atomic uint32_t fill_go;                  /* parent: 1 stream, 2 leave */
-	_Atomic uint64_t fill_req;                 /* backlog: parent asks for a fill */
-	_Atomic uint64_t fill_done;                /* backlog: filler answers */
-	uint64_t fill_count;                       /* backlog: records that fitted */
-	uint64_t fill_calls;
+	_Alignas(128) _Atomic uint32_t fill_state; /* filler: 1 warmed up */
+	_Atomic uint32_t fill_go;                  /* parent: 2 leave */
+	_Atomic uint64_t fill_req;                 /* parent asks for a fill or a stream */
+	_Atomic uint64_t fill_done;                /* filler answers */
+	bool fill_stream;                          /* stream fill_max messages, or fill */
+	uint64_t fill_max;                         /* the held uplink with at most that */
+	uint64_t fill_count;                       /* messages the request sent */
 	uint32_t fill_size;
-	bool fill_backlog;
 	struct cons_stat cons[MAX_GROUPS];
 	struct bench_hist hist[MAX_GROUPS];
 };
@@ -663,11 +667,10 @@ static void sys_dump(const struct sys *s)
 			"the sample began it ran %.2f s and waited %.2f s for a CPU\n",
 			(int)s->disp_tid, state, cpu, (double)(ds.run - s->alone_disp.run) / 1e9,
 			(double)(ds.wait - s->alone_disp.wait) / 1e9);
-		fprintf(stderr, PROG ":   filler (pid %d): %s, %s; backlog fills asked %" PRIu64
-			", answered %" PRIu64 ", last %" PRIu64 " records\n", (int)s->prod,
+		fprintf(stderr, PROG ":   filler (pid %d): %s, %s; requests (fills, streams) %"
+			PRIu64 ", answered %" PRIu64 ", last %" PRIu64 " messages\n", (int)s->prod,
 			s->prod > 0 ? "running" : "gone",
-			atomic_load(&sh->fill_state) == 0 ? "warming up" :
-			atomic_load(&sh->fill_state) == 1 ? "warmed up" : "done",
+			atomic_load(&sh->fill_state) == 0 ? "warming up" : "warmed up",
 			shoal_load_relaxed(&sh->fill_req), shoal_load_relaxed(&sh->fill_done),
 			sh->fill_count);
 		fprintf(stderr, PROG ":   machine: %s\n", load);
@@ -1539,78 +1542,217 @@ static void plain_release(struct sys *s)
 	psh = NULL;
 }
 
-/* ---- the dispatcher alone: a filler keeps the uplink full ---------------------------- */
+/* ---- the dispatcher alone: the filler ------------------------------------------------- */
 
-static int filler_main(const char *system, uint32_t groups)
-{
-	struct shoal_group_desc d = { .name = "producer", .types = types,
-				      .n_types = COUNT(types), .node = -1,
-				      .on_message = on_message };
-	struct shoal_err err = { "" };
-	struct shoal_group *g;
+/*
+ * The filler, on the producer's CPU, feeds the dispatcher alone and stands
+ * in for the G consumers that do not run: it drains their inbound rings, so
+ * that the dispatcher writes into rings of the configured size that it has
+ * written before, as in a running system (see sample_dispatch()). It reads
+ * each message's key, as a consumer reads its message, so that the lines it
+ * drains move to its CPU as a consumer's would. It answers the parent's
+ * requests one by one: fill the held uplink (backlog), or stream.
+ */
+struct filler {
+	/* Send message i (key i, the sample's size): 0, -EAGAIN when the
+	 * uplink is full, or another negative errno. */
+	int (*send)(struct filler *f, uint64_t i);
+	/* Take every message waiting in group g's inbound ring. */
+	void (*drain)(struct filler *f, uint32_t g);
+	uint32_t groups, size;
+	uint32_t next;            /* the group drained next */
+	uint64_t sink;            /* keys read, so that the reads are made */
 	struct shoal_ctx *ctx;
+	struct shoal_seg mbx[MAX_GROUPS];
+	struct shoal_ring_cons in[MAX_GROUPS];
 	unsigned char buf[MAX_SIZE];
-	int ret;
+};
 
-	if (bench_pin(sh->cpu_prod) < 0)
-		return 1;
-	ret = shoal_group_attach(&g, &d, system, &err);
-	if (ret < 0) {
-		prod_fail(ret, "attach: %s (%s)", shoal_strerror(ret), err.msg);
-		return 1;
+/* Streaming: the filler drains the next inbound ring at every refusal and
+ * after every this many messages, so that no ring fills even when the
+ * uplink never refuses. */
+#define FILL_DRAIN_EVERY 64u
+
+static void filler_drain_next(struct filler *f)
+{
+	f->drain(f, f->next);
+	f->next = f->next + 1 == f->groups ? 0 : f->next + 1;
+}
+
+/* Backlog, the dispatcher held: drain every inbound ring, then send until
+ * the uplink refuses or `max` messages are in (sh->fill_count). */
+static int filler_fill(struct filler *f, uint64_t *i, uint64_t max)
+{
+	int ret = 0;
+
+	for (uint32_t g = 0; g < f->groups; g++)
+		f->drain(f, g);
+	sh->fill_count = 0;
+	while (sh->fill_count < max && (ret = f->send(f, *i)) == 0) {
+		(*i)++;
+		sh->fill_count++;
 	}
-	ctx = shoal_group_worker(g, 0);
-	memset(buf, 0x5a, sizeof(buf));
+	return ret == -EAGAIN ? 0 : ret;
+}
+
+/* Streaming: send `n` messages, one per call, a refused one retried at
+ * once, so that the uplink never runs dry while the dispatcher works. */
+static int filler_stream(struct filler *f, uint64_t *i, uint64_t n)
+{
+	uint64_t k = 0;
+	int ret = 0;
+
+	while (k < n && ret == 0) {
+		ret = f->send(f, *i);
+		if (ret == 0) {
+			(*i)++;
+			if (++k % FILL_DRAIN_EVERY == 0)
+				filler_drain_next(f);
+		} else if (ret == -EAGAIN) {
+			filler_drain_next(f);
+			ret = 0;
+		}
+	}
+	sh->fill_count = k;
+	return ret;
+}
+
+/* The warm-up, then the parent's requests until it says leave. Returns 0
+ * or a negative errno (the reason in sh->pr). */
+static int filler_run(struct filler *f)
+{
+	uint64_t i = 0, seen = 0;
+	int ret = 0;
+
 	/* Warm-up: two messages per group, so that the dispatcher attaches
-	 * (and prefaults) every inbound ring before the measured part. */
-	for (uint64_t i = 0; i < 2 * groups && ret == 0; i++) {
-		memcpy(buf, &i, 8);
-		ret = shoal_send(ctx, MSG_WORK, buf, sh->fill_size);
+	 * every inbound ring before anything is measured. */
+	while (i < 2u * f->groups && ret == 0) {
+		ret = f->send(f, i);
+		if (ret == 0)
+			i++;
+		else if (ret == -EAGAIN)
+			ret = 0;
 	}
 	atomic_store_explicit(&sh->fill_state, 1, memory_order_relaxed);
-	/* Backlog: while the router holds dispatch, fill the uplink until it
-	 * refuses, as often as asked. */
-	for (uint64_t seen = 0, i = 0; ret == 0 && sh->fill_backlog;) {
+	while (ret == 0) {
 		uint64_t req;
 
-		/* A4: pairs with R4 in sample_dispatch(): the request after the hold. */
+		/* A4: pairs with R4 in fill_request(): the request's parameters
+		 * (and, for a fill, the hold) before its number. */
 		while ((req = shoal_load_acquire(&sh->fill_req)) == seen &&
 		       atomic_load_explicit(&sh->fill_go, memory_order_relaxed) != 2)
 			msleep(1);
 		if (req == seen)
 			break;
 		seen = req;
-		sh->fill_count = 0;
-		for (;; i++) {
-			memcpy(buf, &i, 8);
-			ret = shoal_try_send(ctx, MSG_WORK, buf, sh->fill_size);
-			if (ret != 0)
-				break;
-			sh->fill_count++;
-		}
-		ret = ret == -EAGAIN ? 0 : ret;
-		/* R5: pairs with A5 in sample_dispatch(): fill_count before the answer. */
+		ret = sh->fill_stream ? filler_stream(f, &i, sh->fill_max)
+				      : filler_fill(f, &i, sh->fill_max);
+		/* R5: pairs with A5 in fill_request(): fill_count before the answer. */
 		shoal_store_release(&sh->fill_done, seen);
-	}
-	while (ret == 0 && atomic_load_explicit(&sh->fill_go, memory_order_relaxed) == 0)
-		msleep(1);
-	/* Keep the uplink from ever running dry, so that the dispatcher never
-	 * idles: retry a refused try_send at once. */
-	for (uint64_t i = 0; ret == 0 && i < sh->fill_calls &&
-			     atomic_load_explicit(&sh->fill_go, memory_order_relaxed) == 1;) {
-		memcpy(buf, &i, 8);
-		ret = shoal_try_send(ctx, MSG_WORK, buf, sh->fill_size);
-		if (ret == 0)
-			i++;
-		else if (ret == -EAGAIN)
-			ret = 0;
 	}
 	if (ret < 0)
 		prod_fail(ret, "filler: %s", shoal_strerror(ret));
-	atomic_store_explicit(&sh->fill_state, 2, memory_order_relaxed);
-	while (atomic_load_explicit(&sh->fill_go, memory_order_relaxed) != 2)
-		msleep(1);
+	return ret;
+}
+
+/* A filler pinned to the producer's CPU, its buffer filled; NULL with the
+ * reason in sh->pr. */
+static struct filler *filler_new(uint32_t groups, int (*send)(struct filler *, uint64_t),
+				 void (*drain)(struct filler *, uint32_t))
+{
+	struct filler *f = calloc(1, sizeof(*f));
+
+	if (f == NULL || bench_pin(sh->cpu_prod) < 0) {
+		prod_fail(-ENOMEM, "pinning to CPU %d or allocating", sh->cpu_prod);
+		free(f);
+		return NULL;
+	}
+	f->send = send;
+	f->drain = drain;
+	f->groups = groups;
+	f->size = sh->fill_size;
+	memset(f->buf, 0x5a, sizeof(f->buf));
+	return f;
+}
+
+static int shoal_fill_send(struct filler *f, uint64_t i)
+{
+	memcpy(f->buf, &i, 8);
+	return shoal_try_send(f->ctx, MSG_WORK, f->buf, f->size);
+}
+
+static void shoal_fill_drain(struct filler *f, uint32_t g)
+{
+	struct shoal_rec recs[PLAIN_BATCH];
+	unsigned n;
+
+	while ((n = shoal_ring_peek_burst(&f->in[g], recs, PLAIN_BATCH)) > 0) {
+		for (unsigned k = 0; k < n; k++) {
+			uint64_t key = 0;
+
+			if (recs[k].len >= sizeof(struct shoal_envelope) + 8)
+				memcpy(&key, (const unsigned char *)recs[k].data +
+				       sizeof(struct shoal_envelope), 8);
+			f->sink += key;
+		}
+		shoal_ring_release(&f->in[g]);
+	}
+}
+
+/* Attach, as its consumer, the inbound ring group c<g> gets from the
+ * dispatcher (worker 0, dispatcher 0): no process of c<g> runs. */
+static int inbound_open(struct filler *f, const char *system, uint32_t g)
+{
+	struct shoal_seg_tag tag = { .role = SHOAL__RING_DISPATCHED };
+	char seg[SHOAL_SEG_NAME_MAX], group[32];
+	struct shoal_err err = { "" };
+	struct shoal_seg_region reg;
+	void *mem;
+	int ret;
+
+	snprintf(group, sizeof(group), "c%u", g);
+	ret = shoal__name_mailbox(seg, system, group);
+	if (ret == 0)
+		ret = shoal_seg_attach(&f->mbx[g], seg, 0, &err);
+	if (ret == 0)
+		ret = shoal_seg_find_tag(&f->mbx[g], SHOAL_SEG_KIND_RING, &tag, &reg);
+	mem = ret == 0 ? shoal_seg_ptr(&f->mbx[g], reg.off, reg.len, 128) : NULL;
+	if (ret == 0 && mem == NULL)
+		ret = -EUCLEAN;
+	if (ret == 0)
+		ret = shoal_ring_cons_attach(&f->in[g], mem, reg.len, &err);
+	return ret < 0 ? prod_fail(ret, "inbound ring of %s: %s (%s)", group, shoal_strerror(ret),
+				   err.msg) : 0;
+}
+
+static int filler_main(const char *system, uint32_t groups)
+{
+	struct shoal_group_desc d = { .name = "producer", .types = types,
+				      .n_types = COUNT(types), .node = -1,
+				      .on_message = on_message };
+	struct filler *f = filler_new(groups, shoal_fill_send, shoal_fill_drain);
+	struct shoal_err err = { "" };
+	struct shoal_group *g;
+	int ret;
+
+	if (f == NULL)
+		return 1;
+	ret = shoal_group_attach(&g, &d, system, &err);
+	if (ret < 0) {
+		prod_fail(ret, "attach: %s (%s)", shoal_strerror(ret), err.msg);
+		free(f);
+		return 1;
+	}
+	f->ctx = shoal_group_worker(g, 0);
+	for (uint32_t k = 0; k < groups && ret == 0; k++)
+		ret = inbound_open(f, system, k);
+	if (ret == 0)
+		ret = filler_run(f);
+	for (uint32_t k = 0; k < groups; k++)
+		if (f->mbx[k].base != NULL)
+			shoal_seg_detach(&f->mbx[k]);
 	shoal_group_detach(g);
+	free(f);
 	return ret < 0 ? 1 : 0;
 }
 
@@ -1746,19 +1888,38 @@ static uint32_t record_bytes(uint32_t size)
 	return (8u + (uint32_t)sizeof(struct shoal_envelope) + size + 7u) & ~7u;
 }
 
+/* Ask the filler for a fill of the held uplink (at most `max` messages) or
+ * a stream of `max`, and wait for its answer, looking every `ms`. */
+static int fill_request(struct sys *s, struct watch *w, bool stream, uint64_t max, unsigned ms)
+{
+	/* Relaxed: this thread is the only writer. */
+	uint64_t seq = shoal_load_relaxed(&sh->fill_req) + 1;
+	int ret = 0;
+
+	sh->fill_stream = stream;
+	sh->fill_max = max;
+	/* R4: pairs with A4 in filler_run(). */
+	shoal_store_release(&sh->fill_req, seq);
+	/* A5: pairs with R5 in filler_run(). */
+	while (ret == 0 && shoal_load_acquire(&sh->fill_done) != seq)
+		ret = watch_step(s, w, stream ? "the filler's stream" :
+				 "the filler to fill the held uplink", ms);
+	return ret;
+}
+
 /*
- * Backlog cycles: hold dispatch, let the filler fill its uplink, resume,
- * and add up the dispatcher's busy time (its counters: wall time of the
- * passes that moved messages) until `calls` messages have been drained.
- * A 64-byte sample is 128 cycles, each a hand-over through sleeps to the
- * filler and back; on a loaded machine they take far longer than the
- * dispatcher's work, so the waits are watched for progress (`w`), not timed
- * as a whole.
+ * Backlog cycles: hold dispatch, let the filler drain the inbound rings and
+ * fill its uplink, resume, and add up the dispatcher's busy time (its
+ * counters: wall time of the passes that moved messages) until `calls`
+ * messages have been drained. A 64-byte sample is 128 cycles, each a
+ * hand-over through sleeps to the filler and back; on a loaded machine they
+ * take far longer than the dispatcher's work, so the waits are watched for
+ * progress (`w`), not timed as a whole.
  */
 static int backlog_cycles(struct sys *s, struct watch *w, uint64_t calls, uint64_t *msgs,
 			  uint64_t *busy)
 {
-	uint64_t seq = 0, d;
+	uint64_t d;
 	int ret = 0;
 
 	*msgs = *busy = 0;
@@ -1776,16 +1937,11 @@ static int backlog_cycles(struct sys *s, struct watch *w, uint64_t calls, uint64
 			ret = watch_step(s, w, "the held dispatcher to settle", 2);
 			disp_counters(s, &m0, &b0, &d);
 		} while (ret == 0 && m0 != m_prev);
-		if (ret < 0)
-			break;
-		/* R4: pairs with A4 in filler_main(). */
-		shoal_store_release(&sh->fill_req, ++seq);
-		/* A5: pairs with R5 in filler_main(). */
-		while (ret == 0 && shoal_load_acquire(&sh->fill_done) != seq)
-			ret = watch_step(s, w, "the filler to fill the held uplink", 1);
+		if (ret == 0)
+			ret = fill_request(s, w, false, calls - *msgs, 1);
 		if (ret == 0 && sh->fill_count == 0) {
 			fprintf(stderr, PROG ": the filler found its uplink full at once (fill %"
-				PRIu64 ")\n", seq);
+				PRIu64 ")\n", shoal_load_relaxed(&sh->fill_req));
 			sys_dump(s);
 			ret = -EIO;
 		}
@@ -1802,41 +1958,72 @@ static int backlog_cycles(struct sys *s, struct watch *w, uint64_t calls, uint64
 	return ret;
 }
 
+/* Streaming: the filler sends `calls` messages while the dispatcher routes
+ * them; the messages routed and the dispatcher's busy time meanwhile. */
+static int stream_run(struct sys *s, struct watch *w, uint64_t calls, uint64_t *msgs,
+		      uint64_t *busy)
+{
+	uint64_t m0, b0, m1, b1, d;
+	int ret;
+
+	disp_counters(s, &m0, &b0, &d);
+	ret = fill_request(s, w, true, calls, 10);
+	for (disp_counters(s, &m1, &b1, &d); ret == 0 && m1 < m0 + calls;
+	     disp_counters(s, &m1, &b1, &d))
+		ret = watch_step(s, w, "the dispatcher to route the stream", 10);
+	*msgs = m1 - m0;
+	*busy = b1 - b0;
+	return ret;
+}
+
+/* Messages that write every inbound ring of a G-group system once:
+ * G x the records one ring of the configured size holds. */
+static uint64_t lap_messages(const struct point *pt)
+{
+	uint32_t rec = record_bytes(pt->size);
+
+	return (uint64_t)pt->groups * ((SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT + rec - 1) / rec);
+}
+
 /*
- * The dispatcher alone, no consumer running, inbound rings large enough for
- * the whole sample. Stream (SEC_DISPATCH): the filler keeps the uplink full
- * with try_send retries; the dispatcher thread's CPU time per message.
- * Backlog (SEC_BACKLOG): see backlog_cycles().
+ * The dispatcher alone: no consumer process runs; the filler (CPU A) feeds
+ * the dispatcher (CPU B) and drains the G inbound rings, which have the
+ * configured size (the router's default). Two phases:
+ *  - the first lap: the messages that write every inbound ring once, from
+ *    fresh rings. It pays the first write to each page, 5-20 us a page on
+ *    this VM even after MADV_POPULATE_WRITE (the hypervisor maps it then):
+ *    what a restarted group's fresh rings cost, reported on its own row as
+ *    busy time per message (the dispatcher's counters).
+ *  - the steady state: the sample's messages, into rings written before,
+ *    as a running system's dispatcher pays. Stream (SEC_DISPATCH): the
+ *    filler sends one message per try_send, a refused one retried at once,
+ *    so that the uplink never runs dry; the dispatcher thread's CPU time
+ *    (schedstat) per message. Backlog (SEC_BACKLOG): backlog_cycles(), busy
+ *    time per message.
  */
 static int sample_dispatch(const struct plan *pl, const struct opts *op, struct point *pt,
 			   struct obs *o)
 {
 	struct sys *s = &cur;
-	uint32_t rec = record_bytes(pt->size), in_cap = 256u * 1024;
-	uint64_t calls = pl->mode->disp_bytes / rec, warm = 2u * pt->groups;
-	uint64_t per_group, m0, m1 = 0, b, d0, d1 = 0, busy = 0;
+	bool backlog = pt->sec == SEC_BACKLOG;
+	uint64_t calls = pl->mode->disp_bytes / record_bytes(pt->size), warm = 2u * pt->groups;
+	uint64_t lap = lap_messages(pt), msgs = 0, busy = 0, m0, b, d0, d1 = 0;
 	static struct snap a, z;   /* static: the task lists are reused */
 	struct watch w;
 	int ret;
 
 	calls = calls < 1000 ? 1000 : calls;
-	/* Backlog fills overshoot by at most one uplink. */
-	per_group = ((calls + 256 * 1024 / rec) / pt->groups + warm + 2) * rec;
-	while (in_cap < per_group + per_group / 4)
-		in_cap *= 2;
-	ret = router_up(s, pt->groups, pt->route, in_cap, op->cpu);
+	ret = router_up(s, pt->groups, pt->route, 0, op->cpu);
 	if (ret < 0)
 		return ret;
 	s->alone = pt;
-	s->alone_calls = calls;
+	s->alone_calls = lap + calls;
 	sstat_tid(s->disp_tid, &s->alone_disp);
 	atomic_store(&sh->fill_state, 0);
 	atomic_store(&sh->fill_go, 0);
 	atomic_store(&sh->fill_req, 0);
 	atomic_store(&sh->fill_done, 0);
-	sh->fill_calls = calls;
 	sh->fill_size = pt->size;
-	sh->fill_backlog = pt->sec == SEC_BACKLOG;
 	sh->groups = pt->groups;
 	memset(&sh->pr, 0, sizeof(sh->pr));
 	s->prod = spawn(filler_main, s->name, pt->groups);
@@ -1851,32 +2038,27 @@ static int sample_dispatch(const struct plan *pl, const struct opts *op, struct 
 		ret = watch_step(s, &w, "the filler's warm-up", 1);
 		disp_counters(s, &m0, &b, &d0);
 	}
+	s->alone_m0 = m0;
+	if (ret == 0)
+		ret = backlog ? backlog_cycles(s, &w, lap, &msgs, &busy)
+			      : stream_run(s, &w, lap, &msgs, &busy);
 	if (ret < 0)
 		goto out;
+	o->lap_msgs = msgs;
+	o->lap_ns = (double)busy / (double)msgs;
 	o->probe_ns = probe(op->cpu);
 	snap_take(s, &a);
-	disp_counters(s, &m0, &b, &d0);
-	s->alone_m0 = m0;
-	sstat_tid(s->disp_tid, &s->alone_disp);
 	watch_start(&w, s, CAP_NS);
-	if (pt->sec == SEC_BACKLOG) {
-		ret = backlog_cycles(s, &w, calls, &m1, &busy);
-		m1 += m0;
-	} else {
-		atomic_store(&sh->fill_go, 1);
-		for (disp_counters(s, &m1, &b, &d1); ret == 0 && m1 < m0 + calls;
-		     disp_counters(s, &m1, &b, &d1))
-			ret = watch_step(s, &w, "the dispatcher to route the stream", 10);
-	}
+	ret = backlog ? backlog_cycles(s, &w, calls, &msgs, &busy)
+		      : stream_run(s, &w, calls, &msgs, &busy);
 	snap_take(s, &z);
-	disp_counters(s, &m1, &b, &d1);
+	disp_counters(s, &m0, &b, &d1);
 	if (ret < 0)
 		goto out;
-	o->calls = o->accepted = m1 - m0;
+	o->calls = o->accepted = msgs;
 	o->dropped = d1 - d0;
-	o->disp_busy_ns = (double)busy / (double)(m1 - m0);
-	o->disp_ns = pt->sec == SEC_BACKLOG ? o->disp_busy_ns :
-		     (double)(z.disp.run - a.disp.run) / (double)(m1 - m0);
+	o->disp_busy_ns = (double)busy / (double)msgs;
+	o->disp_ns = backlog ? o->disp_busy_ns : (double)(z.disp.run - a.disp.run) / (double)msgs;
 	/* Where the filler and the dispatcher are now (both pinned): a
 	 * failed pin or a moved thread shows as another CPU. */
 	o->cpu_prod = task_cpu(s->prod);
@@ -1886,8 +2068,8 @@ static int sample_dispatch(const struct plan *pl, const struct opts *op, struct 
 	 * foreign load still disturbs the sample. */
 	snap_judge(pl, &a, &z, true, o);
 	if (d1 != d0)
-		fprintf(stderr, PROG ": warning: %" PRIu64 " copies dropped (rings too small)\n",
-			d1 - d0);
+		fprintf(stderr, PROG ": warning: %" PRIu64 " copies dropped (an inbound ring "
+			"full: the filler did not drain it in time)\n", d1 - d0);
 out:
 	sys_down(s, ret == 0);
 	return ret;
@@ -2228,9 +2410,9 @@ static void progress(const struct plan *pl, unsigned run, const struct point *pt
 	switch (pt->sec) {
 	case SEC_DISPATCH:
 	case SEC_BACKLOG:
-		fprintf(stderr, "dispatch alone, %-7s %-7s %5u B: %7.1f ns/msg",
+		fprintf(stderr, "dispatch alone, %-7s %-7s %5u B: %7.1f ns/msg (first lap %.1f)",
 			pt->sec == SEC_BACKLOG ? "backlog" : "stream", route_of(pt), pt->size,
-			o->disp_ns);
+			o->disp_ns, o->lap_ns);
 		break;
 	case SEC_TPUT:
 		fprintf(stderr, "%s %-8s %-7s %5u B: %7.1f ns/call (cpu %.1f), %9.0f msg/s",
@@ -2380,6 +2562,7 @@ typedef double (*obs_get)(const struct obs *o);
 static double get_call(const struct obs *o) { return o->call_ns; }
 static double get_call_cpu(const struct obs *o) { return o->call_cpu_ns; }
 static double get_disp(const struct obs *o) { return o->disp_ns; }
+static double get_lap(const struct obs *o) { return o->lap_ns; }
 static double get_mps(const struct obs *o) { return o->mps; }
 static double get_probe(const struct obs *o) { return o->probe_ns; }
 static double get_rate(const struct obs *o) { return o->rate; }
@@ -2549,43 +2732,53 @@ static void report_dispatch(FILE *f, const struct plan *pl, const struct opts *o
 			"The dispatcher thread's CPU time (/proc schedstat) per message in steady "
 			"state: the producer (CPU %d) keeps its uplink full with try_send retries "
 			"while the dispatcher (CPU %d) drains it, so every message's lines cross "
-			"between the two CPUs while being written; no consumer runs, the inbound "
-			"rings hold the whole sample. ", op->cpu[0], op->cpu[1]);
+			"between the two CPUs while being written. ", op->cpu[0], op->cpu[1]);
 	else
 		fprintf(f, "### Dispatcher alone, from a backlog: busy time per routed message\n\n"
-			"The router holds dispatch (shoal_router_hold), the producer fills its "
-			"uplink (256 KiB) until try_send refuses, the router resumes and the "
-			"dispatcher drains the backlog alone, the producer idle; repeated until "
-			"the sample's messages are routed. Busy time from the dispatcher's counters "
-			"(wall time of the passes that moved messages). ");
-	fprintf(f, "Consumer i takes key %% G == i. `indexed` is Shoal's router (the filter "
-		"vector and its index), `flat` scans the vector, `chain` calls one nested "
-		"function per route (elfo's router before it was flattened). Ratios are per "
-		"run, then median [min, max].\n\n"
-		"| groups | size | indexed ns/msg | indexed ÷ 1 group | flat ns/msg | chain ns/msg "
-		"| flat ÷ indexed | chain ÷ indexed | probe ns | disturbed |\n"
-		"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+			"The router holds dispatch (shoal_router_hold), the producer (CPU %d) fills "
+			"its uplink (256 KiB) until try_send refuses, the router resumes and the "
+			"dispatcher (CPU %d) drains the backlog alone, the producer idle; repeated "
+			"until the sample's messages are routed. Busy time from the dispatcher's "
+			"counters (wall time of the passes that moved messages). ", op->cpu[0],
+			op->cpu[1]);
+	fprintf(f, "No consumer process runs: the producer drains the G inbound rings (%u KiB "
+		"each, the router's default) as their consumers would, reading each message's "
+		"key, so that the dispatcher writes into rings it has written before. `steady`: "
+		"the sample's messages, after the first lap; `first lap`: before them, the "
+		"messages that write every inbound ring once from fresh rings, which pay the "
+		"first write to each page (busy time per message in both sections). Consumer i "
+		"takes key %% G == i. `indexed` is Shoal's router (the filter vector and its "
+		"index), `flat` scans the vector, `chain` calls one nested function per route "
+		"(elfo's router before it was flattened). Ratios are per run, then median "
+		"[min, max].\n\n"
+		"| groups | size | phase | indexed ns/msg | indexed ÷ 1 group | flat ns/msg "
+		"| chain ns/msg | flat ÷ indexed | chain ÷ indexed | probe ns | disturbed |\n"
+		"|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+		SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT / 1024);
 	for (unsigned si = 0; si < op->n_sizes; si++)
-		for (unsigned gi = 0; gi < op->n_groups; gi++) {
-			uint32_t gr = op->groups[gi], sz = op->sizes[si];
-			const struct point *pi = find(pl, sec, gr, sz, 0, ROUTED, TRY_SEND);
-			const struct point *pf = find(pl, sec, gr, sz, 1, ROUTED, TRY_SEND);
-			const struct point *pc = find(pl, sec, gr, sz, 2, ROUTED, TRY_SEND);
-			const struct point *p1 = find(pl, sec, 1, sz, 0, ROUTED, TRY_SEND);
-			const struct point *all[3] = { pi, pf, pc };
+		for (unsigned gi = 0; gi < op->n_groups; gi++)
+			for (int lap = 0; lap < 2; lap++) {
+				uint32_t gr = op->groups[gi], sz = op->sizes[si];
+				const struct point *pi = find(pl, sec, gr, sz, 0, ROUTED, TRY_SEND);
+				const struct point *pf = find(pl, sec, gr, sz, 1, ROUTED, TRY_SEND);
+				const struct point *pc = find(pl, sec, gr, sz, 2, ROUTED, TRY_SEND);
+				const struct point *p1 = find(pl, sec, 1, sz, 0, ROUTED, TRY_SEND);
+				const struct point *all[3] = { pi, pf, pc };
+				obs_get get = lap ? get_lap : get_disp;
 
-			if (pi == NULL && pf == NULL && pc == NULL)
-				continue;
-			fprintf(f, "| %u | %u | %s | %s | %s | %s | %s | %s | %s | %s |\n", gr, sz,
-				cell(a, sizeof(a), pi, get_disp, 1),
-				ratio_cell(b, sizeof(b), pi, p1, get_disp),
-				cell(c, sizeof(c), pf, get_disp, 1),
-				cell(d, sizeof(d), pc, get_disp, 1),
-				ratio_cell(e, sizeof(e), pf, pi, get_disp),
-				ratio_cell(g, sizeof(g), pc, pi, get_disp),
-				cell(p, sizeof(p), pi ? pi : pf ? pf : pc, get_probe, 0),
-				dist_cell(h, sizeof(h), all, 3));
-		}
+				if (pi == NULL && pf == NULL && pc == NULL)
+					continue;
+				fprintf(f, "| %u | %u | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+					gr, sz, lap ? "first lap" : "steady",
+					cell(a, sizeof(a), pi, get, 1),
+					ratio_cell(b, sizeof(b), pi, p1, get),
+					cell(c, sizeof(c), pf, get, 1),
+					cell(d, sizeof(d), pc, get, 1),
+					ratio_cell(e, sizeof(e), pf, pi, get),
+					ratio_cell(g, sizeof(g), pc, pi, get),
+					cell(p, sizeof(p), pi ? pi : pf ? pf : pc, get_probe, 0),
+					dist_cell(h, sizeof(h), all, 3));
+			}
 	fprintf(f, "\n");
 }
 
@@ -2861,7 +3054,7 @@ static int report_csv(const char *path, const struct plan *pl)
 		"offered_per_s,p50_ns,p99_ns,p999_ns,idle_cpu_pct,idle_router_pct,"
 		"idle_groups_pct,wakeups_per_s,probe_ns,waited,foreign,foreign_ticks,forks,"
 		"disturbed,attempts,"
-		"cpu_producer,cpu_dispatcher,procs,ncpu\n");
+		"cpu_producer,cpu_dispatcher,procs,ncpu,first_lap_ns_per_msg,first_lap_msgs\n");
 	for (unsigned i = 0; i < pl->n; i++) {
 		const struct point *pt = &pl->pts[i];
 
@@ -2871,7 +3064,8 @@ static int report_csv(const char *path, const struct plan *pl)
 			fprintf(f, "%s,%u,%u,%u,%s,%s,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
 				",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.2f,%.2f,%.2f,%.2f,%.1f,%.1f,%" PRIu64
 				",%" PRIu64 ",%" PRIu64 ",%.4f,%.4f,%.4f,%.1f,%.1f,%.4f,%.4f,%.4f,%" PRIu64 ",%d,%u,"
-				"%d,%d,%u,%ld\n", section_name[pt->sec], r + 1, pt->groups, pt->size,
+				"%d,%d,%u,%ld,%.2f,%" PRIu64 "\n", section_name[pt->sec], r + 1,
+				pt->groups, pt->size,
 				pt->sec == SEC_IDLE ? "-" : path_name(pt),
 				pt->sec == SEC_TPUT || pt->sec == SEC_LAT ? call_name(pt) : "-",
 				route_of(pt), o->calls, o->accepted, o->refused, o->dropped,
@@ -2881,7 +3075,8 @@ static int report_csv(const char *path, const struct plan *pl)
 				o->idle_router_pct, o->idle_groups_pct, o->wakeups, o->probe_ns,
 				o->waited, o->foreign, o->foreign_ticks, o->forks, o->disturbed,
 				o->attempts, o->cpu_prod,
-				o->cpu_disp, pt->groups + (pt->sec == SEC_IDLE ? 1 : 2), pl->ncpu);
+				o->cpu_disp, pt->groups + (pt->sec == SEC_IDLE ? 1 : 2), pl->ncpu,
+				o->lap_ns, o->lap_msgs);
 		}
 	}
 	return fclose(f) == 0 ? 0 : -errno;

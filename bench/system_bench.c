@@ -18,7 +18,10 @@
  *    thread's CPU time (/proc schedstat) per routed message. Backlog: the
  *    router holds dispatch (shoal_router_hold), the producer fills its
  *    uplink, the router resumes; the dispatcher's busy time (its counters)
- *    per message while it drains the backlog alone.
+ *    per message while it drains the backlog alone. Beside them, rotated
+ *    with the route modes, the limit (`plain fwd`): a plain forwarder
+ *    thread on CPU B moves the same messages from one plain SPSC ring
+ *    (bench/plain_ring.h) to G by a table; tables give Shoal ÷ plain fwd.
  *  - tput: end to end, per payload size: send and try_send, routed (in each
  *    route mode) and direct. The producer's wall and CPU time per call, the
  *    dispatcher thread's CPU time per routed message, and the delivered
@@ -48,7 +51,8 @@
  *
  * Pinning: the producer on CPU A, the dispatcher on CPU B (a described
  * one-node topology pins it), consumers unpinned; the plain reference's
- * producer on CPU A and its waker on CPU B. With G + 2 polling threads on
+ * producer on CPU A and its waker on CPU B; the plain forwarder's filler
+ * on CPU A and its thread on CPU B. With G + 2 polling threads on
  * the machine's CPUs the report says where they outnumber them.
  *
  * Ordering guarantees (the benchmark's shared block, not Shoal's):
@@ -63,7 +67,9 @@
  *      pairs with A4 (filler), R5 (filler: release store of fill_done after
  *      fill_count) with A5 (parent), in fill_request() and filler_run().
  *   The plain reference's rings and doorbells order themselves (R1/A1,
- *   R2/A2 of shm/ring.c; F1/F2 of shm/doorbell.c).
+ *   R2/A2 of shm/ring.c; F1/F2 of shm/doorbell.c); so do the plain
+ *   forwarder's rings (R1/A1, R2/A2 of bench/plain_ring.h). Its hold, stop
+ *   and counters are relaxed: requests and statistics, as the router's.
  *   Everything else the children read was written before fork().
  * Progress: every wait of the parent notices a dead child or Ctrl-C, and
  * fails when nothing has moved for STALL_NS or when it has run CAP_NS
@@ -89,6 +95,7 @@
 
 #include <shoal.h>
 
+#include "bench/plain_ring.h"
 #include "bench/report.h"
 #include "runtime/control/baseline.h"
 #include "runtime/layout.h"
@@ -304,8 +311,30 @@ struct plain_shm {
 	struct plain_bells c[MAX_GROUPS];
 };
 
+/* The plain forwarder's message: a type, a length, the payload. */
+struct fwd_hdr {
+	uint32_t type;
+	uint32_t len;
+};
+
+/* The plain forwarder's mapping (MAP_SHARED, made before fork): its control and
+ * counters, then the input ring and the G output rings, ring_len apart
+ * from ring_off. */
+struct fwd_shm {
+	_Alignas(128) _Atomic uint32_t hold;   /* parent: take no messages */
+	_Atomic uint32_t stop;                 /* parent: leave */
+	/* Written by the forwarder only, read by the parent (disp_counters()). */
+	_Alignas(128) _Atomic uint64_t messages;
+	_Atomic uint64_t busy_ns;
+	_Atomic uint64_t dropped;
+	_Atomic uint64_t malformed;
+	_Alignas(128) uint32_t groups;
+	uint64_t ring_off, ring_len;
+};
+
 static struct shared *sh;
 static struct plain_shm *psh;   /* the plain system's, while it runs */
+static struct fwd_shm *fsh;     /* the plain forwarder's, while it runs */
 static pid_t parent_pid;
 
 static struct shoal_type types[2] = {
@@ -555,6 +584,12 @@ struct sys {
 	size_t plain_len;
 	pthread_t waker;
 	bool waker_on;
+	/* The plain forwarder (r NULL): its mapping and its thread, which
+	 * stands where the dispatcher does (disp_tid). */
+	struct fwd_shm *fwd;
+	size_t fwd_len;
+	pthread_t fwd_thread;
+	bool fwd_on;
 };
 
 /* The live system, for the error and signal paths. */
@@ -565,6 +600,13 @@ static void disp_counters(const struct sys *s, uint64_t *msgs, uint64_t *busy, u
 {
 	const struct shoal__reg_dispatcher *d;
 
+	if (s->fwd != NULL) {
+		/* Relaxed: single-writer statistics, as the dispatcher's. */
+		*msgs = shoal_load_relaxed(&s->fwd->messages);
+		*busy = shoal_load_relaxed(&s->fwd->busy_ns);
+		*drops = shoal_load_relaxed(&s->fwd->dropped);
+		return;
+	}
 	if (!s->reg_ok) {
 		*msgs = *busy = *drops = 0;   /* the plain reference: no dispatcher */
 		return;
@@ -586,8 +628,7 @@ static uint64_t sys_progress(const struct sys *s)
 
 	/* Relaxed: a sum compared with itself, nothing is read through it. */
 	v += shoal_load_relaxed(&sh->done_seq) + shoal_load_relaxed(&sh->fill_done);
-	if (s->reg_ok)
-		disp_counters(s, &m, &b, &d);
+	disp_counters(s, &m, &b, &d);
 	v += m;
 	for (uint32_t i = 0; i < s->groups; i++)
 		v += shoal_load_relaxed(&sh->cons[i].received) +
@@ -641,7 +682,7 @@ static void sys_dump(const struct sys *s)
 	uint64_t got = 0, m, b, d;
 	char load[128];
 
-	if (s->r == NULL && s->plain == NULL)
+	if (s->r == NULL && s->plain == NULL && s->fwd == NULL)
 		return;
 	memset(&st, 0, sizeof(st));
 	if (s->r != NULL)
@@ -655,14 +696,16 @@ static void sys_dump(const struct sys *s)
 
 		disp_counters(s, &m, &b, &d);
 		sstat_tid(s->disp_tid, &ds);
-		fprintf(stderr, PROG ": %s: dispatcher alone (%s, route mode %s, %u groups, %u B), "
-			"no consumer running; router: %u group process attached (the filler)\n",
-			s->name, pt->sec == SEC_BACKLOG ? "backlog" : "stream",
-			route_name[s->route], s->groups, pt->size, st.running);
+		fprintf(stderr, PROG ": %s: %s alone (%s, %s, %u groups, %u B), no consumer "
+			"running; router: %u group process attached (the filler)\n", s->name,
+			s->fwd != NULL ? "plain forwarder" : "dispatcher",
+			pt->sec == SEC_BACKLOG ? "backlog" : "stream",
+			s->fwd != NULL ? "no route modes" : route_name[s->route], s->groups,
+			pt->size, st.running);
 		fprintf(stderr, PROG ":   dispatcher: routed %" PRIu64 " of the sample's %" PRIu64
 			" messages (%" PRIu64 " in all), %" PRIu64 " dropped, %" PRIu64 " sleeps\n",
 			m >= s->alone_m0 ? m - s->alone_m0 : 0, s->alone_calls, m, d,
-			shoal_load_relaxed(&s->reg.hdr->disp[0].sleeps));
+			s->reg_ok ? shoal_load_relaxed(&s->reg.hdr->disp[0].sleeps) : 0);
 		fprintf(stderr, PROG ":   dispatcher thread %d: state %c, last on CPU %d; since "
 			"the sample began it ran %.2f s and waited %.2f s for a CPU\n",
 			(int)s->disp_tid, state, cpu, (double)(ds.run - s->alone_disp.run) / 1e9,
@@ -795,6 +838,7 @@ static void on_destroy_hang(int sig)
 }
 
 static void plain_release(struct sys *s);
+static void fwd_release(struct sys *s);
 
 /*
  * Stop the system: graceful asks the producer to leave and the groups to
@@ -828,6 +872,8 @@ static void sys_down(struct sys *s, bool graceful)
 			reap(s->cons[i], grace);
 	if (s->plain != NULL)
 		plain_release(s);
+	if (s->fwd != NULL)
+		fwd_release(s);
 	if (s->reg_ok)
 		shoal_seg_detach(&s->reg.seg);
 	if (s->r != NULL) {
@@ -1565,6 +1611,8 @@ struct filler {
 	struct shoal_ctx *ctx;
 	struct shoal_seg mbx[MAX_GROUPS];
 	struct shoal_ring_cons in[MAX_GROUPS];
+	struct plain_prod up;             /* the plain forwarder's */
+	struct plain_cons out[MAX_GROUPS];
 	unsigned char buf[MAX_SIZE];
 };
 
@@ -1756,6 +1804,279 @@ static int filler_main(const char *system, uint32_t groups)
 	return ret < 0 ? 1 : 0;
 }
 
+/* ---- the plain forwarder: the dispatcher's limit ------------------------------------- */
+
+/*
+ * The limit of the dispatcher alone, measured beside it in the same runs
+ * (path PLAIN in the dispatch and backlog sections): a thread of this
+ * process, pinned where the dispatcher runs, reads one plain SPSC ring
+ * (bench/plain_ring.h) that the filler writes, looks each message's
+ * destination up in a table (type -> ring, as a flat filter vector maps a
+ * message type to its route) and copies the message into that one of G
+ * plain rings, which the filler drains. Its passes are shaped as the
+ * dispatcher's: up to FWD_PASS messages, each output published once per
+ * pass and the input released once per pass, a full output a dropped and
+ * counted copy (try_send), each pass timed by two clock reads, a hold flag
+ * for the backlog cycles. A message is a type, a length and the payload,
+ * in slots of that size; each ring has as many slots as fit in the
+ * router's default ring size (a power of two). No envelope, filter
+ * matching, registry, RCU, wake-ups or damage handling: Shoal's dispatcher
+ * ÷ this is what they cost.
+ */
+#define FWD_PASS 64u                     /* a Shoal dispatcher's PASS_BUDGET */
+/* Idle past the spin budget, the forwarder looks again this often: it has
+ * no doorbell, and a millisecond keeps its idle CPU time out of the
+ * figures (a few wake-ups per sample). */
+#define FWD_IDLE_SLEEP_NS 1000000L
+
+/* The forwarder thread's own state, in this process only. */
+struct fwd {
+	struct plain_cons in;
+	struct plain_prod out[MAX_GROUPS];
+	uint32_t pending[MAX_GROUPS];      /* written this pass, not yet published */
+	uint32_t dirty[MAX_GROUPS];        /* the outputs with pending messages */
+	uint32_t n_dirty;
+	uint16_t table[MAX_GROUPS];        /* message type -> output ring */
+	uint32_t n_types, max_len;
+	int cpu;
+	uint64_t messages, busy_ns, dropped, malformed;
+};
+
+static struct fwd fwd;
+
+/* A message's slot: header and payload, 8-byte aligned. */
+static uint32_t fwd_slot(uint32_t size)
+{
+	return ((uint32_t)sizeof(struct fwd_hdr) + size + 7u) & ~7u;
+}
+
+/* Slots per ring: the most, a power of two, that fit in the router's
+ * default ring size. */
+static uint32_t fwd_count(uint32_t slot)
+{
+	uint32_t n = 1;
+
+	while ((uint64_t)n * 2 * slot <= SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT)
+		n *= 2;
+	return n;
+}
+
+/* Ring i of the mapping: 0 the input, 1 + g group g's output. */
+static void *fwd_ring(uint32_t i)
+{
+	return (unsigned char *)fsh + fsh->ring_off + (uint64_t)i * fsh->ring_len;
+}
+
+/* One pass: forward what has arrived, up to FWD_PASS; how many were taken. */
+static uint32_t fwd_pass(struct fwd *w)
+{
+	uint32_t n = plain_cons_avail(&w->in, FWD_PASS);
+
+	for (uint32_t k = 0; k < n; k++) {
+		const unsigned char *m = plain_cons_slot(&w->in, k);
+		struct fwd_hdr h;
+		uint32_t g;
+
+		memcpy(&h, m, sizeof(h));
+		/* The slot is another process's writing: bound the type and
+		 * the length before using them (DESIGN invariant 1). */
+		if (h.type >= w->n_types || h.len > w->max_len) {
+			w->malformed++;
+			continue;
+		}
+		g = w->table[h.type];
+		if (plain_prod_room(&w->out[g], w->pending[g] + 1) <= w->pending[g]) {
+			w->dropped++;
+			continue;
+		}
+		memcpy(plain_prod_slot(&w->out[g], w->pending[g]), m, sizeof(h) + h.len);
+		if (w->pending[g]++ == 0)
+			w->dirty[w->n_dirty++] = g;
+	}
+	for (uint32_t d = 0; d < w->n_dirty; d++) {
+		uint32_t g = w->dirty[d];
+
+		plain_prod_publish(&w->out[g], w->pending[g]);
+		w->pending[g] = 0;
+	}
+	w->n_dirty = 0;
+	if (n > 0)
+		plain_cons_release(&w->in, n);
+	return n;
+}
+
+static void fwd_publish(const struct fwd *w)
+{
+	/* Relaxed: single-writer statistics, read as the dispatcher's are. */
+	shoal_store_relaxed(&fsh->messages, w->messages);
+	shoal_store_relaxed(&fsh->busy_ns, w->busy_ns);
+	shoal_store_relaxed(&fsh->dropped, w->dropped);
+	shoal_store_relaxed(&fsh->malformed, w->malformed);
+}
+
+/* The forwarder's loop: the dispatcher's, from its counters to its idle
+ * spin budget; past the budget it naps instead of waiting on a doorbell. */
+static void *fwd_main(void *arg)
+{
+	struct fwd *w = arg;
+	uint64_t idle_since = 0, loops = 0;
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);   /* the main thread takes the signals */
+	(void)bench_pin(w->cpu);                  /* checked: samples record its CPU */
+	/* Relaxed: fwd_release() joins the thread after setting it. */
+	while (!shoal_load_relaxed(&fsh->stop)) {
+		uint64_t t0 = shoal__now_ns();
+		uint32_t moved = 0;
+
+		/* Relaxed: a pause request, as the router's hold; the parent
+		 * waits for the counters to settle after setting it. */
+		if (!shoal_load_relaxed(&fsh->hold))
+			moved = fwd_pass(w);
+		if (moved > 0) {
+			w->messages += moved;
+			w->busy_ns += shoal__now_ns() - t0;
+			idle_since = 0;
+		}
+		if ((++loops & 63) == 0 || moved == 0)
+			fwd_publish(w);
+		if (moved > 0)
+			continue;
+		idle_since = idle_since ? idle_since : t0;
+		if (t0 - idle_since < SHOAL_DOORBELL_SPIN_NS_DEFAULT) {
+			bench_relax();
+		} else {
+			struct timespec ts = { 0, FWD_IDLE_SLEEP_NS };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	fwd_publish(w);
+	return NULL;
+}
+
+/*
+ * The plain forwarder's mapping (rings initialised), its table, and its
+ * thread pinned where the dispatcher would be. Fills s as router_up()
+ * does; on failure s is torn down.
+ */
+static int fwd_up(struct sys *s, uint32_t groups, uint32_t size, const int cpu[2])
+{
+	uint32_t slot = fwd_slot(size), count = fwd_count(slot);
+	uint64_t off = (sizeof(struct fwd_shm) + 127) & ~(uint64_t)127;
+	uint64_t ring_len = (plain_ring_size(slot, count) + 127) & ~(uint64_t)127;
+	int ret = 0;
+
+	memset(s, 0, sizeof(*s));
+	s->groups = groups;
+	s->route = -1;
+	s->cpu[0] = cpu[0];
+	s->cpu[1] = cpu[1];
+	snprintf(s->name, sizeof(s->name), "fwd-%d-%u", (int)getpid(), ++sys_count);
+	s->fwd_len = off + (groups + 1) * ring_len;
+	s->fwd = mmap(NULL, s->fwd_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (s->fwd == MAP_FAILED) {
+		ret = -errno;
+		s->fwd = NULL;
+		fprintf(stderr, PROG ": %s: mapping %zu bytes: %s\n", s->name, s->fwd_len,
+			strerror(-ret));
+		return ret;
+	}
+	fsh = s->fwd;
+	fsh->groups = groups;
+	fsh->ring_off = off;
+	fsh->ring_len = ring_len;
+	memset(&fwd, 0, sizeof(fwd));
+	for (uint32_t i = 0; i <= groups && ret == 0; i++)
+		ret = plain_ring_init(fwd_ring(i), ring_len, slot, count);
+	if (ret == 0)
+		ret = plain_cons_attach(&fwd.in, fwd_ring(0), ring_len);
+	for (uint32_t g = 0; g < groups && ret == 0; g++) {
+		ret = plain_prod_attach(&fwd.out[g], fwd_ring(1 + g), ring_len);
+		fwd.table[g] = (uint16_t)g;
+	}
+	fwd.n_types = groups;
+	fwd.max_len = slot - (uint32_t)sizeof(struct fwd_hdr);
+	fwd.cpu = cpu[1];
+	if (ret == 0)
+		ret = -pthread_create(&s->fwd_thread, NULL, fwd_main, &fwd);
+	if (ret == 0) {
+		s->fwd_on = true;
+		pthread_setname_np(s->fwd_thread, "plain-fwd");
+		s->disp_tid = find_thread("plain-fwd");
+		ret = s->disp_tid > 0 ? 0 : -ESRCH;
+	}
+	if (ret < 0) {
+		fprintf(stderr, PROG ": setting up %s: %s\n", s->name, strerror(-ret));
+		sys_down(s, false);
+	}
+	return ret;
+}
+
+/* Stop the forwarder and unmap (sys_down(), once the filler is gone). */
+static void fwd_release(struct sys *s)
+{
+	if (s->fwd_on) {
+		/* Relaxed: the join waits for the thread to see it. */
+		shoal_store_relaxed(&s->fwd->stop, 1);
+		pthread_join(s->fwd_thread, NULL);
+	}
+	munmap(s->fwd, s->fwd_len);
+	fsh = NULL;
+}
+
+/* The filler's hooks for the plain forwarder: message i has type i % G. */
+static int plain_fill_send(struct filler *f, uint64_t i)
+{
+	struct fwd_hdr h = { (uint32_t)(i % f->groups), f->size };
+	unsigned char *dst;
+
+	if (plain_prod_room(&f->up, 1) == 0)
+		return -EAGAIN;
+	dst = plain_prod_slot(&f->up, 0);
+	memcpy(f->buf, &i, 8);
+	memcpy(dst, &h, sizeof(h));
+	memcpy(dst + sizeof(h), f->buf, f->size);
+	plain_prod_publish(&f->up, 1);
+	return 0;
+}
+
+static void plain_fill_drain(struct filler *f, uint32_t g)
+{
+	uint32_t n;
+
+	while ((n = plain_cons_avail(&f->out[g], PLAIN_BATCH)) > 0) {
+		for (uint32_t k = 0; k < n; k++) {
+			uint64_t key;
+
+			memcpy(&key, (const unsigned char *)plain_cons_slot(&f->out[g], k) +
+			       sizeof(struct fwd_hdr), 8);
+			f->sink += key;
+		}
+		plain_cons_release(&f->out[g], n);
+	}
+}
+
+static int plain_filler_main(const char *system, uint32_t groups)
+{
+	struct filler *f = filler_new(groups, plain_fill_send, plain_fill_drain);
+	int ret;
+
+	(void)system;
+	if (f == NULL)
+		return 1;
+	ret = plain_prod_attach(&f->up, fwd_ring(0), fsh->ring_len);
+	for (uint32_t g = 0; g < groups && ret == 0; g++)
+		ret = plain_cons_attach(&f->out[g], fwd_ring(1 + g), fsh->ring_len);
+	if (ret < 0)
+		prod_fail(ret, "the plain forwarder's rings: bad geometry");
+	if (ret == 0)
+		ret = filler_run(f);
+	free(f);
+	return ret < 0 ? 1 : 0;
+}
+
 /* ---- placement probe and interference ------------------------------------------------ */
 
 /* harness.c's probe between two processes pinned to the benchmark's CPUs:
@@ -1888,6 +2209,17 @@ static uint32_t record_bytes(uint32_t size)
 	return (8u + (uint32_t)sizeof(struct shoal_envelope) + size + 7u) & ~7u;
 }
 
+/* Pause (on) or resume the dispatcher, or the plain forwarder. */
+static void disp_hold(struct sys *s, bool on)
+{
+	if (s->fwd != NULL)
+		/* Relaxed: a pause request; backlog_cycles() waits for the
+		 * counters to settle after it. */
+		shoal_store_relaxed(&s->fwd->hold, on);
+	else
+		shoal_router_hold(s->r, on);
+}
+
 /* Ask the filler for a fill of the held uplink (at most `max` messages) or
  * a stream of `max`, and wait for its answer, looking every `ms`. */
 static int fill_request(struct sys *s, struct watch *w, bool stream, uint64_t max, unsigned ms)
@@ -1930,7 +2262,7 @@ static int backlog_cycles(struct sys *s, struct watch *w, uint64_t calls, uint64
 		 * (held, the dispatcher publishes its counters on every idle
 		 * pass) before the filler writes, so that no record of the fill
 		 * is routed before m0 is read. */
-		shoal_router_hold(s->r, true);
+		disp_hold(s, true);
 		disp_counters(s, &m0, &b0, &d);
 		do {
 			m_prev = m0;
@@ -1947,14 +2279,14 @@ static int backlog_cycles(struct sys *s, struct watch *w, uint64_t calls, uint64
 		}
 		if (ret < 0)
 			break;
-		shoal_router_hold(s->r, false);
+		disp_hold(s, false);
 		for (disp_counters(s, &m1, &b1, &d); ret == 0 && m1 < m0 + sh->fill_count;
 		     disp_counters(s, &m1, &b1, &d))
 			ret = watch_step(s, w, "the dispatcher to drain the backlog", 1);
 		*msgs += m1 - m0;
 		*busy += b1 - b0;
 	}
-	shoal_router_hold(s->r, false);
+	disp_hold(s, false);
 	return ret;
 }
 
@@ -1977,11 +2309,14 @@ static int stream_run(struct sys *s, struct watch *w, uint64_t calls, uint64_t *
 }
 
 /* Messages that write every inbound ring of a G-group system once:
- * G x the records one ring of the configured size holds. */
+ * G x the records one ring of the configured size holds (the plain
+ * forwarder's: G x its slots). */
 static uint64_t lap_messages(const struct point *pt)
 {
 	uint32_t rec = record_bytes(pt->size);
 
+	if (pt->path == PLAIN)
+		return (uint64_t)pt->groups * fwd_count(fwd_slot(pt->size));
 	return (uint64_t)pt->groups * ((SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT + rec - 1) / rec);
 }
 
@@ -2000,6 +2335,8 @@ static uint64_t lap_messages(const struct point *pt)
  *    so that the uplink never runs dry; the dispatcher thread's CPU time
  *    (schedstat) per message. Backlog (SEC_BACKLOG): backlog_cycles(), busy
  *    time per message.
+ * The plain forwarder (path PLAIN) is measured the same way, with the
+ * same number of messages; its rings are plain rings.
  */
 static int sample_dispatch(const struct plan *pl, const struct opts *op, struct point *pt,
 			   struct obs *o)
@@ -2013,7 +2350,8 @@ static int sample_dispatch(const struct plan *pl, const struct opts *op, struct 
 	int ret;
 
 	calls = calls < 1000 ? 1000 : calls;
-	ret = router_up(s, pt->groups, pt->route, 0, op->cpu);
+	ret = pt->path == PLAIN ? fwd_up(s, pt->groups, pt->size, op->cpu)
+				: router_up(s, pt->groups, pt->route, 0, op->cpu);
 	if (ret < 0)
 		return ret;
 	s->alone = pt;
@@ -2026,7 +2364,7 @@ static int sample_dispatch(const struct plan *pl, const struct opts *op, struct 
 	sh->fill_size = pt->size;
 	sh->groups = pt->groups;
 	memset(&sh->pr, 0, sizeof(sh->pr));
-	s->prod = spawn(filler_main, s->name, pt->groups);
+	s->prod = spawn(pt->path == PLAIN ? plain_filler_main : filler_main, s->name, pt->groups);
 	if (s->prod < 0) {
 		ret = (int)s->prod;
 		s->prod = 0;
@@ -2358,6 +2696,11 @@ static int plan_build(struct plan *pl, const struct opts *op)
 				    !plan_add(pl, op, SEC_BACKLOG, g, op->sizes[si], m, ROUTED, TRY_SEND))
 					return -ENOMEM;
 		}
+		/* The dispatcher's limit, whatever the route modes. */
+		for (unsigned si = 0; si < op->n_sizes; si++)
+			if (!plan_add(pl, op, SEC_DISPATCH, g, op->sizes[si], -1, PLAIN, TRY_SEND) ||
+			    !plan_add(pl, op, SEC_BACKLOG, g, op->sizes[si], -1, PLAIN, TRY_SEND))
+				return -ENOMEM;
 		for (int m = 0; m < N_ROUTE; m++) {
 			if (!op->route_on[m])
 				continue;
@@ -2410,9 +2753,10 @@ static void progress(const struct plan *pl, unsigned run, const struct point *pt
 	switch (pt->sec) {
 	case SEC_DISPATCH:
 	case SEC_BACKLOG:
-		fprintf(stderr, "dispatch alone, %-7s %-7s %5u B: %7.1f ns/msg (first lap %.1f)",
-			pt->sec == SEC_BACKLOG ? "backlog" : "stream", route_of(pt), pt->size,
-			o->disp_ns, o->lap_ns);
+		fprintf(stderr, "dispatch alone, %-7s %-9s %5u B: %7.1f ns/msg (first lap %.1f)",
+			pt->sec == SEC_BACKLOG ? "backlog" : "stream",
+			pt->path == PLAIN ? "plain-fwd" : route_of(pt), pt->size, o->disp_ns,
+			o->lap_ns);
 		break;
 	case SEC_TPUT:
 		fprintf(stderr, "%s %-8s %-7s %5u B: %7.1f ns/call (cpu %.1f), %9.0f msg/s",
@@ -2481,6 +2825,13 @@ static int point_sample(struct plan *pl, const struct opts *op, struct point *pt
  * then the plain reference. */
 #define PLAIN_SYSTEM N_ROUTE
 
+/* Where a dispatcher-alone point stands in a run's rotation: its route
+ * mode, or PLAIN_SYSTEM for the plain forwarder. */
+static int alone_slot(const struct point *pt)
+{
+	return pt->path == PLAIN ? PLAIN_SYSTEM : pt->route;
+}
+
 /* Does point pt run in system `sys` (a route mode or PLAIN_SYSTEM)? */
 static bool runs_in(const struct point *pt, const struct opts *op, int sys)
 {
@@ -2530,9 +2881,10 @@ static int plan_run(struct plan *pl, const struct opts *op)
 			uint32_t g = op->groups[gi];
 			int ret = 0;
 
-			/* The dispatcher alone, then end to end, route modes
-			 * and the plain reference rotated by one every run. */
-			for (int k = 0; k < N_ROUTE && ret == 0; k++)
+			/* The dispatcher alone (route modes and the plain
+			 * forwarder), then end to end (route modes and the plain
+			 * reference), each rotated by one every run. */
+			for (int k = 0; k <= PLAIN_SYSTEM && ret == 0; k++)
 				for (unsigned i = 0; i < pl->n && ret == 0; i++) {
 					struct point *pt = &pl->pts[i];
 
@@ -2540,7 +2892,7 @@ static int plan_run(struct plan *pl, const struct opts *op)
 								pt->sec == SEC_BACKLOG ||
 								pt->sec == SEC_IDLE) &&
 					    (pt->sec == SEC_IDLE ? k == 0 :
-					     pt->route == (int)((k + run) % N_ROUTE)))
+					     alone_slot(pt) == (int)((k + run) % (PLAIN_SYSTEM + 1))))
 						ret = point_sample(pl, op, pt, run);
 				}
 			for (int k = 0; k <= PLAIN_SYSTEM && ret == 0 && !op->idle; k++) {
@@ -2693,8 +3045,8 @@ static void report_header(FILE *f, const struct plan *pl, const struct opts *op)
 	bench_md_machine(f);
 	if (!op->idle)
 		fprintf(f, "- pinning: producer on CPU %d (held in %u of %u samples), dispatcher "
-			"(the plain reference: its waker) on CPU %d (held in %u of %u), consumers "
-			"unpinned\n", op->cpu[0], hp, all, op->cpu[1], hd, all);
+			"(the plain reference: its waker; the plain forwarder) on CPU %d (held in %u "
+			"of %u), consumers unpinned\n", op->cpu[0], hp, all, op->cpu[1], hd, all);
 	if (np > 0) {
 		struct bench_mmm m = bench_mmm(probes, np);
 
@@ -2725,7 +3077,7 @@ static void report_header(FILE *f, const struct plan *pl, const struct opts *op)
 static void report_dispatch(FILE *f, const struct plan *pl, const struct opts *op,
 			    enum section sec)
 {
-	char a[64], b[64], c[64], d[64], e[64], g[64], h[64], p[64];
+	char a[64], b[64], c[64], d[64], e[64], g[64], h[64], p[64], q[64], r[64], t[64];
 
 	if (sec == SEC_DISPATCH)
 		fprintf(f, "### Dispatcher alone, streaming: CPU time per routed message\n\n"
@@ -2749,12 +3101,19 @@ static void report_dispatch(FILE *f, const struct plan *pl, const struct opts *o
 		"first write to each page (busy time per message in both sections). Consumer i "
 		"takes key %% G == i. `indexed` is Shoal's router (the filter vector and its "
 		"index), `flat` scans the vector, `chain` calls one nested function per route "
-		"(elfo's router before it was flattened). Ratios are per run, then median "
-		"[min, max].\n\n"
+		"(elfo's router before it was flattened). `plain fwd` is the limit, measured "
+		"the same way in the same runs, between Shoal's: a plain forwarder thread on "
+		"CPU %d reads one plain SPSC ring (bench/plain_ring.h) that the producer (CPU "
+		"%d) writes one message at a time, looks each message's type up in a table of "
+		"G rings (as a flat filter vector), copies it into that plain ring and "
+		"publishes each ring once per pass of up to %u messages, as the dispatcher does; "
+		"no envelope, matching, registry, RCU or wake-ups, so Shoal ÷ plain fwd is "
+		"their cost. Ratios are per run, then median [min, max].\n\n"
 		"| groups | size | phase | indexed ns/msg | indexed ÷ 1 group | flat ns/msg "
-		"| chain ns/msg | flat ÷ indexed | chain ÷ indexed | probe ns | disturbed |\n"
-		"|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-		SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT / 1024);
+		"| chain ns/msg | plain fwd ns/msg | flat ÷ indexed | chain ÷ indexed "
+		"| indexed ÷ plain fwd | flat ÷ plain fwd | probe ns | disturbed |\n"
+		"|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+		SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT / 1024, op->cpu[1], op->cpu[0], FWD_PASS);
 	for (unsigned si = 0; si < op->n_sizes; si++)
 		for (unsigned gi = 0; gi < op->n_groups; gi++)
 			for (int lap = 0; lap < 2; lap++) {
@@ -2762,22 +3121,26 @@ static void report_dispatch(FILE *f, const struct plan *pl, const struct opts *o
 				const struct point *pi = find(pl, sec, gr, sz, 0, ROUTED, TRY_SEND);
 				const struct point *pf = find(pl, sec, gr, sz, 1, ROUTED, TRY_SEND);
 				const struct point *pc = find(pl, sec, gr, sz, 2, ROUTED, TRY_SEND);
+				const struct point *pp = find(pl, sec, gr, sz, -1, PLAIN, TRY_SEND);
 				const struct point *p1 = find(pl, sec, 1, sz, 0, ROUTED, TRY_SEND);
-				const struct point *all[3] = { pi, pf, pc };
+				const struct point *all[4] = { pi, pf, pc, pp };
 				obs_get get = lap ? get_lap : get_disp;
 
-				if (pi == NULL && pf == NULL && pc == NULL)
+				if (pi == NULL && pf == NULL && pc == NULL && pp == NULL)
 					continue;
-				fprintf(f, "| %u | %u | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
-					gr, sz, lap ? "first lap" : "steady",
+				fprintf(f, "| %u | %u | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
+					"| %s | %s |\n", gr, sz, lap ? "first lap" : "steady",
 					cell(a, sizeof(a), pi, get, 1),
 					ratio_cell(b, sizeof(b), pi, p1, get),
 					cell(c, sizeof(c), pf, get, 1),
 					cell(d, sizeof(d), pc, get, 1),
+					cell(q, sizeof(q), pp, get, 1),
 					ratio_cell(e, sizeof(e), pf, pi, get),
 					ratio_cell(g, sizeof(g), pc, pi, get),
-					cell(p, sizeof(p), pi ? pi : pf ? pf : pc, get_probe, 0),
-					dist_cell(h, sizeof(h), all, 3));
+					ratio_cell(r, sizeof(r), pi, pp, get),
+					ratio_cell(t, sizeof(t), pf, pp, get),
+					cell(p, sizeof(p), pi ? pi : pf ? pf : pc ? pc : pp, get_probe, 0),
+					dist_cell(h, sizeof(h), all, 4));
 			}
 	fprintf(f, "\n");
 }
@@ -2975,6 +3338,30 @@ static void report_idle(FILE *f, const struct plan *pl, const struct opts *op)
 	fprintf(f, "\n");
 }
 
+/* Issue 12's targets for the dispatcher alone: its steady state at most
+ * 1.5x the plain forwarder's, at 1 and at 100 groups (L1, L1b). */
+static void report_limit(FILE *f, const struct plan *pl, const struct opts *op,
+			 enum section sec, const char *tag, const char *how)
+{
+	static const uint32_t at[] = { 1, 100 };
+	uint32_t sz = op->sizes[0];
+
+	for (size_t k = 0; k < COUNT(at); k++) {
+		const struct point *pi = find(pl, sec, at[k], sz, 0, ROUTED, TRY_SEND);
+		const struct point *pp = find(pl, sec, at[k], sz, -1, PLAIN, TRY_SEND);
+		struct bench_mmm m;
+
+		fprintf(f, "| L1%s dispatch steady state, indexed ÷ plain forwarder, %u group%s "
+			"(%u B, %s; producer CPU %d, dispatcher and forwarder CPU %d) | <= 1.5 | ",
+			tag, at[k], at[k] == 1 ? "" : "s", sz, how, op->cpu[0], op->cpu[1]);
+		if (ratio(pi, pp, get_disp, &m))
+			fprintf(f, "%.3fx [%.3f, %.3f] | %s |\n", m.med, m.min, m.max,
+				m.med <= 1.5 ? "MET" : "NOT MET");
+		else
+			fprintf(f, "not measured (needs %u groups, route mode indexed) | — |\n", at[k]);
+	}
+}
+
 /* The targets this program measures; run-suite collects the `| T` rows. */
 static void report_targets(FILE *f, const struct plan *pl, const struct opts *op)
 {
@@ -3020,6 +3407,7 @@ static void report_targets(FILE *f, const struct plan *pl, const struct opts *op
 				fprintf(f, "| T2%s dispatch at 100 groups, chain ÷ indexed flat vector (%s) | "
 					">= 3.0 | not measured (needs 100 groups, route modes indexed and "
 					"chain) | — |\n", tag, how);
+			report_limit(f, pl, op, sec, tag, how);
 		}
 	}
 	fprintf(f, "\n");
@@ -3091,11 +3479,13 @@ static void usage(FILE *f)
 		"\n"
 		"The seed experiment across processes: one producer process, G consumer group\n"
 		"processes (consumer i takes key %% G == i), a router in this process. Measures\n"
-		"the dispatcher alone in three route modes, and end to end the sender's cost per\n"
-		"call, the dispatcher's cost per message, the delivered rate, and latency at a\n"
-		"fixed load, for send and try_send, routed and direct; beside them a plain\n"
-		"reference (plain SPSC rings and doorbells under Shoal's wake policy) in the\n"
-		"same runs. Markdown on stdout, progress on stderr. See bench/SUITE.md.\n"
+		"the dispatcher alone in three route modes beside a plain forwarder (its limit:\n"
+		"plain SPSC rings and a table), in steady state and on its first lap over fresh\n"
+		"rings, and end to end the sender's cost per call, the dispatcher's cost per\n"
+		"message, the delivered rate, and latency at a fixed load, for send and\n"
+		"try_send, routed and direct; beside them a plain reference (plain SPSC rings\n"
+		"and doorbells under Shoal's wake policy) in the same runs. Markdown on stdout,\n"
+		"progress on stderr. See bench/SUITE.md.\n"
 		"\n"
 		"  --full          (default) groups 1,2,5,10,20,30,50,75,100, 5 runs, reruns of\n"
 		"                  disturbed samples (about 15 minutes on 2 CPUs)\n"
@@ -3110,7 +3500,7 @@ static void usage(FILE *f)
 		"  --messages N    calls per throughput sample\n"
 		"  --rate N        offered load of the latency samples, msg/s (default 10000)\n"
 		"  --cpus A,B      producer on CPU A, dispatcher (and the plain reference's\n"
-		"                  waker) on CPU B (default 0,1)\n"
+		"                  waker, the plain forwarder) on CPU B (default 0,1)\n"
 		"  --csv FILE      one CSV row per sample (every run)\n"
 		"  --md FILE       the markdown report, also written to FILE\n"
 		"  --help          this text\n"

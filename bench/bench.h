@@ -366,6 +366,16 @@ static inline void bench_hist_add(struct bench_hist *h, uint64_t ns)
 	h->n++;
 }
 
+/* Side A of a ping-pong: record the round trip that ends now and began at
+ * *prev, which becomes now. */
+static inline void bench_ping_lap(struct bench_hist *h, uint64_t *prev)
+{
+	uint64_t now = shoal__now_ns();
+
+	bench_hist_add(h, now - *prev);
+	*prev = now;
+}
+
 /* A zeroed histogram (malloc'ed: 30 KiB), or NULL. */
 struct bench_hist *bench_hist_new(void);
 /* Fill p50, p99, p99.9 (the lower bound of each one's bucket). */

@@ -130,6 +130,14 @@ static int plain_tput_rx(struct bench_side *s)
 
 /* ---- ping-pong ---- */
 
+/* A ping-pong side's two rings: it reads ring `in` and answers on the other. */
+static int pair_open(struct bench_side *s, int in, struct plain_cons *c, struct plain_prod *p)
+{
+	int ret = cons_open(s, in, c);
+
+	return ret < 0 ? ret : prod_open(s, 1 - in, p);
+}
+
 static int plain_ping(struct bench_side *s)
 {
 	const uint32_t size = s->p->payload;
@@ -139,10 +147,8 @@ static int plain_ping(struct bench_side *s)
 	struct bench_hist *h;
 	uint64_t seq, prev, expect;
 	bool last = false;
-	int ret = prod_open(s, 0, &p);
+	int ret = pair_open(s, 1, &c, &p);
 
-	if (ret == 0)
-		ret = cons_open(s, 1, &c);
 	if (ret < 0)
 		return ret;
 	h = bench_ping_start(s, tmpl);
@@ -151,7 +157,6 @@ static int plain_ping(struct bench_side *s)
 	prev = s->res->t_start;
 	for (seq = 0; !last && ret == 0; seq++) {
 		void *dst;
-		uint64_t now;
 
 		last = prev >= s->deadline;
 		room_spin(&p, 1);
@@ -163,23 +168,18 @@ static int plain_ping(struct bench_side *s)
 		expect = seq;
 		ret = check_slots(s, &c, 1, &expect);
 		plain_cons_release(&c, 1);
-		now = shoal__now_ns();
-		bench_hist_add(h, now - prev);
-		prev = now;
+		bench_ping_lap(h, &prev);
 	}
 	return bench_ping_end(s, h, seq, prev, ret);
 }
 
 static int plain_pong(struct bench_side *s)
 {
-	const uint32_t size = s->p->payload;
-	struct plain_prod p;
 	struct plain_cons c;
+	struct plain_prod p;
 	uint64_t expect = 0;
-	int ret = cons_open(s, 0, &c);
+	int ret = pair_open(s, 0, &c, &p);
 
-	if (ret == 0)
-		ret = prod_open(s, 1, &p);
 	if (ret < 0)
 		return ret;
 	bench_side_ready(s);
@@ -188,7 +188,7 @@ static int plain_pong(struct bench_side *s)
 		ret = check_slots(s, &c, 1, &expect);
 		room_spin(&p, 1);
 		/* Answer first, release after: the reply is what side A waits for. */
-		bench_copy(plain_prod_slot(&p, 0), plain_cons_slot(&c, 0), size);
+		bench_copy(plain_prod_slot(&p, 0), plain_cons_slot(&c, 0), s->p->payload);
 		plain_prod_publish(&p, 1);
 		plain_cons_release(&c, 1);
 	}

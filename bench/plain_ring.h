@@ -61,20 +61,22 @@ struct plain_ring {
 static_assert(offsetof(struct plain_ring, tail) == SHOAL_FALSE_SHARING, "plain ring layout");
 static_assert(sizeof(struct plain_ring) == 3 * SHOAL_FALSE_SHARING, "plain ring layout");
 
-/* Process-local handles: the ring's geometry copied at attach, so that the
- * hot path reads only its own index line and, rarely, the other's. */
-struct plain_prod {
+/* The ring's geometry, copied into each process-local handle at attach, so
+ * that the hot path reads only its own index line and, rarely, the other's. */
+struct plain_geom {
 	struct plain_ring *r;
 	unsigned char *slots;
 	uint32_t size, mask;
+};
+
+struct plain_prod {
+	struct plain_geom g;
 	uint32_t head;            /* next slot to write */
 	uint32_t tail_seen;       /* the consumer's tail, last read */
 };
 
 struct plain_cons {
-	struct plain_ring *r;
-	unsigned char *slots;
-	uint32_t size, mask;
+	struct plain_geom g;
 	uint32_t tail;            /* next slot to read */
 	uint32_t head_seen;       /* the producer's head, last read */
 };
@@ -110,48 +112,50 @@ static inline int plain_ring_init(void *mem, uint64_t len, uint32_t slot_size, u
 	return 0;
 }
 
-/* Attach a side: 0, or -EINVAL if the ring's geometry does not fit `len`. */
-static inline int plain_attach(struct plain_ring *r, uint64_t len, unsigned char **slots,
-			       uint32_t *size, uint32_t *mask)
+/* The geometry of the ring in `mem`: 0, or -EINVAL if it does not fit `len`. */
+static inline int plain_attach(struct plain_geom *g, void *mem, uint64_t len)
 {
-	if (!plain_ring_geometry_ok(r->slot_size, r->count, len))
+	g->r = mem;
+	if (!plain_ring_geometry_ok(g->r->slot_size, g->r->count, len))
 		return -EINVAL;
-	*slots = (unsigned char *)(r + 1);
-	*size = r->slot_size;
-	*mask = r->count - 1;
+	g->slots = (unsigned char *)(g->r + 1);
+	g->size = g->r->slot_size;
+	g->mask = g->r->count - 1;
 	return 0;
 }
 
 static inline int plain_prod_attach(struct plain_prod *p, void *mem, uint64_t len)
 {
-	p->r = mem;
+	int ret = plain_attach(&p->g, mem, len);
+
 	/* Relaxed: this side's own index, last written by this side (or
 	 * init), ordered by whatever started it. */
-	p->head = shoal_load_relaxed(&p->r->head);
+	p->head = shoal_load_relaxed(&p->g.r->head);
 	p->tail_seen = p->head;
-	return plain_attach(p->r, len, &p->slots, &p->size, &p->mask);
+	return ret;
 }
 
 static inline int plain_cons_attach(struct plain_cons *c, void *mem, uint64_t len)
 {
-	c->r = mem;
+	int ret = plain_attach(&c->g, mem, len);
+
 	/* Relaxed: as in plain_prod_attach(). */
-	c->tail = shoal_load_relaxed(&c->r->tail);
+	c->tail = shoal_load_relaxed(&c->g.r->tail);
 	c->head_seen = c->tail;
-	return plain_attach(c->r, len, &c->slots, &c->size, &c->mask);
+	return ret;
 }
 
 /* How many of the next `want` slots (at most the ring's count) the
  * producer may write now: `want`, or fewer when the ring is that full. */
 static inline uint32_t plain_prod_room(struct plain_prod *p, uint32_t want)
 {
-	uint32_t room = p->mask + 1 - (p->head - p->tail_seen);
+	uint32_t room = p->g.mask + 1 - (p->head - p->tail_seen);
 
 	if (room < want) {
 		/* A2: pairs with R2 in plain_cons_release(): the slots are read
 		 * before we write them again. */
-		p->tail_seen = shoal_load_acquire(&p->r->tail);
-		room = p->mask + 1 - (p->head - p->tail_seen);
+		p->tail_seen = shoal_load_acquire(&p->g.r->tail);
+		room = p->g.mask + 1 - (p->head - p->tail_seen);
 	}
 	return room < want ? room : want;
 }
@@ -159,7 +163,7 @@ static inline uint32_t plain_prod_room(struct plain_prod *p, uint32_t want)
 /* Slot k past the producer's head (k below what plain_prod_room() gave). */
 static inline void *plain_prod_slot(const struct plain_prod *p, uint32_t k)
 {
-	return p->slots + (size_t)((p->head + k) & p->mask) * p->size;
+	return p->g.slots + (size_t)((p->head + k) & p->g.mask) * p->g.size;
 }
 
 /* Publish the next n written slots, with one store. */
@@ -167,7 +171,7 @@ static inline void plain_prod_publish(struct plain_prod *p, uint32_t n)
 {
 	p->head += n;
 	/* R1: pairs with A1 in plain_cons_avail(): the slots before head. */
-	shoal_store_release(&p->r->head, p->head);
+	shoal_store_release(&p->g.r->head, p->head);
 }
 
 /* How many slots, up to `want`, the consumer may read now; 0 when empty. */
@@ -177,7 +181,7 @@ static inline uint32_t plain_cons_avail(struct plain_cons *c, uint32_t want)
 
 	if (n == 0) {
 		/* A1: pairs with R1 in plain_prod_publish(). */
-		c->head_seen = shoal_load_acquire(&c->r->head);
+		c->head_seen = shoal_load_acquire(&c->g.r->head);
 		n = c->head_seen - c->tail;
 	}
 	return n < want ? n : want;
@@ -186,7 +190,7 @@ static inline uint32_t plain_cons_avail(struct plain_cons *c, uint32_t want)
 /* Slot k past the consumer's tail (k below what plain_cons_avail() gave). */
 static inline const void *plain_cons_slot(const struct plain_cons *c, uint32_t k)
 {
-	return c->slots + (size_t)((c->tail + k) & c->mask) * c->size;
+	return c->g.slots + (size_t)((c->tail + k) & c->g.mask) * c->g.size;
 }
 
 /* Hand the next n read slots back to the producer, with one store. */
@@ -194,7 +198,7 @@ static inline void plain_cons_release(struct plain_cons *c, uint32_t n)
 {
 	c->tail += n;
 	/* R2: pairs with A2 in plain_prod_room(): done reading before tail. */
-	shoal_store_release(&c->r->tail, c->tail);
+	shoal_store_release(&c->g.r->tail, c->tail);
 }
 
 #endif

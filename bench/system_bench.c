@@ -293,10 +293,23 @@ struct shared {
 	struct bench_hist hist[MAX_GROUPS];
 };
 
+/* What the mappings of the systems without a router start with (sys_map()):
+ * their rings are ring_len apart from ring_off. */
+struct map_head {
+	uint32_t groups;
+	uint64_t ring_off, ring_len;
+	size_t len;                      /* the whole mapping */
+};
+
+/* Ring i of such a mapping. */
+static void *map_ring(const struct map_head *h, uint32_t i)
+{
+	return (unsigned char *)h + h->ring_off + (uint64_t)i * h->ring_len;
+}
+
 /*
  * The plain reference's mapping (MAP_SHARED, made before fork): the
- * doorbells, then G rings of PLAIN_RING_CAP data bytes, ring_len apart
- * from ring_off.
+ * doorbells, then G rings of PLAIN_RING_CAP data bytes.
  */
 struct plain_bells {
 	struct shoal_doorbell in_db;     /* its consumer sleeps on it */
@@ -304,10 +317,9 @@ struct plain_bells {
 };
 
 struct plain_shm {
+	struct map_head h;
 	struct shoal_doorbell waker;     /* rung by the producer on a first held wake-up */
 	_Atomic uint32_t stop;           /* the waker leaves */
-	uint32_t groups;
-	uint64_t ring_off, ring_len;
 	struct plain_bells c[MAX_GROUPS];
 };
 
@@ -318,9 +330,9 @@ struct fwd_hdr {
 };
 
 /* The plain forwarder's mapping (MAP_SHARED, made before fork): its control and
- * counters, then the input ring and the G output rings, ring_len apart
- * from ring_off. */
+ * counters, then the input ring and the G output rings. */
 struct fwd_shm {
+	struct map_head h;
 	_Alignas(128) _Atomic uint32_t hold;   /* parent: take no messages */
 	_Atomic uint32_t stop;                 /* parent: leave */
 	/* Written by the forwarder only, read by the parent (disp_counters()). */
@@ -328,8 +340,6 @@ struct fwd_shm {
 	_Atomic uint64_t busy_ns;
 	_Atomic uint64_t dropped;
 	_Atomic uint64_t malformed;
-	_Alignas(128) uint32_t groups;
-	uint64_t ring_off, ring_len;
 };
 
 static struct shared *sh;
@@ -581,13 +591,11 @@ struct sys {
 	/* The plain reference (r NULL): its mapping and its waker thread,
 	 * which stands where the dispatcher does (disp_tid). */
 	struct plain_shm *plain;
-	size_t plain_len;
 	pthread_t waker;
 	bool waker_on;
 	/* The plain forwarder (r NULL): its mapping and its thread, which
 	 * stands where the dispatcher does (disp_tid). */
 	struct fwd_shm *fwd;
-	size_t fwd_len;
 	pthread_t fwd_thread;
 	bool fwd_on;
 };
@@ -1321,7 +1329,7 @@ static int producer_main(const char *system, uint32_t groups)
 
 static void *plain_ring(uint32_t g)
 {
-	return (unsigned char *)psh + psh->ring_off + (uint64_t)g * psh->ring_len;
+	return map_ring(&psh->h, g);
 }
 
 struct plain_wait {
@@ -1402,7 +1410,7 @@ static int plain_producer_main(const char *system, uint32_t groups)
 		struct shoal_err err = { "" };
 		uint64_t key = i;
 
-		ret = shoal_ring_prod_attach(&p->out[i], plain_ring(i), psh->ring_len, &err);
+		ret = shoal_ring_prod_attach(&p->out[i], plain_ring(i), psh->h.ring_len, &err);
 		if (ret < 0) {
 			prod_fail(ret, "plain ring %u: %s", i, err.msg);
 			break;
@@ -1440,7 +1448,7 @@ static int plain_consumer_main(const char *system, uint32_t i)
 
 	(void)system;
 	cons_index = i;
-	if (shoal_ring_cons_attach(&c, plain_ring(i), psh->ring_len, &err) < 0) {
+	if (shoal_ring_cons_attach(&c, plain_ring(i), psh->h.ring_len, &err) < 0) {
 		fprintf(stderr, PROG ": plain consumer %u: %s\n", i, err.msg);
 		return 1;
 	}
@@ -1463,7 +1471,7 @@ static int plain_consumer_main(const char *system, uint32_t i)
 			if (rec.len >= 8)
 				memcpy(&key, rec.data, 8);
 			cons_work(key != next);
-			next = key + psh->groups;
+			next = key + psh->h.groups;
 		}
 		if (n > 0) {
 			shoal_ring_release(&c);
@@ -1510,7 +1518,7 @@ static void *plain_waker(void *arg)
 			return NULL;
 		}
 		now = shoal__now_ns();
-		for (uint32_t g = 0; g < psh->groups; g++) {
+		for (uint32_t g = 0; g < psh->h.groups; g++) {
 			uint64_t due = shoal_doorbell_wake_due(&psh->c[g].in_db, now, age);
 
 			next = due < next ? due : next;
@@ -1524,50 +1532,79 @@ static void *plain_waker(void *arg)
 }
 
 /*
- * The plain reference's shared mapping (rings initialised, doorbells
- * awake) and its waker, pinned where the dispatcher would be. Fills s as
- * router_up() does; on failure s is torn down.
+ * The start of a system without a router (the plain reference, the plain
+ * forwarder): s reset for `groups`, named PREFIX-PID-N, and a shared
+ * mapping made before any child is forked, in *map: a header of `head`
+ * bytes that begins with a struct map_head, filled, then `n_rings` rings
+ * of `ring` bytes, each 128-byte aligned. Returns 0, or -errno with the
+ * reason printed.
  */
-static int plain_up(struct sys *s, uint32_t groups, const int cpu[2])
+static int sys_map(struct sys *s, const char *prefix, uint32_t groups, size_t head,
+		   uint64_t ring, uint32_t n_rings, const int cpu[2], void **map)
 {
-	uint64_t off = (sizeof(struct plain_shm) + 127) & ~(uint64_t)127;
-	uint64_t ring_len = (shoal_ring_size(PLAIN_RING_CAP) + 127) & ~(uint64_t)127;
-	int ret = 0;
+	uint64_t off = (head + 127) & ~(uint64_t)127, ring_len = (ring + 127) & ~(uint64_t)127;
+	size_t len = off + n_rings * ring_len;
+	struct map_head *h;
+	int ret;
 
 	memset(s, 0, sizeof(*s));
 	s->groups = groups;
 	s->route = -1;
 	s->cpu[0] = cpu[0];
 	s->cpu[1] = cpu[1];
-	snprintf(s->name, sizeof(s->name), "plain-%d-%u", (int)getpid(), ++sys_count);
-	s->plain_len = off + groups * ring_len;
-	s->plain = mmap(NULL, s->plain_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-			-1, 0);
-	if (s->plain == MAP_FAILED) {
+	snprintf(s->name, sizeof(s->name), "%s-%d-%u", prefix, (int)getpid(), ++sys_count);
+	h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (h == MAP_FAILED) {
 		ret = -errno;
-		s->plain = NULL;
-		fprintf(stderr, PROG ": %s: mapping %zu bytes: %s\n", s->name, s->plain_len,
-			strerror(-ret));
+		*map = NULL;
+		fprintf(stderr, PROG ": %s: mapping %zu bytes: %s\n", s->name, len, strerror(-ret));
 		return ret;
 	}
-	psh = s->plain;
-	psh->groups = groups;
-	psh->ring_off = off;
-	psh->ring_len = ring_len;
+	*h = (struct map_head){ .groups = groups, .ring_off = off, .ring_len = ring_len,
+				.len = len };
+	*map = h;
+	return 0;
+}
+
+/* Start the thread of such a system that stands where the dispatcher does
+ * (the plain reference's waker, the plain forwarder), named `name`: *on
+ * once it runs, s->disp_tid once it is found. Returns 0 or -errno. */
+static int sys_thread(struct sys *s, pthread_t *t, bool *on, void *(*fn)(void *), void *arg,
+		      const char *name)
+{
+	int ret = -pthread_create(t, NULL, fn, arg);
+
+	if (ret < 0)
+		return ret;
+	*on = true;
+	pthread_setname_np(*t, name);
+	s->disp_tid = find_thread(name);
+	return s->disp_tid > 0 ? 0 : -ESRCH;
+}
+
+/*
+ * The plain reference's shared mapping (rings initialised, doorbells
+ * awake) and its waker, pinned where the dispatcher would be. Fills s as
+ * router_up() does; on failure s is torn down.
+ */
+static int plain_up(struct sys *s, uint32_t groups, const int cpu[2])
+{
+	void *map;
+	int ret = sys_map(s, "plain", groups, sizeof(struct plain_shm),
+			  shoal_ring_size(PLAIN_RING_CAP), groups, cpu, &map);
+
+	if (ret < 0)
+		return ret;
+	psh = s->plain = map;
 	shoal_doorbell_init(&psh->waker);
 	for (uint32_t g = 0; g < groups && ret == 0; g++) {
 		shoal_doorbell_init(&psh->c[g].in_db);
 		shoal_doorbell_init(&psh->c[g].space_db);
-		ret = shoal_ring_init(plain_ring(g), ring_len, PLAIN_RING_CAP, 0);
+		ret = shoal_ring_init(plain_ring(g), psh->h.ring_len, PLAIN_RING_CAP, 0);
 	}
 	if (ret == 0)
-		ret = -pthread_create(&s->waker, NULL, plain_waker, &s->cpu[1]);
-	if (ret == 0) {
-		s->waker_on = true;
-		pthread_setname_np(s->waker, "plain-waker");
-		s->disp_tid = find_thread("plain-waker");
-		ret = s->disp_tid > 0 ? 0 : -ESRCH;
-	}
+		ret = sys_thread(s, &s->waker, &s->waker_on, plain_waker, &s->cpu[1],
+				 "plain-waker");
 	if (ret < 0) {
 		fprintf(stderr, PROG ": setting up %s: %s\n", s->name, strerror(-ret));
 		sys_down(s, false);
@@ -1584,7 +1621,7 @@ static void plain_release(struct sys *s)
 		shoal_doorbell_notify(&s->plain->waker);
 		pthread_join(s->waker, NULL);
 	}
-	munmap(s->plain, s->plain_len);
+	munmap(s->plain, s->plain->h.len);
 	psh = NULL;
 }
 
@@ -1864,7 +1901,7 @@ static uint32_t fwd_count(uint32_t slot)
 /* Ring i of the mapping: 0 the input, 1 + g group g's output. */
 static void *fwd_ring(uint32_t i)
 {
-	return (unsigned char *)fsh + fsh->ring_off + (uint64_t)i * fsh->ring_len;
+	return map_ring(&fsh->h, i);
 }
 
 /* One pass: forward what has arrived, up to FWD_PASS; how many were taken. */
@@ -1964,49 +2001,27 @@ static void *fwd_main(void *arg)
 static int fwd_up(struct sys *s, uint32_t groups, uint32_t size, const int cpu[2])
 {
 	uint32_t slot = fwd_slot(size), count = fwd_count(slot);
-	uint64_t off = (sizeof(struct fwd_shm) + 127) & ~(uint64_t)127;
-	uint64_t ring_len = (plain_ring_size(slot, count) + 127) & ~(uint64_t)127;
-	int ret = 0;
+	void *map;
+	int ret = sys_map(s, "fwd", groups, sizeof(struct fwd_shm), plain_ring_size(slot, count),
+			  groups + 1, cpu, &map);
 
-	memset(s, 0, sizeof(*s));
-	s->groups = groups;
-	s->route = -1;
-	s->cpu[0] = cpu[0];
-	s->cpu[1] = cpu[1];
-	snprintf(s->name, sizeof(s->name), "fwd-%d-%u", (int)getpid(), ++sys_count);
-	s->fwd_len = off + (groups + 1) * ring_len;
-	s->fwd = mmap(NULL, s->fwd_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (s->fwd == MAP_FAILED) {
-		ret = -errno;
-		s->fwd = NULL;
-		fprintf(stderr, PROG ": %s: mapping %zu bytes: %s\n", s->name, s->fwd_len,
-			strerror(-ret));
+	if (ret < 0)
 		return ret;
-	}
-	fsh = s->fwd;
-	fsh->groups = groups;
-	fsh->ring_off = off;
-	fsh->ring_len = ring_len;
+	fsh = s->fwd = map;
 	memset(&fwd, 0, sizeof(fwd));
 	for (uint32_t i = 0; i <= groups && ret == 0; i++)
-		ret = plain_ring_init(fwd_ring(i), ring_len, slot, count);
+		ret = plain_ring_init(fwd_ring(i), fsh->h.ring_len, slot, count);
 	if (ret == 0)
-		ret = plain_cons_attach(&fwd.in, fwd_ring(0), ring_len);
+		ret = plain_cons_attach(&fwd.in, fwd_ring(0), fsh->h.ring_len);
 	for (uint32_t g = 0; g < groups && ret == 0; g++) {
-		ret = plain_prod_attach(&fwd.out[g], fwd_ring(1 + g), ring_len);
+		ret = plain_prod_attach(&fwd.out[g], fwd_ring(1 + g), fsh->h.ring_len);
 		fwd.table[g] = (uint16_t)g;
 	}
 	fwd.n_types = groups;
 	fwd.max_len = slot - (uint32_t)sizeof(struct fwd_hdr);
 	fwd.cpu = cpu[1];
 	if (ret == 0)
-		ret = -pthread_create(&s->fwd_thread, NULL, fwd_main, &fwd);
-	if (ret == 0) {
-		s->fwd_on = true;
-		pthread_setname_np(s->fwd_thread, "plain-fwd");
-		s->disp_tid = find_thread("plain-fwd");
-		ret = s->disp_tid > 0 ? 0 : -ESRCH;
-	}
+		ret = sys_thread(s, &s->fwd_thread, &s->fwd_on, fwd_main, &fwd, "plain-fwd");
 	if (ret < 0) {
 		fprintf(stderr, PROG ": setting up %s: %s\n", s->name, strerror(-ret));
 		sys_down(s, false);
@@ -2022,7 +2037,7 @@ static void fwd_release(struct sys *s)
 		shoal_store_relaxed(&s->fwd->stop, 1);
 		pthread_join(s->fwd_thread, NULL);
 	}
-	munmap(s->fwd, s->fwd_len);
+	munmap(s->fwd, s->fwd->h.len);
 	fsh = NULL;
 }
 
@@ -2066,9 +2081,9 @@ static int plain_filler_main(const char *system, uint32_t groups)
 	(void)system;
 	if (f == NULL)
 		return 1;
-	ret = plain_prod_attach(&f->up, fwd_ring(0), fsh->ring_len);
+	ret = plain_prod_attach(&f->up, fwd_ring(0), fsh->h.ring_len);
 	for (uint32_t g = 0; g < groups && ret == 0; g++)
-		ret = plain_cons_attach(&f->out[g], fwd_ring(1 + g), fsh->ring_len);
+		ret = plain_cons_attach(&f->out[g], fwd_ring(1 + g), fsh->h.ring_len);
 	if (ret < 0)
 		prod_fail(ret, "the plain forwarder's rings: bad geometry");
 	if (ret == 0)

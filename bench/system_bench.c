@@ -1640,8 +1640,9 @@ struct filler {
 	/* Send message i (key i, the sample's size): 0, -EAGAIN when the
 	 * uplink is full, or another negative errno. */
 	int (*send)(struct filler *f, uint64_t i);
-	/* Take every message waiting in group g's inbound ring. */
-	void (*drain)(struct filler *f, uint32_t g);
+	/* Take the messages waiting in group g's inbound ring, about `max`
+	 * at most (whole bursts). */
+	void (*drain)(struct filler *f, uint32_t g, uint32_t max);
 	uint32_t groups, size;
 	uint32_t next;            /* the group drained next */
 	uint64_t sink;            /* keys read, so that the reads are made */
@@ -1655,12 +1656,14 @@ struct filler {
 
 /* Streaming: the filler drains the next inbound ring at every refusal and
  * after every this many messages, so that no ring fills even when the
- * uplink never refuses. */
+ * uplink never refuses; at most FILL_DRAIN_MAX messages at a time, so that
+ * it is soon back to keeping the uplink full. */
 #define FILL_DRAIN_EVERY 64u
+#define FILL_DRAIN_MAX (8u * PLAIN_BATCH)
 
 static void filler_drain_next(struct filler *f)
 {
-	f->drain(f, f->next);
+	f->drain(f, f->next, FILL_DRAIN_MAX);
 	f->next = f->next + 1 == f->groups ? 0 : f->next + 1;
 }
 
@@ -1671,7 +1674,7 @@ static int filler_fill(struct filler *f, uint64_t *i, uint64_t max)
 	int ret = 0;
 
 	for (uint32_t g = 0; g < f->groups; g++)
-		f->drain(f, g);
+		f->drain(f, g, UINT32_MAX);
 	sh->fill_count = 0;
 	while (sh->fill_count < max && (ret = f->send(f, *i)) == 0) {
 		(*i)++;
@@ -1743,7 +1746,7 @@ static int filler_run(struct filler *f)
 /* A filler pinned to the producer's CPU, its buffer filled; NULL with the
  * reason in sh->pr. */
 static struct filler *filler_new(uint32_t groups, int (*send)(struct filler *, uint64_t),
-				 void (*drain)(struct filler *, uint32_t))
+				 void (*drain)(struct filler *, uint32_t, uint32_t))
 {
 	struct filler *f = calloc(1, sizeof(*f));
 
@@ -1766,12 +1769,14 @@ static int shoal_fill_send(struct filler *f, uint64_t i)
 	return shoal_try_send(f->ctx, MSG_WORK, f->buf, f->size);
 }
 
-static void shoal_fill_drain(struct filler *f, uint32_t g)
+static void shoal_fill_drain(struct filler *f, uint32_t g, uint32_t max)
 {
 	struct shoal_rec recs[PLAIN_BATCH];
+	uint32_t taken = 0;
 	unsigned n;
 
-	while ((n = shoal_ring_peek_burst(&f->in[g], recs, PLAIN_BATCH)) > 0) {
+	while (taken < max && (n = shoal_ring_peek_burst(&f->in[g], recs, PLAIN_BATCH)) > 0) {
+		taken += n;
 		for (unsigned k = 0; k < n; k++) {
 			uint64_t key = 0;
 
@@ -2057,11 +2062,12 @@ static int plain_fill_send(struct filler *f, uint64_t i)
 	return 0;
 }
 
-static void plain_fill_drain(struct filler *f, uint32_t g)
+static void plain_fill_drain(struct filler *f, uint32_t g, uint32_t max)
 {
-	uint32_t n;
+	uint32_t taken = 0, n;
 
-	while ((n = plain_cons_avail(&f->out[g], PLAIN_BATCH)) > 0) {
+	while (taken < max && (n = plain_cons_avail(&f->out[g], PLAIN_BATCH)) > 0) {
+		taken += n;
 		for (uint32_t k = 0; k < n; k++) {
 			uint64_t key;
 

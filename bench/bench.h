@@ -122,6 +122,8 @@ struct bench_mem {
 	struct shoal_doorbell *db; /* side B sleeps on it */
 	void *rte[2];             /* rte_ring memory, same directions */
 	uint64_t rte_len;
+	void *plain[2];           /* plain fixed-slot rings (plain_ring.h), same directions */
+	uint64_t plain_len;
 };
 
 /* Kernel transports' descriptors, made by the parent before it forks:
@@ -166,6 +168,7 @@ extern const struct bench_contender bench_shoal_db;
 extern const struct bench_contender bench_pipe;
 extern const struct bench_contender bench_sock;
 extern const struct bench_contender bench_sys;
+extern const struct bench_contender bench_plain;
 #ifdef SHOAL_BENCH_RTE
 extern const struct bench_contender bench_rte;
 #endif
@@ -363,6 +366,16 @@ static inline void bench_hist_add(struct bench_hist *h, uint64_t ns)
 	h->n++;
 }
 
+/* Side A of a ping-pong: record the round trip that ends now and began at
+ * *prev, which becomes now. */
+static inline void bench_ping_lap(struct bench_hist *h, uint64_t *prev)
+{
+	uint64_t now = shoal__now_ns();
+
+	bench_hist_add(h, now - *prev);
+	*prev = now;
+}
+
 /* A zeroed histogram (malloc'ed: 30 KiB), or NULL. */
 struct bench_hist *bench_hist_new(void);
 /* Fill p50, p99, p99.9 (the lower bound of each one's bucket). */
@@ -393,7 +406,8 @@ static inline void bench_lat_add(struct bench_side *s, struct bench_hist *h, uin
 
 extern const char *const bench_kind_name[BENCH_KINDS];
 
-/* The segment holds two rings, two rte_rings, a doorbell and the control block. */
+/* The segment holds two Shoal rings, two rte_rings, two plain rings, a doorbell
+ * and the control block. */
 #define BENCH_SEG_SIZE (4u << 20)
 
 /* Create the segment under a unique name and allocate the regions. */

@@ -220,8 +220,6 @@ static int kio_ping(struct bench_side *s, const struct kio *io)
 		return s->res->err;
 	prev = s->res->t_start;
 	for (seq = 0; !last && ret == 0; seq++) {
-		uint64_t now;
-
 		last = prev >= s->deadline;
 		bench_msg_stamp(out, size, seq | (last ? BENCH_STOP : 0));
 		ret = io->send_batch(s->tx, out, size, 1);
@@ -233,9 +231,7 @@ static int kio_ping(struct bench_side *s, const struct kio *io)
 		}
 		expect = seq;
 		ret = check_batch(s, in, 1, &expect);
-		now = shoal__now_ns();
-		bench_hist_add(h, now - prev);
-		prev = now;
+		bench_ping_lap(h, &prev);
 	}
 	return bench_ping_end(s, h, seq, prev, ret);
 }

@@ -127,17 +127,13 @@ static int rte_ping(struct bench_side *s)
 		return s->res->err;
 	prev = s->res->t_start;
 	for (seq = 0; !last && ret == 0; seq++) {
-		uint64_t now;
-
 		last = prev >= s->deadline;
 		bench_msg_stamp(out, size, seq | (last ? BENCH_STOP : 0));
 		enqueue_one(s->mem.rte[0], out, size);
 		dequeue_one(s->mem.rte[1], in, size);
 		expect = seq;
 		ret = check_batch(s, in, 1, &expect);
-		now = shoal__now_ns();
-		bench_hist_add(h, now - prev);
-		prev = now;
+		bench_ping_lap(h, &prev);
 	}
 	return bench_ping_end(s, h, seq, prev, ret);
 }

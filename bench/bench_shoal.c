@@ -184,7 +184,6 @@ static int shoal_ping(struct bench_side *s)
 	prev = s->res->t_start;
 	for (seq = 0; !last && ret == 0; seq++) {
 		void *dst = reserve_spin(&p, size);
-		uint64_t now;
 
 		if (dst == NULL) {
 			ret = bench_fail(s, -EUCLEAN, "reserve: ring corrupted");
@@ -200,9 +199,7 @@ static int shoal_ping(struct bench_side *s)
 		}
 		ret = check_rec(s, &rec, seq);
 		shoal_ring_release(&c);
-		now = shoal__now_ns();
-		bench_hist_add(h, now - prev);
-		prev = now;
+		bench_ping_lap(h, &prev);
 	}
 	return bench_ping_end(s, h, seq, prev, ret);
 }

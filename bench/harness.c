@@ -42,13 +42,17 @@
 #include <shoal/ring.h>
 
 #include "bench/bench.h"
+#include "bench/plain_ring.h"
 
 #define REGION_CTL  "bench.ctl"
 #define REGION_DB   "bench.db"
 static const char *const region_ring[2] = { "bench.ring.ab", "bench.ring.ba" };
 static const char *const region_rte[2] = { "bench.rte.ab", "bench.rte.ba" };
+static const char *const region_plain[2] = { "bench.plain.ab", "bench.plain.ba" };
 /* rte_ring memory: the slots plus its control block (384 bytes in 22.11). */
 #define RTE_REGION_LEN (BENCH_BUF_BYTES + 4096u)
+/* A plain ring: BENCH_BUF_BYTES of slots of any payload size, and its lines. */
+#define PLAIN_REGION_LEN (sizeof(struct plain_ring) + BENCH_BUF_BYTES)
 
 #define PROBE_WARMUP 1000u
 #define PROBE_ROUNDS 10000u
@@ -89,7 +93,8 @@ static int mem_map(struct bench_mem *m)
 	for (int i = 0; i < 2; i++) {
 		m->ring[i] = region(&m->seg, SHOAL_SEG_KIND_RING, region_ring[i], &m->ring_len);
 		m->rte[i] = region(&m->seg, SHOAL_SEG_KIND_USER, region_rte[i], &m->rte_len);
-		if (m->ring[i] == NULL || m->rte[i] == NULL)
+		m->plain[i] = region(&m->seg, SHOAL_SEG_KIND_USER, region_plain[i], &m->plain_len);
+		if (m->ring[i] == NULL || m->rte[i] == NULL || m->plain[i] == NULL)
 			return -ENOENT;
 	}
 	if (m->ctl == NULL || m->db == NULL || ctl_len < sizeof(*m->ctl) ||
@@ -113,6 +118,9 @@ static int alloc_regions(struct shoal_seg *seg)
 		if (ret == 0)
 			ret = shoal_seg_alloc(seg, SHOAL_SEG_KIND_USER, region_rte[i],
 					      RTE_REGION_LEN, 128, &off);
+		if (ret == 0)
+			ret = shoal_seg_alloc(seg, SHOAL_SEG_KIND_USER, region_plain[i],
+					      PLAIN_REGION_LEN, 128, &off);
 	}
 	return ret;
 }

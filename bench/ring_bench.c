@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * shoal-bench-ring: Shoal's rings against rte_ring, pipes and UNIX sockets,
- * across two pinned processes, in one run.
+ * shoal-bench-ring: Shoal's rings against the limit (a plain fixed-slot SPSC
+ * ring, bench/plain_ring.h), rte_ring, pipes and UNIX sockets, across two
+ * pinned processes, in one run.
  *
  * The plan is a list of cases (throughput per payload and batch, ping-pong,
  * wake-up, spin budget x message gap, single operations); a case holds the
@@ -57,15 +58,17 @@ static const uint64_t spin_budgets[] = { 0, US(1), US(5), US(20), US(100) };
 /* Gaps on both sides of every budget. */
 static const uint64_t spin_gaps[] = { 500, US(2), US(10), US(50), US(200) };
 
+/* Shoal first: the reference of "Shoal ÷ contender"; `plain` is the limit
+ * every figure is also divided by. */
 static const struct bench_contender *const tput_set[] = {
-	&bench_shoal, &bench_shoal_db,
+	&bench_shoal, &bench_shoal_db, &bench_plain,
 #ifdef SHOAL_BENCH_RTE
 	&bench_rte,
 #endif
 	&bench_pipe, &bench_sock,
 };
 static const struct bench_contender *const pingpong_set[] = {
-	&bench_shoal,
+	&bench_shoal, &bench_plain,
 #ifdef SHOAL_BENCH_RTE
 	&bench_rte,
 #endif
@@ -98,9 +101,11 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: shoal-bench-ring [options]\n"
 		"\n"
-		"Cross-process ring benchmark: Shoal rings against DPDK rte_ring (when built\n"
-		"with DPDK), pipes and AF_UNIX SOCK_SEQPACKET sockets, between two processes\n"
-		"pinned to two CPUs. Results as markdown on stdout, progress on stderr.\n"
+		"Cross-process ring benchmark: Shoal rings against the limit (`plain`, a plain\n"
+		"fixed-slot SPSC ring: every Shoal figure is also shown as a ratio to it), DPDK\n"
+		"rte_ring (when built with DPDK), pipes and AF_UNIX SOCK_SEQPACKET sockets,\n"
+		"between two processes pinned to two CPUs, interleaved in the same runs.\n"
+		"Results as markdown on stdout, progress on stderr.\n"
 		"\n"
 		"  --short          every case shorter, 3 runs, no reruns (under 20 s)\n"
 		"  --smoke          every case a few milliseconds, 1 run: checks that it runs\n"

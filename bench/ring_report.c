@@ -164,6 +164,27 @@ static bool point_done(const struct bench_point *pt)
 	return pt->n > 0;
 }
 
+static const struct bench_point *find_point(const struct bench_case *cs, const char *name)
+{
+	for (unsigned k = 0; cs != NULL && k < cs->n; k++)
+		if (strcmp(cs->pt[k].c->name, name) == 0 && point_done(&cs->pt[k]))
+			return &cs->pt[k];
+	return NULL;
+}
+
+/* pt divided by the limit (the plain ring) of its case, run by run:
+ * "med [min, max]", or "—" for the plain ring itself or without one. */
+static const char *fmt_limit(char *buf, size_t len, const struct bench_case *cs,
+			     const struct bench_point *pt, obs_get get)
+{
+	const struct bench_point *plain = find_point(cs, bench_plain.name);
+	struct bench_mmm r;
+
+	if (plain == NULL || pt == plain || pair_mmm(pt, plain, get, PAIRS_ALL, 0, &r) == 0)
+		return "—";
+	return bench_fmt_mmm(buf, len, r, 2);
+}
+
 /* ---- header ---- */
 
 /* Did every sample run where it was pinned? */
@@ -277,13 +298,16 @@ static bool has_kind(const struct bench_plan *plan, enum bench_kind kind)
 
 static void report_tput(FILE *f, const struct bench_plan *plan)
 {
-	char a[64], b[64], c[64], d[64];
+	char a[64], b[64], c[64], d[64], e[64];
 
 	fprintf(f, "### Throughput, one producer process -> one consumer process\n\n"
-		"Mmsg/s and Shoal ÷ contender (higher is better for Shoal): median [min, max] "
-		"over runs; ns/msg: median.\n\n"
+		"Mmsg/s, Shoal ÷ contender and contender ÷ plain ring (the limit, `plain`; "
+		"higher is better for Shoal and for the contender): median [min, max] over runs, "
+		"ratios taken run by run between samples that ran back to back; ns/msg: "
+		"median. Side A on CPU %d, side B on CPU %d.\n\n"
 		"| payload (B) | batch | contender | Mmsg/s | ns/msg | Shoal ÷ contender "
-		"| probe (ns) |\n|---:|---:|---|---:|---:|---:|---:|\n");
+		"| ÷ plain ring | probe (ns) |\n|---:|---:|---|---:|---:|---:|---:|---:|\n",
+		plan->cpu[0], plan->cpu[1]);
 	for (unsigned i = 0; i < plan->n_cases; i++) {
 		const struct bench_case *cs = &plan->cases[i];
 
@@ -294,11 +318,12 @@ static void report_tput(FILE *f, const struct bench_plan *plan)
 
 			if (!point_done(pt))
 				continue;
-			fprintf(f, "| %u | %u | %s | %s | %s | %s | %s |\n", pt->p.payload,
+			fprintf(f, "| %u | %u | %s | %s | %s | %s | %s | %s |\n", pt->p.payload,
 				pt->p.batch, pt->c->name,
 				bench_fmt_mmm(a, sizeof(a), point_mmm(pt, get_mmsgs), 2),
 				fmt_med(b, sizeof(b), pt, get_ns_per_msg, 1),
 				fmt_ratio(c, sizeof(c), cs, pt, get_mmsgs),
+				fmt_limit(e, sizeof(e), cs, pt, get_mmsgs),
 				fmt_med(d, sizeof(d), pt, get_probe, 0));
 		}
 	}
@@ -307,13 +332,16 @@ static void report_tput(FILE *f, const struct bench_plan *plan)
 
 static void report_pingpong(FILE *f, const struct bench_plan *plan)
 {
-	char a[64], b[64], c[64], d[64], e[64];
+	char a[64], b[64], c[64], d[64], e[64], g[64];
 
 	fprintf(f, "### Ping-pong round trip, busy polling on both sides\n\n"
 		"Round-trip percentiles of each run (ns): median [min, max] over runs. Shoal ÷ "
-		"contender on p50 (lower is better for Shoal).\n\n"
+		"contender and contender ÷ plain ring (the limit, `plain`) on p50, run by run "
+		"(lower is better for Shoal and for the contender). Initiator on CPU %d, "
+		"responder on CPU %d.\n\n"
 		"| payload (B) | contender | p50 | p99 | p99.9 | Shoal ÷ contender (p50) "
-		"| probe (ns) |\n|---:|---|---:|---:|---:|---:|---:|\n");
+		"| ÷ plain ring (p50) | probe (ns) |\n|---:|---|---:|---:|---:|---:|---:|---:|\n",
+		plan->cpu[0], plan->cpu[1]);
 	for (unsigned i = 0; i < plan->n_cases; i++) {
 		const struct bench_case *cs = &plan->cases[i];
 
@@ -324,11 +352,12 @@ static void report_pingpong(FILE *f, const struct bench_plan *plan)
 
 			if (!point_done(pt))
 				continue;
-			fprintf(f, "| %u | %s | %s | %s | %s | %s | %s |\n", pt->p.payload,
+			fprintf(f, "| %u | %s | %s | %s | %s | %s | %s | %s |\n", pt->p.payload,
 				pt->c->name, bench_fmt_mmm(a, sizeof(a), point_mmm(pt, get_p50), 0),
 				bench_fmt_mmm(b, sizeof(b), point_mmm(pt, get_p99), 0),
 				bench_fmt_mmm(c, sizeof(c), point_mmm(pt, get_p999), 0),
 				fmt_ratio(d, sizeof(d), cs, pt, get_p50),
+				fmt_limit(g, sizeof(g), cs, pt, get_p50),
 				fmt_med(e, sizeof(e), pt, get_probe, 0));
 		}
 	}
@@ -434,16 +463,9 @@ static const struct bench_case *find_case(const struct bench_plan *plan, enum be
 	return NULL;
 }
 
-static const struct bench_point *find_point(const struct bench_case *cs, const char *name)
-{
-	for (unsigned k = 0; cs != NULL && k < cs->n; k++)
-		if (strcmp(cs->pt[k].c->name, name) == 0 && point_done(&cs->pt[k]))
-			return &cs->pt[k];
-	return NULL;
-}
-
 struct target {
 	const char *what;
+	const char *ref;    /* the contender Shoal is divided by */
 	enum bench_kind kind;
 	uint32_t payload, batch;
 	obs_get get;
@@ -451,13 +473,18 @@ struct target {
 	bool at_most;       /* the ratio must be <= goal (else >=) */
 };
 
+/* Issue 12's targets against the limit, then the ones against rte_ring. */
 static const struct target targets[] = {
-	{ "throughput 64 B, batch 32: Shoal ÷ rte_ring", BENCH_TPUT, 64, 32, get_mmsgs, 1.0,
-	  false },
-	{ "throughput 64 B, batch 1: Shoal ÷ rte_ring", BENCH_TPUT, 64, 1, get_mmsgs, 1.5,
-	  false },
-	{ "ping-pong 64 B round trip p50: Shoal ÷ rte_ring", BENCH_PINGPONG, 64, 1, get_p50, 0.8,
-	  true },
+	{ "throughput 64 B, batch 32: Shoal ÷ plain ring", "plain", BENCH_TPUT, 64, 32,
+	  get_mmsgs, 0.9, false },
+	{ "ping-pong 64 B round trip p50: Shoal ÷ plain ring", "plain", BENCH_PINGPONG, 64, 1,
+	  get_p50, 1.2, true },
+	{ "throughput 64 B, batch 32: Shoal ÷ rte_ring", "rte_ring", BENCH_TPUT, 64, 32,
+	  get_mmsgs, 1.0, false },
+	{ "throughput 64 B, batch 1: Shoal ÷ rte_ring", "rte_ring", BENCH_TPUT, 64, 1, get_mmsgs,
+	  1.5, false },
+	{ "ping-pong 64 B round trip p50: Shoal ÷ rte_ring", "rte_ring", BENCH_PINGPONG, 64, 1,
+	  get_p50, 0.8, true },
 };
 
 static const char *fmt_pairs(char *buf, size_t len, const struct bench_point *a,
@@ -477,23 +504,24 @@ static void report_target(FILE *f, const struct bench_plan *plan, const struct t
 			  double floor)
 {
 	const struct bench_case *cs = find_case(plan, t->kind, t->payload, t->batch);
-	const struct bench_point *shoal = find_point(cs, "shoal"), *rte = find_point(cs, "rte_ring");
+	const struct bench_point *shoal = find_point(cs, "shoal"), *ref = find_point(cs, t->ref);
 	char all[64], fast[64], other[64];
 	struct bench_mmm r;
 	bool met;
 
 	fprintf(f, "| %s | %s %.1f | ", t->what, t->at_most ? "<=" : ">=", t->goal);
-	if (shoal == NULL || rte == NULL) {
+	if (shoal == NULL || ref == NULL) {
 		fprintf(f, "— | — | — | not measured (%s) |\n",
-			rte == NULL ? "built without DPDK, or not run" : "not run");
+			ref == NULL && strcmp(t->ref, "rte_ring") == 0 ?
+			"built without DPDK, or not run" : "not run");
 		return;
 	}
-	pair_mmm(shoal, rte, t->get, PAIRS_ALL, floor, &r);
+	pair_mmm(shoal, ref, t->get, PAIRS_ALL, floor, &r);
 	met = t->at_most ? r.med <= t->goal : r.med >= t->goal;
 	fprintf(f, "%s | %s | %s | %s |\n",
-		fmt_pairs(all, sizeof(all), shoal, rte, t, PAIRS_ALL, floor),
-		fmt_pairs(fast, sizeof(fast), shoal, rte, t, PAIRS_FAST, floor),
-		fmt_pairs(other, sizeof(other), shoal, rte, t, PAIRS_OTHER, floor),
+		fmt_pairs(all, sizeof(all), shoal, ref, t, PAIRS_ALL, floor),
+		fmt_pairs(fast, sizeof(fast), shoal, ref, t, PAIRS_FAST, floor),
+		fmt_pairs(other, sizeof(other), shoal, ref, t, PAIRS_OTHER, floor),
 		met ? "met" : "**not met**");
 }
 
@@ -504,9 +532,11 @@ static void report_targets(FILE *f, const struct bench_plan *plan)
 	fprintf(f, "### Targets\n\n"
 		"Ratios of interleaved samples, run by run: median [min, max]. The verdict is "
 		"on all pairs; the split shows the pairs whose two probes were both within "
-		"%.1fx of the fastest probe of the run (%.0f ns) and the others.\n\n"
+		"%.1fx of the fastest probe of the run (%.0f ns) and the others. Side A on "
+		"CPU %d, side B on CPU %d.\n\n"
 		"| target | goal | all pairs | fastest placement | other placements | verdict |\n"
-		"|---|---:|---:|---:|---:|---|\n", PLACEMENT_FACTOR, floor);
+		"|---|---:|---:|---:|---:|---|\n", PLACEMENT_FACTOR, floor, plan->cpu[0],
+		plan->cpu[1]);
 	for (size_t i = 0; i < sizeof(targets) / sizeof(targets[0]); i++)
 		report_target(f, plan, &targets[i], floor);
 	fprintf(f, "\n");

@@ -10,13 +10,18 @@
  *  - dispatch: the dispatcher alone, in each route mode (indexed: Shoal's
  *    filter vector and its index; flat: a scan of the vector; chain: one
  *    nested call per route, as elfo's router was), and each payload size,
- *    with no consumer running and inbound rings large enough for the whole
- *    sample. Streaming: a producer on CPU A keeps its uplink full with
- *    try_send retries while the dispatcher on CPU B drains it; the
- *    dispatcher thread's CPU time (/proc schedstat) per routed message.
- *    Backlog: the router holds dispatch (shoal_router_hold), the producer
- *    fills its uplink, the router resumes; the dispatcher's busy time (its
- *    counters) per message while it drains the backlog alone.
+ *    with no consumer process: the producer drains the inbound rings, of
+ *    the configured size, so that the dispatcher writes into rings written
+ *    before (steady state); the first lap over fresh rings is its own row.
+ *    Streaming: a producer on CPU A keeps its uplink full with try_send
+ *    retries while the dispatcher on CPU B drains it; the dispatcher
+ *    thread's CPU time (/proc schedstat) per routed message. Backlog: the
+ *    router holds dispatch (shoal_router_hold), the producer fills its
+ *    uplink, the router resumes; the dispatcher's busy time (its counters)
+ *    per message while it drains the backlog alone. Beside them, rotated
+ *    with the route modes, the limit (`plain fwd`): a plain forwarder
+ *    thread on CPU B moves the same messages from one plain SPSC ring
+ *    (bench/plain_ring.h) to G by a table; tables give Shoal ÷ plain fwd.
  *  - tput: end to end, per payload size: send and try_send, routed (in each
  *    route mode) and direct. The producer's wall and CPU time per call, the
  *    dispatcher thread's CPU time per routed message, and the delivered
@@ -46,7 +51,8 @@
  *
  * Pinning: the producer on CPU A, the dispatcher on CPU B (a described
  * one-node topology pins it), consumers unpinned; the plain reference's
- * producer on CPU A and its waker on CPU B. With G + 2 polling threads on
+ * producer on CPU A and its waker on CPU B; the plain forwarder's filler
+ * on CPU A and its thread on CPU B. With G + 2 polling threads on
  * the machine's CPUs the report says where they outnumber them.
  *
  * Ordering guarantees (the benchmark's shared block, not Shoal's):
@@ -57,11 +63,13 @@
  *      (parent: acquire load of done_seq).
  *   R3 (parent: release store of cmd_seq after the command) pairs with A3
  *      (producer: acquire load of cmd_seq).
- *   R4 (parent: release store of fill_req after the hold) pairs with A4
- *      (filler), R5 (filler: release store of fill_done after fill_count)
- *      with A5 (parent), in backlog_cycles() and filler_main().
+ *   R4 (parent: release store of fill_req after the request and the hold)
+ *      pairs with A4 (filler), R5 (filler: release store of fill_done after
+ *      fill_count) with A5 (parent), in fill_request() and filler_run().
  *   The plain reference's rings and doorbells order themselves (R1/A1,
- *   R2/A2 of shm/ring.c; F1/F2 of shm/doorbell.c).
+ *   R2/A2 of shm/ring.c; F1/F2 of shm/doorbell.c); so do the plain
+ *   forwarder's rings (R1/A1, R2/A2 of bench/plain_ring.h). Its hold, stop
+ *   and counters are relaxed: requests and statistics, as the router's.
  *   Everything else the children read was written before fork().
  * Progress: every wait of the parent notices a dead child or Ctrl-C, and
  * fails when nothing has moved for STALL_NS or when it has run CAP_NS
@@ -87,6 +95,7 @@
 
 #include <shoal.h>
 
+#include "bench/plain_ring.h"
 #include "bench/report.h"
 #include "runtime/control/baseline.h"
 #include "runtime/layout.h"
@@ -194,6 +203,8 @@ struct obs {
 	double call_cpu_ns;       /* producer CPU time per call */
 	double disp_ns;           /* dispatcher CPU time per routed message */
 	double disp_busy_ns;      /* its busy wall time per message (its counters) */
+	double lap_ns;            /* dispatcher alone: busy time per message, first lap */
+	uint64_t lap_msgs;        /* the first lap's messages */
 	double mps;               /* delivered messages per second */
 	double rate;              /* calls per second (lat: the achieved offered load) */
 	struct bench_pct lat;
@@ -270,22 +281,35 @@ struct shared {
 	_Alignas(128) _Atomic uint64_t done_seq;
 	struct prod_result pr;
 	_Alignas(128) _Atomic uint32_t lat_on;     /* consumers record latencies */
-	_Alignas(128) _Atomic uint32_t fill_state; /* filler: 1 warmed up, 2 done */
-	_Atomic uint32_t fill_go;                  /* parent: 1 stream, 2 leave */
-	_Atomic uint64_t fill_req;                 /* backlog: parent asks for a fill */
-	_Atomic uint64_t fill_done;                /* backlog: filler answers */
-	uint64_t fill_count;                       /* backlog: records that fitted */
-	uint64_t fill_calls;
+	_Alignas(128) _Atomic uint32_t fill_state; /* filler: 1 warmed up */
+	_Atomic uint32_t fill_go;                  /* parent: 2 leave */
+	_Atomic uint64_t fill_req;                 /* parent asks for a fill or a stream */
+	_Atomic uint64_t fill_done;                /* filler answers */
+	bool fill_stream;                          /* stream fill_max messages, or fill */
+	uint64_t fill_max;                         /* the held uplink with at most that */
+	uint64_t fill_count;                       /* messages the request sent */
 	uint32_t fill_size;
-	bool fill_backlog;
 	struct cons_stat cons[MAX_GROUPS];
 	struct bench_hist hist[MAX_GROUPS];
 };
 
+/* What the mappings of the systems without a router start with (sys_map()):
+ * their rings are ring_len apart from ring_off. */
+struct map_head {
+	uint32_t groups;
+	uint64_t ring_off, ring_len;
+	size_t len;                      /* the whole mapping */
+};
+
+/* Ring i of such a mapping. */
+static void *map_ring(const struct map_head *h, uint32_t i)
+{
+	return (unsigned char *)h + h->ring_off + (uint64_t)i * h->ring_len;
+}
+
 /*
  * The plain reference's mapping (MAP_SHARED, made before fork): the
- * doorbells, then G rings of PLAIN_RING_CAP data bytes, ring_len apart
- * from ring_off.
+ * doorbells, then G rings of PLAIN_RING_CAP data bytes.
  */
 struct plain_bells {
 	struct shoal_doorbell in_db;     /* its consumer sleeps on it */
@@ -293,15 +317,34 @@ struct plain_bells {
 };
 
 struct plain_shm {
+	struct map_head h;
 	struct shoal_doorbell waker;     /* rung by the producer on a first held wake-up */
 	_Atomic uint32_t stop;           /* the waker leaves */
-	uint32_t groups;
-	uint64_t ring_off, ring_len;
 	struct plain_bells c[MAX_GROUPS];
+};
+
+/* The plain forwarder's message: a type, a length, the payload. */
+struct fwd_hdr {
+	uint32_t type;
+	uint32_t len;
+};
+
+/* The plain forwarder's mapping (MAP_SHARED, made before fork): its control and
+ * counters, then the input ring and the G output rings. */
+struct fwd_shm {
+	struct map_head h;
+	_Alignas(128) _Atomic uint32_t hold;   /* parent: take no messages */
+	_Atomic uint32_t stop;                 /* parent: leave */
+	/* Written by the forwarder only, read by the parent (disp_counters()). */
+	_Alignas(128) _Atomic uint64_t messages;
+	_Atomic uint64_t busy_ns;
+	_Atomic uint64_t dropped;
+	_Atomic uint64_t malformed;
 };
 
 static struct shared *sh;
 static struct plain_shm *psh;   /* the plain system's, while it runs */
+static struct fwd_shm *fsh;     /* the plain forwarder's, while it runs */
 static pid_t parent_pid;
 
 static struct shoal_type types[2] = {
@@ -548,9 +591,13 @@ struct sys {
 	/* The plain reference (r NULL): its mapping and its waker thread,
 	 * which stands where the dispatcher does (disp_tid). */
 	struct plain_shm *plain;
-	size_t plain_len;
 	pthread_t waker;
 	bool waker_on;
+	/* The plain forwarder (r NULL): its mapping and its thread, which
+	 * stands where the dispatcher does (disp_tid). */
+	struct fwd_shm *fwd;
+	pthread_t fwd_thread;
+	bool fwd_on;
 };
 
 /* The live system, for the error and signal paths. */
@@ -561,6 +608,13 @@ static void disp_counters(const struct sys *s, uint64_t *msgs, uint64_t *busy, u
 {
 	const struct shoal__reg_dispatcher *d;
 
+	if (s->fwd != NULL) {
+		/* Relaxed: single-writer statistics, as the dispatcher's. */
+		*msgs = shoal_load_relaxed(&s->fwd->messages);
+		*busy = shoal_load_relaxed(&s->fwd->busy_ns);
+		*drops = shoal_load_relaxed(&s->fwd->dropped);
+		return;
+	}
 	if (!s->reg_ok) {
 		*msgs = *busy = *drops = 0;   /* the plain reference: no dispatcher */
 		return;
@@ -582,8 +636,7 @@ static uint64_t sys_progress(const struct sys *s)
 
 	/* Relaxed: a sum compared with itself, nothing is read through it. */
 	v += shoal_load_relaxed(&sh->done_seq) + shoal_load_relaxed(&sh->fill_done);
-	if (s->reg_ok)
-		disp_counters(s, &m, &b, &d);
+	disp_counters(s, &m, &b, &d);
 	v += m;
 	for (uint32_t i = 0; i < s->groups; i++)
 		v += shoal_load_relaxed(&sh->cons[i].received) +
@@ -637,7 +690,7 @@ static void sys_dump(const struct sys *s)
 	uint64_t got = 0, m, b, d;
 	char load[128];
 
-	if (s->r == NULL && s->plain == NULL)
+	if (s->r == NULL && s->plain == NULL && s->fwd == NULL)
 		return;
 	memset(&st, 0, sizeof(st));
 	if (s->r != NULL)
@@ -651,23 +704,24 @@ static void sys_dump(const struct sys *s)
 
 		disp_counters(s, &m, &b, &d);
 		sstat_tid(s->disp_tid, &ds);
-		fprintf(stderr, PROG ": %s: dispatcher alone (%s, route mode %s, %u groups, %u B), "
-			"no consumer running; router: %u group process attached (the filler)\n",
-			s->name, pt->sec == SEC_BACKLOG ? "backlog" : "stream",
-			route_name[s->route], s->groups, pt->size, st.running);
+		fprintf(stderr, PROG ": %s: %s alone (%s, %s, %u groups, %u B), no consumer "
+			"running; router: %u group process attached (the filler)\n", s->name,
+			s->fwd != NULL ? "plain forwarder" : "dispatcher",
+			pt->sec == SEC_BACKLOG ? "backlog" : "stream",
+			s->fwd != NULL ? "no route modes" : route_name[s->route], s->groups,
+			pt->size, st.running);
 		fprintf(stderr, PROG ":   dispatcher: routed %" PRIu64 " of the sample's %" PRIu64
 			" messages (%" PRIu64 " in all), %" PRIu64 " dropped, %" PRIu64 " sleeps\n",
 			m >= s->alone_m0 ? m - s->alone_m0 : 0, s->alone_calls, m, d,
-			shoal_load_relaxed(&s->reg.hdr->disp[0].sleeps));
+			s->reg_ok ? shoal_load_relaxed(&s->reg.hdr->disp[0].sleeps) : 0);
 		fprintf(stderr, PROG ":   dispatcher thread %d: state %c, last on CPU %d; since "
 			"the sample began it ran %.2f s and waited %.2f s for a CPU\n",
 			(int)s->disp_tid, state, cpu, (double)(ds.run - s->alone_disp.run) / 1e9,
 			(double)(ds.wait - s->alone_disp.wait) / 1e9);
-		fprintf(stderr, PROG ":   filler (pid %d): %s, %s; backlog fills asked %" PRIu64
-			", answered %" PRIu64 ", last %" PRIu64 " records\n", (int)s->prod,
+		fprintf(stderr, PROG ":   filler (pid %d): %s, %s; requests (fills, streams) %"
+			PRIu64 ", answered %" PRIu64 ", last %" PRIu64 " messages\n", (int)s->prod,
 			s->prod > 0 ? "running" : "gone",
-			atomic_load(&sh->fill_state) == 0 ? "warming up" :
-			atomic_load(&sh->fill_state) == 1 ? "warmed up" : "done",
+			atomic_load(&sh->fill_state) == 0 ? "warming up" : "warmed up",
 			shoal_load_relaxed(&sh->fill_req), shoal_load_relaxed(&sh->fill_done),
 			sh->fill_count);
 		fprintf(stderr, PROG ":   machine: %s\n", load);
@@ -792,6 +846,7 @@ static void on_destroy_hang(int sig)
 }
 
 static void plain_release(struct sys *s);
+static void fwd_release(struct sys *s);
 
 /*
  * Stop the system: graceful asks the producer to leave and the groups to
@@ -825,6 +880,8 @@ static void sys_down(struct sys *s, bool graceful)
 			reap(s->cons[i], grace);
 	if (s->plain != NULL)
 		plain_release(s);
+	if (s->fwd != NULL)
+		fwd_release(s);
 	if (s->reg_ok)
 		shoal_seg_detach(&s->reg.seg);
 	if (s->r != NULL) {
@@ -1272,7 +1329,7 @@ static int producer_main(const char *system, uint32_t groups)
 
 static void *plain_ring(uint32_t g)
 {
-	return (unsigned char *)psh + psh->ring_off + (uint64_t)g * psh->ring_len;
+	return map_ring(&psh->h, g);
 }
 
 struct plain_wait {
@@ -1353,7 +1410,7 @@ static int plain_producer_main(const char *system, uint32_t groups)
 		struct shoal_err err = { "" };
 		uint64_t key = i;
 
-		ret = shoal_ring_prod_attach(&p->out[i], plain_ring(i), psh->ring_len, &err);
+		ret = shoal_ring_prod_attach(&p->out[i], plain_ring(i), psh->h.ring_len, &err);
 		if (ret < 0) {
 			prod_fail(ret, "plain ring %u: %s", i, err.msg);
 			break;
@@ -1391,7 +1448,7 @@ static int plain_consumer_main(const char *system, uint32_t i)
 
 	(void)system;
 	cons_index = i;
-	if (shoal_ring_cons_attach(&c, plain_ring(i), psh->ring_len, &err) < 0) {
+	if (shoal_ring_cons_attach(&c, plain_ring(i), psh->h.ring_len, &err) < 0) {
 		fprintf(stderr, PROG ": plain consumer %u: %s\n", i, err.msg);
 		return 1;
 	}
@@ -1414,7 +1471,7 @@ static int plain_consumer_main(const char *system, uint32_t i)
 			if (rec.len >= 8)
 				memcpy(&key, rec.data, 8);
 			cons_work(key != next);
-			next = key + psh->groups;
+			next = key + psh->h.groups;
 		}
 		if (n > 0) {
 			shoal_ring_release(&c);
@@ -1461,7 +1518,7 @@ static void *plain_waker(void *arg)
 			return NULL;
 		}
 		now = shoal__now_ns();
-		for (uint32_t g = 0; g < psh->groups; g++) {
+		for (uint32_t g = 0; g < psh->h.groups; g++) {
 			uint64_t due = shoal_doorbell_wake_due(&psh->c[g].in_db, now, age);
 
 			next = due < next ? due : next;
@@ -1475,50 +1532,79 @@ static void *plain_waker(void *arg)
 }
 
 /*
- * The plain reference's shared mapping (rings initialised, doorbells
- * awake) and its waker, pinned where the dispatcher would be. Fills s as
- * router_up() does; on failure s is torn down.
+ * The start of a system without a router (the plain reference, the plain
+ * forwarder): s reset for `groups`, named PREFIX-PID-N, and a shared
+ * mapping made before any child is forked, in *map: a header of `head`
+ * bytes that begins with a struct map_head, filled, then `n_rings` rings
+ * of `ring` bytes, each 128-byte aligned. Returns 0, or -errno with the
+ * reason printed.
  */
-static int plain_up(struct sys *s, uint32_t groups, const int cpu[2])
+static int sys_map(struct sys *s, const char *prefix, uint32_t groups, size_t head,
+		   uint64_t ring, uint32_t n_rings, const int cpu[2], void **map)
 {
-	uint64_t off = (sizeof(struct plain_shm) + 127) & ~(uint64_t)127;
-	uint64_t ring_len = (shoal_ring_size(PLAIN_RING_CAP) + 127) & ~(uint64_t)127;
-	int ret = 0;
+	uint64_t off = (head + 127) & ~(uint64_t)127, ring_len = (ring + 127) & ~(uint64_t)127;
+	size_t len = off + n_rings * ring_len;
+	struct map_head *h;
+	int ret;
 
 	memset(s, 0, sizeof(*s));
 	s->groups = groups;
 	s->route = -1;
 	s->cpu[0] = cpu[0];
 	s->cpu[1] = cpu[1];
-	snprintf(s->name, sizeof(s->name), "plain-%d-%u", (int)getpid(), ++sys_count);
-	s->plain_len = off + groups * ring_len;
-	s->plain = mmap(NULL, s->plain_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-			-1, 0);
-	if (s->plain == MAP_FAILED) {
+	snprintf(s->name, sizeof(s->name), "%s-%d-%u", prefix, (int)getpid(), ++sys_count);
+	h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (h == MAP_FAILED) {
 		ret = -errno;
-		s->plain = NULL;
-		fprintf(stderr, PROG ": %s: mapping %zu bytes: %s\n", s->name, s->plain_len,
-			strerror(-ret));
+		*map = NULL;
+		fprintf(stderr, PROG ": %s: mapping %zu bytes: %s\n", s->name, len, strerror(-ret));
 		return ret;
 	}
-	psh = s->plain;
-	psh->groups = groups;
-	psh->ring_off = off;
-	psh->ring_len = ring_len;
+	*h = (struct map_head){ .groups = groups, .ring_off = off, .ring_len = ring_len,
+				.len = len };
+	*map = h;
+	return 0;
+}
+
+/* Start the thread of such a system that stands where the dispatcher does
+ * (the plain reference's waker, the plain forwarder), named `name`: *on
+ * once it runs, s->disp_tid once it is found. Returns 0 or -errno. */
+static int sys_thread(struct sys *s, pthread_t *t, bool *on, void *(*fn)(void *), void *arg,
+		      const char *name)
+{
+	int ret = -pthread_create(t, NULL, fn, arg);
+
+	if (ret < 0)
+		return ret;
+	*on = true;
+	pthread_setname_np(*t, name);
+	s->disp_tid = find_thread(name);
+	return s->disp_tid > 0 ? 0 : -ESRCH;
+}
+
+/*
+ * The plain reference's shared mapping (rings initialised, doorbells
+ * awake) and its waker, pinned where the dispatcher would be. Fills s as
+ * router_up() does; on failure s is torn down.
+ */
+static int plain_up(struct sys *s, uint32_t groups, const int cpu[2])
+{
+	void *map;
+	int ret = sys_map(s, "plain", groups, sizeof(struct plain_shm),
+			  shoal_ring_size(PLAIN_RING_CAP), groups, cpu, &map);
+
+	if (ret < 0)
+		return ret;
+	psh = s->plain = map;
 	shoal_doorbell_init(&psh->waker);
 	for (uint32_t g = 0; g < groups && ret == 0; g++) {
 		shoal_doorbell_init(&psh->c[g].in_db);
 		shoal_doorbell_init(&psh->c[g].space_db);
-		ret = shoal_ring_init(plain_ring(g), ring_len, PLAIN_RING_CAP, 0);
+		ret = shoal_ring_init(plain_ring(g), psh->h.ring_len, PLAIN_RING_CAP, 0);
 	}
 	if (ret == 0)
-		ret = -pthread_create(&s->waker, NULL, plain_waker, &s->cpu[1]);
-	if (ret == 0) {
-		s->waker_on = true;
-		pthread_setname_np(s->waker, "plain-waker");
-		s->disp_tid = find_thread("plain-waker");
-		ret = s->disp_tid > 0 ? 0 : -ESRCH;
-	}
+		ret = sys_thread(s, &s->waker, &s->waker_on, plain_waker, &s->cpu[1],
+				 "plain-waker");
 	if (ret < 0) {
 		fprintf(stderr, PROG ": setting up %s: %s\n", s->name, strerror(-ret));
 		sys_down(s, false);
@@ -1535,82 +1621,480 @@ static void plain_release(struct sys *s)
 		shoal_doorbell_notify(&s->plain->waker);
 		pthread_join(s->waker, NULL);
 	}
-	munmap(s->plain, s->plain_len);
+	munmap(s->plain, s->plain->h.len);
 	psh = NULL;
 }
 
-/* ---- the dispatcher alone: a filler keeps the uplink full ---------------------------- */
+/* ---- the dispatcher alone: the filler ------------------------------------------------- */
 
-static int filler_main(const char *system, uint32_t groups)
-{
-	struct shoal_group_desc d = { .name = "producer", .types = types,
-				      .n_types = COUNT(types), .node = -1,
-				      .on_message = on_message };
-	struct shoal_err err = { "" };
-	struct shoal_group *g;
+/*
+ * The filler, on the producer's CPU, feeds the dispatcher alone and stands
+ * in for the G consumers that do not run: it drains their inbound rings, so
+ * that the dispatcher writes into rings of the configured size that it has
+ * written before, as in a running system (see sample_dispatch()). It reads
+ * each message's key, as a consumer reads its message, so that the lines it
+ * drains move to its CPU as a consumer's would. It answers the parent's
+ * requests one by one: fill the held uplink (backlog), or stream.
+ */
+struct filler {
+	/* Send message i (key i, the sample's size): 0, -EAGAIN when the
+	 * uplink is full, or another negative errno. */
+	int (*send)(struct filler *f, uint64_t i);
+	/* Take the messages waiting in group g's inbound ring, about `max`
+	 * at most (whole bursts). */
+	void (*drain)(struct filler *f, uint32_t g, uint32_t max);
+	uint32_t groups, size;
+	uint32_t next;            /* the group drained next */
+	uint64_t sink;            /* keys read, so that the reads are made */
 	struct shoal_ctx *ctx;
+	struct shoal_seg mbx[MAX_GROUPS];
+	struct shoal_ring_cons in[MAX_GROUPS];
+	struct plain_prod up;             /* the plain forwarder's */
+	struct plain_cons out[MAX_GROUPS];
 	unsigned char buf[MAX_SIZE];
-	int ret;
+};
 
-	if (bench_pin(sh->cpu_prod) < 0)
-		return 1;
-	ret = shoal_group_attach(&g, &d, system, &err);
-	if (ret < 0) {
-		prod_fail(ret, "attach: %s (%s)", shoal_strerror(ret), err.msg);
-		return 1;
+/* Streaming: the filler drains the next inbound ring at every refusal and
+ * after every this many messages, so that no ring fills even when the
+ * uplink never refuses; at most FILL_DRAIN_MAX messages at a time, so that
+ * it is soon back to keeping the uplink full. */
+#define FILL_DRAIN_EVERY 64u
+#define FILL_DRAIN_MAX (8u * PLAIN_BATCH)
+
+static void filler_drain_next(struct filler *f)
+{
+	f->drain(f, f->next, FILL_DRAIN_MAX);
+	f->next = f->next + 1 == f->groups ? 0 : f->next + 1;
+}
+
+/* Backlog, the dispatcher held: drain every inbound ring, then send until
+ * the uplink refuses or `max` messages are in (sh->fill_count). */
+static int filler_fill(struct filler *f, uint64_t *i, uint64_t max)
+{
+	int ret = 0;
+
+	for (uint32_t g = 0; g < f->groups; g++)
+		f->drain(f, g, UINT32_MAX);
+	sh->fill_count = 0;
+	while (sh->fill_count < max && (ret = f->send(f, *i)) == 0) {
+		(*i)++;
+		sh->fill_count++;
 	}
-	ctx = shoal_group_worker(g, 0);
-	memset(buf, 0x5a, sizeof(buf));
+	return ret == -EAGAIN ? 0 : ret;
+}
+
+/* Streaming: send `n` messages, one per call, a refused one retried at
+ * once, so that the uplink never runs dry while the dispatcher works. */
+static int filler_stream(struct filler *f, uint64_t *i, uint64_t n)
+{
+	uint64_t k = 0;
+	int ret = 0;
+
+	while (k < n && ret == 0) {
+		ret = f->send(f, *i);
+		if (ret == 0) {
+			(*i)++;
+			if (++k % FILL_DRAIN_EVERY == 0)
+				filler_drain_next(f);
+		} else if (ret == -EAGAIN) {
+			filler_drain_next(f);
+			ret = 0;
+		}
+	}
+	sh->fill_count = k;
+	return ret;
+}
+
+/* The warm-up, then the parent's requests until it says leave. Returns 0
+ * or a negative errno (the reason in sh->pr). */
+static int filler_run(struct filler *f)
+{
+	uint64_t i = 0, seen = 0;
+	int ret = 0;
+
 	/* Warm-up: two messages per group, so that the dispatcher attaches
-	 * (and prefaults) every inbound ring before the measured part. */
-	for (uint64_t i = 0; i < 2 * groups && ret == 0; i++) {
-		memcpy(buf, &i, 8);
-		ret = shoal_send(ctx, MSG_WORK, buf, sh->fill_size);
+	 * every inbound ring before anything is measured. */
+	while (i < 2u * f->groups && ret == 0) {
+		ret = f->send(f, i);
+		if (ret == 0)
+			i++;
+		else if (ret == -EAGAIN)
+			ret = 0;
 	}
 	atomic_store_explicit(&sh->fill_state, 1, memory_order_relaxed);
-	/* Backlog: while the router holds dispatch, fill the uplink until it
-	 * refuses, as often as asked. */
-	for (uint64_t seen = 0, i = 0; ret == 0 && sh->fill_backlog;) {
+	while (ret == 0) {
 		uint64_t req;
 
-		/* A4: pairs with R4 in sample_dispatch(): the request after the hold. */
+		/* A4: pairs with R4 in fill_request(): the request's parameters
+		 * (and, for a fill, the hold) before its number. */
 		while ((req = shoal_load_acquire(&sh->fill_req)) == seen &&
 		       atomic_load_explicit(&sh->fill_go, memory_order_relaxed) != 2)
 			msleep(1);
 		if (req == seen)
 			break;
 		seen = req;
-		sh->fill_count = 0;
-		for (;; i++) {
-			memcpy(buf, &i, 8);
-			ret = shoal_try_send(ctx, MSG_WORK, buf, sh->fill_size);
-			if (ret != 0)
-				break;
-			sh->fill_count++;
-		}
-		ret = ret == -EAGAIN ? 0 : ret;
-		/* R5: pairs with A5 in sample_dispatch(): fill_count before the answer. */
+		ret = sh->fill_stream ? filler_stream(f, &i, sh->fill_max)
+				      : filler_fill(f, &i, sh->fill_max);
+		/* R5: pairs with A5 in fill_request(): fill_count before the answer. */
 		shoal_store_release(&sh->fill_done, seen);
-	}
-	while (ret == 0 && atomic_load_explicit(&sh->fill_go, memory_order_relaxed) == 0)
-		msleep(1);
-	/* Keep the uplink from ever running dry, so that the dispatcher never
-	 * idles: retry a refused try_send at once. */
-	for (uint64_t i = 0; ret == 0 && i < sh->fill_calls &&
-			     atomic_load_explicit(&sh->fill_go, memory_order_relaxed) == 1;) {
-		memcpy(buf, &i, 8);
-		ret = shoal_try_send(ctx, MSG_WORK, buf, sh->fill_size);
-		if (ret == 0)
-			i++;
-		else if (ret == -EAGAIN)
-			ret = 0;
 	}
 	if (ret < 0)
 		prod_fail(ret, "filler: %s", shoal_strerror(ret));
-	atomic_store_explicit(&sh->fill_state, 2, memory_order_relaxed);
-	while (atomic_load_explicit(&sh->fill_go, memory_order_relaxed) != 2)
-		msleep(1);
+	return ret;
+}
+
+/* A filler pinned to the producer's CPU, its buffer filled; NULL with the
+ * reason in sh->pr. */
+static struct filler *filler_new(uint32_t groups, int (*send)(struct filler *, uint64_t),
+				 void (*drain)(struct filler *, uint32_t, uint32_t))
+{
+	struct filler *f = calloc(1, sizeof(*f));
+
+	if (f == NULL || bench_pin(sh->cpu_prod) < 0) {
+		prod_fail(-ENOMEM, "pinning to CPU %d or allocating", sh->cpu_prod);
+		free(f);
+		return NULL;
+	}
+	f->send = send;
+	f->drain = drain;
+	f->groups = groups;
+	f->size = sh->fill_size;
+	memset(f->buf, 0x5a, sizeof(f->buf));
+	return f;
+}
+
+static int shoal_fill_send(struct filler *f, uint64_t i)
+{
+	memcpy(f->buf, &i, 8);
+	return shoal_try_send(f->ctx, MSG_WORK, f->buf, f->size);
+}
+
+static void shoal_fill_drain(struct filler *f, uint32_t g, uint32_t max)
+{
+	struct shoal_rec recs[PLAIN_BATCH];
+	uint32_t taken = 0;
+	unsigned n;
+
+	while (taken < max && (n = shoal_ring_peek_burst(&f->in[g], recs, PLAIN_BATCH)) > 0) {
+		taken += n;
+		for (unsigned k = 0; k < n; k++) {
+			uint64_t key = 0;
+
+			if (recs[k].len >= sizeof(struct shoal_envelope) + 8)
+				memcpy(&key, (const unsigned char *)recs[k].data +
+				       sizeof(struct shoal_envelope), 8);
+			f->sink += key;
+		}
+		shoal_ring_release(&f->in[g]);
+	}
+}
+
+/* Attach, as its consumer, the inbound ring group c<g> gets from the
+ * dispatcher (worker 0, dispatcher 0): no process of c<g> runs. */
+static int inbound_open(struct filler *f, const char *system, uint32_t g)
+{
+	struct shoal_seg_tag tag = { .role = SHOAL__RING_DISPATCHED };
+	char seg[SHOAL_SEG_NAME_MAX], group[32];
+	struct shoal_err err = { "" };
+	struct shoal_seg_region reg;
+	void *mem;
+	int ret;
+
+	snprintf(group, sizeof(group), "c%u", g);
+	ret = shoal__name_mailbox(seg, system, group);
+	if (ret == 0)
+		ret = shoal_seg_attach(&f->mbx[g], seg, 0, &err);
+	if (ret == 0)
+		ret = shoal_seg_find_tag(&f->mbx[g], SHOAL_SEG_KIND_RING, &tag, &reg);
+	mem = ret == 0 ? shoal_seg_ptr(&f->mbx[g], reg.off, reg.len, 128) : NULL;
+	if (ret == 0 && mem == NULL)
+		ret = -EUCLEAN;
+	if (ret == 0)
+		ret = shoal_ring_cons_attach(&f->in[g], mem, reg.len, &err);
+	return ret < 0 ? prod_fail(ret, "inbound ring of %s: %s (%s)", group, shoal_strerror(ret),
+				   err.msg) : 0;
+}
+
+static int filler_main(const char *system, uint32_t groups)
+{
+	struct shoal_group_desc d = { .name = "producer", .types = types,
+				      .n_types = COUNT(types), .node = -1,
+				      .on_message = on_message };
+	struct filler *f = filler_new(groups, shoal_fill_send, shoal_fill_drain);
+	struct shoal_err err = { "" };
+	struct shoal_group *g;
+	int ret;
+
+	if (f == NULL)
+		return 1;
+	ret = shoal_group_attach(&g, &d, system, &err);
+	if (ret < 0) {
+		prod_fail(ret, "attach: %s (%s)", shoal_strerror(ret), err.msg);
+		free(f);
+		return 1;
+	}
+	f->ctx = shoal_group_worker(g, 0);
+	for (uint32_t k = 0; k < groups && ret == 0; k++)
+		ret = inbound_open(f, system, k);
+	if (ret == 0)
+		ret = filler_run(f);
+	for (uint32_t k = 0; k < groups; k++)
+		if (f->mbx[k].base != NULL)
+			shoal_seg_detach(&f->mbx[k]);
 	shoal_group_detach(g);
+	free(f);
+	return ret < 0 ? 1 : 0;
+}
+
+/* ---- the plain forwarder: the dispatcher's limit ------------------------------------- */
+
+/*
+ * The limit of the dispatcher alone, measured beside it in the same runs
+ * (path PLAIN in the dispatch and backlog sections): a thread of this
+ * process, pinned where the dispatcher runs, reads one plain SPSC ring
+ * (bench/plain_ring.h) that the filler writes, looks each message's
+ * destination up in a table (type -> ring, as a flat filter vector maps a
+ * message type to its route) and copies the message into that one of G
+ * plain rings, which the filler drains. Its passes are shaped as the
+ * dispatcher's: up to FWD_PASS messages, each output published once per
+ * pass and the input released once per pass, a full output a dropped and
+ * counted copy (try_send), each pass timed by two clock reads, a hold flag
+ * for the backlog cycles. A message is a type, a length and the payload,
+ * in slots of that size; each ring has as many slots as fit in the
+ * router's default ring size (a power of two). No envelope, filter
+ * matching, registry, RCU, wake-ups or damage handling: Shoal's dispatcher
+ * ÷ this is what they cost.
+ */
+#define FWD_PASS 64u                     /* a Shoal dispatcher's PASS_BUDGET */
+/* Idle past the spin budget, the forwarder looks again this often: it has
+ * no doorbell, and a millisecond keeps its idle CPU time out of the
+ * figures (a few wake-ups per sample). */
+#define FWD_IDLE_SLEEP_NS 1000000L
+
+/* The forwarder thread's own state, in this process only. */
+struct fwd {
+	struct plain_cons in;
+	struct plain_prod out[MAX_GROUPS];
+	uint32_t pending[MAX_GROUPS];      /* written this pass, not yet published */
+	uint32_t dirty[MAX_GROUPS];        /* the outputs with pending messages */
+	uint32_t n_dirty;
+	uint16_t table[MAX_GROUPS];        /* message type -> output ring */
+	uint32_t n_types, max_len;
+	int cpu;
+	uint64_t messages, busy_ns, dropped, malformed;
+};
+
+static struct fwd fwd;
+
+/* A message's slot: header and payload, 8-byte aligned. */
+static uint32_t fwd_slot(uint32_t size)
+{
+	return ((uint32_t)sizeof(struct fwd_hdr) + size + 7u) & ~7u;
+}
+
+/* Slots per ring: the most, a power of two, that fit in the router's
+ * default ring size. */
+static uint32_t fwd_count(uint32_t slot)
+{
+	uint32_t n = 1;
+
+	while ((uint64_t)n * 2 * slot <= SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT)
+		n *= 2;
+	return n;
+}
+
+/* Ring i of the mapping: 0 the input, 1 + g group g's output. */
+static void *fwd_ring(uint32_t i)
+{
+	return map_ring(&fsh->h, i);
+}
+
+/* One pass: forward what has arrived, up to FWD_PASS; how many were taken. */
+static uint32_t fwd_pass(struct fwd *w)
+{
+	uint32_t n = plain_cons_avail(&w->in, FWD_PASS);
+
+	for (uint32_t k = 0; k < n; k++) {
+		const unsigned char *m = plain_cons_slot(&w->in, k);
+		struct fwd_hdr h;
+		uint32_t g;
+
+		memcpy(&h, m, sizeof(h));
+		/* The slot is another process's writing: bound the type and
+		 * the length before using them (DESIGN invariant 1). */
+		if (h.type >= w->n_types || h.len > w->max_len) {
+			w->malformed++;
+			continue;
+		}
+		g = w->table[h.type];
+		if (plain_prod_room(&w->out[g], w->pending[g] + 1) <= w->pending[g]) {
+			w->dropped++;
+			continue;
+		}
+		memcpy(plain_prod_slot(&w->out[g], w->pending[g]), m, sizeof(h) + h.len);
+		if (w->pending[g]++ == 0)
+			w->dirty[w->n_dirty++] = g;
+	}
+	for (uint32_t d = 0; d < w->n_dirty; d++) {
+		uint32_t g = w->dirty[d];
+
+		plain_prod_publish(&w->out[g], w->pending[g]);
+		w->pending[g] = 0;
+	}
+	w->n_dirty = 0;
+	if (n > 0)
+		plain_cons_release(&w->in, n);
+	return n;
+}
+
+static void fwd_publish(const struct fwd *w)
+{
+	/* Relaxed: single-writer statistics, read as the dispatcher's are. */
+	shoal_store_relaxed(&fsh->messages, w->messages);
+	shoal_store_relaxed(&fsh->busy_ns, w->busy_ns);
+	shoal_store_relaxed(&fsh->dropped, w->dropped);
+	shoal_store_relaxed(&fsh->malformed, w->malformed);
+}
+
+/* The forwarder's loop: the dispatcher's, from its counters to its idle
+ * spin budget; past the budget it naps instead of waiting on a doorbell. */
+static void *fwd_main(void *arg)
+{
+	struct fwd *w = arg;
+	uint64_t idle_since = 0, loops = 0;
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);   /* the main thread takes the signals */
+	(void)bench_pin(w->cpu);                  /* checked: samples record its CPU */
+	/* Relaxed: fwd_release() joins the thread after setting it. */
+	while (!shoal_load_relaxed(&fsh->stop)) {
+		uint64_t t0 = shoal__now_ns();
+		uint32_t moved = 0;
+
+		/* Relaxed: a pause request, as the router's hold; the parent
+		 * waits for the counters to settle after setting it. */
+		if (!shoal_load_relaxed(&fsh->hold))
+			moved = fwd_pass(w);
+		if (moved > 0) {
+			w->messages += moved;
+			w->busy_ns += shoal__now_ns() - t0;
+			idle_since = 0;
+		}
+		if ((++loops & 63) == 0 || moved == 0)
+			fwd_publish(w);
+		if (moved > 0)
+			continue;
+		idle_since = idle_since ? idle_since : t0;
+		if (t0 - idle_since < SHOAL_DOORBELL_SPIN_NS_DEFAULT) {
+			bench_relax();
+		} else {
+			struct timespec ts = { 0, FWD_IDLE_SLEEP_NS };
+
+			nanosleep(&ts, NULL);
+		}
+	}
+	fwd_publish(w);
+	return NULL;
+}
+
+/*
+ * The plain forwarder's mapping (rings initialised), its table, and its
+ * thread pinned where the dispatcher would be. Fills s as router_up()
+ * does; on failure s is torn down.
+ */
+static int fwd_up(struct sys *s, uint32_t groups, uint32_t size, const int cpu[2])
+{
+	uint32_t slot = fwd_slot(size), count = fwd_count(slot);
+	void *map;
+	int ret = sys_map(s, "fwd", groups, sizeof(struct fwd_shm), plain_ring_size(slot, count),
+			  groups + 1, cpu, &map);
+
+	if (ret < 0)
+		return ret;
+	fsh = s->fwd = map;
+	memset(&fwd, 0, sizeof(fwd));
+	for (uint32_t i = 0; i <= groups && ret == 0; i++)
+		ret = plain_ring_init(fwd_ring(i), fsh->h.ring_len, slot, count);
+	if (ret == 0)
+		ret = plain_cons_attach(&fwd.in, fwd_ring(0), fsh->h.ring_len);
+	for (uint32_t g = 0; g < groups && ret == 0; g++) {
+		ret = plain_prod_attach(&fwd.out[g], fwd_ring(1 + g), fsh->h.ring_len);
+		fwd.table[g] = (uint16_t)g;
+	}
+	fwd.n_types = groups;
+	fwd.max_len = slot - (uint32_t)sizeof(struct fwd_hdr);
+	fwd.cpu = cpu[1];
+	if (ret == 0)
+		ret = sys_thread(s, &s->fwd_thread, &s->fwd_on, fwd_main, &fwd, "plain-fwd");
+	if (ret < 0) {
+		fprintf(stderr, PROG ": setting up %s: %s\n", s->name, strerror(-ret));
+		sys_down(s, false);
+	}
+	return ret;
+}
+
+/* Stop the forwarder and unmap (sys_down(), once the filler is gone). */
+static void fwd_release(struct sys *s)
+{
+	if (s->fwd_on) {
+		/* Relaxed: the join waits for the thread to see it. */
+		shoal_store_relaxed(&s->fwd->stop, 1);
+		pthread_join(s->fwd_thread, NULL);
+	}
+	munmap(s->fwd, s->fwd->h.len);
+	fsh = NULL;
+}
+
+/* The filler's hooks for the plain forwarder: message i has type i % G. */
+static int plain_fill_send(struct filler *f, uint64_t i)
+{
+	struct fwd_hdr h = { (uint32_t)(i % f->groups), f->size };
+	unsigned char *dst;
+
+	if (plain_prod_room(&f->up, 1) == 0)
+		return -EAGAIN;
+	dst = plain_prod_slot(&f->up, 0);
+	memcpy(f->buf, &i, 8);
+	memcpy(dst, &h, sizeof(h));
+	memcpy(dst + sizeof(h), f->buf, f->size);
+	plain_prod_publish(&f->up, 1);
+	return 0;
+}
+
+static void plain_fill_drain(struct filler *f, uint32_t g, uint32_t max)
+{
+	uint32_t taken = 0, n;
+
+	while (taken < max && (n = plain_cons_avail(&f->out[g], PLAIN_BATCH)) > 0) {
+		taken += n;
+		for (uint32_t k = 0; k < n; k++) {
+			uint64_t key;
+
+			memcpy(&key, (const unsigned char *)plain_cons_slot(&f->out[g], k) +
+			       sizeof(struct fwd_hdr), 8);
+			f->sink += key;
+		}
+		plain_cons_release(&f->out[g], n);
+	}
+}
+
+static int plain_filler_main(const char *system, uint32_t groups)
+{
+	struct filler *f = filler_new(groups, plain_fill_send, plain_fill_drain);
+	int ret;
+
+	(void)system;
+	if (f == NULL)
+		return 1;
+	ret = plain_prod_attach(&f->up, fwd_ring(0), fsh->h.ring_len);
+	for (uint32_t g = 0; g < groups && ret == 0; g++)
+		ret = plain_cons_attach(&f->out[g], fwd_ring(1 + g), fsh->h.ring_len);
+	if (ret < 0)
+		prod_fail(ret, "the plain forwarder's rings: bad geometry");
+	if (ret == 0)
+		ret = filler_run(f);
+	free(f);
 	return ret < 0 ? 1 : 0;
 }
 
@@ -1746,19 +2230,49 @@ static uint32_t record_bytes(uint32_t size)
 	return (8u + (uint32_t)sizeof(struct shoal_envelope) + size + 7u) & ~7u;
 }
 
+/* Pause (on) or resume the dispatcher, or the plain forwarder. */
+static void disp_hold(struct sys *s, bool on)
+{
+	if (s->fwd != NULL)
+		/* Relaxed: a pause request; backlog_cycles() waits for the
+		 * counters to settle after it. */
+		shoal_store_relaxed(&s->fwd->hold, on);
+	else
+		shoal_router_hold(s->r, on);
+}
+
+/* Ask the filler for a fill of the held uplink (at most `max` messages) or
+ * a stream of `max`, and wait for its answer, looking every `ms`. */
+static int fill_request(struct sys *s, struct watch *w, bool stream, uint64_t max, unsigned ms)
+{
+	/* Relaxed: this thread is the only writer. */
+	uint64_t seq = shoal_load_relaxed(&sh->fill_req) + 1;
+	int ret = 0;
+
+	sh->fill_stream = stream;
+	sh->fill_max = max;
+	/* R4: pairs with A4 in filler_run(). */
+	shoal_store_release(&sh->fill_req, seq);
+	/* A5: pairs with R5 in filler_run(). */
+	while (ret == 0 && shoal_load_acquire(&sh->fill_done) != seq)
+		ret = watch_step(s, w, stream ? "the filler's stream" :
+				 "the filler to fill the held uplink", ms);
+	return ret;
+}
+
 /*
- * Backlog cycles: hold dispatch, let the filler fill its uplink, resume,
- * and add up the dispatcher's busy time (its counters: wall time of the
- * passes that moved messages) until `calls` messages have been drained.
- * A 64-byte sample is 128 cycles, each a hand-over through sleeps to the
- * filler and back; on a loaded machine they take far longer than the
- * dispatcher's work, so the waits are watched for progress (`w`), not timed
- * as a whole.
+ * Backlog cycles: hold dispatch, let the filler drain the inbound rings and
+ * fill its uplink, resume, and add up the dispatcher's busy time (its
+ * counters: wall time of the passes that moved messages) until `calls`
+ * messages have been drained. A 64-byte sample is 128 cycles, each a
+ * hand-over through sleeps to the filler and back; on a loaded machine they
+ * take far longer than the dispatcher's work, so the waits are watched for
+ * progress (`w`), not timed as a whole.
  */
 static int backlog_cycles(struct sys *s, struct watch *w, uint64_t calls, uint64_t *msgs,
 			  uint64_t *busy)
 {
-	uint64_t seq = 0, d;
+	uint64_t d;
 	int ret = 0;
 
 	*msgs = *busy = 0;
@@ -1769,77 +2283,109 @@ static int backlog_cycles(struct sys *s, struct watch *w, uint64_t calls, uint64
 		 * (held, the dispatcher publishes its counters on every idle
 		 * pass) before the filler writes, so that no record of the fill
 		 * is routed before m0 is read. */
-		shoal_router_hold(s->r, true);
+		disp_hold(s, true);
 		disp_counters(s, &m0, &b0, &d);
 		do {
 			m_prev = m0;
 			ret = watch_step(s, w, "the held dispatcher to settle", 2);
 			disp_counters(s, &m0, &b0, &d);
 		} while (ret == 0 && m0 != m_prev);
-		if (ret < 0)
-			break;
-		/* R4: pairs with A4 in filler_main(). */
-		shoal_store_release(&sh->fill_req, ++seq);
-		/* A5: pairs with R5 in filler_main(). */
-		while (ret == 0 && shoal_load_acquire(&sh->fill_done) != seq)
-			ret = watch_step(s, w, "the filler to fill the held uplink", 1);
+		if (ret == 0)
+			ret = fill_request(s, w, false, calls - *msgs, 1);
 		if (ret == 0 && sh->fill_count == 0) {
 			fprintf(stderr, PROG ": the filler found its uplink full at once (fill %"
-				PRIu64 ")\n", seq);
+				PRIu64 ")\n", shoal_load_relaxed(&sh->fill_req));
 			sys_dump(s);
 			ret = -EIO;
 		}
 		if (ret < 0)
 			break;
-		shoal_router_hold(s->r, false);
+		disp_hold(s, false);
 		for (disp_counters(s, &m1, &b1, &d); ret == 0 && m1 < m0 + sh->fill_count;
 		     disp_counters(s, &m1, &b1, &d))
 			ret = watch_step(s, w, "the dispatcher to drain the backlog", 1);
 		*msgs += m1 - m0;
 		*busy += b1 - b0;
 	}
-	shoal_router_hold(s->r, false);
+	disp_hold(s, false);
 	return ret;
 }
 
+/* Streaming: the filler sends `calls` messages while the dispatcher routes
+ * them; the messages routed and the dispatcher's busy time meanwhile. */
+static int stream_run(struct sys *s, struct watch *w, uint64_t calls, uint64_t *msgs,
+		      uint64_t *busy)
+{
+	uint64_t m0, b0, m1, b1, d;
+	int ret;
+
+	disp_counters(s, &m0, &b0, &d);
+	ret = fill_request(s, w, true, calls, 10);
+	for (disp_counters(s, &m1, &b1, &d); ret == 0 && m1 < m0 + calls;
+	     disp_counters(s, &m1, &b1, &d))
+		ret = watch_step(s, w, "the dispatcher to route the stream", 10);
+	*msgs = m1 - m0;
+	*busy = b1 - b0;
+	return ret;
+}
+
+/* Messages that write every inbound ring of a G-group system once:
+ * G x the records one ring of the configured size holds (the plain
+ * forwarder's: G x its slots). */
+static uint64_t lap_messages(const struct point *pt)
+{
+	uint32_t rec = record_bytes(pt->size);
+
+	if (pt->path == PLAIN)
+		return (uint64_t)pt->groups * fwd_count(fwd_slot(pt->size));
+	return (uint64_t)pt->groups * ((SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT + rec - 1) / rec);
+}
+
 /*
- * The dispatcher alone, no consumer running, inbound rings large enough for
- * the whole sample. Stream (SEC_DISPATCH): the filler keeps the uplink full
- * with try_send retries; the dispatcher thread's CPU time per message.
- * Backlog (SEC_BACKLOG): see backlog_cycles().
+ * The dispatcher alone: no consumer process runs; the filler (CPU A) feeds
+ * the dispatcher (CPU B) and drains the G inbound rings, which have the
+ * configured size (the router's default). Two phases:
+ *  - the first lap: the messages that write every inbound ring once, from
+ *    fresh rings. It pays the first write to each page, 5-20 us a page on
+ *    this VM even after MADV_POPULATE_WRITE (the hypervisor maps it then):
+ *    what a restarted group's fresh rings cost, reported on its own row as
+ *    busy time per message (the dispatcher's counters).
+ *  - the steady state: the sample's messages, into rings written before,
+ *    as a running system's dispatcher pays. Stream (SEC_DISPATCH): the
+ *    filler sends one message per try_send, a refused one retried at once,
+ *    so that the uplink never runs dry; the dispatcher thread's CPU time
+ *    (schedstat) per message. Backlog (SEC_BACKLOG): backlog_cycles(), busy
+ *    time per message.
+ * The plain forwarder (path PLAIN) is measured the same way, with the
+ * same number of messages; its rings are plain rings.
  */
 static int sample_dispatch(const struct plan *pl, const struct opts *op, struct point *pt,
 			   struct obs *o)
 {
 	struct sys *s = &cur;
-	uint32_t rec = record_bytes(pt->size), in_cap = 256u * 1024;
-	uint64_t calls = pl->mode->disp_bytes / rec, warm = 2u * pt->groups;
-	uint64_t per_group, m0, m1 = 0, b, d0, d1 = 0, busy = 0;
+	bool backlog = pt->sec == SEC_BACKLOG;
+	uint64_t calls = pl->mode->disp_bytes / record_bytes(pt->size), warm = 2u * pt->groups;
+	uint64_t lap = lap_messages(pt), msgs = 0, busy = 0, m0, b, d0, d1 = 0;
 	static struct snap a, z;   /* static: the task lists are reused */
 	struct watch w;
 	int ret;
 
 	calls = calls < 1000 ? 1000 : calls;
-	/* Backlog fills overshoot by at most one uplink. */
-	per_group = ((calls + 256 * 1024 / rec) / pt->groups + warm + 2) * rec;
-	while (in_cap < per_group + per_group / 4)
-		in_cap *= 2;
-	ret = router_up(s, pt->groups, pt->route, in_cap, op->cpu);
+	ret = pt->path == PLAIN ? fwd_up(s, pt->groups, pt->size, op->cpu)
+				: router_up(s, pt->groups, pt->route, 0, op->cpu);
 	if (ret < 0)
 		return ret;
 	s->alone = pt;
-	s->alone_calls = calls;
+	s->alone_calls = lap + calls;
 	sstat_tid(s->disp_tid, &s->alone_disp);
 	atomic_store(&sh->fill_state, 0);
 	atomic_store(&sh->fill_go, 0);
 	atomic_store(&sh->fill_req, 0);
 	atomic_store(&sh->fill_done, 0);
-	sh->fill_calls = calls;
 	sh->fill_size = pt->size;
-	sh->fill_backlog = pt->sec == SEC_BACKLOG;
 	sh->groups = pt->groups;
 	memset(&sh->pr, 0, sizeof(sh->pr));
-	s->prod = spawn(filler_main, s->name, pt->groups);
+	s->prod = spawn(pt->path == PLAIN ? plain_filler_main : filler_main, s->name, pt->groups);
 	if (s->prod < 0) {
 		ret = (int)s->prod;
 		s->prod = 0;
@@ -1851,32 +2397,27 @@ static int sample_dispatch(const struct plan *pl, const struct opts *op, struct 
 		ret = watch_step(s, &w, "the filler's warm-up", 1);
 		disp_counters(s, &m0, &b, &d0);
 	}
+	s->alone_m0 = m0;
+	if (ret == 0)
+		ret = backlog ? backlog_cycles(s, &w, lap, &msgs, &busy)
+			      : stream_run(s, &w, lap, &msgs, &busy);
 	if (ret < 0)
 		goto out;
+	o->lap_msgs = msgs;
+	o->lap_ns = (double)busy / (double)msgs;
 	o->probe_ns = probe(op->cpu);
 	snap_take(s, &a);
-	disp_counters(s, &m0, &b, &d0);
-	s->alone_m0 = m0;
-	sstat_tid(s->disp_tid, &s->alone_disp);
 	watch_start(&w, s, CAP_NS);
-	if (pt->sec == SEC_BACKLOG) {
-		ret = backlog_cycles(s, &w, calls, &m1, &busy);
-		m1 += m0;
-	} else {
-		atomic_store(&sh->fill_go, 1);
-		for (disp_counters(s, &m1, &b, &d1); ret == 0 && m1 < m0 + calls;
-		     disp_counters(s, &m1, &b, &d1))
-			ret = watch_step(s, &w, "the dispatcher to route the stream", 10);
-	}
+	ret = backlog ? backlog_cycles(s, &w, calls, &msgs, &busy)
+		      : stream_run(s, &w, calls, &msgs, &busy);
 	snap_take(s, &z);
-	disp_counters(s, &m1, &b, &d1);
+	disp_counters(s, &m0, &b, &d1);
 	if (ret < 0)
 		goto out;
-	o->calls = o->accepted = m1 - m0;
+	o->calls = o->accepted = msgs;
 	o->dropped = d1 - d0;
-	o->disp_busy_ns = (double)busy / (double)(m1 - m0);
-	o->disp_ns = pt->sec == SEC_BACKLOG ? o->disp_busy_ns :
-		     (double)(z.disp.run - a.disp.run) / (double)(m1 - m0);
+	o->disp_busy_ns = (double)busy / (double)msgs;
+	o->disp_ns = backlog ? o->disp_busy_ns : (double)(z.disp.run - a.disp.run) / (double)msgs;
 	/* Where the filler and the dispatcher are now (both pinned): a
 	 * failed pin or a moved thread shows as another CPU. */
 	o->cpu_prod = task_cpu(s->prod);
@@ -1886,8 +2427,8 @@ static int sample_dispatch(const struct plan *pl, const struct opts *op, struct 
 	 * foreign load still disturbs the sample. */
 	snap_judge(pl, &a, &z, true, o);
 	if (d1 != d0)
-		fprintf(stderr, PROG ": warning: %" PRIu64 " copies dropped (rings too small)\n",
-			d1 - d0);
+		fprintf(stderr, PROG ": warning: %" PRIu64 " copies dropped (an inbound ring "
+			"full: the filler did not drain it in time)\n", d1 - d0);
 out:
 	sys_down(s, ret == 0);
 	return ret;
@@ -2176,6 +2717,11 @@ static int plan_build(struct plan *pl, const struct opts *op)
 				    !plan_add(pl, op, SEC_BACKLOG, g, op->sizes[si], m, ROUTED, TRY_SEND))
 					return -ENOMEM;
 		}
+		/* The dispatcher's limit, whatever the route modes. */
+		for (unsigned si = 0; si < op->n_sizes; si++)
+			if (!plan_add(pl, op, SEC_DISPATCH, g, op->sizes[si], -1, PLAIN, TRY_SEND) ||
+			    !plan_add(pl, op, SEC_BACKLOG, g, op->sizes[si], -1, PLAIN, TRY_SEND))
+				return -ENOMEM;
 		for (int m = 0; m < N_ROUTE; m++) {
 			if (!op->route_on[m])
 				continue;
@@ -2228,9 +2774,10 @@ static void progress(const struct plan *pl, unsigned run, const struct point *pt
 	switch (pt->sec) {
 	case SEC_DISPATCH:
 	case SEC_BACKLOG:
-		fprintf(stderr, "dispatch alone, %-7s %-7s %5u B: %7.1f ns/msg",
-			pt->sec == SEC_BACKLOG ? "backlog" : "stream", route_of(pt), pt->size,
-			o->disp_ns);
+		fprintf(stderr, "dispatch alone, %-7s %-9s %5u B: %7.1f ns/msg (first lap %.1f)",
+			pt->sec == SEC_BACKLOG ? "backlog" : "stream",
+			pt->path == PLAIN ? "plain-fwd" : route_of(pt), pt->size, o->disp_ns,
+			o->lap_ns);
 		break;
 	case SEC_TPUT:
 		fprintf(stderr, "%s %-8s %-7s %5u B: %7.1f ns/call (cpu %.1f), %9.0f msg/s",
@@ -2299,6 +2846,13 @@ static int point_sample(struct plan *pl, const struct opts *op, struct point *pt
  * then the plain reference. */
 #define PLAIN_SYSTEM N_ROUTE
 
+/* Where a dispatcher-alone point stands in a run's rotation: its route
+ * mode, or PLAIN_SYSTEM for the plain forwarder. */
+static int alone_slot(const struct point *pt)
+{
+	return pt->path == PLAIN ? PLAIN_SYSTEM : pt->route;
+}
+
 /* Does point pt run in system `sys` (a route mode or PLAIN_SYSTEM)? */
 static bool runs_in(const struct point *pt, const struct opts *op, int sys)
 {
@@ -2348,9 +2902,10 @@ static int plan_run(struct plan *pl, const struct opts *op)
 			uint32_t g = op->groups[gi];
 			int ret = 0;
 
-			/* The dispatcher alone, then end to end, route modes
-			 * and the plain reference rotated by one every run. */
-			for (int k = 0; k < N_ROUTE && ret == 0; k++)
+			/* The dispatcher alone (route modes and the plain
+			 * forwarder), then end to end (route modes and the plain
+			 * reference), each rotated by one every run. */
+			for (int k = 0; k <= PLAIN_SYSTEM && ret == 0; k++)
 				for (unsigned i = 0; i < pl->n && ret == 0; i++) {
 					struct point *pt = &pl->pts[i];
 
@@ -2358,7 +2913,7 @@ static int plan_run(struct plan *pl, const struct opts *op)
 								pt->sec == SEC_BACKLOG ||
 								pt->sec == SEC_IDLE) &&
 					    (pt->sec == SEC_IDLE ? k == 0 :
-					     pt->route == (int)((k + run) % N_ROUTE)))
+					     alone_slot(pt) == (int)((k + run) % (PLAIN_SYSTEM + 1))))
 						ret = point_sample(pl, op, pt, run);
 				}
 			for (int k = 0; k <= PLAIN_SYSTEM && ret == 0 && !op->idle; k++) {
@@ -2380,6 +2935,7 @@ typedef double (*obs_get)(const struct obs *o);
 static double get_call(const struct obs *o) { return o->call_ns; }
 static double get_call_cpu(const struct obs *o) { return o->call_cpu_ns; }
 static double get_disp(const struct obs *o) { return o->disp_ns; }
+static double get_lap(const struct obs *o) { return o->lap_ns; }
 static double get_mps(const struct obs *o) { return o->mps; }
 static double get_probe(const struct obs *o) { return o->probe_ns; }
 static double get_rate(const struct obs *o) { return o->rate; }
@@ -2510,8 +3066,8 @@ static void report_header(FILE *f, const struct plan *pl, const struct opts *op)
 	bench_md_machine(f);
 	if (!op->idle)
 		fprintf(f, "- pinning: producer on CPU %d (held in %u of %u samples), dispatcher "
-			"(the plain reference: its waker) on CPU %d (held in %u of %u), consumers "
-			"unpinned\n", op->cpu[0], hp, all, op->cpu[1], hd, all);
+			"(the plain reference: its waker; the plain forwarder) on CPU %d (held in %u "
+			"of %u), consumers unpinned\n", op->cpu[0], hp, all, op->cpu[1], hd, all);
 	if (np > 0) {
 		struct bench_mmm m = bench_mmm(probes, np);
 
@@ -2542,50 +3098,71 @@ static void report_header(FILE *f, const struct plan *pl, const struct opts *op)
 static void report_dispatch(FILE *f, const struct plan *pl, const struct opts *op,
 			    enum section sec)
 {
-	char a[64], b[64], c[64], d[64], e[64], g[64], h[64], p[64];
+	char a[64], b[64], c[64], d[64], e[64], g[64], h[64], p[64], q[64], r[64], t[64];
 
 	if (sec == SEC_DISPATCH)
 		fprintf(f, "### Dispatcher alone, streaming: CPU time per routed message\n\n"
 			"The dispatcher thread's CPU time (/proc schedstat) per message in steady "
 			"state: the producer (CPU %d) keeps its uplink full with try_send retries "
 			"while the dispatcher (CPU %d) drains it, so every message's lines cross "
-			"between the two CPUs while being written; no consumer runs, the inbound "
-			"rings hold the whole sample. ", op->cpu[0], op->cpu[1]);
+			"between the two CPUs while being written. ", op->cpu[0], op->cpu[1]);
 	else
 		fprintf(f, "### Dispatcher alone, from a backlog: busy time per routed message\n\n"
-			"The router holds dispatch (shoal_router_hold), the producer fills its "
-			"uplink (256 KiB) until try_send refuses, the router resumes and the "
-			"dispatcher drains the backlog alone, the producer idle; repeated until "
-			"the sample's messages are routed. Busy time from the dispatcher's counters "
-			"(wall time of the passes that moved messages). ");
-	fprintf(f, "Consumer i takes key %% G == i. `indexed` is Shoal's router (the filter "
-		"vector and its index), `flat` scans the vector, `chain` calls one nested "
-		"function per route (elfo's router before it was flattened). Ratios are per "
-		"run, then median [min, max].\n\n"
-		"| groups | size | indexed ns/msg | indexed ÷ 1 group | flat ns/msg | chain ns/msg "
-		"| flat ÷ indexed | chain ÷ indexed | probe ns | disturbed |\n"
-		"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+			"The router holds dispatch (shoal_router_hold), the producer (CPU %d) fills "
+			"its uplink (256 KiB) until try_send refuses, the router resumes and the "
+			"dispatcher (CPU %d) drains the backlog alone, the producer idle; repeated "
+			"until the sample's messages are routed. Busy time from the dispatcher's "
+			"counters (wall time of the passes that moved messages). ", op->cpu[0],
+			op->cpu[1]);
+	fprintf(f, "No consumer process runs: the producer drains the G inbound rings (%u KiB "
+		"each, the router's default) as their consumers would, reading each message's "
+		"key, so that the dispatcher writes into rings it has written before. `steady`: "
+		"the sample's messages, after the first lap; `first lap`: before them, the "
+		"messages that write every inbound ring once from fresh rings, which pay the "
+		"first write to each page (busy time per message in both sections). Consumer i "
+		"takes key %% G == i. `indexed` is Shoal's router (the filter vector and its "
+		"index), `flat` scans the vector, `chain` calls one nested function per route "
+		"(elfo's router before it was flattened). `plain fwd` is the limit, measured "
+		"the same way in the same runs, between Shoal's: a plain forwarder thread on "
+		"CPU %d reads one plain SPSC ring (bench/plain_ring.h) that the producer (CPU "
+		"%d) writes one message at a time, looks each message's type up in a table of "
+		"G rings (as a flat filter vector), copies it into that plain ring and "
+		"publishes each ring once per pass of up to %u messages, as the dispatcher does; "
+		"no envelope, matching, registry, RCU or wake-ups, so Shoal ÷ plain fwd is "
+		"their cost. Ratios are per run, then median [min, max].\n\n"
+		"| groups | size | phase | indexed ns/msg | indexed ÷ 1 group | flat ns/msg "
+		"| chain ns/msg | plain fwd ns/msg | flat ÷ indexed | chain ÷ indexed "
+		"| indexed ÷ plain fwd | flat ÷ plain fwd | probe ns | disturbed |\n"
+		"|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+		SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT / 1024, op->cpu[1], op->cpu[0], FWD_PASS);
 	for (unsigned si = 0; si < op->n_sizes; si++)
-		for (unsigned gi = 0; gi < op->n_groups; gi++) {
-			uint32_t gr = op->groups[gi], sz = op->sizes[si];
-			const struct point *pi = find(pl, sec, gr, sz, 0, ROUTED, TRY_SEND);
-			const struct point *pf = find(pl, sec, gr, sz, 1, ROUTED, TRY_SEND);
-			const struct point *pc = find(pl, sec, gr, sz, 2, ROUTED, TRY_SEND);
-			const struct point *p1 = find(pl, sec, 1, sz, 0, ROUTED, TRY_SEND);
-			const struct point *all[3] = { pi, pf, pc };
+		for (unsigned gi = 0; gi < op->n_groups; gi++)
+			for (int lap = 0; lap < 2; lap++) {
+				uint32_t gr = op->groups[gi], sz = op->sizes[si];
+				const struct point *pi = find(pl, sec, gr, sz, 0, ROUTED, TRY_SEND);
+				const struct point *pf = find(pl, sec, gr, sz, 1, ROUTED, TRY_SEND);
+				const struct point *pc = find(pl, sec, gr, sz, 2, ROUTED, TRY_SEND);
+				const struct point *pp = find(pl, sec, gr, sz, -1, PLAIN, TRY_SEND);
+				const struct point *p1 = find(pl, sec, 1, sz, 0, ROUTED, TRY_SEND);
+				const struct point *all[4] = { pi, pf, pc, pp };
+				obs_get get = lap ? get_lap : get_disp;
 
-			if (pi == NULL && pf == NULL && pc == NULL)
-				continue;
-			fprintf(f, "| %u | %u | %s | %s | %s | %s | %s | %s | %s | %s |\n", gr, sz,
-				cell(a, sizeof(a), pi, get_disp, 1),
-				ratio_cell(b, sizeof(b), pi, p1, get_disp),
-				cell(c, sizeof(c), pf, get_disp, 1),
-				cell(d, sizeof(d), pc, get_disp, 1),
-				ratio_cell(e, sizeof(e), pf, pi, get_disp),
-				ratio_cell(g, sizeof(g), pc, pi, get_disp),
-				cell(p, sizeof(p), pi ? pi : pf ? pf : pc, get_probe, 0),
-				dist_cell(h, sizeof(h), all, 3));
-		}
+				if (pi == NULL && pf == NULL && pc == NULL && pp == NULL)
+					continue;
+				fprintf(f, "| %u | %u | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s "
+					"| %s | %s |\n", gr, sz, lap ? "first lap" : "steady",
+					cell(a, sizeof(a), pi, get, 1),
+					ratio_cell(b, sizeof(b), pi, p1, get),
+					cell(c, sizeof(c), pf, get, 1),
+					cell(d, sizeof(d), pc, get, 1),
+					cell(q, sizeof(q), pp, get, 1),
+					ratio_cell(e, sizeof(e), pf, pi, get),
+					ratio_cell(g, sizeof(g), pc, pi, get),
+					ratio_cell(r, sizeof(r), pi, pp, get),
+					ratio_cell(t, sizeof(t), pf, pp, get),
+					cell(p, sizeof(p), pi ? pi : pf ? pf : pc ? pc : pp, get_probe, 0),
+					dist_cell(h, sizeof(h), all, 4));
+			}
 	fprintf(f, "\n");
 }
 
@@ -2782,6 +3359,30 @@ static void report_idle(FILE *f, const struct plan *pl, const struct opts *op)
 	fprintf(f, "\n");
 }
 
+/* Issue 12's targets for the dispatcher alone: its steady state at most
+ * 1.5x the plain forwarder's, at 1 and at 100 groups (L1, L1b). */
+static void report_limit(FILE *f, const struct plan *pl, const struct opts *op,
+			 enum section sec, const char *tag, const char *how)
+{
+	static const uint32_t at[] = { 1, 100 };
+	uint32_t sz = op->sizes[0];
+
+	for (size_t k = 0; k < COUNT(at); k++) {
+		const struct point *pi = find(pl, sec, at[k], sz, 0, ROUTED, TRY_SEND);
+		const struct point *pp = find(pl, sec, at[k], sz, -1, PLAIN, TRY_SEND);
+		struct bench_mmm m;
+
+		fprintf(f, "| L1%s dispatch steady state, indexed ÷ plain forwarder, %u group%s "
+			"(%u B, %s; producer CPU %d, dispatcher and forwarder CPU %d) | <= 1.5 | ",
+			tag, at[k], at[k] == 1 ? "" : "s", sz, how, op->cpu[0], op->cpu[1]);
+		if (ratio(pi, pp, get_disp, &m))
+			fprintf(f, "%.3fx [%.3f, %.3f] | %s |\n", m.med, m.min, m.max,
+				m.med <= 1.5 ? "MET" : "NOT MET");
+		else
+			fprintf(f, "not measured (needs %u groups, route mode indexed) | — |\n", at[k]);
+	}
+}
+
 /* The targets this program measures; run-suite collects the `| T` rows. */
 static void report_targets(FILE *f, const struct plan *pl, const struct opts *op)
 {
@@ -2827,6 +3428,7 @@ static void report_targets(FILE *f, const struct plan *pl, const struct opts *op
 				fprintf(f, "| T2%s dispatch at 100 groups, chain ÷ indexed flat vector (%s) | "
 					">= 3.0 | not measured (needs 100 groups, route modes indexed and "
 					"chain) | — |\n", tag, how);
+			report_limit(f, pl, op, sec, tag, how);
 		}
 	}
 	fprintf(f, "\n");
@@ -2861,7 +3463,7 @@ static int report_csv(const char *path, const struct plan *pl)
 		"offered_per_s,p50_ns,p99_ns,p999_ns,idle_cpu_pct,idle_router_pct,"
 		"idle_groups_pct,wakeups_per_s,probe_ns,waited,foreign,foreign_ticks,forks,"
 		"disturbed,attempts,"
-		"cpu_producer,cpu_dispatcher,procs,ncpu\n");
+		"cpu_producer,cpu_dispatcher,procs,ncpu,first_lap_ns_per_msg,first_lap_msgs\n");
 	for (unsigned i = 0; i < pl->n; i++) {
 		const struct point *pt = &pl->pts[i];
 
@@ -2871,7 +3473,8 @@ static int report_csv(const char *path, const struct plan *pl)
 			fprintf(f, "%s,%u,%u,%u,%s,%s,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
 				",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%.2f,%.2f,%.2f,%.2f,%.1f,%.1f,%" PRIu64
 				",%" PRIu64 ",%" PRIu64 ",%.4f,%.4f,%.4f,%.1f,%.1f,%.4f,%.4f,%.4f,%" PRIu64 ",%d,%u,"
-				"%d,%d,%u,%ld\n", section_name[pt->sec], r + 1, pt->groups, pt->size,
+				"%d,%d,%u,%ld,%.2f,%" PRIu64 "\n", section_name[pt->sec], r + 1,
+				pt->groups, pt->size,
 				pt->sec == SEC_IDLE ? "-" : path_name(pt),
 				pt->sec == SEC_TPUT || pt->sec == SEC_LAT ? call_name(pt) : "-",
 				route_of(pt), o->calls, o->accepted, o->refused, o->dropped,
@@ -2881,7 +3484,8 @@ static int report_csv(const char *path, const struct plan *pl)
 				o->idle_router_pct, o->idle_groups_pct, o->wakeups, o->probe_ns,
 				o->waited, o->foreign, o->foreign_ticks, o->forks, o->disturbed,
 				o->attempts, o->cpu_prod,
-				o->cpu_disp, pt->groups + (pt->sec == SEC_IDLE ? 1 : 2), pl->ncpu);
+				o->cpu_disp, pt->groups + (pt->sec == SEC_IDLE ? 1 : 2), pl->ncpu,
+				o->lap_ns, o->lap_msgs);
 		}
 	}
 	return fclose(f) == 0 ? 0 : -errno;
@@ -2896,11 +3500,13 @@ static void usage(FILE *f)
 		"\n"
 		"The seed experiment across processes: one producer process, G consumer group\n"
 		"processes (consumer i takes key %% G == i), a router in this process. Measures\n"
-		"the dispatcher alone in three route modes, and end to end the sender's cost per\n"
-		"call, the dispatcher's cost per message, the delivered rate, and latency at a\n"
-		"fixed load, for send and try_send, routed and direct; beside them a plain\n"
-		"reference (plain SPSC rings and doorbells under Shoal's wake policy) in the\n"
-		"same runs. Markdown on stdout, progress on stderr. See bench/SUITE.md.\n"
+		"the dispatcher alone in three route modes beside a plain forwarder (its limit:\n"
+		"plain SPSC rings and a table), in steady state and on its first lap over fresh\n"
+		"rings, and end to end the sender's cost per call, the dispatcher's cost per\n"
+		"message, the delivered rate, and latency at a fixed load, for send and\n"
+		"try_send, routed and direct; beside them a plain reference (plain SPSC rings\n"
+		"and doorbells under Shoal's wake policy) in the same runs. Markdown on stdout,\n"
+		"progress on stderr. See bench/SUITE.md.\n"
 		"\n"
 		"  --full          (default) groups 1,2,5,10,20,30,50,75,100, 5 runs, reruns of\n"
 		"                  disturbed samples (about 15 minutes on 2 CPUs)\n"
@@ -2915,7 +3521,7 @@ static void usage(FILE *f)
 		"  --messages N    calls per throughput sample\n"
 		"  --rate N        offered load of the latency samples, msg/s (default 10000)\n"
 		"  --cpus A,B      producer on CPU A, dispatcher (and the plain reference's\n"
-		"                  waker) on CPU B (default 0,1)\n"
+		"                  waker, the plain forwarder) on CPU B (default 0,1)\n"
 		"  --csv FILE      one CSV row per sample (every run)\n"
 		"  --md FILE       the markdown report, also written to FILE\n"
 		"  --help          this text\n"

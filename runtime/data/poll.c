@@ -21,8 +21,8 @@
 
 /* ---- receiving ------------------------------------------------------------- */
 
-static void invoke(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_envelope *env,
-		   const void *payload)
+static inline void invoke(struct shoal_ctx *ctx, uint16_t slot,
+			  const struct shoal_envelope *env, const void *payload)
 {
 	struct shoal_group *g = ctx->g;
 	struct shoal_msg m = { env, payload, env->len, env->type };
@@ -121,8 +121,8 @@ static void forward(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_env
 }
 
 /* Deliver to one slot: here if this worker owns it, else forward. */
-static void deliver_slot(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_envelope *env,
-			 const void *payload)
+static inline void deliver_slot(struct shoal_ctx *ctx, uint16_t slot,
+				const struct shoal_envelope *env, const void *payload)
 {
 	if (slot % ctx->g->n_workers == ctx->w)
 		invoke(ctx, slot, env, payload);
@@ -212,7 +212,7 @@ static void take_response(struct shoal_ctx *ctx, const struct shoal_envelope *en
 }
 
 /* Handle one record (envelope + payload) from an inbound ring. */
-static void handle_record(struct shoal_ctx *ctx, const void *rec, uint32_t len)
+static inline void handle_record(struct shoal_ctx *ctx, const void *rec, uint32_t len)
 {
 	struct shoal_group *g = ctx->g;
 	struct shoal_envelope env;

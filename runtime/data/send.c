@@ -909,8 +909,8 @@ int shoal_send_to_burst(struct shoal_ctx *ctx, uint64_t dest, const struct shoal
 	return send_to_burst(ctx, dest, msgs, n, sent, true);
 }
 
-int shoal_try_send_to_burst(struct shoal_ctx *ctx, uint64_t dest, const struct shoal_burst_msg *msgs,
-			    uint32_t n, uint32_t *sent)
+int shoal_try_send_to_burst(struct shoal_ctx *ctx, uint64_t dest,
+			    const struct shoal_burst_msg *msgs, uint32_t n, uint32_t *sent)
 {
 	return send_to_burst(ctx, dest, msgs, n, sent, false);
 }

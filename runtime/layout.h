@@ -154,9 +154,11 @@ struct shoal__mbx_worker {
 	_Atomic uint64_t stale;          /* messages dropped: addressed to an old generation */
 	_Atomic uint64_t malformed;      /* records dropped: bad envelope */
 	_Atomic uint64_t discarded;      /* in-group outcome DISCARD */
-	_Atomic uint64_t fwd_sent;       /* copies forwarded to the group's other workers */
-	_Atomic uint64_t fwd_taken;      /* forwarded copies this worker handled */
-	_Atomic uint64_t fwd_lost;       /* forwarded copies a killed process lost (attach) */
+	/* Copies held in process memory: forwarded to the group's other
+	 * workers, or deferred while a request waits (runtime/data/poll.c). */
+	_Atomic uint64_t fwd_sent;       /* such copies made */
+	_Atomic uint64_t fwd_taken;      /* such copies this worker handled */
+	_Atomic uint64_t fwd_lost;       /* such copies lost with their process (attach, detach) */
 	_Atomic uint64_t inflight;       /* mailbox record being handled (see runtime/data/rings.c) or 0 */
 	_Atomic uint64_t crash_mark;     /* the record processes died handling (attach) */
 	_Atomic uint64_t crashes;        /* how many in a row */

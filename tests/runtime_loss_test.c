@@ -5,7 +5,8 @@
  * stopped consumer's mailbox when the system stops. Real processes, real
  * shared memory; the consumer is SIGSTOPped so that its queue stays full.
  * Also: groups that processes register without the router having declared
- * them are bounded, so that such registrations cannot take every slot.
+ * them are bounded, so that such registrations cannot take every slot; and
+ * records a killed process held while a request waited are counted.
  */
 #include <errno.h>
 #include <signal.h>
@@ -190,6 +191,96 @@ static void runtime_undeclared_groups_are_bounded(void **state)
 	rt_stop_router();
 }
 
+/* ---- records deferred during a request ------------------------------------- */
+
+#define N_DEFERRED 10u
+
+/* Answers a request with N_DEFERRED plain messages to the requester, and
+ * never with a response: its handler sleeps until the test kills it. */
+static void stalling_responder(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	struct msg v = { 0 };
+
+	if (m->type != T_REQ)
+		return;
+	for (unsigned i = 0; i < N_DEFERRED; i++) {
+		v.seq = i + 1;
+		(void)shoal_send_to(a->ctx, m->env->sender, T_PING, &v, sizeof(v));
+	}
+	for (;;)
+		pause();
+}
+
+static int stalling_responder_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group *g = rt_child_attach(c, NULL, stalling_responder);
+
+	if (g == NULL)
+		return 1;
+	return shoal_group_run(g) == 0 ? 0 : 1;
+}
+
+/* Requests from group r and waits (its messages before the response are
+ * deferred: held in this process's memory) until killed. */
+static int requester_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group *g = rt_child_attach(c, NULL, rt_count_handler);
+	struct shoal_reply reply = { 0 };
+	struct msg v = { 0 };
+
+	if (g == NULL)
+		return 1;
+	(void)shoal_request(shoal_group_worker(g, 0), shoal_group_lookup(g, "r", 0), T_REQ, &v,
+			    sizeof(v), 60 * INT64_C(1000000000), &reply);
+	return 0;
+}
+
+/*
+ * Messages a worker took out of its rings and keeps in its memory while a
+ * request waits are lost with its process: the next process of the group
+ * counts them (forward_lost), as it does forwarded copies.
+ */
+static void runtime_records_deferred_during_a_request_are_counted_when_lost(void **state)
+{
+	struct child resp = { .index = 0, .name = "r" };
+	struct child req = { .index = 1, .name = "q" };
+	struct shoal__mbx_hdr *h;
+	struct shoal_group *g;
+	struct shoal_seg seg;
+	int rid, qid;
+	pid_t pr, pq;
+
+	(void)state;
+	assert_int_equal(rt_start_router("loss-defer", NULL, 0), 0);
+	rid = rt_declare("r", 1, 1);
+	qid = rt_declare("q", 1, 1);
+	pr = test_spawn(stalling_responder_main, &resp, sizeof(resp));
+	rt_wait_attached(rid);
+	pq = test_spawn(requester_main, &req, sizeof(req));
+	rt_wait_attached(qid);
+	rt_mailbox_map("q", &seg);
+	h = shoal__mailbox_hdr(&seg);
+	assert_non_null(h);
+	for (int i = 0; i < 30000 && atomic_load(&h->w[0].fwd_sent) < N_DEFERRED; i++)
+		usleep(1000);
+	assert_int_equal(atomic_load(&h->w[0].fwd_sent), N_DEFERRED);
+	assert_int_equal(atomic_load(&h->w[0].fwd_lost), 0);
+	kill(pq, SIGKILL);
+	assert_int_not_equal(test_wait_pid(pq, 10000), -1);
+	for (int i = 0; i < 1000 && shoal_router_group_pid(rt_router, qid) != 0; i++)
+		shoal_router_wait_change(rt_router, 10000000);
+	/* The group's next process counts what the killed one held. */
+	g = rt_attach_here("q", 1, 1);
+	assert_int_equal(atomic_load(&h->w[0].fwd_lost), N_DEFERRED);
+	shoal_group_detach(g);
+	shoal_seg_detach(&seg);
+	kill(pr, SIGKILL);
+	assert_int_not_equal(test_wait_pid(pr, 10000), -1);
+	rt_stop_router();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -197,6 +288,7 @@ int main(void)
 		cmocka_unit_test(runtime_queued_messages_of_a_group_failed_while_attached_are_counted),
 		cmocka_unit_test(runtime_messages_stranded_at_stop_are_counted),
 		cmocka_unit_test(runtime_undeclared_groups_are_bounded),
+		cmocka_unit_test(runtime_records_deferred_during_a_request_are_counted_when_lost),
 	};
 
 	rt_init();

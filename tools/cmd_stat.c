@@ -334,7 +334,7 @@ static void text_counters(const struct shoal__group_view *g)
 	      (unsigned long long)w->handled);
 	field("refused", "%llu try_* sends (full, no route ...)",
 	      (unsigned long long)w->try_failed);
-	field("dropped", "%llu stale, %llu malformed, %llu discarded, %llu lost between workers, "
+	field("dropped", "%llu stale, %llu malformed, %llu discarded, %llu lost in process memory, "
 	      "%llu set aside (crashed their handler)", (unsigned long long)w->stale,
 	      (unsigned long long)w->malformed, (unsigned long long)w->discarded,
 	      (unsigned long long)w->fwd_lost, (unsigned long long)w->set_aside);

@@ -182,6 +182,10 @@ static void defer(struct shoal_ctx *ctx, const void *rec, uint32_t len)
 	d->next = NULL;
 	d->len = len;
 	memcpy(d->rec, rec, len);
+	/* Held in process memory from the ring's release on, as a forwarded
+	 * copy is: counted the same way (see forward()), so that a kill
+	 * counts it lost at the next attach. */
+	COUNT(ctx, fwd_sent);
 	if (ctx->def_tail)
 		ctx->def_tail->next = d;
 	else
@@ -273,6 +277,7 @@ static uint32_t handle_deferred(struct shoal_ctx *ctx, uint32_t budget)
 		if (ctx->def_head == NULL)
 			ctx->def_tail = NULL;
 		handle_record(ctx, d->rec, d->len);
+		COUNT(ctx, fwd_taken);
 		free(d);
 		n++;
 	}

@@ -138,9 +138,10 @@ static void fwd_ring(struct shoal_group *g, unsigned from, unsigned to, void **m
 }
 
 /*
- * What the previous process of this group had forwarded between its workers
- * and not handled died with its private rings: count it (DESIGN invariant
- * 6). Runs at attach, before any worker, when no other process of the group
+ * What the previous process of this group held in its own memory and did
+ * not handle died with it: copies forwarded between its workers (their
+ * private rings) and records deferred during a request (poll.c defer()).
+ * Count them (DESIGN invariant 6). Runs at attach, before any worker, when no other process of the group
  * can run; sent is published before each commit and taken after each copy
  * is handled, so sent - taken - lost counted before is exactly what was
  * committed and never handled (see forward()).
@@ -290,10 +291,10 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	ctx->lost_corrupt = shoal_load_relaxed(&ctx->mw->lost_corrupt);
 	note_crash(ctx);
 	shoal__ctx_scan(ctx);
-	if (g->n_workers < 2)
-		return 0;
 	if (w == 0)
 		count_lost_forwards(g);
+	if (g->n_workers < 2)
+		return 0;
 	/* In-process forwarding rings, all allocated by the first worker. */
 	if (g->fwd_mem == NULL) {
 		size_t total = (size_t)g->n_workers * g->n_workers * shoal_ring_size(SHOAL__FWD_CAP);
@@ -325,13 +326,23 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 void shoal__ctx_fini(struct shoal_ctx *ctx)
 {
 	struct shoal__deferred *d = ctx->def_head;
+	uint64_t dropped = 0;
 
+	/* Deferred records never handled (a detach during a request): lost,
+	 * counted now, so the next attach does not count them again. */
 	while (d != NULL) {
 		struct shoal__deferred *next = d->next;
 
 		free(d);
 		d = next;
+		dropped++;
 	}
+	ctx->def_head = ctx->def_tail = NULL;
+	if (dropped > 0)
+		/* Relaxed: our own worker block; no process of the group runs
+		 * count_lost_forwards() while this one is attached. */
+		shoal_store_relaxed(&ctx->mw->fwd_lost,
+				    shoal_load_relaxed(&ctx->mw->fwd_lost) + dropped);
 	for (int i = 0; i < SHOAL_MAX_GROUPS; i++)
 		free(shoal_load_relaxed(&ctx->dout[i]));
 	free(ctx->in);

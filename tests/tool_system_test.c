@@ -473,6 +473,39 @@ static void run_all_on_copy(int code, const char *says, const char *says_json)
 	tool_free(&r);
 }
 
+/* A system whose router died (kill -9): stat shows what it left, says the
+ * router is gone, and exits 1, in text and JSON. */
+static int exit_at_once(void *arg)
+{
+	(void)arg;
+	return 0;
+}
+
+static void tool_stat_says_when_the_router_is_gone(void **state)
+{
+	pid_t gone = test_spawn(exit_at_once, NULL, 0);
+	struct shoal_seg seg;
+	struct tool_run r;
+
+	(void)state;
+	test_assert_exited(test_wait_pid(gone, 10000), 0);
+	(void)copy_registry(&seg);
+	/* The segment header's creator (offset 24, shm/segment_layout.h) is
+	 * the router: make it a process that has exited. */
+	memcpy((char *)seg.base + 24, &(int32_t){ (int32_t)gone }, sizeof(int32_t));
+	shoal_seg_detach(&seg);
+	tool_expect(&r, 1, (const char *const[]){ "stat", "copy", NULL });
+	assert_has(r.out, "(dead)");
+	assert_has(r.out, "NOT RUNNING: its router");
+	tool_free(&r);
+	tool_expect(&r, 1, (const char *const[]){ "stat", "--json", "copy", NULL });
+	assert_json_object(r.out);
+	assert_has(r.out, "\"router_alive\": false");
+	assert_has(r.out, "\"status\": \"router_gone\"");
+	tool_free(&r);
+	remove_copies();
+}
+
 static void tool_stat_refuses_garbage_registry_header(void **state)
 {
 	struct shoal_seg seg;
@@ -691,6 +724,7 @@ int main(void)
 		cmocka_unit_test(tool_dump_names_what_it_cannot_find),
 		cmocka_unit_test(tool_top_prints_each_refresh),
 		cmocka_unit_test(tool_stat_refuses_garbage_registry_header),
+		cmocka_unit_test(tool_stat_says_when_the_router_is_gone),
 		cmocka_unit_test(tool_stat_refuses_random_file),
 		cmocka_unit_test(tool_stat_refuses_truncated_registry),
 		cmocka_unit_test(tool_stat_reports_garbage_tables),

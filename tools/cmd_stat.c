@@ -142,6 +142,9 @@ static void text_system(const struct shoal__sys_view *v)
 	      n.running, n.failed, (unsigned long long)n.restarts);
 	if (v->corrupt)
 		field("status", "CORRUPT: %s", v->reason);
+	if (v->router_alive == 0)
+		field("status", "NOT RUNNING: its router (pid %d) is gone; this is what it left, "
+		      "which the next start of %s clears", v->router_pid, v->system);
 }
 
 static int text_dispatchers(const struct shoal__sys_view *v)
@@ -576,7 +579,10 @@ static void print_json(const struct shoal__sys_view *v)
 		if (v->groups[id].state != SHOAL_GROUP_EMPTY)
 			json_group(&j, &v->groups[id]);
 	shoal__json_array_end(&j);
-	shoal__json_string(&j, "status", shoal__sys_view_corrupt(v) ? "corrupt" : "ok");
+	/* A dead router first: what it left may well look damaged. */
+	shoal__json_string(&j, "status", v->router_alive == 0     ? "router_gone" :
+					 shoal__sys_view_corrupt(v) ? "corrupt" :
+								    "ok");
 	shoal__json_object_end(&j);
 }
 
@@ -603,7 +609,8 @@ static int cmd_stat(const struct shoal__cmd *cmd, int argc, char **argv)
 		shoal__sys_view_free(&v);
 		return SHOAL_EXIT_CORRUPT;
 	}
-	ret = shoal__sys_view_corrupt(&v) ? SHOAL_EXIT_CORRUPT : SHOAL_EXIT_OK;
+	ret = shoal__sys_view_corrupt(&v) || v.router_alive == 0 ? SHOAL_EXIT_CORRUPT :
+								     SHOAL_EXIT_OK;
 	shoal__sys_view_free(&v);
 	return ret;
 }
@@ -636,7 +643,8 @@ const struct shoal__cmd shoal__cmd_stat = {
 	"Exit status:\n"
 	"  0  everything read is intact\n"
 	"  1  something is corrupted or missing, such as a group's mailbox (the rest\n"
-	"     is still shown)\n"
+	"     is still shown), or the system is not running: its router is gone and\n"
+	"     what is shown is what it left\n"
 	"  2  bad command line\n"
 	"  3  cannot read the system's registry: no such system, not a Shoal\n"
 	"     segment, another layout version, or corrupted\n",

@@ -1619,7 +1619,10 @@ static void report_target(FILE *f, const struct plan *pl)
 
 	ratios(pl, C_SHOAL_DIRECT, C_IOX_POLL, all, fa, &nf, s, &ns);
 	m = bench_mmm_keep(all, n);
+	for (unsigned r = 0; r < n; r++)
+		nd += results[r][C_SHOAL_DIRECT].disturbed || results[r][C_IOX_POLL].disturbed;
 	fprintf(f, "### Target: Shoal direct ping-pong p50 round trip at most 0.25x iceoryx's\n\n");
+	bench_md_disturbed_warning(f, nd, n, "pairs of samples");
 	fprintf(f, "Shoal ÷ iceoryx per interleaved pair (run): %s over %u pairs",
 		bench_fmt_mmm(b1, sizeof(b1), m, 3), n);
 	if (nf > 0)
@@ -1628,8 +1631,6 @@ static void report_target(FILE *f, const struct plan *pl)
 	if (ns > 0)
 		fprintf(f, "; pairs straddling a placement change (not comparable): %s over %u",
 			bench_fmt_mmm(b3, sizeof(b3), bench_mmm_keep(s, ns), 3), ns);
-	for (unsigned r = 0; r < n; r++)
-		nd += results[r][C_SHOAL_DIRECT].disturbed || results[r][C_IOX_POLL].disturbed;
 	fprintf(f, "; %u pair(s) include a sample kept although disturbed.  \n", nd);
 	if (n <= 20) {
 		fprintf(f, "Per pair (ratio @ probe of the Shoal sample / of the iceoryx sample):");

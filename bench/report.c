@@ -68,3 +68,12 @@ int bench_write_outputs(const char *prog, const char *md, const char *csv,
 	}
 	return ret;
 }
+
+void bench_md_disturbed_warning(FILE *f, unsigned disturbed, unsigned total, const char *what)
+{
+	if (total == 0 || 2 * disturbed <= total)
+		return;
+	fprintf(f, "**Warning: %u of the %u %s kept were disturbed** (other tasks took the "
+		"CPUs): the figures and the verdicts below measure the machine's load as much as "
+		"Shoal. Run again on a quiet machine.\n\n", disturbed, total, what);
+}

@@ -23,6 +23,14 @@ void bench_md_machine(FILE *f);
 const char *bench_fmt_mmm(char *buf, size_t len, struct bench_mmm m, int prec);
 
 /*
+ * Before a targets table: a warning when more than half of the `total`
+ * samples (or pairs of them: `what`) kept were disturbed (other tasks took the CPUs), whose verdicts
+ * then say little. Prints nothing otherwise.
+ */
+void bench_md_disturbed_warning(FILE *f, unsigned disturbed, unsigned total,
+				const char *what);
+
+/*
  * The report in Markdown on stdout and, when asked, in file `md`; the
  * samples as CSV in file `csv`. A file that cannot be written is said on
  * stderr. Returns 0 or the first negative errno.

@@ -218,21 +218,33 @@ static double probe_floor(const struct bench_plan *plan)
 	return floor;
 }
 
-static void conditions_summary(FILE *f, const struct bench_plan *plan)
+/* Every sample kept: their probes into v (if not NULL), how many, and in
+ * *waited how many were disturbed. */
+static unsigned samples_kept(const struct bench_plan *plan, double *v, unsigned *waited)
 {
-	static double v[BENCH_MAX_CASES * BENCH_MAX_CONTENDERS * BENCH_MAX_RUNS];
-	unsigned n = 0, near = 0, waited = 0;
-	struct bench_mmm m;
+	unsigned n = 0;
 
+	*waited = 0;
 	for (unsigned i = 0; i < plan->n_cases; i++)
 		for (unsigned k = 0; k < plan->cases[i].n; k++) {
 			const struct bench_point *pt = &plan->cases[i].pt[k];
 
-			for (unsigned r = 0; r < pt->n; r++) {
-				v[n++] = pt->obs[r].probe_ns;
-				waited += pt->obs[r].waited >= BENCH_WAITED_DISTURBED;
+			for (unsigned r = 0; r < pt->n; r++, n++) {
+				if (v != NULL)
+					v[n] = pt->obs[r].probe_ns;
+				*waited += pt->obs[r].waited >= BENCH_WAITED_DISTURBED;
 			}
 		}
+	return n;
+}
+
+static void conditions_summary(FILE *f, const struct bench_plan *plan)
+{
+	static double v[BENCH_MAX_CASES * BENCH_MAX_CONTENDERS * BENCH_MAX_RUNS];
+	unsigned near = 0, waited;
+	unsigned n = samples_kept(plan, v, &waited);
+	struct bench_mmm m;
+
 	if (n == 0)
 		return;
 	fprintf(f, "- interference: a sample in which a side waited %.0f%% of the time or more "
@@ -528,9 +540,11 @@ static void report_target(FILE *f, const struct bench_plan *plan, const struct t
 static void report_targets(FILE *f, const struct bench_plan *plan)
 {
 	double floor = probe_floor(plan);
+	unsigned waited, n = samples_kept(plan, NULL, &waited);
 
-	fprintf(f, "### Targets\n\n"
-		"Ratios of interleaved samples, run by run: median [min, max]. The verdict is "
+	fprintf(f, "### Targets\n\n");
+	bench_md_disturbed_warning(f, waited, n, "samples");
+	fprintf(f, "Ratios of interleaved samples, run by run: median [min, max]. The verdict is "
 		"on all pairs; the split shows the pairs whose two probes were both within "
 		"%.1fx of the fastest probe of the run (%.0f ns) and the others. Side A on "
 		"CPU %d, side B on CPU %d.\n\n"

@@ -3386,7 +3386,13 @@ static void report_limit(FILE *f, const struct plan *pl, const struct opts *op,
 /* The targets this program measures; run-suite collects the `| T` rows. */
 static void report_targets(FILE *f, const struct plan *pl, const struct opts *op)
 {
-	fprintf(f, "### Targets\n\n| target | goal | measured: median [min, max] of per-run "
+	unsigned samples = 0;
+
+	for (unsigned i = 0; i < pl->n; i++)
+		samples += pl->pts[i].n;
+	fprintf(f, "### Targets\n\n");
+	bench_md_disturbed_warning(f, pl->disturbed, samples, "samples");
+	fprintf(f, "| target | goal | measured: median [min, max] of per-run "
 		"values | result |\n|---|---|---|---|\n");
 	if (op->idle) {
 		for (unsigned gi = 0; gi < op->n_groups; gi++) {

@@ -24,8 +24,9 @@ const char *bench_fmt_mmm(char *buf, size_t len, struct bench_mmm m, int prec);
 
 /*
  * Before a targets table: a warning when more than half of the `total`
- * samples (or pairs of them: `what`) kept were disturbed (other tasks took the CPUs), whose verdicts
- * then say little. Prints nothing otherwise.
+ * samples (or pairs of them: `what` names them) kept were disturbed (other
+ * tasks took the CPUs), whose verdicts then say little. Prints nothing
+ * otherwise.
  */
 void bench_md_disturbed_warning(FILE *f, unsigned disturbed, unsigned total,
 				const char *what);

@@ -350,6 +350,42 @@ struct mbx_read {
 	struct shoal__group_view *g;
 };
 
+static void read_worker(struct shoal__worker_sums *s, struct shoal__mbx_worker *w)
+{
+	s->sent_routed = shoal_load_relaxed(&w->sent_routed);
+	s->sent_direct = shoal_load_relaxed(&w->sent_direct);
+	s->received = shoal_load_relaxed(&w->received);
+	s->handled = shoal_load_relaxed(&w->handled);
+	s->try_failed = shoal_load_relaxed(&w->try_failed);
+	s->stale = shoal_load_relaxed(&w->stale);
+	s->malformed = shoal_load_relaxed(&w->malformed);
+	s->discarded = shoal_load_relaxed(&w->discarded);
+	s->fwd_lost = shoal_load_relaxed(&w->fwd_lost);
+	s->set_aside = shoal_load_relaxed(&w->set_aside);
+	s->up_no_route = shoal_load_relaxed(&w->up_no_route);
+	s->up_dropped_full = shoal_load_relaxed(&w->up_dropped_full);
+	s->up_malformed = shoal_load_relaxed(&w->up_malformed);
+	s->lost_corrupt = shoal_load_relaxed(&w->lost_corrupt);
+}
+
+static void add_worker(struct shoal__worker_sums *sum, const struct shoal__worker_sums *one)
+{
+	sum->sent_routed += one->sent_routed;
+	sum->sent_direct += one->sent_direct;
+	sum->received += one->received;
+	sum->handled += one->handled;
+	sum->try_failed += one->try_failed;
+	sum->stale += one->stale;
+	sum->malformed += one->malformed;
+	sum->discarded += one->discarded;
+	sum->fwd_lost += one->fwd_lost;
+	sum->set_aside += one->set_aside;
+	sum->up_no_route += one->up_no_route;
+	sum->up_dropped_full += one->up_dropped_full;
+	sum->up_malformed += one->up_malformed;
+	sum->lost_corrupt += one->lost_corrupt;
+}
+
 static void read_mailbox(void *arg)
 {
 	struct mbx_read *m = arg;
@@ -373,23 +409,15 @@ static void read_mailbox(void *arg)
 			"registry says group %u with %u", g->mailbox, h->group, n, g->id,
 			g->n_workers);
 	for (uint16_t i = 0; i < n; i++) {
-		struct shoal__mbx_worker *w = &h->w[i];
+		struct shoal__worker_sums one;
 
-		g->w.sent_routed += shoal_load_relaxed(&w->sent_routed);
-		g->w.sent_direct += shoal_load_relaxed(&w->sent_direct);
-		g->w.received += shoal_load_relaxed(&w->received);
-		g->w.handled += shoal_load_relaxed(&w->handled);
-		g->w.try_failed += shoal_load_relaxed(&w->try_failed);
-		g->w.stale += shoal_load_relaxed(&w->stale);
-		g->w.malformed += shoal_load_relaxed(&w->malformed);
-		g->w.discarded += shoal_load_relaxed(&w->discarded);
-		g->w.fwd_lost += shoal_load_relaxed(&w->fwd_lost);
-		g->w.set_aside += shoal_load_relaxed(&w->set_aside);
-		g->w.up_no_route += shoal_load_relaxed(&w->up_no_route);
-		g->w.up_dropped_full += shoal_load_relaxed(&w->up_dropped_full);
-		g->w.up_malformed += shoal_load_relaxed(&w->up_malformed);
-		g->w.lost_corrupt += shoal_load_relaxed(&w->lost_corrupt);
+		read_worker(&one, &h->w[i]);
+		add_worker(&g->w, &one);
+		if (g->workers != NULL)
+			g->workers[i] = one;
 	}
+	if (g->workers != NULL)
+		g->n_worker_counts = n;
 	g->have_counters = true;
 }
 
@@ -408,6 +436,14 @@ static int view_mailbox(struct shoal__group_view *g, const struct shoal__sys_vie
 		return 0;
 	}
 	g->mailbox_size = seg.size;
+	/* Allocated here: the guarded read below must not allocate. */
+	if (opts->workers) {
+		g->workers = calloc(SHOAL_MAX_WORKERS, sizeof(*g->workers));
+		if (g->workers == NULL) {
+			shoal_seg_detach(&seg);
+			return -ENOMEM;
+		}
+	}
 	if (shoal__snap_guard(read_mailbox, &m) < 0)
 		problem(&g->corrupt, g->reason, "mailbox %s shrank while it was read", g->mailbox);
 	ret = 0;
@@ -454,7 +490,8 @@ int shoal__sys_view_take(struct shoal__sys_view *v, const char *system,
 		shoal_seg_detach(&r.reg.seg);
 	if (ret < 0)
 		goto fail;
-	for (uint32_t id = 0; id < v->n_groups && (opts->mailboxes || opts->rings); id++) {
+	for (uint32_t id = 0; id < v->n_groups && (opts->mailboxes || opts->rings ||
+						     opts->workers); id++) {
 		struct shoal__group_view *g = &v->groups[id];
 
 		if (g->state == SHOAL_GROUP_EMPTY || g->mailbox[0] == '\0')
@@ -471,9 +508,11 @@ fail:
 
 void shoal__sys_view_free(struct shoal__sys_view *v)
 {
-	for (uint32_t id = 0; v->groups != NULL && id < v->n_groups; id++)
+	for (uint32_t id = 0; v->groups != NULL && id < v->n_groups; id++) {
 		if (v->groups[id].have_rings)
 			shoal__seg_snap_free(&v->groups[id].rings);
+		free(v->groups[id].workers);
+	}
 	free(v->groups);
 	free(v->types);
 	v->groups = NULL;

@@ -77,6 +77,10 @@ struct shoal__group_view {
 	uint64_t mailbox_size;
 	bool have_counters;             /* mailbox attached, header valid: `w` is set */
 	struct shoal__worker_sums w;
+	/* Each worker's own counters, when the view was taken with opts.workers:
+	 * n_worker_counts of them (the mailbox's worker count), else NULL. */
+	struct shoal__worker_sums *workers;
+	uint16_t n_worker_counts;
 	bool have_rings;                /* `rings` holds the mailbox's snapshot */
 	struct shoal__seg_snap rings;
 
@@ -110,6 +114,7 @@ struct shoal__sys_view {
 struct shoal__sys_view_opts {
 	bool mailboxes;                 /* attach every group's mailbox (counters) */
 	bool rings;                     /* and snapshot its rings (implies mailboxes) */
+	bool workers;                   /* and keep each worker's counters (implies mailboxes) */
 	uint32_t check_retries;         /* for rings that fail their check */
 };
 

@@ -37,6 +37,7 @@ extern const struct shoal__cmd shoal__cmd_stat;
 extern const struct shoal__cmd shoal__cmd_top;
 extern const struct shoal__cmd shoal__cmd_dump;
 extern const struct shoal__cmd shoal__cmd_ring;
+extern const struct shoal__cmd shoal__cmd_metrics;
 
 /* Print the subcommand's help text on stdout. */
 void shoal__cli_help(const struct shoal__cmd *cmd);

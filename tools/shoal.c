@@ -21,6 +21,7 @@ static const struct shoal__cmd *const cmds[] = {
 	&shoal__cmd_dump,
 	&shoal__cmd_ring,
 	&shoal__cmd_types,
+	&shoal__cmd_metrics,
 	&cmd_help,
 };
 

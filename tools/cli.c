@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "runtime/layout.h"
 #include "tools/cli.h"
 
 void shoal__cli_help(const struct shoal__cmd *cmd)
@@ -62,4 +63,19 @@ int shoal__cli_parse_uint(const char *s, uint32_t max, uint32_t *out)
 		return -ERANGE;
 	*out = (uint32_t)v;
 	return 0;
+}
+
+int shoal__cli_system_arg(const struct shoal__cmd *cmd, int argc, char **argv,
+			  const char **system)
+{
+	if (optind == argc)
+		return shoal__cli_usage_error(cmd, "missing SYSTEM (a system name; 'shoal ls' "
+					      "lists them)");
+	if (argc - optind > 1)
+		return shoal__cli_usage_error(cmd, "unexpected argument '%s'", argv[optind + 1]);
+	*system = argv[optind];
+	if (shoal__check_name(*system, "system", NULL) < 0)
+		return shoal__cli_usage_error(cmd, "'%s' is not a system name: 1 to %d characters "
+					      "of [A-Za-z0-9_-]", *system, SHOAL_NAME_MAX - 1);
+	return -1;
 }

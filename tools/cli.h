@@ -70,4 +70,12 @@ int shoal__cli_option_error(const struct shoal__cmd *cmd, char **argv, int c);
  */
 int shoal__cli_parse_uint(const char *s, uint32_t max, uint32_t *out);
 
+/*
+ * The one operand SYSTEM after the options (argv[optind]), checked as a
+ * system name, into *system. Returns -1 when it is there and valid, else
+ * SHOAL_EXIT_USAGE with the problem said.
+ */
+int shoal__cli_system_arg(const struct shoal__cmd *cmd, int argc, char **argv,
+			  const char **system);
+
 #endif

@@ -325,7 +325,8 @@ static const struct fam worker_fams[] = {
 	{ "shoal_worker_malformed", COUNTER, NULL, "Records dropped for a bad envelope" },
 	{ "shoal_worker_discarded", COUNTER, NULL, "Messages the in-group route discarded" },
 	{ "shoal_worker_forward_lost", COUNTER, NULL,
-	  "Copies forwarded between workers that a killed process lost" },
+	  "Copies held in process memory (forwarded between workers, or deferred during a "
+	  "request) that a killed or detached process lost" },
 	{ "shoal_worker_set_aside", COUNTER, NULL,
 	  "Records skipped after they crashed their handler repeatedly" },
 	{ "shoal_worker_uplink_no_route", COUNTER, NULL,
@@ -742,16 +743,7 @@ static int parse_args(const struct shoal__cmd *cmd, int argc, char **argv,
 			return shoal__cli_option_error(cmd, argv, c);
 		}
 	}
-	if (optind == argc)
-		return shoal__cli_usage_error(cmd, "missing SYSTEM (a system name; 'shoal ls' "
-					      "lists them)");
-	if (argc - optind > 1)
-		return shoal__cli_usage_error(cmd, "unexpected argument '%s'", argv[optind + 1]);
-	a->system = argv[optind];
-	if (shoal__check_name(a->system, "system", NULL) < 0)
-		return shoal__cli_usage_error(cmd, "'%s' is not a system name: 1 to %d characters "
-					      "of [A-Za-z0-9_-]", a->system, SHOAL_NAME_MAX - 1);
-	return -1;
+	return shoal__cli_system_arg(cmd, argc, argv, &a->system);
 }
 
 static int cmd_metrics(const struct shoal__cmd *cmd, int argc, char **argv)

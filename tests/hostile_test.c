@@ -10,6 +10,10 @@
  * dropped; `shoal stat` must say DAMAGED and exit 1; and a new process of
  * the victim receives everything sent to it (less what garbage its old
  * process never read back counted, as lost). Groups are forked children.
+ *
+ * A second case builds one such garbage write exactly: a consumer's head
+ * moved forward to its tail while the consumer is stopped, so that the
+ * producer overwrites a whole ring's worth it never read.
  */
 #include <errno.h>
 #include <signal.h>
@@ -295,9 +299,76 @@ static void hostile_garbage_in_live_rings_stays_with_its_victims(void **state)
 	rt_stop_router();
 }
 
+/* Wait until the dispatcher has put `n` copies into group `id`'s rings. */
+static void wait_delivered(int id, uint64_t n)
+{
+	struct rt_damage d = { 0 };
+
+	for (int i = 0; i < WAIT_MS && (rt_damage_of(id, &d), d.delivered < n); i++)
+		usleep(1000);
+	assert_true(d.delivered == n);
+}
+
+/*
+ * A consumer's head moved forward, within bounds, while the consumer cannot
+ * read (stopped, or busy in a handler): the producer takes the bytes as
+ * free and writes a whole ring's worth over records never read. When the
+ * consumer goes on, its own head tells it the ring is corrupted, and what
+ * the ring held is more than a ring's worth: every record of it must be
+ * counted. (The count used to stop at a ring's worth: in `hostile`, the
+ * victim or, through a garbled uplink, every consumer fell short by up to
+ * 450 messages, about 1 run in 30 under load.)
+ */
+static void hostile_head_forged_ahead_counts_all_overwritten(void **state)
+{
+	struct child victim = { .index = 0, .name = "victim", .workers = 1, .actors = 1 };
+	/* A ring's worth less 44, so that the forged head leaves the last 44
+	 * slots before the wrap, then the whole ring, to be filled again. */
+	struct child pa = { .index = 1, .name = "pa", .n = RING_RECORDS - 44, .type = T_PING };
+	uint64_t first = pa.n, total;
+	struct shoal__ring *q;
+	struct shoal_seg seg;
+	pid_t pid;
+	int idv;
+
+	(void)state;
+	assert_int_equal(rt_start_router("hostile_head", NULL, 0), 0);
+	idv = rt_declare("victim", 1, 1);
+	rt_declare("pa", 1, 1);
+	rt_route(idv, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	pid = test_spawn(rt_consumer_main, &victim, sizeof(victim));
+	rt_wait_ready(1);   /* its worker holds its ring, at head 0 */
+	assert_int_equal(kill(pid, SIGSTOP), 0);
+
+	/* `first` records wait unread; then the head jumps to the tail. */
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &pa, sizeof(pa)), 120000), 0);
+	wait_delivered(idv, first);
+	rt_mailbox_map("victim", &seg);
+	q = rt_ring_of(&seg, "in.0.d0");
+	atomic_store(&q->head, atomic_load(&q->tail));
+
+	/* The producer fills the ring again over them; the rest waits in the
+	 * uplink, the dispatcher parked on the full ring. */
+	pa.first = first;
+	pa.n = RING_RECORDS + 256;
+	total = first + pa.n;
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &pa, sizeof(pa)), 120000), 0);
+	wait_delivered(idv, first + RING_RECORDS);
+	assert_int_equal(atomic_load(&q->tail) - atomic_load(&q->head), q->capacity);
+	shoal_seg_detach(&seg);
+
+	/* first + RING_RECORDS records lost, 256 handled from the new ring. */
+	assert_int_equal(kill(pid, SIGCONT), 0);
+	expect_accounted(0, total, idv, &no_damage, -1, 0);
+	assert_int_equal(atomic_load(&rt_res->count[0]), total - first - RING_RECORDS);
+	rt_stop_and_reap(&pid, 1);
+	rt_stop_router();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(hostile_head_forged_ahead_counts_all_overwritten),
 		cmocka_unit_test(hostile_garbage_in_live_rings_stays_with_its_victims),
 	};
 

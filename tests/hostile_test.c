@@ -141,6 +141,15 @@ static unsigned send_batch(struct child *pa, struct child *vp)
 	return failed;
 }
 
+/* Declare consumer group `c`, to which every ping goes. Returns its id. */
+static int declare_consumer(const struct child *c)
+{
+	int id = rt_declare(c->name, c->workers, c->actors);
+
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	return id;
+}
+
 /* What damage counted against the copies for a consumer: what group `id`
  * counted as lost, plus (`own`, for the ring owner itself) the copies the
  * dispatcher dropped for its rings, since `base`. */
@@ -216,14 +225,11 @@ static void hostile_garbage_in_live_rings_stays_with_its_victims(void **state)
 
 	(void)state;
 	assert_int_equal(rt_start_router("hostile", NULL, 0), 0);
-	idv = rt_declare("victim", 2, 2);
-	id1 = rt_declare("c1", 1, 1);
-	id2 = rt_declare("c2", 2, 2);
+	idv = declare_consumer(&victim);
+	id1 = declare_consumer(&c1);
+	id2 = declare_consumer(&c2);
 	rt_declare("pa", 1, 1);
 	idp = rt_declare("vp", 1, 1);
-	rt_route(idv, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	rt_route(id1, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	rt_route(id2, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
 	pids[0] = test_spawn(rt_consumer_main, &victim, sizeof(victim));
 	rt_wait_attached(idv);
 	pids[1] = test_spawn(rt_consumer_main, &c1, sizeof(c1));
@@ -333,9 +339,8 @@ static void hostile_head_forged_ahead_counts_all_overwritten(void **state)
 
 	(void)state;
 	assert_int_equal(rt_start_router("hostile_head", NULL, 0), 0);
-	idv = rt_declare("victim", 1, 1);
+	idv = declare_consumer(&victim);
 	rt_declare("pa", 1, 1);
-	rt_route(idv, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
 	pid = test_spawn(rt_consumer_main, &victim, sizeof(victim));
 	rt_wait_ready(1);   /* its worker holds its ring, at head 0 */
 	assert_int_equal(kill(pid, SIGSTOP), 0);

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <shoal/group.h>
+#include <shoal/ring.h>
 #include <shoal/router.h>
 
 #include "runtime/layout.h"
@@ -305,6 +306,23 @@ static void hostile_garbage_in_live_rings_stays_with_its_victims(void **state)
 	rt_stop_router();
 }
 
+/*
+ * Start system `name` with consumer `victim` (child 0, group id in *idv) and
+ * a producer group "pa"; returns the consumer's pid once its worker holds
+ * its rings (at head 0).
+ */
+static pid_t start_victim(const char *name, struct child *victim, int *idv)
+{
+	pid_t pid;
+
+	assert_int_equal(rt_start_router(name, NULL, 0), 0);
+	*idv = declare_consumer(victim);
+	rt_declare("pa", 1, 1);
+	pid = test_spawn(rt_consumer_main, victim, sizeof(*victim));
+	rt_wait_ready(1);
+	return pid;
+}
+
 /* Wait until the dispatcher has put `n` copies into group `id`'s rings. */
 static void wait_delivered(int id, uint64_t n)
 {
@@ -338,11 +356,7 @@ static void hostile_head_forged_ahead_counts_all_overwritten(void **state)
 	int idv;
 
 	(void)state;
-	assert_int_equal(rt_start_router("hostile_head", NULL, 0), 0);
-	idv = declare_consumer(&victim);
-	rt_declare("pa", 1, 1);
-	pid = test_spawn(rt_consumer_main, &victim, sizeof(victim));
-	rt_wait_ready(1);   /* its worker holds its ring, at head 0 */
+	pid = start_victim("hostile_head", &victim, &idv);
 	assert_int_equal(kill(pid, SIGSTOP), 0);
 
 	/* `first` records wait unread; then the head jumps to the tail. */
@@ -370,10 +384,50 @@ static void hostile_head_forged_ahead_counts_all_overwritten(void **state)
 	rt_stop_router();
 }
 
+/*
+ * A ring its producer gave up (the dispatcher found it corrupted) while its
+ * consumer's process was gone still holds what was queued before: the next
+ * process reads it until empty, as the one that held it would have. (It used
+ * to skip any condemned ring at attach, while the router counts an inbound
+ * ring only once its reader gives up: what it held was lost uncounted.)
+ */
+static void hostile_ring_its_producer_gave_up_is_drained_by_the_next_process(void **state)
+{
+	struct child victim = { .index = 0, .name = "victim", .workers = 1, .actors = 1 };
+	struct child again = { .index = 1, .name = "victim", .workers = 1, .actors = 1 };
+	struct child pa = { .index = 2, .name = "pa", .n = 100, .type = T_PING };
+	struct rt_damage d;
+	struct shoal_seg seg;
+	pid_t pid;
+	int idv;
+
+	(void)state;
+	pid = start_victim("hostile_prod", &victim, &idv);
+	kill(pid, SIGKILL);
+	assert_int_not_equal(test_wait_pid(pid, 5000), -1);
+	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, idv) != 0; i++)
+		usleep(1000);
+
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &pa, sizeof(pa)), 120000), 0);
+	wait_delivered(idv, pa.n);
+	rt_mailbox_map("victim", &seg);
+	shoal_ring_condemn(rt_ring_of(&seg, "in.0.d0"), SHOAL__RING_DATA_OFF, SHOAL_RING_SIDE_PROD);
+	shoal_seg_detach(&seg);
+	rt_wait_damage(idv, 1, 1, &d);
+
+	pid = test_spawn(rt_consumer_main, &again, sizeof(again));
+	rt_wait_attached(idv);
+	expect_accounted(1, pa.n, idv, &no_damage, -1, 0);
+	assert_int_equal(atomic_load(&rt_res->count[1]), pa.n);
+	rt_stop_and_reap(&pid, 1);
+	rt_stop_router();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(hostile_head_forged_ahead_counts_all_overwritten),
+		cmocka_unit_test(hostile_ring_its_producer_gave_up_is_drained_by_the_next_process),
 		cmocka_unit_test(hostile_garbage_in_live_rings_stays_with_its_victims),
 	};
 

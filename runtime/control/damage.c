@@ -50,14 +50,23 @@
 #define WATCH_TICK_NS 50000000      /* the watch thread looks for damage this often */
 #define WATCH_MAILBOX_TICKS 10      /* and checks whole mailboxes every 10 looks */
 
-/* Messages a retired ring still holds: bounded by what `len` bytes can. */
+/*
+ * Messages a retired ring still holds: what its producer committed less what
+ * its consumer took, from their own counters. Not bounded by what the ring's
+ * bytes can hold: a head moved forward by garbage, within bounds, makes the
+ * producer write up to a ring's worth over records never read (one more for
+ * each such write before the consumer releases again), and every one of
+ * those is lost. Garbage in the counters themselves can only be told from
+ * that by a bound that would cut real losses, so the count errs towards
+ * counting (docs/design.md, "Known limits").
+ */
 static uint64_t ring_left(const void *mem, uint64_t len)
 {
-	uint64_t in, out, max = len / (SHOAL_RING_REC_HDR + sizeof(struct shoal_envelope));
+	uint64_t in, out;
 
 	if (shoal_ring_records(mem, len, &in, &out) < 0 || in <= out)
 		return 0;
-	return in - out < max ? in - out : max;
+	return in - out;
 }
 
 static void count_lost(struct shoal_router *r, int g, uint64_t n)

@@ -28,9 +28,13 @@ static int add_inring(struct shoal_ctx *ctx, void *mem, uint64_t len, int src_gr
 	if (in == NULL)
 		return -ENOMEM;
 	ctx->in = in;
-	/* Quarantined: the router counted what it holds as lost, and a
-	 * replacement follows in the directory. */
-	if (shoal_ring_condemned(mem, len) != 0)
+	/* Given up by its reader (a process of ours before): the router counts
+	 * what it holds as lost, and a replacement follows in the directory.
+	 * A ring only its producer gave up is still ours to drain, as the
+	 * worker that held it when it was condemned does: the router counts
+	 * it only once its reader gives up too, so skipping it here would
+	 * lose what it holds without a count. */
+	if (shoal_ring_condemned(mem, len) & SHOAL_RING_SIDE_CONS)
 		return -EUCLEAN;
 	if (shoal_ring_cons_attach(&ctx->in[ctx->n_in].c, mem, len, NULL) < 0) {
 		/* The router replaces a ring it finds condemned. */

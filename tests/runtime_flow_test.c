@@ -640,6 +640,8 @@ int main(void)
 	if (seen == MAP_FAILED)
 		abort();
 	signal(SIGPIPE, SIG_IGN);
+	if (getenv("SHOAL_TEST_FILTER") != NULL)   /* one test, by name pattern */
+		cmocka_set_test_filter(getenv("SHOAL_TEST_FILTER"));
 	test_spawn_server_start();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

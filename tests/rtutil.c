@@ -91,10 +91,18 @@ void rt_wait_count(int child, uint64_t want, int timeout_ms)
 {
 	for (int i = 0; i < timeout_ms && atomic_load(&rt_res->count[child]) < want; i++)
 		usleep(1000);
-	if (atomic_load(&rt_res->count[child]) != want)
+	if (atomic_load(&rt_res->count[child]) != want) {
+		/* Per actor, a worker that never ran shows as the zeros of the
+		 * actors it owns (actor a belongs to worker a % workers). */
+		print_error("child %d handled per actor:", child);
+		for (int a = 0; a < MAX_ACT; a++)
+			print_error(" %llu",
+				    (unsigned long long)atomic_load(&rt_res->per_actor[child][a]));
+		print_error("\n");
 		fail_msg("child %d handled %llu messages, expected %llu", child,
 			 (unsigned long long)atomic_load(&rt_res->count[child]),
 			 (unsigned long long)want);
+	}
 }
 
 /* Wait until children 0..n-1 have attached. */

@@ -756,24 +756,47 @@ static uint64_t cpu_ticks(pid_t pid)
 	return ut + st;
 }
 
-static void wait_attached(const char *system, const char *name)
+/*
+ * Wait up to 10 s for group `name` to have a process other than `old` (0:
+ * any process) attached, reading its pid once a round: with two reads a
+ * round, the pid could change between them (old to 0 as the router sees the
+ * kill) and end the wait before the new process came. On failure, the
+ * output of `shoal run` (file `out`, if not NULL) is printed.
+ */
+static void wait_pid_other_than(const char *system, const char *name, pid_t old,
+				 const char *out)
 {
-	for (int i = 0; i < 1000 && rt_group_pid(system, name) == 0; i++)
+	pid_t pid = 0;
+
+	for (int i = 0; i < 1000; i++) {
+		pid = rt_group_pid(system, name);
+		if (pid > 0 && pid != old)
+			return;
 		usleep(10000);
-	assert_true(rt_group_pid(system, name) > 0);
+	}
+	if (out != NULL) {
+		char *text = read_file(out);
+
+		print_error("--- output of shoal run:\n%s---\n", text);
+		free(text);
+	}
+	fail_msg("group %s: no process other than %d attached within 10 s (pid now %d)", name,
+		 (int)old, (int)pid);
+}
+
+static void wait_attached(const char *system, const char *name, const char *out)
+{
+	wait_pid_other_than(system, name, 0, out);
 }
 
 /* Kill group `name`'s process and wait for a new one to attach. */
-static void kill_and_see_restart(const char *system, const char *name)
+static void kill_and_see_restart(const char *system, const char *name, const char *out)
 {
 	pid_t victim = rt_group_pid(system, name);
 
 	assert_true(victim > 0);
 	kill(victim, SIGKILL);
-	for (int i = 0; i < 1000 && (rt_group_pid(system, name) == 0 ||
-				     rt_group_pid(system, name) == victim); i++)
-		usleep(10000);
-	assert_true(rt_group_pid(system, name) > 0 && rt_group_pid(system, name) != victim);
+	wait_pid_other_than(system, name, victim, out);
 }
 
 /* `shoal run` of system `system` with one group, a, of run_group's `role`
@@ -790,7 +813,7 @@ static pid_t run_group_a(const char *system, const char *role, const char *out)
 	write_file(cfg, text);
 	run = start_run(cfg, out);
 	expect_output(out, "group a: started", 10000);
-	wait_attached(system, "a");
+	wait_attached(system, "a", out);
 	return run;
 }
 
@@ -840,7 +863,7 @@ static void run_control_client_that_never_reads_cannot_freeze_it(void **state)
 	print_message("flooder: %u requests sent, then %s\n", sent,
 		      stalls >= 200 ? "its socket stayed full" : strerror(errno));
 	/* Still supervising: a killed group comes back... */
-	kill_and_see_restart("flood", "a");
+	kill_and_see_restart("flood", "a", out);
 	expect_output(out, "restart 1 in 50 ms", 0);
 	/* ... and SIGINT stops everything. */
 	kill(run, SIGINT);
@@ -948,9 +971,9 @@ static void run_groups_exit_when_their_router_is_killed(void **state)
 		 group_bin, group_bin, group_bin);
 	write_file(cfg, text);
 	run = start_run(cfg, out);
-	wait_attached("orphan", "consumer");
-	wait_attached("orphan", "blocked");
-	wait_attached("orphan", "idle");
+	wait_attached("orphan", "consumer", out);
+	wait_attached("orphan", "blocked", out);
+	wait_attached("orphan", "idle", out);
 	consumer = rt_group_pid("orphan", "consumer");
 	blocked = rt_group_pid("orphan", "blocked");
 	idle = rt_group_pid("orphan", "idle");
@@ -998,8 +1021,8 @@ static void run_survives_its_output_reader_going_away(void **state)
 		buf[got] = '\0';
 	}
 	close(p[0]);
-	wait_attached("pipe", "a");
-	kill_and_see_restart("pipe", "a");
+	wait_attached("pipe", "a", NULL);
+	kill_and_see_restart("pipe", "a", NULL);
 	/* A group whose output is gone, refused (a is running), says so into
 	 * the void and exits 1: the write does not kill it. */
 	assert_int_equal(pipe(p), 0);
@@ -1042,7 +1065,7 @@ static void run_restart_attaches_while_a_dead_groups_connection_is_held(void **s
 	(void)state;
 	run = run_group_a("held", "holder", out);
 	expect_output(out, "holds the connection", 10000);
-	kill_and_see_restart("held", "a");
+	kill_and_see_restart("held", "a", out);
 	expect_output(out, "its connection dropped", 10000);
 	assert_int_equal(stop_run(run, SIGINT), 0);
 	assert_int_equal(count_system_files("held"), 0);
@@ -1069,8 +1092,8 @@ static void run_messages_stranded_at_sigint_are_counted(void **state)
 		 group_bin, group_bin);
 	write_file(cfg, text);
 	run = start_run(cfg, out);
-	wait_attached("strand", "consumer");
-	wait_attached("strand", "producer");
+	wait_attached("strand", "consumer", out);
+	wait_attached("strand", "producer", out);
 	consumer = rt_group_pid("strand", "consumer");
 	kill(consumer, SIGSTOP);
 	usleep(500000);

@@ -202,7 +202,15 @@ static void exec_child(const struct shoal__cfg_group *g, char **env, const sigse
 {
 	cpu_set_t set;
 
-	/* Runs between fork and exec: only async-signal-safe calls. */
+	/*
+	 * Runs between fork and exec in a copy of a threaded process (the
+	 * router's dispatchers, waker, control thread): system calls only,
+	 * nothing that allocates or locks, as another thread may have held
+	 * that lock at the fork (under ASan a malloc here can hang for good).
+	 * Not posix_spawn: glibc 2.36 has no attribute for the parent-death
+	 * signal or the CPU affinity, and both must hold before the program
+	 * runs.
+	 */
 	setpgid(0, 0);
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
 	signal(SIGPIPE, SIG_DFL);                /* the supervisor ignores it */

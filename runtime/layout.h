@@ -139,6 +139,11 @@ struct shoal__reg_group {
 	struct shoal__reg_gstat stats[SHOAL_MAX_NODES];
 };
 
+/* mw->up_gen when the router found the uplink in service corrupted and had
+ * no room left in the mailbox for another: sends through the uplink fail
+ * with -EUCLEAN until the group restarts (its mailbox is then replaced). */
+#define SHOAL__UP_GEN_NONE UINT32_MAX
+
 /* Per-worker block of a mailbox. */
 struct shoal__mbx_worker {
 	struct shoal_doorbell in_db;     /* the worker sleeps here when idle */
@@ -170,7 +175,8 @@ struct shoal__mbx_worker {
 	_Atomic uint64_t up_dropped_full;
 	_Atomic uint64_t up_malformed;
 	/* Written by the router: the generation (tag.gen) of the uplink in
-	 * service, once no dispatcher reads the one before it. */
+	 * service, once no dispatcher reads the one before it, or
+	 * SHOAL__UP_GEN_NONE. */
 	_Atomic uint32_t up_gen;
 	uint8_t pad2[SHOAL_FALSE_SHARING - 28];
 };

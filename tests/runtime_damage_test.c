@@ -386,6 +386,98 @@ static void damage_mailbox_is_replaced_when_its_group_restarts(void **state)
 	rt_stop_router();
 }
 
+/*
+ * Sends routed messages once `go` is set, until a send fails (at most
+ * 100 000): the error in status[], how many were sent in sum_seq[].
+ */
+static int send_until_refused_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group *g = rt_child_attach(c, NULL, rt_count_handler);
+	struct msg v = { .from = (uint32_t)c->index };
+	uint64_t sent = 0;
+	int ret = 0;
+
+	if (g == NULL)
+		return 10;
+	atomic_store(&rt_res->ready[c->index], 1);
+	while (!atomic_load(&rt_res->go))
+		usleep(1000);
+	while (sent < 100000 && (ret = shoal_send(shoal_group_worker(g, 0), T_PING, &v,
+						  sizeof(v))) == 0)
+		v.seq = ++sent;
+	atomic_store(&rt_res->status[c->index], ret);
+	atomic_store(&rt_res->sum_seq[c->index], sent);
+	shoal_group_detach(g);
+	return 0;
+}
+
+/*
+ * The uplink in service corrupted again and again until the mailbox has no
+ * room for another: the router says so in the worker's block, and a
+ * blocking send of its producer fails with -EUCLEAN instead of waiting
+ * forever for a replacement; what it sent into its dead uplink is counted.
+ */
+static void damage_uplink_with_no_room_left_fails_sends_never_waits(void **state)
+{
+	struct child sink = { .index = 0, .name = "sink" };
+	struct child v = { .index = 1, .name = "v" };
+	struct shoal_seg_region reg;
+	struct shoal__mbx_hdr *h;
+	struct shoal__ring *ring;
+	struct shoal_seg seg;
+	struct rt_damage d;
+	pid_t ps, pv;
+	int sid, vid;
+	uint32_t k;
+
+	(void)state;
+	assert_int_equal(rt_start_router("dm-noroom", NULL, 0), 0);
+	sid = rt_declare("sink", 1, 1);
+	rt_route(sid, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	vid = rt_declare("v", 1, 1);
+	ps = start_consumer(&sink, sid);
+	pv = test_spawn(send_until_refused_main, &v, sizeof(v));
+	rt_wait_attached(vid);
+	rt_wait_ready(2);
+	/* Garble the tail of the uplink in service (up.0, then up.0.rK) until
+	 * the router cannot replace it: the dispatcher condemns each. */
+	for (k = 0; k < 64; k++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), k == 0 ? "up.0" : "up.0.r%u", k);
+		rt_mailbox_map("v", &seg);
+		assert_int_equal(shoal_seg_find(&seg, SHOAL_SEG_KIND_RING, name, &reg), 0);
+		ring = shoal_seg_ptr(&seg, reg.off, reg.len, 128);
+		atomic_store(&ring->tail, atomic_load(&ring->head) + ring->capacity + 8);
+		shoal_seg_detach(&seg);
+		rt_wait_damage(vid, k + 1, 0, &d);
+		if (d.replaced == k)
+			break;   /* no room for another */
+	}
+	print_message("%u uplinks replaced, the next had no room\n", k);
+	assert_true(k < 64);
+	rt_mailbox_map("v", &seg);
+	h = shoal__mailbox_hdr(&seg);
+	assert_non_null(h);
+	assert_int_equal(atomic_load(&h->w[0].up_gen), SHOAL__UP_GEN_NONE);
+	shoal_seg_detach(&seg);
+	/* Its producer fills the uplink it still writes (condemned, read by
+	 * nobody), then is refused. */
+	atomic_store(&rt_res->go, 1);
+	test_assert_exited(test_wait_pid(pv, WAIT_MS), 0);
+	assert_int_equal(atomic_load(&rt_res->status[1]), -EUCLEAN);
+	assert_true(atomic_load(&rt_res->sum_seq[1]) > 0);
+	/* Nothing it sent was delivered; all of it is counted once it left. */
+	for (int i = 0; i < WAIT_MS && (rt_damage_of(vid, &d),
+					d.lost < atomic_load(&rt_res->sum_seq[1])); i++)
+		usleep(1000);
+	assert_int_equal(d.lost, atomic_load(&rt_res->sum_seq[1]));
+	assert_int_equal(atomic_load(&rt_res->count[0]), 0);
+	rt_stop_and_reap(&ps, 1);
+	rt_stop_router();
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
@@ -401,6 +493,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(damage_garbage_head_drops_counted_copies_never_parks),
 		cmocka_unit_test(damage_corrupted_direct_ring_is_replaced_for_its_sender),
 		cmocka_unit_test(damage_registry_worker_count_is_bounded_for_direct_sends),
+		cmocka_unit_test(damage_uplink_with_no_room_left_fails_sends_never_waits),
 		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
 					  (void *)&mailbox_cases[0]),
 		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,

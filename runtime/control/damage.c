@@ -153,7 +153,8 @@ void shoal__settle_retired(struct shoal_router *r, int gone)
 /*
  * Replace worker w's uplink (d < 0) or inbound ring from dispatcher d, which
  * `side` condemned. The caller publishes. Returns 0, or a negative errno when
- * there is no room (the mailbox is then replaced at the next attach).
+ * there is no room (the mailbox is then replaced at the next attach; an
+ * uplink's producer is told, SHOAL__UP_GEN_NONE, and its sends fail).
  */
 static int replace_ring(struct shoal_router *r, int g, unsigned w, int d, unsigned side)
 {
@@ -181,6 +182,14 @@ static int replace_ring(struct shoal_router *r, int g, unsigned w, int d, unsign
 			   err.msg[0] ? ": " : "", err.msg, strerror(-ret));
 		/* Never look at it again: it stays condemned. */
 		ref->mem = NULL;
+		if (d < 0) {
+			/* Its producer must not wait for a replacement that
+			 * will not come: tell it (R4 as for a new uplink, the
+			 * publish loop of watch_once() then leaves it). */
+			ref->gen = SHOAL__UP_GEN_NONE;
+			shoal_store_release(&s->hdr->w[w].up_gen, SHOAL__UP_GEN_NONE);
+			shoal_doorbell_notify(&s->hdr->w[w].up_db);
+		}
 		return ret;
 	}
 	damage_log(r, g, "ring %s is corrupted (condemned by its %s%s%s); quarantined, replaced "

@@ -150,6 +150,14 @@ static bool room(void *arg)
 	return true;
 }
 
+/* The router found our uplink corrupted and had no room for another: no
+ * send through it can succeed until the group restarts. */
+static bool uplink_lost(const struct shoal_ctx *ctx)
+{
+	/* A4: pairs with R4 in damage.c replace_ring(). */
+	return shoal_load_acquire(&ctx->mw->up_gen) == SHOAL__UP_GEN_NONE;
+}
+
 /* The router has given us a new uplink (see shoal__ctx_uplink_renew()). */
 static bool uplink_replaced(void *arg)
 {
@@ -181,6 +189,8 @@ static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct sh
 				  shoal_doorbell_poll_wait(db, ctx->g->spin_ns, room, &w, slice);
 		if (p == &ctx->up && shoal__ctx_uplink_renew(ctx))
 			return 0;   /* our uplink was condemned: retry on the new one */
+		if (p == &ctx->up && uplink_lost(ctx))
+			return -EUCLEAN;
 		if (p != &ctx->up && shoal_ring_prod_condemned(p))
 			return -EUCLEAN;   /* its reader gave it up: no room will come */
 		if (shoal_ring_prod_error(p) && !condemned)
@@ -221,6 +231,10 @@ void *shoal__reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct
 			return dst;
 		if (p == &ctx->up && shoal__ctx_uplink_renew(ctx))
 			continue;
+		if (p == &ctx->up && uplink_lost(ctx)) {
+			*err = -EUCLEAN;
+			return NULL;
+		}
 		if (p != &ctx->up && shoal_ring_prod_condemned(p)) {
 			*err = -EUCLEAN;
 			return NULL;

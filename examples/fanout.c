@@ -100,6 +100,9 @@ static int run_producer(uint64_t rate)
 
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+	/* As shoal_group_main() does for a group: if whoever reads our
+	 * reports goes away, we lose the reports, not our life. */
+	signal(SIGPIPE, SIG_IGN);
 	ret = shoal_group_attach(&g, &d, NULL, &err);
 	if (ret < 0) {
 		fprintf(stderr, "producer: cannot attach: %s\n", err.msg);

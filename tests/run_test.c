@@ -1053,6 +1053,53 @@ static void run_survives_its_output_reader_going_away(void **state)
 }
 
 /*
+ * Events that cannot reach a closed standard output go to standard error,
+ * after one line that says so: why and how the system stops is still told.
+ */
+static void run_tells_its_events_on_stderr_once_stdout_is_gone(void **state)
+{
+	const char *cfg = in_dir("noout.yaml"), *err = in_dir("noout.err");
+	char text[1024], *log;
+	pid_t run;
+	int p[2], status;
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "system: noout\ngroups:\n  - name: a\n    program: %s\n    args: [--role, consumer]\n",
+		 group_bin);
+	write_file(cfg, text);
+	assert_int_equal(pipe(p), 0);
+	close(p[0]);   /* nobody will ever read it */
+	fflush(NULL);
+	run = fork();
+	assert_true(run >= 0);
+	if (run == 0) {
+		int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		dup2(p[1], 1);
+		dup2(fd, 2);
+		close_range(3, ~0u, 0);
+		signal(SIGPIPE, SIG_DFL);
+		execl(shoal_bin, "shoal", "run", "--status", "plain", "--duration", "2", cfg,
+		      (char *)NULL);
+		_exit(127);
+	}
+	started[n_started++ % 16] = run;
+	close(p[1]);
+	status = test_wait_pid(run, 30000);
+	assert_int_not_equal(status, -1);
+	if (WIFSIGNALED(status))
+		fail_msg("shoal run was killed by signal %d", WTERMSIG(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	log = read_file(err);
+	assert_non_null(strstr(log, "standard output is closed"));
+	assert_non_null(strstr(log, "stopping: the requested duration has passed"));
+	assert_non_null(strstr(log, "group a: exited with status 0"));
+	free(log);
+	assert_int_equal(count_system_files("noout"), 0);
+}
+
+/*
  * A group killed while a child it forked still holds its control
  * connection: the router sees no hang-up, yet the restarted process must
  * attach, since the router can tell the old one is dead.
@@ -1128,6 +1175,7 @@ int main(void)
 					  kill_started),
 		cmocka_unit_test_teardown(run_groups_exit_when_their_router_is_killed, kill_started),
 		cmocka_unit_test_teardown(run_survives_its_output_reader_going_away, kill_started),
+		cmocka_unit_test_teardown(run_tells_its_events_on_stderr_once_stdout_is_gone, kill_started),
 		cmocka_unit_test_teardown(run_restart_attaches_while_a_dead_groups_connection_is_held,
 					  kill_started),
 		cmocka_unit_test_teardown(run_messages_stranded_at_sigint_are_counted, kill_started),

@@ -69,6 +69,7 @@ struct proc {
 
 struct sup {
 	const struct shoal__sup_opts *o;
+	FILE *out;                   /* o->out, or stderr once o->out's reader went away */
 	struct shoal__config *cfg;
 	struct proc *procs;          /* one per cfg->groups[i] */
 	struct shoal_router *router;
@@ -88,9 +89,24 @@ struct sup {
 static void clear_status(struct sup *s)
 {
 	if (s->live && s->status_shown) {
-		fputs("\r\033[K", s->o->out);
+		fputs("\r\033[K", s->out);
 		s->status_shown = false;
 	}
+}
+
+/*
+ * After a write to s->out: if its reader went away (EPIPE, SIGPIPE being
+ * ignored), say so once on stderr and carry on there, so that why the
+ * system stops, and how, is still told.
+ */
+static void out_check(struct sup *s)
+{
+	if (s->out == stderr || !ferror(s->out))
+		return;
+	s->out = stderr;
+	s->live = false;   /* a status line in place belongs to a terminal */
+	fprintf(stderr, "shoal run: standard output is closed (%s); events go to standard "
+		"error from here\n", strerror(errno));
 }
 
 __attribute__((format(printf, 2, 3)))
@@ -100,12 +116,13 @@ static void event(struct sup *s, const char *fmt, ...)
 	double t = (double)(shoal__now_ns() - s->start_ns) / 1e9;
 
 	clear_status(s);
-	fprintf(s->o->out, "[%8.3f] ", t);
+	fprintf(s->out, "[%8.3f] ", t);
 	va_start(ap, fmt);
-	vfprintf(s->o->out, fmt, ap);
+	vfprintf(s->out, fmt, ap);
 	va_end(ap);
-	fputc('\n', s->o->out);
-	fflush(s->o->out);
+	fputc('\n', s->out);
+	fflush(s->out);
+	out_check(s);
 }
 
 static void human(char *buf, size_t len, double v)
@@ -133,12 +150,13 @@ static void status(struct sup *s, uint64_t now)
 		return;
 	human(rate, sizeof(rate), s->rate);
 	if (s->live) {
-		fprintf(s->o->out, "\r\033[K%s: %u/%u groups up, %s msg/s, %llu handled, %llu "
+		fprintf(s->out, "\r\033[K%s: %u/%u groups up, %s msg/s, %llu handled, %llu "
 			"restarts, %llu dropped, %u failed", s->cfg->system, st.running, st.groups,
 			rate, (unsigned long long)st.handled, (unsigned long long)st.restarts,
 			(unsigned long long)st.dropped, st.failed);
-		fflush(s->o->out);
+		fflush(s->out);
 		s->status_shown = true;
+		out_check(s);
 		return;
 	}
 	if (now - s->last_plain_ns < (uint64_t)(s->o->status_period_ns ? s->o->status_period_ns :
@@ -744,7 +762,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 {
 	struct shoal_router_opts ro = { 0 };
 	struct shoal__config_space space;
-	struct sup s = { .o = o, .sigfd = -1 };
+	struct sup s = { .o = o, .out = o->out, .sigfd = -1 };
 	struct sigaction ign = { .sa_handler = SIG_IGN }, old_pipe;
 	sigset_t mask, old;
 	uint64_t lost;

@@ -196,17 +196,6 @@ static void note_crash(struct shoal_ctx *ctx)
 	ctx->suspect_crashes = shoal_load_relaxed(&ctx->mw->crashes);
 }
 
-/* The mark of record `rec` of mailbox ring `in`: never 0 (the mailbox
- * header comes before any ring). */
-static uint64_t rec_mark(const struct shoal_ctx *ctx, const struct shoal__inring *in,
-			 const struct shoal_rec *rec)
-{
-	uint64_t ring = (uint64_t)((const char *)in->mem - (const char *)ctx->g->mbx);
-	uint64_t off = (uint64_t)((const char *)rec->data - (const char *)in->mem);
-
-	return ring << 32 | (off & UINT32_MAX);
-}
-
 /*
  * Keep a copy of the record set aside where `shoal dump` finds it: a
  * sequence count around the bytes (a seqlock; a sequence found odd, say
@@ -234,22 +223,14 @@ static void keep_aside(struct shoal_ctx *ctx, const struct shoal_rec *rec)
 	shoal_store_release(&a->seq, seq + 1);
 }
 
-/* Whether to set record `rec` aside; else marks it as in hand. */
-bool shoal__set_aside(struct shoal_ctx *ctx, const struct shoal__inring *in,
-		      const struct shoal_rec *rec)
+bool shoal__set_aside_suspect(struct shoal_ctx *ctx, const struct shoal_rec *rec)
 {
-	uint64_t mark = rec_mark(ctx, in, rec);
-
-	if (SHOAL_UNLIKELY(mark == ctx->suspect)) {
-		ctx->suspect = 0;   /* it comes round once */
-		if (ctx->suspect_crashes >= SHOAL__CRASHES_MAX) {
-			keep_aside(ctx, rec);
-			COUNT(ctx, set_aside);
-			return true;
-		}
-	}
-	shoal_store_relaxed(&ctx->mw->inflight, mark);
-	return false;
+	ctx->suspect = 0;   /* it comes round once */
+	if (ctx->suspect_crashes < SHOAL__CRASHES_MAX)
+		return false;
+	keep_aside(ctx, rec);
+	COUNT(ctx, set_aside);
+	return true;
 }
 
 int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "runtime/group_impl.h"
+#include "shm/util.h"
 
 #define POLL_BATCH 32u
 #define SUMMARY_TRUST 1024u   /* empty polls per scan the ready summary did not ask for */
@@ -67,10 +68,33 @@ static inline bool shoal__stop_flagged(const struct shoal_group *g)
 	       shoal_load_relaxed(&g->mbx->stop) != 0;
 }
 
-/* rings.c: true when this record was handled by SHOAL__CRASHES_MAX dying
- * processes before: it is then counted and kept aside, not handled. */
-bool shoal__set_aside(struct shoal_ctx *ctx, const struct shoal__inring *in,
-		      const struct shoal_rec *rec);
+/* The mark of record `rec` of mailbox ring `in` (rings.c note_crash()):
+ * never 0, the mailbox header coming before any ring. */
+static inline uint64_t shoal__rec_mark(const struct shoal_ctx *ctx,
+				       const struct shoal__inring *in, const struct shoal_rec *rec)
+{
+	uint64_t ring = (uint64_t)((const char *)in->mem - (const char *)ctx->g->mbx);
+	uint64_t off = (uint64_t)((const char *)rec->data - (const char *)in->mem);
+
+	return ring << 32 | (off & UINT32_MAX);
+}
+
+/* rings.c: the suspect record came round; true (counted, kept aside) when
+ * SHOAL__CRASHES_MAX processes died handling it. */
+bool shoal__set_aside_suspect(struct shoal_ctx *ctx, const struct shoal_rec *rec);
+
+/* Whether to set record `rec` aside; else marks it as in hand (one relaxed
+ * store per record, on the worker's own line). */
+static inline bool shoal__set_aside(struct shoal_ctx *ctx, const struct shoal__inring *in,
+				    const struct shoal_rec *rec)
+{
+	uint64_t mark = shoal__rec_mark(ctx, in, rec);
+
+	if (SHOAL_UNLIKELY(mark == ctx->suspect) && shoal__set_aside_suspect(ctx, rec))
+		return true;
+	shoal_store_relaxed(&ctx->mw->inflight, mark);
+	return false;
+}
 
 /* send.c: reserve ENV_SIZE + len in `p`, waiting on `db` as `sw` says (NULL:
  * not), ringing `peer` (the consumer's doorbell, if its wake-ups may be

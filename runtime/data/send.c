@@ -370,6 +370,25 @@ static inline void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o, bool 
 	}
 }
 
+/*
+ * Publish the k records reserved in `p`, the uplink (o NULL: ring our
+ * dispatcher) or o's direct ring (F2, then a moderated wake-up), and count
+ * them sent.
+ */
+static void publish(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct shoal__dout *o,
+		    uint32_t k)
+{
+	shoal_ring_commit(p);
+	if (o == NULL) {
+		shoal_doorbell_notify(ctx->bell);
+		COUNT_N(ctx, sent_routed, k);
+	} else {
+		shoal_doorbell_fence();   /* F2 */
+		dout_ring(ctx, o, false, k);
+		COUNT_N(ctx, sent_direct, k);
+	}
+}
+
 static void flush_one(struct shoal__dout *o)
 {
 	if (o->unann > 0) {
@@ -630,12 +649,11 @@ static inline struct shoal__dout *dout_ready(struct shoal_ctx *ctx, uint16_t dg,
 					     struct send_wait *sw, int *err)
 {
 	if (SHOAL_LIKELY(dg < SHOAL_MAX_GROUPS && dw < SHOAL_MAX_WORKERS)) {
-		/* Acquire: as in link_entry(). */
-		struct shoal__dout *douts = shoal_load_acquire(&ctx->dout[dg]);
+		uint32_t st;
+		struct shoal__dout *o = link_entry(ctx, dg, dw, &st);
 
-		if (SHOAL_LIKELY(douts != NULL &&
-				 shoal_load_acquire(&douts[dw].state) == SHOAL__LINK_READY))
-			return &douts[dw];
+		if (SHOAL_LIKELY(st == SHOAL__LINK_READY))
+			return o;
 	}
 	return sw == NULL ? dout_get(ctx, dg, dw, false, err) : dout_wait(ctx, dg, dw, sw, err);
 }
@@ -784,15 +802,7 @@ static void burst_publish(struct shoal_ctx *ctx, struct burst *b)
 {
 	if (b->pending == 0)
 		return;
-	shoal_ring_commit(b->p);
-	if (b->o == NULL) {
-		shoal_doorbell_notify(ctx->bell);
-		COUNT_N(ctx, sent_routed, b->pending);
-	} else {
-		shoal_doorbell_fence();   /* F2 */
-		dout_ring(ctx, b->o, false, b->pending);
-		COUNT_N(ctx, sent_direct, b->pending);
-	}
+	publish(ctx, b->p, b->o, b->pending);
 	b->pending = 0;
 }
 
@@ -899,10 +909,8 @@ static int send_to_burst(struct shoal_ctx *ctx, uint64_t dest, const struct shoa
 		goto fail;
 	}
 	sw.rg = rg;
-	b.o = wait ? dout_wait(ctx, dg, dest_worker(nw, shoal_addr_slot(dest), shoal_ctx_self(ctx),
-						    0, 0), &sw, &ret) :
-		     dout_get(ctx, dg, dest_worker(nw, shoal_addr_slot(dest), shoal_ctx_self(ctx), 0,
-						   0), false, &ret);
+	b.o = dout_ready(ctx, dg, dest_worker(nw, shoal_addr_slot(dest), shoal_ctx_self(ctx), 0, 0),
+			 wait ? &sw : NULL, &ret);
 	if (b.o == NULL)
 		goto fail;
 	if (SHOAL_UNLIKELY(ctx->res_p == &b.o->p)) {
@@ -1009,16 +1017,6 @@ void shoal_commit(struct shoal_ctx *ctx)
 {
 	if (ctx->res_p == NULL)
 		return;
-	shoal_ring_commit(ctx->res_p);
-	if (ctx->res_o != NULL) {
-		shoal_doorbell_fence();
-		dout_ring(ctx, ctx->res_o, false, 1);
-	} else {
-		shoal_doorbell_notify(ctx->bell);
-	}
-	if (ctx->res_o == NULL)
-		COUNT(ctx, sent_routed);
-	else
-		COUNT(ctx, sent_direct);
+	publish(ctx, ctx->res_p, ctx->res_o, 1);
 	ctx->res_p = NULL;
 }

@@ -18,6 +18,10 @@
  *      the producer sees SLEEPING and wakes it. futex_wait() itself re-checks
  *      state == SLEEPING atomically in the kernel, so a wake that lands between
  *      the consumer's last check and its sleep is not lost either.
+ *   F4 (the consumer's membarrier(2) in prepare, after it takes back the
+ *      `unfenced` word) stands for the F2 of producers that skipped it
+ *      while that word was set; see shoal_doorbell_prepare() and
+ *      docs/memory-ordering.md.
  * Several threads may wait on one doorbell (senders waiting for space in a
  * receiver's rings do): a notify wakes all of them, and each re-checks.
  *
@@ -33,6 +37,7 @@
 #include <stddef.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -53,6 +58,43 @@ static_assert(offsetof(struct shoal_doorbell, state) == 0, "doorbell ABI");
 static_assert(offsetof(struct shoal_doorbell, sleeps) == 8, "doorbell ABI");
 static_assert(offsetof(struct shoal_doorbell, wakes) == 16, "doorbell ABI");
 static_assert(offsetof(struct shoal_doorbell, held) == 24, "doorbell ABI");
+static_assert(offsetof(struct shoal_doorbell, unfenced) == 32, "doorbell ABI");
+
+#if defined(__SANITIZE_THREAD__)
+#define ASYM_POSSIBLE 0   /* TSan cannot see membarrier(2): always fence */
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ASYM_POSSIBLE 0
+#endif
+#endif
+#ifndef ASYM_POSSIBLE
+#define ASYM_POSSIBLE 1
+#endif
+
+/* This process gets the sleepers' barriers: it may skip F2. */
+static _Atomic bool asym_joined;
+/* The barrier command works here: 0 not asked yet, 1 yes, -1 no. */
+static _Atomic int asym_usable;
+
+static long membarrier(int cmd)
+{
+	return syscall(SYS_membarrier, cmd, 0, 0);
+}
+
+static bool barrier_usable(void)
+{
+	int u = atomic_load_explicit(&asym_usable, memory_order_relaxed);
+
+	if (u == 0) {
+		long q = ASYM_POSSIBLE ? membarrier(MEMBARRIER_CMD_QUERY) : -1;
+		long need = MEMBARRIER_CMD_GLOBAL_EXPEDITED |
+			    MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
+
+		u = q >= 0 && (q & need) == need ? 1 : -1;
+		atomic_store_explicit(&asym_usable, u, memory_order_relaxed);
+	}
+	return u > 0;
+}
 
 static long futex(_Atomic uint32_t *uaddr, int op, uint32_t val, const struct timespec *ts)
 {
@@ -100,8 +142,59 @@ void shoal_doorbell_fence(void)
 
 void shoal_doorbell_notify(struct shoal_doorbell *db)
 {
-	shoal_doorbell_fence();
+	shoal_doorbell_fence_for(db);
 	shoal_doorbell_wake(db);
+}
+
+int shoal_doorbell_asym_join(void)
+{
+	if (atomic_load_explicit(&asym_joined, memory_order_relaxed))
+		return 0;
+	if (!barrier_usable())
+		return -ENOTSUP;
+	if (membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) != 0)
+		return -errno;
+	/* Relaxed: the registration is the kernel's; the flag only lets this
+	 * process's own publishers skip F2 from now on. */
+	atomic_store_explicit(&asym_joined, true, memory_order_relaxed);
+	return 0;
+}
+
+static inline bool fence_needed(const struct shoal_doorbell *db)
+{
+	/* Relaxed: if this load is older than the consumer's take-back in
+	 * shoal_doorbell_prepare(), the barrier it makes after the take-back
+	 * orders our publish before its look at the rings (it stands for the
+	 * F2 we skip); if it is newer, it sees the take-back and we fence. */
+	return !atomic_load_explicit(&asym_joined, memory_order_relaxed) ||
+	       shoal_load_relaxed(&db->unfenced) == 0;
+}
+
+bool shoal_doorbell_fence_needed(const struct shoal_doorbell *db)
+{
+	return fence_needed(db);
+}
+
+void shoal_doorbell_fence_for(const struct shoal_doorbell *db)
+{
+	if (fence_needed(db))
+		shoal_fence_full();   /* F2, as shoal_doorbell_fence() */
+	else
+		atomic_signal_fence(memory_order_seq_cst);   /* the compiler keeps the order */
+}
+
+void shoal_doorbell_unfence(struct shoal_doorbell *db)
+{
+	/* Relaxed: a producer that does not see it yet fences, which is
+	 * always safe; the take-back in prepare() does not depend on it. */
+	if (barrier_usable() && shoal_load_relaxed(&db->unfenced) == 0)
+		shoal_store_relaxed(&db->unfenced, 1);
+}
+
+void shoal_doorbell_streak(struct shoal_doorbell *db, uint32_t *streak, uint32_t n)
+{
+	if (*streak < SHOAL_UNFENCE_AFTER && (*streak += n) >= SHOAL_UNFENCE_AFTER)
+		shoal_doorbell_unfence(db);
 }
 
 /*
@@ -114,8 +207,16 @@ void shoal_doorbell_notify(struct shoal_doorbell *db)
  */
 static inline void mark_ready(struct shoal_doorbell *db)
 {
-	if (shoal_load_relaxed(&db->ready) == SHOAL_DOORBELL_READY_ON)
+	uint32_t r = shoal_load_relaxed(&db->ready);
+
+	if (r == SHOAL_DOORBELL_READY_ON)
 		shoal_store_relaxed(&db->ready, SHOAL_DOORBELL_READY_ON | SHOAL_DOORBELL_READY_SET);
+	else if (r != 0 && shoal_load_relaxed(&db->unfenced) != 0)
+		/* Without F2 our load of `ready` may be older than our commit
+		 * and than the consumer's clear: store regardless. Release:
+		 * the consumer's take that reads this store sees the commit. */
+		shoal_store_release(&db->ready,
+				    SHOAL_DOORBELL_READY_ON | SHOAL_DOORBELL_READY_SET);
 }
 
 void shoal_doorbell_ready_on(struct shoal_doorbell *db)
@@ -212,12 +313,27 @@ uint64_t shoal_doorbell_wake_due(struct shoal_doorbell *db, uint64_t now, uint64
 	return UINT64_MAX;
 }
 
+/* A sleeper whose barrier failed: its waits are cut short, so a publish
+ * that skipped F2 is found by the next look, not the next wake-up. */
+static _Thread_local bool barrier_failed;
+#define BARRIER_FAILED_WAIT_NS 1000000
+
 void shoal_doorbell_prepare(struct shoal_doorbell *db)
 {
 	/* Relaxed store: F1 below orders it before the ring checks. */
 	shoal_store_relaxed(&db->state, DB_SLEEPING);
 	/* F1: pairs with F2 in shoal_doorbell_notify(). */
 	shoal_fence_full();
+	/* Producers may have skipped F2: take the permission back, then make
+	 * every CPU that runs a joined process fence (the F2 they skipped).
+	 * A producer's load of `unfenced` older than our store is then
+	 * ordered before our look at the rings with its commit; a newer one
+	 * sees 0 and fences. Read from shared memory, not from our own
+	 * memory of setting it: an earlier incarnation may have. */
+	if (SHOAL_UNLIKELY(shoal_load_relaxed(&db->unfenced) != 0)) {
+		shoal_store_relaxed(&db->unfenced, 0);
+		barrier_failed = membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0;
+	}
 }
 
 void shoal_doorbell_cancel(struct shoal_doorbell *db)
@@ -230,8 +346,15 @@ int shoal_doorbell_wait(struct shoal_doorbell *db, int64_t timeout_ns)
 {
 	struct timespec ts, *tsp = NULL;
 	uint64_t sleeps;
+	bool cut = false;
 	int ret = 0;
 
+	if (SHOAL_UNLIKELY(barrier_failed)) {
+		barrier_failed = false;
+		cut = timeout_ns < 0 || timeout_ns > BARRIER_FAILED_WAIT_NS;
+		if (cut)
+			timeout_ns = BARRIER_FAILED_WAIT_NS;
+	}
 	if (timeout_ns >= 0) {
 		ts.tv_sec = timeout_ns / 1000000000;
 		ts.tv_nsec = timeout_ns % 1000000000;
@@ -244,7 +367,7 @@ int shoal_doorbell_wait(struct shoal_doorbell *db, int64_t timeout_ns)
 	 * already swapped it to AWAKE makes this return at once (EAGAIN). */
 	if (futex(&db->state, FUTEX_WAIT, DB_SLEEPING, tsp) != 0) {
 		if (errno == ETIMEDOUT)
-			ret = -ETIMEDOUT;
+			ret = cut ? 0 : -ETIMEDOUT;   /* cut short: a spurious wake-up */
 		else if (errno == EINTR)
 			ret = -EINTR;
 	}
@@ -353,6 +476,7 @@ int shoal_doorbell_idle_wait(struct shoal_doorbell *db, struct shoal_idle *st,
 		contended = preempted(st);
 		st->spin_ns = contended || st->spin_ns / 2 < SPIN_MIN_NS ? 0 : st->spin_ns / 2;
 		slept = now;
+		st->streak = 0;   /* prepare takes the unfencing back */
 		ret = sleep_once(db, ready, arg, deadline, &now);
 		if (ret != 0)
 			return ret < 0 ? ret : 0;

@@ -23,8 +23,11 @@ struct race {
 	_Alignas(64) _Atomic uint64_t sent;   /* messages published by the producer */
 	_Alignas(64) _Atomic uint64_t acked;  /* messages the consumer has seen */
 	_Atomic uint64_t lost;                /* waits that timed out with a message there */
+	_Atomic uint64_t unfenced_sends;      /* publishes that skipped F2 */
 	uint64_t rounds;
 	int burst;                            /* producer does not wait for acks */
+	int unfenced;                         /* the consumer polls, then unfences, as a
+					       * streaming one does (shm/doorbell.h) */
 };
 
 static struct shoal_seg seg;
@@ -67,10 +70,18 @@ static int race_consumer(void *arg)
 {
 	struct race *r = arg;
 	struct waiter w = { r, 0 };
+	uint64_t seed = 7;
 
 	test_pin(1);
 	while (atomic_load(&r->acked) < r->rounds) {
 		w.want = atomic_load(&r->acked) + 1;
+		if (r->unfenced) {
+			/* Poll a varied while with the producers unfenced: the
+			 * prepare below takes it back at varied moments. */
+			shoal_doorbell_unfence(&r->db);
+			for (uint64_t d = test_rand(&seed) % 400; d > 0 && !arrived(&w); d--)
+				__asm__ __volatile__("" ::: "memory");
+		}
 		for (;;) {
 			shoal_doorbell_prepare(&r->db);
 			if (arrived(&w)) {
@@ -91,13 +102,17 @@ static int race_consumer(void *arg)
 
 /* Publish message i and notify, after a varied delay (the moment of the
  * publish against the consumer's own steps is what the races are about). */
-static void publish_jittered(_Atomic uint64_t *sent, struct shoal_doorbell *db, uint64_t i,
+static bool publish_jittered(_Atomic uint64_t *sent, struct shoal_doorbell *db, uint64_t i,
 			     uint64_t *seed)
 {
+	bool unfenced;
+
 	for (uint64_t d = test_rand(seed) % 200; d > 0; d--)
 		__asm__ __volatile__("" ::: "memory");
 	atomic_store_explicit(sent, i, memory_order_release);
+	unfenced = !shoal_doorbell_fence_needed(db);
 	shoal_doorbell_notify(db);
+	return unfenced;
 }
 
 static int race_producer(void *arg)
@@ -106,8 +121,11 @@ static int race_producer(void *arg)
 	uint64_t seed = 3;
 
 	test_pin(0);
+	if (r->unfenced && shoal_doorbell_asym_join() != 0)
+		return 1;
 	for (uint64_t i = 1; i <= r->rounds; i++) {
-		publish_jittered(&r->sent, &r->db, i, &seed);
+		if (publish_jittered(&r->sent, &r->db, i, &seed))
+			atomic_fetch_add_explicit(&r->unfenced_sends, 1, memory_order_relaxed);
 		if (!r->burst) {
 			while (atomic_load(&r->acked) < i)
 				sched_yield();
@@ -134,6 +152,11 @@ static void run_race(struct race *r)
 	/* The race really was exercised: the consumer slept and was woken. */
 	assert_true(atomic_load(&r->db.sleeps) > 0);
 	assert_true(atomic_load(&r->db.wakes) > 0);
+	if (r->unfenced) {
+		print_message("publishes without F2: %llu\n",
+			      (unsigned long long)atomic_load(&r->unfenced_sends));
+		assert_true(atomic_load(&r->unfenced_sends) > 0);
+	}
 }
 
 static void doorbell_no_lost_wakeup_ping_pong(void **state)
@@ -148,6 +171,34 @@ static void doorbell_no_lost_wakeup_burst(void **state)
 	(void)state;
 	run_race(race_new("dbburst", test_scale(200000), 1));
 	race_free();
+}
+
+/* The same races with the consumer taking back an unfencing at each sleep,
+ * so producers publish without F2 right up to its barrier. */
+static void run_unfenced_race(const char *name, uint64_t rounds, int burst)
+{
+	struct race *r;
+
+	if (shoal_doorbell_asym_join() != 0) {
+		print_message("SKIP: publishing without F2 is off here (no membarrier GLOBAL_EXPEDITED, or ThreadSanitizer)\n");
+		skip();
+	}
+	r = race_new(name, rounds, burst);
+	r->unfenced = 1;
+	run_race(r);
+	race_free();
+}
+
+static void doorbell_unfenced_no_lost_wakeup_ping_pong(void **state)
+{
+	(void)state;
+	run_unfenced_race("dbuping", test_scale(20000), 0);
+}
+
+static void doorbell_unfenced_no_lost_wakeup_burst(void **state)
+{
+	(void)state;
+	run_unfenced_race("dbuburst", test_scale(200000), 1);
 }
 
 /* The ready summary: off until the consumer opts in; set by notify and
@@ -350,6 +401,8 @@ int main(void)
 		cmocka_unit_test(doorbell_fence_then_wake_wakes_a_sleeper_in_another_process),
 		cmocka_unit_test(doorbell_no_lost_wakeup_ping_pong),
 		cmocka_unit_test(doorbell_no_lost_wakeup_burst),
+		cmocka_unit_test(doorbell_unfenced_no_lost_wakeup_ping_pong),
+		cmocka_unit_test(doorbell_unfenced_no_lost_wakeup_burst),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -45,7 +45,9 @@ struct shoal_doorbell {
 	_Atomic uint64_t sleeps;      /* futex waits entered (consumer-written) */
 	_Atomic uint64_t wakes;       /* FUTEX_WAKE calls made (producer-written, RMW) */
 	_Atomic uint64_t held;        /* first held wake-up, shoal__now_ns() clock; 0: none */
-	uint64_t pad[4];
+	_Atomic uint32_t unfenced;    /* 1: producers may publish without F2 (consumer-written) */
+	uint32_t pad32;
+	uint64_t pad[3];
 };
 
 /* Initialise to awake with zero counters. */
@@ -67,6 +69,37 @@ SHOAL_API void shoal_doorbell_notify(struct shoal_doorbell *db);
  */
 SHOAL_API void shoal_doorbell_fence(void);
 SHOAL_API void shoal_doorbell_wake(struct shoal_doorbell *db);
+
+/*
+ * Publishing without a fence per message. The fence (F2) after a commit
+ * waits until the record's stores leave the store buffer: on this project's
+ * test VM a fifth of a one-to-one stream's time. A consumer that polls
+ * without sleeping does not need it, only a consumer on its way to sleep
+ * does; so the sleeper pays instead, with one system-wide barrier
+ * (membarrier(2) MEMBARRIER_CMD_GLOBAL_EXPEDITED: every CPU running a
+ * process that joined makes a full fence) on its way to sleep, which stands
+ * for the fence of every producer that skipped it.
+ *
+ * A producer process joins once (shoal_doorbell_asym_join(), before its
+ * threads publish); it then skips F2 on a doorbell whose consumer said it
+ * polls (shoal_doorbell_fence_needed() false). A consumer says so with
+ * shoal_doorbell_unfence() once it has taken many records without sleeping
+ * (shoal_doorbell_streak() counts them; the caller zeroes its count at each
+ * prepare), and the next shoal_doorbell_prepare() takes it back before it
+ * pays the barrier; shoal_doorbell_idle_wait() zeroes st->streak itself. So a
+ * consumer that sleeps between every few messages pays nothing new, and one
+ * that streams pays one barrier per sleep for thousands of fences saved.
+ *
+ * Without the kernel command (or under ThreadSanitizer, which cannot see
+ * the barrier) nobody joins and every publish fences, as before.
+ */
+#define SHOAL_UNFENCE_AFTER 1024u   /* records taken without a sleep before unfencing */
+
+SHOAL_API int shoal_doorbell_asym_join(void);
+SHOAL_API bool shoal_doorbell_fence_needed(const struct shoal_doorbell *db);
+SHOAL_API void shoal_doorbell_fence_for(const struct shoal_doorbell *db);
+SHOAL_API void shoal_doorbell_unfence(struct shoal_doorbell *db);
+SHOAL_API void shoal_doorbell_streak(struct shoal_doorbell *db, uint32_t *streak, uint32_t n);
 
 /*
  * Wake moderation, as network cards moderate interrupts. When producers
@@ -138,7 +171,8 @@ SHOAL_API uint64_t shoal_doorbell_wake_due(struct shoal_doorbell *db, uint64_t n
  * they do already: shoal_doorbell_wake(), _notify() and _wake_mod() set it,
  * after their fence (F2), on a doorbell whose consumer opted in, and only
  * when it is clear (a load of the line they read anyway; a store once per
- * consumer pass, not per message).
+ * consumer pass, not per message); a producer that skipped F2 (below)
+ * stores it whatever it loaded.
  *
  * The consumer opts in once with shoal_doorbell_ready_on() (which also sets
  * the summary, so its next look scans). Then, before a scan whose emptiness
@@ -190,6 +224,7 @@ struct shoal_idle {
 	uint64_t spin_max_ns;   /* configured spin budget */
 	uint64_t spin_ns;       /* current spin budget */
 	long nivcsw;            /* involuntary context switches at the last look */
+	uint32_t streak;        /* records taken since the last sleep (shoal_doorbell_streak()) */
 };
 
 SHOAL_API int shoal_doorbell_idle_wait(struct shoal_doorbell *db, struct shoal_idle *st,

@@ -104,6 +104,7 @@ struct shoal__dispatcher {
 	uint64_t batches, messages, delivered, no_route, dropped_full, dropped_dead, malformed,
 		 discarded;
 	uint64_t sleeps, busy_ns, corrupt, dropped_corrupt;
+	uint32_t streak;   /* messages moved since the last sleep (shoal_doorbell_streak()) */
 	uint64_t gstat_delivered[SHOAL_MAX_GROUPS];
 	uint64_t gstat_corrupt[SHOAL_MAX_GROUPS];
 	uint64_t gstat_full[SHOAL_MAX_GROUPS];
@@ -373,6 +374,17 @@ malformed:
 	return true;
 }
 
+/* F2 after the commits, unless every consumer written polls (shm/doorbell.h). */
+static void fence_outputs(const struct shoal__dispatcher *d)
+{
+	for (uint32_t i = 0; i < d->n_dirty; i++)
+		if (shoal_doorbell_fence_needed(d->out[d->dirty[i]].db)) {
+			shoal_doorbell_fence();
+			return;
+		}
+	atomic_signal_fence(memory_order_seq_cst);   /* the compiler keeps the order */
+}
+
 /*
  * Commit every output written in this pass, then ring their doorbells: one
  * fence (F2) for all of them, since every commit precedes it. The wake-ups
@@ -383,7 +395,7 @@ static void flush_outputs(struct shoal__dispatcher *d)
 {
 	for (uint32_t i = 0; i < d->n_dirty; i++)
 		shoal_ring_commit(&d->out[d->dirty[i]].p);
-	shoal_doorbell_fence();
+	fence_outputs(d);
 	for (uint32_t i = 0; i < d->n_dirty; i++) {
 		struct output *o = &d->out[d->dirty[i]];
 
@@ -561,6 +573,9 @@ static void *dispatcher_main(void *arg)
 			}
 		}
 		if (moved > 0) {
+			/* Streaming without sleep: producers may skip F2. */
+			if (d->streak < SHOAL_UNFENCE_AFTER)
+				shoal_doorbell_streak(bell, &d->streak, moved);
 			d->messages += moved;
 			d->batches++;
 			d->busy_ns += shoal__now_ns() - t0;
@@ -582,6 +597,7 @@ static void *dispatcher_main(void *arg)
 		 * (the snapshot is only safe to read online), then go offline
 		 * for the futex wait. */
 		wake_flush(d);
+		d->streak = 0;   /* prepare takes the unfencing back */
 		shoal_doorbell_prepare(bell);
 		if (!atomic_load_explicit(&sh->held, memory_order_relaxed) && !uplinks_empty(d, s)) {
 			shoal_doorbell_cancel(bell);
@@ -615,6 +631,8 @@ int shoal__dispatcher_start(struct shoal__dispatch_shared *sh, int index, uint64
 	d->sh = sh;
 	d->bell = bell;
 	shoal_wake_mod_init(&d->wmod, sh->wake_deadline_ns);
+	/* Our outputs may skip F2 while their consumers poll (shm/doorbell.h). */
+	(void)shoal_doorbell_asym_join();
 	d->index = index;
 	d->cpus = cpus;
 	d->stats = stats;

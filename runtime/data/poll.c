@@ -373,6 +373,9 @@ __attribute__((noinline)) static uint32_t scan_rings(struct shoal_ctx *ctx, uint
 		ctx->polling = false;
 	if (src == ANY_SOURCE)
 		ctx->rescan = n > 0;
+	/* Streaming without sleep: let our producers skip their fence. */
+	if (n > 0 && ctx->idle.streak < SHOAL_UNFENCE_AFTER)
+		shoal_doorbell_streak(&ctx->mw->in_db, &ctx->idle.streak, n);
 	ctx->rr++;
 	if (ctx->released) {
 		/* Direct senders may sleep waiting for the space we just made. */

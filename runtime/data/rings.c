@@ -250,6 +250,9 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	shoal_wake_mod_init(&ctx->wmod, g->wake_deadline_ns);
 	/* An empty poll reads one summary word, not every ring (poll.c). */
 	shoal_doorbell_ready_on(&ctx->mw->in_db);
+	/* Our publishes may skip F2 while their consumer polls; without the
+	 * kernel's barrier they fence, as before (shm/doorbell.h). */
+	(void)shoal_doorbell_asym_join();
 	ctx->idle.spin_max_ns = g->spin_ns;
 	ctx->idle.spin_ns = g->spin_ns;
 	/* A4: pairs with R4 in damage.c watch_once(). */

@@ -383,7 +383,7 @@ static void publish(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct sho
 		shoal_doorbell_notify(ctx->bell);
 		COUNT_N(ctx, sent_routed, k);
 	} else {
-		shoal_doorbell_fence();   /* F2 */
+		shoal_doorbell_fence_for(&o->dst->in_db);   /* F2, unless its consumer polls */
 		dout_ring(ctx, o, false, k);
 		COUNT_N(ctx, sent_direct, k);
 	}
@@ -763,7 +763,7 @@ int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, cons
 	env_put(ctx, &env, dst, type, len, 0);
 	memcpy(dst + ENV_SIZE, buf, len);
 	shoal_ring_commit(&o->p);
-	shoal_doorbell_fence();   /* F2 */
+	shoal_doorbell_fence_for(&o->dst->in_db);   /* F2, unless its consumer polls */
 	dout_ring(ctx, o, flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE), 1);
 	COUNT(ctx, sent_direct);
 	return 0;

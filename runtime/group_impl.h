@@ -100,6 +100,7 @@ struct shoal_ctx {
 	uint32_t n_held;
 	bool held_all;                   /* more than the list holds: scan them all */
 	struct shoal_idle idle;          /* how we wait for messages (spin, then sleep) */
+	struct shoal_quiet space_quiet;  /* how we wake senders waiting for room */
 
 	struct shoal__inring *in;        /* mailbox rings, then in-process ones */
 	uint32_t n_in, cap_in;

@@ -112,9 +112,11 @@ static unsigned wake_now(struct shoal_doorbell *db)
 	if (shoal_load_relaxed(&db->held) != 0 &&
 	    atomic_exchange_explicit(&db->held, 0, memory_order_acquire) != 0)
 		shoal_fence_full();
-	/* Relaxed exchange: the state word carries no data, only the decision
-	 * of which producer issues the wake (the first one to swap it). */
-	if (shoal_exchange_relaxed(&db->state, DB_AWAKE) == DB_AWAKE)
+	/* The exchange decides which producer issues the wake (the first one
+	 * to swap it). Release: a producer that skipped F2 and found a sleeper
+	 * that did not see the unfencing (shoal_doorbell_notify_quiet())
+	 * publishes before the wake; an x86 exchange is a full fence anyway. */
+	if (atomic_exchange_explicit(&db->state, DB_AWAKE, memory_order_release) == DB_AWAKE)
 		return 0;
 	shoal_fetch_add_relaxed(&db->wakes, 1);
 	futex(&db->state, FUTEX_WAKE, INT_MAX, NULL);
@@ -195,6 +197,30 @@ void shoal_doorbell_streak(struct shoal_doorbell *db, uint32_t *streak, uint32_t
 {
 	if (*streak < SHOAL_UNFENCE_AFTER && (*streak += n) >= SHOAL_UNFENCE_AFTER)
 		shoal_doorbell_unfence(db);
+}
+
+void shoal_doorbell_notify_quiet(struct shoal_doorbell *db, struct shoal_quiet *q)
+{
+	/* Relaxed: a hint; a sleep we miss here shows up next time. */
+	uint64_t sleeps = shoal_load_relaxed(&db->sleeps);
+
+	shoal_doorbell_notify(db);
+	if (sleeps != q->sleeps) {
+		q->sleeps = sleeps;
+		q->count = 0;
+		return;
+	}
+	if (++q->count < SHOAL_UNFENCE_AFTER)
+		return;
+	q->count = 0;
+	if (!atomic_load_explicit(&asym_joined, memory_order_relaxed) ||
+	    shoal_load_relaxed(&db->unfenced) != 0)
+		return;
+	shoal_store_relaxed(&db->unfenced, 1);
+	/* Pairs with F1 in a sleeper's prepare: either its load of `unfenced`
+	 * sees our store (and it makes the barrier), or our later loads of
+	 * `state`, all after this fence, see its SLEEPING and wake it. */
+	shoal_fence_full();
 }
 
 /*

@@ -28,7 +28,12 @@ struct race {
 	int burst;                            /* producer does not wait for acks */
 	int unfenced;                         /* the consumer polls, then unfences, as a
 					       * streaming one does (shm/doorbell.h) */
+	int quiet;                            /* the producer unfences after quiet notifies
+					       * (shoal_doorbell_notify_quiet()); the consumer
+					       * sleeps for one message in QUIET_EVERY */
 };
+
+#define QUIET_EVERY (SHOAL_UNFENCE_AFTER + 100)
 
 static struct shoal_seg seg;
 
@@ -75,6 +80,12 @@ static int race_consumer(void *arg)
 	test_pin(1);
 	while (atomic_load(&r->acked) < r->rounds) {
 		w.want = atomic_load(&r->acked) + 1;
+		if (r->quiet && w.want % QUIET_EVERY != 0) {
+			while (!arrived(&w))
+				__asm__ __volatile__("" ::: "memory");
+			atomic_store(&r->acked, atomic_load(&r->sent));
+			continue;
+		}
 		if (r->unfenced) {
 			/* Poll a varied while with the producers unfenced: the
 			 * prepare below takes it back at varied moments. */
@@ -103,7 +114,7 @@ static int race_consumer(void *arg)
 /* Publish message i and notify, after a varied delay (the moment of the
  * publish against the consumer's own steps is what the races are about). */
 static bool publish_jittered(_Atomic uint64_t *sent, struct shoal_doorbell *db, uint64_t i,
-			     uint64_t *seed)
+			     uint64_t *seed, struct shoal_quiet *quiet)
 {
 	bool unfenced;
 
@@ -111,20 +122,29 @@ static bool publish_jittered(_Atomic uint64_t *sent, struct shoal_doorbell *db, 
 		__asm__ __volatile__("" ::: "memory");
 	atomic_store_explicit(sent, i, memory_order_release);
 	unfenced = !shoal_doorbell_fence_needed(db);
-	shoal_doorbell_notify(db);
+	if (quiet != NULL)
+		shoal_doorbell_notify_quiet(db, quiet);
+	else
+		shoal_doorbell_notify(db);
 	return unfenced;
 }
 
 static int race_producer(void *arg)
 {
 	struct race *r = arg;
+	struct shoal_quiet quiet = { 0, 0 };
 	uint64_t seed = 3;
 
 	test_pin(0);
-	if (r->unfenced && shoal_doorbell_asym_join() != 0)
+	if ((r->unfenced || r->quiet) && shoal_doorbell_asym_join() != 0)
 		return 1;
 	for (uint64_t i = 1; i <= r->rounds; i++) {
-		if (publish_jittered(&r->sent, &r->db, i, &seed))
+		/* The message a quiet consumer sleeps for: often late enough
+		 * that it is asleep, sometimes right at its prepare. */
+		for (uint64_t d = r->quiet && i % QUIET_EVERY == 0 ? test_rand(&seed) % 100000 : 0;
+		     d > 0; d--)
+			__asm__ __volatile__("" ::: "memory");
+		if (publish_jittered(&r->sent, &r->db, i, &seed, r->quiet ? &quiet : NULL))
 			atomic_fetch_add_explicit(&r->unfenced_sends, 1, memory_order_relaxed);
 		if (!r->burst) {
 			while (atomic_load(&r->acked) < i)
@@ -152,7 +172,7 @@ static void run_race(struct race *r)
 	/* The race really was exercised: the consumer slept and was woken. */
 	assert_true(atomic_load(&r->db.sleeps) > 0);
 	assert_true(atomic_load(&r->db.wakes) > 0);
-	if (r->unfenced) {
+	if (r->unfenced || r->quiet) {
 		print_message("publishes without F2: %llu\n",
 			      (unsigned long long)atomic_load(&r->unfenced_sends));
 		assert_true(atomic_load(&r->unfenced_sends) > 0);
@@ -175,7 +195,7 @@ static void doorbell_no_lost_wakeup_burst(void **state)
 
 /* The same races with the consumer taking back an unfencing at each sleep,
  * so producers publish without F2 right up to its barrier. */
-static void run_unfenced_race(const char *name, uint64_t rounds, int burst)
+static void run_unfenced_race(const char *name, uint64_t rounds, int burst, int quiet)
 {
 	struct race *r;
 
@@ -184,7 +204,8 @@ static void run_unfenced_race(const char *name, uint64_t rounds, int burst)
 		skip();
 	}
 	r = race_new(name, rounds, burst);
-	r->unfenced = 1;
+	r->unfenced = !quiet;
+	r->quiet = quiet;
 	run_race(r);
 	race_free();
 }
@@ -192,13 +213,21 @@ static void run_unfenced_race(const char *name, uint64_t rounds, int burst)
 static void doorbell_unfenced_no_lost_wakeup_ping_pong(void **state)
 {
 	(void)state;
-	run_unfenced_race("dbuping", test_scale(20000), 0);
+	run_unfenced_race("dbuping", test_scale(20000), 0, 0);
 }
 
 static void doorbell_unfenced_no_lost_wakeup_burst(void **state)
 {
 	(void)state;
-	run_unfenced_race("dbuburst", test_scale(200000), 1);
+	run_unfenced_race("dbuburst", test_scale(200000), 1, 0);
+}
+
+/* The producer unfences the doorbell itself after quiet notifies; the
+ * consumer sleeps for one message in QUIET_EVERY, right after a quiet run. */
+static void doorbell_quiet_publisher_no_lost_wakeup(void **state)
+{
+	(void)state;
+	run_unfenced_race("dbquiet", test_scale(150) * QUIET_EVERY, 0, 1);
 }
 
 /* The ready summary: off until the consumer opts in; set by notify and
@@ -276,7 +305,7 @@ static int summary_producer(void *arg)
 
 	test_pin(0);
 	for (uint64_t i = 1; i <= r->rounds; i++) {
-		publish_jittered(&r->sent, &r->db, i, &seed);
+		publish_jittered(&r->sent, &r->db, i, &seed, NULL);
 		while (atomic_load(&r->seen) < i)
 			if (now_ns() - start > SUMMARY_STALL_NS || atomic_load(&r->stalled))
 				return 1;
@@ -403,6 +432,7 @@ int main(void)
 		cmocka_unit_test(doorbell_no_lost_wakeup_burst),
 		cmocka_unit_test(doorbell_unfenced_no_lost_wakeup_ping_pong),
 		cmocka_unit_test(doorbell_unfenced_no_lost_wakeup_burst),
+		cmocka_unit_test(doorbell_quiet_publisher_no_lost_wakeup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

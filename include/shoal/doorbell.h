@@ -102,6 +102,25 @@ SHOAL_API void shoal_doorbell_unfence(struct shoal_doorbell *db);
 SHOAL_API void shoal_doorbell_streak(struct shoal_doorbell *db, uint32_t *streak, uint32_t n);
 
 /*
+ * The same for a doorbell whose sleepers are rare and whose publisher
+ * knows it: senders waiting for room, woken by the consumer after each
+ * release. The publisher unfences the doorbell itself once
+ * SHOAL_UNFENCE_AFTER of its notifies passed with no sleep on it (the
+ * doorbell's sleeps counter did not move), with a full fence after the
+ * store, so that a sleeper that does not see the word yet is seen by the
+ * publisher's next look at `state` instead; the sleeper's prepare takes it
+ * back as above. So a ring that streams with room to spare costs its
+ * consumer no fence per release, and one whose senders keep waiting for
+ * room stays fenced. One struct per publisher of the doorbell, zeroed.
+ */
+struct shoal_quiet {
+	uint64_t sleeps;    /* the doorbell's sleeps counter at the last look */
+	uint32_t count;     /* notifies since, with no sleep between */
+};
+
+SHOAL_API void shoal_doorbell_notify_quiet(struct shoal_doorbell *db, struct shoal_quiet *q);
+
+/*
  * Wake moderation, as network cards moderate interrupts. When producers
  * flood many consumers that sleep (more processes than CPUs), waking one for
  * every message costs a system call and two context switches each. A

@@ -69,6 +69,7 @@ struct uplink {
 	uint32_t n_done;              /* destinations already served for it */
 	uint32_t cap_done;
 	uint32_t *done;               /* (group << 16 | worker) pairs */
+	struct shoal_quiet quiet;     /* how we wake its sender waiting for room */
 	/* Counters of this uplink's worker block (written only by us). */
 	uint64_t no_route, dropped_full, malformed;
 };
@@ -447,7 +448,7 @@ static uint32_t drain(struct shoal__dispatcher *d, const struct shoal__snapshot 
 	if (n > 0) {
 		shoal_ring_release(&u->c);
 		/* The sender may sleep on a full uplink. */
-		shoal_doorbell_notify(&su->mw->up_db);
+		shoal_doorbell_notify_quiet(&su->mw->up_db, &u->quiet);
 		/* Relaxed: counters of this uplink's worker block; we are its
 		 * only writer. */
 		shoal_store_relaxed(&su->mw->up_no_route, u->no_route);

@@ -380,7 +380,7 @@ __attribute__((noinline)) static uint32_t scan_rings(struct shoal_ctx *ctx, uint
 	if (ctx->released) {
 		/* Direct senders may sleep waiting for the space we just made. */
 		ctx->released = false;
-		shoal_doorbell_notify(&ctx->mw->space_db);
+		shoal_doorbell_notify_quiet(&ctx->mw->space_db, &ctx->space_quiet);
 	}
 	return n;
 }

@@ -30,6 +30,7 @@
 #include "runtime/control/proto.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
+#include "tests/toolrun.h"
 
 static const char *shoal_bin, *group_bin;
 static char dir[256];
@@ -76,14 +77,20 @@ static char *read_file(const char *path)
 }
 
 /*
- * Start `shoal run --status plain CONFIG`, its output appended to the file
- * OUT, or (OUT NULL) written to descriptor OUT_FD; with NOFILE > 0 its open
- * files limit is lowered to that.
+ * Start `shoal run --status plain [OPTS...] CONFIG` (OPTS NULL-terminated, or
+ * NULL), its output appended to the file OUT, or (OUT NULL) written to
+ * descriptor OUT_FD; with NOFILE > 0 its open files limit is lowered to that.
  */
-static pid_t spawn_run(const char *config, const char *out, int out_fd, rlim_t nofile)
+static pid_t spawn_run(const char *const *opts, const char *config, const char *out, int out_fd,
+		       rlim_t nofile)
 {
+	const char *argv[16] = { "shoal", "run", "--status", "plain" };
+	unsigned n = 4;
 	pid_t pid;
 
+	while (opts != NULL && *opts != NULL && n < 14)
+		argv[n++] = *opts++;
+	argv[n] = config;
 	fflush(NULL);
 	pid = fork();
 	assert_true(pid >= 0);
@@ -97,7 +104,7 @@ static pid_t spawn_run(const char *config, const char *out, int out_fd, rlim_t n
 		signal(SIGPIPE, SIG_DFL);
 		if (nofile > 0 && setrlimit(RLIMIT_NOFILE, &rl) != 0)
 			_exit(126);
-		execl(shoal_bin, "shoal", "run", "--status", "plain", config, (char *)NULL);
+		execv(shoal_bin, (char *const *)argv);
 		_exit(127);
 	}
 	started[n_started++ % 16] = pid;
@@ -106,7 +113,7 @@ static pid_t spawn_run(const char *config, const char *out, int out_fd, rlim_t n
 
 static pid_t start_run(const char *config, const char *out)
 {
-	return spawn_run(config, out, -1, 0);
+	return spawn_run(NULL, config, out, -1, 0);
 }
 
 static bool wait_output(const char *out, const char *needle, int timeout_ms)
@@ -895,7 +902,7 @@ static void run_out_of_descriptors_says_so_and_still_sees_deaths(void **state)
 					"  - { name: g%d, program: %s, args: [--role, consumer], "
 					"restart: { policy: never } }\n", g, group_bin);
 	write_file(cfg, text);
-	run = spawn_run(cfg, out, -1, 64);
+	run = spawn_run(NULL, cfg, out, -1, 64);
 	expect_output(out, "group g30: started", 20000);
 	/* Every group either attached or ended, and each end was seen. */
 	for (int g = 0; g < 31; g++) {
@@ -1011,7 +1018,7 @@ static void run_survives_its_output_reader_going_away(void **state)
 		 "    restart: { policy: always, backoff: 50ms }\n", group_bin);
 	write_file(cfg, text);
 	assert_int_equal(pipe(p), 0);
-	run = spawn_run(cfg, NULL, p[1], 0);
+	run = spawn_run(NULL, cfg, NULL, p[1], 0);
 	close(p[1]);
 	while (got < sizeof(buf) - 1 && strstr(buf, "group a: started") == NULL) {
 		ssize_t n = read(p[0], buf + got, sizeof(buf) - 1 - got);
@@ -1154,6 +1161,58 @@ static void run_messages_stranded_at_sigint_are_counted(void **state)
 	assert_int_equal(count_system_files("strand"), 0);
 }
 
+/* ---- operating a system: --name, output, lifecycle ----------------------------------------- */
+
+/*
+ * One file, run twice: once under its own name, once with --name. Both run
+ * side by side, each group process is told its system's name, the tools
+ * address the second by its new name, and a SIGHUP reloads it under that
+ * name (the file's own name is not a change).
+ */
+static void run_name_runs_one_file_twice_side_by_side(void **state)
+{
+	const char *cfg = in_dir("twice.yaml"), *out = in_dir("twice.out");
+	const char *out2 = in_dir("twice2.out");
+	const char *const opts[] = { "--name", "twice-b", NULL };
+	struct tool_run t;
+	char text[1024];
+	pid_t run, run2;
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "system: twice\ngroups:\n  - name: a\n    program: %s\n    args: [--role, consumer]\n",
+		 group_bin);
+	write_file(cfg, text);
+	run = start_run(cfg, out);
+	wait_attached("twice", "a", out);
+	run2 = spawn_run(opts, cfg, out2, -1, 0);
+	expect_output(out2, "system twice-b: router pid", 10000);
+	wait_attached("twice-b", "a", out2);
+	assert_int_not_equal(rt_group_pid("twice", "a"), rt_group_pid("twice-b", "a"));
+	tool_expect(&t, 0, (const char *const[]){ "stat", "twice-b", NULL });
+	assert_has(t.out, "twice-b");
+	tool_free(&t);
+	kill(run2, SIGHUP);
+	expect_output(out2, "reload: 0 routes published", 10000);
+	assert_int_equal(stop_run(run2, SIGTERM), 0);
+	assert_int_equal(count_system_files("twice-b"), 0);
+	assert_true(count_system_files("twice") > 0);
+	assert_int_equal(stop_run(run, SIGTERM), 0);
+	assert_int_equal(count_system_files("twice"), 0);
+}
+
+static void run_bad_options_are_usage_errors(void **state)
+{
+	static const struct tool_usage_case cases[] = {
+		{ { "run", "--name", "a b", "f.yaml", NULL }, "--name takes a system name" },
+		{ { "run", "--name", NULL }, "option '--name' needs a value" },
+		{ { "run", "--name", "x", NULL }, "missing FILE" },
+	};
+
+	(void)state;
+	tool_expect_usage_errors(cases, sizeof(cases) / sizeof(cases[0]));
+}
+
 int main(void)
 {
 	const struct CMUnitTest fixed[] = {
@@ -1179,12 +1238,15 @@ int main(void)
 		cmocka_unit_test_teardown(run_restart_attaches_while_a_dead_groups_connection_is_held,
 					  kill_started),
 		cmocka_unit_test_teardown(run_messages_stranded_at_sigint_are_counted, kill_started),
+		cmocka_unit_test_teardown(run_name_runs_one_file_twice_side_by_side, kill_started),
+		cmocka_unit_test(run_bad_options_are_usage_errors),
 	};
 	struct CMUnitTest table[N_BAD];
 	char names[N_BAD][64];
 	int failed;
 
 	shoal_bin = getenv("SHOAL_BIN");
+	tool_bin = shoal_bin;
 	group_bin = getenv("SHOAL_TEST_GROUP");
 	if (shoal_bin == NULL || group_bin == NULL) {
 		fprintf(stderr, "SHOAL_BIN and SHOAL_TEST_GROUP must name the binaries\n");

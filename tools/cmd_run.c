@@ -14,6 +14,7 @@
 
 #include "runtime/control/config.h"
 #include "runtime/control/supervisor.h"
+#include "runtime/layout.h"
 #include "tools/cli.h"
 #include "tools/format.h"
 
@@ -22,6 +23,7 @@ enum {
 	OPT_CHECK,
 	OPT_DURATION,
 	OPT_STATUS,
+	OPT_NAME,
 };
 
 /*
@@ -49,7 +51,7 @@ static void default_search_path(void)
 	setenv("SHOAL_PATH", value, 0);
 }
 
-static int check_only(const char *path)
+static int check_only(const char *path, const char *name)
 {
 	struct shoal__config_space sp = { 0 };
 	struct shoal__config *c;
@@ -60,6 +62,8 @@ static int check_only(const char *path)
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
 	}
+	if (name != NULL)
+		snprintf(c->system, sizeof(c->system), "%s", name);
 	if (shoal__config_check_space(c, NULL, &sp, &err) < 0) {
 		fprintf(stderr, "%s: %s\n", path, err.msg);
 		shoal__config_free(c);
@@ -80,6 +84,7 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 		{ "check", no_argument, NULL, OPT_CHECK },
 		{ "duration", required_argument, NULL, OPT_DURATION },
 		{ "status", required_argument, NULL, OPT_STATUS },
+		{ "name", required_argument, NULL, OPT_NAME },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const modes[] = { "auto", "live", "plain", "quiet", NULL };
@@ -113,6 +118,13 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 				return shoal__cli_usage_error(cmd, "--status is auto, live, plain "
 							      "or quiet, not '%s'", optarg);
 			break;
+		case OPT_NAME:
+			if (shoal__check_name(optarg, "system", NULL) < 0)
+				return shoal__cli_usage_error(cmd, "--name takes a system name, 1 to "
+							      "%d characters of [A-Za-z0-9_-], not "
+							      "'%s'", SHOAL_NAME_MAX - 1, optarg);
+			o.name = optarg;
+			break;
 		default:
 			return shoal__cli_option_error(cmd, argv, c);
 		}
@@ -123,7 +135,7 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 	o.config = argv[optind];
 	default_search_path();
 	if (check)
-		return check_only(o.config);
+		return check_only(o.config, o.name);
 	ret = shoal__supervise(&o, &err);
 	if (ret < 0) {
 		fprintf(stderr, "shoal run: %s\n", err.msg[0] ? err.msg : strerror(-ret));
@@ -137,7 +149,8 @@ const struct shoal__cmd shoal__cmd_run = {
 	.summary = "Launch a system from its YAML file and supervise it",
 	.fn = cmd_run,
 	.help =
-	"Usage: shoal run [--check] [--duration SECONDS] [--status MODE] FILE\n"
+	"Usage: shoal run [--check] [--name NAME] [--duration SECONDS] [--status MODE]\n"
+	"                 FILE\n"
 	"\n"
 	"Start the router of the system FILE describes, launch every group's\n"
 	"process, restart them by their policy, and stay in the foreground.\n"
@@ -149,6 +162,9 @@ const struct shoal__cmd shoal__cmd_run = {
 	"Options:\n"
 	"  --check             validate FILE, print the shared memory the system\n"
 	"                      needs, and exit; nothing starts\n"
+	"  --name NAME         run the system under NAME instead of the name FILE\n"
+	"                      gives, so that one file runs twice side by side;\n"
+	"                      every other command then addresses it as NAME\n"
 	"  --duration SECONDS  stop by itself after SECONDS\n"
 	"  --status MODE       auto (default: a live line on a terminal, plain\n"
 	"                      lines every 5 s otherwise), live, plain, quiet\n"

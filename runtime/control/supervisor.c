@@ -43,6 +43,7 @@
 
 #include "runtime/control/config.h"
 #include "runtime/control/supervisor.h"
+#include "runtime/layout.h"
 #include "shm/util.h"
 
 #define STABLE_NS (10 * UINT64_C(1000000000))
@@ -504,6 +505,36 @@ static void wait_detached(struct sup *s)
 
 /* ---- router setup and reload -------------------------------------------------------------- */
 
+/*
+ * Load the system file, under the name o->name if one was given (`shoal run
+ * --name`: the same file runs twice side by side, as two systems). The file's
+ * checks of its own name are repeated for the given one.
+ */
+static int load_config(const struct shoal__sup_opts *o, const char *path,
+		       struct shoal__config **out, struct shoal_err *err)
+{
+	char seg[SHOAL_SEG_NAME_MAX];
+	int ret = shoal__config_load(path, out, err);
+
+	if (ret < 0 || o->name == NULL)
+		return ret;
+	ret = shoal__check_name(o->name, "system", err);
+	for (uint32_t i = 0; ret == 0 && i < (*out)->n_groups; i++)
+		if (shoal__name_mailbox(seg, o->name, (*out)->groups[i].name) < 0)
+			ret = shoal__fail(err, -EINVAL, "%s: under the name %s, group %s's mailbox "
+					  "name shoal.%s.g.%s would be longer than the %d "
+					  "characters of a segment name: choose a shorter name",
+					  path, o->name, (*out)->groups[i].name, o->name,
+					  (*out)->groups[i].name, SHOAL_SEG_NAME_MAX - 1);
+	if (ret < 0) {
+		shoal__config_free(*out);
+		*out = NULL;
+		return ret;
+	}
+	snprintf((*out)->system, sizeof((*out)->system), "%s", o->name);
+	return 0;
+}
+
 /* The file's message types, so that a program that disagrees is refused. */
 static int declare_types(struct sup *s, const struct shoal__config *c, struct shoal_err *err)
 {
@@ -627,7 +658,7 @@ static void reload(struct sup *s)
 	struct shoal__config_space space;
 	struct shoal__config *n;
 	struct proc *np;
-	int ret = shoal__config_load(s->cfg->path, &n, &err);
+	int ret = load_config(s->o, s->cfg->path, &n, &err);
 
 	if (ret < 0) {
 		event(s, "reload refused, nothing changed: %s", err.msg);
@@ -768,7 +799,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	uint64_t lost;
 	int ret;
 
-	ret = shoal__config_load(o->config, &s.cfg, err);
+	ret = load_config(o, o->config, &s.cfg, err);
 	if (ret < 0)
 		return ret;
 	ret = shoal__config_check_space(s.cfg, NULL, &space, err);

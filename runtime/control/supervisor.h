@@ -21,6 +21,7 @@ enum shoal__status_mode {
 
 struct shoal__sup_opts {
 	const char *config;          /* path of the YAML file */
+	const char *name;            /* system name instead of the file's; NULL: the file's */
 	int64_t duration_ns;         /* stop after this long; <= 0: until a signal */
 	int status;                  /* enum shoal__status_mode */
 	int64_t status_period_ns;    /* plain status line period; 0: 5 s */

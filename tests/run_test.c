@@ -1201,12 +1201,138 @@ static void run_name_runs_one_file_twice_side_by_side(void **state)
 	assert_int_equal(count_system_files("twice"), 0);
 }
 
+/*
+ * Group output: one pipe per process for stdout and stderr, every line
+ * passed on after the group's name (padded to the longest), a line longer
+ * than 4096 bytes cut with a mark and its rest dropped, a last line without
+ * a newline passed on when the process ends, before the news of its end.
+ */
+static const char *config_talkers(const char *system)
+{
+	static char text[2048];
+
+	snprintf(text, sizeof(text),
+		 "system: %s\ngroups:\n"
+		 "  - name: talker\n    program: /bin/sh\n"
+		 "    args: [-c, \"echo out line; echo err line >&2; head -c 5000 /dev/zero | "
+		 "tr '\\\\0' x; echo TAIL; echo after; printf 'no newline'\"]\n"
+		 "    restart: { policy: never }\n"
+		 "  - name: b\n    program: /bin/sh\n    args: [-c, \"echo hello from b\"]\n"
+		 "    restart: { policy: never }\n", system);
+	return text;
+}
+
+static void run_group_output_is_prefixed_by_line(void **state)
+{
+	const char *cfg = in_dir("talk.yaml"), *out = in_dir("talk.out");
+	char *text, *cut, *last, *ended;
+	pid_t run;
+
+	(void)state;
+	write_file(cfg, config_talkers("talk"));
+	run = start_run(cfg, out);
+	expect_output(out, "group talker: exited with status 0", 10000);
+	expect_output(out, "group b: exited with status 0", 10000);
+	assert_int_equal(stop_run(run, SIGTERM), 0);
+	text = read_file(out);
+	assert_has(text, "talker | out line\n");
+	assert_has(text, "talker | err line\n");
+	assert_has(text, "b      | hello from b\n");
+	assert_has(text, "talker | after\n");
+	cut = strstr(text, "talker | xxxx");
+	assert_non_null(cut);
+	assert_true(strncmp(cut + 9 + 4096, " [cut: line longer than 4096 bytes]\n", 36) == 0);
+	assert_lacks(text, "TAIL");
+	last = strstr(text, "talker | no newline\n");
+	ended = strstr(text, "group talker: exited");
+	assert_non_null(last);
+	assert_true(last < ended);
+	free(text);
+}
+
+/* A group that prints fast: every line is passed on, nothing blocks. */
+static void run_passes_on_every_line_of_a_chatty_group(void **state)
+{
+	const char *cfg = in_dir("chatty.yaml"), *out = in_dir("chatty.out");
+	char text[1024], *log;
+	pid_t run;
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "system: chatty\ngroups:\n"
+		 "  - name: c\n    program: /bin/sh\n    args: [-c, \"yes line | head -n 100000\"]\n"
+		 "    restart: { policy: never }\n");
+	write_file(cfg, text);
+	run = start_run(cfg, out);
+	expect_output(out, "group c: exited with status 0", 60000);
+	assert_int_equal(stop_run(run, SIGTERM), 0);
+	log = read_file(out);
+	assert_int_equal(count_of(log, "c | line\n"), 100000);
+	free(log);
+}
+
+/*
+ * --log-dir: each group's lines go to DIR/GROUP.log (0600, DIR made 0700),
+ * after the UTC time, appended to by the next run; not to the output.
+ */
+static void run_log_dir_writes_each_groups_file(void **state)
+{
+	const char *cfg = in_dir("logd.yaml"), *logs = in_dir("logs");
+	const char *talker = in_dir("logs/talker.log");
+	const char *const opts[] = { "--log-dir", logs, NULL };
+	struct stat st;
+	char *text;
+	pid_t run;
+
+	(void)state;
+	write_file(cfg, config_talkers("logd"));
+	for (int round = 1; round <= 2; round++) {
+		const char *out = in_dir(round == 1 ? "logd1.out" : "logd2.out");
+
+		run = spawn_run(opts, cfg, out, -1, 0);
+		expect_output(out, "group talker: exited", 10000);
+		expect_output(out, "group b: exited", 10000);
+		assert_int_equal(stop_run(run, SIGTERM), 0);
+		text = read_file(out);
+		assert_lacks(text, "out line");
+		free(text);
+	}
+	assert_int_equal(stat(logs, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	assert_int_equal(stat(talker, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	text = read_file(talker);
+	assert_int_equal(count_of(text, "Z out line\n"), 2);
+	assert_int_equal(count_of(text, "Z no newline\n"), 2);
+	assert_true(text[4] == '-' && text[10] == 'T' && text[23] == 'Z');
+	free(text);
+	text = read_file(in_dir("logs/b.log"));
+	assert_int_equal(count_of(text, "Z hello from b\n"), 2);
+	free(text);
+}
+
+static void run_log_dir_that_is_a_file_is_refused(void **state)
+{
+	const char *cfg = in_dir("logf.yaml"), *file = in_dir("logf.out");
+	struct tool_run t;
+
+	(void)state;
+	write_file(cfg, config_talkers("logf"));
+	write_file(file, "");
+	tool_expect(&t, 1, (const char *const[]){ "run", "--log-dir", file, cfg, NULL });
+	assert_has(t.err, "not a directory");
+	tool_free(&t);
+	assert_int_equal(count_system_files("logf"), 0);
+}
+
 static void run_bad_options_are_usage_errors(void **state)
 {
 	static const struct tool_usage_case cases[] = {
 		{ { "run", "--name", "a b", "f.yaml", NULL }, "--name takes a system name" },
 		{ { "run", "--name", NULL }, "option '--name' needs a value" },
 		{ { "run", "--name", "x", NULL }, "missing FILE" },
+		{ { "run", "--log-dir", "", "f.yaml", NULL }, "--log-dir takes a directory" },
+		{ { "run", "f.yaml", "--log-dir", NULL }, "option '--log-dir' needs a value" },
 	};
 
 	(void)state;
@@ -1239,6 +1365,10 @@ int main(void)
 					  kill_started),
 		cmocka_unit_test_teardown(run_messages_stranded_at_sigint_are_counted, kill_started),
 		cmocka_unit_test_teardown(run_name_runs_one_file_twice_side_by_side, kill_started),
+		cmocka_unit_test_teardown(run_group_output_is_prefixed_by_line, kill_started),
+		cmocka_unit_test_teardown(run_passes_on_every_line_of_a_chatty_group, kill_started),
+		cmocka_unit_test_teardown(run_log_dir_writes_each_groups_file, kill_started),
+		cmocka_unit_test_teardown(run_log_dir_that_is_a_file_is_refused, kill_started),
 		cmocka_unit_test(run_bad_options_are_usage_errors),
 	};
 	struct CMUnitTest table[N_BAD];

@@ -24,6 +24,7 @@ enum {
 	OPT_DURATION,
 	OPT_STATUS,
 	OPT_NAME,
+	OPT_LOG_DIR,
 };
 
 /*
@@ -85,6 +86,7 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 		{ "duration", required_argument, NULL, OPT_DURATION },
 		{ "status", required_argument, NULL, OPT_STATUS },
 		{ "name", required_argument, NULL, OPT_NAME },
+		{ "log-dir", required_argument, NULL, OPT_LOG_DIR },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const modes[] = { "auto", "live", "plain", "quiet", NULL };
@@ -125,6 +127,11 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 							      "'%s'", SHOAL_NAME_MAX - 1, optarg);
 			o.name = optarg;
 			break;
+		case OPT_LOG_DIR:
+			if (optarg[0] == '\0')
+				return shoal__cli_usage_error(cmd, "--log-dir takes a directory");
+			o.log_dir = optarg;
+			break;
 		default:
 			return shoal__cli_option_error(cmd, argv, c);
 		}
@@ -149,8 +156,8 @@ const struct shoal__cmd shoal__cmd_run = {
 	.summary = "Launch a system from its YAML file and supervise it",
 	.fn = cmd_run,
 	.help =
-	"Usage: shoal run [--check] [--name NAME] [--duration SECONDS] [--status MODE]\n"
-	"                 FILE\n"
+	"Usage: shoal run [--check] [--name NAME] [--log-dir DIR] [--duration SECONDS]\n"
+	"                 [--status MODE] FILE\n"
 	"\n"
 	"Start the router of the system FILE describes, launch every group's\n"
 	"process, restart them by their policy, and stay in the foreground.\n"
@@ -159,15 +166,24 @@ const struct shoal__cmd shoal__cmd_run = {
 	"re-reads FILE and applies route changes live (groups whose settings did\n"
 	"not change keep running).\n"
 	"\n"
+	"Each group process writes its standard output and error into one pipe;\n"
+	"shoal run passes on every line it prints after the group's name\n"
+	"('consumer | text'), a line longer than 4096 bytes cut there with a\n"
+	"mark. With --log-dir, each group's lines go to DIR/GROUP.log instead,\n"
+	"after the time (UTC), and only events and status stay on the output.\n"
+	"\n"
 	"Options:\n"
 	"  --check             validate FILE, print the shared memory the system\n"
 	"                      needs, and exit; nothing starts\n"
 	"  --name NAME         run the system under NAME instead of the name FILE\n"
 	"                      gives, so that one file runs twice side by side;\n"
 	"                      every other command then addresses it as NAME\n"
+	"  --log-dir DIR       write each group's output to DIR/GROUP.log (appended\n"
+	"                      to, created 0600; DIR created 0700 if missing)\n"
 	"  --duration SECONDS  stop by itself after SECONDS\n"
 	"  --status MODE       auto (default: a live line on a terminal, plain\n"
-	"                      lines every 5 s otherwise), live, plain, quiet\n"
+	"                      lines every 5 s otherwise), live, plain, quiet (no\n"
+	"                      status, events and group output only)\n"
 	"  -h, --help          show this help\n"
 	"\n"
 	"The file format is described in docs/config.md.\n"

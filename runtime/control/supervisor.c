@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -35,6 +36,7 @@
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -54,6 +56,23 @@
 
 extern char **environ;
 
+/*
+ * A group process's standard output and error: one pipe for both, so that
+ * their lines keep the order the process wrote them in. The supervisor reads
+ * it without blocking, in its poll loop, and passes on whole lines.
+ */
+#define OUT_LINE_MAX 4096           /* a longer line is cut here, with a mark */
+#define OUT_BUDGET (64 * 1024)      /* read per wake-up, so that no group starves the loop */
+#define OUT_LAST_BUDGET (1024 * 1024)   /* read after the process ended */
+
+struct gout {
+	int fd;                      /* read end, non-blocking; -1: none (no pipe, or ended) */
+	int log_fd;                  /* DIR/GROUP.log with --log-dir, else -1 */
+	size_t len;                  /* bytes of a partial line held in buf */
+	bool cutting;                /* dropping the rest of a line cut at OUT_LINE_MAX */
+	char buf[OUT_LINE_MAX];
+};
+
 struct proc {
 	int id;                      /* router group id */
 	pid_t pid;                   /* 0 when not running */
@@ -66,6 +85,7 @@ struct proc {
 	bool retired;                /* removed by a reload: never restarted */
 	bool stopping;
 	int last_status;
+	struct gout *out;            /* what the process prints; owned by the group */
 };
 
 struct sup {
@@ -75,6 +95,7 @@ struct sup {
 	struct proc *procs;          /* one per cfg->groups[i] */
 	struct shoal_router *router;
 	int sigfd;
+	int name_w;                  /* width of the longest group name, for the prefixes */
 	bool live;                   /* status line redrawn in place */
 	bool status_shown;
 	bool stop_requested;
@@ -169,6 +190,162 @@ static void status(struct sup *s, uint64_t now)
 	      (unsigned long long)st.restarts, (unsigned long long)st.dropped, st.failed);
 }
 
+/* ---- group output ----------------------------------------------------------------- */
+
+static void name_width(struct sup *s)
+{
+	s->name_w = 0;
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
+		if ((int)strlen(s->cfg->groups[i].name) > s->name_w)
+			s->name_w = (int)strlen(s->cfg->groups[i].name);
+}
+
+/* Write all of buf to a log file; a regular file takes it at once. */
+static void log_write(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		buf += n;
+		len -= (size_t)n;
+	}
+}
+
+/*
+ * One line a group printed (without its newline), then `mark`: to its log
+ * file, after the wall-clock time (UTC), or to our output after its name.
+ */
+static void out_line(struct sup *s, uint32_t i, const char *text, size_t len, const char *mark)
+{
+	const struct gout *o = s->procs[i].out;
+
+	if (o->log_fd >= 0) {
+		char head[48], line[OUT_LINE_MAX + 128];
+		struct timespec ts;
+		struct tm tm;
+		int n;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		strftime(head, sizeof(head), "%Y-%m-%dT%H:%M:%S", &tm);
+		n = snprintf(line, sizeof(line), "%s.%03ldZ %.*s%s\n", head, ts.tv_nsec / 1000000,
+			     (int)len, text, mark);
+		log_write(o->log_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+		return;
+	}
+	clear_status(s);
+	fprintf(s->out, "%-*s | %.*s%s\n", s->name_w, s->cfg->groups[i].name, (int)len, text,
+		mark);
+}
+
+/* Pass on the whole lines held in o->buf; keep a partial one, cut one too long. */
+static void out_lines(struct sup *s, uint32_t i)
+{
+	struct gout *o = s->procs[i].out;
+	size_t start = 0;
+	char *nl;
+
+	while ((nl = memchr(o->buf + start, '\n', o->len - start)) != NULL) {
+		size_t end = (size_t)(nl - o->buf);
+
+		if (!o->cutting)
+			out_line(s, i, o->buf + start, end - start, "");
+		o->cutting = false;
+		start = end + 1;
+	}
+	memmove(o->buf, o->buf + start, o->len - start);
+	o->len -= start;
+	if (o->len == sizeof(o->buf)) {
+		if (!o->cutting)
+			out_line(s, i, o->buf, o->len, " [cut: line longer than "
+				 "4096 bytes]");
+		o->cutting = true;
+		o->len = 0;
+	}
+}
+
+/* The process's output has ended: pass on a last partial line, close. */
+static void out_close(struct sup *s, uint32_t i)
+{
+	struct gout *o = s->procs[i].out;
+
+	if (o->len > 0 && !o->cutting)
+		out_line(s, i, o->buf, o->len, "");
+	o->len = 0;
+	o->cutting = false;
+	if (o->fd >= 0)
+		close(o->fd);
+	o->fd = -1;
+}
+
+/*
+ * Read what group i's process printed, up to `budget` bytes, without
+ * blocking. At the end of the pipe (every writer gone), or after the process
+ * ended (`last`: a child it left behind may hold the pipe open; what it
+ * prints after this is lost to it), the pipe is closed.
+ */
+static void out_read(struct sup *s, uint32_t i, size_t budget, bool last)
+{
+	struct gout *o = s->procs[i].out;
+	bool end = false;
+
+	while (o->fd >= 0 && budget > 0) {
+		ssize_t n = read(o->fd, o->buf + o->len, sizeof(o->buf) - o->len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			end = n == 0 || errno != EAGAIN;
+			break;
+		}
+		o->len += (size_t)n;
+		budget = (size_t)n < budget ? budget - (size_t)n : 0;
+		out_lines(s, i);
+	}
+	if (end || last)
+		out_close(s, i);
+	fflush(s->out);
+	out_check(s);
+}
+
+/*
+ * The output of `group`: its log file under `dir` (created 0600, appended
+ * to), or none. Returns NULL only for want of memory.
+ */
+static struct gout *out_new(struct sup *s, const char *group, const char *dir)
+{
+	struct gout *o = calloc(1, sizeof(*o));
+	char path[PATH_MAX];
+
+	if (o == NULL)
+		return NULL;
+	o->fd = -1;
+	o->log_fd = -1;
+	if (dir == NULL)
+		return o;
+	snprintf(path, sizeof(path), "%s/%s.log", dir, group);
+	o->log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (o->log_fd < 0)
+		event(s, "group %s: cannot open %s (%s); its output goes here instead", group,
+		      path, strerror(errno));
+	return o;
+}
+
+static void out_free(struct gout *o)
+{
+	if (o == NULL)
+		return;
+	if (o->fd >= 0)
+		close(o->fd);
+	if (o->log_fd >= 0)
+		close(o->log_fd);
+	free(o);
+}
+
 /* ---- processes -------------------------------------------------------------------- */
 
 /*
@@ -217,7 +394,8 @@ static void free_child_env(char **env)
 	free(env);
 }
 
-static void exec_child(const struct shoal__cfg_group *g, char **env, const sigset_t *mask)
+static void exec_child(const struct shoal__cfg_group *g, char **env, const sigset_t *mask,
+		       int out_fd)
 {
 	cpu_set_t set;
 
@@ -232,6 +410,10 @@ static void exec_child(const struct shoal__cfg_group *g, char **env, const sigse
 	 */
 	setpgid(0, 0);
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (out_fd >= 0) {   /* dup2() clears close-on-exec on 1 and 2 only */
+		dup2(out_fd, STDOUT_FILENO);
+		dup2(out_fd, STDERR_FILENO);
+	}
 	signal(SIGPIPE, SIG_DFL);                /* the supervisor ignores it */
 	sigprocmask(SIG_SETMASK, mask, NULL);   /* the supervisor blocks them */
 	if (g->cpus != 0) {
@@ -245,25 +427,51 @@ static void exec_child(const struct shoal__cfg_group *g, char **env, const sigse
 	_exit(127);
 }
 
+/*
+ * The pipe group i's process will print into: its read end in i's gout, the
+ * write end returned (-1: none, and the process prints where we do).
+ */
+static int out_pipe(struct sup *s, uint32_t i)
+{
+	struct gout *o = s->procs[i].out;
+	int p[2];
+
+	if (o->fd >= 0)
+		out_close(s, i);
+	if (pipe2(p, O_CLOEXEC) != 0) {
+		event(s, "group %s: no pipe for its output (%s): it prints where shoal run does",
+		      s->cfg->groups[i].name, strerror(errno));
+		return -1;
+	}
+	/* Only our end is non-blocking: the process writes as to any pipe. */
+	fcntl(p[0], F_SETFL, O_NONBLOCK);
+	o->fd = p[0];
+	return p[1];
+}
+
 static int launch(struct sup *s, uint32_t i)
 {
 	const struct shoal__cfg_group *g = &s->cfg->groups[i];
 	struct proc *p = &s->procs[i];
 	char **env = child_env(g, s->cfg->system);
 	sigset_t none;
-	int pidfd_err;
+	int pidfd_err, out_fd;
 	pid_t pid;
 
 	if (env == NULL)
 		return -ENOMEM;
+	out_fd = out_pipe(s, i);
 	sigemptyset(&none);
 	fflush(NULL);
 	pid = fork();
 	if (pid == 0)
-		exec_child(g, env, &none);
+		exec_child(g, env, &none, out_fd);
 	free_child_env(env);
+	if (out_fd >= 0)
+		close(out_fd);
 	if (pid < 0) {
 		event(s, "group %s: cannot fork: %s", g->name, strerror(errno));
+		out_close(s, i);
 		return -errno;
 	}
 	p->pid = pid;
@@ -365,8 +573,10 @@ static void reap(struct sup *s, uint32_t i)
 	if (p->pid == 0)
 		return;
 	if (p->pidfd < 0) {
-		if (waitpid(p->pid, &status, WNOHANG) == p->pid)
+		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+			out_read(s, i, OUT_LAST_BUDGET, true);
 			on_exit_of(s, i, status);
+		}
 		return;
 	}
 	memset(&si, 0, sizeof(si));
@@ -374,6 +584,8 @@ static void reap(struct sup *s, uint32_t i)
 		return;
 	status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0)
 					  : W_EXITCODE(0, si.si_status);
+	/* Its last words before the news of its end. */
+	out_read(s, i, OUT_LAST_BUDGET, true);
 	on_exit_of(s, i, status);
 }
 
@@ -399,6 +611,62 @@ static int poll_ms(struct sup *s, uint64_t ms)
 	return ms > INT32_MAX ? INT32_MAX : (int)ms;
 }
 
+/* The descriptors one wait watches, and what each one is. */
+#define OUT_BIT UINT32_C(0x80000000)   /* in map[]: group i's output, not its pidfd */
+
+struct waitset {
+	struct pollfd pfd[2 * SHOAL_MAX_GROUPS + 2];
+	uint32_t map[2 * SHOAL_MAX_GROUPS + 2];
+	uint32_t n, first;           /* pfd[first..n) are the groups' */
+};
+
+/*
+ * Add to w the pidfd of group `only`'s process (of every group's when `only`
+ * is negative) and every group's output pipe: while the supervisor waits for
+ * anything, the groups' output keeps flowing (a group blocked on a full pipe
+ * could not stop).
+ */
+static void watch_groups(const struct sup *s, struct waitset *w, int only)
+{
+	w->first = w->n;
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
+		const struct proc *p = &s->procs[i];
+
+		if (p->pid != 0 && p->pidfd >= 0 && (only < 0 || (uint32_t)only == i)) {
+			w->pfd[w->n] = (struct pollfd){ .fd = p->pidfd, .events = POLLIN };
+			w->map[w->n++] = i;
+		}
+		if (p->out != NULL && p->out->fd >= 0) {
+			w->pfd[w->n] = (struct pollfd){ .fd = p->out->fd, .events = POLLIN };
+			w->map[w->n++] = i | OUT_BIT;
+		}
+	}
+}
+
+/* After poll(): reap the processes that ended, pass on what groups printed. */
+static void serve_groups(struct sup *s, const struct waitset *w)
+{
+	for (uint32_t k = w->first; k < w->n; k++) {
+		if (!w->pfd[k].revents)
+			continue;
+		if (w->map[k] & OUT_BIT)
+			out_read(s, w->map[k] & ~OUT_BIT, OUT_BUDGET, false);
+		else
+			reap(s, w->map[k]);
+	}
+}
+
+/* Wait up to `ms` for group `only`'s process (any, if negative) to end,
+ * serving every group's output meanwhile. */
+static void wait_groups(struct sup *s, int only, uint64_t ms)
+{
+	struct waitset w = { .n = 0 };
+
+	watch_groups(s, &w, only);
+	if (poll(w.pfd, w.n, poll_ms(s, ms)) > 0)
+		serve_groups(s, &w);
+}
+
 /* ---- the stop sequence ---------------------------------------------------------------- */
 
 static void begin_stop(struct sup *s, const char *why, bool failure)
@@ -421,23 +689,10 @@ static bool any_running(const struct sup *s, int32_t order)
 /* Wait for the processes of one stop level, reaping as they go. */
 static void wait_level(struct sup *s, int32_t order, uint64_t deadline)
 {
-	while (any_running(s, order) && shoal__now_ns() < deadline) {
-		struct pollfd pfd[SHOAL_MAX_GROUPS];
-		uint32_t map[SHOAL_MAX_GROUPS], n = 0;
-		uint64_t left = deadline - shoal__now_ns();
+	uint64_t now;
 
-		for (uint32_t i = 0; i < s->cfg->n_groups; i++)
-			if (s->procs[i].pid != 0 && s->procs[i].pidfd >= 0 &&
-			    s->cfg->groups[i].stop_order == order) {
-				pfd[n] = (struct pollfd){ .fd = s->procs[i].pidfd, .events = POLLIN };
-				map[n++] = i;
-			}
-		if (poll(pfd, n, poll_ms(s, left / 1000000 + 1)) <= 0)
-			continue;
-		for (uint32_t k = 0; k < n; k++)
-			if (pfd[k].revents)
-				reap(s, map[k]);
-	}
+	while (any_running(s, order) && (now = shoal__now_ns()) < deadline)
+		wait_groups(s, -1, (deadline - now) / 1000000 + 1);
 }
 
 static void stop_all(struct sup *s)
@@ -505,6 +760,20 @@ static void wait_detached(struct sup *s)
 
 /* ---- router setup and reload -------------------------------------------------------------- */
 
+/* The folder of the groups' log files: made 0700 if it does not exist. */
+static int make_log_dir(const char *dir, struct shoal_err *err)
+{
+	struct stat st;
+
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+		return shoal__fail(err, -errno, "--log-dir %s: %s", dir, strerror(errno));
+	if (stat(dir, &st) != 0)
+		return shoal__fail(err, -errno, "--log-dir %s: %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return shoal__fail(err, -ENOTDIR, "--log-dir %s: not a directory", dir);
+	return 0;
+}
+
 /*
  * Load the system file, under the name o->name if one was given (`shoal run
  * --name`: the same file runs twice side by side, as two systems). The file's
@@ -561,6 +830,9 @@ static int declare_groups(struct sup *s, struct shoal_err *err)
 		s->procs[i].id = id;
 		s->procs[i].pidfd = -1;
 		s->procs[i].backoff_ms = g->backoff_ms;
+		s->procs[i].out = out_new(s, g->name, s->o->log_dir);
+		if (s->procs[i].out == NULL)
+			return -ENOMEM;
 	}
 	return 0;
 }
@@ -632,24 +904,30 @@ static void stop_one(struct sup *s, uint32_t i)
 {
 	struct proc *p = &s->procs[i];
 	uint64_t deadline = shoal__now_ns() + (uint64_t)s->cfg->groups[i].stop_timeout_ms * 1000000u;
-	struct pollfd pfd = { .fd = p->pidfd, .events = POLLIN };
 
 	if (p->pid == 0)
 		return;
 	p->stopping = true;
 	shoal_router_stop_group(s->router, p->id);
-	while (p->pid != 0 && shoal__now_ns() < deadline) {
-		if (poll(&pfd, p->pidfd >= 0, poll_ms(s, 100)) > 0 || p->pidfd < 0)
-			reap(s, i);
-	}
+	while (p->pid != 0 && shoal__now_ns() < deadline)
+		wait_groups(s, (int)i, 100);
 	if (p->pid != 0) {
 		uint64_t kill_deadline = shoal__now_ns() + 5000000000ull;
 
 		kill(p->pid, SIGKILL);
 		while (p->pid != 0 && shoal__now_ns() < kill_deadline)
-			if (poll(&pfd, p->pidfd >= 0, poll_ms(s, 1000)) > 0 || p->pidfd < 0)
-				reap(s, i);
+			wait_groups(s, (int)i, 1000);
 	}
+}
+
+/* A refused reload: free the outputs made for the first `upto` groups of
+ * `n` that the running system does not have. */
+static void free_new_outs(struct sup *s, const struct shoal__config *n, struct proc *np,
+			  uint32_t upto)
+{
+	for (uint32_t i = 0; i < upto; i++)
+		if (shoal__config_group(s->cfg, n->groups[i].name) < 0)
+			out_free(np[i].out);
 }
 
 static void reload(struct sup *s)
@@ -692,9 +970,11 @@ static void reload(struct sup *s)
 		}
 		np[i].pidfd = -1;
 		np[i].backoff_ms = g->backoff_ms;
-		np[i].id = shoal_router_group(s->router, &spec, &err);
+		np[i].out = out_new(s, g->name, s->o->log_dir);
+		np[i].id = np[i].out == NULL ? -ENOMEM : shoal_router_group(s->router, &spec, &err);
 		if (np[i].id < 0) {
-			event(s, "reload refused: %s", err.msg);
+			event(s, "reload refused: %s", np[i].out == NULL ? strerror(ENOMEM) : err.msg);
+			free_new_outs(s, n, np, i + 1);
 			free(np);
 			shoal__config_free(n);
 			return;
@@ -703,6 +983,7 @@ static void reload(struct sup *s)
 	ret = apply_routes(s, n, np, &err);
 	if (ret < 0) {
 		event(s, "reload refused, nothing changed: %s", err.msg);
+		free_new_outs(s, n, np, n->n_groups);
 		free(np);
 		shoal__config_free(n);
 		return;
@@ -723,10 +1004,14 @@ static void reload(struct sup *s)
 			np[now].pidfd = -1;
 		}
 	}
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
+		if (s->procs[i].retired)
+			out_free(s->procs[i].out);
 	shoal__config_free(s->cfg);
 	free(s->procs);
 	s->cfg = n;
 	s->procs = np;
+	name_width(s);
 	for (uint32_t i = 0; i < n->n_groups; i++)
 		if (s->procs[i].pid == 0 && !s->procs[i].failed) {
 			s->procs[i].stopping = false;
@@ -751,29 +1036,23 @@ static void on_signal(struct sup *s)
 static void run_loop(struct sup *s)
 {
 	while (!s->stop_requested) {
-		struct pollfd pfd[SHOAL_MAX_GROUPS + 1];
-		uint32_t map[SHOAL_MAX_GROUPS + 1], n = 1;
+		struct waitset w = { .n = 1 };
 		uint64_t now = shoal__now_ns(), wake = now + TICK_NS;
 
-		pfd[0] = (struct pollfd){ .fd = s->sigfd, .events = POLLIN };
+		w.pfd[0] = (struct pollfd){ .fd = s->sigfd, .events = POLLIN };
+		watch_groups(s, &w, -1);
 		for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
 			struct proc *p = &s->procs[i];
 
-			if (p->pid != 0 && p->pidfd >= 0) {
-				pfd[n] = (struct pollfd){ .fd = p->pidfd, .events = POLLIN };
-				map[n++] = i;
-			} else if (p->pid == 0 && p->restart_at_ns != 0 && p->restart_at_ns < wake) {
+			if (p->pid == 0 && p->restart_at_ns != 0 && p->restart_at_ns < wake)
 				wake = p->restart_at_ns;
-			}
 		}
 		if (s->o->duration_ns > 0 && s->start_ns + (uint64_t)s->o->duration_ns < wake)
 			wake = s->start_ns + (uint64_t)s->o->duration_ns;
-		if (poll(pfd, n, poll_ms(s, wake > now ? (wake - now) / 1000000 + 1 : 0)) > 0) {
-			if (pfd[0].revents)
+		if (poll(w.pfd, w.n, poll_ms(s, wake > now ? (wake - now) / 1000000 + 1 : 0)) > 0) {
+			serve_groups(s, &w);
+			if (w.pfd[0].revents)
 				on_signal(s);
-			for (uint32_t k = 1; k < n; k++)
-				if (pfd[k].revents)
-					reap(s, map[k]);
 		}
 		now = shoal__now_ns();
 		for (uint32_t i = 0; i < s->cfg->n_groups && !s->stop_requested; i++) {
@@ -802,6 +1081,13 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	ret = load_config(o, o->config, &s.cfg, err);
 	if (ret < 0)
 		return ret;
+	if (o->log_dir != NULL) {
+		ret = make_log_dir(o->log_dir, err);
+		if (ret < 0) {
+			shoal__config_free(s.cfg);
+			return ret;
+		}
+	}
 	ret = shoal__config_check_space(s.cfg, NULL, &space, err);
 	if (ret < 0) {
 		shoal__config_free(s.cfg);
@@ -812,6 +1098,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 		shoal__config_free(s.cfg);
 		return -ENOMEM;
 	}
+	name_width(&s);
 	s.live = o->status == SHOAL__STATUS_LIVE ||
 		 (o->status == SHOAL__STATUS_AUTO && isatty(fileno(o->out)));
 	sigemptyset(&mask);
@@ -864,6 +1151,8 @@ out:
 		close(s.sigfd);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	sigaction(SIGPIPE, &old_pipe, NULL);
+	for (uint32_t i = 0; i < s.cfg->n_groups; i++)
+		out_free(s.procs[i].out);
 	free(s.procs);
 	shoal__config_free(s.cfg);
 	return ret;

@@ -25,7 +25,8 @@ struct shoal__sup_opts {
 	int64_t duration_ns;         /* stop after this long; <= 0: until a signal */
 	int status;                  /* enum shoal__status_mode */
 	int64_t status_period_ns;    /* plain status line period; 0: 5 s */
-	FILE *out;                   /* events and status (stdout) */
+	FILE *out;                   /* events, status and group output (stdout) */
+	const char *log_dir;         /* groups' output to DIR/GROUP.log instead; NULL: to out */
 };
 
 /*

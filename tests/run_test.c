@@ -28,6 +28,7 @@
 #include "runtime/control/config.h"
 #include "runtime/layout.h"
 #include "runtime/control/proto.h"
+#include "tests/jsoncheck.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
 #include "tests/toolrun.h"
@@ -139,6 +140,23 @@ static void expect_output(const char *out, const char *needle, int timeout_ms)
 		free(text);
 		fail_msg("'%s' did not appear within %d ms", needle, timeout_ms);
 	}
+}
+
+/* Wait up to `timeout_ms` for `needle` to be in file `out` exactly `n` times. */
+static void expect_count(const char *out, const char *needle, unsigned n, int timeout_ms)
+{
+	unsigned got = 0;
+
+	for (int i = 0; i <= timeout_ms / 10; i++) {
+		char *text = read_file(out);
+
+		got = count_of(text, needle);
+		free(text);
+		if (got == n)
+			return;
+		usleep(10000);
+	}
+	fail_msg("'%s' is in %s %u times, not %u", needle, out, got, n);
 }
 
 /* Lines "type seq" of a consumer log, as a presence count per seq. */
@@ -1325,6 +1343,165 @@ static void run_log_dir_that_is_a_file_is_refused(void **state)
 	assert_int_equal(count_system_files("logf"), 0);
 }
 
+/* `shoal ARGS...`, requiring exit `code`; returns what it printed on stdout
+ * (or, failing, on stderr), to free. */
+static char *shoal_says(int code, const char *const *args)
+{
+	struct tool_run t;
+	char *said;
+
+	tool_expect(&t, code, args);
+	said = strdup(code == 0 ? t.out : t.err);
+	tool_free(&t);
+	return said;
+}
+
+/*
+ * Lifecycle over the control socket: a group stopped on request stays down
+ * (its policy is always) until `shoal restart`; a restart of a running group
+ * replaces its process; an unknown group and a refused file are errors;
+ * `shoal stop SYSTEM` returns once the system is gone.
+ */
+static void run_stop_restart_reload_over_the_control_socket(void **state)
+{
+	const char *cfg = in_dir("lc.yaml"), *out = in_dir("lc.out");
+	char text[1024], *said;
+	pid_t run, b;
+	int status;
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "system: lc\ngroups:\n"
+		 "  - name: a\n    program: %s\n    args: [--role, consumer]\n"
+		 "    restart: { policy: always, backoff: 50ms }\n"
+		 "  - name: b\n    program: %s\n    args: [--role, consumer]\n",
+		 group_bin, group_bin);
+	write_file(cfg, text);
+	run = start_run(cfg, out);
+	wait_attached("lc", "a", out);
+	wait_attached("lc", "b", out);
+	said = shoal_says(0, (const char *const[]){ "stop", "lc", "a", NULL });
+	assert_has(said, "group a stopped: its process exited with status 0; it stays stopped");
+	free(said);
+	assert_int_equal(rt_group_pid("lc", "a"), 0);
+	expect_output(out, "group a: stopping (asked by shoal stop)", 0);
+	/* Not restarted, whatever its policy: well past its backoff, still down. */
+	usleep(500000);
+	assert_int_equal(rt_group_pid("lc", "a"), 0);
+	expect_count(out, "group a: started", 1, 0);
+	said = shoal_says(0, (const char *const[]){ "stop", "lc", "a", NULL });
+	assert_has(said, "group a was not running (stopped on request)");
+	free(said);
+	said = shoal_says(0, (const char *const[]){ "restart", "lc", "a", NULL });
+	assert_has(said, "group a started: pid");
+	free(said);
+	wait_attached("lc", "a", out);
+	b = rt_group_pid("lc", "b");
+	said = shoal_says(0, (const char *const[]){ "restart", "--json", "lc", "b", NULL });
+	assert_json_object(said);
+	assert_has(said, "\"ok\": true");
+	assert_has(said, "group b restarted: pid");
+	free(said);
+	wait_pid_other_than("lc", "b", b, out);
+	said = shoal_says(1, (const char *const[]){ "restart", "lc", "nope", NULL });
+	assert_has(said, "system lc has no group 'nope' (its groups: a, b)");
+	free(said);
+	said = shoal_says(0, (const char *const[]){ "reload", "lc", NULL });
+	assert_has(said, "system lc reloaded: 2 groups, 0 routes published");
+	free(said);
+	write_file(cfg, "system: lc\ngroups: []\n");
+	said = shoal_says(1, (const char *const[]){ "reload", "lc", NULL });
+	assert_has(said, "reload refused, nothing changed");
+	assert_has(said, "groups is empty");
+	free(said);
+	said = shoal_says(0, (const char *const[]){ "stop", "lc", NULL });
+	assert_has(said, "system lc stopped");
+	free(said);
+	/* Answered once everything was removed. */
+	assert_int_equal(count_system_files("lc"), 0);
+	status = test_wait_pid(run, 30000);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	expect_output(out, "stopping: asked by shoal stop", 0);
+	said = shoal_says(3, (const char *const[]){ "stop", "lc", NULL });
+	assert_has(said, "system lc is not running");
+	free(said);
+}
+
+/*
+ * A group that ignores the stop request is killed at its stop timeout; the
+ * answer says so. Its output keeps flowing meanwhile.
+ */
+static void run_stop_kills_a_group_past_its_timeout(void **state)
+{
+	const char *cfg = in_dir("deaf.yaml"), *out = in_dir("deaf.out");
+	char text[1024], *said;
+	pid_t run;
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "system: deaf\ngroups:\n"
+		 "  - name: deaf\n    program: /bin/sh\n"
+		 "    args: [-c, \"echo deaf up; exec sleep 60\"]\n"
+		 "    stop: { timeout: 200ms }\n");
+	write_file(cfg, text);
+	run = start_run(cfg, out);
+	expect_output(out, "deaf | deaf up", 10000);
+	said = shoal_says(0, (const char *const[]){ "stop", "deaf", "deaf", NULL });
+	assert_has(said, "group deaf stopped: its process killed by signal 9");
+	free(said);
+	expect_output(out, "group deaf: did not stop within 200 ms; killing it", 0);
+	said = shoal_says(0, (const char *const[]){ "restart", "deaf", "deaf", NULL });
+	assert_has(said, "group deaf started");
+	free(said);
+	expect_count(out, "deaf | deaf up", 2, 10000);
+	said = shoal_says(0, (const char *const[]){ "restart", "deaf", "deaf", NULL });
+	assert_has(said, "group deaf restarted: pid");
+	free(said);
+	assert_int_equal(stop_run(run, SIGTERM), 1);   /* the last one is killed again */
+	assert_int_equal(count_system_files("deaf"), 0);
+}
+
+/*
+ * Clients that go away: one sends a restart and closes before the answer,
+ * another sends one and never reads. The supervisor neither dies (SIGPIPE)
+ * nor waits on them; the next request is served.
+ */
+static void run_lifecycle_clients_that_go_away_cannot_hurt_it(void **state)
+{
+	const char *out = in_dir("away.out");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct shoal__ctl_admin m;
+	int fd[2];
+	char *said;
+	pid_t run;
+
+	(void)state;
+	run = run_group_a("away", "consumer", out);
+	assert_int_equal(shoal__path_socket(sa.sun_path, sizeof(sa.sun_path), "away"), 0);
+	memset(&m, 0, sizeof(m));
+	shoal__ctl_init(&m.h, SHOAL__CTL_ADMIN, sizeof(m));
+	m.what = SHOAL__ADMIN_RESTART;
+	snprintf(m.group, sizeof(m.group), "a");
+	for (int k = 0; k < 2; k++) {
+		fd[k] = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		assert_true(fd[k] >= 0);
+		assert_int_equal(connect(fd[k], (struct sockaddr *)&sa, sizeof(sa)), 0);
+		assert_int_equal(send(fd[k], &m, sizeof(m), MSG_NOSIGNAL), (ssize_t)sizeof(m));
+		if (k == 0)
+			close(fd[0]);
+		else
+			usleep(200000);   /* the first restart runs meanwhile */
+	}
+	said = shoal_says(0, (const char *const[]){ "reload", "away", NULL });
+	assert_has(said, "system away reloaded");
+	free(said);
+	close(fd[1]);
+	wait_attached("away", "a", out);
+	assert_int_equal(stop_run(run, SIGINT), 0);
+	assert_int_equal(count_system_files("away"), 0);
+}
+
 static void run_bad_options_are_usage_errors(void **state)
 {
 	static const struct tool_usage_case cases[] = {
@@ -1369,6 +1546,11 @@ int main(void)
 		cmocka_unit_test_teardown(run_passes_on_every_line_of_a_chatty_group, kill_started),
 		cmocka_unit_test_teardown(run_log_dir_writes_each_groups_file, kill_started),
 		cmocka_unit_test_teardown(run_log_dir_that_is_a_file_is_refused, kill_started),
+		cmocka_unit_test_teardown(run_stop_restart_reload_over_the_control_socket,
+					  kill_started),
+		cmocka_unit_test_teardown(run_stop_kills_a_group_past_its_timeout, kill_started),
+		cmocka_unit_test_teardown(run_lifecycle_clients_that_go_away_cannot_hurt_it,
+					  kill_started),
 		cmocka_unit_test(run_bad_options_are_usage_errors),
 	};
 	struct CMUnitTest table[N_BAD];

@@ -38,6 +38,9 @@ extern const struct shoal__cmd shoal__cmd_top;
 extern const struct shoal__cmd shoal__cmd_dump;
 extern const struct shoal__cmd shoal__cmd_ring;
 extern const struct shoal__cmd shoal__cmd_metrics;
+extern const struct shoal__cmd shoal__cmd_stop;
+extern const struct shoal__cmd shoal__cmd_restart;
+extern const struct shoal__cmd shoal__cmd_reload;
 
 /* Print the subcommand's help text on stdout. */
 void shoal__cli_help(const struct shoal__cmd *cmd);

@@ -84,6 +84,10 @@ struct proc {
 	bool failed;                 /* gave up */
 	bool retired;                /* removed by a reload: never restarted */
 	bool stopping;
+	bool held;                   /* stopped by `shoal stop SYSTEM GROUP`: no restart */
+	bool restarting;             /* stopping for `shoal restart`: start again at its end */
+	uint64_t kill_at_ns;         /* stopping on request: SIGKILL then; 0: not so */
+	int waiter;                  /* connection of the tool that asked, answered at the end; -1 */
 	int last_status;
 	struct gout *out;            /* what the process prints; owned by the group */
 };
@@ -100,6 +104,10 @@ struct sup {
 	bool status_shown;
 	bool stop_requested;
 	bool failure;                /* exit status 1 */
+	char *log_dir;               /* o->log_dir made absolute, for `shoal logs`; NULL */
+	int admin_rd, admin_wr;      /* the pipe of lifecycle requests (supervisor.h) */
+	int stop_waiters[16];        /* tools waiting for the whole system to stop */
+	unsigned n_stop_waiters;
 	uint64_t start_ns;
 	uint64_t last_tick_ns, last_plain_ns;
 	uint64_t last_handled;
@@ -500,6 +508,7 @@ static void describe_exit(char *buf, size_t len, int status)
 }
 
 static void begin_stop(struct sup *s, const char *why, bool failure);
+static void tool_stop_done(struct sup *s, uint32_t i, const char *how);
 
 
 /* Mark a group failed (sends to it fail with -EHOSTDOWN, what is routed
@@ -533,6 +542,8 @@ static void on_exit_of(struct sup *s, uint32_t i, int status)
 	if (p->stopping || s->stop_requested) {
 		if (failed_exit && !(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && p->stopping))
 			s->failure = true;
+		if (!s->stop_requested)
+			tool_stop_done(s, i, how);
 		return;
 	}
 	if (p->retired)
@@ -758,6 +769,156 @@ static void wait_detached(struct sup *s)
 			shoal_router_wait_change(s->router, 10000000);
 }
 
+/* ---- lifecycle requests: shoal stop, restart, reload ---------------------------------------- */
+
+/*
+ * Answer a tool's request on its connection `fd` and close it: DONE with
+ * the text, or ERROR `code` (< 0). The connection is non-blocking and holds
+ * this one reply: the send never waits.
+ */
+__attribute__((format(printf, 4, 5)))
+static void admin_reply(struct sup *s, int fd, int code, const char *fmt, ...)
+{
+	struct shoal__ctl_done d;
+	va_list ap;
+
+	memset(&d, 0, sizeof(d));
+	va_start(ap, fmt);
+	vsnprintf(d.msg, sizeof(d.msg), fmt, ap);
+	va_end(ap);
+	if (code < 0) {
+		shoal__ctl_send_error(fd, code, d.msg);
+	} else {
+		shoal__ctl_init(&d.h, SHOAL__CTL_DONE, sizeof(d));
+		d.pid = (int32_t)getpid();
+		snprintf(d.log_dir, sizeof(d.log_dir), "%s", s->log_dir ? s->log_dir : "");
+		shoal__ctl_send(fd, &d, sizeof(d));
+	}
+	close(fd);
+}
+
+/* Is a group being stopped or restarted on a tool's request? */
+static bool tool_pending(const struct sup *s)
+{
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
+		if (s->procs[i].waiter >= 0 || s->procs[i].restarting)
+			return true;
+	return false;
+}
+
+/*
+ * Group i's process, stopping on request, has ended (`how`): start it again
+ * for a restart, or leave it stopped; answer the tool that asked.
+ */
+static void tool_stop_done(struct sup *s, uint32_t i, const char *how)
+{
+	const struct shoal__cfg_group *g = &s->cfg->groups[i];
+	struct proc *p = &s->procs[i];
+	int fd = p->waiter, ret;
+
+	p->kill_at_ns = 0;
+	p->waiter = -1;
+	if (!p->restarting) {
+		if (fd >= 0)
+			admin_reply(s, fd, 0, "group %s stopped: its process %s; it stays stopped "
+				    "until 'shoal restart %s %s'", g->name, how, s->cfg->system,
+				    g->name);
+		return;
+	}
+	p->restarting = false;
+	p->stopping = false;
+	p->retries = 0;
+	p->backoff_ms = g->backoff_ms;
+	ret = launch(s, i);
+	if (fd < 0)
+		return;
+	if (ret < 0)
+		admin_reply(s, fd, ret, "group %s stopped (its process %s) but did not start "
+			    "again: %s", g->name, how, strerror(-ret));
+	else
+		admin_reply(s, fd, 0, "group %s restarted: pid %d (the previous process %s)",
+			    g->name, (int)p->pid, how);
+}
+
+/*
+ * `shoal stop SYSTEM GROUP` (restart false) or `shoal restart SYSTEM GROUP`:
+ * ask group i's process to stop through its mailbox, as the stop sequence
+ * does, with its stop timeout before SIGKILL (run_loop() keeps the time);
+ * the tool on `fd` is answered when it has ended (tool_stop_done()).
+ */
+static void tool_stop(struct sup *s, uint32_t i, int fd, bool restart)
+{
+	const struct shoal__cfg_group *g = &s->cfg->groups[i];
+	struct proc *p = &s->procs[i];
+
+	if (p->waiter >= 0 || p->restarting) {
+		admin_reply(s, fd, -EBUSY, "group %s is already being stopped or restarted on "
+			    "request: try again once that is done", g->name);
+		return;
+	}
+	if (p->pid == 0 && !restart) {
+		p->restart_at_ns = 0;
+		admin_reply(s, fd, 0, "group %s was not running%s; it stays stopped until "
+			    "'shoal restart %s %s'", g->name, p->held ? " (stopped on request)" :
+			    p->failed ? " (it had given up)" : "", s->cfg->system, g->name);
+		p->held = true;
+		return;
+	}
+	if (p->pid == 0) {
+		int ret;
+
+		if (p->failed) {
+			admin_reply(s, fd, -EHOSTDOWN, "group %s gave up and is marked failed: "
+				    "restart the system to bring it back", g->name);
+			return;
+		}
+		p->held = false;
+		p->restart_at_ns = 0;
+		p->retries = 0;
+		p->backoff_ms = g->backoff_ms;
+		p->stopping = false;
+		ret = launch(s, i);
+		if (ret < 0)
+			admin_reply(s, fd, ret, "group %s did not start: %s", g->name,
+				    strerror(-ret));
+		else
+			admin_reply(s, fd, 0, "group %s started: pid %d (it was not running)",
+				    g->name, (int)p->pid);
+		return;
+	}
+	p->held = !restart;
+	p->restarting = restart;
+	p->stopping = true;
+	p->restart_at_ns = 0;
+	p->kill_at_ns = shoal__now_ns() + (uint64_t)g->stop_timeout_ms * 1000000u;
+	p->waiter = fd;
+	shoal_router_stop_group(s->router, p->id);
+	event(s, "group %s: stopping (asked by shoal %s)", g->name, restart ? "restart" : "stop");
+}
+
+/* Processes stopping on request past their stop timeout are killed. Returns
+ * the nearest deadline still to come (UINT64_MAX: none). */
+static uint64_t tool_stop_deadlines(struct sup *s, uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
+		struct proc *p = &s->procs[i];
+
+		if (p->pid == 0 || p->kill_at_ns == 0)
+			continue;
+		if (now < p->kill_at_ns) {
+			next = p->kill_at_ns < next ? p->kill_at_ns : next;
+			continue;
+		}
+		event(s, "group %s: did not stop within %u ms; killing it", s->cfg->groups[i].name,
+		      s->cfg->groups[i].stop_timeout_ms);
+		kill(p->pid, SIGKILL);
+		p->kill_at_ns = 0;
+	}
+	return next;
+}
+
 /* ---- router setup and reload -------------------------------------------------------------- */
 
 /* The folder of the groups' log files: made 0700 if it does not exist. */
@@ -828,9 +989,8 @@ static int declare_groups(struct sup *s, struct shoal_err *err)
 		if (id < 0)
 			return id;
 		s->procs[i].id = id;
-		s->procs[i].pidfd = -1;
 		s->procs[i].backoff_ms = g->backoff_ms;
-		s->procs[i].out = out_new(s, g->name, s->o->log_dir);
+		s->procs[i].out = out_new(s, g->name, s->log_dir);
 		if (s->procs[i].out == NULL)
 			return -ENOMEM;
 	}
@@ -930,32 +1090,45 @@ static void free_new_outs(struct sup *s, const struct shoal__config *n, struct p
 			out_free(np[i].out);
 }
 
-static void reload(struct sup *s)
+/* Refuse a reload: say why, with the reason in *err. Returns `ret`. */
+static int refuse_reload(struct sup *s, int ret, struct shoal_err *err)
 {
-	struct shoal_err err = { { 0 } };
+	event(s, "reload refused, nothing changed: %s", err->msg[0] ? err->msg : strerror(-ret));
+	return ret;
+}
+
+/*
+ * Re-read the system file and apply it (SIGHUP, `shoal reload`). Returns 0,
+ * or a negative errno with the reason in *err when the file is refused and
+ * nothing changed.
+ */
+static int reload(struct sup *s, struct shoal_err *err)
+{
 	struct shoal__config_space space;
 	struct shoal__config *n;
 	struct proc *np;
-	int ret = load_config(s->o, s->cfg->path, &n, &err);
+	int ret;
 
-	if (ret < 0) {
-		event(s, "reload refused, nothing changed: %s", err.msg);
-		return;
-	}
-	ret = check_reload(s, n, &err);
+	if (tool_pending(s))
+		return refuse_reload(s, shoal__fail(err, -EBUSY, "a group is being stopped or "
+						    "restarted on request: reload once that is "
+						    "done"), err);
+	ret = load_config(s->o, s->cfg->path, &n, err);
+	if (ret < 0)
+		return refuse_reload(s, ret, err);
+	ret = check_reload(s, n, err);
 	if (ret == 0)
-		ret = shoal__config_check_space(n, s->cfg, &space, &err);
+		ret = shoal__config_check_space(n, s->cfg, &space, err);
 	if (ret == 0)
-		ret = declare_types(s, n, &err);   /* only additions are left */
+		ret = declare_types(s, n, err);   /* only additions are left */
 	if (ret < 0) {
-		event(s, "reload refused, nothing changed: %s", err.msg);
 		shoal__config_free(n);
-		return;
+		return refuse_reload(s, ret, err);
 	}
 	np = calloc(n->n_groups, sizeof(*np));
 	if (np == NULL) {
 		shoal__config_free(n);
-		return;
+		return refuse_reload(s, -ENOMEM, err);
 	}
 	/* Declare new groups first, so that every route can name its group. */
 	for (uint32_t i = 0; i < n->n_groups; i++) {
@@ -969,24 +1142,25 @@ static void reload(struct sup *s)
 			continue;
 		}
 		np[i].pidfd = -1;
+		np[i].waiter = -1;
 		np[i].backoff_ms = g->backoff_ms;
-		np[i].out = out_new(s, g->name, s->o->log_dir);
-		np[i].id = np[i].out == NULL ? -ENOMEM : shoal_router_group(s->router, &spec, &err);
+		np[i].out = out_new(s, g->name, s->log_dir);
+		np[i].id = np[i].out == NULL ? -ENOMEM : shoal_router_group(s->router, &spec, err);
 		if (np[i].id < 0) {
-			event(s, "reload refused: %s", np[i].out == NULL ? strerror(ENOMEM) : err.msg);
+			ret = np[i].out == NULL ? -ENOMEM : np[i].id;
 			free_new_outs(s, n, np, i + 1);
 			free(np);
 			shoal__config_free(n);
-			return;
+			event(s, "reload refused: %s", err->msg[0] ? err->msg : strerror(-ret));
+			return ret;
 		}
 	}
-	ret = apply_routes(s, n, np, &err);
+	ret = apply_routes(s, n, np, err);
 	if (ret < 0) {
-		event(s, "reload refused, nothing changed: %s", err.msg);
 		free_new_outs(s, n, np, n->n_groups);
 		free(np);
 		shoal__config_free(n);
-		return;
+		return refuse_reload(s, ret, err);
 	}
 	event(s, "reload: %u routes published", n->n_routes);
 	/* Groups gone from the file stop for good; changed ones restart. */
@@ -1012,22 +1186,121 @@ static void reload(struct sup *s)
 	s->cfg = n;
 	s->procs = np;
 	name_width(s);
+	/* A group stopped on request stays stopped (until `shoal restart`). */
 	for (uint32_t i = 0; i < n->n_groups; i++)
-		if (s->procs[i].pid == 0 && !s->procs[i].failed) {
+		if (s->procs[i].pid == 0 && !s->procs[i].failed && !s->procs[i].held) {
 			s->procs[i].stopping = false;
 			launch(s, i);
 		}
+	return 0;
 }
 
 /* ---- the loop ------------------------------------------------------------------------------ */
+
+/* "a, b, c": the system's group names, for an error that names a wrong one. */
+static void group_list(const struct sup *s, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < s->cfg->n_groups && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "",
+				      s->cfg->groups[i].name);
+}
+
+/* One lifecycle request, handed over by the control thread (supervisor.h). */
+static void admin_request(struct sup *s, const struct shoal__admin_req *q)
+{
+	const struct shoal__ctl_admin *m = &q->m;
+	struct shoal_err err = { { 0 } };
+	char names[160];
+	int i = -1;
+
+	if (m->group[0] != '\0' && (i = shoal__config_group(s->cfg, m->group)) < 0) {
+		group_list(s, names, sizeof(names));
+		admin_reply(s, q->fd, -ENOENT, "system %s has no group '%s' (its groups: %s)",
+			    s->cfg->system, m->group, names);
+		return;
+	}
+	switch (m->what) {
+	case SHOAL__ADMIN_STOP:
+		if (i >= 0) {
+			tool_stop(s, (uint32_t)i, q->fd, false);
+		} else if (s->n_stop_waiters < sizeof(s->stop_waiters) / sizeof(int)) {
+			s->stop_waiters[s->n_stop_waiters++] = q->fd;
+			begin_stop(s, "asked by shoal stop", false);
+		} else {
+			begin_stop(s, "asked by shoal stop", false);
+			admin_reply(s, q->fd, 0, "system %s is stopping", s->cfg->system);
+		}
+		break;
+	case SHOAL__ADMIN_RESTART:
+		tool_stop(s, (uint32_t)i, q->fd, true);
+		break;
+	case SHOAL__ADMIN_RELOAD:
+		event(s, "reload asked by shoal reload");
+		if (reload(s, &err) < 0)
+			admin_reply(s, q->fd, -EINVAL, "reload refused, nothing changed: %s",
+				    err.msg);
+		else
+			admin_reply(s, q->fd, 0, "system %s reloaded: %u groups, %u routes "
+				    "published", s->cfg->system, s->cfg->n_groups,
+				    s->cfg->n_routes);
+		break;
+	default:
+		admin_reply(s, q->fd, 0, "system %s: supervisor pid %d, %u groups",
+			    s->cfg->system, (int)getpid(), s->cfg->n_groups);
+		break;
+	}
+}
+
+static void on_admin(struct sup *s)
+{
+	struct shoal__admin_req q;
+
+	while (!s->stop_requested && read(s->admin_rd, &q, sizeof(q)) == (ssize_t)sizeof(q))
+		admin_request(s, &q);
+}
+
+/*
+ * The system has stopped and its router is gone (no more requests come):
+ * answer every tool still waiting, and close the pipe.
+ */
+static void admin_finish(struct sup *s)
+{
+	struct shoal__admin_req q;
+
+	shoal__control_admin(NULL, -1);
+	if (s->admin_rd < 0)
+		return;
+	while (read(s->admin_rd, &q, sizeof(q)) == (ssize_t)sizeof(q)) {
+		if (q.m.what == SHOAL__ADMIN_STOP && q.m.group[0] == '\0' &&
+		    s->n_stop_waiters < sizeof(s->stop_waiters) / sizeof(int))
+			s->stop_waiters[s->n_stop_waiters++] = q.fd;
+		else
+			admin_reply(s, q.fd, -ESHUTDOWN, "system %s stopped before this request "
+				    "was served", s->cfg->system);
+	}
+	for (unsigned k = 0; k < s->n_stop_waiters; k++)
+		admin_reply(s, s->stop_waiters[k], 0, "system %s stopped%s", s->cfg->system,
+			    s->failure ? " with failures (see its output)" : "");
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
+		if (s->procs[i].waiter >= 0)
+			admin_reply(s, s->procs[i].waiter, -ESHUTDOWN, "system %s stopped while "
+				    "group %s was stopping", s->cfg->system, s->cfg->groups[i].name);
+	close(s->admin_rd);
+	close(s->admin_wr);
+}
 
 static void on_signal(struct sup *s)
 {
 	struct signalfd_siginfo si;
 
 	while (read(s->sigfd, &si, sizeof(si)) == sizeof(si)) {
+		struct shoal_err err = { { 0 } };
+
 		if (si.ssi_signo == SIGHUP)
-			reload(s);
+			reload(s, &err);
 		else
 			begin_stop(s, si.ssi_signo == SIGINT ? "interrupted" : "terminated", false);
 	}
@@ -1036,11 +1309,15 @@ static void on_signal(struct sup *s)
 static void run_loop(struct sup *s)
 {
 	while (!s->stop_requested) {
-		struct waitset w = { .n = 1 };
-		uint64_t now = shoal__now_ns(), wake = now + TICK_NS;
+		struct waitset w = { .n = 2 };
+		uint64_t now = shoal__now_ns(), wake = now + TICK_NS, kill_at;
 
 		w.pfd[0] = (struct pollfd){ .fd = s->sigfd, .events = POLLIN };
+		w.pfd[1] = (struct pollfd){ .fd = s->admin_rd, .events = POLLIN };
 		watch_groups(s, &w, -1);
+		kill_at = tool_stop_deadlines(s, now);
+		if (kill_at < wake)
+			wake = kill_at;
 		for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
 			struct proc *p = &s->procs[i];
 
@@ -1053,6 +1330,8 @@ static void run_loop(struct sup *s)
 			serve_groups(s, &w);
 			if (w.pfd[0].revents)
 				on_signal(s);
+			else if (w.pfd[1].revents)
+				on_admin(s);
 		}
 		now = shoal__now_ns();
 		for (uint32_t i = 0; i < s->cfg->n_groups && !s->stop_requested; i++) {
@@ -1072,7 +1351,8 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 {
 	struct shoal_router_opts ro = { 0 };
 	struct shoal__config_space space;
-	struct sup s = { .o = o, .out = o->out, .sigfd = -1 };
+	struct sup s = { .o = o, .out = o->out, .sigfd = -1, .admin_rd = -1, .admin_wr = -1 };
+	int admin[2];
 	struct sigaction ign = { .sa_handler = SIG_IGN }, old_pipe;
 	sigset_t mask, old;
 	uint64_t lost;
@@ -1083,20 +1363,23 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 		return ret;
 	if (o->log_dir != NULL) {
 		ret = make_log_dir(o->log_dir, err);
-		if (ret < 0) {
-			shoal__config_free(s.cfg);
-			return ret;
-		}
+		/* Absolute, for `shoal logs` run from another folder. */
+		if (ret == 0 && (s.log_dir = realpath(o->log_dir, NULL)) == NULL)
+			ret = shoal__fail(err, -errno, "--log-dir %s: %s", o->log_dir,
+					  strerror(errno));
 	}
-	ret = shoal__config_check_space(s.cfg, NULL, &space, err);
+	if (ret == 0)
+		ret = shoal__config_check_space(s.cfg, NULL, &space, err);
+	if (ret == 0 && (s.procs = calloc(s.cfg->n_groups, sizeof(*s.procs))) == NULL)
+		ret = -ENOMEM;
 	if (ret < 0) {
+		free(s.log_dir);
 		shoal__config_free(s.cfg);
 		return ret;
 	}
-	s.procs = calloc(s.cfg->n_groups, sizeof(*s.procs));
-	if (s.procs == NULL) {
-		shoal__config_free(s.cfg);
-		return -ENOMEM;
+	for (uint32_t i = 0; i < s.cfg->n_groups; i++) {
+		s.procs[i].pidfd = -1;
+		s.procs[i].waiter = -1;
 	}
 	name_width(&s);
 	s.live = o->status == SHOAL__STATUS_LIVE ||
@@ -1112,6 +1395,10 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	sigemptyset(&ign.sa_mask);
 	sigaction(SIGPIPE, &ign, &old_pipe);
 	s.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (s.sigfd >= 0 && pipe2(admin, O_CLOEXEC | O_NONBLOCK) == 0) {
+		s.admin_rd = admin[0];
+		s.admin_wr = admin[1];
+	}
 	ro.system = s.cfg->system;
 	ro.mode = s.cfg->mode;
 	ro.spin_ns = s.cfg->spin_ns;
@@ -1119,9 +1406,11 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	ro.uplink_capacity = s.cfg->uplink_capacity;
 	ro.inbound_capacity = s.cfg->inbound_capacity;
 	ro.direct_capacity = s.cfg->direct_capacity;
-	ret = s.sigfd < 0 ? -errno : shoal_router_start(&s.router, &ro, err);
-	if (ret == 0)
+	ret = s.admin_rd < 0 ? -errno : shoal_router_start(&s.router, &ro, err);
+	if (ret == 0) {
+		shoal__control_admin(s.router, s.admin_wr);
 		ret = declare_types(&s, s.cfg, err);
+	}
 	if (ret == 0)
 		ret = declare_groups(&s, err);
 	if (ret == 0)
@@ -1147,6 +1436,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	ret = s.failure ? 1 : 0;
 out:
 	shoal_router_destroy(s.router);
+	admin_finish(&s);
 	if (s.sigfd >= 0)
 		close(s.sigfd);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
@@ -1154,6 +1444,7 @@ out:
 	for (uint32_t i = 0; i < s.cfg->n_groups; i++)
 		out_free(s.procs[i].out);
 	free(s.procs);
+	free(s.log_dir);
 	shoal__config_free(s.cfg);
 	return ret;
 }

@@ -12,6 +12,8 @@
 
 #include <shoal/api.h>
 
+#include "runtime/control/proto.h"
+
 enum shoal__status_mode {
 	SHOAL__STATUS_AUTO,   /* live line on a terminal, plain lines otherwise */
 	SHOAL__STATUS_LIVE,
@@ -38,6 +40,26 @@ struct shoal__sup_opts {
 int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err);
 
 struct shoal_router;
+
+/*
+ * Lifecycle requests (`shoal stop`, `restart`, `reload`) arrive on the
+ * router's control socket, from the system's owner only (server.c checks the
+ * peer's credentials at accept). The control thread hands each one, with its
+ * connection, to the supervisor as one shoal__admin_req written to a pipe;
+ * from then on the connection is the supervisor's, to answer (DONE or ERROR)
+ * and close.
+ */
+struct shoal__admin_req {
+	int fd;                          /* the requester's connection, non-blocking */
+	struct shoal__ctl_admin m;       /* checked by shoal__ctl_check() */
+};
+
+/*
+ * server.c: hand router r's lifecycle requests to the pipe `fd` (its write
+ * end, non-blocking); r NULL: nobody takes them (they are answered ENOTSUP).
+ * One router per process can take them: the one `shoal run` supervises.
+ */
+void shoal__control_admin(const struct shoal_router *r, int fd);
 
 /*
  * router.c: for every group that is neither running nor failed, count what

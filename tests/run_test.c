@@ -1502,6 +1502,78 @@ static void run_lifecycle_clients_that_go_away_cannot_hurt_it(void **state)
 	assert_int_equal(count_system_files("away"), 0);
 }
 
+/*
+ * `shoal logs` reads the files of --log-dir, found through the running
+ * supervisor or named: merged by time, one group, the last lines, JSON;
+ * -f follows until the system stops. Without --log-dir, there is nothing
+ * to read; once the system is gone, the folder must be named.
+ */
+static void run_logs_reads_the_groups_log_files(void **state)
+{
+	const char *cfg = in_dir("lg.yaml"), *out = in_dir("lg.out"), *logs = in_dir("lglogs");
+	const char *const opts[] = { "--log-dir", logs, NULL };
+	struct tool_run follow;
+	struct stat st;
+	char *said;
+	pid_t run;
+	int status;
+
+	(void)state;
+	write_file(cfg, config_talkers("lg"));
+	run = spawn_run(opts, cfg, out, -1, 0);
+	expect_output(out, "group talker: exited", 10000);
+	expect_output(out, "group b: exited", 10000);
+	said = shoal_says(0, (const char *const[]){ "logs", "lg", NULL });
+	assert_has(said, "talker | out line\n");
+	assert_has(said, "b      | hello from b\n");
+	assert_true(strstr(said, "talker | out line") < strstr(said, "talker | err line"));
+	assert_has(said, "talker | no newline\n");
+	free(said);
+	said = shoal_says(0, (const char *const[]){ "logs", "--tail", "1", "-t", "lg", "talker",
+						    NULL });
+	assert_int_equal(count_of(said, "\n"), 1);
+	assert_has(said, "Z no newline\n");
+	assert_lacks(said, "b ");
+	free(said);
+	said = shoal_says(0, (const char *const[]){ "logs", "--json", "lg", "b", NULL });
+	assert_int_equal(assert_json_lines(said), 1);
+	assert_has(said, "\"group\": \"b\"");
+	assert_has(said, "\"line\": \"hello from b\"");
+	free(said);
+	said = shoal_says(1, (const char *const[]){ "logs", "lg", "nope", NULL });
+	assert_has(said, "nope.log");
+	free(said);
+	/* -f: a restarted group's new lines come; the system's stop ends it. */
+	tool_start(&follow, (const char *const[]){ "logs", "-f", "lg", "b", NULL });
+	/* Following once it printed the file so far. */
+	for (int i = 0; i < 1000 && fstat(fileno(follow.out_f), &st) == 0 && st.st_size == 0; i++)
+		usleep(10000);
+	assert_true(st.st_size > 0);
+	said = shoal_says(0, (const char *const[]){ "restart", "lg", "b", NULL });
+	free(said);
+	expect_count(in_dir("lglogs/b.log"), "hello from b", 2, 10000);
+	said = shoal_says(0, (const char *const[]){ "stop", "lg", NULL });
+	free(said);
+	tool_finish(&follow, 0);
+	assert_int_equal(count_of(follow.out, "b | hello from b\n"), 2);
+	tool_free(&follow);
+	status = test_wait_pid(run, 30000);
+	assert_true(WIFEXITED(status));
+	said = shoal_says(3, (const char *const[]){ "logs", "lg", NULL });
+	assert_has(said, "name their folder with --log-dir");
+	free(said);
+	said = shoal_says(0, (const char *const[]){ "logs", "--log-dir", logs, "lg", "b", NULL });
+	assert_int_equal(count_of(said, "b | hello from b\n"), 2);
+	free(said);
+	/* The same system without --log-dir: its output has no files. */
+	run = start_run(cfg, in_dir("lg2.out"));
+	expect_output(in_dir("lg2.out"), "group b: exited", 10000);
+	said = shoal_says(1, (const char *const[]){ "logs", "lg", NULL });
+	assert_has(said, "system lg writes no log files");
+	free(said);
+	assert_int_equal(stop_run(run, SIGTERM), 0);
+}
+
 static void run_bad_options_are_usage_errors(void **state)
 {
 	static const struct tool_usage_case cases[] = {
@@ -1551,6 +1623,7 @@ int main(void)
 		cmocka_unit_test_teardown(run_stop_kills_a_group_past_its_timeout, kill_started),
 		cmocka_unit_test_teardown(run_lifecycle_clients_that_go_away_cannot_hurt_it,
 					  kill_started),
+		cmocka_unit_test_teardown(run_logs_reads_the_groups_log_files, kill_started),
 		cmocka_unit_test(run_bad_options_are_usage_errors),
 	};
 	struct CMUnitTest table[N_BAD];

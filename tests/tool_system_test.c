@@ -671,7 +671,7 @@ static void tool_new_commands_reject_bad_command_lines(void **state)
 static void tool_lifecycle_needs_a_supervisor(void **state)
 {
 	static const char *const cmds[][4] = {
-		{ "stop", SYSTEM, NULL }, { "stop", SYSTEM, "gated", NULL },
+		{ "stop", SYSTEM, NULL }, { "stop", SYSTEM, "gated", NULL }, { "logs", SYSTEM, NULL },
 		{ "restart", SYSTEM, "gated", NULL }, { "reload", SYSTEM, NULL },
 	};
 	struct tool_run r;
@@ -708,6 +708,11 @@ static void tool_lifecycle_rejects_bad_command_lines(void **state)
 		{ { "restart", NULL }, "missing SYSTEM" },
 		{ { "reload", "s", "g", NULL }, "unexpected argument 'g'" },
 		{ { "reload", "--json=yes", "s", NULL }, "option '--json=yes' takes no value" },
+		{ { "logs", NULL }, "missing SYSTEM" },
+		{ { "logs", "s", "g", "h", NULL }, "unexpected argument 'h'" },
+		{ { "logs", "--tail", "x", "s", NULL }, "--tail takes a number of lines" },
+		{ { "logs", "--log-dir", "", "s", NULL }, "--log-dir takes a directory" },
+		{ { "logs", "-x", "s", NULL }, "unknown option '-x'" },
 	};
 
 	(void)state;
@@ -716,8 +721,8 @@ static void tool_lifecycle_rejects_bad_command_lines(void **state)
 
 static void tool_help_lists_commands_in_order(void **state)
 {
-	static const char *const cmds[] = { "stop", "restart", "reload", "ls", "stat", "top",
-					    "dump" };
+	static const char *const cmds[] = { "stop", "restart", "reload", "logs", "ls", "stat",
+					    "top", "dump" };
 	const char *at;
 	struct tool_run r;
 

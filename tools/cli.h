@@ -41,6 +41,7 @@ extern const struct shoal__cmd shoal__cmd_metrics;
 extern const struct shoal__cmd shoal__cmd_stop;
 extern const struct shoal__cmd shoal__cmd_restart;
 extern const struct shoal__cmd shoal__cmd_reload;
+extern const struct shoal__cmd shoal__cmd_logs;
 
 /* Print the subcommand's help text on stdout. */
 void shoal__cli_help(const struct shoal__cmd *cmd);

@@ -18,6 +18,7 @@ static const struct shoal__cmd *const cmds[] = {
 	&shoal__cmd_stop,
 	&shoal__cmd_restart,
 	&shoal__cmd_reload,
+	&shoal__cmd_logs,
 	&shoal__cmd_ls,
 	&shoal__cmd_stat,
 	&shoal__cmd_top,

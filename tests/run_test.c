@@ -1268,24 +1268,37 @@ static void run_group_output_is_prefixed_by_line(void **state)
 	free(text);
 }
 
+/*
+ * Start system `system` of one group of its name running `sh -c script`,
+ * with `extra` (YAML lines) in its entry, its output in `out`.
+ */
+static pid_t start_sh(const char *system, const char *script, const char *extra,
+		      const char *out)
+{
+	char cfg[600], text[1024];
+
+	snprintf(cfg, sizeof(cfg), "%s/%s.yaml", dir, system);
+	snprintf(text, sizeof(text),
+		 "system: %s\ngroups:\n  - name: %s\n    program: /bin/sh\n"
+		 "    args: [-c, \"%s\"]\n%s", system, system, script, extra);
+	write_file(cfg, text);
+	return start_run(cfg, out);
+}
+
 /* A group that prints fast: every line is passed on, nothing blocks. */
 static void run_passes_on_every_line_of_a_chatty_group(void **state)
 {
-	const char *cfg = in_dir("chatty.yaml"), *out = in_dir("chatty.out");
-	char text[1024], *log;
+	const char *out = in_dir("chatty.out");
+	char *log;
 	pid_t run;
 
 	(void)state;
-	snprintf(text, sizeof(text),
-		 "system: chatty\ngroups:\n"
-		 "  - name: c\n    program: /bin/sh\n    args: [-c, \"yes line | head -n 100000\"]\n"
-		 "    restart: { policy: never }\n");
-	write_file(cfg, text);
-	run = start_run(cfg, out);
-	expect_output(out, "group c: exited with status 0", 60000);
+	run = start_sh("chatty", "yes line | head -n 100000", "    restart: { policy: never }\n",
+		       out);
+	expect_output(out, "group chatty: exited with status 0", 60000);
 	assert_int_equal(stop_run(run, SIGTERM), 0);
 	log = read_file(out);
-	assert_int_equal(count_of(log, "c | line\n"), 100000);
+	assert_int_equal(count_of(log, "chatty | line\n"), 100000);
 	free(log);
 }
 
@@ -1356,6 +1369,15 @@ static char *shoal_says(int code, const char *const *args)
 	return said;
 }
 
+/* `shoal ARGS...`, requiring exit `code` and `needle` in what it printed. */
+static void says(int code, const char *needle, const char *const *args)
+{
+	char *said = shoal_says(code, args);
+
+	assert_has(said, needle);
+	free(said);
+}
+
 /*
  * Lifecycle over the control socket: a group stopped on request stays down
  * (its policy is always) until `shoal restart`; a restart of a running group
@@ -1380,21 +1402,17 @@ static void run_stop_restart_reload_over_the_control_socket(void **state)
 	run = start_run(cfg, out);
 	wait_attached("lc", "a", out);
 	wait_attached("lc", "b", out);
-	said = shoal_says(0, (const char *const[]){ "stop", "lc", "a", NULL });
-	assert_has(said, "group a stopped: its process exited with status 0; it stays stopped");
-	free(said);
+	says(0, "group a stopped: its process exited with status 0; it stays stopped",
+	     (const char *const[]){ "stop", "lc", "a", NULL });
 	assert_int_equal(rt_group_pid("lc", "a"), 0);
 	expect_output(out, "group a: stopping (asked by shoal stop)", 0);
 	/* Not restarted, whatever its policy: well past its backoff, still down. */
 	usleep(500000);
 	assert_int_equal(rt_group_pid("lc", "a"), 0);
 	expect_count(out, "group a: started", 1, 0);
-	said = shoal_says(0, (const char *const[]){ "stop", "lc", "a", NULL });
-	assert_has(said, "group a was not running (stopped on request)");
-	free(said);
-	said = shoal_says(0, (const char *const[]){ "restart", "lc", "a", NULL });
-	assert_has(said, "group a started: pid");
-	free(said);
+	says(0, "group a was not running (stopped on request)",
+	     (const char *const[]){ "stop", "lc", "a", NULL });
+	says(0, "group a started: pid", (const char *const[]){ "restart", "lc", "a", NULL });
 	wait_attached("lc", "a", out);
 	b = rt_group_pid("lc", "b");
 	said = shoal_says(0, (const char *const[]){ "restart", "--json", "lc", "b", NULL });
@@ -1403,29 +1421,23 @@ static void run_stop_restart_reload_over_the_control_socket(void **state)
 	assert_has(said, "group b restarted: pid");
 	free(said);
 	wait_pid_other_than("lc", "b", b, out);
-	said = shoal_says(1, (const char *const[]){ "restart", "lc", "nope", NULL });
-	assert_has(said, "system lc has no group 'nope' (its groups: a, b)");
-	free(said);
-	said = shoal_says(0, (const char *const[]){ "reload", "lc", NULL });
-	assert_has(said, "system lc reloaded: 2 groups, 0 routes published");
-	free(said);
+	says(1, "system lc has no group 'nope' (its groups: a, b)",
+	     (const char *const[]){ "restart", "lc", "nope", NULL });
+	says(0, "system lc reloaded: 2 groups, 0 routes published",
+	     (const char *const[]){ "reload", "lc", NULL });
 	write_file(cfg, "system: lc\ngroups: []\n");
 	said = shoal_says(1, (const char *const[]){ "reload", "lc", NULL });
 	assert_has(said, "reload refused, nothing changed");
 	assert_has(said, "groups is empty");
 	free(said);
-	said = shoal_says(0, (const char *const[]){ "stop", "lc", NULL });
-	assert_has(said, "system lc stopped");
-	free(said);
+	says(0, "system lc stopped", (const char *const[]){ "stop", "lc", NULL });
 	/* Answered once everything was removed. */
 	assert_int_equal(count_system_files("lc"), 0);
 	status = test_wait_pid(run, 30000);
 	assert_true(WIFEXITED(status));
 	assert_int_equal(WEXITSTATUS(status), 0);
 	expect_output(out, "stopping: asked by shoal stop", 0);
-	said = shoal_says(3, (const char *const[]){ "stop", "lc", NULL });
-	assert_has(said, "system lc is not running");
-	free(said);
+	says(3, "system lc is not running", (const char *const[]){ "stop", "lc", NULL });
 }
 
 /*
@@ -1434,30 +1446,19 @@ static void run_stop_restart_reload_over_the_control_socket(void **state)
  */
 static void run_stop_kills_a_group_past_its_timeout(void **state)
 {
-	const char *cfg = in_dir("deaf.yaml"), *out = in_dir("deaf.out");
-	char text[1024], *said;
+	const char *out = in_dir("deaf.out");
 	pid_t run;
 
 	(void)state;
-	snprintf(text, sizeof(text),
-		 "system: deaf\ngroups:\n"
-		 "  - name: deaf\n    program: /bin/sh\n"
-		 "    args: [-c, \"echo deaf up; exec sleep 60\"]\n"
-		 "    stop: { timeout: 200ms }\n");
-	write_file(cfg, text);
-	run = start_run(cfg, out);
+	run = start_sh("deaf", "echo deaf up; exec sleep 60", "    stop: { timeout: 200ms }\n", out);
 	expect_output(out, "deaf | deaf up", 10000);
-	said = shoal_says(0, (const char *const[]){ "stop", "deaf", "deaf", NULL });
-	assert_has(said, "group deaf stopped: its process killed by signal 9");
-	free(said);
+	says(0, "group deaf stopped: its process killed by signal 9",
+	     (const char *const[]){ "stop", "deaf", "deaf", NULL });
 	expect_output(out, "group deaf: did not stop within 200 ms; killing it", 0);
-	said = shoal_says(0, (const char *const[]){ "restart", "deaf", "deaf", NULL });
-	assert_has(said, "group deaf started");
-	free(said);
+	says(0, "group deaf started", (const char *const[]){ "restart", "deaf", "deaf", NULL });
 	expect_count(out, "deaf | deaf up", 2, 10000);
-	said = shoal_says(0, (const char *const[]){ "restart", "deaf", "deaf", NULL });
-	assert_has(said, "group deaf restarted: pid");
-	free(said);
+	says(0, "group deaf restarted: pid",
+	     (const char *const[]){ "restart", "deaf", "deaf", NULL });
 	assert_int_equal(stop_run(run, SIGTERM), 1);   /* the last one is killed again */
 	assert_int_equal(count_system_files("deaf"), 0);
 }
@@ -1473,7 +1474,6 @@ static void run_lifecycle_clients_that_go_away_cannot_hurt_it(void **state)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct shoal__ctl_admin m;
 	int fd[2];
-	char *said;
 	pid_t run;
 
 	(void)state;
@@ -1493,9 +1493,7 @@ static void run_lifecycle_clients_that_go_away_cannot_hurt_it(void **state)
 		else
 			usleep(200000);   /* the first restart runs meanwhile */
 	}
-	said = shoal_says(0, (const char *const[]){ "reload", "away", NULL });
-	assert_has(said, "system away reloaded");
-	free(said);
+	says(0, "system away reloaded", (const char *const[]){ "reload", "away", NULL });
 	close(fd[1]);
 	wait_attached("away", "a", out);
 	assert_int_equal(stop_run(run, SIGINT), 0);
@@ -1540,37 +1538,29 @@ static void run_logs_reads_the_groups_log_files(void **state)
 	assert_has(said, "\"group\": \"b\"");
 	assert_has(said, "\"line\": \"hello from b\"");
 	free(said);
-	said = shoal_says(1, (const char *const[]){ "logs", "lg", "nope", NULL });
-	assert_has(said, "nope.log");
-	free(said);
+	says(1, "nope.log", (const char *const[]){ "logs", "lg", "nope", NULL });
 	/* -f: a restarted group's new lines come; the system's stop ends it. */
 	tool_start(&follow, (const char *const[]){ "logs", "-f", "lg", "b", NULL });
 	/* Following once it printed the file so far. */
 	for (int i = 0; i < 1000 && fstat(fileno(follow.out_f), &st) == 0 && st.st_size == 0; i++)
 		usleep(10000);
 	assert_true(st.st_size > 0);
-	said = shoal_says(0, (const char *const[]){ "restart", "lg", "b", NULL });
-	free(said);
+	free(shoal_says(0, (const char *const[]){ "restart", "lg", "b", NULL }));
 	expect_count(in_dir("lglogs/b.log"), "hello from b", 2, 10000);
-	said = shoal_says(0, (const char *const[]){ "stop", "lg", NULL });
-	free(said);
+	free(shoal_says(0, (const char *const[]){ "stop", "lg", NULL }));
 	tool_finish(&follow, 0);
 	assert_int_equal(count_of(follow.out, "b | hello from b\n"), 2);
 	tool_free(&follow);
 	status = test_wait_pid(run, 30000);
 	assert_true(WIFEXITED(status));
-	said = shoal_says(3, (const char *const[]){ "logs", "lg", NULL });
-	assert_has(said, "name their folder with --log-dir");
-	free(said);
+	says(3, "name their folder with --log-dir", (const char *const[]){ "logs", "lg", NULL });
 	said = shoal_says(0, (const char *const[]){ "logs", "--log-dir", logs, "lg", "b", NULL });
 	assert_int_equal(count_of(said, "b | hello from b\n"), 2);
 	free(said);
 	/* The same system without --log-dir: its output has no files. */
 	run = start_run(cfg, in_dir("lg2.out"));
 	expect_output(in_dir("lg2.out"), "group b: exited", 10000);
-	said = shoal_says(1, (const char *const[]){ "logs", "lg", NULL });
-	assert_has(said, "system lg writes no log files");
-	free(said);
+	says(1, "system lg writes no log files", (const char *const[]){ "logs", "lg", NULL });
 	assert_int_equal(stop_run(run, SIGTERM), 0);
 }
 

@@ -149,7 +149,7 @@ int shoal__admin_cmd(const struct shoal__cmd *cmd, int argc, char **argv, uint32
 		{ NULL, 0, NULL, 0 },
 	};
 	struct shoal__admin_answer a;
-	const char *system, *group = "";
+	const char *system, *group;
 	uint32_t secs = 60;
 	bool json = false;
 	int c, code;
@@ -174,26 +174,11 @@ int shoal__admin_cmd(const struct shoal__cmd *cmd, int argc, char **argv, uint32
 			return shoal__cli_option_error(cmd, argv, c);
 		}
 	}
-	if (optind == argc)
-		return shoal__cli_usage_error(cmd, "missing SYSTEM (a system name; 'shoal ls' "
-					      "lists them)");
-	system = argv[optind];
-	if (shoal__check_name(system, "system", NULL) < 0)
-		return shoal__cli_usage_error(cmd, "'%s' is not a system name: 1 to %d characters "
-					      "of [A-Za-z0-9_-]", system, SHOAL_NAME_MAX - 1);
-	if (argc - optind > (group_arg ? 2 : 1))
-		return shoal__cli_usage_error(cmd, "unexpected argument '%s'",
-					      argv[optind + (group_arg ? 2 : 1)]);
-	if (argc - optind == 2) {
-		group = argv[optind + 1];
-		if (shoal__check_name(group, "group", NULL) < 0)
-			return shoal__cli_usage_error(cmd, "'%s' is not a group name: 1 to %d "
-						      "characters of [A-Za-z0-9_-]", group,
-						      SHOAL_NAME_MAX - 1);
-	} else if (group_arg == 2) {
-		return shoal__cli_usage_error(cmd, "missing GROUP ('shoal stat %s' lists the "
-					      "groups)", system);
-	}
+	code = shoal__cli_system_group_args(cmd, argc, argv, group_arg, &system, &group);
+	if (code >= 0)
+		return code;
+	if (group == NULL)
+		group = "";
 	shoal__admin_ask(system, what, group, (int)secs * 1000, &a);
 	code = answer_exit(&a);
 	if (json)

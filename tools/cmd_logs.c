@@ -103,23 +103,7 @@ static int parse_args(const struct shoal__cmd *cmd, int argc, char **argv, struc
 			return shoal__cli_option_error(cmd, argv, c);
 		}
 	}
-	if (optind == argc)
-		return shoal__cli_usage_error(cmd, "missing SYSTEM (a system name; 'shoal ls' "
-					      "lists them)");
-	a->system = argv[optind];
-	if (shoal__check_name(a->system, "system", NULL) < 0)
-		return shoal__cli_usage_error(cmd, "'%s' is not a system name: 1 to %d characters "
-					      "of [A-Za-z0-9_-]", a->system, SHOAL_NAME_MAX - 1);
-	if (argc - optind > 2)
-		return shoal__cli_usage_error(cmd, "unexpected argument '%s'", argv[optind + 2]);
-	if (argc - optind == 2) {
-		a->group = argv[optind + 1];
-		if (shoal__check_name(a->group, "group", NULL) < 0)
-			return shoal__cli_usage_error(cmd, "'%s' is not a group name: 1 to %d "
-						      "characters of [A-Za-z0-9_-]", a->group,
-						      SHOAL_NAME_MAX - 1);
-	}
-	return -1;
+	return shoal__cli_system_group_args(cmd, argc, argv, 1, &a->system, &a->group);
 }
 
 /* ---- the files ---- */

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1564,6 +1565,52 @@ static void run_logs_reads_the_groups_log_files(void **state)
 	assert_int_equal(stop_run(run, SIGTERM), 0);
 }
 
+/*
+ * Another user may not stop, restart or reload the system: the router
+ * checks the caller's credentials. The folder and socket are opened to
+ * others by hand (the router never would), so that the check, not a file
+ * mode, is what refuses it.
+ */
+static void run_lifecycle_of_another_user_is_refused(void **state)
+{
+	const char *out = in_dir("uid.out"), *err = in_dir("uid.err");
+	struct passwd *pw = getpwnam("nobody");
+	char sock[PATH_MAX], *said;
+	pid_t run, a, tool;
+	int status;
+
+	(void)state;
+	if (geteuid() != 0 || pw == NULL)
+		skip();
+	run = run_group_a("uid", "consumer", out);
+	a = rt_group_pid("uid", "a");
+	assert_int_equal(shoal__path_socket(sock, sizeof(sock), "uid"), 0);
+	assert_int_equal(chmod(dir, 0755), 0);
+	assert_int_equal(chmod(sock, 0666), 0);
+	fflush(NULL);
+	tool = fork();
+	assert_true(tool >= 0);
+	if (tool == 0) {
+		int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0)
+			_exit(99);
+		execl(shoal_bin, "shoal", "stop", "uid", "a", (char *)NULL);
+		_exit(127);
+	}
+	status = test_wait_pid(tool, 20000);
+	assert_int_equal(chmod(dir, 0700), 0);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 3);
+	said = read_file(err);
+	assert_has(said, "may not attach to system uid");
+	free(said);
+	assert_int_equal(rt_group_pid("uid", "a"), a);
+	assert_int_equal(stop_run(run, SIGINT), 0);
+}
+
 static void run_bad_options_are_usage_errors(void **state)
 {
 	static const struct tool_usage_case cases[] = {
@@ -1614,6 +1661,7 @@ int main(void)
 		cmocka_unit_test_teardown(run_lifecycle_clients_that_go_away_cannot_hurt_it,
 					  kill_started),
 		cmocka_unit_test_teardown(run_logs_reads_the_groups_log_files, kill_started),
+		cmocka_unit_test_teardown(run_lifecycle_of_another_user_is_refused, kill_started),
 		cmocka_unit_test(run_bad_options_are_usage_errors),
 	};
 	struct CMUnitTest table[N_BAD];

@@ -1,11 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Supervisor: one thread, one poll loop over a signalfd (SIGINT, SIGTERM,
- * SIGHUP) and a pidfd per group process, so a death is seen the moment it
+ * SIGHUP), a pidfd per group process, so a death is seen the moment it
  * happens (a process whose pidfd_open() failed, say for EMFILE, is polled
- * with waitpid() every POLL_PID_NS instead, and that is logged). SIGPIPE is
- * ignored: a reader of our output that goes away costs the output only. Everything else (timers for restarts with exponential backoff,
- * the stop sequence, the status line) hangs off that loop's timeout.
+ * with waitpid() every POLL_PID_NS instead, and that is logged), the pipe
+ * each group process prints into (read without blocking, passed on by line)
+ * and the pipe of lifecycle requests the router's control thread hands over
+ * (supervisor.h). SIGPIPE is ignored: a reader of our output, or a tool
+ * waiting for an answer, that goes away costs that output only. Everything
+ * else (timers for restarts with exponential backoff, stop timeouts of
+ * groups stopped on request, the stop sequence, the status line) hangs off
+ * that loop's timeout. Every other wait (a stop level, a group a reload
+ * stops) serves the groups' output too: a group blocked on a full pipe could
+ * not stop.
  *
  * Lifecycle of one group process:
  *  1. launched: fork, own process group (a terminal's Ctrl-C reaches only
@@ -21,6 +28,10 @@
  *     -EHOSTDOWN) and the system continues or stops, per on_give_up.
  *  4. stop: groups are stopped by ascending stop order, each level asked to
  *     drain through its mailbox and given its timeout, then SIGKILLed.
+ *  5. stop on request (`shoal stop SYSTEM GROUP`): the same for one group,
+ *     while the loop runs; the group is then held, never restarted, until
+ *     `shoal restart` (which stops a running one the same way, then starts
+ *     it at once).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1611,6 +1611,25 @@ static void run_lifecycle_of_another_user_is_refused(void **state)
 	assert_int_equal(stop_run(run, SIGINT), 0);
 }
 
+/* --check --name: the file checked under the other name, whose segment
+ * names must fit too. */
+static void run_check_with_name_checks_the_names_it_makes(void **state)
+{
+	const char *cfg = in_dir("named.yaml");
+	char text[256];
+
+	(void)state;
+	snprintf(text, sizeof(text), "system: s\ngroups:\n  - name: %s\n    program: /bin/true\n",
+		 "a-group-name-of-thirty-chars-x");
+	write_file(cfg, text);
+	says(0, "system other, 1 groups", (const char *const[]){ "run", "--check", "--name",
+								 "other", cfg, NULL });
+	says(1, "under the name a-system-name-of-31-characters1, group "
+	     "a-group-name-of-thirty-chars-x's mailbox name",
+	     (const char *const[]){ "run", "--check", "--name", "a-system-name-of-31-characters1",
+				    cfg, NULL });
+}
+
 static void run_bad_options_are_usage_errors(void **state)
 {
 	static const struct tool_usage_case cases[] = {
@@ -1662,6 +1681,7 @@ int main(void)
 					  kill_started),
 		cmocka_unit_test_teardown(run_logs_reads_the_groups_log_files, kill_started),
 		cmocka_unit_test_teardown(run_lifecycle_of_another_user_is_refused, kill_started),
+		cmocka_unit_test(run_check_with_name_checks_the_names_it_makes),
 		cmocka_unit_test(run_bad_options_are_usage_errors),
 	};
 	struct CMUnitTest table[N_BAD];

@@ -41,7 +41,7 @@ void shoal__admin_ask(const char *system, uint32_t what, const char *group, int 
 int shoal__admin_cmd(const struct shoal__cmd *cmd, int argc, char **argv, uint32_t what,
 		     int group_arg);
 
-/* The exit status paragraph the three commands' help ends with. */
+/* Where the three commands' help ends: options, who may ask, exit status. */
 #define SHOAL_ADMIN_HELP_TAIL \
 	"Options:\n" \
 	"  --timeout SECONDS  wait at most SECONDS for the answer (default 60);\n" \

@@ -59,12 +59,10 @@ static int check_only(const char *path, const char *name)
 	struct shoal_err err = { { 0 } };
 	char need[SHOAL_FMT_SHORT_SIZE], avail[SHOAL_FMT_SHORT_SIZE];
 
-	if (shoal__config_load(path, &c, &err) < 0) {
+	if (shoal__sup_load_config(path, name, &c, &err) < 0) {
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
 	}
-	if (name != NULL)
-		snprintf(c->system, sizeof(c->system), "%s", name);
 	if (shoal__config_check_space(c, NULL, &sp, &err) < 0) {
 		fprintf(stderr, "%s: %s\n", path, err.msg);
 		shoal__config_free(c);

@@ -946,33 +946,28 @@ static int make_log_dir(const char *dir, struct shoal_err *err)
 	return 0;
 }
 
-/*
- * Load the system file, under the name o->name if one was given (`shoal run
- * --name`: the same file runs twice side by side, as two systems). The file's
- * checks of its own name are repeated for the given one.
- */
-static int load_config(const struct shoal__sup_opts *o, const char *path,
-		       struct shoal__config **out, struct shoal_err *err)
+int shoal__sup_load_config(const char *path, const char *name, struct shoal__config **out,
+			   struct shoal_err *err)
 {
 	char seg[SHOAL_SEG_NAME_MAX];
 	int ret = shoal__config_load(path, out, err);
 
-	if (ret < 0 || o->name == NULL)
+	if (ret < 0 || name == NULL)
 		return ret;
-	ret = shoal__check_name(o->name, "system", err);
+	ret = shoal__check_name(name, "system", err);
 	for (uint32_t i = 0; ret == 0 && i < (*out)->n_groups; i++)
-		if (shoal__name_mailbox(seg, o->name, (*out)->groups[i].name) < 0)
+		if (shoal__name_mailbox(seg, name, (*out)->groups[i].name) < 0)
 			ret = shoal__fail(err, -EINVAL, "%s: under the name %s, group %s's mailbox "
 					  "name shoal.%s.g.%s would be longer than the %d "
 					  "characters of a segment name: choose a shorter name",
-					  path, o->name, (*out)->groups[i].name, o->name,
+					  path, name, (*out)->groups[i].name, name,
 					  (*out)->groups[i].name, SHOAL_SEG_NAME_MAX - 1);
 	if (ret < 0) {
 		shoal__config_free(*out);
 		*out = NULL;
 		return ret;
 	}
-	snprintf((*out)->system, sizeof((*out)->system), "%s", o->name);
+	snprintf((*out)->system, sizeof((*out)->system), "%s", name);
 	return 0;
 }
 
@@ -1124,7 +1119,7 @@ static int reload(struct sup *s, struct shoal_err *err)
 		return refuse_reload(s, shoal__fail(err, -EBUSY, "a group is being stopped or "
 						    "restarted on request: reload once that is "
 						    "done"), err);
-	ret = load_config(s->o, s->cfg->path, &n, err);
+	ret = shoal__sup_load_config(s->cfg->path, s->o->name, &n, err);
 	if (ret < 0)
 		return refuse_reload(s, ret, err);
 	ret = check_reload(s, n, err);
@@ -1369,7 +1364,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	uint64_t lost;
 	int ret;
 
-	ret = load_config(o, o->config, &s.cfg, err);
+	ret = shoal__sup_load_config(o->config, o->name, &s.cfg, err);
 	if (ret < 0)
 		return ret;
 	if (o->log_dir != NULL) {

@@ -39,6 +39,17 @@ struct shoal__sup_opts {
  */
 int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err);
 
+struct shoal__config;
+
+/*
+ * Load the system file `path` as shoal__config_load() does, under the name
+ * `name` if not NULL (`shoal run --name`: one file runs twice side by side,
+ * as two systems); the file's checks of its own name are repeated for the
+ * given one. Returns 0, or a negative errno with the reason in *err.
+ */
+int shoal__sup_load_config(const char *path, const char *name, struct shoal__config **out,
+			   struct shoal_err *err);
+
 struct shoal_router;
 
 /*

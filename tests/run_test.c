@@ -7,7 +7,10 @@
  * over the leftovers of a killed router. Faults around the supervisor: a
  * control client that never reads, too few descriptors, a killed router's
  * groups, a reader of its output that goes away, and messages stranded by a
- * stop.
+ * stop. Operating a system: one file run twice (--name), the groups' output
+ * by line and in --log-dir files, `shoal stop|restart|reload` over the
+ * control socket (and clients of it that go away or are another user), and
+ * `shoal logs`.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -7,11 +7,15 @@
  * over the leftovers of a killed router. Faults around the supervisor: a
  * control client that never reads, too few descriptors, a killed router's
  * groups, a reader of its output that goes away, and messages stranded by a
- * stop.
+ * stop. Operating a system: one file run twice (--name), the groups' output
+ * by line and in --log-dir files, `shoal stop|restart|reload` over the
+ * control socket (and clients of it that go away or are another user), and
+ * `shoal logs`.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,8 +32,10 @@
 #include "runtime/control/config.h"
 #include "runtime/layout.h"
 #include "runtime/control/proto.h"
+#include "tests/jsoncheck.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
+#include "tests/toolrun.h"
 
 static const char *shoal_bin, *group_bin;
 static char dir[256];
@@ -76,14 +82,20 @@ static char *read_file(const char *path)
 }
 
 /*
- * Start `shoal run --status plain CONFIG`, its output appended to the file
- * OUT, or (OUT NULL) written to descriptor OUT_FD; with NOFILE > 0 its open
- * files limit is lowered to that.
+ * Start `shoal run --status plain [OPTS...] CONFIG` (OPTS NULL-terminated, or
+ * NULL), its output appended to the file OUT, or (OUT NULL) written to
+ * descriptor OUT_FD; with NOFILE > 0 its open files limit is lowered to that.
  */
-static pid_t spawn_run(const char *config, const char *out, int out_fd, rlim_t nofile)
+static pid_t spawn_run(const char *const *opts, const char *config, const char *out, int out_fd,
+		       rlim_t nofile)
 {
+	const char *argv[16] = { "shoal", "run", "--status", "plain" };
+	unsigned n = 4;
 	pid_t pid;
 
+	while (opts != NULL && *opts != NULL && n < 14)
+		argv[n++] = *opts++;
+	argv[n] = config;
 	fflush(NULL);
 	pid = fork();
 	assert_true(pid >= 0);
@@ -97,7 +109,7 @@ static pid_t spawn_run(const char *config, const char *out, int out_fd, rlim_t n
 		signal(SIGPIPE, SIG_DFL);
 		if (nofile > 0 && setrlimit(RLIMIT_NOFILE, &rl) != 0)
 			_exit(126);
-		execl(shoal_bin, "shoal", "run", "--status", "plain", config, (char *)NULL);
+		execv(shoal_bin, (char *const *)argv);
 		_exit(127);
 	}
 	started[n_started++ % 16] = pid;
@@ -106,7 +118,7 @@ static pid_t spawn_run(const char *config, const char *out, int out_fd, rlim_t n
 
 static pid_t start_run(const char *config, const char *out)
 {
-	return spawn_run(config, out, -1, 0);
+	return spawn_run(NULL, config, out, -1, 0);
 }
 
 static bool wait_output(const char *out, const char *needle, int timeout_ms)
@@ -132,6 +144,23 @@ static void expect_output(const char *out, const char *needle, int timeout_ms)
 		free(text);
 		fail_msg("'%s' did not appear within %d ms", needle, timeout_ms);
 	}
+}
+
+/* Wait up to `timeout_ms` for `needle` to be in file `out` exactly `n` times. */
+static void expect_count(const char *out, const char *needle, unsigned n, int timeout_ms)
+{
+	unsigned got = 0;
+
+	for (int i = 0; i <= timeout_ms / 10; i++) {
+		char *text = read_file(out);
+
+		got = count_of(text, needle);
+		free(text);
+		if (got == n)
+			return;
+		usleep(10000);
+	}
+	fail_msg("'%s' is in %s %u times, not %u", needle, out, got, n);
 }
 
 /* Lines "type seq" of a consumer log, as a presence count per seq. */
@@ -895,7 +924,7 @@ static void run_out_of_descriptors_says_so_and_still_sees_deaths(void **state)
 					"  - { name: g%d, program: %s, args: [--role, consumer], "
 					"restart: { policy: never } }\n", g, group_bin);
 	write_file(cfg, text);
-	run = spawn_run(cfg, out, -1, 64);
+	run = spawn_run(NULL, cfg, out, -1, 64);
 	expect_output(out, "group g30: started", 20000);
 	/* Every group either attached or ended, and each end was seen. */
 	for (int g = 0; g < 31; g++) {
@@ -1011,7 +1040,7 @@ static void run_survives_its_output_reader_going_away(void **state)
 		 "    restart: { policy: always, backoff: 50ms }\n", group_bin);
 	write_file(cfg, text);
 	assert_int_equal(pipe(p), 0);
-	run = spawn_run(cfg, NULL, p[1], 0);
+	run = spawn_run(NULL, cfg, NULL, p[1], 0);
 	close(p[1]);
 	while (got < sizeof(buf) - 1 && strstr(buf, "group a: started") == NULL) {
 		ssize_t n = read(p[0], buf + got, sizeof(buf) - 1 - got);
@@ -1154,6 +1183,479 @@ static void run_messages_stranded_at_sigint_are_counted(void **state)
 	assert_int_equal(count_system_files("strand"), 0);
 }
 
+/* ---- operating a system: --name, output, lifecycle ----------------------------------------- */
+
+/*
+ * One file, run twice: once under its own name, once with --name. Both run
+ * side by side, each group process is told its system's name, the tools
+ * address the second by its new name, and a SIGHUP reloads it under that
+ * name (the file's own name is not a change).
+ */
+static void run_name_runs_one_file_twice_side_by_side(void **state)
+{
+	const char *cfg = in_dir("twice.yaml"), *out = in_dir("twice.out");
+	const char *out2 = in_dir("twice2.out");
+	const char *const opts[] = { "--name", "twice-b", NULL };
+	struct tool_run t;
+	char text[1024];
+	pid_t run, run2;
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "system: twice\ngroups:\n  - name: a\n    program: %s\n    args: [--role, consumer]\n",
+		 group_bin);
+	write_file(cfg, text);
+	run = start_run(cfg, out);
+	wait_attached("twice", "a", out);
+	run2 = spawn_run(opts, cfg, out2, -1, 0);
+	expect_output(out2, "system twice-b: router pid", 10000);
+	wait_attached("twice-b", "a", out2);
+	assert_int_not_equal(rt_group_pid("twice", "a"), rt_group_pid("twice-b", "a"));
+	tool_expect(&t, 0, (const char *const[]){ "stat", "twice-b", NULL });
+	assert_has(t.out, "twice-b");
+	tool_free(&t);
+	kill(run2, SIGHUP);
+	expect_output(out2, "reload: 0 routes published", 10000);
+	assert_int_equal(stop_run(run2, SIGTERM), 0);
+	assert_int_equal(count_system_files("twice-b"), 0);
+	assert_true(count_system_files("twice") > 0);
+	assert_int_equal(stop_run(run, SIGTERM), 0);
+	assert_int_equal(count_system_files("twice"), 0);
+}
+
+/*
+ * Group output: one pipe per process for stdout and stderr, every line
+ * passed on after the group's name (padded to the longest), a line longer
+ * than 4096 bytes cut with a mark and its rest dropped, a last line without
+ * a newline passed on when the process ends, before the news of its end.
+ */
+static const char *config_talkers(const char *system)
+{
+	static char text[2048];
+
+	snprintf(text, sizeof(text),
+		 "system: %s\ngroups:\n"
+		 "  - name: talker\n    program: /bin/sh\n"
+		 "    args: [-c, \"echo out line; echo err line >&2; head -c 5000 /dev/zero | "
+		 "tr '\\\\0' x; echo TAIL; echo after; printf 'no newline'\"]\n"
+		 "    restart: { policy: never }\n"
+		 "  - name: b\n    program: /bin/sh\n    args: [-c, \"echo hello from b\"]\n"
+		 "    restart: { policy: never }\n", system);
+	return text;
+}
+
+static void run_group_output_is_prefixed_by_line(void **state)
+{
+	const char *cfg = in_dir("talk.yaml"), *out = in_dir("talk.out");
+	char *text, *cut, *last, *ended;
+	pid_t run;
+
+	(void)state;
+	write_file(cfg, config_talkers("talk"));
+	run = start_run(cfg, out);
+	expect_output(out, "group talker: exited with status 0", 10000);
+	expect_output(out, "group b: exited with status 0", 10000);
+	assert_int_equal(stop_run(run, SIGTERM), 0);
+	text = read_file(out);
+	assert_has(text, "talker | out line\n");
+	assert_has(text, "talker | err line\n");
+	assert_has(text, "b      | hello from b\n");
+	assert_has(text, "talker | after\n");
+	cut = strstr(text, "talker | xxxx");
+	assert_non_null(cut);
+	assert_true(strncmp(cut + 9 + 4096, " [cut: line longer than 4096 bytes]\n", 36) == 0);
+	assert_lacks(text, "TAIL");
+	last = strstr(text, "talker | no newline\n");
+	ended = strstr(text, "group talker: exited");
+	assert_non_null(last);
+	assert_true(last < ended);
+	free(text);
+}
+
+/*
+ * Start system `system` of one group of its name running `sh -c script`,
+ * with `extra` (YAML lines) in its entry, its output in `out`.
+ */
+static pid_t start_sh(const char *system, const char *script, const char *extra,
+		      const char *out)
+{
+	char cfg[600], text[1024];
+
+	snprintf(cfg, sizeof(cfg), "%s/%s.yaml", dir, system);
+	snprintf(text, sizeof(text),
+		 "system: %s\ngroups:\n  - name: %s\n    program: /bin/sh\n"
+		 "    args: [-c, \"%s\"]\n%s", system, system, script, extra);
+	write_file(cfg, text);
+	return start_run(cfg, out);
+}
+
+/* A group that prints fast: every line is passed on, nothing blocks. */
+static void run_passes_on_every_line_of_a_chatty_group(void **state)
+{
+	const char *out = in_dir("chatty.out");
+	char *log;
+	pid_t run;
+
+	(void)state;
+	run = start_sh("chatty", "yes line | head -n 100000", "    restart: { policy: never }\n",
+		       out);
+	expect_output(out, "group chatty: exited with status 0", 60000);
+	assert_int_equal(stop_run(run, SIGTERM), 0);
+	log = read_file(out);
+	assert_int_equal(count_of(log, "chatty | line\n"), 100000);
+	free(log);
+}
+
+/*
+ * --log-dir: each group's lines go to DIR/GROUP.log (0600, DIR made 0700),
+ * after the UTC time, appended to by the next run; not to the output.
+ */
+static void run_log_dir_writes_each_groups_file(void **state)
+{
+	const char *cfg = in_dir("logd.yaml"), *logs = in_dir("logs");
+	const char *talker = in_dir("logs/talker.log");
+	const char *const opts[] = { "--log-dir", logs, NULL };
+	struct stat st;
+	char *text;
+	pid_t run;
+
+	(void)state;
+	write_file(cfg, config_talkers("logd"));
+	for (int round = 1; round <= 2; round++) {
+		const char *out = in_dir(round == 1 ? "logd1.out" : "logd2.out");
+
+		run = spawn_run(opts, cfg, out, -1, 0);
+		expect_output(out, "group talker: exited", 10000);
+		expect_output(out, "group b: exited", 10000);
+		assert_int_equal(stop_run(run, SIGTERM), 0);
+		text = read_file(out);
+		assert_lacks(text, "out line");
+		free(text);
+	}
+	assert_int_equal(stat(logs, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	assert_int_equal(stat(talker, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	text = read_file(talker);
+	assert_int_equal(count_of(text, "Z out line\n"), 2);
+	assert_int_equal(count_of(text, "Z no newline\n"), 2);
+	assert_true(text[4] == '-' && text[10] == 'T' && text[23] == 'Z');
+	free(text);
+	text = read_file(in_dir("logs/b.log"));
+	assert_int_equal(count_of(text, "Z hello from b\n"), 2);
+	free(text);
+}
+
+static void run_log_dir_that_is_a_file_is_refused(void **state)
+{
+	const char *cfg = in_dir("logf.yaml"), *file = in_dir("logf.out");
+	struct tool_run t;
+
+	(void)state;
+	write_file(cfg, config_talkers("logf"));
+	write_file(file, "");
+	tool_expect(&t, 1, (const char *const[]){ "run", "--log-dir", file, cfg, NULL });
+	assert_has(t.err, "not a directory");
+	tool_free(&t);
+	assert_int_equal(count_system_files("logf"), 0);
+}
+
+/* `shoal ARGS...`, requiring exit `code`; returns what it printed on stdout
+ * (or, failing, on stderr), to free. */
+static char *shoal_says(int code, const char *const *args)
+{
+	struct tool_run t;
+	char *said;
+
+	tool_expect(&t, code, args);
+	said = strdup(code == 0 ? t.out : t.err);
+	tool_free(&t);
+	return said;
+}
+
+/* `shoal ARGS...`, requiring exit `code` and `needle` in what it printed. */
+static void says(int code, const char *needle, const char *const *args)
+{
+	char *said = shoal_says(code, args);
+
+	assert_has(said, needle);
+	free(said);
+}
+
+/*
+ * Lifecycle over the control socket: a group stopped on request stays down
+ * (its policy is always) until `shoal restart`; a restart of a running group
+ * replaces its process; an unknown group and a refused file are errors;
+ * `shoal stop SYSTEM` returns once the system is gone.
+ */
+static void run_stop_restart_reload_over_the_control_socket(void **state)
+{
+	const char *cfg = in_dir("lc.yaml"), *out = in_dir("lc.out");
+	char text[1024], *said;
+	pid_t run, b;
+	int status;
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "system: lc\ngroups:\n"
+		 "  - name: a\n    program: %s\n    args: [--role, consumer]\n"
+		 "    restart: { policy: always, backoff: 50ms }\n"
+		 "  - name: b\n    program: %s\n    args: [--role, consumer]\n",
+		 group_bin, group_bin);
+	write_file(cfg, text);
+	run = start_run(cfg, out);
+	wait_attached("lc", "a", out);
+	wait_attached("lc", "b", out);
+	says(0, "group a stopped: its process exited with status 0; it stays stopped",
+	     (const char *const[]){ "stop", "lc", "a", NULL });
+	/* Its departure reaches the registry as the router sees it leave. */
+	for (int i = 0; i < 1000 && rt_group_pid("lc", "a") != 0; i++)
+		usleep(10000);
+	assert_int_equal(rt_group_pid("lc", "a"), 0);
+	expect_output(out, "group a: stopping (asked by shoal stop)", 0);
+	/* Not restarted, whatever its policy: well past its backoff, still down. */
+	usleep(500000);
+	assert_int_equal(rt_group_pid("lc", "a"), 0);
+	expect_count(out, "group a: started", 1, 0);
+	says(0, "group a was not running (stopped on request)",
+	     (const char *const[]){ "stop", "lc", "a", NULL });
+	says(0, "group a started: pid", (const char *const[]){ "restart", "lc", "a", NULL });
+	wait_attached("lc", "a", out);
+	b = rt_group_pid("lc", "b");
+	said = shoal_says(0, (const char *const[]){ "restart", "--json", "lc", "b", NULL });
+	assert_json_object(said);
+	assert_has(said, "\"ok\": true");
+	assert_has(said, "group b restarted: pid");
+	free(said);
+	wait_pid_other_than("lc", "b", b, out);
+	says(1, "system lc has no group 'nope' (its groups: a, b)",
+	     (const char *const[]){ "restart", "lc", "nope", NULL });
+	says(0, "system lc reloaded: 2 groups, 0 routes published",
+	     (const char *const[]){ "reload", "lc", NULL });
+	write_file(cfg, "system: lc\ngroups: []\n");
+	said = shoal_says(1, (const char *const[]){ "reload", "lc", NULL });
+	assert_has(said, "reload refused, nothing changed");
+	assert_has(said, "groups is empty");
+	free(said);
+	says(0, "system lc stopped", (const char *const[]){ "stop", "lc", NULL });
+	/* Answered once everything was removed. */
+	assert_int_equal(count_system_files("lc"), 0);
+	status = test_wait_pid(run, 30000);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	expect_output(out, "stopping: asked by shoal stop", 0);
+	says(3, "system lc is not running", (const char *const[]){ "stop", "lc", NULL });
+}
+
+/*
+ * A group that ignores the stop request is killed at its stop timeout; the
+ * answer says so. Its output keeps flowing meanwhile.
+ */
+static void run_stop_kills_a_group_past_its_timeout(void **state)
+{
+	const char *out = in_dir("deaf.out");
+	pid_t run;
+
+	(void)state;
+	run = start_sh("deaf", "echo deaf up; exec sleep 60", "    stop: { timeout: 200ms }\n", out);
+	expect_output(out, "deaf | deaf up", 10000);
+	says(0, "group deaf stopped: its process killed by signal 9",
+	     (const char *const[]){ "stop", "deaf", "deaf", NULL });
+	expect_output(out, "group deaf: did not stop within 200 ms; killing it", 0);
+	says(0, "group deaf started", (const char *const[]){ "restart", "deaf", "deaf", NULL });
+	expect_count(out, "deaf | deaf up", 2, 10000);
+	says(0, "group deaf restarted: pid",
+	     (const char *const[]){ "restart", "deaf", "deaf", NULL });
+	assert_int_equal(stop_run(run, SIGTERM), 1);   /* the last one is killed again */
+	assert_int_equal(count_system_files("deaf"), 0);
+}
+
+/* Connect to system `system`'s control socket and send it one ADMIN. */
+static int send_admin(const char *system, uint32_t what, const char *group)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct shoal__ctl_admin m;
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(shoal__path_socket(sa.sun_path, sizeof(sa.sun_path), system), 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	memset(&m, 0, sizeof(m));
+	shoal__ctl_init(&m.h, SHOAL__CTL_ADMIN, sizeof(m));
+	m.what = what;
+	snprintf(m.group, sizeof(m.group), "%s", group);
+	assert_int_equal(send(fd, &m, sizeof(m), MSG_NOSIGNAL), (ssize_t)sizeof(m));
+	return fd;
+}
+
+/*
+ * Clients that go away: one asks for a restart and closes before the
+ * answer, another asks for a stop and never reads. The supervisor neither
+ * dies (SIGPIPE) nor waits on them: both are carried out, and the next
+ * request is served.
+ */
+static void run_lifecycle_clients_that_go_away_cannot_hurt_it(void **state)
+{
+	const char *out = in_dir("away.out");
+	pid_t run;
+	int fd;
+
+	(void)state;
+	run = run_group_a("away", "consumer", out);
+	close(send_admin("away", SHOAL__ADMIN_RESTART, "a"));
+	expect_count(out, "group a: started", 2, 10000);
+	fd = send_admin("away", SHOAL__ADMIN_STOP, "a");
+	expect_count(out, "group a: exited", 2, 10000);
+	says(0, "group a started", (const char *const[]){ "restart", "away", "a", NULL });
+	close(fd);
+	wait_attached("away", "a", out);
+	assert_int_equal(stop_run(run, SIGINT), 0);
+	assert_int_equal(count_system_files("away"), 0);
+}
+
+/*
+ * `shoal logs` reads the files of --log-dir, found through the running
+ * supervisor or named: merged by time, one group, the last lines, JSON;
+ * -f follows until the system stops. Without --log-dir, there is nothing
+ * to read; once the system is gone, the folder must be named.
+ */
+static void run_logs_reads_the_groups_log_files(void **state)
+{
+	const char *cfg = in_dir("lg.yaml"), *out = in_dir("lg.out"), *logs = in_dir("lglogs");
+	const char *const opts[] = { "--log-dir", logs, NULL };
+	struct tool_run follow;
+	struct stat st;
+	char *said;
+	pid_t run;
+	int status;
+
+	(void)state;
+	write_file(cfg, config_talkers("lg"));
+	run = spawn_run(opts, cfg, out, -1, 0);
+	expect_output(out, "group talker: exited", 10000);
+	expect_output(out, "group b: exited", 10000);
+	said = shoal_says(0, (const char *const[]){ "logs", "lg", NULL });
+	assert_has(said, "talker | out line\n");
+	assert_has(said, "b      | hello from b\n");
+	assert_true(strstr(said, "talker | out line") < strstr(said, "talker | err line"));
+	assert_has(said, "talker | no newline\n");
+	free(said);
+	said = shoal_says(0, (const char *const[]){ "logs", "--tail", "1", "-t", "lg", "talker",
+						    NULL });
+	assert_int_equal(count_of(said, "\n"), 1);
+	assert_has(said, "Z no newline\n");
+	assert_lacks(said, "b ");
+	free(said);
+	said = shoal_says(0, (const char *const[]){ "logs", "--json", "lg", "b", NULL });
+	assert_int_equal(assert_json_lines(said), 1);
+	assert_has(said, "\"group\": \"b\"");
+	assert_has(said, "\"line\": \"hello from b\"");
+	free(said);
+	says(1, "nope.log", (const char *const[]){ "logs", "lg", "nope", NULL });
+	/* -f: a restarted group's new lines come; the system's stop ends it. */
+	tool_start(&follow, (const char *const[]){ "logs", "-f", "lg", "b", NULL });
+	/* Following once it printed the file so far. */
+	for (int i = 0; i < 1000 && fstat(fileno(follow.out_f), &st) == 0 && st.st_size == 0; i++)
+		usleep(10000);
+	assert_true(st.st_size > 0);
+	free(shoal_says(0, (const char *const[]){ "restart", "lg", "b", NULL }));
+	expect_count(in_dir("lglogs/b.log"), "hello from b", 2, 10000);
+	free(shoal_says(0, (const char *const[]){ "stop", "lg", NULL }));
+	tool_finish(&follow, 0);
+	assert_int_equal(count_of(follow.out, "b | hello from b\n"), 2);
+	tool_free(&follow);
+	status = test_wait_pid(run, 30000);
+	assert_true(WIFEXITED(status));
+	says(3, "name their folder with --log-dir", (const char *const[]){ "logs", "lg", NULL });
+	said = shoal_says(0, (const char *const[]){ "logs", "--log-dir", logs, "lg", "b", NULL });
+	assert_int_equal(count_of(said, "b | hello from b\n"), 2);
+	free(said);
+	/* The same system without --log-dir: its output has no files. */
+	run = start_run(cfg, in_dir("lg2.out"));
+	expect_output(in_dir("lg2.out"), "group b: exited", 10000);
+	says(1, "system lg writes no log files", (const char *const[]){ "logs", "lg", NULL });
+	assert_int_equal(stop_run(run, SIGTERM), 0);
+}
+
+/*
+ * Another user may not stop, restart or reload the system: the router
+ * checks the caller's credentials. The folder and socket are opened to
+ * others by hand (the router never would), so that the check, not a file
+ * mode, is what refuses it.
+ */
+static void run_lifecycle_of_another_user_is_refused(void **state)
+{
+	const char *out = in_dir("uid.out"), *err = in_dir("uid.err");
+	struct passwd *pw = getpwnam("nobody");
+	char sock[PATH_MAX], *said;
+	pid_t run, a, tool;
+	int status;
+
+	(void)state;
+	if (geteuid() != 0 || pw == NULL)
+		skip();
+	run = run_group_a("uid", "consumer", out);
+	a = rt_group_pid("uid", "a");
+	assert_int_equal(shoal__path_socket(sock, sizeof(sock), "uid"), 0);
+	assert_int_equal(chmod(dir, 0755), 0);
+	assert_int_equal(chmod(sock, 0666), 0);
+	fflush(NULL);
+	tool = fork();
+	assert_true(tool >= 0);
+	if (tool == 0) {
+		int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (setgid(pw->pw_gid) != 0 || setuid(pw->pw_uid) != 0)
+			_exit(99);
+		execl(shoal_bin, "shoal", "stop", "uid", "a", (char *)NULL);
+		_exit(127);
+	}
+	status = test_wait_pid(tool, 20000);
+	assert_int_equal(chmod(dir, 0700), 0);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 3);
+	said = read_file(err);
+	assert_has(said, "may not attach to system uid");
+	free(said);
+	assert_int_equal(rt_group_pid("uid", "a"), a);
+	assert_int_equal(stop_run(run, SIGINT), 0);
+}
+
+/* --check --name: the file checked under the other name, whose segment
+ * names must fit too. */
+static void run_check_with_name_checks_the_names_it_makes(void **state)
+{
+	const char *cfg = in_dir("named.yaml");
+	char text[256];
+
+	(void)state;
+	snprintf(text, sizeof(text), "system: s\ngroups:\n  - name: %s\n    program: /bin/true\n",
+		 "a-group-name-of-thirty-chars-x");
+	write_file(cfg, text);
+	says(0, "system other, 1 groups", (const char *const[]){ "run", "--check", "--name",
+								 "other", cfg, NULL });
+	says(1, "under the name a-system-name-of-31-characters1, group "
+	     "a-group-name-of-thirty-chars-x's mailbox name",
+	     (const char *const[]){ "run", "--check", "--name", "a-system-name-of-31-characters1",
+				    cfg, NULL });
+}
+
+static void run_bad_options_are_usage_errors(void **state)
+{
+	static const struct tool_usage_case cases[] = {
+		{ { "run", "--name", "a b", "f.yaml", NULL }, "--name takes a system name" },
+		{ { "run", "--name", NULL }, "option '--name' needs a value" },
+		{ { "run", "--name", "x", NULL }, "missing FILE" },
+		{ { "run", "--log-dir", "", "f.yaml", NULL }, "--log-dir takes a directory" },
+		{ { "run", "f.yaml", "--log-dir", NULL }, "option '--log-dir' needs a value" },
+	};
+
+	(void)state;
+	tool_expect_usage_errors(cases, sizeof(cases) / sizeof(cases[0]));
+}
+
 int main(void)
 {
 	const struct CMUnitTest fixed[] = {
@@ -1179,12 +1681,27 @@ int main(void)
 		cmocka_unit_test_teardown(run_restart_attaches_while_a_dead_groups_connection_is_held,
 					  kill_started),
 		cmocka_unit_test_teardown(run_messages_stranded_at_sigint_are_counted, kill_started),
+		cmocka_unit_test_teardown(run_name_runs_one_file_twice_side_by_side, kill_started),
+		cmocka_unit_test_teardown(run_group_output_is_prefixed_by_line, kill_started),
+		cmocka_unit_test_teardown(run_passes_on_every_line_of_a_chatty_group, kill_started),
+		cmocka_unit_test_teardown(run_log_dir_writes_each_groups_file, kill_started),
+		cmocka_unit_test_teardown(run_log_dir_that_is_a_file_is_refused, kill_started),
+		cmocka_unit_test_teardown(run_stop_restart_reload_over_the_control_socket,
+					  kill_started),
+		cmocka_unit_test_teardown(run_stop_kills_a_group_past_its_timeout, kill_started),
+		cmocka_unit_test_teardown(run_lifecycle_clients_that_go_away_cannot_hurt_it,
+					  kill_started),
+		cmocka_unit_test_teardown(run_logs_reads_the_groups_log_files, kill_started),
+		cmocka_unit_test_teardown(run_lifecycle_of_another_user_is_refused, kill_started),
+		cmocka_unit_test(run_check_with_name_checks_the_names_it_makes),
+		cmocka_unit_test(run_bad_options_are_usage_errors),
 	};
 	struct CMUnitTest table[N_BAD];
 	char names[N_BAD][64];
 	int failed;
 
 	shoal_bin = getenv("SHOAL_BIN");
+	tool_bin = shoal_bin;
 	group_bin = getenv("SHOAL_TEST_GROUP");
 	if (shoal_bin == NULL || group_bin == NULL) {
 		fprintf(stderr, "SHOAL_BIN and SHOAL_TEST_GROUP must name the binaries\n");

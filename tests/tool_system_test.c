@@ -663,9 +663,66 @@ static void tool_new_commands_reject_bad_command_lines(void **state)
 	tool_expect_usage_errors(cases, sizeof(cases) / sizeof(cases[0]));
 }
 
+/*
+ * stop, restart, reload ask a supervisor: this system's router runs in the
+ * test, with none, so they cannot (exit 3, saying why, as JSON too); a
+ * system that does not run cannot be asked either.
+ */
+static void tool_lifecycle_needs_a_supervisor(void **state)
+{
+	static const char *const cmds[][4] = {
+		{ "stop", SYSTEM, NULL }, { "stop", SYSTEM, "gated", NULL }, { "logs", SYSTEM, NULL },
+		{ "restart", SYSTEM, "gated", NULL }, { "reload", SYSTEM, NULL },
+	};
+	struct tool_run r;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		tool_expect(&r, 3, cmds[i]);
+		assert_has(r.err, "is not run by 'shoal run'");
+		tool_free(&r);
+	}
+	tool_expect(&r, 3, (const char *const[]){ "stop", "--json", SYSTEM, NULL });
+	assert_json_object(r.out);
+	assert_has(r.out, "\"ok\": false");
+	assert_has(r.out, "\"errno\": \"EOPNOTSUPP\"");   /* ENOTSUP, as glibc names it */
+	tool_free(&r);
+	tool_expect(&r, 3, (const char *const[]){ "reload", "no-such-system", NULL });
+	assert_has(r.err, "system no-such-system is not running");
+	tool_free(&r);
+	/* The router still serves its groups. */
+	assert_true(rt_group_pid(SYSTEM, "gated") > 0);
+}
+
+static void tool_lifecycle_rejects_bad_command_lines(void **state)
+{
+	static const struct tool_usage_case cases[] = {
+		{ { "stop", NULL }, "missing SYSTEM" },
+		{ { "stop", "s", "g", "h", NULL }, "unexpected argument 'h'" },
+		{ { "stop", "a b", NULL }, "is not a system name" },
+		{ { "stop", "s", "g/h", NULL }, "is not a group name" },
+		{ { "stop", "--timeout", "0", "s", NULL }, "--timeout takes a number" },
+		{ { "stop", "--timeout", NULL }, "option '--timeout' needs a value" },
+		{ { "stop", "--force", "s", NULL }, "unknown option '--force'" },
+		{ { "restart", "s", NULL }, "missing GROUP" },
+		{ { "restart", NULL }, "missing SYSTEM" },
+		{ { "reload", "s", "g", NULL }, "unexpected argument 'g'" },
+		{ { "reload", "--json=yes", "s", NULL }, "option '--json=yes' takes no value" },
+		{ { "logs", NULL }, "missing SYSTEM" },
+		{ { "logs", "s", "g", "h", NULL }, "unexpected argument 'h'" },
+		{ { "logs", "--tail", "x", "s", NULL }, "--tail takes a number of lines" },
+		{ { "logs", "--log-dir", "", "s", NULL }, "--log-dir takes a directory" },
+		{ { "logs", "-x", "s", NULL }, "unknown option '-x'" },
+	};
+
+	(void)state;
+	tool_expect_usage_errors(cases, sizeof(cases) / sizeof(cases[0]));
+}
+
 static void tool_help_lists_commands_in_order(void **state)
 {
-	static const char *const cmds[] = { "ls", "stat", "top", "dump" };
+	static const char *const cmds[] = { "stop", "restart", "reload", "logs", "ls", "stat",
+					    "top", "dump" };
 	const char *at;
 	struct tool_run r;
 
@@ -676,12 +733,12 @@ static void tool_help_lists_commands_in_order(void **state)
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		char line[16];
 
-		snprintf(line, sizeof(line), "\n  %-6s ", cmds[i]);
+		snprintf(line, sizeof(line), "\n  %-7s ", cmds[i]);
 		at = strstr(at, line);
 		if (at == NULL)
 			fail_msg("'%s' missing or out of order in:\n%s", cmds[i], r.out);
 	}
-	assert_non_null(strstr(at, "\n  ring   "));
+	assert_non_null(strstr(at, "\n  ring    "));
 	tool_free(&r);
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		tool_expect(&r, 0, (const char *const[]){ cmds[i], "--help", NULL });
@@ -731,6 +788,8 @@ int main(void)
 		cmocka_unit_test(tool_dump_reports_a_damaged_ring),
 		cmocka_unit_test(tool_commands_name_a_missing_system),
 		cmocka_unit_test(tool_new_commands_reject_bad_command_lines),
+		cmocka_unit_test(tool_lifecycle_needs_a_supervisor),
+		cmocka_unit_test(tool_lifecycle_rejects_bad_command_lines),
 		cmocka_unit_test(tool_help_lists_commands_in_order),
 		cmocka_unit_test(tool_top_says_when_the_system_goes_away),
 	};

@@ -79,3 +79,31 @@ int shoal__cli_system_arg(const struct shoal__cmd *cmd, int argc, char **argv,
 					      "of [A-Za-z0-9_-]", *system, SHOAL_NAME_MAX - 1);
 	return -1;
 }
+
+int shoal__cli_system_group_args(const struct shoal__cmd *cmd, int argc, char **argv,
+				 int group_arg, const char **system, const char **group)
+{
+	int max = group_arg ? 2 : 1;
+
+	*group = NULL;
+	if (optind == argc)
+		return shoal__cli_usage_error(cmd, "missing SYSTEM (a system name; 'shoal ls' "
+					      "lists them)");
+	*system = argv[optind];
+	if (shoal__check_name(*system, "system", NULL) < 0)
+		return shoal__cli_usage_error(cmd, "'%s' is not a system name: 1 to %d characters "
+					      "of [A-Za-z0-9_-]", *system, SHOAL_NAME_MAX - 1);
+	if (argc - optind > max)
+		return shoal__cli_usage_error(cmd, "unexpected argument '%s'", argv[optind + max]);
+	if (argc - optind == 2) {
+		*group = argv[optind + 1];
+		if (shoal__check_name(*group, "group", NULL) < 0)
+			return shoal__cli_usage_error(cmd, "'%s' is not a group name: 1 to %d "
+						      "characters of [A-Za-z0-9_-]", *group,
+						      SHOAL_NAME_MAX - 1);
+	} else if (group_arg == 2) {
+		return shoal__cli_usage_error(cmd, "missing GROUP ('shoal stat %s' lists the "
+					      "groups)", *system);
+	}
+	return -1;
+}

@@ -38,6 +38,10 @@ extern const struct shoal__cmd shoal__cmd_top;
 extern const struct shoal__cmd shoal__cmd_dump;
 extern const struct shoal__cmd shoal__cmd_ring;
 extern const struct shoal__cmd shoal__cmd_metrics;
+extern const struct shoal__cmd shoal__cmd_stop;
+extern const struct shoal__cmd shoal__cmd_restart;
+extern const struct shoal__cmd shoal__cmd_reload;
+extern const struct shoal__cmd shoal__cmd_logs;
 
 /* Print the subcommand's help text on stdout. */
 void shoal__cli_help(const struct shoal__cmd *cmd);
@@ -77,5 +81,14 @@ int shoal__cli_parse_uint(const char *s, uint32_t max, uint32_t *out);
  */
 int shoal__cli_system_arg(const struct shoal__cmd *cmd, int argc, char **argv,
 			  const char **system);
+
+/*
+ * The operands SYSTEM [GROUP] after the options, checked as names, into
+ * *system and *group (NULL when absent). `group_arg` says whether GROUP is
+ * refused (0), optional (1) or required (2). Returns -1 when they are
+ * there and valid, else SHOAL_EXIT_USAGE with the problem said.
+ */
+int shoal__cli_system_group_args(const struct shoal__cmd *cmd, int argc, char **argv,
+				 int group_arg, const char **system, const char **group);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "runtime/control/config.h"
 #include "runtime/control/supervisor.h"
+#include "runtime/layout.h"
 #include "tools/cli.h"
 #include "tools/format.h"
 
@@ -22,6 +23,8 @@ enum {
 	OPT_CHECK,
 	OPT_DURATION,
 	OPT_STATUS,
+	OPT_NAME,
+	OPT_LOG_DIR,
 };
 
 /*
@@ -49,14 +52,14 @@ static void default_search_path(void)
 	setenv("SHOAL_PATH", value, 0);
 }
 
-static int check_only(const char *path)
+static int check_only(const char *path, const char *name)
 {
 	struct shoal__config_space sp = { 0 };
 	struct shoal__config *c;
 	struct shoal_err err = { { 0 } };
 	char need[SHOAL_FMT_SHORT_SIZE], avail[SHOAL_FMT_SHORT_SIZE];
 
-	if (shoal__config_load(path, &c, &err) < 0) {
+	if (shoal__sup_load_config(path, name, &c, &err) < 0) {
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
 	}
@@ -80,6 +83,8 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 		{ "check", no_argument, NULL, OPT_CHECK },
 		{ "duration", required_argument, NULL, OPT_DURATION },
 		{ "status", required_argument, NULL, OPT_STATUS },
+		{ "name", required_argument, NULL, OPT_NAME },
+		{ "log-dir", required_argument, NULL, OPT_LOG_DIR },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const modes[] = { "auto", "live", "plain", "quiet", NULL };
@@ -113,6 +118,18 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 				return shoal__cli_usage_error(cmd, "--status is auto, live, plain "
 							      "or quiet, not '%s'", optarg);
 			break;
+		case OPT_NAME:
+			if (shoal__check_name(optarg, "system", NULL) < 0)
+				return shoal__cli_usage_error(cmd, "--name takes a system name, 1 to "
+							      "%d characters of [A-Za-z0-9_-], not "
+							      "'%s'", SHOAL_NAME_MAX - 1, optarg);
+			o.name = optarg;
+			break;
+		case OPT_LOG_DIR:
+			if (optarg[0] == '\0')
+				return shoal__cli_usage_error(cmd, "--log-dir takes a directory");
+			o.log_dir = optarg;
+			break;
 		default:
 			return shoal__cli_option_error(cmd, argv, c);
 		}
@@ -123,7 +140,7 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 	o.config = argv[optind];
 	default_search_path();
 	if (check)
-		return check_only(o.config);
+		return check_only(o.config, o.name);
 	ret = shoal__supervise(&o, &err);
 	if (ret < 0) {
 		fprintf(stderr, "shoal run: %s\n", err.msg[0] ? err.msg : strerror(-ret));
@@ -137,7 +154,8 @@ const struct shoal__cmd shoal__cmd_run = {
 	.summary = "Launch a system from its YAML file and supervise it",
 	.fn = cmd_run,
 	.help =
-	"Usage: shoal run [--check] [--duration SECONDS] [--status MODE] FILE\n"
+	"Usage: shoal run [--check] [--name NAME] [--log-dir DIR] [--duration SECONDS]\n"
+	"                 [--status MODE] FILE\n"
 	"\n"
 	"Start the router of the system FILE describes, launch every group's\n"
 	"process, restart them by their policy, and stay in the foreground.\n"
@@ -146,12 +164,24 @@ const struct shoal__cmd shoal__cmd_run = {
 	"re-reads FILE and applies route changes live (groups whose settings did\n"
 	"not change keep running).\n"
 	"\n"
+	"Each group process writes its standard output and error into one pipe;\n"
+	"shoal run passes on every line it prints after the group's name\n"
+	"('consumer | text'), a line longer than 4096 bytes cut there with a\n"
+	"mark. With --log-dir, each group's lines go to DIR/GROUP.log instead,\n"
+	"after the time (UTC), and only events and status stay on the output.\n"
+	"\n"
 	"Options:\n"
 	"  --check             validate FILE, print the shared memory the system\n"
 	"                      needs, and exit; nothing starts\n"
+	"  --name NAME         run the system under NAME instead of the name FILE\n"
+	"                      gives, so that one file runs twice side by side;\n"
+	"                      every other command then addresses it as NAME\n"
+	"  --log-dir DIR       write each group's output to DIR/GROUP.log (appended\n"
+	"                      to, created 0600; DIR created 0700 if missing)\n"
 	"  --duration SECONDS  stop by itself after SECONDS\n"
 	"  --status MODE       auto (default: a live line on a terminal, plain\n"
-	"                      lines every 5 s otherwise), live, plain, quiet\n"
+	"                      lines every 5 s otherwise), live, plain, quiet (no\n"
+	"                      status, events and group output only)\n"
 	"  -h, --help          show this help\n"
 	"\n"
 	"The file format is described in docs/config.md.\n"

@@ -15,6 +15,10 @@ static const struct shoal__cmd cmd_help;
 /* Every subcommand, in the order `shoal help` lists them. */
 static const struct shoal__cmd *const cmds[] = {
 	&shoal__cmd_run,
+	&shoal__cmd_stop,
+	&shoal__cmd_restart,
+	&shoal__cmd_reload,
+	&shoal__cmd_logs,
 	&shoal__cmd_ls,
 	&shoal__cmd_stat,
 	&shoal__cmd_top,
@@ -40,11 +44,11 @@ static void usage(FILE *out)
 	fputs("Usage: shoal COMMAND [OPTIONS] [ARGUMENTS]\n"
 	      "       shoal --help | --version\n"
 	      "\n"
-	      "Launch Shoal systems and inspect their shared memory.\n"
+	      "Launch and operate Shoal systems, and inspect their shared memory.\n"
 	      "\n"
 	      "Commands:\n", out);
 	for (size_t i = 0; i < N_CMDS; i++)
-		fprintf(out, "  %-6s %s\n", cmds[i]->name, cmds[i]->summary);
+		fprintf(out, "  %-7s %s\n", cmds[i]->name, cmds[i]->summary);
 	fputs("\nRun 'shoal COMMAND --help' for a command's options and exit status.\n", out);
 }
 

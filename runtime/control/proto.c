@@ -78,6 +78,19 @@ static int check_hello(const struct shoal__ctl_hello *m, size_t len, struct shoa
 	return 0;
 }
 
+static int check_admin(const struct shoal__ctl_admin *m, struct shoal_err *err)
+{
+	if (m->what == 0 || m->what >= SHOAL__ADMIN_MAX)
+		return shoal__fail(err, -EINVAL, "unknown ADMIN request %u", m->what);
+	if (!terminated(m->group, sizeof(m->group)))
+		return shoal__fail(err, -EBADMSG, "ADMIN group name not terminated");
+	if ((m->what == SHOAL__ADMIN_RESTART) != (m->group[0] != '\0') &&
+	    m->what != SHOAL__ADMIN_STOP)
+		return shoal__fail(err, -EINVAL, "ADMIN request %u %s a group", m->what,
+				   m->what == SHOAL__ADMIN_RESTART ? "needs" : "takes no");
+	return 0;
+}
+
 int shoal__ctl_check(const void *buf, size_t len, struct shoal_err *err)
 {
 	static const size_t fixed[SHOAL__CTL_OP_MAX] = {
@@ -89,6 +102,8 @@ int shoal__ctl_check(const void *buf, size_t len, struct shoal_err *err)
 		[SHOAL__CTL_OPEN_DIRECT] = sizeof(struct shoal__ctl_open_direct),
 		[SHOAL__CTL_DIRECT] = sizeof(struct shoal__ctl_direct),
 		[SHOAL__CTL_BYE] = sizeof(struct shoal__ctl_hdr),
+		[SHOAL__CTL_ADMIN] = sizeof(struct shoal__ctl_admin),
+		[SHOAL__CTL_DONE] = sizeof(struct shoal__ctl_done),
 	};
 	struct shoal__ctl_hdr h;
 	int ret;
@@ -128,6 +143,18 @@ int shoal__ctl_check(const void *buf, size_t len, struct shoal_err *err)
 				SHOAL_SEG_REGION_NAME_MAX))
 			return shoal__fail(err, -EBADMSG, "DIRECT ring name not terminated");
 		break;
+	case SHOAL__CTL_ADMIN:
+		ret = check_admin(buf, err);
+		if (ret < 0)
+			return ret;
+		break;
+	case SHOAL__CTL_DONE: {
+		const struct shoal__ctl_done *d = buf;
+
+		if (!terminated(d->msg, sizeof(d->msg)) || !terminated(d->log_dir, sizeof(d->log_dir)))
+			return shoal__fail(err, -EBADMSG, "DONE text not terminated");
+		break;
+	}
 	case SHOAL__CTL_WELCOME: {
 		const struct shoal__ctl_welcome *w = buf;
 

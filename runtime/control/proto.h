@@ -8,8 +8,12 @@
  *
  *   group -> router   HELLO, SUB, UNSUB, OPEN_DIRECT, BYE
  *   router -> group   WELCOME, OK, DIRECT, ERROR
+ *   tool -> router    ADMIN (shoal stop, restart, reload; where the logs are)
+ *   router -> tool    DONE, ERROR
  * Each request gets exactly one reply, in order (the group serialises its
- * requests). The router tells a group to stop through its mailbox, not the
+ * requests). An ADMIN is the only request of its connection: the control
+ * thread hands the connection to the supervisor, which answers once what
+ * was asked is done (a stop: once the processes have ended) and closes it. The router tells a group to stop through its mailbox, not the
  * socket, so a group never has to read the socket asynchronously.
  */
 #ifndef SHOAL_RUNTIME_PROTO_H
@@ -38,8 +42,21 @@ enum shoal__ctl_op {
 	SHOAL__CTL_OPEN_DIRECT,
 	SHOAL__CTL_DIRECT,
 	SHOAL__CTL_BYE,
+	SHOAL__CTL_ADMIN,
+	SHOAL__CTL_DONE,
 	SHOAL__CTL_OP_MAX,
 };
+
+/* What an ADMIN asks of the supervisor. */
+enum shoal__ctl_admin_what {
+	SHOAL__ADMIN_STOP = 1,           /* the system, or one group: no restart until asked */
+	SHOAL__ADMIN_RESTART,            /* one group: stop it, start it again */
+	SHOAL__ADMIN_RELOAD,             /* re-read the system file, as SIGHUP does */
+	SHOAL__ADMIN_INFO,               /* nothing: DONE says where the logs are */
+	SHOAL__ADMIN_MAX,
+};
+
+#define SHOAL__CTL_PATH_MAX 4096u
 
 struct shoal__ctl_hdr {
 	uint32_t magic;
@@ -118,6 +135,21 @@ struct shoal__ctl_open_direct {
 struct shoal__ctl_direct {
 	struct shoal__ctl_hdr h;
 	char ring[SHOAL_SEG_REGION_NAME_MAX];
+};
+
+struct shoal__ctl_admin {
+	struct shoal__ctl_hdr h;
+	uint32_t what;                   /* enum shoal__ctl_admin_what */
+	uint32_t pad;
+	char group[SHOAL_NAME_MAX];      /* "": the whole system (STOP, RELOAD, INFO) */
+};
+
+struct shoal__ctl_done {
+	struct shoal__ctl_hdr h;
+	int32_t pid;                     /* the supervisor's (and router's) pid */
+	uint32_t pad;
+	char msg[SHOAL_ERR_MSG_MAX];     /* what was done, for people */
+	char log_dir[SHOAL__CTL_PATH_MAX];   /* absolute; "": no --log-dir */
 };
 
 /* Fill a header for `op` with total length `len`. */

@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,7 @@
 
 #include "runtime/control/proto.h"
 #include "runtime/control/router_impl.h"
+#include "runtime/control/supervisor.h"
 #include "shm/util.h"
 
 static int conn_group(const struct shoal_router *r, int fd)
@@ -314,6 +316,76 @@ static void conn_close(struct shoal_router *r, int ep, int fd)
 	close(fd);
 }
 
+/* ---- lifecycle requests: handed to the supervisor ---------------------------------- */
+
+/*
+ * Where this process's supervisor takes lifecycle requests (supervisor.h).
+ * Process-wide, not per router: only `shoal run` sets it, for its one router;
+ * a router nobody supervises answers them ENOTSUP.
+ */
+static struct {
+	pthread_mutex_t lock;
+	const struct shoal_router *router;
+	int fd;
+} admin = { PTHREAD_MUTEX_INITIALIZER, NULL, -1 };
+
+void shoal__control_admin(const struct shoal_router *r, int fd)
+{
+	pthread_mutex_lock(&admin.lock);
+	admin.router = r;
+	admin.fd = fd;
+	pthread_mutex_unlock(&admin.lock);
+}
+
+static bool is_admin(const void *buf, size_t len)
+{
+	struct shoal__ctl_hdr h;
+
+	if (len < sizeof(h))
+		return false;
+	memcpy(&h, buf, sizeof(h));
+	return h.op == SHOAL__CTL_ADMIN;
+}
+
+/*
+ * An ADMIN packet on connection `fd`: check it, take `fd` out of this
+ * thread's epoll set and hand both to the supervisor through its pipe (a
+ * write of one record, atomic and non-blocking). If anything fails, the
+ * requester is told why and `fd` is closed. Never waits: the supervisor
+ * answers later, itself.
+ */
+static void admin_handoff(struct shoal_router *r, int ep, int fd, const void *buf, size_t len)
+{
+	struct shoal_err err = { { 0 } };
+	struct shoal__admin_req q = { .fd = fd };
+	int ret = shoal__ctl_check(buf, len, &err), g;
+
+	if (ret >= 0) {
+		pthread_mutex_lock(&r->lock);
+		g = conn_group(r, fd);
+		pthread_mutex_unlock(&r->lock);
+		if (g >= 0)
+			ret = shoal__fail(&err, -EISCONN, "a group's connection carries no lifecycle "
+					  "requests: open another");
+	}
+	if (ret >= 0) {
+		memcpy(&q.m, buf, sizeof(q.m));
+		epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+		pthread_mutex_lock(&admin.lock);
+		if (admin.router != r)
+			ret = shoal__fail(&err, -ENOTSUP, "system %s is not run by 'shoal run': no "
+					  "supervisor takes lifecycle requests", r->system);
+		else if (write(admin.fd, &q, sizeof(q)) != (ssize_t)sizeof(q))
+			ret = shoal__fail(&err, -EBUSY, "the supervisor of system %s has too many "
+					  "requests waiting: try again", r->system);
+		pthread_mutex_unlock(&admin.lock);
+		if (ret >= 0)
+			return;   /* the supervisor's now */
+	}
+	conn_send_error(fd, ret, err.msg);
+	conn_close(r, ep, fd);
+}
+
 #define CONN_REFUSED (UINT64_C(1) << 32)
 #define ACCEPT_BACKOFF_NS (100 * UINT64_C(1000000))
 #define ACCEPT_LOG_NS (1000 * UINT64_C(1000000))
@@ -468,6 +540,10 @@ void *shoal__control_main(void *arg)
 				len = shoal__ctl_recv(fd, buf, SHOAL__CTL_MAX);
 				if (len == -EAGAIN)
 					continue;
+				if (len > 0 && is_admin(buf, (size_t)len)) {
+					admin_handoff(r, c.ep, fd, buf, (size_t)len);
+					continue;
+				}
 				if (len > 0 && handle_packet(r, fd, buf, (size_t)len) == 0)
 					continue;
 			}

@@ -1,11 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Supervisor: one thread, one poll loop over a signalfd (SIGINT, SIGTERM,
- * SIGHUP) and a pidfd per group process, so a death is seen the moment it
+ * SIGHUP), a pidfd per group process, so a death is seen the moment it
  * happens (a process whose pidfd_open() failed, say for EMFILE, is polled
- * with waitpid() every POLL_PID_NS instead, and that is logged). SIGPIPE is
- * ignored: a reader of our output that goes away costs the output only. Everything else (timers for restarts with exponential backoff,
- * the stop sequence, the status line) hangs off that loop's timeout.
+ * with waitpid() every POLL_PID_NS instead, and that is logged), the pipe
+ * each group process prints into (read without blocking, passed on by line)
+ * and the pipe of lifecycle requests the router's control thread hands over
+ * (supervisor.h). SIGPIPE is ignored: a reader of our output, or a tool
+ * waiting for an answer, that goes away costs that output only. Everything
+ * else (timers for restarts with exponential backoff, stop timeouts of
+ * groups stopped on request, the stop sequence, the status line) hangs off
+ * that loop's timeout. Every other wait (a stop level, a group a reload
+ * stops) serves the groups' output too: a group blocked on a full pipe could
+ * not stop.
  *
  * Lifecycle of one group process:
  *  1. launched: fork, own process group (a terminal's Ctrl-C reaches only
@@ -21,9 +28,14 @@
  *     -EHOSTDOWN) and the system continues or stops, per on_give_up.
  *  4. stop: groups are stopped by ascending stop order, each level asked to
  *     drain through its mailbox and given its timeout, then SIGKILLed.
+ *  5. stop on request (`shoal stop SYSTEM GROUP`): the same for one group,
+ *     while the loop runs; the group is then held, never restarted, until
+ *     `shoal restart` (which stops a running one the same way, then starts
+ *     it at once).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -35,6 +47,7 @@
 #include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +56,7 @@
 
 #include "runtime/control/config.h"
 #include "runtime/control/supervisor.h"
+#include "runtime/layout.h"
 #include "shm/util.h"
 
 #define STABLE_NS (10 * UINT64_C(1000000000))
@@ -52,6 +66,23 @@
 #define POLL_PID_NS (50 * UINT64_C(1000000))
 
 extern char **environ;
+
+/*
+ * A group process's standard output and error: one pipe for both, so that
+ * their lines keep the order the process wrote them in. The supervisor reads
+ * it without blocking, in its poll loop, and passes on whole lines.
+ */
+#define OUT_LINE_MAX 4096           /* a longer line is cut here, with a mark */
+#define OUT_BUDGET (64 * 1024)      /* read per wake-up, so that no group starves the loop */
+#define OUT_LAST_BUDGET (1024 * 1024)   /* read after the process ended */
+
+struct gout {
+	int fd;                      /* read end, non-blocking; -1: none (no pipe, or ended) */
+	int log_fd;                  /* DIR/GROUP.log with --log-dir, else -1 */
+	size_t len;                  /* bytes of a partial line held in buf */
+	bool cutting;                /* dropping the rest of a line cut at OUT_LINE_MAX */
+	char buf[OUT_LINE_MAX];
+};
 
 struct proc {
 	int id;                      /* router group id */
@@ -64,7 +95,12 @@ struct proc {
 	bool failed;                 /* gave up */
 	bool retired;                /* removed by a reload: never restarted */
 	bool stopping;
+	bool held;                   /* stopped by `shoal stop SYSTEM GROUP`: no restart */
+	bool restarting;             /* stopping for `shoal restart`: start again at its end */
+	uint64_t kill_at_ns;         /* stopping on request: SIGKILL then; 0: not so */
+	int waiter;                  /* connection of the tool that asked, answered at the end; -1 */
 	int last_status;
+	struct gout *out;            /* what the process prints; owned by the group */
 };
 
 struct sup {
@@ -74,10 +110,15 @@ struct sup {
 	struct proc *procs;          /* one per cfg->groups[i] */
 	struct shoal_router *router;
 	int sigfd;
+	int name_w;                  /* width of the longest group name, for the prefixes */
 	bool live;                   /* status line redrawn in place */
 	bool status_shown;
 	bool stop_requested;
 	bool failure;                /* exit status 1 */
+	char *log_dir;               /* o->log_dir made absolute, for `shoal logs`; NULL */
+	int admin_rd, admin_wr;      /* the pipe of lifecycle requests (supervisor.h) */
+	int stop_waiters[16];        /* tools waiting for the whole system to stop */
+	unsigned n_stop_waiters;
 	uint64_t start_ns;
 	uint64_t last_tick_ns, last_plain_ns;
 	uint64_t last_handled;
@@ -168,6 +209,162 @@ static void status(struct sup *s, uint64_t now)
 	      (unsigned long long)st.restarts, (unsigned long long)st.dropped, st.failed);
 }
 
+/* ---- group output ----------------------------------------------------------------- */
+
+static void name_width(struct sup *s)
+{
+	s->name_w = 0;
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
+		if ((int)strlen(s->cfg->groups[i].name) > s->name_w)
+			s->name_w = (int)strlen(s->cfg->groups[i].name);
+}
+
+/* Write all of buf to a log file; a regular file takes it at once. */
+static void log_write(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;
+		buf += n;
+		len -= (size_t)n;
+	}
+}
+
+/*
+ * One line a group printed (without its newline), then `mark`: to its log
+ * file, after the wall-clock time (UTC), or to our output after its name.
+ */
+static void out_line(struct sup *s, uint32_t i, const char *text, size_t len, const char *mark)
+{
+	const struct gout *o = s->procs[i].out;
+
+	if (o->log_fd >= 0) {
+		char head[48], line[OUT_LINE_MAX + 128];
+		struct timespec ts;
+		struct tm tm;
+		int n;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		strftime(head, sizeof(head), "%Y-%m-%dT%H:%M:%S", &tm);
+		n = snprintf(line, sizeof(line), "%s.%03ldZ %.*s%s\n", head, ts.tv_nsec / 1000000,
+			     (int)len, text, mark);
+		log_write(o->log_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+		return;
+	}
+	clear_status(s);
+	fprintf(s->out, "%-*s | %.*s%s\n", s->name_w, s->cfg->groups[i].name, (int)len, text,
+		mark);
+}
+
+/* Pass on the whole lines held in o->buf; keep a partial one, cut one too long. */
+static void out_lines(struct sup *s, uint32_t i)
+{
+	struct gout *o = s->procs[i].out;
+	size_t start = 0;
+	char *nl;
+
+	while ((nl = memchr(o->buf + start, '\n', o->len - start)) != NULL) {
+		size_t end = (size_t)(nl - o->buf);
+
+		if (!o->cutting)
+			out_line(s, i, o->buf + start, end - start, "");
+		o->cutting = false;
+		start = end + 1;
+	}
+	memmove(o->buf, o->buf + start, o->len - start);
+	o->len -= start;
+	if (o->len == sizeof(o->buf)) {
+		if (!o->cutting)
+			out_line(s, i, o->buf, o->len, " [cut: line longer than "
+				 "4096 bytes]");
+		o->cutting = true;
+		o->len = 0;
+	}
+}
+
+/* The process's output has ended: pass on a last partial line, close. */
+static void out_close(struct sup *s, uint32_t i)
+{
+	struct gout *o = s->procs[i].out;
+
+	if (o->len > 0 && !o->cutting)
+		out_line(s, i, o->buf, o->len, "");
+	o->len = 0;
+	o->cutting = false;
+	if (o->fd >= 0)
+		close(o->fd);
+	o->fd = -1;
+}
+
+/*
+ * Read what group i's process printed, up to `budget` bytes, without
+ * blocking. At the end of the pipe (every writer gone), or after the process
+ * ended (`last`: a child it left behind may hold the pipe open; what it
+ * prints after this is lost to it), the pipe is closed.
+ */
+static void out_read(struct sup *s, uint32_t i, size_t budget, bool last)
+{
+	struct gout *o = s->procs[i].out;
+	bool end = false;
+
+	while (o->fd >= 0 && budget > 0) {
+		ssize_t n = read(o->fd, o->buf + o->len, sizeof(o->buf) - o->len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			end = n == 0 || errno != EAGAIN;
+			break;
+		}
+		o->len += (size_t)n;
+		budget = (size_t)n < budget ? budget - (size_t)n : 0;
+		out_lines(s, i);
+	}
+	if (end || last)
+		out_close(s, i);
+	fflush(s->out);
+	out_check(s);
+}
+
+/*
+ * The output of `group`: its log file under `dir` (created 0600, appended
+ * to), or none. Returns NULL only for want of memory.
+ */
+static struct gout *out_new(struct sup *s, const char *group, const char *dir)
+{
+	struct gout *o = calloc(1, sizeof(*o));
+	char path[PATH_MAX];
+
+	if (o == NULL)
+		return NULL;
+	o->fd = -1;
+	o->log_fd = -1;
+	if (dir == NULL)
+		return o;
+	snprintf(path, sizeof(path), "%s/%s.log", dir, group);
+	o->log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (o->log_fd < 0)
+		event(s, "group %s: cannot open %s (%s); its output goes here instead", group,
+		      path, strerror(errno));
+	return o;
+}
+
+static void out_free(struct gout *o)
+{
+	if (o == NULL)
+		return;
+	if (o->fd >= 0)
+		close(o->fd);
+	if (o->log_fd >= 0)
+		close(o->log_fd);
+	free(o);
+}
+
 /* ---- processes -------------------------------------------------------------------- */
 
 /*
@@ -216,7 +413,8 @@ static void free_child_env(char **env)
 	free(env);
 }
 
-static void exec_child(const struct shoal__cfg_group *g, char **env, const sigset_t *mask)
+static void exec_child(const struct shoal__cfg_group *g, char **env, const sigset_t *mask,
+		       int out_fd)
 {
 	cpu_set_t set;
 
@@ -231,6 +429,10 @@ static void exec_child(const struct shoal__cfg_group *g, char **env, const sigse
 	 */
 	setpgid(0, 0);
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (out_fd >= 0) {   /* dup2() clears close-on-exec on 1 and 2 only */
+		dup2(out_fd, STDOUT_FILENO);
+		dup2(out_fd, STDERR_FILENO);
+	}
 	signal(SIGPIPE, SIG_DFL);                /* the supervisor ignores it */
 	sigprocmask(SIG_SETMASK, mask, NULL);   /* the supervisor blocks them */
 	if (g->cpus != 0) {
@@ -244,25 +446,51 @@ static void exec_child(const struct shoal__cfg_group *g, char **env, const sigse
 	_exit(127);
 }
 
+/*
+ * The pipe group i's process will print into: its read end in i's gout, the
+ * write end returned (-1: none, and the process prints where we do).
+ */
+static int out_pipe(struct sup *s, uint32_t i)
+{
+	struct gout *o = s->procs[i].out;
+	int p[2];
+
+	if (o->fd >= 0)
+		out_close(s, i);
+	if (pipe2(p, O_CLOEXEC) != 0) {
+		event(s, "group %s: no pipe for its output (%s): it prints where shoal run does",
+		      s->cfg->groups[i].name, strerror(errno));
+		return -1;
+	}
+	/* Only our end is non-blocking: the process writes as to any pipe. */
+	fcntl(p[0], F_SETFL, O_NONBLOCK);
+	o->fd = p[0];
+	return p[1];
+}
+
 static int launch(struct sup *s, uint32_t i)
 {
 	const struct shoal__cfg_group *g = &s->cfg->groups[i];
 	struct proc *p = &s->procs[i];
 	char **env = child_env(g, s->cfg->system);
 	sigset_t none;
-	int pidfd_err;
+	int pidfd_err, out_fd;
 	pid_t pid;
 
 	if (env == NULL)
 		return -ENOMEM;
+	out_fd = out_pipe(s, i);
 	sigemptyset(&none);
 	fflush(NULL);
 	pid = fork();
 	if (pid == 0)
-		exec_child(g, env, &none);
+		exec_child(g, env, &none, out_fd);
 	free_child_env(env);
+	if (out_fd >= 0)
+		close(out_fd);
 	if (pid < 0) {
 		event(s, "group %s: cannot fork: %s", g->name, strerror(errno));
+		out_close(s, i);
 		return -errno;
 	}
 	p->pid = pid;
@@ -291,6 +519,7 @@ static void describe_exit(char *buf, size_t len, int status)
 }
 
 static void begin_stop(struct sup *s, const char *why, bool failure);
+static void tool_stop_done(struct sup *s, uint32_t i, const char *how);
 
 
 /* Mark a group failed (sends to it fail with -EHOSTDOWN, what is routed
@@ -324,6 +553,8 @@ static void on_exit_of(struct sup *s, uint32_t i, int status)
 	if (p->stopping || s->stop_requested) {
 		if (failed_exit && !(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && p->stopping))
 			s->failure = true;
+		if (!s->stop_requested)
+			tool_stop_done(s, i, how);
 		return;
 	}
 	if (p->retired)
@@ -364,8 +595,10 @@ static void reap(struct sup *s, uint32_t i)
 	if (p->pid == 0)
 		return;
 	if (p->pidfd < 0) {
-		if (waitpid(p->pid, &status, WNOHANG) == p->pid)
+		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
+			out_read(s, i, OUT_LAST_BUDGET, true);
 			on_exit_of(s, i, status);
+		}
 		return;
 	}
 	memset(&si, 0, sizeof(si));
@@ -373,6 +606,8 @@ static void reap(struct sup *s, uint32_t i)
 		return;
 	status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0)
 					  : W_EXITCODE(0, si.si_status);
+	/* Its last words before the news of its end. */
+	out_read(s, i, OUT_LAST_BUDGET, true);
 	on_exit_of(s, i, status);
 }
 
@@ -398,6 +633,62 @@ static int poll_ms(struct sup *s, uint64_t ms)
 	return ms > INT32_MAX ? INT32_MAX : (int)ms;
 }
 
+/* The descriptors one wait watches, and what each one is. */
+#define OUT_BIT UINT32_C(0x80000000)   /* in map[]: group i's output, not its pidfd */
+
+struct waitset {
+	struct pollfd pfd[2 * SHOAL_MAX_GROUPS + 2];
+	uint32_t map[2 * SHOAL_MAX_GROUPS + 2];
+	uint32_t n, first;           /* pfd[first..n) are the groups' */
+};
+
+/*
+ * Add to w the pidfd of group `only`'s process (of every group's when `only`
+ * is negative) and every group's output pipe: while the supervisor waits for
+ * anything, the groups' output keeps flowing (a group blocked on a full pipe
+ * could not stop).
+ */
+static void watch_groups(const struct sup *s, struct waitset *w, int only)
+{
+	w->first = w->n;
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
+		const struct proc *p = &s->procs[i];
+
+		if (p->pid != 0 && p->pidfd >= 0 && (only < 0 || (uint32_t)only == i)) {
+			w->pfd[w->n] = (struct pollfd){ .fd = p->pidfd, .events = POLLIN };
+			w->map[w->n++] = i;
+		}
+		if (p->out != NULL && p->out->fd >= 0) {
+			w->pfd[w->n] = (struct pollfd){ .fd = p->out->fd, .events = POLLIN };
+			w->map[w->n++] = i | OUT_BIT;
+		}
+	}
+}
+
+/* After poll(): reap the processes that ended, pass on what groups printed. */
+static void serve_groups(struct sup *s, const struct waitset *w)
+{
+	for (uint32_t k = w->first; k < w->n; k++) {
+		if (!w->pfd[k].revents)
+			continue;
+		if (w->map[k] & OUT_BIT)
+			out_read(s, w->map[k] & ~OUT_BIT, OUT_BUDGET, false);
+		else
+			reap(s, w->map[k]);
+	}
+}
+
+/* Wait up to `ms` for group `only`'s process (any, if negative) to end,
+ * serving every group's output meanwhile. */
+static void wait_groups(struct sup *s, int only, uint64_t ms)
+{
+	struct waitset w = { .n = 0 };
+
+	watch_groups(s, &w, only);
+	if (poll(w.pfd, w.n, poll_ms(s, ms)) > 0)
+		serve_groups(s, &w);
+}
+
 /* ---- the stop sequence ---------------------------------------------------------------- */
 
 static void begin_stop(struct sup *s, const char *why, bool failure)
@@ -420,23 +711,10 @@ static bool any_running(const struct sup *s, int32_t order)
 /* Wait for the processes of one stop level, reaping as they go. */
 static void wait_level(struct sup *s, int32_t order, uint64_t deadline)
 {
-	while (any_running(s, order) && shoal__now_ns() < deadline) {
-		struct pollfd pfd[SHOAL_MAX_GROUPS];
-		uint32_t map[SHOAL_MAX_GROUPS], n = 0;
-		uint64_t left = deadline - shoal__now_ns();
+	uint64_t now;
 
-		for (uint32_t i = 0; i < s->cfg->n_groups; i++)
-			if (s->procs[i].pid != 0 && s->procs[i].pidfd >= 0 &&
-			    s->cfg->groups[i].stop_order == order) {
-				pfd[n] = (struct pollfd){ .fd = s->procs[i].pidfd, .events = POLLIN };
-				map[n++] = i;
-			}
-		if (poll(pfd, n, poll_ms(s, left / 1000000 + 1)) <= 0)
-			continue;
-		for (uint32_t k = 0; k < n; k++)
-			if (pfd[k].revents)
-				reap(s, map[k]);
-	}
+	while (any_running(s, order) && (now = shoal__now_ns()) < deadline)
+		wait_groups(s, -1, (deadline - now) / 1000000 + 1);
 }
 
 static void stop_all(struct sup *s)
@@ -502,7 +780,196 @@ static void wait_detached(struct sup *s)
 			shoal_router_wait_change(s->router, 10000000);
 }
 
+/* ---- lifecycle requests: shoal stop, restart, reload ---------------------------------------- */
+
+/*
+ * Answer a tool's request on its connection `fd` and close it: DONE with
+ * the text, or ERROR `code` (< 0). The connection is non-blocking and holds
+ * this one reply: the send never waits.
+ */
+__attribute__((format(printf, 4, 5)))
+static void admin_reply(struct sup *s, int fd, int code, const char *fmt, ...)
+{
+	struct shoal__ctl_done d;
+	va_list ap;
+
+	memset(&d, 0, sizeof(d));
+	va_start(ap, fmt);
+	vsnprintf(d.msg, sizeof(d.msg), fmt, ap);
+	va_end(ap);
+	if (code < 0) {
+		shoal__ctl_send_error(fd, code, d.msg);
+	} else {
+		shoal__ctl_init(&d.h, SHOAL__CTL_DONE, sizeof(d));
+		d.pid = (int32_t)getpid();
+		snprintf(d.log_dir, sizeof(d.log_dir), "%s", s->log_dir ? s->log_dir : "");
+		shoal__ctl_send(fd, &d, sizeof(d));
+	}
+	close(fd);
+}
+
+/* Is a group being stopped or restarted on a tool's request? */
+static bool tool_pending(const struct sup *s)
+{
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
+		if (s->procs[i].waiter >= 0 || s->procs[i].restarting)
+			return true;
+	return false;
+}
+
+/*
+ * Group i's process, stopping on request, has ended (`how`): start it again
+ * for a restart, or leave it stopped; answer the tool that asked.
+ */
+static void tool_stop_done(struct sup *s, uint32_t i, const char *how)
+{
+	const struct shoal__cfg_group *g = &s->cfg->groups[i];
+	struct proc *p = &s->procs[i];
+	int fd = p->waiter, ret;
+
+	p->kill_at_ns = 0;
+	p->waiter = -1;
+	if (!p->restarting) {
+		if (fd >= 0)
+			admin_reply(s, fd, 0, "group %s stopped: its process %s; it stays stopped "
+				    "until 'shoal restart %s %s'", g->name, how, s->cfg->system,
+				    g->name);
+		return;
+	}
+	p->restarting = false;
+	p->stopping = false;
+	p->retries = 0;
+	p->backoff_ms = g->backoff_ms;
+	ret = launch(s, i);
+	if (fd < 0)
+		return;
+	if (ret < 0)
+		admin_reply(s, fd, ret, "group %s stopped (its process %s) but did not start "
+			    "again: %s", g->name, how, strerror(-ret));
+	else
+		admin_reply(s, fd, 0, "group %s restarted: pid %d (the previous process %s)",
+			    g->name, (int)p->pid, how);
+}
+
+/*
+ * `shoal stop SYSTEM GROUP` (restart false) or `shoal restart SYSTEM GROUP`:
+ * ask group i's process to stop through its mailbox, as the stop sequence
+ * does, with its stop timeout before SIGKILL (run_loop() keeps the time);
+ * the tool on `fd` is answered when it has ended (tool_stop_done()).
+ */
+static void tool_stop(struct sup *s, uint32_t i, int fd, bool restart)
+{
+	const struct shoal__cfg_group *g = &s->cfg->groups[i];
+	struct proc *p = &s->procs[i];
+
+	if (p->waiter >= 0 || p->restarting) {
+		admin_reply(s, fd, -EBUSY, "group %s is already being stopped or restarted on "
+			    "request: try again once that is done", g->name);
+		return;
+	}
+	if (p->pid == 0 && !restart) {
+		p->restart_at_ns = 0;
+		admin_reply(s, fd, 0, "group %s was not running%s; it stays stopped until "
+			    "'shoal restart %s %s'", g->name, p->held ? " (stopped on request)" :
+			    p->failed ? " (it had given up)" : "", s->cfg->system, g->name);
+		p->held = true;
+		return;
+	}
+	if (p->pid == 0) {
+		int ret;
+
+		if (p->failed) {
+			admin_reply(s, fd, -EHOSTDOWN, "group %s gave up and is marked failed: "
+				    "restart the system to bring it back", g->name);
+			return;
+		}
+		p->held = false;
+		p->restart_at_ns = 0;
+		p->retries = 0;
+		p->backoff_ms = g->backoff_ms;
+		p->stopping = false;
+		ret = launch(s, i);
+		if (ret < 0)
+			admin_reply(s, fd, ret, "group %s did not start: %s", g->name,
+				    strerror(-ret));
+		else
+			admin_reply(s, fd, 0, "group %s started: pid %d (it was not running)",
+				    g->name, (int)p->pid);
+		return;
+	}
+	p->held = !restart;
+	p->restarting = restart;
+	p->stopping = true;
+	p->restart_at_ns = 0;
+	p->kill_at_ns = shoal__now_ns() + (uint64_t)g->stop_timeout_ms * 1000000u;
+	p->waiter = fd;
+	shoal_router_stop_group(s->router, p->id);
+	event(s, "group %s: stopping (asked by shoal %s)", g->name, restart ? "restart" : "stop");
+}
+
+/* Processes stopping on request past their stop timeout are killed. Returns
+ * the nearest deadline still to come (UINT64_MAX: none). */
+static uint64_t tool_stop_deadlines(struct sup *s, uint64_t now)
+{
+	uint64_t next = UINT64_MAX;
+
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
+		struct proc *p = &s->procs[i];
+
+		if (p->pid == 0 || p->kill_at_ns == 0)
+			continue;
+		if (now < p->kill_at_ns) {
+			next = p->kill_at_ns < next ? p->kill_at_ns : next;
+			continue;
+		}
+		event(s, "group %s: did not stop within %u ms; killing it", s->cfg->groups[i].name,
+		      s->cfg->groups[i].stop_timeout_ms);
+		kill(p->pid, SIGKILL);
+		p->kill_at_ns = 0;
+	}
+	return next;
+}
+
 /* ---- router setup and reload -------------------------------------------------------------- */
+
+/* The folder of the groups' log files: made 0700 if it does not exist. */
+static int make_log_dir(const char *dir, struct shoal_err *err)
+{
+	struct stat st;
+
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+		return shoal__fail(err, -errno, "--log-dir %s: %s", dir, strerror(errno));
+	if (stat(dir, &st) != 0)
+		return shoal__fail(err, -errno, "--log-dir %s: %s", dir, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return shoal__fail(err, -ENOTDIR, "--log-dir %s: not a directory", dir);
+	return 0;
+}
+
+int shoal__sup_load_config(const char *path, const char *name, struct shoal__config **out,
+			   struct shoal_err *err)
+{
+	char seg[SHOAL_SEG_NAME_MAX];
+	int ret = shoal__config_load(path, out, err);
+
+	if (ret < 0 || name == NULL)
+		return ret;
+	ret = shoal__check_name(name, "system", err);
+	for (uint32_t i = 0; ret == 0 && i < (*out)->n_groups; i++)
+		if (shoal__name_mailbox(seg, name, (*out)->groups[i].name) < 0)
+			ret = shoal__fail(err, -EINVAL, "%s: under the name %s, group %s's mailbox "
+					  "name shoal.%s.g.%s would be longer than the %d "
+					  "characters of a segment name: choose a shorter name",
+					  path, name, (*out)->groups[i].name, name,
+					  (*out)->groups[i].name, SHOAL_SEG_NAME_MAX - 1);
+	if (ret < 0) {
+		shoal__config_free(*out);
+		*out = NULL;
+		return ret;
+	}
+	snprintf((*out)->system, sizeof((*out)->system), "%s", name);
+	return 0;
+}
 
 /* The file's message types, so that a program that disagrees is refused. */
 static int declare_types(struct sup *s, const struct shoal__config *c, struct shoal_err *err)
@@ -528,8 +995,10 @@ static int declare_groups(struct sup *s, struct shoal_err *err)
 		if (id < 0)
 			return id;
 		s->procs[i].id = id;
-		s->procs[i].pidfd = -1;
 		s->procs[i].backoff_ms = g->backoff_ms;
+		s->procs[i].out = out_new(s, g->name, s->log_dir);
+		if (s->procs[i].out == NULL)
+			return -ENOMEM;
 	}
 	return 0;
 }
@@ -601,52 +1070,71 @@ static void stop_one(struct sup *s, uint32_t i)
 {
 	struct proc *p = &s->procs[i];
 	uint64_t deadline = shoal__now_ns() + (uint64_t)s->cfg->groups[i].stop_timeout_ms * 1000000u;
-	struct pollfd pfd = { .fd = p->pidfd, .events = POLLIN };
 
 	if (p->pid == 0)
 		return;
 	p->stopping = true;
 	shoal_router_stop_group(s->router, p->id);
-	while (p->pid != 0 && shoal__now_ns() < deadline) {
-		if (poll(&pfd, p->pidfd >= 0, poll_ms(s, 100)) > 0 || p->pidfd < 0)
-			reap(s, i);
-	}
+	while (p->pid != 0 && shoal__now_ns() < deadline)
+		wait_groups(s, (int)i, 100);
 	if (p->pid != 0) {
 		uint64_t kill_deadline = shoal__now_ns() + 5000000000ull;
 
 		kill(p->pid, SIGKILL);
 		while (p->pid != 0 && shoal__now_ns() < kill_deadline)
-			if (poll(&pfd, p->pidfd >= 0, poll_ms(s, 1000)) > 0 || p->pidfd < 0)
-				reap(s, i);
+			wait_groups(s, (int)i, 1000);
 	}
 }
 
-static void reload(struct sup *s)
+/* A refused reload: free the outputs made for the first `upto` groups of
+ * `n` that the running system does not have. */
+static void free_new_outs(struct sup *s, const struct shoal__config *n, struct proc *np,
+			  uint32_t upto)
 {
-	struct shoal_err err = { { 0 } };
+	for (uint32_t i = 0; i < upto; i++)
+		if (shoal__config_group(s->cfg, n->groups[i].name) < 0)
+			out_free(np[i].out);
+}
+
+/* Refuse a reload: say why, with the reason in *err. Returns `ret`. */
+static int refuse_reload(struct sup *s, int ret, struct shoal_err *err)
+{
+	event(s, "reload refused, nothing changed: %s", err->msg[0] ? err->msg : strerror(-ret));
+	return ret;
+}
+
+/*
+ * Re-read the system file and apply it (SIGHUP, `shoal reload`). Returns 0,
+ * or a negative errno with the reason in *err when the file is refused and
+ * nothing changed.
+ */
+static int reload(struct sup *s, struct shoal_err *err)
+{
 	struct shoal__config_space space;
 	struct shoal__config *n;
 	struct proc *np;
-	int ret = shoal__config_load(s->cfg->path, &n, &err);
+	int ret;
 
-	if (ret < 0) {
-		event(s, "reload refused, nothing changed: %s", err.msg);
-		return;
-	}
-	ret = check_reload(s, n, &err);
+	if (tool_pending(s))
+		return refuse_reload(s, shoal__fail(err, -EBUSY, "a group is being stopped or "
+						    "restarted on request: reload once that is "
+						    "done"), err);
+	ret = shoal__sup_load_config(s->cfg->path, s->o->name, &n, err);
+	if (ret < 0)
+		return refuse_reload(s, ret, err);
+	ret = check_reload(s, n, err);
 	if (ret == 0)
-		ret = shoal__config_check_space(n, s->cfg, &space, &err);
+		ret = shoal__config_check_space(n, s->cfg, &space, err);
 	if (ret == 0)
-		ret = declare_types(s, n, &err);   /* only additions are left */
+		ret = declare_types(s, n, err);   /* only additions are left */
 	if (ret < 0) {
-		event(s, "reload refused, nothing changed: %s", err.msg);
 		shoal__config_free(n);
-		return;
+		return refuse_reload(s, ret, err);
 	}
 	np = calloc(n->n_groups, sizeof(*np));
 	if (np == NULL) {
 		shoal__config_free(n);
-		return;
+		return refuse_reload(s, -ENOMEM, err);
 	}
 	/* Declare new groups first, so that every route can name its group. */
 	for (uint32_t i = 0; i < n->n_groups; i++) {
@@ -660,21 +1148,25 @@ static void reload(struct sup *s)
 			continue;
 		}
 		np[i].pidfd = -1;
+		np[i].waiter = -1;
 		np[i].backoff_ms = g->backoff_ms;
-		np[i].id = shoal_router_group(s->router, &spec, &err);
+		np[i].out = out_new(s, g->name, s->log_dir);
+		np[i].id = np[i].out == NULL ? -ENOMEM : shoal_router_group(s->router, &spec, err);
 		if (np[i].id < 0) {
-			event(s, "reload refused: %s", err.msg);
+			ret = np[i].out == NULL ? -ENOMEM : np[i].id;
+			free_new_outs(s, n, np, i + 1);
 			free(np);
 			shoal__config_free(n);
-			return;
+			event(s, "reload refused: %s", err->msg[0] ? err->msg : strerror(-ret));
+			return ret;
 		}
 	}
-	ret = apply_routes(s, n, np, &err);
+	ret = apply_routes(s, n, np, err);
 	if (ret < 0) {
-		event(s, "reload refused, nothing changed: %s", err.msg);
+		free_new_outs(s, n, np, n->n_groups);
 		free(np);
 		shoal__config_free(n);
-		return;
+		return refuse_reload(s, ret, err);
 	}
 	event(s, "reload: %u routes published", n->n_routes);
 	/* Groups gone from the file stop for good; changed ones restart. */
@@ -692,26 +1184,129 @@ static void reload(struct sup *s)
 			np[now].pidfd = -1;
 		}
 	}
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
+		if (s->procs[i].retired)
+			out_free(s->procs[i].out);
 	shoal__config_free(s->cfg);
 	free(s->procs);
 	s->cfg = n;
 	s->procs = np;
+	name_width(s);
+	/* A group stopped on request stays stopped (until `shoal restart`). */
 	for (uint32_t i = 0; i < n->n_groups; i++)
-		if (s->procs[i].pid == 0 && !s->procs[i].failed) {
+		if (s->procs[i].pid == 0 && !s->procs[i].failed && !s->procs[i].held) {
 			s->procs[i].stopping = false;
 			launch(s, i);
 		}
+	return 0;
 }
 
 /* ---- the loop ------------------------------------------------------------------------------ */
+
+/* "a, b, c": the system's group names, for an error that names a wrong one. */
+static void group_list(const struct sup *s, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < s->cfg->n_groups && n < len; i++)
+		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "",
+				      s->cfg->groups[i].name);
+}
+
+/* One lifecycle request, handed over by the control thread (supervisor.h). */
+static void admin_request(struct sup *s, const struct shoal__admin_req *q)
+{
+	const struct shoal__ctl_admin *m = &q->m;
+	struct shoal_err err = { { 0 } };
+	char names[160];
+	int i = -1;
+
+	if (m->group[0] != '\0' && (i = shoal__config_group(s->cfg, m->group)) < 0) {
+		group_list(s, names, sizeof(names));
+		admin_reply(s, q->fd, -ENOENT, "system %s has no group '%s' (its groups: %s)",
+			    s->cfg->system, m->group, names);
+		return;
+	}
+	switch (m->what) {
+	case SHOAL__ADMIN_STOP:
+		if (i >= 0) {
+			tool_stop(s, (uint32_t)i, q->fd, false);
+		} else if (s->n_stop_waiters < sizeof(s->stop_waiters) / sizeof(int)) {
+			s->stop_waiters[s->n_stop_waiters++] = q->fd;
+			begin_stop(s, "asked by shoal stop", false);
+		} else {
+			begin_stop(s, "asked by shoal stop", false);
+			admin_reply(s, q->fd, 0, "system %s is stopping", s->cfg->system);
+		}
+		break;
+	case SHOAL__ADMIN_RESTART:
+		tool_stop(s, (uint32_t)i, q->fd, true);
+		break;
+	case SHOAL__ADMIN_RELOAD:
+		event(s, "reload asked by shoal reload");
+		if (reload(s, &err) < 0)
+			admin_reply(s, q->fd, -EINVAL, "reload refused, nothing changed: %s",
+				    err.msg);
+		else
+			admin_reply(s, q->fd, 0, "system %s reloaded: %u groups, %u routes "
+				    "published", s->cfg->system, s->cfg->n_groups,
+				    s->cfg->n_routes);
+		break;
+	default:
+		admin_reply(s, q->fd, 0, "system %s: supervisor pid %d, %u groups",
+			    s->cfg->system, (int)getpid(), s->cfg->n_groups);
+		break;
+	}
+}
+
+static void on_admin(struct sup *s)
+{
+	struct shoal__admin_req q;
+
+	while (!s->stop_requested && read(s->admin_rd, &q, sizeof(q)) == (ssize_t)sizeof(q))
+		admin_request(s, &q);
+}
+
+/*
+ * The system has stopped and its router is gone (no more requests come):
+ * answer every tool still waiting, and close the pipe.
+ */
+static void admin_finish(struct sup *s)
+{
+	struct shoal__admin_req q;
+
+	shoal__control_admin(NULL, -1);
+	if (s->admin_rd < 0)
+		return;
+	while (read(s->admin_rd, &q, sizeof(q)) == (ssize_t)sizeof(q)) {
+		if (q.m.what == SHOAL__ADMIN_STOP && q.m.group[0] == '\0' &&
+		    s->n_stop_waiters < sizeof(s->stop_waiters) / sizeof(int))
+			s->stop_waiters[s->n_stop_waiters++] = q.fd;
+		else
+			admin_reply(s, q.fd, -ESHUTDOWN, "system %s stopped before this request "
+				    "was served", s->cfg->system);
+	}
+	for (unsigned k = 0; k < s->n_stop_waiters; k++)
+		admin_reply(s, s->stop_waiters[k], 0, "system %s stopped%s", s->cfg->system,
+			    s->failure ? " with failures (see its output)" : "");
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
+		if (s->procs[i].waiter >= 0)
+			admin_reply(s, s->procs[i].waiter, -ESHUTDOWN, "system %s stopped while "
+				    "group %s was stopping", s->cfg->system, s->cfg->groups[i].name);
+	close(s->admin_rd);
+	close(s->admin_wr);
+}
 
 static void on_signal(struct sup *s)
 {
 	struct signalfd_siginfo si;
 
 	while (read(s->sigfd, &si, sizeof(si)) == sizeof(si)) {
+		struct shoal_err err = { { 0 } };
+
 		if (si.ssi_signo == SIGHUP)
-			reload(s);
+			reload(s, &err);
 		else
 			begin_stop(s, si.ssi_signo == SIGINT ? "interrupted" : "terminated", false);
 	}
@@ -720,29 +1315,29 @@ static void on_signal(struct sup *s)
 static void run_loop(struct sup *s)
 {
 	while (!s->stop_requested) {
-		struct pollfd pfd[SHOAL_MAX_GROUPS + 1];
-		uint32_t map[SHOAL_MAX_GROUPS + 1], n = 1;
-		uint64_t now = shoal__now_ns(), wake = now + TICK_NS;
+		struct waitset w = { .n = 2 };
+		uint64_t now = shoal__now_ns(), wake = now + TICK_NS, kill_at;
 
-		pfd[0] = (struct pollfd){ .fd = s->sigfd, .events = POLLIN };
+		w.pfd[0] = (struct pollfd){ .fd = s->sigfd, .events = POLLIN };
+		w.pfd[1] = (struct pollfd){ .fd = s->admin_rd, .events = POLLIN };
+		watch_groups(s, &w, -1);
+		kill_at = tool_stop_deadlines(s, now);
+		if (kill_at < wake)
+			wake = kill_at;
 		for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
 			struct proc *p = &s->procs[i];
 
-			if (p->pid != 0 && p->pidfd >= 0) {
-				pfd[n] = (struct pollfd){ .fd = p->pidfd, .events = POLLIN };
-				map[n++] = i;
-			} else if (p->pid == 0 && p->restart_at_ns != 0 && p->restart_at_ns < wake) {
+			if (p->pid == 0 && p->restart_at_ns != 0 && p->restart_at_ns < wake)
 				wake = p->restart_at_ns;
-			}
 		}
 		if (s->o->duration_ns > 0 && s->start_ns + (uint64_t)s->o->duration_ns < wake)
 			wake = s->start_ns + (uint64_t)s->o->duration_ns;
-		if (poll(pfd, n, poll_ms(s, wake > now ? (wake - now) / 1000000 + 1 : 0)) > 0) {
-			if (pfd[0].revents)
+		if (poll(w.pfd, w.n, poll_ms(s, wake > now ? (wake - now) / 1000000 + 1 : 0)) > 0) {
+			serve_groups(s, &w);
+			if (w.pfd[0].revents)
 				on_signal(s);
-			for (uint32_t k = 1; k < n; k++)
-				if (pfd[k].revents)
-					reap(s, map[k]);
+			else if (w.pfd[1].revents)
+				on_admin(s);
 		}
 		now = shoal__now_ns();
 		for (uint32_t i = 0; i < s->cfg->n_groups && !s->stop_requested; i++) {
@@ -762,25 +1357,37 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 {
 	struct shoal_router_opts ro = { 0 };
 	struct shoal__config_space space;
-	struct sup s = { .o = o, .out = o->out, .sigfd = -1 };
+	struct sup s = { .o = o, .out = o->out, .sigfd = -1, .admin_rd = -1, .admin_wr = -1 };
+	int admin[2];
 	struct sigaction ign = { .sa_handler = SIG_IGN }, old_pipe;
 	sigset_t mask, old;
 	uint64_t lost;
 	int ret;
 
-	ret = shoal__config_load(o->config, &s.cfg, err);
+	ret = shoal__sup_load_config(o->config, o->name, &s.cfg, err);
 	if (ret < 0)
 		return ret;
-	ret = shoal__config_check_space(s.cfg, NULL, &space, err);
+	if (o->log_dir != NULL) {
+		ret = make_log_dir(o->log_dir, err);
+		/* Absolute, for `shoal logs` run from another folder. */
+		if (ret == 0 && (s.log_dir = realpath(o->log_dir, NULL)) == NULL)
+			ret = shoal__fail(err, -errno, "--log-dir %s: %s", o->log_dir,
+					  strerror(errno));
+	}
+	if (ret == 0)
+		ret = shoal__config_check_space(s.cfg, NULL, &space, err);
+	if (ret == 0 && (s.procs = calloc(s.cfg->n_groups, sizeof(*s.procs))) == NULL)
+		ret = -ENOMEM;
 	if (ret < 0) {
+		free(s.log_dir);
 		shoal__config_free(s.cfg);
 		return ret;
 	}
-	s.procs = calloc(s.cfg->n_groups, sizeof(*s.procs));
-	if (s.procs == NULL) {
-		shoal__config_free(s.cfg);
-		return -ENOMEM;
+	for (uint32_t i = 0; i < s.cfg->n_groups; i++) {
+		s.procs[i].pidfd = -1;
+		s.procs[i].waiter = -1;
 	}
+	name_width(&s);
 	s.live = o->status == SHOAL__STATUS_LIVE ||
 		 (o->status == SHOAL__STATUS_AUTO && isatty(fileno(o->out)));
 	sigemptyset(&mask);
@@ -794,6 +1401,10 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	sigemptyset(&ign.sa_mask);
 	sigaction(SIGPIPE, &ign, &old_pipe);
 	s.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (s.sigfd >= 0 && pipe2(admin, O_CLOEXEC | O_NONBLOCK) == 0) {
+		s.admin_rd = admin[0];
+		s.admin_wr = admin[1];
+	}
 	ro.system = s.cfg->system;
 	ro.mode = s.cfg->mode;
 	ro.spin_ns = s.cfg->spin_ns;
@@ -801,9 +1412,11 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	ro.uplink_capacity = s.cfg->uplink_capacity;
 	ro.inbound_capacity = s.cfg->inbound_capacity;
 	ro.direct_capacity = s.cfg->direct_capacity;
-	ret = s.sigfd < 0 ? -errno : shoal_router_start(&s.router, &ro, err);
-	if (ret == 0)
+	ret = s.admin_rd < 0 ? -errno : shoal_router_start(&s.router, &ro, err);
+	if (ret == 0) {
+		shoal__control_admin(s.router, s.admin_wr);
 		ret = declare_types(&s, s.cfg, err);
+	}
 	if (ret == 0)
 		ret = declare_groups(&s, err);
 	if (ret == 0)
@@ -829,11 +1442,15 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	ret = s.failure ? 1 : 0;
 out:
 	shoal_router_destroy(s.router);
+	admin_finish(&s);
 	if (s.sigfd >= 0)
 		close(s.sigfd);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	sigaction(SIGPIPE, &old_pipe, NULL);
+	for (uint32_t i = 0; i < s.cfg->n_groups; i++)
+		out_free(s.procs[i].out);
 	free(s.procs);
+	free(s.log_dir);
 	shoal__config_free(s.cfg);
 	return ret;
 }

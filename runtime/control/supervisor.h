@@ -12,6 +12,8 @@
 
 #include <shoal/api.h>
 
+#include "runtime/control/proto.h"
+
 enum shoal__status_mode {
 	SHOAL__STATUS_AUTO,   /* live line on a terminal, plain lines otherwise */
 	SHOAL__STATUS_LIVE,
@@ -21,10 +23,12 @@ enum shoal__status_mode {
 
 struct shoal__sup_opts {
 	const char *config;          /* path of the YAML file */
+	const char *name;            /* system name instead of the file's; NULL: the file's */
 	int64_t duration_ns;         /* stop after this long; <= 0: until a signal */
 	int status;                  /* enum shoal__status_mode */
 	int64_t status_period_ns;    /* plain status line period; 0: 5 s */
-	FILE *out;                   /* events and status (stdout) */
+	FILE *out;                   /* events, status and group output (stdout) */
+	const char *log_dir;         /* groups' output to DIR/GROUP.log instead; NULL: to out */
 };
 
 /*
@@ -35,7 +39,38 @@ struct shoal__sup_opts {
  */
 int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err);
 
+struct shoal__config;
+
+/*
+ * Load the system file `path` as shoal__config_load() does, under the name
+ * `name` if not NULL (`shoal run --name`: one file runs twice side by side,
+ * as two systems); the file's checks of its own name are repeated for the
+ * given one. Returns 0, or a negative errno with the reason in *err.
+ */
+int shoal__sup_load_config(const char *path, const char *name, struct shoal__config **out,
+			   struct shoal_err *err);
+
 struct shoal_router;
+
+/*
+ * Lifecycle requests (`shoal stop`, `restart`, `reload`) arrive on the
+ * router's control socket, from the system's owner only (server.c checks the
+ * peer's credentials at accept). The control thread hands each one, with its
+ * connection, to the supervisor as one shoal__admin_req written to a pipe;
+ * from then on the connection is the supervisor's, to answer (DONE or ERROR)
+ * and close.
+ */
+struct shoal__admin_req {
+	int fd;                          /* the requester's connection, non-blocking */
+	struct shoal__ctl_admin m;       /* checked by shoal__ctl_check() */
+};
+
+/*
+ * server.c: hand router r's lifecycle requests to the pipe `fd` (its write
+ * end, non-blocking); r NULL: nobody takes them (they are answered ENOTSUP).
+ * One router per process can take them: the one `shoal run` supervises.
+ */
+void shoal__control_admin(const struct shoal_router *r, int fd);
 
 /*
  * router.c: for every group that is neither running nor failed, count what

@@ -143,6 +143,22 @@ static void walk_accepted(const void *buf, size_t len, int op)
 	case SHOAL__CTL_BYE:
 		FUZZ_CHECK(len == sizeof(struct shoal__ctl_hdr));
 		break;
+	case SHOAL__CTL_ADMIN: {
+		const struct shoal__ctl_admin *a = buf;
+
+		FUZZ_CHECK(len == sizeof(*a));
+		FUZZ_CHECK(a->what > 0 && a->what < SHOAL__ADMIN_MAX);
+		FUZZ_CHECK(strlen(a->group) < sizeof(a->group));
+		break;
+	}
+	case SHOAL__CTL_DONE: {
+		const struct shoal__ctl_done *d = buf;
+
+		FUZZ_CHECK(len == sizeof(*d));
+		FUZZ_CHECK(strlen(d->msg) < sizeof(d->msg));
+		FUZZ_CHECK(strlen(d->log_dir) < sizeof(d->log_dir));
+		break;
+	}
 	default:
 		FUZZ_CHECK(!"unknown op accepted");
 	}

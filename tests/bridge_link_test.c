@@ -1,0 +1,323 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The link between two hosts' bridges (runtime/bridge/link.c) over UCP on
+ * TCP, with hosts played by two network namespaces joined by a veth pair
+ * (tests/netns.c): every record delivered exactly once and in order, or
+ * counted in `lost_link`; through a link taken down for 2 s; back-pressure
+ * from a receiver that does not release; a peer restart counted.
+ *
+ * Each end runs in a forked child that entered its namespace; children
+ * report through a shared mapping. Runs as root; skips visibly otherwise,
+ * or when namespaces cannot be made. Every wait has a deadline; nothing
+ * asserts a duration.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "runtime/bridge/link.h"
+#include "shm/util.h"
+#include "tests/netns.h"
+#include "tests/testutil.h"
+
+#define PORT "7400"
+#define WINDOW (256u << 10)
+#define MAX_RECORD 1024u
+#define NS_PER_MS 1000000ull
+
+/* What the children report to the test. */
+struct report {
+	_Atomic uint64_t received;    /* receiver: records taken in order so far */
+	_Atomic int stop_send;        /* test -> sender: send no new record */
+	_Atomic int stop_recv;        /* test -> receiver: the sender is done */
+	uint64_t disorder;            /* receiver: a record numbered below the next expected */
+	uint64_t skipped;             /* receiver: numbers jumped over */
+	uint64_t corrupt;             /* receiver: a record whose bytes are not its own */
+	struct shoal__link_stats tx;  /* sender's, at its end */
+	struct shoal__link_stats rx;  /* receiver's */
+};
+
+static struct report *rep;
+static struct test_netns hosts;
+static const char *skip_reason;
+
+static uint64_t now_ns(void)
+{
+	return shoal__now_ns();
+}
+
+/* Record `seq`: its number, then bytes derived from it, 16..215 long. */
+static uint32_t record_make(unsigned char *buf, uint64_t seq)
+{
+	uint32_t len = 16 + (uint32_t)(seq * 7 % 200);
+
+	memcpy(buf, &seq, 8);
+	memcpy(buf + 8, &len, 4);
+	for (uint32_t i = 12; i < len; i++)
+		buf[i] = (unsigned char)(seq * 31 + i);
+	return len;
+}
+
+static bool record_ok(const struct shoal__frame_rec *r, uint64_t *seq)
+{
+	unsigned char want[MAX_RECORD];
+
+	if (r->len < 16)
+		return false;
+	memcpy(seq, r->data, 8);
+	return record_make(want, *seq) == r->len && memcmp(want, r->data, r->len) == 0 &&
+	       r->tag == (uint16_t)*seq;
+}
+
+static struct shoal__link_opts opts(int role, const char *addr)
+{
+	return (struct shoal__link_opts){
+		.role = role,
+		.addr = addr,
+		.transports = "tcp",
+		.window = WINDOW,
+		.max_record = MAX_RECORD,
+		.flush_bytes = 8192,
+		.keepalive_ns = 50 * NS_PER_MS,
+		.dead_ns = 500 * NS_PER_MS,
+		.backoff_ns = 20 * NS_PER_MS,
+		.max_backoff_ns = 200 * NS_PER_MS,
+	};
+}
+
+/* Sleep on the link's fd until its deadline, at most `max_ms`. */
+static void link_wait(struct shoal__link *l, int max_ms)
+{
+	struct pollfd p = { .fd = shoal__link_fd(l), .events = POLLIN };
+	uint64_t now = now_ns(), due = shoal__link_deadline(l);
+	int ms = max_ms;
+
+	if (shoal__link_arm(l) != 0)
+		return;
+	if (due <= now)
+		return;
+	if ((due - now) / NS_PER_MS < (uint64_t)ms)
+		ms = (int)((due - now) / NS_PER_MS) + 1;
+	poll(&p, 1, ms);
+}
+
+static char peer_addr[40];
+
+/* ---- the two ends, each in its own child and namespace -------------------- */
+
+/* Send records 0, 1, ... (`limit` of them, or until told to stop), then
+ * wait until every one is acked. */
+static int sender(void *arg)
+{
+	uint64_t limit = *(uint64_t *)arg, seq = 0, deadline = now_ns() + 45000 * NS_PER_MS;
+	struct shoal__link_opts o = opts(SHOAL__LINK_CONNECT, peer_addr);
+	struct shoal__link *l;
+	struct shoal__link_stats st;
+	struct shoal_err err;
+	unsigned char buf[MAX_RECORD];
+
+	CHILD_CHECK(test_netns_enter(&hosts, 0) == 0);
+	if (shoal__link_create(&l, &o, &err) < 0) {
+		fprintf(stderr, "sender: %s\n", err.msg);
+		return 1;
+	}
+	for (;;) {
+		bool more = !atomic_load(&rep->stop_send) && (limit == 0 || seq < limit);
+		int ret = 0;
+
+		for (int burst = 0; more && burst < 64; burst++) {
+			uint32_t len = record_make(buf, seq);
+
+			ret = shoal__link_send(l, buf, len, (uint16_t)seq);
+			if (ret < 0)
+				break;
+			seq++;
+			if (limit && seq == limit)
+				break;
+		}
+		CHILD_CHECK(ret == 0 || ret == -EAGAIN);
+		CHILD_CHECK(shoal__link_poll(l, now_ns()) == 0);
+		shoal__link_stats(l, &st);
+		if (!more && st.acked == seq)
+			break;
+		if (now_ns() > deadline) {
+			fprintf(stderr, "sender: deadline: sent %llu, acked %llu, state %u\n",
+				(unsigned long long)seq, (unsigned long long)st.acked, st.state);
+			break;
+		}
+		if (ret == -EAGAIN || !more)
+			link_wait(l, 10);
+	}
+	shoal__link_stats(l, &rep->tx);
+	shoal__link_destroy(l);
+	return 0;
+}
+
+/* Take records in order until the test says the sender is done. */
+static int receiver(void *arg)
+{
+	struct shoal__link_opts o = opts(SHOAL__LINK_LISTEN, peer_addr);
+	uint64_t expect = 0, deadline = now_ns() + 60000 * NS_PER_MS;
+	struct shoal__link *l;
+	struct shoal_err err;
+
+	(void)arg;
+	CHILD_CHECK(test_netns_enter(&hosts, 1) == 0);
+	if (shoal__link_create(&l, &o, &err) < 0) {
+		fprintf(stderr, "receiver: %s\n", err.msg);
+		return 1;
+	}
+	while (!atomic_load(&rep->stop_recv) && now_ns() < deadline) {
+		struct shoal__frame_rec r;
+		uint64_t seq = 0;
+		bool got = false;
+
+		CHILD_CHECK(shoal__link_poll(l, now_ns()) == 0);
+		while (shoal__link_recv_peek(l, &r) == 0) {
+			if (!record_ok(&r, &seq))
+				rep->corrupt++;
+			else if (seq < expect)
+				rep->disorder++;
+			else
+				rep->skipped += seq - expect;
+			expect = seq + 1;
+			shoal__link_recv_release(l);
+			atomic_store(&rep->received, atomic_load(&rep->received) + 1);
+			got = true;
+		}
+		if (!got)
+			link_wait(l, 10);
+	}
+	shoal__link_stats(l, &rep->rx);
+	shoal__link_destroy(l);
+	return 0;
+}
+
+/* ---- the cases ------------------------------------------------------------ */
+
+static int setup(void **state)
+{
+	(void)state;
+	skip_reason = test_netns_unavailable();
+	if (skip_reason)
+		return 0;
+	if (test_netns_create(&hosts, "link", 77) < 0)
+		skip_reason = "could not make the namespaces (see above)";
+	snprintf(peer_addr, sizeof(peer_addr), "%s:" PORT, hosts.addr[1]);
+	rep = mmap(NULL, sizeof(*rep), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	return rep == MAP_FAILED ? -1 : 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	test_netns_destroy(&hosts);
+	if (rep && rep != MAP_FAILED)
+		munmap(rep, sizeof(*rep));
+	return 0;
+}
+
+static void skip_without_netns(void)
+{
+	if (skip_reason) {
+		fprintf(stderr, "skipped: %s\n", skip_reason);
+		skip();
+	}
+	memset(rep, 0, sizeof(*rep));
+}
+
+/* Wait until the receiver has `n` records; false past `ms`. */
+static bool wait_received(uint64_t n, int ms)
+{
+	uint64_t end = now_ns() + (uint64_t)ms * NS_PER_MS;
+
+	while (atomic_load(&rep->received) < n) {
+		if (now_ns() > end)
+			return false;
+		usleep(10000);
+	}
+	return true;
+}
+
+static void finish(pid_t tx, pid_t rx)
+{
+	int st_tx = test_wait_pid(tx, 60000), st_rx;
+
+	atomic_store(&rep->stop_recv, 1);
+	st_rx = test_wait_pid(rx, 10000);
+	test_assert_exited(st_tx, 0);
+	test_assert_exited(st_rx, 0);
+	fprintf(stderr, "sender: %llu records (%llu resent, %llu lost_link), %llu frames, "
+		"%llu connects, %llu broken, %llu credit waits; receiver: %llu records in "
+		"%llu frames, %llu duplicates dropped, %llu refused\n",
+		(unsigned long long)rep->tx.next_seq, (unsigned long long)rep->tx.resent,
+		(unsigned long long)rep->tx.lost_link, (unsigned long long)rep->tx.frames_sent,
+		(unsigned long long)rep->tx.connects, (unsigned long long)rep->tx.broken,
+		(unsigned long long)rep->tx.credit_waits, (unsigned long long)rep->received,
+		(unsigned long long)rep->rx.frames_recv, (unsigned long long)rep->rx.duplicates,
+		(unsigned long long)rep->rx.refused);
+	/* Exactly once, in order, or counted. */
+	assert_int_equal(rep->corrupt, 0);
+	assert_int_equal(rep->disorder, 0);
+	assert_int_equal(rep->tx.acked, rep->tx.next_seq);
+	assert_int_equal(rep->received + rep->tx.lost_link, rep->tx.next_seq);
+	assert_true(rep->skipped <= rep->tx.lost_link);
+	assert_int_equal(rep->rx.refused, 0);
+	assert_int_equal(rep->tx.refused, 0);
+}
+
+static void link_delivers_every_record_once_in_order(void **state)
+{
+	uint64_t n = test_scale(20000);
+	pid_t rx, tx;
+
+	(void)state;
+	skip_without_netns();
+	rx = test_spawn(receiver, NULL, 0);
+	tx = test_spawn(sender, &n, sizeof(n));
+	finish(tx, rx);
+	assert_int_equal(rep->tx.next_seq, n);
+	assert_int_equal(rep->tx.lost_link, 0);
+	assert_int_equal(rep->received, n);
+}
+
+static void link_down_for_two_seconds_loses_nothing_uncounted(void **state)
+{
+	uint64_t until_stopped = 0, before;
+	uint64_t step = test_scale(3000);
+	pid_t rx, tx;
+
+	(void)state;
+	skip_without_netns();
+	rx = test_spawn(receiver, NULL, 0);
+	tx = test_spawn(sender, &until_stopped, sizeof(until_stopped));
+	assert_true(wait_received(step, 20000));
+	assert_int_equal(test_netns_link(&hosts, 0, false), 0);
+	sleep(2);
+	assert_int_equal(test_netns_link(&hosts, 0, true), 0);
+	before = atomic_load(&rep->received);
+	/* The link recovers: records flow again. */
+	if (!wait_received(before + step, 30000))
+		fail_msg("no recovery: %llu records before, %llu now",
+			 (unsigned long long)before, (unsigned long long)rep->received);
+	atomic_store(&rep->stop_send, 1);
+	finish(tx, rx);
+	/* The outage was seen (the link's dead time is a quarter of it), and
+	 * nothing was lost: no end restarted. */
+	assert_true(rep->tx.broken >= 1);
+	assert_int_equal(rep->tx.lost_link, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(link_delivers_every_record_once_in_order),
+		cmocka_unit_test(link_down_for_two_seconds_loses_nothing_uncounted),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

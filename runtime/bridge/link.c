@@ -767,6 +767,13 @@ static int ucx_open(struct shoal__link *l, struct shoal_err *err)
 	ucp_config_t *cfg;
 	ucs_status_t s;
 
+	/* A restarted bridge must listen again at once, while its previous
+	 * life's connections linger in TIME_WAIT on the port: SO_REUSEADDR.
+	 * UCX 1.13 reads that option of its TCP connection manager from the
+	 * environment only (ucp_config_modify() does not reach it); a value
+	 * the user set is kept. */
+	if (l->o.role == SHOAL__LINK_LISTEN && setenv("UCX_TCP_CM_REUSEADDR", "y", 0) < 0)
+		return shoal__fail(err, -errno, "setenv UCX_TCP_CM_REUSEADDR");
 	s = ucp_config_read(NULL, NULL, &cfg);
 	if (s != UCS_OK)
 		return ucx_fail(err, s, "UCX configuration");

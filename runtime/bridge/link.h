@@ -98,6 +98,8 @@ struct shoal__link_stats {
  *   -ENOMEM      out of memory;
  *   -EADDRINUSE  (LISTEN) the address is taken;
  *   -EIO         UCX refused for another reason (named in *err).
+ * A LISTEN link sets UCX_TCP_CM_REUSEADDR=y in the environment unless set
+ * (link.c says why): do not create one while another thread reads it.
  */
 int shoal__link_create(struct shoal__link **out, const struct shoal__link_opts *o,
 		       struct shoal_err *err);

@@ -178,7 +178,8 @@ int shoal__frame_add(struct shoal__frame_enc *e, const void *data, uint32_t len,
 	put32(p, len);
 	put16(p + 4, tag);
 	put16(p + 6, 0);
-	memcpy(p + SHOAL__FRAME_REC_HDR, data, len);
+	if (len)   /* an empty record may come with data NULL */
+		memcpy(p + SHOAL__FRAME_REC_HDR, data, len);
 	/* Zero padding, so that a frame's bytes depend only on its content. */
 	memset(p + SHOAL__FRAME_REC_HDR + len, 0, size - SHOAL__FRAME_REC_HDR - len);
 	e->len += size;

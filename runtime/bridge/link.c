@@ -126,7 +126,8 @@ static int recq_push(struct recq *q, const void *data, uint32_t len, uint16_t ta
 	}
 	r = recq_at(q, q->tail);
 	*r = (struct qrec){ .len = len, .tag = tag, .seq = seq };
-	memcpy(r + 1, data, len);
+	if (len)
+		memcpy(r + 1, data, len);
 	q->tail += size;
 	q->n++;
 	q->bytes += shoal__frame_rec_size(len);
@@ -921,8 +922,12 @@ int shoal__link_flush(struct shoal__link *l)
 	return flush(l) < 0 ? -EAGAIN : 0;
 }
 
-int shoal__link_poll(struct shoal__link *l, uint64_t now_ns)
+void shoal__link_poll(struct shoal__link *l, uint64_t now_ns)
 {
+	/* Time never goes back for the link, whatever clock reading the
+	 * caller took before its last send: timers compare by subtraction. */
+	if (now_ns < l->now)
+		now_ns = l->now;
 	l->now = now_ns;
 	while (ucp_worker_progress(l->worker))
 		;
@@ -938,7 +943,7 @@ int shoal__link_poll(struct shoal__link *l, uint64_t now_ns)
 	if (l->hello_due && send_control(l, SHOAL__FRAME_HELLO) == 0)
 		l->hello_due = false;
 	if (l->state != SHOAL__LINK_UP)
-		return 0;
+		return;
 	if (l->unsent_bytes && (l->unsent_bytes >= l->o.flush_bytes ||
 				now_ns - l->unsent_since >= l->o.flush_ns))
 		flush(l);
@@ -946,7 +951,6 @@ int shoal__link_poll(struct shoal__link *l, uint64_t now_ns)
 		send_control(l, SHOAL__FRAME_ACK);
 	if (l->ep_failed)
 		conn_drop(l);
-	return 0;
 }
 
 int shoal__link_fd(const struct shoal__link *l)

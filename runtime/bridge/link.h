@@ -129,12 +129,14 @@ int shoal__link_send(struct shoal__link *l, const void *data, uint32_t len, uint
 int shoal__link_flush(struct shoal__link *l);
 
 /*
- * Do everything due at `now_ns` (CLOCK_MONOTONIC): progress UCP (which
- * receives frames), accept or retry a connection, send due frames, acks and
- * keepalives, drop a dead connection. Returns 0, or a negative errno when
- * UCX fails in a way the link cannot recover from (then only destroy).
+ * Do everything due at `now_ns` (CLOCK_MONOTONIC; a reading older than the
+ * link's last counts as that one): progress UCP (which receives frames),
+ * accept or retry a connection, send due frames, acks and keepalives, drop
+ * a dead connection. Every failure is the connection's: it is dropped,
+ * counted in `broken` and tried again, so the call itself never fails.
+ * Makes system calls; never sleeps.
  */
-int shoal__link_poll(struct shoal__link *l, uint64_t now_ns);
+void shoal__link_poll(struct shoal__link *l, uint64_t now_ns);
 
 /* The event fd of the link's UCP worker, for poll(2)/epoll. Never fails. */
 int shoal__link_fd(const struct shoal__link *l);

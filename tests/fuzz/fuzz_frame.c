@@ -77,10 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size > SHOAL__FRAME_MAX + 16)
 		return 0;
-	buf = malloc(size ? size : 1);
-	FUZZ_CHECK(buf != NULL);
-	if (size)
-		memcpy(buf, data, size);
+	buf = fuzz_exact_copy(data, size);
 	memset(&err, 0x5a, sizeof(err));
 	ret = shoal__frame_decode(buf, size, &h, &err);
 	ret_quiet = shoal__frame_decode(buf, size, &h_quiet, NULL);

@@ -4,13 +4,15 @@
  * TCP, with hosts played by two network namespaces joined by a veth pair
  * (tests/netns.c): every record delivered exactly once and in order, or
  * counted in `lost_link`; through a link taken down for 2 s; back-pressure
- * from a receiver that does not release; a peer restart counted.
+ * from a receiver that does not release; a peer restart counted; a hostile
+ * peer's frames refused and counted.
  *
  * Each end runs in a forked child that entered its namespace; children
  * report through a shared mapping. Runs as root; skips visibly otherwise,
  * or when namespaces cannot be made. Every wait has a deadline; nothing
  * asserts a duration.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdatomic.h>
@@ -18,6 +20,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+
+#include <ucp/api/ucp.h>
 
 #include "runtime/bridge/link.h"
 #include "shm/util.h"
@@ -485,6 +489,164 @@ static void link_peer_restart_counts_unacked_records_lost(void **state)
 	test_assert_exited(test_wait_pid(test_spawn(peer_restart, NULL, 0), 60000), 0);
 }
 
+/* A peer that is no link: a bare UCP endpoint sending the frames it likes. */
+struct raw_peer {
+	ucp_context_h ctx;
+	ucp_worker_h worker;
+	ucp_ep_h ep;
+};
+
+/* What the link sends back (its HELLO, acks) is not looked at. */
+static ucs_status_t raw_ignore(void *arg, const void *header, size_t header_len, void *data,
+			       size_t len, const ucp_am_recv_param_t *param)
+{
+	(void)arg, (void)header, (void)header_len, (void)data, (void)len, (void)param;
+	return UCS_OK;
+}
+
+static void raw_connect(struct raw_peer *p, const char *ip, uint16_t port)
+{
+	ucp_am_handler_param_t ap = {
+		.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB,
+		.id = SHOAL__LINK_AM_ID,
+		.cb = raw_ignore,
+	};
+	ucp_params_t cp = { .field_mask = UCP_PARAM_FIELD_FEATURES, .features = UCP_FEATURE_AM };
+	ucp_worker_params_t wp = { .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+				   .thread_mode = UCS_THREAD_MODE_SINGLE };
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(port) };
+	/* The error mode must be the link's, or the connection fails. */
+	ucp_ep_params_t ep = {
+		.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
+			      UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
+		.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+		.err_mode = UCP_ERR_HANDLING_MODE_PEER,
+		.sockaddr = { .addr = (const struct sockaddr *)&sa, .addrlen = sizeof(sa) },
+	};
+
+	CHILD_CHECK(inet_pton(AF_INET, ip, &sa.sin_addr) == 1);
+	CHILD_CHECK(ucp_init(&cp, NULL, &p->ctx) == UCS_OK);
+	CHILD_CHECK(ucp_worker_create(p->ctx, &wp, &p->worker) == UCS_OK);
+	CHILD_CHECK(ucp_worker_set_am_recv_handler(p->worker, &ap) == UCS_OK);
+	CHILD_CHECK(ucp_ep_create(p->worker, &ep, &p->ep) == UCS_OK);
+}
+
+static void raw_close(struct raw_peer *p)
+{
+	ucp_request_param_t rp = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+				   .flags = UCP_EP_CLOSE_FLAG_FORCE };
+	ucs_status_ptr_t r = ucp_ep_close_nbx(p->ep, &rp);
+
+	while (r && !UCS_PTR_IS_ERR(r) && ucp_request_check_status(r) == UCS_INPROGRESS)
+		ucp_worker_progress(p->worker);
+	if (r && !UCS_PTR_IS_ERR(r))
+		ucp_request_free(r);
+	ucp_worker_destroy(p->worker);
+	ucp_cleanup(p->ctx);
+}
+
+/* Send `len` bytes as one frame-sized active message and wait for it. */
+static void raw_send(struct raw_peer *p, struct shoal__link *l, const void *buf, size_t len)
+{
+	ucp_request_param_t rp = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+				   .flags = UCP_AM_SEND_FLAG_EAGER };
+	ucs_status_ptr_t r = ucp_am_send_nbx(p->ep, SHOAL__LINK_AM_ID, NULL, 0, buf, len, &rp);
+
+	CHILD_CHECK(!UCS_PTR_IS_ERR(r));
+	while (r && ucp_request_check_status(r) == UCS_INPROGRESS) {
+		ucp_worker_progress(p->worker);
+		shoal__link_poll(l, now_ns());
+	}
+	if (r)
+		ucp_request_free(r);
+}
+
+static uint32_t raw_frame(unsigned char *buf, uint8_t kind, uint32_t epoch, uint64_t first,
+			  uint64_t ack, uint32_t n)
+{
+	struct shoal__frame_enc e;
+	unsigned char rec[MAX_RECORD];
+
+	CHILD_CHECK(shoal__frame_begin(&e, buf, 4096, kind) == 0);
+	for (uint32_t i = 0; i < n; i++)
+		CHILD_CHECK(shoal__frame_add(&e, rec, record_make(rec, first + i),
+					     (uint16_t)(first + i)) == 0);
+	return shoal__frame_end(&e, epoch, first, ack, WINDOW);
+}
+
+/* Poll the link until its `refused` counter reaches n; its stats in *st. */
+static bool refused_reaches(struct raw_peer *p, struct shoal__link *l, uint64_t n,
+			    struct shoal__link_stats *st)
+{
+	uint64_t end = now_ns() + 5000 * NS_PER_MS;
+
+	do {
+		ucp_worker_progress(p->worker);
+		shoal__link_poll(l, now_ns());
+		shoal__link_stats(l, st);
+	} while (st->refused < n && now_ns() < end);
+	return st->refused == n;
+}
+
+/* A hostile peer's frames are refused and counted one by one; the link
+ * goes on taking the honest ones. */
+static int hostile_peer(void *arg)
+{
+	unsigned char buf[4096];
+	struct shoal__link_opts o = opts(SHOAL__LINK_LISTEN, LOCAL_ADDR);
+	struct raw_peer p;
+	struct shoal__link *l;
+	struct shoal__link_stats st;
+	struct shoal__frame_rec r;
+	uint32_t len;
+	uint64_t seq;
+
+	(void)arg;
+	CHILD_CHECK(test_netns_enter(&hosts, 0) == 0);
+	/* The raw peer sends no keepalive: a dead time longer than the test. */
+	o.dead_ns = 60000 * NS_PER_MS;
+	CHILD_CHECK(shoal__link_create(&l, &o, NULL) == 0);
+	raw_connect(&p, "127.0.0.1", 7401);
+	len = raw_frame(buf, SHOAL__FRAME_HELLO, 9, 0, 0, 0);
+	raw_send(&p, l, buf, len);
+	CHILD_CHECK(PUMP_UNTIL(l, l, state_of(l) == SHOAL__LINK_UP, 10000));
+	/* Bad magic. */
+	len = raw_frame(buf, SHOAL__FRAME_DATA, 9, 0, 0, 1);
+	buf[0] ^= 1;
+	raw_send(&p, l, buf, len);
+	CHILD_CHECK(refused_reaches(&p, l, 1, &st));
+	CHILD_CHECK(strstr(st.last_refusal.msg, "magic") != NULL);
+	/* Truncated: the length field says more than arrived. */
+	len = raw_frame(buf, SHOAL__FRAME_DATA, 9, 0, 0, 2);
+	raw_send(&p, l, buf, len - 8);
+	CHILD_CHECK(refused_reaches(&p, l, 2, &st));
+	/* Another epoch than the peer's HELLO said. */
+	len = raw_frame(buf, SHOAL__FRAME_DATA, 10, 0, 0, 1);
+	raw_send(&p, l, buf, len);
+	CHILD_CHECK(refused_reaches(&p, l, 3, &st));
+	/* An ack of records the link never sent. */
+	len = raw_frame(buf, SHOAL__FRAME_ACK, 9, 0, 5, 0);
+	raw_send(&p, l, buf, len);
+	CHILD_CHECK(refused_reaches(&p, l, 4, &st));
+	CHILD_CHECK(strstr(st.last_refusal.msg, "never sent") != NULL);
+	/* An honest frame after all that: taken. */
+	len = raw_frame(buf, SHOAL__FRAME_DATA, 9, 0, 0, 3);
+	raw_send(&p, l, buf, len);
+	CHILD_CHECK(PUMP_UNTIL(l, l, (shoal__link_stats(l, &st), st.recv_held == 3), 5000));
+	CHILD_CHECK(st.refused == 4 && st.records_recv == 3);
+	CHILD_CHECK(shoal__link_recv_peek(l, &r) == 0 && record_ok(&r, &seq) && seq == 0);
+	raw_close(&p);
+	shoal__link_destroy(l);
+	return 0;
+}
+
+static void link_refuses_and_counts_a_hostile_peers_frames(void **state)
+{
+	(void)state;
+	skip_without_netns();
+	test_assert_exited(test_wait_pid(test_spawn(hostile_peer, NULL, 0), 60000), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -492,6 +654,7 @@ int main(void)
 		cmocka_unit_test(link_down_for_two_seconds_loses_nothing_uncounted),
 		cmocka_unit_test(link_slow_receiver_pushes_back_on_the_sender),
 		cmocka_unit_test(link_peer_restart_counts_unacked_records_lost),
+		cmocka_unit_test(link_refuses_and_counts_a_hostile_peers_frames),
 	};
 	const char *why = test_netns_unavailable();
 

@@ -49,7 +49,6 @@
 #include "runtime/bridge/link.h"
 #include "shm/util.h"
 
-#define LINK_AM_ID   0x5348u      /* the active-message id of link frames */
 #define NBUF         4u           /* frame buffers: frames UCP may hold at once */
 #define NCLOSING     8u           /* endpoints being closed at once */
 #define REC_PAD      1u           /* queue record flag: filler to the end of the area */
@@ -326,7 +325,7 @@ static int frame_out(struct shoal__link *l, struct fbuf *f, uint32_t len)
 		.cb.send = sent_cb,
 		.user_data = f,
 	};
-	ucs_status_ptr_t r = ucp_am_send_nbx(l->ep, LINK_AM_ID, NULL, 0, f->buf, len, &p);
+	ucs_status_ptr_t r = ucp_am_send_nbx(l->ep, SHOAL__LINK_AM_ID, NULL, 0, f->buf, len, &p);
 
 	if (UCS_PTR_IS_ERR(r)) {
 		l->ep_failed = true;
@@ -760,7 +759,7 @@ static int ucx_open(struct shoal__link *l, struct shoal_err *err)
 	ucp_am_handler_param_t ap = {
 		.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
 			      UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
-		.id = LINK_AM_ID,
+		.id = SHOAL__LINK_AM_ID,
 		.flags = UCP_AM_FLAG_WHOLE_MSG,
 		.cb = am_cb,
 		.arg = l,

@@ -36,6 +36,10 @@
 
 struct shoal__link;
 
+/* The UCP active-message id of link frames (each frame one message, eager,
+ * no AM header). */
+#define SHOAL__LINK_AM_ID 0x5348u
+
 enum shoal__link_role {
 	SHOAL__LINK_LISTEN = 1,    /* wait for the peer on `addr` */
 	SHOAL__LINK_CONNECT = 2,   /* reach the peer at `addr`, reconnect with backoff */

@@ -169,9 +169,7 @@ static struct qrec *recq_front(const struct recq *q)
 
 struct fbuf {
 	unsigned char *buf;
-	void *req;         /* UCP's request while in flight, NULL when free */
-	struct shoal__link *link;
-	bool busy;
+	bool busy;         /* UCP holds it: a request in flight */
 };
 
 struct shoal__link {
@@ -302,7 +300,6 @@ static void sent_cb(void *req, ucs_status_t status, void *user)
 	 * until acked and go again after the reconnect that follows. */
 	(void)status;
 	f->busy = false;
-	f->req = NULL;
 	ucp_request_free(req);
 }
 
@@ -331,10 +328,8 @@ static int frame_out(struct shoal__link *l, struct fbuf *f, uint32_t len)
 		l->ep_failed = true;
 		return -ENOTCONN;
 	}
-	if (r != NULL) {
+	if (r != NULL)
 		f->busy = true;
-		f->req = r;
-	}
 	l->st.frames_sent++;
 	l->last_tx = l->now;
 	return 0;
@@ -539,17 +534,14 @@ static void refuse(struct shoal__link *l, const struct shoal_err *why)
 	l->st.last_refusal = *why;
 }
 
-/* The peer's ack and credit. Returns 0, or -EBADMSG for an ack of records
- * never sent (nothing changed). */
-static int take_ack(struct shoal__link *l, uint64_t ack, uint32_t credits)
+/* The peer's ack (at most sent_max, checked by frame_in()) and credit. */
+static void take_ack(struct shoal__link *l, uint64_t ack, uint32_t credits)
 {
-	if (ack > l->sent_max)
-		return -EBADMSG;
 	/* An ack below ours is older news (a frame from before a reconnect, or
 	 * a restarted peer's first HELLO): its credit is measured from a point
 	 * we passed, so it is ignored with it. */
 	if (ack < l->acked)
-		return 0;
+		return;
 	while (l->acked < ack) {
 		if (l->sent == l->acked) {
 			/* Acked before this connection sent it again: it
@@ -564,7 +556,6 @@ static int take_ack(struct shoal__link *l, uint64_t ack, uint32_t credits)
 		l->acked++;
 	}
 	l->peer_credits = credits;
-	return 0;
 }
 
 /* A frame's records from `first` on, in order into rq. */
@@ -668,14 +659,22 @@ static void frame_in(struct shoal__link *l, const void *buf, size_t len)
 		refuse(l, &why);
 		return;
 	}
-	if (h.kind == SHOAL__FRAME_HELLO)
-		take_hello(l, &h);
-	if (take_ack(l, h.ack, h.credits) < 0) {
+	/* Checked before anything changes, so that a refused frame is refused
+	 * whole. A restarted peer acks in our numbering too, learnt from our
+	 * HELLO, which never goes past sent_max. But if *we* restarted, the
+	 * peer's first HELLO acks our previous life's numbers: that ack is
+	 * ignored (the HELLO it sends on seeing our new epoch is right). */
+	if (h.ack > l->sent_max && h.kind == SHOAL__FRAME_HELLO)
+		h.ack = 0;
+	if (h.ack > l->sent_max) {
 		shoal__fail(&why, -EBADMSG, "ack %llu of records never sent (%llu were)",
 			    (unsigned long long)h.ack, (unsigned long long)l->sent_max);
 		refuse(l, &why);
 		return;
 	}
+	if (h.kind == SHOAL__FRAME_HELLO)
+		take_hello(l, &h);
+	take_ack(l, h.ack, h.credits);
 	if (h.kind == SHOAL__FRAME_DATA) {
 		ret = take_records(l, buf, &h);
 		if (ret < 0) {

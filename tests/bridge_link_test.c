@@ -489,6 +489,91 @@ static void link_peer_restart_counts_unacked_records_lost(void **state)
 	test_assert_exited(test_wait_pid(test_spawn(peer_restart, NULL, 0), 60000), 0);
 }
 
+/* Send records first..first+n-1 on l, polling both ends while refused. */
+static void send_range(struct shoal__link *l, struct shoal__link *other, uint64_t first,
+		       uint64_t n)
+{
+	unsigned char buf[MAX_RECORD];
+
+	for (uint64_t seq = first; seq < first + n; seq++) {
+		uint32_t len = record_make(buf, seq);
+
+		CHILD_CHECK(PUMP_UNTIL(l, other, shoal__link_send(l, buf, len, (uint16_t)seq) == 0,
+				       10000));
+	}
+}
+
+/* Wait until l holds n records, then take them: first, first+1, ... */
+static void take_range(struct shoal__link *l, struct shoal__link *other, uint64_t first,
+		       uint64_t n)
+{
+	struct shoal__link_stats st;
+	struct shoal__frame_rec r;
+	uint64_t seq;
+
+	CHILD_CHECK(PUMP_UNTIL(l, other, (shoal__link_stats(l, &st), st.recv_held == n), 10000));
+	for (uint64_t i = 0; i < n; i++) {
+		CHILD_CHECK(shoal__link_recv_peek(l, &r) == 0);
+		CHILD_CHECK(record_ok(&r, &seq) && seq == first + i);
+		shoal__link_recv_release(l);
+	}
+}
+
+/* Records flow both ways, then the connecting end restarts: the other end
+ * counts what the dead one held unacked, takes the new one's HELLO although
+ * it acks numbers of the previous life, and both directions go on. */
+static int connector_restart(void *arg)
+{
+	struct shoal__link *a, *b;
+	struct shoal__link_stats st_a, st_b;
+
+	(void)arg;
+	CHILD_CHECK(test_netns_enter(&hosts, 0) == 0);
+	a = local_link(SHOAL__LINK_LISTEN, 1);
+	b = local_link(SHOAL__LINK_CONNECT, 5);
+	CHILD_CHECK(PUMP_UNTIL(a, b, state_of(a) == SHOAL__LINK_UP && state_of(b) ==
+			       SHOAL__LINK_UP, 10000));
+	send_range(b, a, 0, 30);
+	send_range(a, b, 0, 20);
+	(void)shoal__link_flush(a);
+	(void)shoal__link_flush(b);
+	take_range(a, b, 0, 30);
+	take_range(b, a, 0, 20);
+	CHILD_CHECK(PUMP_UNTIL(a, b, (shoal__link_stats(a, &st_a), shoal__link_stats(b, &st_b),
+				      st_a.acked == 20 && st_b.acked == 30), 10000));
+	/* b dies holding 10 of a's records. */
+	send_range(a, b, 20, 10);
+	(void)shoal__link_flush(a);
+	CHILD_CHECK(PUMP_UNTIL(a, b, (shoal__link_stats(b, &st_b), st_b.recv_held == 10), 10000));
+	shoal__link_destroy(b);
+	b = local_link(SHOAL__LINK_CONNECT, 6);
+	CHILD_CHECK(PUMP_UNTIL(a, b, (shoal__link_stats(a, &st_a), st_a.peer_epoch == 6 &&
+				      st_a.state == SHOAL__LINK_UP && state_of(b) == SHOAL__LINK_UP),
+			       10000));
+	CHILD_CHECK(st_a.lost_link == 10);
+	/* The new b numbers from 0; a goes on from 30. */
+	send_range(b, a, 0, 5);
+	send_range(a, b, 30, 5);
+	(void)shoal__link_flush(a);
+	(void)shoal__link_flush(b);
+	take_range(a, b, 0, 5);
+	take_range(b, a, 30, 5);
+	shoal__link_stats(a, &st_a);
+	shoal__link_stats(b, &st_b);
+	CHILD_CHECK(st_a.refused == 0 && st_b.refused == 0);
+	CHILD_CHECK(st_b.lost_link == 0 && st_a.duplicates == 0 && st_b.duplicates == 0);
+	shoal__link_destroy(b);
+	shoal__link_destroy(a);
+	return 0;
+}
+
+static void link_connector_restart_counts_and_goes_on_both_ways(void **state)
+{
+	(void)state;
+	skip_without_netns();
+	test_assert_exited(test_wait_pid(test_spawn(connector_restart, NULL, 0), 60000), 0);
+}
+
 /* A peer that is no link: a bare UCP endpoint sending the frames it likes. */
 struct raw_peer {
 	ucp_context_h ctx;
@@ -654,6 +739,7 @@ int main(void)
 		cmocka_unit_test(link_down_for_two_seconds_loses_nothing_uncounted),
 		cmocka_unit_test(link_slow_receiver_pushes_back_on_the_sender),
 		cmocka_unit_test(link_peer_restart_counts_unacked_records_lost),
+		cmocka_unit_test(link_connector_restart_counts_and_goes_on_both_ways),
 		cmocka_unit_test(link_refuses_and_counts_a_hostile_peers_frames),
 	};
 	const char *why = test_netns_unavailable();

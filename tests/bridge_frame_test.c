@@ -114,7 +114,8 @@ static void frame_add_refuses_what_does_not_fit(void **state)
 
 	(void)state;
 	assert_non_null(big);
-	assert_int_equal(shoal__frame_begin(&e, frame, SHOAL__FRAME_HDR + 24, SHOAL__FRAME_DATA), 0);
+	assert_int_equal(shoal__frame_begin(&e, frame, SHOAL__FRAME_HDR + 24, SHOAL__FRAME_DATA),
+			 0);
 	assert_true(shoal__frame_fits(&e, 16));
 	assert_false(shoal__frame_fits(&e, 17));
 	assert_int_equal(shoal__frame_add(&e, big, 17, 0), -ENOSPC);

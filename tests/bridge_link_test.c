@@ -548,8 +548,8 @@ static int connector_restart(void *arg)
 	shoal__link_destroy(b);
 	b = local_link(SHOAL__LINK_CONNECT, 6);
 	CHILD_CHECK(PUMP_UNTIL(a, b, (shoal__link_stats(a, &st_a), st_a.peer_epoch == 6 &&
-				      st_a.state == SHOAL__LINK_UP && state_of(b) == SHOAL__LINK_UP),
-			       10000));
+				      st_a.state == SHOAL__LINK_UP &&
+				      state_of(b) == SHOAL__LINK_UP), 10000));
 	CHILD_CHECK(st_a.lost_link == 10);
 	/* The new b numbers from 0; a goes on from 30. */
 	send_range(b, a, 0, 5);

@@ -59,15 +59,16 @@ static int check_header(const unsigned char *b, size_t len, struct shoal__frame_
 	uint8_t version;
 
 	if (len < SHOAL__FRAME_HDR)
-		return shoal__fail(err, -EBADMSG, "frame of %zu bytes is shorter than its %u-byte header",
-			      len, SHOAL__FRAME_HDR);
+		return shoal__fail(err, -EBADMSG,
+				   "frame of %zu bytes is shorter than its %u-byte header", len,
+				   SHOAL__FRAME_HDR);
 	magic = get32(b);
 	if (magic != SHOAL__FRAME_MAGIC)
 		return shoal__fail(err, -EPROTO, "bad magic 0x%08x: not a Shoal link frame", magic);
 	version = b[4];
 	if (version != SHOAL__FRAME_VERSION)
 		return shoal__fail(err, -EPROTONOSUPPORT, "frame version %u, this build speaks %u",
-			      version, SHOAL__FRAME_VERSION);
+				   version, SHOAL__FRAME_VERSION);
 	h->kind = b[5];
 	h->flags = get16(b + 6);
 	h->epoch = get32(b + 8);
@@ -78,7 +79,7 @@ static int check_header(const unsigned char *b, size_t len, struct shoal__frame_
 	h->len = get32(b + 36);
 	if (len > SHOAL__FRAME_MAX)
 		return shoal__fail(err, -EMSGSIZE, "frame of %zu bytes, the limit is %u", len,
-			      SHOAL__FRAME_MAX);
+				   SHOAL__FRAME_MAX);
 	if (h->len != len)
 		return shoal__fail(err, -EBADMSG, "frame says %u bytes, %zu received", h->len, len);
 	if (h->kind < SHOAL__FRAME_DATA || h->kind > SHOAL__FRAME_HELLO)
@@ -88,9 +89,11 @@ static int check_header(const unsigned char *b, size_t len, struct shoal__frame_
 	if (h->epoch == 0)
 		return shoal__fail(err, -EBADMSG, "frame of epoch 0");
 	if ((h->kind == SHOAL__FRAME_DATA) != (h->count != 0))
-		return shoal__fail(err, -EBADMSG, "frame of kind %u with %u records", h->kind, h->count);
+		return shoal__fail(err, -EBADMSG, "frame of kind %u with %u records", h->kind,
+				   h->count);
 	if (h->count > (len - SHOAL__FRAME_HDR) / SHOAL__FRAME_REC_HDR)
-		return shoal__fail(err, -EBADMSG, "%u records cannot fit in %zu bytes", h->count, len);
+		return shoal__fail(err, -EBADMSG, "%u records cannot fit in %zu bytes", h->count,
+				   len);
 	return 0;
 }
 
@@ -109,23 +112,25 @@ int shoal__frame_decode(const void *buf, size_t len, struct shoal__frame_hdr *h,
 		/* off <= len here: it started at the header's end and each step
 		 * below was checked to end inside the frame. */
 		if (len - off < SHOAL__FRAME_REC_HDR)
-			return shoal__fail(err, -EBADMSG, "record %u of %u: header past the frame's end",
-				      i, h->count);
+			return shoal__fail(err, -EBADMSG,
+					   "record %u of %u: header past the frame's end", i,
+					   h->count);
 		rlen = get32(b + off);
 		rflags = get16(b + off + 6);
 		if (rlen > SHOAL__FRAME_REC_MAX)
-			return shoal__fail(err, -EMSGSIZE, "record %u: %u bytes, the limit is %u", i,
-				      rlen, SHOAL__FRAME_REC_MAX);
+			return shoal__fail(err, -EMSGSIZE, "record %u: %u bytes, the limit is %u",
+					   i, rlen, SHOAL__FRAME_REC_MAX);
 		if (rflags & ~SHOAL__FRAME_REC_FLAGS)
-			return shoal__fail(err, -EINVAL, "record %u: unknown flags 0x%x", i, rflags);
+			return shoal__fail(err, -EINVAL, "record %u: unknown flags 0x%x", i,
+					   rflags);
 		if (shoal__frame_rec_size(rlen) > len - off)
-			return shoal__fail(err, -EBADMSG, "record %u: %u bytes past the frame's end", i,
-				      rlen);
+			return shoal__fail(err, -EBADMSG,
+					   "record %u: %u bytes past the frame's end", i, rlen);
 		off += shoal__frame_rec_size(rlen);
 	}
 	if (off != len)
 		return shoal__fail(err, -EBADMSG, "%llu bytes after the last record",
-			      (unsigned long long)(len - off));
+				   (unsigned long long)(len - off));
 	return 0;
 }
 

@@ -44,7 +44,8 @@ struct shoal__frame_hdr {
 	uint16_t flags;
 	uint32_t epoch;          /* the sender's, never 0 */
 	uint32_t count;          /* records */
-	uint64_t first_seq;      /* DATA: the first record's number; else the sender's next or oldest */
+	uint64_t first_seq;      /* DATA: its first record's number; ACK: the sender's next;
+				  * HELLO: the oldest the sender still holds */
 	uint64_t ack;            /* the other direction: every record below it is released */
 	uint32_t credits;        /* bytes of records accepted beyond ack */
 	uint32_t len;            /* whole frame, header included */

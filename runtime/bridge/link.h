@@ -55,7 +55,10 @@ enum shoal__link_state {
 struct shoal__link_opts {
 	int role;                  /* enum shoal__link_role */
 	const char *addr;          /* "IPv4:port" or "[IPv6]:port", numeric */
-	const char *transports;    /* UCX_TLS for this link's context; NULL: UCX's choice */
+	/* UCX_TLS for this link's context; NULL: UCX's choice. Two hosts
+	 * played by namespaces of one machine need "tcp": UCX would otherwise
+	 * find them on one machine and join them through shared memory. */
+	const char *transports;
 	uint32_t epoch;            /* 0: drawn at random (tests set it to fake a restart) */
 	uint32_t window;           /* credit, bytes of records in frames (1 MiB) */
 	uint32_t max_record;       /* largest record (SHOAL__FRAME_REC_MAX); <= window */

@@ -55,9 +55,10 @@ enum shoal__link_state {
 struct shoal__link_opts {
 	int role;                  /* enum shoal__link_role */
 	const char *addr;          /* "IPv4:port" or "[IPv6]:port", numeric */
-	/* UCX_TLS for this link's context; NULL: UCX's choice. Two hosts
-	 * played by namespaces of one machine need "tcp": UCX would otherwise
-	 * find them on one machine and join them through shared memory. */
+	/* UCX_TLS for this link's context; NULL: UCX's choice. The tests,
+	 * whose hosts are namespaces of one machine, set "tcp" so that what
+	 * they exercise is the transport between hosts, whatever else UCX
+	 * finds on that machine (with NULL the tests pass too, 2026-12-03). */
 	const char *transports;
 	uint32_t epoch;            /* 0: drawn at random (tests set it to fake a restart) */
 	uint32_t window;           /* credit, bytes of records in frames (1 MiB) */

@@ -32,6 +32,12 @@
  * Single-threaded (link.h rule 2): UCP callbacks run inside
  * ucp_worker_progress(), called only from this file's functions, on the
  * caller's thread; they touch the link with no other code running.
+ *
+ * Progress: no call waits for the peer. send, flush and poll do a bounded
+ * amount of work (poll progresses UCP until it has nothing left, which is
+ * bounded by what arrived); only two places wait for UCX itself, both for a
+ * forced endpoint close, which completes locally: ep_close() when every
+ * close slot is taken (a reconnect storm), and destroy (bounded at 2 s).
  */
 #include <arpa/inet.h>
 #include <errno.h>

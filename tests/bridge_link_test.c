@@ -271,15 +271,22 @@ static void finish(pid_t tx, pid_t rx)
 	assert_int_equal(rep->tx.refused, 0);
 }
 
+/* The receiver in side b, then the sender of `limit` records (0: until
+ * told to stop) in side a. */
+static void start(uint64_t limit, pid_t *tx, pid_t *rx)
+{
+	skip_without_netns();
+	*rx = test_spawn(receiver, NULL, 0);
+	*tx = test_spawn(sender, &limit, sizeof(limit));
+}
+
 static void link_delivers_every_record_once_in_order(void **state)
 {
 	uint64_t n = test_scale(20000);
 	pid_t rx, tx;
 
 	(void)state;
-	skip_without_netns();
-	rx = test_spawn(receiver, NULL, 0);
-	tx = test_spawn(sender, &n, sizeof(n));
+	start(n, &tx, &rx);
 	finish(tx, rx);
 	assert_int_equal(rep->tx.next_seq, n);
 	assert_int_equal(rep->tx.lost_link, 0);
@@ -288,14 +295,11 @@ static void link_delivers_every_record_once_in_order(void **state)
 
 static void link_down_for_two_seconds_loses_nothing_uncounted(void **state)
 {
-	uint64_t until_stopped = 0, before;
-	uint64_t step = test_scale(3000);
+	uint64_t step = test_scale(3000), before;
 	pid_t rx, tx;
 
 	(void)state;
-	skip_without_netns();
-	rx = test_spawn(receiver, NULL, 0);
-	tx = test_spawn(sender, &until_stopped, sizeof(until_stopped));
+	start(0, &tx, &rx);
 	assert_true(wait_received(step, 20000));
 	assert_int_equal(test_netns_link(&hosts, 0, false), 0);
 	sleep(2);
@@ -412,13 +416,6 @@ static int slow_receiver(void *arg)
 	return 0;
 }
 
-static void link_slow_receiver_pushes_back_on_the_sender(void **state)
-{
-	(void)state;
-	skip_without_netns();
-	test_assert_exited(test_wait_pid(test_spawn(slow_receiver, NULL, 0), 60000), 0);
-}
-
 /* The receiver holds records unreleased, then restarts (a new epoch): the
  * sender counts what it had not acked as lost_link, sends none of it to the
  * new receiver, and goes on with the next numbers. */
@@ -482,13 +479,6 @@ static int peer_restart(void *arg)
 	return 0;
 }
 
-static void link_peer_restart_counts_unacked_records_lost(void **state)
-{
-	(void)state;
-	skip_without_netns();
-	test_assert_exited(test_wait_pid(test_spawn(peer_restart, NULL, 0), 60000), 0);
-}
-
 /* Send records first..first+n-1 on l, polling both ends while refused. */
 static void send_range(struct shoal__link *l, struct shoal__link *other, uint64_t first,
 		       uint64_t n)
@@ -519,6 +509,19 @@ static void take_range(struct shoal__link *l, struct shoal__link *other, uint64_
 	}
 }
 
+/* b sends b_n records numbered from b_first to a, a sends b_n from a_first
+ * to b, and each takes what it was sent. */
+static void exchange(struct shoal__link *a, struct shoal__link *b, uint64_t b_first,
+		     uint64_t b_n, uint64_t a_first, uint64_t a_n)
+{
+	send_range(b, a, b_first, b_n);
+	send_range(a, b, a_first, a_n);
+	(void)shoal__link_flush(a);
+	(void)shoal__link_flush(b);
+	take_range(a, b, b_first, b_n);
+	take_range(b, a, a_first, a_n);
+}
+
 /* Records flow both ways, then the connecting end restarts: the other end
  * counts what the dead one held unacked, takes the new one's HELLO although
  * it acks numbers of the previous life, and both directions go on. */
@@ -533,12 +536,7 @@ static int connector_restart(void *arg)
 	b = local_link(SHOAL__LINK_CONNECT, 5);
 	CHILD_CHECK(PUMP_UNTIL(a, b, state_of(a) == SHOAL__LINK_UP && state_of(b) ==
 			       SHOAL__LINK_UP, 10000));
-	send_range(b, a, 0, 30);
-	send_range(a, b, 0, 20);
-	(void)shoal__link_flush(a);
-	(void)shoal__link_flush(b);
-	take_range(a, b, 0, 30);
-	take_range(b, a, 0, 20);
+	exchange(a, b, 0, 30, 0, 20);
 	CHILD_CHECK(PUMP_UNTIL(a, b, (shoal__link_stats(a, &st_a), shoal__link_stats(b, &st_b),
 				      st_a.acked == 20 && st_b.acked == 30), 10000));
 	/* b dies holding 10 of a's records. */
@@ -552,12 +550,7 @@ static int connector_restart(void *arg)
 				      state_of(b) == SHOAL__LINK_UP), 10000));
 	CHILD_CHECK(st_a.lost_link == 10);
 	/* The new b numbers from 0; a goes on from 30. */
-	send_range(b, a, 0, 5);
-	send_range(a, b, 30, 5);
-	(void)shoal__link_flush(a);
-	(void)shoal__link_flush(b);
-	take_range(a, b, 0, 5);
-	take_range(b, a, 30, 5);
+	exchange(a, b, 0, 5, 30, 5);
 	shoal__link_stats(a, &st_a);
 	shoal__link_stats(b, &st_b);
 	CHILD_CHECK(st_a.refused == 0 && st_b.refused == 0);
@@ -565,13 +558,6 @@ static int connector_restart(void *arg)
 	shoal__link_destroy(b);
 	shoal__link_destroy(a);
 	return 0;
-}
-
-static void link_connector_restart_counts_and_goes_on_both_ways(void **state)
-{
-	(void)state;
-	skip_without_netns();
-	test_assert_exited(test_wait_pid(test_spawn(connector_restart, NULL, 0), 60000), 0);
 }
 
 /* A peer that is no link: a bare UCP endpoint sending the frames it likes. */
@@ -725,22 +711,36 @@ static int hostile_peer(void *arg)
 	return 0;
 }
 
-static void link_refuses_and_counts_a_hostile_peers_frames(void **state)
+/* The cases whose both ends run in one child: the test runs the child. */
+struct child_case {
+	int (*fn)(void *arg);
+};
+
+static const struct child_case slow_receiver_case = { slow_receiver };
+static const struct child_case peer_restart_case = { peer_restart };
+static const struct child_case connector_restart_case = { connector_restart };
+static const struct child_case hostile_peer_case = { hostile_peer };
+
+static void run_child_case(void **state)
 {
-	(void)state;
+	const struct child_case *c = *state;
+
 	skip_without_netns();
-	test_assert_exited(test_wait_pid(test_spawn(hostile_peer, NULL, 0), 60000), 0);
+	test_assert_exited(test_wait_pid(test_spawn(c->fn, NULL, 0), 60000), 0);
 }
+
+#define CHILD_CASE(name, c) { name, run_child_case, NULL, NULL, (void *)&(c) }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(link_delivers_every_record_once_in_order),
 		cmocka_unit_test(link_down_for_two_seconds_loses_nothing_uncounted),
-		cmocka_unit_test(link_slow_receiver_pushes_back_on_the_sender),
-		cmocka_unit_test(link_peer_restart_counts_unacked_records_lost),
-		cmocka_unit_test(link_connector_restart_counts_and_goes_on_both_ways),
-		cmocka_unit_test(link_refuses_and_counts_a_hostile_peers_frames),
+		CHILD_CASE("link_slow_receiver_pushes_back_on_the_sender", slow_receiver_case),
+		CHILD_CASE("link_peer_restart_counts_unacked_records_lost", peer_restart_case),
+		CHILD_CASE("link_connector_restart_counts_and_goes_on_both_ways",
+			   connector_restart_case),
+		CHILD_CASE("link_refuses_and_counts_a_hostile_peers_frames", hostile_peer_case),
 	};
 	const char *why = test_netns_unavailable();
 

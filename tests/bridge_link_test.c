@@ -42,6 +42,7 @@ struct report {
 	uint64_t skipped;             /* receiver: numbers jumped over */
 	uint64_t corrupt;             /* receiver: a record whose bytes are not its own */
 	struct shoal__link_stats tx;  /* sender's, at its end */
+	uint64_t outage_ns;           /* when the test took the link down */
 	struct shoal__link_stats rx;  /* receiver's */
 };
 
@@ -301,6 +302,7 @@ static void link_down_for_two_seconds_loses_nothing_uncounted(void **state)
 	(void)state;
 	start(0, &tx, &rx);
 	assert_true(wait_received(step, 20000));
+	rep->outage_ns = now_ns();
 	assert_int_equal(test_netns_link(&hosts, 0, false), 0);
 	sleep(2);
 	assert_int_equal(test_netns_link(&hosts, 0, true), 0);
@@ -312,8 +314,11 @@ static void link_down_for_two_seconds_loses_nothing_uncounted(void **state)
 	atomic_store(&rep->stop_send, 1);
 	finish(tx, rx);
 	/* The outage was seen (the link's dead time is a quarter of it), and
-	 * nothing was lost: no end restarted. */
+	 * nothing was lost: no end restarted. The link is up again, and says
+	 * that it was last down from the outage on. */
 	assert_true(rep->tx.broken >= 1);
+	assert_int_equal(rep->tx.state, SHOAL__LINK_UP);
+	assert_true(rep->tx.down_since_ns >= rep->outage_ns);
 	assert_int_equal(rep->tx.lost_link, 0);
 }
 

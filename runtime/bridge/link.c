@@ -467,6 +467,8 @@ static void reap_closing(struct shoal__link *l)
  * the backoff. Records sent on it go again after the next HELLO. */
 static void conn_drop(struct shoal__link *l)
 {
+	if (l->state == SHOAL__LINK_UP)
+		l->st.down_since_ns = l->now;
 	if (l->ep) {
 		ep_close(l, l->ep);
 		l->ep = NULL;
@@ -493,6 +495,8 @@ static void conn_begin(struct shoal__link *l, ucp_ep_params_t *p)
 		conn_drop(l);
 		return;
 	}
+	if (l->state == SHOAL__LINK_UP)
+		l->st.down_since_ns = l->now;
 	l->state = SHOAL__LINK_CONNECTING;
 	l->last_rx = l->now;
 	l->hello_due = true;
@@ -858,6 +862,7 @@ int shoal__link_create(struct shoal__link **out, const struct shoal__link_opts *
 	l->state = SHOAL__LINK_DOWN;
 	l->backoff = l->o.backoff_ns;
 	l->now = shoal__now_ns();
+	l->st.down_since_ns = l->now;
 	if (l->o.role == SHOAL__LINK_CONNECT)
 		conn_connect(l);
 	*out = l;

@@ -77,6 +77,9 @@ struct shoal__link_stats {
 	uint32_t epoch;            /* ours */
 	uint32_t peer_epoch;       /* 0 until the first HELLO */
 	uint32_t peer_credits;     /* bytes the peer accepts beyond its ack */
+	uint64_t down_since_ns;    /* CLOCK_MONOTONIC when it last stopped being UP (its
+				    * creation if never UP). While not UP, a bridge
+				    * compares its age with hosts.down_after (-EHOSTDOWN). */
 	uint64_t next_seq;         /* number of the next record sent */
 	uint64_t acked;            /* records the peer released: every number below */
 	uint64_t unacked_bytes;    /* of records kept for the peer, in frame bytes */

@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
@@ -32,6 +33,20 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 			abort();                                                     \
 		}                                                                    \
 	} while (0)
+
+/*
+ * The input in a heap buffer of exactly its size (1 byte for an empty one),
+ * so that ASan catches any read past its end; free() it after.
+ */
+static inline void *fuzz_exact_copy(const uint8_t *data, size_t size)
+{
+	void *buf = malloc(size ? size : 1);
+
+	FUZZ_CHECK(buf != NULL);
+	if (size)
+		memcpy(buf, data, size);
+	return buf;
+}
 
 /* A little-endian cursor over the fuzzer's bytes; reads past the end yield 0. */
 struct fuzz_in {

@@ -174,10 +174,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	 * in -EMSGSIZE at recv); the check itself must cope with any length. */
 	if (size > 2 * SHOAL__CTL_MAX)
 		return 0;
-	buf = malloc(size ? size : 1);
-	FUZZ_CHECK(buf != NULL);
-	if (size)
-		memcpy(buf, data, size);
+	buf = fuzz_exact_copy(data, size);
 	memset(&err, 0x5a, sizeof(err));
 	op = shoal__ctl_check(buf, size, &err);
 	op_quiet = shoal__ctl_check(buf, size, NULL);

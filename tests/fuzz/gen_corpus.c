@@ -4,9 +4,10 @@
  * library (rings with pending records, a wrapped ring with a pad record,
  * indices about to wrap 2^32, a doorbell), peer-write scripts that leave the
  * creator's allocator sound, one valid packet of each control op, filter
- * sets of the shapes the route index treats specially, and system files.
+ * sets of the shapes the route index treats specially, system files, and
+ * link frames of each kind.
  *
- *   fuzz_gen_corpus OUTDIR     (writes OUTDIR/{segment,seg_alloc,ctl,route,config}/<name>)
+ *   fuzz_gen_corpus OUTDIR     (writes OUTDIR/{segment,seg_alloc,ctl,route,config,frame}/<name>)
  *
  * The files with names under tests/fuzz/corpus/ come from this program; run
  * it again when a layout changes (`ninja -C build tests/fuzz/fuzz_gen_corpus`,
@@ -26,6 +27,7 @@
 #include <shoal/ring.h>
 #include <shoal/segment.h>
 
+#include "runtime/bridge/frame.h"
 #include "runtime/control/proto.h"
 #include "shm/ring_layout.h"
 #include "shm/segment_layout.h"
@@ -476,6 +478,42 @@ static void configs(void)
 	}
 }
 
+/* ---- link frames --------------------------------------------------------- */
+
+/* One frame of each kind; DATA with an empty record, a message (envelope and
+ * payload), records of every padding, and many small ones. */
+static void frames(void)
+{
+	_Alignas(8) unsigned char buf[4096], msg[sizeof(struct shoal_envelope) + 24];
+	struct shoal_envelope env = { .type = 3, .len = 24, .sender = shoal_addr_make(0, 0, 1),
+				      .dest = shoal_addr_make(1, SHOAL_SLOT_GROUP, 0) };
+	struct shoal__frame_enc e;
+	uint32_t len;
+
+	memcpy(msg, &env, sizeof(env));
+	memset(msg + sizeof(env), 0x42, 24);
+	FUZZ_CHECK(shoal__frame_begin(&e, buf, sizeof(buf), SHOAL__FRAME_HELLO) == 0);
+	len = shoal__frame_end(&e, 0x5eed, 10, 20, 1u << 20);
+	put("frame", "hello", buf, len);
+	FUZZ_CHECK(shoal__frame_begin(&e, buf, sizeof(buf), SHOAL__FRAME_ACK) == 0);
+	len = shoal__frame_end(&e, 0x5eed, 12, 21, 1u << 20);
+	put("frame", "ack", buf, len);
+
+	FUZZ_CHECK(shoal__frame_begin(&e, buf, sizeof(buf), SHOAL__FRAME_DATA) == 0);
+	FUZZ_CHECK(shoal__frame_add(&e, NULL, 0, 0) == 0);
+	FUZZ_CHECK(shoal__frame_add(&e, msg, sizeof(msg), 1) == 0);
+	for (uint32_t n = 1; n <= 8; n++)
+		FUZZ_CHECK(shoal__frame_add(&e, msg + sizeof(env), n, (uint16_t)n) == 0);
+	len = shoal__frame_end(&e, 0x5eed, 100, 20, 1u << 20);
+	put("frame", "data-mixed", buf, len);
+
+	FUZZ_CHECK(shoal__frame_begin(&e, buf, sizeof(buf), SHOAL__FRAME_DATA) == 0);
+	for (uint32_t n = 0; shoal__frame_fits(&e, sizeof(msg)); n++)
+		FUZZ_CHECK(shoal__frame_add(&e, msg, sizeof(msg), (uint16_t)n) == 0);
+	len = shoal__frame_end(&e, 0x5eed, UINT64_MAX - 100, 0, 0);
+	put("frame", "data-full", buf, len);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -491,6 +529,7 @@ int main(int argc, char **argv)
 	routes();
 	scripts();
 	configs();
+	frames();
 	rmdir(tmpdir);
 	return 0;
 }

@@ -1,0 +1,1052 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A link between two bridges over UCP active messages (see link.h and
+ * docs/hosts.md, "Links").
+ *
+ * Why active messages, not UCP streams: one frame is one active message,
+ * sent eager, so the receive callback gets exactly one whole frame and the
+ * decoder checks it against the size UCP delivered. A stream would need
+ * our own length prefix and a reassembly buffer, and a hostile length would
+ * have to be bounded before the bytes it announces arrive.
+ *
+ * Memory picture, all allocated at create:
+ *   sq     records queued for the peer, kept until acked: [acked, sent) went
+ *          out in frames, [sent, next_seq) wait for the next frame;
+ *   rq     records received in order, held until the caller releases them;
+ *   fbuf   NBUF frame buffers; one is busy while UCP holds its request.
+ * sq and rq are queues of records with a 16-byte header (len, tag, flags,
+ * seq), padded to 16 bytes, in a power-of-two byte area; positions are free-running 64-bit byte
+ * counters, masked on access. A record never wraps: one that does not fit
+ * before the end of the area is preceded by a PAD record to the end.
+ *
+ * Credits are counted in frame bytes (shoal__frame_rec_size()), the same on
+ * both sides whatever the queues' padding. The receiver's credit is its
+ * window, constant, measured from its ack (records released): everything
+ * beyond the ack is in the receiver's rq or still in flight, so a sender
+ * that keeps its unacked bytes within the credit never overruns the rq.
+ * A stored record takes at most twice its frame size (16-byte header
+ * against 8), and after a peer restart rq may hold the old incarnation's
+ * records beside a new window's worth: rq is sized 4 x window plus two
+ * largest records, sq 2 x window plus one.
+ *
+ * Single-threaded (link.h rule 2): UCP callbacks run inside
+ * ucp_worker_progress(), called only from this file's functions, on the
+ * caller's thread; they touch the link with no other code running.
+ *
+ * Progress: no call waits for the peer. send, flush and poll do a bounded
+ * amount of work (poll progresses UCP until it has nothing left, which is
+ * bounded by what arrived); only two places wait for UCX itself, both for a
+ * forced endpoint close, which completes locally: ep_close() when every
+ * close slot is taken (a reconnect storm), and destroy (bounded at 2 s).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ucp/api/ucp.h>
+
+#include "runtime/bridge/link.h"
+#include "shm/util.h"
+
+#define NBUF         4u           /* frame buffers: frames UCP may hold at once */
+#define NCLOSING     8u           /* endpoints being closed at once */
+#define REC_PAD      1u           /* queue record flag: filler to the end of the area */
+
+#define DEF_WINDOW        (1u << 20)
+#define DEF_FLUSH_BYTES   (16u << 10)
+#define DEF_FLUSH_NS      50000u
+#define DEF_KEEPALIVE_NS  100000000u
+#define DEF_DEAD_NS       1000000000u
+#define DEF_BACKOFF_NS    50000000u
+#define DEF_MAX_BACKOFF_NS 1000000000u
+
+/* ---- record queues ------------------------------------------------------- */
+
+struct qrec {
+	uint32_t len;
+	uint16_t tag;
+	uint16_t flags;    /* REC_PAD */
+	uint64_t seq;
+};
+
+#define QREC_HDR ((uint64_t)sizeof(struct qrec))
+
+struct recq {
+	unsigned char *buf;
+	uint64_t cap;      /* power of two */
+	uint64_t head;     /* first live record (may be a PAD) */
+	uint64_t tail;     /* next free byte */
+	uint64_t n;        /* live records, PADs not counted */
+	uint64_t bytes;    /* their frame sizes (credit accounting) */
+};
+
+/* Sizes are multiples of the header's, so that the room left before the
+ * end of the area always holds at least a PAD header. */
+static uint64_t qrec_size(uint32_t len)
+{
+	return QREC_HDR + shoal__align_up(len, QREC_HDR);
+}
+
+static int recq_init(struct recq *q, uint64_t min_cap)
+{
+	uint64_t cap = 4096;
+
+	while (cap < min_cap)
+		cap <<= 1;
+	q->buf = aligned_alloc(64, cap);
+	if (!q->buf)
+		return -ENOMEM;
+	q->cap = cap;
+	q->head = q->tail = q->n = q->bytes = 0;
+	return 0;
+}
+
+static struct qrec *recq_at(const struct recq *q, uint64_t pos)
+{
+	return (struct qrec *)(q->buf + (pos & (q->cap - 1)));
+}
+
+/* Append a record; -ENOSPC (nothing changed) when it does not fit. */
+static int recq_push(struct recq *q, const void *data, uint32_t len, uint16_t tag, uint64_t seq)
+{
+	uint64_t size = qrec_size(len);
+	uint64_t room_to_end = q->cap - (q->tail & (q->cap - 1));
+	uint64_t pad = room_to_end < size ? room_to_end : 0;
+	struct qrec *r;
+
+	if (q->tail + pad + size - q->head > q->cap)
+		return -ENOSPC;
+	if (pad) {
+		r = recq_at(q, q->tail);
+		r->len = (uint32_t)(pad - QREC_HDR);
+		r->flags = REC_PAD;
+		q->tail += pad;
+	}
+	r = recq_at(q, q->tail);
+	*r = (struct qrec){ .len = len, .tag = tag, .seq = seq };
+	if (len)
+		memcpy(r + 1, data, len);
+	q->tail += size;
+	q->n++;
+	q->bytes += shoal__frame_rec_size(len);
+	return 0;
+}
+
+/* The record at `*pos` (skipping a PAD); *pos moves past it. */
+static struct qrec *recq_next(const struct recq *q, uint64_t *pos)
+{
+	struct qrec *r = recq_at(q, *pos);
+
+	if (r->flags & REC_PAD) {
+		*pos += QREC_HDR + r->len;
+		r = recq_at(q, *pos);
+	}
+	SHOAL_ASSERT(*pos < q->tail);
+	*pos += qrec_size(r->len);
+	return r;
+}
+
+static void recq_pop(struct recq *q)
+{
+	uint64_t pos = q->head;
+	struct qrec *r = recq_next(q, &pos);
+
+	q->head = pos;
+	q->n--;
+	q->bytes -= shoal__frame_rec_size(r->len);
+}
+
+/* The first live record, or NULL. */
+static struct qrec *recq_front(const struct recq *q)
+{
+	uint64_t pos = q->head;
+
+	return q->n ? recq_next(q, &pos) : NULL;
+}
+
+/* ---- the link ------------------------------------------------------------ */
+
+struct fbuf {
+	unsigned char *buf;
+	bool busy;         /* UCP holds it: a request in flight */
+};
+
+struct shoal__link {
+	struct shoal__link_opts o;
+	struct sockaddr_storage addr;
+	socklen_t addr_len;
+	ucp_context_h ctx;
+	ucp_worker_h worker;
+	ucp_listener_h listener;
+	int efd;
+
+	/* The connection. */
+	ucp_ep_h ep;
+	ucp_conn_request_h conn_req;    /* LISTEN: a peer waiting to be accepted */
+	bool ep_failed;                 /* UCP reported the current endpoint failed */
+	uint32_t state;
+	uint64_t now;                   /* of the poll in progress */
+	uint64_t last_rx, last_tx;
+	uint64_t retry_at;              /* CONNECT: next attempt while DOWN */
+	uint64_t backoff;
+	void *closing[NCLOSING];        /* endpoint close requests not yet done */
+
+	/* Send side. */
+	struct recq sq;
+	uint64_t next_seq;
+	uint64_t acked;                 /* seq of sq's first record */
+	uint64_t sent;                  /* seq of the first record not sent on this connection */
+	uint64_t sent_max;              /* seq of the first record never sent on any */
+	uint64_t send_pos;              /* its position in sq */
+	uint64_t unsent_bytes;
+	uint64_t unsent_since;          /* when the oldest unsent record was queued */
+	uint32_t peer_credits;
+	bool hello_due;
+
+	/* Receive side. */
+	struct recq rq;
+	uint32_t peer_epoch;
+	uint64_t recv_next;             /* next seq expected */
+	uint64_t recv_ack;              /* every seq below it is released (or skipped) */
+	uint64_t ack_sent;              /* recv_ack as last told to the peer */
+	uint64_t ack_due;               /* 0, or when an ACK must go out */
+	uint64_t released_bytes;        /* frame bytes released since the last ack sent */
+	uint64_t rq_old;                /* records in rq from the peer's previous epoch */
+	bool peeked;
+
+	struct fbuf fb[NBUF];
+	uint32_t fbuf_cap;
+	struct shoal__link_stats st;
+};
+
+static int ucs_errno(ucs_status_t s)
+{
+	switch (s) {
+	case UCS_OK:
+		return 0;
+	case UCS_ERR_NO_MEMORY:
+		return -ENOMEM;
+	case UCS_ERR_INVALID_PARAM:
+	case UCS_ERR_INVALID_ADDR:
+		return -EINVAL;
+	case UCS_ERR_BUSY:
+		return -EADDRINUSE;
+	case UCS_ERR_UNREACHABLE:
+		return -EHOSTUNREACH;
+	default:
+		return -EIO;
+	}
+}
+
+static int parse_addr(struct shoal__link *l, const char *s, struct shoal_err *err)
+{
+	char host[64];
+	const char *colon = s ? strrchr(s, ':') : NULL;
+	char *end;
+	unsigned long port;
+	size_t hlen;
+
+	if (!colon)
+		return shoal__fail(err, -EINVAL, "link address '%s' is not HOST:PORT", s ? s : "");
+	hlen = (size_t)(colon - s);
+	if (hlen >= 2 && s[0] == '[' && s[hlen - 1] == ']') {
+		s++;
+		hlen -= 2;
+	}
+	port = strtoul(colon + 1, &end, 10);
+	if (hlen == 0 || hlen >= sizeof(host) || *end != '\0' || colon[1] == '\0' || port > 65535)
+		return shoal__fail(err, -EINVAL, "link address '%s' is not HOST:PORT", s);
+	memcpy(host, s, hlen);
+	host[hlen] = '\0';
+	memset(&l->addr, 0, sizeof(l->addr));
+	if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&l->addr)->sin_addr) == 1) {
+		struct sockaddr_in *a = (struct sockaddr_in *)&l->addr;
+
+		a->sin_family = AF_INET;
+		a->sin_port = htons((uint16_t)port);
+		l->addr_len = sizeof(*a);
+	} else if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&l->addr)->sin6_addr) == 1) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&l->addr;
+
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons((uint16_t)port);
+		l->addr_len = sizeof(*a);
+	} else {
+		return shoal__fail(err, -EINVAL, "link address '%s': '%s' is not a numeric IP", s,
+				   host);
+	}
+	return 0;
+}
+
+static uint32_t draw_epoch(void)
+{
+	uint32_t e = 0;
+
+	while (e == 0) {
+		if (getrandom(&e, sizeof(e), 0) != sizeof(e))
+			e = (uint32_t)shoal__now_ns() ^ (uint32_t)getpid() << 16;
+	}
+	return e;
+}
+
+/* ---- sending frames ------------------------------------------------------ */
+
+static void sent_cb(void *req, ucs_status_t status, void *user)
+{
+	struct fbuf *f = user;
+
+	/* A frame that failed is not retried here: its records stay in sq
+	 * until acked and go again after the reconnect that follows. */
+	(void)status;
+	f->busy = false;
+	ucp_request_free(req);
+}
+
+static struct fbuf *fbuf_free(struct shoal__link *l)
+{
+	for (unsigned i = 0; i < NBUF; i++)
+		if (!l->fb[i].busy)
+			return &l->fb[i];
+	return NULL;
+}
+
+/* Hand a finished frame to UCP. Returns 0, or -ENOTCONN after marking the
+ * endpoint failed (the poll then drops the connection). */
+static int frame_out(struct shoal__link *l, struct fbuf *f, uint32_t len)
+{
+	ucp_request_param_t p = {
+		.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+				UCP_OP_ATTR_FIELD_FLAGS,
+		.flags = UCP_AM_SEND_FLAG_EAGER,
+		.cb.send = sent_cb,
+		.user_data = f,
+	};
+	ucs_status_ptr_t r = ucp_am_send_nbx(l->ep, SHOAL__LINK_AM_ID, NULL, 0, f->buf, len, &p);
+
+	if (UCS_PTR_IS_ERR(r)) {
+		l->ep_failed = true;
+		return -ENOTCONN;
+	}
+	if (r != NULL)
+		f->busy = true;
+	l->st.frames_sent++;
+	l->last_tx = l->now;
+	return 0;
+}
+
+static uint32_t end_frame(struct shoal__link *l, struct shoal__frame_enc *e, uint64_t first_seq)
+{
+	l->ack_sent = l->recv_ack;
+	l->ack_due = 0;
+	l->released_bytes = 0;
+	return shoal__frame_end(e, l->st.epoch, first_seq, l->recv_ack, l->o.window);
+}
+
+/* A HELLO or an ACK: no records. */
+static int send_control(struct shoal__link *l, uint8_t kind)
+{
+	struct fbuf *f = fbuf_free(l);
+	struct shoal__frame_enc e;
+	uint64_t first = kind == SHOAL__FRAME_HELLO ? l->acked : l->next_seq;
+
+	if (!f || !l->ep)
+		return -EAGAIN;
+	SHOAL_ASSERT(shoal__frame_begin(&e, f->buf, l->fbuf_cap, kind) == 0);
+	return frame_out(l, f, end_frame(l, &e, first));
+}
+
+/* One DATA frame from the unsent records. Returns 1 when one went, 0 when
+ * nothing was unsent, -EAGAIN without a free buffer, -ENOTCONN. */
+static int send_data(struct shoal__link *l)
+{
+	struct fbuf *f;
+	struct shoal__frame_enc e;
+	uint64_t first = l->sent;
+	int ret;
+
+	if (l->sent == l->next_seq)
+		return 0;
+	f = fbuf_free(l);
+	if (!f)
+		return -EAGAIN;
+	SHOAL_ASSERT(shoal__frame_begin(&e, f->buf, l->fbuf_cap, SHOAL__FRAME_DATA) == 0);
+	while (l->sent < l->next_seq) {
+		uint64_t pos = l->send_pos;
+		struct qrec *r = recq_next(&l->sq, &pos);
+
+		if (!shoal__frame_fits(&e, r->len))
+			break;
+		SHOAL_ASSERT(r->seq == l->sent);
+		SHOAL_ASSERT(shoal__frame_add(&e, r + 1, r->len, r->tag) == 0);
+		if (r->seq < l->sent_max) {
+			l->st.resent++;
+		} else {
+			l->st.records_sent++;
+			l->sent_max = r->seq + 1;
+		}
+		l->send_pos = pos;
+		l->sent++;
+		l->unsent_bytes -= shoal__frame_rec_size(r->len);
+	}
+	/* The buffer holds the largest record: a frame is never empty. */
+	SHOAL_ASSERT(e.count > 0);
+	ret = frame_out(l, f, end_frame(l, &e, first));
+	if (ret < 0)
+		return ret;
+	l->unsent_since = l->now;
+	return 1;
+}
+
+/* Send every unsent record the frame buffers take. */
+static int flush(struct shoal__link *l)
+{
+	int ret;
+
+	if (l->state != SHOAL__LINK_UP)
+		return -EAGAIN;
+	while ((ret = send_data(l)) > 0)
+		;
+	return ret;
+}
+
+/* ---- connections --------------------------------------------------------- */
+
+static void ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
+{
+	struct shoal__link *l = arg;
+
+	(void)status;
+	if (ep == l->ep)
+		l->ep_failed = true;
+}
+
+/* Start closing `ep`, forced: its frames in flight are dropped (their
+ * records are still in sq). */
+static void ep_close(struct shoal__link *l, ucp_ep_h ep)
+{
+	ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+				  .flags = UCP_EP_CLOSE_FLAG_FORCE };
+	ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
+	unsigned slot;
+
+	if (r == NULL || UCS_PTR_IS_ERR(r))
+		return;
+	for (;;) {
+		for (slot = 0; slot < NCLOSING; slot++)
+			if (!l->closing[slot]) {
+				l->closing[slot] = r;
+				return;
+			}
+		/* Every slot in use: a reconnect storm. Wait for one. */
+		ucp_worker_progress(l->worker);
+		for (slot = 0; slot < NCLOSING; slot++)
+			if (ucp_request_check_status(l->closing[slot]) != UCS_INPROGRESS) {
+				ucp_request_free(l->closing[slot]);
+				l->closing[slot] = NULL;
+			}
+	}
+}
+
+static void reap_closing(struct shoal__link *l)
+{
+	for (unsigned i = 0; i < NCLOSING; i++)
+		if (l->closing[i] && ucp_request_check_status(l->closing[i]) != UCS_INPROGRESS) {
+			ucp_request_free(l->closing[i]);
+			l->closing[i] = NULL;
+		}
+}
+
+/* The connection is gone: close it and, when connecting, try again after
+ * the backoff. Records sent on it go again after the next HELLO. */
+static void conn_drop(struct shoal__link *l)
+{
+	if (l->state == SHOAL__LINK_UP)
+		l->st.down_since_ns = l->now;
+	if (l->ep) {
+		ep_close(l, l->ep);
+		l->ep = NULL;
+		l->st.broken++;
+	}
+	l->ep_failed = false;
+	l->state = SHOAL__LINK_DOWN;
+	l->hello_due = false;
+	l->retry_at = l->now + l->backoff;
+	l->backoff = l->backoff * 2 < l->o.max_backoff_ns ? l->backoff * 2 : l->o.max_backoff_ns;
+}
+
+static void conn_begin(struct shoal__link *l, ucp_ep_params_t *p)
+{
+	ucs_status_t s;
+
+	p->field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+	p->err_mode = UCP_ERR_HANDLING_MODE_PEER;
+	p->err_handler.cb = ep_err_cb;
+	p->err_handler.arg = l;
+	s = ucp_ep_create(l->worker, p, &l->ep);
+	if (s != UCS_OK) {
+		l->ep = NULL;
+		conn_drop(l);
+		return;
+	}
+	if (l->state == SHOAL__LINK_UP)
+		l->st.down_since_ns = l->now;
+	l->state = SHOAL__LINK_CONNECTING;
+	l->last_rx = l->now;
+	l->hello_due = true;
+}
+
+static void conn_connect(struct shoal__link *l)
+{
+	ucp_ep_params_t p = {
+		.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR,
+		.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
+		.sockaddr = { .addr = (const struct sockaddr *)&l->addr, .addrlen = l->addr_len },
+	};
+
+	conn_begin(l, &p);
+}
+
+static void conn_accept(struct shoal__link *l)
+{
+	ucp_ep_params_t p = {
+		.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST,
+		.conn_request = l->conn_req,
+	};
+
+	l->conn_req = NULL;
+	/* A peer that connects again has given up on the connection we have. */
+	if (l->ep)
+		conn_drop(l);
+	conn_begin(l, &p);
+}
+
+static void conn_cb(ucp_conn_request_h req, void *arg)
+{
+	struct shoal__link *l = arg;
+
+	if (l->conn_req)
+		ucp_listener_reject(l->listener, l->conn_req);
+	l->conn_req = req;
+}
+
+/* ---- receiving frames ---------------------------------------------------- */
+
+static void refuse(struct shoal__link *l, const struct shoal_err *why)
+{
+	l->st.refused++;
+	l->st.last_refusal = *why;
+}
+
+/* The peer's ack (at most sent_max, checked by frame_in()) and credit. */
+static void take_ack(struct shoal__link *l, uint64_t ack, uint32_t credits)
+{
+	/* An ack below ours is older news (a frame from before a reconnect, or
+	 * a restarted peer's first HELLO): its credit is measured from a point
+	 * we passed, so it is ignored with it. */
+	if (ack < l->acked)
+		return;
+	while (l->acked < ack) {
+		if (l->sent == l->acked) {
+			/* Acked before this connection sent it again: it
+			 * went on the connection before. */
+			l->unsent_bytes -= shoal__frame_rec_size(recq_front(&l->sq)->len);
+			l->sent++;
+			recq_pop(&l->sq);
+			l->send_pos = l->sq.head;
+		} else {
+			recq_pop(&l->sq);
+		}
+		l->acked++;
+	}
+	l->peer_credits = credits;
+}
+
+/* A frame's records from `first` on, in order into rq. */
+static int take_records(struct shoal__link *l, const void *buf, const struct shoal__frame_hdr *h)
+{
+	struct shoal__frame_iter it;
+	struct shoal__frame_rec r;
+	uint64_t seq = h->first_seq;
+
+	shoal__frame_iter_init(&it, buf, h);
+	for (; shoal__frame_next(&it, &r); seq++) {
+		if (seq < l->recv_next) {
+			l->st.duplicates++;
+			continue;
+		}
+		if (r.len > l->o.max_record || shoal__frame_rec_size(r.len) > l->o.window)
+			return -EMSGSIZE;
+		if (seq > l->recv_next) {
+			l->st.gaps += seq - l->recv_next;
+			l->recv_next = seq;
+		}
+		if (recq_push(&l->rq, r.data, r.len, r.tag, seq) < 0)
+			return -ENOBUFS;
+		if (l->rq.n - l->rq_old == 1)
+			l->recv_ack = seq;
+		l->recv_next++;
+		l->st.records_recv++;
+	}
+	return 0;
+}
+
+/* The receive side restarts from `first`: what is held stays; anything
+ * below `first` not received was skipped by the peer. */
+static void recv_jump(struct shoal__link *l, uint64_t first)
+{
+	if (first > l->recv_next) {
+		l->st.gaps += first - l->recv_next;
+		l->recv_next = first;
+	}
+	if (l->rq.n == l->rq_old && l->recv_ack != l->recv_next) {
+		l->recv_ack = l->recv_next;
+		l->ack_due = l->now;
+	}
+}
+
+static void take_hello(struct shoal__link *l, const struct shoal__frame_hdr *h)
+{
+	if (l->peer_epoch != h->epoch) {
+		if (l->peer_epoch != 0) {
+			/* The peer restarted: what it had not acked may have been
+			 * handed on or not. Counted, never sent twice. */
+			l->st.lost_link += l->next_seq - l->acked;
+			while (l->sq.n)
+				recq_pop(&l->sq);
+			l->acked = l->sent = l->sent_max = l->next_seq;
+			l->send_pos = l->sq.head;
+			l->unsent_bytes = 0;
+			l->peer_credits = 0;
+			/* Tell the new peer where our numbers start now. */
+			l->hello_due = true;
+			/* What we hold of its previous life is still handed on,
+			 * but our acks now count in its new numbering. */
+			l->rq_old = l->rq.n;
+			l->recv_next = h->first_seq;
+		} else {
+			l->recv_next = h->first_seq;
+			l->recv_ack = h->first_seq;
+		}
+		l->peer_epoch = h->epoch;
+	}
+	recv_jump(l, h->first_seq);
+	/* Everything not acked goes again on this connection. */
+	l->sent = l->acked;
+	l->send_pos = l->sq.head;
+	l->unsent_bytes = l->sq.bytes;
+	l->unsent_since = l->now;
+	if (l->state != SHOAL__LINK_UP)
+		l->st.connects++;
+	l->state = SHOAL__LINK_UP;
+	l->backoff = l->o.backoff_ns;
+}
+
+static void frame_in(struct shoal__link *l, const void *buf, size_t len)
+{
+	struct shoal__frame_hdr h;
+	struct shoal_err why;
+	int ret = shoal__frame_decode(buf, len, &h, &why);
+
+	if (ret < 0) {
+		refuse(l, &why);
+		return;
+	}
+	if (h.kind != SHOAL__FRAME_HELLO && h.epoch != l->peer_epoch) {
+		shoal__fail(&why, -ESTALE, "frame of epoch %08x, the peer's is %08x", h.epoch,
+			    l->peer_epoch);
+		refuse(l, &why);
+		return;
+	}
+	if (h.kind == SHOAL__FRAME_DATA && h.first_seq > UINT64_MAX - h.count) {
+		shoal__fail(&why, -EBADMSG, "records numbered past 2^64");
+		refuse(l, &why);
+		return;
+	}
+	/* Checked before anything changes, so that a refused frame is refused
+	 * whole. A restarted peer acks in our numbering too, learnt from our
+	 * HELLO, which never goes past sent_max. But if *we* restarted, the
+	 * peer's first HELLO acks our previous life's numbers: that ack is
+	 * ignored (the HELLO it sends on seeing our new epoch is right). */
+	if (h.ack > l->sent_max && h.kind == SHOAL__FRAME_HELLO)
+		h.ack = 0;
+	if (h.ack > l->sent_max) {
+		shoal__fail(&why, -EBADMSG, "ack %llu of records never sent (%llu were)",
+			    (unsigned long long)h.ack, (unsigned long long)l->sent_max);
+		refuse(l, &why);
+		return;
+	}
+	if (h.kind == SHOAL__FRAME_HELLO)
+		take_hello(l, &h);
+	take_ack(l, h.ack, h.credits);
+	if (h.kind == SHOAL__FRAME_DATA) {
+		ret = take_records(l, buf, &h);
+		if (ret < 0) {
+			shoal__fail(&why, ret, "records beyond the credit or the size limit");
+			refuse(l, &why);
+			return;
+		}
+	}
+	l->st.frames_recv++;
+	l->last_rx = l->now;
+}
+
+static ucs_status_t am_cb(void *arg, const void *header, size_t header_len, void *data,
+			  size_t len, const ucp_am_recv_param_t *param)
+{
+	struct shoal__link *l = arg;
+	struct shoal_err why;
+
+	(void)header;
+	if (header_len != 0 || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+		/* Our frames carry no AM header and go eager; a rendezvous
+		 * message would make us fetch bytes we did not bound. */
+		shoal__fail(&why, -EPROTO, "active message not sent as a link frame");
+		refuse(l, &why);
+		return UCS_OK;
+	}
+	frame_in(l, data, len);
+	return UCS_OK;
+}
+
+/* ---- public calls -------------------------------------------------------- */
+
+static void set_defaults(struct shoal__link_opts *o)
+{
+	if (!o->window)
+		o->window = DEF_WINDOW;
+	if (!o->max_record)
+		o->max_record = SHOAL__FRAME_REC_MAX;
+	if (!o->flush_bytes)
+		o->flush_bytes = DEF_FLUSH_BYTES;
+	if (!o->flush_ns)
+		o->flush_ns = DEF_FLUSH_NS;
+	if (!o->keepalive_ns)
+		o->keepalive_ns = DEF_KEEPALIVE_NS;
+	if (!o->dead_ns)
+		o->dead_ns = DEF_DEAD_NS;
+	if (!o->backoff_ns)
+		o->backoff_ns = DEF_BACKOFF_NS;
+	if (!o->max_backoff_ns)
+		o->max_backoff_ns = DEF_MAX_BACKOFF_NS;
+}
+
+static int check_opts(const struct shoal__link_opts *o, struct shoal_err *err)
+{
+	if (o->role != SHOAL__LINK_LISTEN && o->role != SHOAL__LINK_CONNECT)
+		return shoal__fail(err, -EINVAL, "link role %d", o->role);
+	if (o->max_record > SHOAL__FRAME_REC_MAX)
+		return shoal__fail(err, -EINVAL, "max_record %u above the frame limit %u",
+				   o->max_record, SHOAL__FRAME_REC_MAX);
+	if (shoal__frame_rec_size(o->max_record) > o->window || o->window > (1u << 30))
+		return shoal__fail(err, -EINVAL,
+				   "window %u must hold the largest record (%u) and be <= 1 GiB",
+				   o->window, o->max_record);
+	if (o->flush_bytes > SHOAL__FRAME_MAX - SHOAL__FRAME_HDR)
+		return shoal__fail(err, -EINVAL, "flush_bytes %u above the frame limit",
+				   o->flush_bytes);
+	return 0;
+}
+
+static int ucx_fail(struct shoal_err *err, ucs_status_t s, const char *what)
+{
+	return shoal__fail(err, ucs_errno(s), "%s: %s", what, ucs_status_string(s));
+}
+
+static int ucx_open(struct shoal__link *l, struct shoal_err *err)
+{
+	ucp_params_t cp = { .field_mask = UCP_PARAM_FIELD_FEATURES,
+			    .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP };
+	ucp_worker_params_t wp = { .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+				   .thread_mode = UCS_THREAD_MODE_SINGLE };
+	ucp_am_handler_param_t ap = {
+		.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+			      UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
+		.id = SHOAL__LINK_AM_ID,
+		.flags = UCP_AM_FLAG_WHOLE_MSG,
+		.cb = am_cb,
+		.arg = l,
+	};
+	ucp_config_t *cfg;
+	ucs_status_t s;
+
+	/* A restarted bridge must listen again at once, while its previous
+	 * life's connections linger in TIME_WAIT on the port: SO_REUSEADDR.
+	 * UCX 1.13 reads that option of its TCP connection manager from the
+	 * environment only (ucp_config_modify() does not reach it); a value
+	 * the user set is kept. */
+	if (l->o.role == SHOAL__LINK_LISTEN && setenv("UCX_TCP_CM_REUSEADDR", "y", 0) < 0)
+		return shoal__fail(err, -errno, "setenv UCX_TCP_CM_REUSEADDR");
+	s = ucp_config_read(NULL, NULL, &cfg);
+	if (s != UCS_OK)
+		return ucx_fail(err, s, "UCX configuration");
+	if (l->o.transports)
+		s = ucp_config_modify(cfg, "TLS", l->o.transports);
+	if (s == UCS_OK)
+		s = ucp_init(&cp, cfg, &l->ctx);
+	ucp_config_release(cfg);
+	if (s != UCS_OK)
+		return ucx_fail(err, s, "UCX context");
+	s = ucp_worker_create(l->ctx, &wp, &l->worker);
+	if (s != UCS_OK)
+		return ucx_fail(err, s, "UCX worker");
+	s = ucp_worker_set_am_recv_handler(l->worker, &ap);
+	if (s == UCS_OK)
+		s = ucp_worker_get_efd(l->worker, &l->efd);
+	if (s != UCS_OK)
+		return ucx_fail(err, s, "UCX worker setup");
+	if (l->o.role == SHOAL__LINK_LISTEN) {
+		ucp_listener_params_t lp = {
+			.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
+				      UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+			.sockaddr = { .addr = (const struct sockaddr *)&l->addr,
+				      .addrlen = l->addr_len },
+			.conn_handler = { .cb = conn_cb, .arg = l },
+		};
+
+		s = ucp_listener_create(l->worker, &lp, &l->listener);
+		if (s != UCS_OK)
+			return ucx_fail(err, s, "UCX listener");
+	}
+	return 0;
+}
+
+static int alloc_buffers(struct shoal__link *l)
+{
+	uint64_t big = qrec_size(l->o.max_record);
+	uint32_t fcap = SHOAL__FRAME_HDR + shoal__frame_rec_size(l->o.max_record);
+
+	if (fcap < SHOAL__FRAME_HDR + l->o.flush_bytes)
+		fcap = SHOAL__FRAME_HDR + l->o.flush_bytes;
+	l->fbuf_cap = fcap;
+	for (unsigned i = 0; i < NBUF; i++) {
+		l->fb[i].buf = malloc(fcap);
+		if (!l->fb[i].buf)
+			return -ENOMEM;
+	}
+	if (recq_init(&l->sq, 2 * (uint64_t)l->o.window + big) < 0 ||
+	    recq_init(&l->rq, 4 * (uint64_t)l->o.window + 2 * big) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
+int shoal__link_create(struct shoal__link **out, const struct shoal__link_opts *o,
+		       struct shoal_err *err)
+{
+	struct shoal__link *l = calloc(1, sizeof(*l));
+	int ret;
+
+	if (!l)
+		return shoal__fail(err, -ENOMEM, "out of memory for a link");
+	l->o = *o;
+	l->efd = -1;
+	set_defaults(&l->o);
+	ret = check_opts(&l->o, err);
+	if (ret == 0)
+		ret = parse_addr(l, o->addr, err);
+	if (ret == 0 && alloc_buffers(l) < 0)
+		ret = shoal__fail(err, -ENOMEM, "out of memory for a link's buffers");
+	if (ret == 0)
+		ret = ucx_open(l, err);
+	if (ret < 0) {
+		shoal__link_destroy(l);
+		return ret;
+	}
+	l->st.epoch = o->epoch ? o->epoch : draw_epoch();
+	l->state = SHOAL__LINK_DOWN;
+	l->backoff = l->o.backoff_ns;
+	l->now = shoal__now_ns();
+	l->st.down_since_ns = l->now;
+	if (l->o.role == SHOAL__LINK_CONNECT)
+		conn_connect(l);
+	*out = l;
+	return 0;
+}
+
+void shoal__link_destroy(struct shoal__link *l)
+{
+	uint64_t give_up = shoal__now_ns() + 2000000000u;
+	bool busy = true;
+
+	if (l->worker) {
+		if (l->ep)
+			ep_close(l, l->ep);
+		if (l->conn_req)
+			ucp_listener_reject(l->listener, l->conn_req);
+		if (l->listener)
+			ucp_listener_destroy(l->listener);
+		/* Bounded: a forced close completes locally; the bound only
+		 * keeps a UCX bug from hanging the caller. */
+		while (busy && shoal__now_ns() < give_up) {
+			ucp_worker_progress(l->worker);
+			reap_closing(l);
+			busy = false;
+			for (unsigned i = 0; i < NCLOSING; i++)
+				busy |= l->closing[i] != NULL;
+			for (unsigned i = 0; i < NBUF; i++)
+				busy |= l->fb[i].busy;
+		}
+		ucp_worker_destroy(l->worker);
+	}
+	if (l->ctx)
+		ucp_cleanup(l->ctx);
+	for (unsigned i = 0; i < NBUF; i++)
+		free(l->fb[i].buf);
+	free(l->sq.buf);
+	free(l->rq.buf);
+	free(l);
+}
+
+int shoal__link_send(struct shoal__link *l, const void *data, uint32_t len, uint16_t tag)
+{
+	uint32_t size = shoal__frame_rec_size(len);
+
+	if (len > l->o.max_record)
+		return -EMSGSIZE;
+	if (l->sq.bytes + size > l->peer_credits ||
+	    recq_push(&l->sq, data, len, tag, l->next_seq) < 0) {
+		l->st.credit_waits++;
+		return -EAGAIN;
+	}
+	if (l->unsent_bytes == 0)
+		l->unsent_since = shoal__now_ns();
+	l->next_seq++;
+	l->unsent_bytes += size;
+	if (l->unsent_bytes >= l->o.flush_bytes && l->state == SHOAL__LINK_UP) {
+		l->now = shoal__now_ns();
+		flush(l);
+	}
+	return 0;
+}
+
+int shoal__link_flush(struct shoal__link *l)
+{
+	l->now = shoal__now_ns();
+	return flush(l) < 0 ? -EAGAIN : 0;
+}
+
+void shoal__link_poll(struct shoal__link *l, uint64_t now_ns)
+{
+	/* Time never goes back for the link, whatever clock reading the
+	 * caller took before its last send: timers compare by subtraction. */
+	if (now_ns < l->now)
+		now_ns = l->now;
+	l->now = now_ns;
+	while (ucp_worker_progress(l->worker))
+		;
+	reap_closing(l);
+	if (l->conn_req)
+		conn_accept(l);
+	if (l->ep_failed ||
+	    (l->state != SHOAL__LINK_DOWN && now_ns - l->last_rx > l->o.dead_ns))
+		conn_drop(l);
+	if (l->state == SHOAL__LINK_DOWN && l->o.role == SHOAL__LINK_CONNECT &&
+	    now_ns >= l->retry_at)
+		conn_connect(l);
+	if (l->hello_due && send_control(l, SHOAL__FRAME_HELLO) == 0)
+		l->hello_due = false;
+	if (l->state != SHOAL__LINK_UP)
+		return;
+	if (l->unsent_bytes && (l->unsent_bytes >= l->o.flush_bytes ||
+				now_ns - l->unsent_since >= l->o.flush_ns))
+		flush(l);
+	if ((l->ack_due && now_ns >= l->ack_due) || now_ns - l->last_tx >= l->o.keepalive_ns)
+		send_control(l, SHOAL__FRAME_ACK);
+	if (l->ep_failed)
+		conn_drop(l);
+}
+
+int shoal__link_fd(const struct shoal__link *l)
+{
+	return l->efd;
+}
+
+int shoal__link_arm(struct shoal__link *l)
+{
+	ucs_status_t s = ucp_worker_arm(l->worker);
+
+	if (s == UCS_OK)
+		return 0;
+	return s == UCS_ERR_BUSY ? -EAGAIN : ucs_errno(s);
+}
+
+static uint64_t earliest(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+uint64_t shoal__link_deadline(const struct shoal__link *l)
+{
+	uint64_t t = UINT64_MAX;
+
+	if (l->hello_due || l->conn_req || l->ep_failed)
+		return l->now;
+	if (l->state == SHOAL__LINK_DOWN)
+		return l->o.role == SHOAL__LINK_CONNECT ? l->retry_at : UINT64_MAX;
+	t = l->last_rx + l->o.dead_ns;
+	if (l->state != SHOAL__LINK_UP)
+		return t;
+	t = earliest(t, l->last_tx + l->o.keepalive_ns);
+	if (l->unsent_bytes)
+		t = earliest(t, l->unsent_since + l->o.flush_ns);
+	if (l->ack_due)
+		t = earliest(t, l->ack_due);
+	return t;
+}
+
+int shoal__link_recv_peek(struct shoal__link *l, struct shoal__frame_rec *rec)
+{
+	struct qrec *r = recq_front(&l->rq);
+
+	if (!r)
+		return -EAGAIN;
+	rec->data = r + 1;
+	rec->len = r->len;
+	rec->tag = r->tag;
+	l->peeked = true;
+	return 0;
+}
+
+void shoal__link_recv_release(struct shoal__link *l)
+{
+	struct qrec *r = recq_front(&l->rq);
+
+	SHOAL_ASSERT(r != NULL && l->peeked);
+	l->peeked = false;
+	l->released_bytes += shoal__frame_rec_size(r->len);
+	recq_pop(&l->rq);
+	if (l->rq_old) {
+		l->rq_old--;
+	} else if (l->rq.n == 0) {
+		l->recv_ack = l->recv_next;
+	} else {
+		l->recv_ack = recq_front(&l->rq)->seq;
+	}
+	/* The credit comes back with the next frame; an ACK goes alone after
+	 * the flush deadline, or at the next poll once a quarter of the
+	 * window was released, so that a sender waiting for credit does not
+	 * wait for a deadline. */
+	if (l->released_bytes >= l->o.window / 4)
+		l->ack_due = 1;
+	else if (!l->ack_due)
+		l->ack_due = shoal__now_ns() + l->o.flush_ns;
+}
+
+void shoal__link_stats(const struct shoal__link *l, struct shoal__link_stats *st)
+{
+	*st = l->st;
+	st->state = l->state;
+	st->peer_epoch = l->peer_epoch;
+	st->peer_credits = l->peer_credits;
+	st->next_seq = l->next_seq;
+	st->acked = l->acked;
+	st->unacked_bytes = l->sq.bytes;
+	st->recv_next = l->recv_next;
+	st->recv_held = l->rq.n;
+}

@@ -1,0 +1,216 @@
+/* SPDX-License-Identifier: MIT */
+/* Network namespaces joined by a veth pair, for the tests (see netns.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/netns.h"
+
+#define NETNS_DIR "/run/netns"
+#define NETNS_PREFIX "shoal-t"
+
+/* Run `ip ARGS...` (argv, NULL-terminated), its standard output into
+ * out[0, cap) when out is given. Returns its exit status, or -1 if it could
+ * not run or was killed. */
+static int ip_argv(const char **argv, char *out, size_t cap)
+{
+	int fds[2] = { -1, -1 }, status;
+	size_t got = 0;
+	pid_t pid;
+
+	if (out && pipe(fds) < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		if (out) {
+			dup2(fds[1], STDOUT_FILENO);
+			close(fds[0]);
+			close(fds[1]);
+		}
+		execvp("ip", (char *const *)argv);
+		_exit(127);
+	}
+	if (out) {
+		ssize_t n;
+
+		close(fds[1]);
+		while (got + 1 < cap && (n = read(fds[0], out + got, cap - 1 - got)) != 0) {
+			if (n < 0 && errno != EINTR)
+				break;
+			if (n > 0)
+				got += (size_t)n;
+		}
+		out[got] = '\0';
+		close(fds[0]);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int ip(const char *arg0, ...)
+{
+	const char *argv[24] = { "ip", arg0 };
+	int n = 2;
+	va_list ap;
+
+	va_start(ap, arg0);
+	while (n < 23 && (argv[n] = va_arg(ap, const char *)) != NULL)
+		n++;
+	va_end(ap);
+	argv[n] = NULL;
+	return ip_argv(argv, NULL, 0);
+}
+
+/* Wait until side's veth end has its carrier (LOWER_UP), at most 5 s: a
+ * program that looks for interfaces before that (UCX does, once, when its
+ * context starts) does not see it. Returns 0, or -1 (said on stderr). */
+static int wait_carrier(const struct test_netns *n, int side)
+{
+	const char *argv[] = { "ip", "-n", n->ns[side], "-o", "link", "show", "dev",
+			       n->dev[side], NULL };
+	char out[512];
+
+	for (int i = 0; i < 500; i++) {
+		if (ip_argv(argv, out, sizeof(out)) == 0 && strstr(out, "LOWER_UP"))
+			return 0;
+		usleep(10000);
+	}
+	fprintf(stderr, "netns: %s in %s never got its carrier\n", n->dev[side], n->ns[side]);
+	return -1;
+}
+
+static int ip_checked(const char *what, int ret)
+{
+	if (ret != 0)
+		fprintf(stderr, "netns: `ip %s` failed (%d)\n", what, ret);
+	return ret != 0 ? -1 : 0;
+}
+
+const char *test_netns_unavailable(void)
+{
+	static char why[128];
+	char name[TEST_NETNS_NAME_MAX];
+
+	if (geteuid() != 0)
+		return "network namespaces need root";
+	if (access("/proc/self/ns/net", R_OK) != 0)
+		return "this kernel has no network namespaces";
+	snprintf(name, sizeof(name), NETNS_PREFIX "%d-probe", (int)getpid());
+	if (ip("netns", "add", name, (char *)NULL) != 0) {
+		snprintf(why, sizeof(why), "`ip netns add` failed (no iproute2, or not allowed)");
+		return why;
+	}
+	ip("netns", "del", name, (char *)NULL);
+	return NULL;
+}
+
+/* Remove the namespaces of test processes that are gone. */
+static void reap_stale(void)
+{
+	DIR *d = opendir(NETNS_DIR);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		long pid;
+		char *end;
+
+		if (strncmp(e->d_name, NETNS_PREFIX, strlen(NETNS_PREFIX)) != 0)
+			continue;
+		pid = strtol(e->d_name + strlen(NETNS_PREFIX), &end, 10);
+		if (pid <= 0 || *end != '-' || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		ip("netns", "del", e->d_name, (char *)NULL);
+	}
+	closedir(d);
+}
+
+int test_netns_create(struct test_netns *n, const char *tag, unsigned octet)
+{
+	char cidr[2][24];
+
+	memset(n, 0, sizeof(*n));
+	reap_stale();
+	for (int s = 0; s < 2; s++) {
+		snprintf(n->ns[s], sizeof(n->ns[s]), NETNS_PREFIX "%d-%s-%c", (int)getpid(), tag,
+			 'a' + s);
+		snprintf(n->dev[s], sizeof(n->dev[s]), "veth-%c", 'a' + s);
+		snprintf(n->addr[s], sizeof(n->addr[s]), "169.254.%u.%d", octet & 255, s + 1);
+		snprintf(cidr[s], sizeof(cidr[s]), "%s/24", n->addr[s]);
+		if (ip_checked("netns add", ip("netns", "add", n->ns[s], (char *)NULL)) < 0)
+			goto fail;
+		n->made[s] = true;
+	}
+	if (ip_checked("link add ... type veth",
+		       ip("-n", n->ns[0], "link", "add", n->dev[0], "type", "veth", "peer", "name",
+			  n->dev[1], "netns", n->ns[1], (char *)NULL)) < 0)
+		goto fail;
+	for (int s = 0; s < 2; s++) {
+		if (ip_checked("addr add", ip("-n", n->ns[s], "addr", "add", cidr[s], "dev",
+					      n->dev[s], (char *)NULL)) < 0 ||
+		    ip_checked("link set lo up", ip("-n", n->ns[s], "link", "set", "lo", "up",
+						     (char *)NULL)) < 0 ||
+		    test_netns_link(n, s, true) < 0)
+			goto fail;
+	}
+	for (int s = 0; s < 2; s++)
+		if (wait_carrier(n, s) < 0)
+			goto fail;
+	return 0;
+fail:
+	test_netns_destroy(n);
+	return -1;
+}
+
+void test_netns_destroy(struct test_netns *n)
+{
+	for (int s = 0; s < 2; s++) {
+		if (n->made[s])
+			ip("netns", "del", n->ns[s], (char *)NULL);
+		n->made[s] = false;
+	}
+}
+
+int test_netns_enter(const struct test_netns *n, int side)
+{
+	char path[sizeof(NETNS_DIR) + TEST_NETNS_NAME_MAX + 1];
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), NETNS_DIR "/%s", n->ns[side]);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (setns(fd, CLONE_NEWNET) < 0)
+		ret = -errno;
+	close(fd);
+	if (ret < 0)
+		return ret;
+	/* /sys/class/net lists the interfaces of the namespace sysfs was
+	 * mounted from, and UCX finds its TCP devices there: remount sysfs in
+	 * a private mount namespace, as `ip netns exec` does, or UCX sees the
+	 * old namespace's interfaces and none of the veth. */
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0 ||
+	    umount2("/sys", MNT_DETACH) < 0 || mount("sysfs", "/sys", "sysfs", 0, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+int test_netns_link(const struct test_netns *n, int side, bool up)
+{
+	return ip_checked("link set", ip("-n", n->ns[side], "link", "set", n->dev[side],
+					 up ? "up" : "down", (char *)NULL));
+}

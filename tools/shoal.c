@@ -107,5 +107,6 @@ int main(int argc, char **argv)
 	cmd = find_cmd(argv[1]);
 	if (cmd == NULL)
 		return shoal__cli_usage_error(NULL, "unknown command '%s'", argv[1]);
+	shoal__cli_json_scan(cmd, argc - 1, argv + 1);
 	return cmd->fn(cmd, argc - 1, argv + 1);
 }

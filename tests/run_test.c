@@ -9,12 +9,13 @@
  * groups, a reader of its output that goes away, and messages stranded by a
  * stop. Operating a system: one file run twice (--name), the groups' output
  * by line and in --log-dir files, `shoal stop|restart|reload` over the
- * control socket (and clients of it that go away or are another user), and
- * `shoal logs`.
+ * control socket (and clients of it that go away or are another user),
+ * `shoal logs`, and the notifications a systemd unit of Type=notify gets.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1626,6 +1627,81 @@ static void run_lifecycle_of_another_user_is_refused(void **state)
 
 /* --check --name: the file checked under the other name, whose segment
  * names must fit too. */
+/* The next notification on the datagram socket `fd`, within 10 s. */
+static void next_notification(int fd, char *buf, size_t cap, const char *out)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	ssize_t n;
+
+	if (poll(&pfd, 1, 10000) != 1) {
+		char *text = read_file(out);
+
+		print_error("--- output of shoal run:\n%s---\n", text);
+		free(text);
+		fail_msg("no notification within 10 s");
+	}
+	n = recv(fd, buf, cap - 1, 0);
+	assert_true(n > 0);
+	buf[n] = '\0';
+}
+
+/*
+ * Under systemd (NOTIFY_SOCKET names a socket the test listens on, as
+ * systemd's for a unit of Type=notify): READY=1 once every group is up,
+ * RELOADING=1 then READY=1 around `shoal reload`, STOPPING=1 on `shoal
+ * stop`. Skips when this shoal was built without libsystemd.
+ */
+static void run_notifies_systemd_when_ready_reloading_and_stopping(void **state)
+{
+	const char *cfg = in_dir("sd.yaml"), *out = in_dir("sd.out"), *sock = in_dir("sd.sock");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *have = getenv("SHOAL_HAVE_SYSTEMD");
+	char text[1024], note[512];
+	pid_t run;
+	int fd, status;
+
+	(void)state;
+	if (have == NULL || strcmp(have, "1") != 0)
+		skip();
+	snprintf(text, sizeof(text),
+		 "system: sd\ngroups:\n"
+		 "  - name: a\n    program: %s\n    args: [--role, consumer]\n"
+		 "  - name: b\n    program: %s\n    args: [--role, consumer]\n",
+		 group_bin, group_bin);
+	write_file(cfg, text);
+	assert_true(strlen(sock) < sizeof(sa.sun_path));
+	strcpy(sa.sun_path, sock);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	setenv("NOTIFY_SOCKET", sock, 1);
+	run = start_run(cfg, out);
+	unsetenv("NOTIFY_SOCKET");
+
+	next_notification(fd, note, sizeof(note), out);
+	assert_has(note, "READY=1\n");
+	assert_has(note, "STATUS=system sd: 2 of 2 groups running");
+	/* Told once both had attached, not merely been started. */
+	assert_true(rt_group_pid("sd", "a") > 0);
+	assert_true(rt_group_pid("sd", "b") > 0);
+
+	says(0, "system sd reloaded", (const char *const[]){ "reload", "sd", NULL });
+	next_notification(fd, note, sizeof(note), out);
+	assert_has(note, "RELOADING=1\n");
+	assert_has(note, "MONOTONIC_USEC=");
+	next_notification(fd, note, sizeof(note), out);
+	assert_has(note, "READY=1\nSTATUS=reloaded");
+
+	says(0, "system sd stopped", (const char *const[]){ "stop", "sd", NULL });
+	next_notification(fd, note, sizeof(note), out);
+	assert_has(note, "STOPPING=1\n");
+	status = test_wait_pid(run, 30000);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	close(fd);
+	unlink(sock);
+}
+
 static void run_check_with_name_checks_the_names_it_makes(void **state)
 {
 	const char *cfg = in_dir("named.yaml");
@@ -1694,6 +1770,8 @@ int main(void)
 					  kill_started),
 		cmocka_unit_test_teardown(run_logs_reads_the_groups_log_files, kill_started),
 		cmocka_unit_test_teardown(run_lifecycle_of_another_user_is_refused, kill_started),
+		cmocka_unit_test_teardown(run_notifies_systemd_when_ready_reloading_and_stopping,
+					  kill_started),
 		cmocka_unit_test(run_check_with_name_checks_the_names_it_makes),
 		cmocka_unit_test(run_bad_options_are_usage_errors),
 	};

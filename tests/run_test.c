@@ -1393,6 +1393,7 @@ static void run_stop_restart_reload_over_the_control_socket(void **state)
 {
 	const char *cfg = in_dir("lc.yaml"), *out = in_dir("lc.out");
 	char text[1024], *said;
+	struct tool_run t;
 	pid_t run, b;
 	int status;
 
@@ -1433,12 +1434,27 @@ static void run_stop_restart_reload_over_the_control_socket(void **state)
 	     (const char *const[]){ "restart", "lc", "nope", NULL });
 	says(0, "system lc reloaded: 2 groups, 0 routes published",
 	     (const char *const[]){ "reload", "lc", NULL });
+	said = shoal_says(0, (const char *const[]){ "reload", "--json", "lc", NULL });
+	assert_json_documents(said, 1, false);
+	assert_has(said, "\"group\": null");
+	assert_has(said, "\"message\": \"system lc reloaded: 2 groups");
+	free(said);
 	write_file(cfg, "system: lc\ngroups: []\n");
 	said = shoal_says(1, (const char *const[]){ "reload", "lc", NULL });
 	assert_has(said, "reload refused, nothing changed");
 	assert_has(said, "groups is empty");
 	free(said);
-	says(0, "system lc stopped", (const char *const[]){ "stop", "lc", NULL });
+	/* Under --json the refusal is the error document, on stdout. */
+	tool_expect(&t, 1, (const char *const[]){ "reload", "--json", "lc", NULL });
+	assert_json_error(t.out, 1, "reload refused, nothing changed");
+	assert_has(t.out, "\"errno\": \"EINVAL\"");
+	assert_int_equal(t.err[0], '\0');
+	tool_free(&t);
+	said = shoal_says(0, (const char *const[]){ "stop", "--json", "lc", NULL });
+	assert_json_documents(said, 1, false);
+	assert_has(said, "\"message\": \"system lc stopped\"");
+	assert_has(said, "\"supervisor_pid\": ");
+	free(said);
 	/* Answered once everything was removed. */
 	assert_int_equal(count_system_files("lc"), 0);
 	status = test_wait_pid(run, 30000);

@@ -7,6 +7,7 @@
  * Everything is read once into a view (tools/sysview.h), read-only; the
  * printers below work from that copy.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,6 +18,9 @@
 #include "tools/json.h"
 #include "tools/sysview.h"
 #include "tools/table.h"
+
+/* The layout version of its --json documents (shoal(1), JSON OUTPUT). */
+#define STAT_JSON_SCHEMA 1
 
 #define DEFAULT_CHECK_RETRIES 3u
 #define MAX_CHECK_RETRIES 1000u
@@ -561,7 +565,7 @@ static void print_json(const struct shoal__sys_view *v)
 	struct shoal__json j;
 
 	shoal__json_init(&j, stdout);
-	shoal__json_object_begin(&j, NULL);
+	shoal__json_doc_begin(&j, STAT_JSON_SCHEMA);
 	json_system(&j, v);
 	json_dispatchers(&j, v);
 	json_types(&j, v);
@@ -596,9 +600,8 @@ static int cmd_stat(const struct shoal__cmd *cmd, int argc, char **argv)
 	if (a.json) {
 		print_json(&v);
 	} else if (print_text(&v) < 0) {
-		fprintf(stderr, "shoal %s: out of memory\n", cmd->name);
 		shoal__sys_view_free(&v);
-		return SHOAL_EXIT_CORRUPT;
+		return shoal__cli_fail(cmd->name, SHOAL_EXIT_CORRUPT, -ENOMEM, "out of memory");
 	}
 	ret = shoal__sys_view_corrupt(&v) || v.router_alive == 0 ? SHOAL_EXIT_CORRUPT :
 								     SHOAL_EXIT_OK;
@@ -639,4 +642,5 @@ const struct shoal__cmd shoal__cmd_stat = {
 	"  2  bad command line\n"
 	"  3  cannot read the system's registry: no such system, not a Shoal\n"
 	"     segment, another layout version, or corrupted\n",
+	.json_schema = STAT_JSON_SCHEMA,
 };

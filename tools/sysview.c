@@ -570,12 +570,12 @@ int shoal__sys_view_fail(const char *cmd, const char *system, int ret,
 			 const struct shoal_err *err)
 {
 	if (ret == -ENOENT)
-		fprintf(stderr, "shoal %s: no system '%s' in %s (no segment shoal.%s.reg); 'shoal "
-			"ls' lists the systems there\n", cmd, system, shoal__shm_dir(), system);
-	else
-		fprintf(stderr, "shoal %s: cannot read the registry of system '%s': %s\n", cmd,
-			system, err->msg[0] != '\0' ? err->msg : shoal_strerror(ret));
-	return SHOAL_EXIT_ATTACH;
+		return shoal__cli_fail(cmd, SHOAL_EXIT_ATTACH, ret, "no system '%s' in %s (no "
+				       "segment shoal.%s.reg); 'shoal ls' lists the systems there",
+				       system, shoal__shm_dir(), system);
+	return shoal__cli_fail(cmd, SHOAL_EXIT_ATTACH, ret, "cannot read the registry of system "
+			       "'%s': %s", system, err->msg[0] != '\0' ? err->msg :
+			       shoal_strerror(ret));
 }
 
 const struct shoal__group_view *shoal__sys_view_group(const struct shoal__sys_view *v, int id)

@@ -149,8 +149,9 @@ void shoal__sys_view_count(const struct shoal__sys_view *v, struct shoal__sys_co
 uint32_t shoal__group_view_restarts(const struct shoal__group_view *g);
 
 /*
- * Report on stderr, as "shoal CMD: ...", why shoal__sys_view_take() failed
- * with `ret`. Returns the exit code for it: SHOAL_EXIT_ATTACH.
+ * Report why shoal__sys_view_take() failed with `ret`, through
+ * shoal__cli_fail() (text on stderr, or the error document under --json).
+ * Returns the exit code for it: SHOAL_EXIT_ATTACH.
  */
 int shoal__sys_view_fail(const char *cmd, const char *system, int ret,
 			 const struct shoal_err *err);

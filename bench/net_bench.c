@@ -14,7 +14,7 @@
  * ends already inside them (`ip link add ... netns PID type veth peer ...
  * netns PID`), so that no end ever exists in the machine's own namespace,
  * and addresses them with link-local 169.254.77.1 and .2. A side enters
- * its host with setns(), with a sysfs of its own (enter_host()). On exit
+ * its host with setns(), with a sysfs of its own (net_enter_host()). On exit
  * (normal, error, or a signal) the pair is deleted and the descriptors
  * closed; if the benchmark is killed with SIGKILL, nothing holds the
  * namespaces any more (the sides die with it, PR_SET_PDEATHSIG) and the
@@ -83,6 +83,7 @@ struct obs {
 
 struct opts {
 	unsigned runs;
+	uint64_t perftest_iters;  /* 0: no ucx_perftest cross-check */
 	uint64_t duration_ns;
 	uint32_t frame;
 	int cpu[2];
@@ -100,8 +101,13 @@ struct hosts {
 	bool link;                /* the veth pair exists */
 };
 
+/* The cross-check: ucx_perftest's tests, each beside what it checks. */
+static const char *const perftest_name[2] = { "ucp_am_bw", "ucp_am_lat" };
+
 struct report {
 	const struct opts *o;
+	struct net_perftest perftest[2][N_PAYLOADS];
+	const char *perftest_status;   /* why there are no figures, or NULL */
 	const struct hosts *h;
 	struct obs (*obs)[N_CONTENDERS][BENCH_MAX_RUNS];
 	unsigned runs_done;
@@ -171,14 +177,13 @@ int net_frame_check(const unsigned char *frame, size_t len, uint32_t payload, ui
 }
 
 /*
- * Enter host `nsfd`: its network namespace, and a mount namespace of this
- * process's own with a sysfs of that network namespace. UCX finds network
- * devices in /sys/class/net, which shows the devices of the namespace that
- * mounted /sys, not the caller's (`ip netns exec` remounts it the same
- * way). The remount stays private to this process: the rest of the
- * machine's mounts are slaves of it, not shared with it.
+ * UCX finds network devices in /sys/class/net, which shows the devices of
+ * the namespace that mounted /sys, not the caller's: hence a mount
+ * namespace of the process's own with a sysfs of its host (`ip netns exec`
+ * remounts it the same way). Its mounts are slaves of the machine's, so
+ * the remount stays private to the process.
  */
-static int enter_host(int nsfd)
+int net_enter_host(int nsfd)
 {
 	if (setns(nsfd, CLONE_NEWNET) != 0 || unshare(CLONE_NEWNS) != 0 ||
 	    mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) != 0)
@@ -265,7 +270,7 @@ static void side_main(int side, void *arg)
 	if (ret < 0)
 		net_fail(&s, ret, "pinning to CPU %d: %s", s.p->cpu[side], strerror(-ret));
 	s.res->cpu = sched_getcpu();
-	if (ret == 0 && (ret = enter_host(a->nsfd[side])) < 0)
+	if (ret == 0 && (ret = net_enter_host(a->nsfd[side])) < 0)
 		net_fail(&s, ret, "entering host %c: %s", 'A' + side, strerror(-ret));
 	close(a->nsfd[0]);
 	close(a->nsfd[1]);
@@ -732,6 +737,53 @@ static void md_table(FILE *f, const struct report *rp, const struct md_table *t)
 	fprintf(f, "\n");
 }
 
+/* ucx_perftest beside the `ucx` rows it checks: message rate against
+ * throughput, twice its one-way latency against the round trip. */
+static void md_perftest(FILE *f, const struct report *rp)
+{
+	int ci = contender_index(RTT_REF);
+	static double (*const field[2])(const struct obs *o) = { f_rate, f_p50 };
+	static const enum net_kind kind[2] = { NET_TPUT, NET_RTT };
+
+	fprintf(f, "### Cross-check: ucx_perftest\n\n");
+	if (rp->perftest_status != NULL) {
+		fprintf(f, "Not measured: %s.\n\n", rp->perftest_status);
+		return;
+	}
+	fprintf(f, "`ucx_perftest` run once after the runs, in the same hosts and on the same "
+		"CPUs (`UCX_TLS=tcp`, the veth end as `UCX_NET_DEVICES`), %llu messages for "
+		"`ucp_am_bw`, %llu round trips for `ucp_am_lat`, beside the median of `%s` over "
+		"the runs. `ucp_am_lat` reports half a round trip: it is doubled here.\n\n"
+		"| figure | payload | ucx_perftest | `%s`, this run | `%s` ÷ ucx_perftest |\n"
+		"|---|---:|---:|---:|---:|\n", (unsigned long long)rp->o->perftest_iters,
+		(unsigned long long)rp->o->perftest_iters / 5, RTT_REF, RTT_REF, RTT_REF);
+	for (unsigned t = 0; t < 2; t++)
+		for (unsigned pi = 0; pi < N_PAYLOADS; pi++) {
+			const struct net_perftest *pt = &rp->perftest[t][pi];
+			double tool = t == 0 ? pt->msg_rate : 2 * pt->lat_ns / 1e3;
+			double v[BENCH_MAX_RUNS];
+			unsigned n = rp->o->kind_on[kind[t]] ?
+				collect(rp, case_of(kind[t], pi), (unsigned)ci, field[t], v) : 0;
+			double own = n > 0 ? bench_mmm(v, n).med / (t == 0 ? 1 : 1e3) : 0;
+
+			fprintf(f, "| %s | %u B |", t == 0 ? "msg/s (`ucp_am_bw`)" :
+				"RTT p50, µs (`ucp_am_lat` x 2)", payloads[pi]);
+			if (pt->ok)
+				fprintf(f, t == 0 ? " %.0f |" : " %.1f |", tool);
+			else
+				fprintf(f, " failed |");
+			if (n > 0)
+				fprintf(f, t == 0 ? " %.0f |" : " %.1f |", own);
+			else
+				fprintf(f, " not measured |");
+			if (pt->ok && n > 0 && tool > 0)
+				fprintf(f, " %.2f |\n", own / tool);
+			else
+				fprintf(f, " — |\n");
+		}
+	fprintf(f, "\n");
+}
+
 static void write_md(FILE *f, const void *arg)
 {
 	const struct report *rp = arg;
@@ -740,6 +792,8 @@ static void write_md(FILE *f, const void *arg)
 	for (unsigned k = 0; k < NET_KINDS; k++)
 		if (rp->o->kind_on[k])
 			md_table(f, rp, &md_tables[k]);
+	if (rp->o->perftest_iters > 0)
+		md_perftest(f, rp);
 	fprintf(f, "### Contenders\n\n");
 	for (unsigned ci = 0; ci < N_CONTENDERS; ci++)
 		fprintf(f, "- `%s`: %s\n", contenders[ci]->name, contenders[ci]->what);
@@ -832,11 +886,53 @@ static int run_all(struct net_ctl *ctl, const struct hosts *h, struct report *rp
 	return rp->failed ? 1 : 0;
 }
 
+/*
+ * After the runs: ucx_perftest's message rate and latency for every
+ * payload, in the same hosts and on the same CPUs. A failure here is said
+ * in the report; it does not fail the benchmark (the tool is not ours).
+ * Returns 0 or -EINTR.
+ */
+static int run_perftest(const struct hosts *h, struct report *rp)
+{
+	const struct opts *o = rp->o;
+
+	for (unsigned pi = 0; pi < N_PAYLOADS; pi++)
+		for (unsigned t = 0; t < 2; t++) {
+			struct net_params p = {
+				.payload = payloads[pi],
+				.cpu = { o->cpu[0], o->cpu[1] },
+				.port = (uint16_t)(PORT_BASE + PORT_SPAN + pi * 2 + t),
+			};
+			/* The latency test does round trips: fewer of them. */
+			uint64_t iters = t == 0 ? o->perftest_iters : o->perftest_iters / 5;
+			int ret;
+
+			memcpy(p.addr, h->addr, sizeof(p.addr));
+			memcpy(p.ifname, h->ifname, sizeof(p.ifname));
+			ret = net_perftest_run(h->nsfd, &p, perftest_name[t], iters,
+					       &rp->perftest[t][pi]);
+			if (ret == -EINTR)
+				return ret;
+			if (ret == -ENOENT) {
+				rp->perftest_status = "ucx_perftest is not installed (ucx-utils)";
+				return 0;
+			}
+			if (ret < 0)
+				fprintf(stderr, PROG ": ucx_perftest %s, %u B: no figures\n",
+					perftest_name[t], payloads[pi]);
+			else
+				fprintf(stderr, PROG ": ucx_perftest %s %u B: %.0f msg/s, "
+					"latency p50 %.1f us\n", perftest_name[t], payloads[pi],
+					rp->perftest[t][pi].msg_rate, rp->perftest[t][pi].lat_ns / 1e3);
+		}
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: " PROG " [--short | --smoke] [--runs N] [--cpus A,B] [--only LIST]\n"
-		"                       [--frame BYTES] [--md FILE] [--csv FILE]\n"
+		"                       [--frame BYTES] [--md FILE] [--csv FILE] [--perftest]\n"
 		"Across hosts, the transport's limit: UCX active messages (one message each, and\n"
 		"packed into frames: the batched limit) and ZeroMQ (PUSH/PULL, REQ/REP) between\n"
 		"two network namespaces joined by a veth pair that the benchmark makes and removes;\n"
@@ -851,6 +947,8 @@ static void usage(FILE *f)
 		"                 default %u)\n"
 		"  --md FILE      the report, also written to FILE\n"
 		"  --csv FILE     one row per sample kept\n"
+		"  --perftest     after the runs, ucx_perftest (ucx-utils) in the same hosts, to\n"
+		"                 cross-check the UCP program's figures\n"
 		"Exit: 0; 1 (a sample failed, said on stderr); 2 (usage); 77 (skipped: not root,\n"
 		"no network namespaces, no `ip`, or the two CPUs not usable); 128+n on signal n.\n",
 		BENCH_MAX_RUNS, NET_FRAME_MAX, NET_FRAME_DEFAULT);
@@ -864,9 +962,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "runs", required_argument, NULL, 'r' },  { "cpus", required_argument, NULL, 'c' },
 		{ "only", required_argument, NULL, 'o' },  { "frame", required_argument, NULL, 'f' },
 		{ "md", required_argument, NULL, 'm' },    { "csv", required_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },        { NULL, 0, NULL, 0 }
+		{ "perftest", no_argument, NULL, 'P' },    { "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
 	};
-	bool runs_given = false;
+	bool runs_given = false, perftest = false;
 	uint64_t x;
 	int opt;
 
@@ -898,6 +997,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return bench_bad_option(PROG, longopts, opt, optarg), 2;
 			o->frame = (uint32_t)x;
 			break;
+		case 'P':
+			perftest = true;
+			break;
 		case 'm':
 			o->md = optarg;
 			break;
@@ -917,6 +1019,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		usage(stderr);
 		return 2;
 	}
+	/* About as long as one sample of the mode, at ~50 000 msg/s. */
+	if (perftest)
+		o->perftest_iters = o->duration_ns / 20000;
 	return 0;
 }
 
@@ -971,6 +1076,8 @@ int main(int argc, char **argv)
 	if (ret == 0) {
 		bench_cpustat_read(&st0);
 		ret = run_all(ctl, &h, &rp);
+		if (ret >= 0 && o.perftest_iters > 0)
+			ret = run_perftest(&h, &rp) < 0 ? -EINTR : ret;
 		bench_cpustat_read(&st1);
 		rp.steal_ns = st1.steal - st0.steal;
 	}

@@ -150,6 +150,30 @@ int net_ping(struct net_side *s, int (*trip)(void *arg, const void *msg, void *b
 int net_pong(struct net_side *s, int (*recv)(void *arg, void *msg),
 	     int (*send)(void *arg, const void *msg), void *arg);
 
+/*
+ * Enter the host whose network namespace `nsfd` is: that namespace, and a
+ * mount namespace of this process's own where /sys shows the host's
+ * devices. For a forked child, as root. 0 or -errno.
+ */
+int net_enter_host(int nsfd);
+
+/* ucx_perftest's figures for one test and payload (net_perftest.c). */
+struct net_perftest {
+	bool ok;
+	double msg_rate;           /* overall messages per second */
+	double lat_ns;             /* latency p50; one way (half a round trip) for _lat tests */
+};
+
+/*
+ * Run ucx_perftest's `test` (ucp_am_bw, ucp_am_lat) between the hosts of
+ * nsfd: its server in host B, its client in host A, pinned as p->cpu says,
+ * TCP on the veth ends, `iters` messages of p->payload bytes, on p->port.
+ * Returns 0 with *out filled, -ENOENT when ucx_perftest is not installed,
+ * -EINTR on a stop signal, -EIO when it did not run or print its figures.
+ */
+int net_perftest_run(const int nsfd[2], const struct net_params *p, const char *test,
+		     uint64_t iters, struct net_perftest *out);
+
 /* Check every message of a frame of `len` bytes holding messages of
  * `payload` bytes from *expect on; *expect moves past them. Returns 0, 1
  * when the frame held the producer's last message, -EBADMSG. */

@@ -428,8 +428,9 @@ static int hosts_wait_running(const struct hosts *h)
 
 /*
  * Make the two hosts. Returns 0; -EPERM when network namespaces cannot be
- * made here (not root, or no netns), -ENOENT without `ip`; -EINTR or
- * another -errno otherwise, said on stderr. On failure nothing is left.
+ * made here (not root, or no netns), -EOPNOTSUPP when a veth pair cannot
+ * (`ip` said why), -ENOENT without `ip`; -EINTR or another -errno
+ * otherwise, said on stderr. On failure nothing is left.
  */
 static int hosts_create(struct hosts *h)
 {
@@ -467,8 +468,12 @@ static int hosts_create(struct hosts *h)
 		char *add[] = { "ip", "link", "add", h->ifname[0], "netns", pid_s[0], "type",
 				"veth", "peer", "name", h->ifname[1], "netns", pid_s[1], NULL };
 
+		/* A kernel without veth is a machine this cannot run on, as
+		 * one without network namespaces. */
 		ret = run_ip(-1, add);
 		h->link = ret == 0;
+		if (ret == -EIO)
+			ret = -EOPNOTSUPP;
 	}
 	/* The descriptors hold the namespaces from here on. */
 	for (int i = 0; i < 2; i++) {
@@ -485,7 +490,7 @@ static int hosts_create(struct hosts *h)
 	if (ret == 0)
 		ret = hosts_wait_running(h);
 	if (ret < 0) {
-		if (ret != -EPERM && ret != -ENOENT && ret != -EINTR)
+		if (ret != -EPERM && ret != -EOPNOTSUPP && ret != -ENOENT && ret != -EINTR)
 			fprintf(stderr, PROG ": making the hosts: %s\n", strerror(-ret));
 		hosts_destroy(h);
 	}
@@ -950,7 +955,8 @@ static void usage(FILE *f)
 		"  --perftest     after the runs, ucx_perftest (ucx-utils) in the same hosts, to\n"
 		"                 cross-check the UCP program's figures\n"
 		"Exit: 0; 1 (a sample failed, said on stderr); 2 (usage); 77 (skipped: not root,\n"
-		"no network namespaces, no `ip`, or the two CPUs not usable); 128+n on signal n.\n",
+		"no network namespaces or veth, no `ip`, or the two CPUs not usable); 128+n on\n"
+		"signal n.\n",
 		BENCH_MAX_RUNS, NET_FRAME_MAX, NET_FRAME_DEFAULT);
 }
 
@@ -1067,9 +1073,11 @@ int main(int argc, char **argv)
 	}
 	bench_signals_init();
 	ret = hosts_create(&h);
-	if (ret == -EPERM || ret == -ENOENT) {
-		fprintf(stderr, PROG ": skipped: %s\n", ret == -EPERM ?
-			"network namespaces cannot be made here" : "`ip` (iproute2) is not installed");
+	if (ret == -EPERM || ret == -EOPNOTSUPP || ret == -ENOENT) {
+		fprintf(stderr, PROG ": skipped: %s\n",
+			ret == -EPERM ? "network namespaces cannot be made here" :
+			ret == -EOPNOTSUPP ? "a veth pair cannot be made here" :
+			"`ip` (iproute2) is not installed");
 		munmap(ctl, sizeof(*ctl));
 		return EXIT_SKIP;
 	}

@@ -101,12 +101,12 @@ struct hosts {
 	bool link;                /* the veth pair exists */
 };
 
-/* The cross-check: ucx_perftest's tests, each beside what it checks. */
-static const char *const perftest_name[2] = { "ucp_am_bw", "ucp_am_lat" };
+/* The ucx_perftest runs of the cross-check (checks[] below). */
+#define N_CHECKS 3u
 
 struct report {
 	const struct opts *o;
-	struct net_perftest perftest[2][N_PAYLOADS];
+	struct net_perftest perftest[N_CHECKS][N_PAYLOADS];
 	const char *perftest_status;   /* why there are no figures, or NULL */
 	const struct hosts *h;
 	struct obs (*obs)[N_CONTENDERS][BENCH_MAX_RUNS];
@@ -744,46 +744,94 @@ static void md_table(FILE *f, const struct report *rp, const struct md_table *t)
 	fprintf(f, "\n");
 }
 
-/* ucx_perftest beside the `ucx` rows it checks: message rate against
- * throughput, twice its one-way latency against the round trip. */
+/*
+ * The cross-check: each check runs one ucx_perftest test per payload and
+ * prints its figure beside the median of the row of this run it checks:
+ * a message rate, a bandwidth (MB/s, 10^6 bytes, from the tool's message
+ * rate), or a round trip (the tool's one-way latency doubled).
+ */
+enum check_unit { CHECK_RATE, CHECK_MBPS, CHECK_RTT };
+
+static const struct check {
+	const char *test;          /* ucx_perftest -t */
+	bool frame;                /* -s the frame size, else the payload */
+	unsigned iters_div;        /* run perftest_iters / iters_div of them */
+	const char *contender;     /* the row it checks */
+	enum net_kind kind;
+	enum check_unit unit;
+	const char *figure;
+} checks[N_CHECKS] = {
+	{ "ucp_am_bw", false, 1, "ucx", NET_TPUT, CHECK_RATE,
+	  "msg/s, one message per AM (`ucp_am_bw`)" },
+	{ "ucp_am_bw", true, 16, NET_LIMIT, NET_TPUT, CHECK_MBPS,
+	  "MB/s, one frame per AM (`ucp_am_bw -s` frame)" },
+	{ "ucp_am_lat", false, 5, "ucx", NET_RTT, CHECK_RTT,
+	  "RTT p50, µs (`ucp_am_lat` x 2)" },
+};
+
+static double check_tool(const struct check *c, const struct net_perftest *pt, uint32_t size)
+{
+	switch (c->unit) {
+	case CHECK_RATE:
+		return pt->msg_rate;
+	case CHECK_MBPS:
+		return pt->msg_rate * size / 1e6;
+	case CHECK_RTT:
+		return 2 * pt->lat_ns / 1e3;
+	}
+	return 0;
+}
+
+/* The checked row's median over the runs, in the check's unit; 0 if none. */
+static double check_own(const struct report *rp, const struct check *c, unsigned pi)
+{
+	static double (*const field[])(const struct obs *o) = {
+		[CHECK_RATE] = f_rate, [CHECK_MBPS] = f_mbps, [CHECK_RTT] = f_p50,
+	};
+	int ci = contender_index(c->contender);
+	double v[BENCH_MAX_RUNS];
+	unsigned n = ci >= 0 && rp->o->kind_on[c->kind] ?
+		collect(rp, case_of(c->kind, pi), (unsigned)ci, field[c->unit], v) : 0;
+
+	if (n == 0)
+		return 0;
+	return bench_mmm(v, n).med / (c->unit == CHECK_RTT ? 1e3 : 1);
+}
+
 static void md_perftest(FILE *f, const struct report *rp)
 {
-	int ci = contender_index(RTT_REF);
-	static double (*const field[2])(const struct obs *o) = { f_rate, f_p50 };
-	static const enum net_kind kind[2] = { NET_TPUT, NET_RTT };
-
 	fprintf(f, "### Cross-check: ucx_perftest\n\n");
 	if (rp->perftest_status != NULL) {
 		fprintf(f, "Not measured: %s.\n\n", rp->perftest_status);
 		return;
 	}
-	fprintf(f, "`ucx_perftest` run once after the runs, in the same hosts and on the same "
-		"CPUs (`UCX_TLS=tcp`, the veth end as `UCX_NET_DEVICES`), %llu messages for "
-		"`ucp_am_bw`, %llu round trips for `ucp_am_lat`, beside the median of `%s` over "
-		"the runs. `ucp_am_lat` reports half a round trip: it is doubled here.\n\n"
-		"| figure | payload | ucx_perftest | `%s`, this run | `%s` ÷ ucx_perftest |\n"
-		"|---|---:|---:|---:|---:|\n", (unsigned long long)rp->o->perftest_iters,
-		(unsigned long long)rp->o->perftest_iters / 5, RTT_REF, RTT_REF, RTT_REF);
-	for (unsigned t = 0; t < 2; t++)
+	fprintf(f, "`ucx_perftest` run once per figure after the runs, in the same hosts and on "
+		"the same CPUs (`UCX_TLS=tcp`, the veth end as `UCX_NET_DEVICES`): %llu "
+		"messages, %llu frames, %llu round trips; beside it the median over the runs of "
+		"the row it checks.\n\n"
+		"| figure | payload | ucx_perftest | checks | this run | ÷ ucx_perftest |\n"
+		"|---|---:|---:|---|---:|---:|\n", (unsigned long long)rp->o->perftest_iters,
+		(unsigned long long)(rp->o->perftest_iters / checks[1].iters_div),
+		(unsigned long long)(rp->o->perftest_iters / checks[2].iters_div));
+	for (unsigned t = 0; t < N_CHECKS; t++)
 		for (unsigned pi = 0; pi < N_PAYLOADS; pi++) {
+			const struct check *c = &checks[t];
 			const struct net_perftest *pt = &rp->perftest[t][pi];
-			double tool = t == 0 ? pt->msg_rate : 2 * pt->lat_ns / 1e3;
-			double v[BENCH_MAX_RUNS];
-			unsigned n = rp->o->kind_on[kind[t]] ?
-				collect(rp, case_of(kind[t], pi), (unsigned)ci, field[t], v) : 0;
-			double own = n > 0 ? bench_mmm(v, n).med / (t == 0 ? 1 : 1e3) : 0;
+			double tool = check_tool(c, pt, c->frame ? rp->o->frame : payloads[pi]);
+			double own = check_own(rp, c, pi);
+			const char *fmt = c->unit == CHECK_RATE ? " %.0f |" : " %.1f |";
 
-			fprintf(f, "| %s | %u B |", t == 0 ? "msg/s (`ucp_am_bw`)" :
-				"RTT p50, µs (`ucp_am_lat` x 2)", payloads[pi]);
+			fprintf(f, "| %s | %u B |", c->figure, payloads[pi]);
 			if (pt->ok)
-				fprintf(f, t == 0 ? " %.0f |" : " %.1f |", tool);
+				fprintf(f, fmt, tool);
 			else
 				fprintf(f, " failed |");
-			if (n > 0)
-				fprintf(f, t == 0 ? " %.0f |" : " %.1f |", own);
+			fprintf(f, " `%s` |", c->contender);
+			if (own > 0)
+				fprintf(f, fmt, own);
 			else
 				fprintf(f, " not measured |");
-			if (pt->ok && n > 0 && tool > 0)
+			if (pt->ok && own > 0 && tool > 0)
 				fprintf(f, " %.2f |\n", own / tool);
 			else
 				fprintf(f, " — |\n");
@@ -894,30 +942,30 @@ static int run_all(struct net_ctl *ctl, const struct hosts *h, struct report *rp
 }
 
 /*
- * After the runs: ucx_perftest's message rate and latency for every
- * payload, in the same hosts and on the same CPUs. A failure here is said
- * in the report; it does not fail the benchmark (the tool is not ours).
- * Returns 0 or -EINTR.
+ * After the runs: every check of ucx_perftest for every payload, in the
+ * same hosts and on the same CPUs. A failure here is said in the report;
+ * it does not fail the benchmark (the tool is not ours). 0 or -EINTR.
  */
 static int run_perftest(const struct hosts *h, struct report *rp)
 {
 	const struct opts *o = rp->o;
+	unsigned port = PORT_BASE + PORT_SPAN;
 
 	for (unsigned pi = 0; pi < N_PAYLOADS; pi++)
-		for (unsigned t = 0; t < 2; t++) {
+		for (unsigned t = 0; t < N_CHECKS; t++) {
+			const struct check *c = &checks[t];
+			struct net_perftest *pt = &rp->perftest[t][pi];
 			struct net_params p = {
-				.payload = payloads[pi],
+				.payload = c->frame ? o->frame : payloads[pi],
 				.cpu = { o->cpu[0], o->cpu[1] },
-				.port = (uint16_t)(PORT_BASE + PORT_SPAN + pi * 2 + t),
+				.port = (uint16_t)port++,
 			};
-			/* The latency test does round trips: fewer of them. */
-			uint64_t iters = t == 0 ? o->perftest_iters : o->perftest_iters / 5;
 			int ret;
 
 			memcpy(p.addr, h->addr, sizeof(p.addr));
 			memcpy(p.ifname, h->ifname, sizeof(p.ifname));
-			ret = net_perftest_run(h->nsfd, &p, perftest_name[t], iters,
-					       &rp->perftest[t][pi]);
+			ret = net_perftest_run(h->nsfd, &p, c->test, o->perftest_iters / c->iters_div,
+					       pt);
 			if (ret == -EINTR)
 				return ret;
 			if (ret == -ENOENT) {
@@ -925,12 +973,12 @@ static int run_perftest(const struct hosts *h, struct report *rp)
 				return 0;
 			}
 			if (ret < 0)
-				fprintf(stderr, PROG ": ucx_perftest %s, %u B: no figures\n",
-					perftest_name[t], payloads[pi]);
+				fprintf(stderr, PROG ": ucx_perftest %s, %u B: no figures\n", c->test,
+					p.payload);
 			else
 				fprintf(stderr, PROG ": ucx_perftest %s %u B: %.0f msg/s, "
-					"latency p50 %.1f us\n", perftest_name[t], payloads[pi],
-					rp->perftest[t][pi].msg_rate, rp->perftest[t][pi].lat_ns / 1e3);
+					"latency p50 %.1f us\n", c->test, p.payload, pt->msg_rate,
+					pt->lat_ns / 1e3);
 		}
 	return 0;
 }

@@ -16,8 +16,8 @@
  *                frames can approach but not pass.
  * The sender keeps up to WINDOW sends in flight, each from its own buffer
  * (UCP may hold a send's buffer until it completes), and progresses the
- * worker once per send. The receiver checks every message's sequence
- * number inside the callback.
+ * worker when a send was queued (and every PROGRESS_EVERY sends). The
+ * receiver checks every message's sequence number inside the callback.
  *
  * Ping-pong: A sends one message, B's callback copies it and B's loop
  * sends it back (nothing is sent from inside a callback), A waits for it
@@ -38,6 +38,8 @@ enum { AM_DATA = 1, AM_HELLO, AM_ECHO };
 
 /* Sends in flight at most: enough to keep TCP's socket busy. */
 #define WINDOW 64u
+/* The sender progresses its worker at least once per this many sends. */
+#define PROGRESS_EVERY 64u
 /* How long connecting and closing may take before the side gives up. */
 #define SETUP_NS (UINT64_C(10) * 1000000000)
 #define CLOSE_NS (UINT64_C(2) * 1000000000)
@@ -356,6 +358,7 @@ static int ucx_tput_a_frames(struct ucx_peer *u, uint32_t per)
 	unsigned char *bufs = malloc((size_t)WINDOW * len);
 	void *req[WINDOW] = { NULL };
 	uint32_t head = 0, tail = 0;       /* req[tail % WINDOW .. head % WINDOW) in flight */
+	uint32_t sends = 0;
 	uint64_t seq = 0;
 	bool last = false;
 	int ret = 0;
@@ -387,7 +390,12 @@ static int ucx_tput_a_frames(struct ucx_peer *u, uint32_t per)
 		else if (r != NULL)
 			req[head++ % WINDOW] = r;
 		seq += per;
-		ucp_worker_progress(u->worker);
+		/* A send that completed at once is on the socket already;
+		 * progress (an epoll_wait() over TCP) is for queued sends, and
+		 * now and then for the worker's own business. Progressing
+		 * after every send cost 2.5x the message rate. */
+		if (r != NULL || ++sends % PROGRESS_EVERY == 0)
+			ucp_worker_progress(u->worker);
 	}
 	for (; tail != head; tail++) {
 		ucs_status_t st = ucx_wait(u, req[tail % WINDOW]);

@@ -131,6 +131,11 @@ static void text_system(const struct shoal__sys_view *v)
 	field("routes", "%u (published %u times)", v->n_routes, v->route_version);
 	field("groups", "%u declared, %u running, %u failed, %llu restarts", n.declared,
 	      n.running, n.failed, (unsigned long long)n.restarts);
+	if (v->released > 0)
+		field("released", "%u groups registered at run time, freed when their process "
+		      "left; %llu messages they lost (queued then, or counted before)",
+		      v->released,
+		      (unsigned long long)v->lost_released);
 	if (v->corrupt)
 		field("status", "CORRUPT: %s", v->reason);
 	if (v->router_alive == 0)
@@ -419,6 +424,8 @@ static void json_system(struct shoal__json *j, const struct shoal__sys_view *v)
 	shoal__json_uint(j, "groups_running", n.running);
 	shoal__json_uint(j, "groups_failed", n.failed);
 	shoal__json_uint(j, "restarts", n.restarts);
+	shoal__json_uint(j, "groups_released", v->released);
+	shoal__json_uint(j, "lost_released", v->lost_released);
 	shoal__json_string(j, "status", v->corrupt ? "corrupt" : "ok");
 	if (v->corrupt)
 		shoal__json_string(j, "reason", v->reason);

@@ -387,6 +387,101 @@ static void damage_mailbox_is_replaced_when_its_group_restarts(void **state)
 }
 
 /*
+ * Sends directly to c->dest: c->n messages, then once `go` is 1 another
+ * c->first, then once `go` is 2 another c->mode (each count accepted ones). A send refused (-EUCLEAN: the ring it wrote was given up) is
+ * tried again; how many were refused is in status[].
+ */
+static int direct_phases_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group *g = rt_child_attach(c, NULL, rt_count_handler);
+	struct msg v = { .from = (uint32_t)c->index };
+	uint64_t sent = 0, want = c->n;
+	int32_t refused = 0;
+
+	if (g == NULL)
+		return 10;
+	for (uint32_t phase = 0; phase < 3; phase++) {
+		while (atomic_load(&rt_res->go) < phase)
+			usleep(1000);
+		while (sent < want) {
+			int ret = shoal_send_to(shoal_group_worker(g, 0), c->dest, T_PING, &v,
+						sizeof(v));
+
+			if (ret == -EUCLEAN) {
+				refused++;
+				continue;
+			}
+			if (ret < 0) {
+				fprintf(stderr, "direct sender: %s\n", shoal_strerror(ret));
+				shoal_group_detach(g);
+				return 11;
+			}
+			v.seq = ++sent;
+			atomic_store(&rt_res->sum_seq[c->index], sent);
+		}
+		atomic_store(&rt_res->ready[c->index], phase + 1);
+		want += phase == 0 ? c->first : (uint64_t)c->mode;
+	}
+	atomic_store(&rt_res->status[c->index], refused);
+	shoal_group_detach(g);
+	return 0;
+}
+
+/*
+ * A direct sender keeps the mailbox of c0 mapped while the router replaces
+ * it (damaged, then c0 restarts): the 50 it wrote while c0 was down are
+ * counted by the router; what it writes into its old ring afterwards is
+ * counted by the sender once it finds that ring given up, and it moves to
+ * the new mailbox, where the rest arrives. Sent = handled + counted, exactly.
+ */
+static void damage_direct_sends_into_a_replaced_mailbox_are_counted(void **state)
+{
+	struct child c1 = { .index = 0, .name = "c0" }, c2 = { .index = 1, .name = "c0" };
+	struct child ds = { .index = 2, .name = "ds", .n = 100, .first = 50, .mode = 3000 };
+	struct rt_damage d0, dd;
+	struct shoal_seg seg;
+	pid_t p, pd;
+	int id0, ids;
+
+	(void)state;
+	id0 = start_c0("dm-replaced", &c1, "ds", &ids, &p);
+	ds.dest = shoal_addr_make((uint16_t)id0, SHOAL_SLOT_GROUP, 0);
+	pd = test_spawn(direct_phases_main, &ds, sizeof(ds));
+	rt_wait_count(0, 100, WAIT_MS);
+	kill(p, SIGKILL);
+	assert_int_not_equal(test_wait_pid(p, 5000), -1);
+	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id0) != 0; i++)
+		usleep(1000);
+	atomic_store(&rt_res->go, 1);
+	for (int i = 0; i < WAIT_MS && atomic_load(&rt_res->ready[2]) < 2; i++)
+		usleep(1000);
+	assert_int_equal(atomic_load(&rt_res->ready[2]), 2);
+	rt_mailbox_map("c0", &seg);
+	mbx_magic(&seg);
+	shoal_seg_detach(&seg);
+	p = start_consumer(&c2, id0);
+	rt_damage_of(id0, &d0);
+	assert_int_equal(d0.replaced, 1);
+	assert_int_equal(d0.lost, 50);
+	atomic_store(&rt_res->go, 2);
+	test_assert_exited(test_wait_pid(pd, 60000), 0);
+	rt_damage_of(ids, &dd);
+	print_message("%d sends refused; the sender counted %llu lost in its old ring\n",
+		      atomic_load(&rt_res->status[2]), (unsigned long long)dd.lost);
+	assert_true(atomic_load(&rt_res->status[2]) >= 1);
+	assert_true(dd.lost > 0);
+	for (int i = 0; i < WAIT_MS && atomic_load(&rt_res->count[1]) + dd.lost < 3000; i++)
+		usleep(1000);
+	assert_int_equal(atomic_load(&rt_res->count[1]) + dd.lost, 3000);
+	assert_int_equal(atomic_load(&rt_res->count[0]), 100);
+	rt_damage_of(id0, &d0);
+	assert_int_equal(d0.lost, 50);
+	rt_stop_and_reap(&p, 1);
+	rt_stop_router();
+}
+
+/*
  * Sends routed messages once `go` is set, until a send fails (at most
  * 100 000): the error in status[], how many were sent in sum_seq[].
  */
@@ -494,6 +589,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(damage_corrupted_direct_ring_is_replaced_for_its_sender),
 		cmocka_unit_test(damage_registry_worker_count_is_bounded_for_direct_sends),
 		cmocka_unit_test(damage_uplink_with_no_room_left_fails_sends_never_waits),
+		cmocka_unit_test(damage_direct_sends_into_a_replaced_mailbox_are_counted),
 		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
 					  (void *)&mailbox_cases[0]),
 		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,

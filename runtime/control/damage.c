@@ -160,6 +160,19 @@ void shoal__settle_retired(struct shoal_router *r, int gone)
 		if (t->state == SHOAL__RETIRED_DONE)
 			continue;
 		side = shoal_ring_condemned(t->mem, t->len);
+		if (t->direct) {
+			/* We took what it held when we retired it: what is left was
+			 * written since, and is final once its writer is gone. */
+			if (side & SHOAL_RING_SIDE_SETTLED) {
+				t->state = SHOAL__RETIRED_DONE;
+			} else if ((int)t->src == gone || !r->groups[t->src].used ||
+				   r->groups[t->src].conn < 0 ||
+				   shoal_load_relaxed(&r->regg[t->src].gen) != t->src_gen) {
+				count_lost(r, t->group, ring_left(t->mem, t->len));
+				t->state = SHOAL__RETIRED_DONE;
+			}
+			continue;
+		}
 		if (!t->uplink) {
 			/* Its worker reads it until empty, unless it gave up on it. */
 			if (side & SHOAL_RING_SIDE_CONS) {
@@ -312,6 +325,27 @@ static int mailbox_damage(struct shoal_router *r, int g, struct shoal_err *err)
 }
 
 /*
+ * Direct ring `e` of group g's old mailbox (mapped at `base`), given up by
+ * shoal__ring_drain_dead(): its producer, if its process still runs, may
+ * write on until it finds that out (when the ring is full, send.c
+ * dout_condemned() counts what it wrote since). Kept to count that, should
+ * its process end first. A producer that cannot be retired (no memory) is
+ * left to count it alone.
+ */
+static void retire_direct(struct shoal_router *r, int g, const struct shoal_seg_region *e,
+			  void *base)
+{
+	uint32_t src = e->tag.b;
+
+	if (src >= r->n_groups || !r->groups[src].used || r->groups[src].conn < 0)
+		return;
+	(void)retire(r, &(struct shoal__retired){
+		.group = (uint16_t)g, .worker = (uint16_t)e->tag.c, .direct = true,
+		.src = (uint16_t)src, .src_gen = shoal_load_relaxed(&r->regg[src].gen),
+		.mem = (unsigned char *)base + e->off, .len = e->len });
+}
+
+/*
  * Give group g a new mailbox, keeping the old one mapped (dispatchers may
  * still hold handles into it) but unlinked. What its rings held is counted
  * as lost. Called with no process attached to the group.
@@ -383,13 +417,25 @@ static int replace_mailbox(struct shoal_router *r, int g, struct shoal_err *err)
 		for (uint32_t k = 0; k < r->n_retired; k++)
 			counted |= r->retired[k].mem == mem &&
 				   r->retired[k].state == SHOAL__RETIRED_DONE;
-		if (old_dir[i].kind == SHOAL_SEG_KIND_RING && !counted)
-			lost += ring_left(mem, old_dir[i].len);
+		if (old_dir[i].kind != SHOAL_SEG_KIND_RING || counted)
+			continue;
+		/* A direct sender may still write into its ring here: take what
+		 * it holds, and give the ring up so that the sender finds out. */
+		lost += old_dir[i].tag.role == SHOAL__RING_DIRECT ?
+				shoal__ring_drain_dead(mem, old_dir[i].len) :
+				ring_left(mem, old_dir[i].len);
 	}
-	free(old_dir);
 	for (uint32_t i = 0; i < r->n_retired; i++)
 		if (r->retired[i].group == g)
 			r->retired[i].state = SHOAL__RETIRED_DONE;   /* in the old mailbox */
+	for (uint32_t i = 0; i < n_old_dir; i++)
+		if (old_dir[i].kind == SHOAL_SEG_KIND_RING &&
+		    old_dir[i].tag.role == SHOAL__RING_DIRECT)
+			retire_direct(r, g, &old_dir[i], keep.base);
+	free(old_dir);
+	/* Senders waiting for room in the old rings find them given up. */
+	for (unsigned w = 0; w < s->n_workers; w++)
+		shoal_doorbell_notify(&old_hdr->w[w].space_db);
 	count_damage(r, g, true);
 	count_lost(r, g, lost);
 	damage_log(r, g, "mailbox replaced by a new one; %llu queued messages lost",

@@ -295,6 +295,7 @@ static int mailboxes_left(const char *system, const char *group)
  */
 static void runtime_undeclared_groups_are_freed_when_they_leave(void **state)
 {
+	struct shoal_router_stats st;
 	struct child c[CYCLERS];
 	pid_t pids[CYCLERS];
 	uint64_t lost;
@@ -310,6 +311,8 @@ static void runtime_undeclared_groups_are_freed_when_they_leave(void **state)
 	wait_released(CYCLERS * CYCLES, &lost);
 	assert_int_equal(lost, 0);
 	assert_int_equal(mailboxes_left("loss-free", ""), 0);
+	shoal_router_stats(rt_router, &st);
+	assert_int_equal(st.groups, 0);
 	pids[0] = test_spawn(register_and_leave_main, &c[0], sizeof(c[0]));
 	test_assert_exited(test_wait_pid(pids[0], 120000), 0);
 	wait_released(CYCLERS * CYCLES + CYCLES, &lost);

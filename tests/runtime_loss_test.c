@@ -363,6 +363,32 @@ static void runtime_queued_messages_of_a_freed_group_are_counted(void **state)
 	rt_stop_router();
 }
 
+/*
+ * A slot the router is giving to another owner (slot_seq odd, or changed
+ * while read) is not what a lookup by name answers: never one owner's name
+ * with another's generation.
+ */
+static void runtime_lookup_skips_a_slot_changing_owner(void **state)
+{
+	struct shoal__registry reg;
+	struct shoal_group *g;
+	int id;
+
+	(void)state;
+	assert_int_equal(rt_start_router("loss-seq", NULL, 0), 0);
+	id = rt_declare("named", 1, 1);
+	g = rt_attach_here("here", 1, 1);
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, 0, NULL), 0);
+	assert_int_not_equal(shoal_group_lookup(g, "named", SHOAL_SLOT_GROUP), SHOAL_ADDR_NONE);
+	atomic_fetch_add(&reg.groups[id].slot_seq, 1);
+	assert_int_equal(shoal_group_lookup(g, "named", SHOAL_SLOT_GROUP), SHOAL_ADDR_NONE);
+	atomic_fetch_add(&reg.groups[id].slot_seq, 1);
+	assert_int_equal(shoal_addr_group(shoal_group_lookup(g, "named", SHOAL_SLOT_GROUP)), id);
+	shoal_seg_detach(&reg.seg);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
 /* ---- records deferred during a request ------------------------------------- */
 
 #define N_DEFERRED 10u
@@ -463,6 +489,7 @@ int main(void)
 		cmocka_unit_test(runtime_undeclared_groups_are_bounded),
 		cmocka_unit_test(runtime_undeclared_groups_are_freed_when_they_leave),
 		cmocka_unit_test(runtime_queued_messages_of_a_freed_group_are_counted),
+		cmocka_unit_test(runtime_lookup_skips_a_slot_changing_owner),
 		cmocka_unit_test(runtime_records_deferred_during_a_request_are_counted_when_lost),
 	};
 

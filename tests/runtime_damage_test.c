@@ -269,6 +269,63 @@ static void damage_corrupted_direct_ring_is_replaced_for_its_sender(void **state
 }
 
 /*
+ * A group registered at run time whose inbound ring was garbled while it
+ * held 100 messages (its worker gives the ring up, the router counts the
+ * 100 and replaces it), then killed: the router frees it and counts what it
+ * lost once, not the quarantined ring a second time.
+ */
+static void damage_freed_group_counts_its_quarantined_ring_once(void **state)
+{
+	struct child rv = { .index = 0, .name = "rv", .has_sub = true,
+			    .sub = { .n_types = 1, .types = { T_PING },
+				     .mode = SHOAL_ROUTE_GROUP } };
+	struct child prod = { .index = 1, .name = "prod", .n = 100, .type = T_PING };
+	struct shoal__registry reg;
+	struct rt_damage d;
+	struct shoal_seg seg;
+	struct shoal__ring *ring;
+	uint32_t freed = 0;
+	pid_t p;
+	int id;
+
+	(void)state;
+	assert_int_equal(rt_start_router("dm-freed", NULL, 0), 0);
+	rt_declare("prod", 1, 1);
+	p = test_spawn(rt_consumer_main, &rv, sizeof(rv));
+	rt_wait_ready(1);
+	id = shoal_router_group_id(rt_router, "rv");
+	assert_true(id >= 0);
+	kill(p, SIGSTOP);
+	send_all(&prod);
+	for (int i = 0; i < WAIT_MS && (rt_damage_of(id, &d), d.delivered < 100); i++)
+		usleep(1000);
+	assert_int_equal(d.delivered, 100);
+	rt_mailbox_map("rv", &seg);
+	ring = rt_ring_of(&seg, "in.0.d0");
+	{
+		unsigned char *data = (unsigned char *)ring + SHOAL__RING_DATA_OFF;
+		uint32_t off = atomic_load(&ring->head) & (ring->capacity - 1), bad = 0x7fffff00;
+
+		memcpy(data + off, &bad, sizeof(bad));
+	}
+	shoal_seg_detach(&seg);
+	kill(p, SIGCONT);
+	rt_wait_damage(id, 1, 1, &d);
+	for (int i = 0; i < WAIT_MS && (rt_damage_of(id, &d), d.lost < 100); i++)
+		usleep(1000);
+	assert_int_equal(d.lost, 100);
+	kill(p, SIGKILL);
+	assert_int_not_equal(test_wait_pid(p, 10000), -1);
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	for (int i = 0; i < WAIT_MS && (freed = atomic_load(&reg.hdr->released)) == 0; i++)
+		usleep(1000);
+	assert_int_equal(freed, 1);
+	assert_int_equal(atomic_load(&reg.hdr->lost_released), 100);
+	shoal_seg_detach(&reg.seg);
+	rt_stop_router();
+}
+
+/*
  * A registry that claims more workers than a group can have: a direct send
  * to an actor that would live on worker 20 fails with -EUCLEAN (the producer
  * exits 11), never indexes past its tables.
@@ -588,6 +645,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(damage_garbage_head_drops_counted_copies_never_parks),
 		cmocka_unit_test(damage_corrupted_direct_ring_is_replaced_for_its_sender),
 		cmocka_unit_test(damage_registry_worker_count_is_bounded_for_direct_sends),
+		cmocka_unit_test(damage_freed_group_counts_its_quarantined_ring_once),
 		cmocka_unit_test(damage_uplink_with_no_room_left_fails_sends_never_waits),
 		cmocka_unit_test(damage_direct_sends_into_a_replaced_mailbox_are_counted),
 		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,

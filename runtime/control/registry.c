@@ -328,8 +328,12 @@ static uint64_t count_released(struct shoal_router *r, int g)
 	for (uint32_t i = 0; i < s->n_dir; i++) {
 		const struct shoal_seg_region *e = &s->dir[i];
 		void *mem = (unsigned char *)s->mbx.base + e->off;
+		bool retired = false;
 
-		if (e->kind != SHOAL_SEG_KIND_RING)
+		/* A ring taken out of service was counted above, as retired. */
+		for (uint32_t k = 0; k < r->n_retired && !retired; k++)
+			retired = r->retired[k].mem == mem;
+		if (e->kind != SHOAL_SEG_KIND_RING || retired)
 			continue;
 		if (e->tag.role == SHOAL__RING_DIRECT) {
 			/* A failed group's inbound rings were counted (lost_queued)

@@ -534,6 +534,17 @@ static void damage_direct_sends_into_a_replaced_mailbox_are_counted(void **state
 	assert_int_equal(atomic_load(&rt_res->count[0]), 100);
 	rt_damage_of(id0, &d0);
 	assert_int_equal(d0.lost, 50);
+	/* The sender's loss is shown, though its group was never damaged. */
+	{
+		const char *args[] = { "stat", "--json", rt_sysname, NULL };
+		char want[64];
+		struct tool_run t;
+
+		snprintf(want, sizeof(want), "\"lost_sent\": %llu", (unsigned long long)dd.lost);
+		tool_expect(&t, 1, args);
+		assert_has(t.out, want);
+		tool_free(&t);
+	}
 	rt_stop_and_reap(&p, 1);
 	rt_stop_router();
 }

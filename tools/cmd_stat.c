@@ -340,6 +340,9 @@ static void text_counters(const struct shoal__group_view *g)
 	field("uplinks", "%llu no route, %llu dropped full, %llu malformed",
 	      (unsigned long long)w->up_no_route, (unsigned long long)w->up_dropped_full,
 	      (unsigned long long)w->up_malformed);
+	if (w->lost_corrupt > 0)
+		field("lost sent", "%llu (written into rings given up as corrupted, or into a "
+		      "replaced mailbox)", (unsigned long long)w->lost_corrupt);
 }
 
 static int text_group(const struct shoal__group_view *g)
@@ -490,6 +493,7 @@ static void json_counters(struct shoal__json *j, const struct shoal__worker_sums
 	shoal__json_uint(j, "uplink_no_route", w->up_no_route);
 	shoal__json_uint(j, "uplink_dropped_full", w->up_dropped_full);
 	shoal__json_uint(j, "uplink_malformed", w->up_malformed);
+	shoal__json_uint(j, "lost_sent", w->lost_corrupt);
 	shoal__json_object_end(j);
 }
 

@@ -135,6 +135,11 @@ static void text_system(const struct shoal__sys_view *v)
 	field("routes", "%u (published %u times)", v->n_routes, v->route_version);
 	field("groups", "%u declared, %u running, %u failed, %llu restarts", n.declared,
 	      n.running, n.failed, (unsigned long long)n.restarts);
+	if (v->released > 0)
+		field("released", "%u groups registered at run time, freed when their process "
+		      "left; %llu messages they lost (queued then, or counted before)",
+		      v->released,
+		      (unsigned long long)v->lost_released);
 	if (v->corrupt)
 		field("status", "CORRUPT: %s", v->reason);
 	if (v->router_alive == 0)
@@ -339,6 +344,9 @@ static void text_counters(const struct shoal__group_view *g)
 	field("uplinks", "%llu no route, %llu dropped full, %llu malformed",
 	      (unsigned long long)w->up_no_route, (unsigned long long)w->up_dropped_full,
 	      (unsigned long long)w->up_malformed);
+	if (w->lost_corrupt > 0)
+		field("lost sent", "%llu (written into rings given up as corrupted, or into a "
+		      "replaced mailbox)", (unsigned long long)w->lost_corrupt);
 }
 
 static int text_group(const struct shoal__group_view *g)
@@ -423,6 +431,8 @@ static void json_system(struct shoal__json *j, const struct shoal__sys_view *v)
 	shoal__json_uint(j, "groups_running", n.running);
 	shoal__json_uint(j, "groups_failed", n.failed);
 	shoal__json_uint(j, "restarts", n.restarts);
+	shoal__json_uint(j, "groups_released", v->released);
+	shoal__json_uint(j, "lost_released", v->lost_released);
 	shoal__json_string(j, "status", v->corrupt ? "corrupt" : "ok");
 	if (v->corrupt)
 		shoal__json_string(j, "reason", v->reason);
@@ -487,6 +497,7 @@ static void json_counters(struct shoal__json *j, const struct shoal__worker_sums
 	shoal__json_uint(j, "uplink_no_route", w->up_no_route);
 	shoal__json_uint(j, "uplink_dropped_full", w->up_dropped_full);
 	shoal__json_uint(j, "uplink_malformed", w->up_malformed);
+	shoal__json_uint(j, "lost_sent", w->lost_corrupt);
 	shoal__json_object_end(j);
 }
 

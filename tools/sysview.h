@@ -100,6 +100,8 @@ struct shoal__sys_view {
 	uint32_t route_version;
 	uint32_t n_routes;
 	uint64_t spin_ns;
+	uint32_t released;              /* run-time groups freed when their process left */
+	uint64_t lost_released;         /* messages they lost: queued then, or counted before */
 	struct shoal__disp_view disp[SHOAL_MAX_NODES];
 	uint32_t n_types;
 	struct shoal__type_view *types;

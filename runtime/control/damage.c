@@ -218,7 +218,6 @@ static int replace_ring(struct shoal_router *r, int g, unsigned w, int d, unsign
 		ret = retire(r, &(struct shoal__retired){ .group = (uint16_t)g,
 							  .worker = (uint16_t)w, .uplink = d < 0,
 							  .mem = ref->mem, .len = ref->len });
-	count_damage(r, g, ret == 0);
 	if (ret < 0) {
 		s->mbx_bad = true;
 		damage_log(r, g, "ring %s is corrupted (condemned by its %s%s%s); no room for a "
@@ -235,12 +234,16 @@ static int replace_ring(struct shoal_router *r, int g, unsigned w, int d, unsign
 			shoal_store_release(&s->hdr->w[w].up_gen, SHOAL__UP_GEN_NONE);
 			shoal_doorbell_notify(&s->hdr->w[w].up_db);
 		}
+		/* Counted after what it tells is in place: a reader of the
+		 * counter then finds the producer told. */
+		count_damage(r, g, false);
 		return ret;
 	}
 	damage_log(r, g, "ring %s is corrupted (condemned by its %s%s%s); quarantined, replaced "
 		   "by %s", old, side & SHOAL_RING_SIDE_CONS ? "consumer" : "producer",
 		   err.msg[0] ? ": " : "", err.msg, name);
 	*ref = fresh;
+	count_damage(r, g, true);
 	return 0;
 }
 

@@ -10,8 +10,9 @@
  * The link's options are its defaults except where a default cannot hold
  * the benchmark: max_record is NET_PAYLOAD_MAX (the default, the largest
  * message type, does not fit the default window), flush_bytes is the
- * run's frame size (`--frame`), so that the link and `ucx-batched` pack the
- * same bytes into one active message, and transports is "tcp". The link
+ * run's frame size (`--frame`), so that the link's frames are as large as
+ * `ucx-batched`'s (its record and frame headers included), and transports
+ * is "tcp". The link
  * has no option for UCX's devices: UCX_NET_DEVICES is set in the side's
  * environment, which ucp_config_read() reads, as net_ucx.c sets it.
  *

@@ -46,6 +46,10 @@
 struct link_peer {
 	struct net_side *s;
 	struct shoal__link *l;
+	/* Ping-pong: records sent and taken. net_ping() and net_pong() check
+	 * the sequence numbers themselves; these check the tags and each
+	 * direction's own order. */
+	uint64_t sent, got;
 };
 
 static int link_poll(void *arg)
@@ -95,8 +99,8 @@ static int link_setup(struct link_peer *k, struct net_side *s)
 	struct shoal_err err;
 	int ret = 0;
 
+	memset(k, 0, sizeof(*k));
 	k->s = s;
-	k->l = NULL;
 	snprintf(addr, sizeof(addr), "%s:%u", s->p->addr[1], (unsigned)s->p->port);
 	if (setenv("UCX_NET_DEVICES", s->p->ifname[s->side], 1) < 0)
 		ret = net_fail(s, -errno, "link: setenv UCX_NET_DEVICES");
@@ -218,26 +222,6 @@ static int link_tput_recv(struct link_peer *k)
 	return 0;
 }
 
-static int link_tput_a(struct net_side *s)
-{
-	struct link_peer k;
-	int ret = link_setup(&k, s);
-
-	if (ret == 0)
-		ret = link_tput_send(&k);
-	return link_close(&k, ret);
-}
-
-static int link_tput_b(struct net_side *s)
-{
-	struct link_peer k;
-	int ret = link_setup(&k, s);
-
-	if (ret == 0)
-		ret = link_tput_recv(&k);
-	return link_close(&k, ret);
-}
-
 /* ---- round trip ---- */
 
 /* Poll until the next record is held, then take it into msg. */
@@ -250,30 +234,23 @@ static int link_wait_take(struct link_peer *k, uint64_t *expect, void *msg)
 	return ret < 0 ? ret : 0;
 }
 
-/* net_ping() and net_pong() check the sequence numbers themselves; the
- * count here checks the tags and each direction's own order. */
-struct link_echo {
-	struct link_peer k;
-	uint64_t sent, got;
-};
-
 static int link_echo_send(void *arg, const void *msg)
 {
-	struct link_echo *e = arg;
-	int ret = link_put(&e->k, msg, e->k.s->p->payload, (uint16_t)e->sent);
+	struct link_peer *k = arg;
+	int ret = link_put(k, msg, k->s->p->payload, (uint16_t)k->sent);
 
 	if (ret == 0) {
-		e->sent++;
-		link_push(&e->k);
+		k->sent++;
+		link_push(k);
 	}
 	return ret;
 }
 
 static int link_echo_recv(void *arg, void *msg)
 {
-	struct link_echo *e = arg;
+	struct link_peer *k = arg;
 
-	return link_wait_take(&e->k, &e->got, msg);
+	return link_wait_take(k, &k->got, msg);
 }
 
 static int link_trip(void *arg, const void *msg, void *back)
@@ -283,24 +260,47 @@ static int link_trip(void *arg, const void *msg, void *back)
 	return ret < 0 ? ret : link_echo_recv(arg, back);
 }
 
-static int link_rtt_a(struct net_side *s)
+static int link_ping(struct link_peer *k)
 {
-	struct link_echo e = { .sent = 0 };
-	int ret = link_setup(&e.k, s);
+	return net_ping(k->s, link_trip, k);
+}
+
+static int link_pong(struct link_peer *k)
+{
+	return net_pong(k->s, link_echo_recv, link_echo_send, k);
+}
+
+/* ---- the roles ---- */
+
+/* Set the link up, run the side's part, meet and tear down. */
+static int link_role(struct net_side *s, int (*part)(struct link_peer *k))
+{
+	struct link_peer k;
+	int ret = link_setup(&k, s);
 
 	if (ret == 0)
-		ret = net_ping(s, link_trip, &e);
-	return link_close(&e.k, ret);
+		ret = part(&k);
+	return link_close(&k, ret);
+}
+
+static int link_tput_a(struct net_side *s)
+{
+	return link_role(s, link_tput_send);
+}
+
+static int link_tput_b(struct net_side *s)
+{
+	return link_role(s, link_tput_recv);
+}
+
+static int link_rtt_a(struct net_side *s)
+{
+	return link_role(s, link_ping);
 }
 
 static int link_rtt_b(struct net_side *s)
 {
-	struct link_echo e = { .sent = 0 };
-	int ret = link_setup(&e.k, s);
-
-	if (ret == 0)
-		ret = net_pong(s, link_echo_recv, link_echo_send, &e);
-	return link_close(&e.k, ret);
+	return link_role(s, link_pong);
 }
 
 const struct net_contender net_link = {

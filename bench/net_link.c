@@ -12,13 +12,13 @@
  * message type, does not fit the default window), flush_bytes is the
  * run's frame size (`--frame`), so that the link's frames are as large as
  * `ucx-batched`'s (its record and frame headers included), and transports
- * is "tcp". The link
- * has no option for UCX's devices: UCX_NET_DEVICES is set in the side's
- * environment, which ucp_config_read() reads, as net_ucx.c sets it.
+ * is "tcp". The link has no option for UCX's devices: UCX_NET_DEVICES is
+ * set in the side's environment, which ucp_config_read() reads, as
+ * net_ucx.c sets it in its configuration.
  *
  * Throughput: A queues records with shoal__link_send(), and on -EAGAIN (no
- * credit, or no frame buffer free while credit lasts) polls the link until
- * it takes the record; it also polls once every POLL_EVERY records, as a
+ * credit: B has not acked enough) polls the link until it takes the
+ * record; it also polls once every POLL_EVERY records, as a
  * bridge polls its link between bursts from its rings. B polls, then
  * peeks, checks and releases every record it holds. After the last record
  * A flushes and polls until every record is acked: nothing is in flight
@@ -175,7 +175,7 @@ static int link_tput_send(struct link_peer *k)
 		if (shoal__now_ns() > limit)
 			return net_fail(k->s, -ETIMEDOUT, "link: %llu of %llu records acked in 10 s",
 					(unsigned long long)st.acked, (unsigned long long)seq);
-	} while (st.acked != seq);
+	} while (st.acked != st.next_seq);
 	return 0;
 }
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The cross-host benchmark (net_bench.c): what the driver and the
- * contenders (net_ucx.c, net_zmq.c) share. Private to bench/.
+ * contenders (net_ucx.c, net_zmq.c, net_link.c) share. Private to bench/.
  *
  * Two "hosts" are two network namespaces joined by a veth pair. One sample
  * = one contender doing one measurement once: the driver forks a client
@@ -77,6 +77,12 @@ struct net_side {
 	uint64_t deadline;         /* side A: stop sending at this time */
 	uint64_t run_delay0;       /* bench_run_delay_ns() when the clock started */
 	uint64_t sink;             /* payload words read, so the reads stay */
+	/* NULL, or called while this side waits for the other at the first
+	 * ready round (net_side_ready()): for a transport whose handshake
+	 * needs both owners to poll until both are through it (the link).
+	 * It returns 0. */
+	int (*ready_progress)(void *arg);
+	void *ready_arg;
 };
 
 typedef int (*net_role_fn)(struct net_side *s);
@@ -99,6 +105,8 @@ struct net_contender {
 extern const struct net_contender net_ucx;
 extern const struct net_contender net_ucx_batched;
 extern const struct net_contender net_zmq;
+/* Shoal's link layer alone (net_link.c), built with the bridge. */
+extern const struct net_contender net_link;
 
 /* Record why a role failed in side->res; evaluates to `code` (a negative
  * errno). The format must be a string literal. */
@@ -120,7 +128,8 @@ int net_meet_progress(struct net_side *s, uint32_t round, int (*progress)(void *
 		      void *arg);
 
 /* Rounds 2 and 3 around the placement probe; side A then starts the clock
- * (res->t_start, deadline). Call once connected, before the timed loop. */
+ * (res->t_start, deadline). Call once connected, before the timed loop.
+ * Round 2 calls s->ready_progress while it waits, when set. */
 void net_side_ready(struct net_side *s);
 
 /* Side A: true once the sample's time is up; reads the clock only when

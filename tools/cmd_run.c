@@ -25,6 +25,7 @@ enum {
 	OPT_STATUS,
 	OPT_NAME,
 	OPT_LOG_DIR,
+	OPT_HOST,
 };
 
 /*
@@ -52,16 +53,39 @@ static void default_search_path(void)
 	setenv("SHOAL_PATH", value, 0);
 }
 
-static int check_only(const char *path, const char *name)
+/* The hosts of `c`, and with --host which groups run on it. */
+static void print_hosts(const struct shoal__config *c, int host)
+{
+	printf("%s: %u hosts:", c->path, c->n_hosts);
+	for (uint32_t i = 0; i < c->n_hosts; i++)
+		printf(" %s (%s)", c->hosts[i].name, c->hosts[i].reach);
+	printf("\n");
+	if (host < 0)
+		return;
+	printf("%s: host %s runs", c->path, c->hosts[host].name);
+	for (uint32_t i = 0; i < c->n_groups; i++)
+		if (c->groups[i].host == host)
+			printf(" %s", c->groups[i].name);
+	printf("\n");
+}
+
+static int check_only(const char *path, const char *name, const char *host_name)
 {
 	struct shoal__config_space sp = { 0 };
 	struct shoal__config *c;
 	struct shoal_err err = { { 0 } };
 	char need[SHOAL_FMT_SHORT_SIZE], avail[SHOAL_FMT_SHORT_SIZE];
+	int host = -1;
 
 	if (shoal__sup_load_config(path, name, &c, &err) < 0) {
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
+	}
+	/* Without --host, the file is checked for every host. */
+	if (host_name != NULL && shoal__config_this_host(c, host_name, &host, &err) < 0) {
+		fprintf(stderr, "shoal run: %s\n", err.msg);
+		shoal__config_free(c);
+		return SHOAL_EXIT_USAGE;
 	}
 	if (shoal__config_check_space(c, NULL, &sp, &err) < 0) {
 		fprintf(stderr, "%s: %s\n", path, err.msg);
@@ -72,6 +96,8 @@ static int check_only(const char *path, const char *name)
 	       "in %s): OK\n", path, c->system, c->n_groups, c->n_routes, c->n_types,
 	       shoal__fmt_bytes(need, sizeof(need), sp.need),
 	       shoal__fmt_bytes(avail, sizeof(avail), sp.avail), sp.dir);
+	if (c->n_hosts > 0)
+		print_hosts(c, host);
 	shoal__config_free(c);
 	return 0;
 }
@@ -85,6 +111,7 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 		{ "status", required_argument, NULL, OPT_STATUS },
 		{ "name", required_argument, NULL, OPT_NAME },
 		{ "log-dir", required_argument, NULL, OPT_LOG_DIR },
+		{ "host", required_argument, NULL, OPT_HOST },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const modes[] = { "auto", "live", "plain", "quiet", NULL };
@@ -130,6 +157,13 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 				return shoal__cli_usage_error(cmd, "--log-dir takes a directory");
 			o.log_dir = optarg;
 			break;
+		case OPT_HOST:
+			if (shoal__check_name(optarg, "host", NULL) < 0)
+				return shoal__cli_usage_error(cmd, "--host takes a host name, 1 to "
+							      "%d characters of [A-Za-z0-9_-], not "
+							      "'%s'", SHOAL_NAME_MAX - 1, optarg);
+			o.host = optarg;
+			break;
 		default:
 			return shoal__cli_option_error(cmd, argv, c);
 		}
@@ -140,11 +174,11 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 	o.config = argv[optind];
 	default_search_path();
 	if (check)
-		return check_only(o.config, o.name);
+		return check_only(o.config, o.name, o.host);
 	ret = shoal__supervise(&o, &err);
 	if (ret < 0) {
 		fprintf(stderr, "shoal run: %s\n", err.msg[0] ? err.msg : strerror(-ret));
-		return 1;
+		return ret == -ENXIO ? SHOAL_EXIT_USAGE : 1;
 	}
 	return ret;
 }
@@ -154,8 +188,8 @@ const struct shoal__cmd shoal__cmd_run = {
 	.summary = "Launch a system from its YAML file and supervise it",
 	.fn = cmd_run,
 	.help =
-	"Usage: shoal run [--check] [--name NAME] [--log-dir DIR] [--duration SECONDS]\n"
-	"                 [--status MODE] FILE\n"
+	"Usage: shoal run [--check] [--host NAME] [--name NAME] [--log-dir DIR]\n"
+	"                 [--duration SECONDS] [--status MODE] FILE\n"
 	"\n"
 	"Start the router of the system FILE describes, launch every group's\n"
 	"process, restart them by their policy, and stay in the foreground.\n"
@@ -173,6 +207,10 @@ const struct shoal__cmd shoal__cmd_run = {
 	"Options:\n"
 	"  --check             validate FILE, print the shared memory the system\n"
 	"                      needs, and exit; nothing starts\n"
+	"  --host NAME         this is host NAME of FILE's hosts: section; start\n"
+	"                      only its groups (and its bridge to the other\n"
+	"                      hosts). Required when FILE lists hosts, refused\n"
+	"                      (exit 2) when it does not or has no host NAME\n"
 	"  --name NAME         run the system under NAME instead of the name FILE\n"
 	"                      gives, so that one file runs twice side by side;\n"
 	"                      every other command then addresses it as NAME\n"
@@ -189,5 +227,6 @@ const struct shoal__cmd shoal__cmd_run = {
 	"Exit status: 0 every group stopped cleanly and none failed; 1 a group\n"
 	"failed, was killed at stop, or the system could not start (or, with\n"
 	"--check, FILE is invalid, the reason printed as file:line:column, or\n"
-	"the system needs more shared memory than is free); 2 bad command line.\n",
+	"the system needs more shared memory than is free); 2 bad command line\n"
+	"(also a --host that FILE does not list, or none when it lists hosts).\n",
 };

@@ -107,6 +107,7 @@ struct sup {
 	const struct shoal__sup_opts *o;
 	FILE *out;                   /* o->out, or stderr once o->out's reader went away */
 	struct shoal__config *cfg;
+	int host;                    /* this host's index in cfg->hosts; -1: the file lists none */
 	struct proc *procs;          /* one per cfg->groups[i] */
 	struct shoal_router *router;
 	int sigfd;
@@ -1008,15 +1009,20 @@ static int apply_routes(struct sup *s, const struct shoal__config *c, const stru
 			struct shoal_err *err)
 {
 	struct shoal_filter *f = calloc(c->n_routes + 1, sizeof(*f));
+	uint32_t n = 0;
 	int ret;
 
 	if (f == NULL)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < c->n_routes; i++) {
-		f[i] = c->routes[i].f;
-		f[i].group = (uint16_t)procs[c->routes[i].f.group].id;
+		/* A group of another host gets what its own host's router routes
+		 * to it; here the route would fill a mailbox nobody reads. */
+		if (!shoal__config_runs(c, s->host, c->routes[i].f.group))
+			continue;
+		f[n] = c->routes[i].f;
+		f[n++].group = (uint16_t)procs[c->routes[i].f.group].id;
 	}
-	ret = shoal_router_set_routes(s->router, f, c->n_routes, err);
+	ret = shoal_router_set_routes(s->router, f, n, err);
 	free(f);
 	return ret;
 }
@@ -1025,6 +1031,19 @@ static bool structural_change(const struct shoal__cfg_group *a, const struct sho
 {
 	return a->workers != b->workers || a->actors != b->actors || a->node != b->node ||
 	       a->mailbox != b->mailbox || a->overflow != b->overflow;
+}
+
+static bool same_hosts(const struct shoal__config *a, const struct shoal__config *b)
+{
+	if (a->n_hosts != b->n_hosts || a->down_after_ns != b->down_after_ns ||
+	    memcmp(&a->link, &b->link, sizeof(a->link)) != 0)
+		return false;
+	for (uint32_t i = 0; i < a->n_hosts; i++)
+		if (strcmp(a->hosts[i].name, b->hosts[i].name) != 0 ||
+		    strcmp(a->hosts[i].listen, b->hosts[i].listen) != 0 ||
+		    strcmp(a->hosts[i].reach, b->hosts[i].reach) != 0)
+			return false;
+	return true;
 }
 
 static int check_reload(struct sup *s, const struct shoal__config *n, struct shoal_err *err)
@@ -1041,6 +1060,9 @@ static int check_reload(struct sup *s, const struct shoal__config *n, struct sho
 	    n->direct_capacity != o->direct_capacity)
 		return shoal__fail(err, -EINVAL, "router settings cannot change while the system "
 				   "runs: restart it instead");
+	if (!same_hosts(o, n))
+		return shoal__fail(err, -EINVAL, "the hosts section changed: the links are made "
+				   "from it, restart the system on every host instead");
 	/* Types may be added; one that running programs know cannot change. */
 	for (uint32_t i = 0; i < n->n_types; i++)
 		for (uint32_t j = 0; j < o->n_types; j++) {
@@ -1194,7 +1216,8 @@ static int reload(struct sup *s, struct shoal_err *err)
 	name_width(s);
 	/* A group stopped on request stays stopped (until `shoal restart`). */
 	for (uint32_t i = 0; i < n->n_groups; i++)
-		if (s->procs[i].pid == 0 && !s->procs[i].failed && !s->procs[i].held) {
+		if (s->procs[i].pid == 0 && !s->procs[i].failed && !s->procs[i].held &&
+		    shoal__config_runs(n, s->host, i)) {
 			s->procs[i].stopping = false;
 			launch(s, i);
 		}
@@ -1226,6 +1249,12 @@ static void admin_request(struct sup *s, const struct shoal__admin_req *q)
 		group_list(s, names, sizeof(names));
 		admin_reply(s, q->fd, -ENOENT, "system %s has no group '%s' (its groups: %s)",
 			    s->cfg->system, m->group, names);
+		return;
+	}
+	if (i >= 0 && !shoal__config_runs(s->cfg, s->host, (uint32_t)i)) {
+		admin_reply(s, q->fd, -EREMOTE, "group %s runs on host %s, not here (host %s): "
+			    "ask the shoal run of that host", m->group,
+			    s->cfg->hosts[s->cfg->groups[i].host].name, s->o->host);
 		return;
 	}
 	switch (m->what) {
@@ -1353,6 +1382,15 @@ static void run_loop(struct sup *s)
 	}
 }
 
+static uint32_t local_groups(const struct shoal__config *c, int host)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < c->n_groups; i++)
+		n += shoal__config_runs(c, host, i);
+	return n;
+}
+
 int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 {
 	struct shoal_router_opts ro = { 0 };
@@ -1367,6 +1405,11 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	ret = shoal__sup_load_config(o->config, o->name, &s.cfg, err);
 	if (ret < 0)
 		return ret;
+	ret = shoal__config_this_host(s.cfg, o->host, &s.host, err);
+	if (ret < 0) {
+		shoal__config_free(s.cfg);
+		return ret;
+	}
 	if (o->log_dir != NULL) {
 		ret = make_log_dir(o->log_dir, err);
 		/* Absolute, for `shoal logs` run from another folder. */
@@ -1426,8 +1469,12 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	s.start_ns = shoal__now_ns();
 	event(&s, "system %s: router pid %d, %u groups, %u routes (%s)", s.cfg->system,
 	      (int)getpid(), s.cfg->n_groups, s.cfg->n_routes, s.cfg->path);
+	if (s.host >= 0)
+		event(&s, "host %s: %u of the %u groups run here", o->host,
+		      local_groups(s.cfg, s.host), s.cfg->n_groups);
 	for (uint32_t i = 0; i < s.cfg->n_groups; i++)
-		launch(&s, i);
+		if (shoal__config_runs(s.cfg, s.host, i))
+			launch(&s, i);
 	run_loop(&s);
 	stop_all(&s);
 	wait_detached(&s);

@@ -1689,7 +1689,8 @@ static void run_host_starts_only_the_groups_of_that_host(void **state)
 	(void)state;
 	write_file(cfg, config_hosts("hosts", 20000 + (unsigned)getpid() % 20000));
 	run = spawn_run(opts, cfg, out, -1, 0);
-	expect_output(out, "host a: 1 of the 2 groups run here", 10000);
+	expect_output(out, "host a: 1 of the file's 2 groups run here, and the bridge to the 1 "
+		      "other host", 10000);
 	wait_attached("hosts", "here", out);
 	says(1, "group there runs on host b, not here (host a)",
 	     (const char *const[]){ "restart", "hosts", "there", NULL });

@@ -33,18 +33,24 @@ enum {
  * Unless the user set it, $SHOAL_PATH is this executable's folder and the
  * examples folder beside it, so that a build tree runs its own examples.
  */
+/* This executable's path in buf, or NULL if /proc does not say. */
+static const char *self_path(char *buf, size_t cap)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
+
+	if (n <= 0)
+		return NULL;
+	buf[n] = '\0';
+	return buf;
+}
+
 static void default_search_path(void)
 {
 	char self[PATH_MAX], value[3 * PATH_MAX];
-	ssize_t n;
 	char *slash;
 
-	if (getenv("SHOAL_PATH") != NULL)
+	if (getenv("SHOAL_PATH") != NULL || self_path(self, sizeof(self)) == NULL)
 		return;
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
-		return;
-	self[n] = '\0';
 	slash = strrchr(self, '/');
 	if (slash == NULL)
 		return;
@@ -66,7 +72,7 @@ static void print_hosts(const struct shoal__config *c, int host)
 	for (uint32_t i = 0; i < c->n_groups; i++)
 		if (c->groups[i].host == host)
 			printf(" %s", c->groups[i].name);
-	printf("\n");
+	printf("%s\n", c->n_hosts > 1 ? ", and its bridge to the other hosts" : "");
 }
 
 static int check_only(const char *path, const char *name, const char *host_name)
@@ -117,6 +123,7 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 	static const char *const modes[] = { "auto", "live", "plain", "quiet", NULL };
 	struct shoal__sup_opts o = { .out = stdout };
 	struct shoal_err err = { { 0 } };
+	char self[PATH_MAX];
 	bool check = false;
 	uint32_t secs;
 	int c, ret;
@@ -173,6 +180,9 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 					      "one FILE only");
 	o.config = argv[optind];
 	default_search_path();
+#ifdef SHOAL_HAVE_BRIDGE
+	o.bridge_program = self_path(self, sizeof(self));
+#endif
 	if (check)
 		return check_only(o.config, o.name, o.host);
 	ret = shoal__supervise(&o, &err);

@@ -12,6 +12,11 @@
 
 static const struct shoal__cmd cmd_help;
 
+#ifdef SHOAL_HAVE_BRIDGE
+/* Not in cli.h's list: only a build with the link layer has it. */
+extern const struct shoal__cmd shoal__cmd_bridge;
+#endif
+
 /* Every subcommand, in the order `shoal help` lists them. */
 static const struct shoal__cmd *const cmds[] = {
 	&shoal__cmd_run,
@@ -26,6 +31,9 @@ static const struct shoal__cmd *const cmds[] = {
 	&shoal__cmd_ring,
 	&shoal__cmd_types,
 	&shoal__cmd_metrics,
+#ifdef SHOAL_HAVE_BRIDGE
+	&shoal__cmd_bridge,
+#endif
 	&cmd_help,
 };
 

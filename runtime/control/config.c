@@ -1351,7 +1351,7 @@ static int check_hosts(struct walk *w, yaml_node_t *root)
 {
 	const struct shoal__config *c = w->c;
 	char seg[SHOAL_SEG_NAME_MAX];
-	uint32_t window = c->link.window ? c->link.window : UINT32_C(1) << 20;
+	uint32_t window = c->link.window ? c->link.window : SHOAL__CFG_LINK_WINDOW;
 
 	if (c->n_hosts > 1 && shoal__name_mailbox(seg, c->system, SHOAL__BRIDGE_GROUP) < 0)
 		return fail_at(w, hosts_node(w, root), "the bridge's mailbox name shoal.%s.g.%s "

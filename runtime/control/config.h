@@ -72,7 +72,10 @@ struct shoal__cfg_host {
 };
 
 /* hosts.link: the options of every link between bridges; a 0 field takes
- * the link layer's default (runtime/bridge/link.h). */
+ * the link layer's default (runtime/bridge/link.h), except the window:
+ * SHOAL__CFG_LINK_WINDOW, which the bridge passes and the types must fit. */
+#define SHOAL__CFG_LINK_WINDOW (UINT32_C(1) << 20)
+
 struct shoal__cfg_link {
 	uint32_t window;              /* bytes */
 	uint32_t flush_bytes;

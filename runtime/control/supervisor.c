@@ -931,6 +931,98 @@ static uint64_t tool_stop_deadlines(struct sup *s, uint64_t now)
 	return next;
 }
 
+/* ---- the bridge ---------------------------------------------------------------------------- */
+
+/* Free what bridge_group() made of g. */
+static void bridge_group_free(struct shoal__cfg_group *g)
+{
+	for (char **a = g->argv; a != NULL && *a != NULL; a++)
+		free(*a);
+	free(g->argv);
+	free(g->program);
+}
+
+/*
+ * The built-in group of a host with peers (docs/hosts.md): `shoal bridge
+ * --host NAME FILE`, run by this very `shoal`, so that it reads the file as
+ * the supervisor did. Appended after the file's groups, whose ids thus
+ * stay the same on every host. It stops after them (it carries what they
+ * send until they are gone), and restarts by the same policy code as any
+ * group, with no retry limit: a host without its bridge is cut off.
+ */
+static int bridge_group(const struct sup *s, const struct shoal__config *c,
+			struct shoal__cfg_group *g, struct shoal_err *err)
+{
+	static const char *const fixed[] = { "bridge", "--host" };
+	char *path = realpath(c->path, NULL);
+	int32_t last = 0;
+
+	memset(g, 0, sizeof(*g));
+	if (path == NULL)
+		return shoal__fail(err, -errno, "%s: %s", c->path, strerror(errno));
+	g->argv = calloc(6, sizeof(char *));
+	g->program = strdup(s->o->bridge_program);
+	if (g->argv == NULL || g->program == NULL) {
+		free(path);
+		bridge_group_free(g);
+		return shoal__fail(err, -ENOMEM, "out of memory");
+	}
+	g->argv[4] = path;
+	g->argv[0] = strdup(g->program);
+	g->argv[1] = strdup(fixed[0]);
+	g->argv[2] = strdup(fixed[1]);
+	g->argv[3] = strdup(c->hosts[s->host].name);
+	if (g->argv[0] == NULL || g->argv[1] == NULL || g->argv[2] == NULL || g->argv[3] == NULL) {
+		bridge_group_free(g);
+		return shoal__fail(err, -ENOMEM, "out of memory");
+	}
+	for (uint32_t i = 0; i < c->n_groups; i++)
+		if (c->groups[i].stop_order > last)
+			last = c->groups[i].stop_order;
+	snprintf(g->name, sizeof(g->name), "%s", SHOAL__BRIDGE_GROUP);
+	g->workers = 1;
+	g->actors = 1;
+	g->node = -1;
+	g->restart = SHOAL__RESTART_ON_FAILURE;
+	g->max_retries = -1;
+	g->backoff_ms = 100;
+	g->max_backoff_ms = 5000;
+	g->stop_order = last + 1;
+	g->stop_timeout_ms = 5000;
+	g->host = s->host;
+	return 0;
+}
+
+/* Append the bridge to c's groups when this host has peers. Returns 0, or a
+ * negative errno with the reason in *err (c is unchanged). */
+static int add_bridge(const struct sup *s, struct shoal__config *c, struct shoal_err *err)
+{
+	struct shoal__cfg_group *groups, g;
+	int ret;
+
+	if (s->host < 0 || c->n_hosts < 2)
+		return 0;
+	if (s->o->bridge_program == NULL)
+		return shoal__fail(err, -ENOTSUP, "%s lists other hosts, but this shoal is built "
+				   "without the link layer (UCX): it has no bridge to run",
+				   c->path);
+	if (c->n_groups >= SHOAL_MAX_GROUPS)
+		return shoal__fail(err, -ENOSPC, "%s: with its bridge, host %s would have more "
+				   "than %d groups", c->path, s->o->host, SHOAL_MAX_GROUPS);
+	ret = bridge_group(s, c, &g, err);
+	if (ret < 0)
+		return ret;
+	groups = realloc(c->groups, (c->n_groups + 1) * sizeof(*groups));
+	if (groups == NULL) {
+		bridge_group_free(&g);
+		return shoal__fail(err, -ENOMEM, "out of memory");
+	}
+	groups[c->n_groups] = g;
+	c->groups = groups;
+	c->n_groups++;
+	return 0;
+}
+
 /* ---- router setup and reload -------------------------------------------------------------- */
 
 /* The folder of the groups' log files: made 0700 if it does not exist. */
@@ -1145,6 +1237,8 @@ static int reload(struct sup *s, struct shoal_err *err)
 	if (ret < 0)
 		return refuse_reload(s, ret, err);
 	ret = check_reload(s, n, err);
+	if (ret == 0)
+		ret = add_bridge(s, n, err);
 	if (ret == 0)
 		ret = shoal__config_check_space(n, s->cfg, &space, err);
 	if (ret == 0)
@@ -1406,6 +1500,8 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	if (ret < 0)
 		return ret;
 	ret = shoal__config_this_host(s.cfg, o->host, &s.host, err);
+	if (ret == 0)
+		ret = add_bridge(&s, s.cfg, err);
 	if (ret < 0) {
 		shoal__config_free(s.cfg);
 		return ret;
@@ -1469,9 +1565,12 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	s.start_ns = shoal__now_ns();
 	event(&s, "system %s: router pid %d, %u groups, %u routes (%s)", s.cfg->system,
 	      (int)getpid(), s.cfg->n_groups, s.cfg->n_routes, s.cfg->path);
-	if (s.host >= 0)
-		event(&s, "host %s: %u of the %u groups run here", o->host,
-		      local_groups(s.cfg, s.host), s.cfg->n_groups);
+	if (s.host >= 0 && s.cfg->n_hosts > 1)
+		event(&s, "host %s: %u of the file's %u groups run here, and the bridge to the "
+		      "%u other host%s", o->host, local_groups(s.cfg, s.host) - 1,
+		      s.cfg->n_groups - 1, s.cfg->n_hosts - 1, s.cfg->n_hosts > 2 ? "s" : "");
+	else if (s.host >= 0)
+		event(&s, "host %s: the only host of the file", o->host);
 	for (uint32_t i = 0; i < s.cfg->n_groups; i++)
 		if (shoal__config_runs(s.cfg, s.host, i))
 			launch(&s, i);

@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A system on two hosts: two network namespaces joined by a veth pair
+ * (tests/netns.c), each running `shoal run --host a|b` on one file, each
+ * with its own shared-memory folder. Both bridges come up and say their
+ * link is up; a bridge killed with SIGKILL is restarted by its supervisor
+ * and the link comes back; SIGTERM stops both systems cleanly.
+ *
+ * What the test reads is what an operator reads: the prefixed lines of the
+ * `bridge` group in each `shoal run`'s output. Runs as root; skips visibly
+ * (exit 77) otherwise, or when namespaces cannot be made. Every wait has a
+ * deadline; nothing asserts a duration.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/netns.h"
+#include "tests/testutil.h"
+
+#define PORT 7400
+#define WAIT_MS 30000
+
+static struct test_netns hosts;
+static const char *skip_reason;
+static char dir[64], shm[2][96], cfg[128], out[2][128];
+static pid_t run[2];
+static const char *const name[2] = { "a", "b" };
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *text = calloc(1, 1 << 20);
+	size_t n;
+
+	assert_non_null(text);
+	if (f == NULL)
+		return text;
+	n = fread(text, 1, (1 << 20) - 1, f);
+	text[n] = '\0';
+	fclose(f);
+	return text;
+}
+
+static unsigned count(const char *text, const char *needle)
+{
+	unsigned n = 0;
+
+	for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* Wait until side's output holds `needle` `n` times; fail past WAIT_MS. */
+static void expect(int side, const char *needle, unsigned n)
+{
+	for (int ms = 0; ms < WAIT_MS; ms += 20) {
+		char *text = slurp(out[side]);
+		unsigned c = count(text, needle);
+
+		free(text);
+		if (c >= n)
+			return;
+		usleep(20000);
+	}
+	{
+		char *text = slurp(out[side]);
+
+		fail_msg("host %s: '%s' not seen %u times in time; its output:\n%s", name[side],
+			 needle, n, text);
+	}
+}
+
+/* `shoal run --host NAME` in side's namespace, with its own shm folder. */
+static pid_t start(int side)
+{
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(out[side], O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+		if (fd < 0 || test_netns_enter(&hosts, side) < 0)
+			_exit(126);
+		setenv("SHOAL_SHM_DIR", shm[side], 1);
+		/* The transport between hosts, whatever else UCX finds on
+		 * one machine (as link.h says of the link tests). */
+		setenv("UCX_TLS", "tcp", 1);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl(getenv("SHOAL_BIN"), "shoal", "run", "--status", "plain", "--host",
+		      name[side], cfg, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static int setup(void **state)
+{
+	char text[1024];
+	FILE *f;
+
+	(void)state;
+	if (test_netns_create(&hosts, "hosts", 78) < 0) {
+		skip_reason = "could not make the namespaces (see above)";
+		return 0;
+	}
+	snprintf(dir, sizeof(dir), "/tmp/shoal-test-hosts-%d", (int)getpid());
+	if (mkdir(dir, 0700) != 0)
+		return -1;
+	for (int s = 0; s < 2; s++) {
+		snprintf(shm[s], sizeof(shm[s]), "/dev/shm/shoal-test-hosts-%d-%s", (int)getpid(),
+			 name[s]);
+		snprintf(out[s], sizeof(out[s]), "%s/%s.out", dir, name[s]);
+		if (mkdir(shm[s], 0700) != 0)
+			return -1;
+	}
+	snprintf(cfg, sizeof(cfg), "%s/hx.yaml", dir);
+	snprintf(text, sizeof(text),
+		 "system: hx\nhosts:\n"
+		 "  link: { keepalive: 50ms, dead_after: 500ms, backoff: 20ms, max_backoff: 200ms }\n"
+		 "  list:\n    - { name: a, listen: '%s:%d' }\n    - { name: b, listen: '%s:%d' }\n"
+		 "groups:\n"
+		 "  - { name: ca, program: %s, args: [--role, consumer], host: a }\n"
+		 "  - { name: cb, program: %s, args: [--role, consumer], host: b }\n",
+		 hosts.addr[0], PORT, hosts.addr[1], PORT, getenv("SHOAL_TEST_GROUP"),
+		 getenv("SHOAL_TEST_GROUP"));
+	f = fopen(cfg, "w");
+	if (f == NULL || fputs(text, f) < 0)
+		return -1;
+	fclose(f);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	char cmd[512];
+
+	(void)state;
+	for (int s = 0; s < 2; s++)
+		if (run[s] > 0) {
+			kill(run[s], SIGKILL);
+			test_wait_pid(run[s], 5000);
+		}
+	test_netns_destroy(&hosts);
+	if (dir[0] != '\0') {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s' '%s'", dir, shm[0], shm[1]);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", cmd);
+	}
+	return 0;
+}
+
+/* The pid `shoal run` says it started for the bridge, the n-th time. */
+static pid_t bridge_pid(int side, unsigned n)
+{
+	char *text = slurp(out[side]), *p = text;
+	pid_t pid = 0;
+
+	for (unsigned i = 0; i < n && p != NULL; i++)
+		if ((p = strstr(p, "group bridge: started pid ")) != NULL)
+			p += strlen("group bridge: started pid ");
+	if (p != NULL)
+		pid = (pid_t)atoi(p);
+	free(text);
+	return pid;
+}
+
+static void stop_cleanly(int side)
+{
+	char *text;
+	int status;
+
+	assert_int_equal(kill(run[side], SIGTERM), 0);
+	status = test_wait_pid(run[side], WAIT_MS);
+	run[side] = 0;
+	text = slurp(out[side]);
+	if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("host %s: shoal run ended with status 0x%x; its output:\n%s", name[side],
+			 status, text);
+	assert_non_null(strstr(text, "group bridge: exited with status 0"));
+	assert_non_null(strstr(text, "system hx stopped\n"));
+	free(text);
+}
+
+static void hosts_bridges_link_restart_and_stop_cleanly(void **state)
+{
+	pid_t first;
+
+	(void)state;
+	if (skip_reason) {
+		fprintf(stderr, "skipped: %s\n", skip_reason);
+		skip();
+	}
+	run[0] = start(0);
+	run[1] = start(1);
+	expect(0, "host a: 1 of the file's 2 groups run here, and the bridge", 1);
+	expect(0, "bridge | link b: connecting to ", 1);
+	expect(1, "bridge | link a: listening on ", 1);
+	expect(0, "bridge | link b: up (peer epoch ", 1);
+	expect(1, "bridge | link a: up (peer epoch ", 1);
+	/* The listening bridge killed: restarted by policy, the link back. */
+	first = bridge_pid(1, 1);
+	assert_true(first > 0);
+	assert_int_equal(kill(first, SIGKILL), 0);
+	expect(1, "group bridge: restart 1 in ", 1);
+	expect(1, "bridge | link a: up (peer epoch ", 2);
+	expect(0, "bridge | link b: down (", 1);
+	expect(0, "bridge | link b: up (peer epoch ", 2);
+	stop_cleanly(1);
+	stop_cleanly(0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(hosts_bridges_link_restart_and_stop_cleanly),
+	};
+	const char *why = test_netns_unavailable();
+
+	if (why) {
+		printf("bridge_hosts: skipped: %s\n", why);
+		return TEST_CHILD_SKIP;   /* meson's "skipped" */
+	}
+	if (getenv("SHOAL_BIN") == NULL || getenv("SHOAL_TEST_GROUP") == NULL) {
+		printf("bridge_hosts: skipped: SHOAL_BIN and SHOAL_TEST_GROUP are not set\n");
+		return TEST_CHILD_SKIP;
+	}
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1096,24 +1096,72 @@ static int declare_groups(struct sup *s, struct shoal_err *err)
 	return 0;
 }
 
-/* The config's routes with group indices turned into router ids. */
+/* Index of this host's bridge in c->groups (add_bridge()), or -1. */
+static int bridge_of(const struct sup *s, const struct shoal__config *c)
+{
+	return s->host >= 0 && c->n_hosts > 1 ? (int)c->n_groups - 1 : -1;
+}
+
+/*
+ * Routes of groups on other hosts become routes to the bridge: one filter
+ * per SHOAL_FILTER_MAX_TYPES of the types they name, matching any key, so
+ * that a message reaches the bridge once whatever number of remote routes
+ * it matches (the dispatcher delivers a copy per matching filter). The
+ * bridge matches it against those routes to find the hosts that get it,
+ * one copy each (docs/hosts.md). Appends to f[*n]; returns nothing.
+ */
+static void bridge_routes(const struct shoal__config *c, int host, uint16_t bridge_id,
+			  struct shoal_filter *f, uint32_t *n)
+{
+	struct shoal_filter *cur = NULL;
+
+	for (uint32_t i = 0; i < c->n_routes; i++) {
+		const struct shoal_filter *r = &c->routes[i].f;
+
+		if (shoal__config_runs(c, host, r->group) || r->mode == SHOAL_ROUTE_DISCARD)
+			continue;
+		for (uint32_t k = 0; k < r->n_types; k++) {
+			bool seen = false;
+
+			for (uint32_t j = 0; j < *n && !seen; j++)
+				if (f[j].group == bridge_id && f[j].mode == SHOAL_ROUTE_GROUP)
+					for (uint32_t t = 0; t < f[j].n_types && !seen; t++)
+						seen = f[j].types[t] == r->types[k];
+			if (seen)
+				continue;
+			if (cur == NULL || cur->n_types == SHOAL_FILTER_MAX_TYPES) {
+				cur = &f[(*n)++];
+				memset(cur, 0, sizeof(*cur));
+				cur->group = bridge_id;
+				cur->mode = SHOAL_ROUTE_GROUP;
+				cur->key.op = SHOAL_KEY_ANY;
+			}
+			cur->types[cur->n_types++] = r->types[k];
+		}
+	}
+}
+
+/* The config's routes with group indices turned into router ids; those of
+ * groups on other hosts go to the bridge (bridge_routes()). */
 static int apply_routes(struct sup *s, const struct shoal__config *c, const struct proc *procs,
 			struct shoal_err *err)
 {
-	struct shoal_filter *f = calloc(c->n_routes + 1, sizeof(*f));
+	/* At most one bridge filter per route: each names a type at least. */
+	struct shoal_filter *f = calloc(2 * c->n_routes + 1, sizeof(*f));
+	int bridge = bridge_of(s, c);
 	uint32_t n = 0;
 	int ret;
 
 	if (f == NULL)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < c->n_routes; i++) {
-		/* A group of another host gets what its own host's router routes
-		 * to it; here the route would fill a mailbox nobody reads. */
 		if (!shoal__config_runs(c, s->host, c->routes[i].f.group))
 			continue;
 		f[n] = c->routes[i].f;
 		f[n++].group = (uint16_t)procs[c->routes[i].f.group].id;
 	}
+	if (bridge >= 0)
+		bridge_routes(c, s->host, (uint16_t)procs[bridge].id, f, &n);
 	ret = shoal_router_set_routes(s->router, f, n, err);
 	free(f);
 	return ret;

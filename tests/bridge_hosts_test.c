@@ -4,7 +4,9 @@
  * (tests/netns.c), each running `shoal run --host a|b` on one file, each
  * with its own shared-memory folder. Both bridges come up and say their
  * link is up; a bridge killed with SIGKILL is restarted by its supervisor
- * and the link comes back; SIGTERM stops both systems cleanly.
+ * and the link comes back; SIGTERM stops both systems cleanly. A producer on
+ * host a whose messages are routed to a consumer on host b: each delivered
+ * exactly once, through both bridges.
  *
  * What the test reads is what an operator reads: the prefixed lines of the
  * `bridge` group in each `shoal run`'s output. Runs as root; skips visibly
@@ -13,6 +15,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,10 +29,11 @@
 
 #define PORT 7400
 #define WAIT_MS 30000
+#define ROUTED 2000          /* messages the producer on host a sends */
 
 static struct test_netns hosts;
 static const char *skip_reason;
-static char dir[64], shm[2][96], cfg[128], out[2][128];
+static char dir[64], shm[2][96], cfg[128], out[2][128], cfg_routed[128], consumer_log[128];
 static pid_t run[2];
 static const char *const name[2] = { "a", "b" };
 
@@ -78,7 +82,7 @@ static void expect(int side, const char *needle, unsigned n)
 }
 
 /* `shoal run --host NAME` in side's namespace, with its own shm folder. */
-static pid_t start(int side)
+static pid_t start(int side, const char *file)
 {
 	pid_t pid;
 
@@ -97,16 +101,25 @@ static pid_t start(int side)
 		dup2(fd, 1);
 		dup2(fd, 2);
 		execl(getenv("SHOAL_BIN"), "shoal", "run", "--status", "plain", "--host",
-		      name[side], cfg, (char *)NULL);
+		      name[side], file, (char *)NULL);
 		_exit(127);
 	}
 	return pid;
 }
 
+static int write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	int ret = f != NULL && fputs(text, f) >= 0 ? 0 : -1;
+
+	if (f != NULL)
+		fclose(f);
+	return ret;
+}
+
 static int setup(void **state)
 {
 	char text[1024];
-	FILE *f;
 
 	(void)state;
 	if (test_netns_create(&hosts, "hosts", 78) < 0) {
@@ -126,18 +139,30 @@ static int setup(void **state)
 	snprintf(cfg, sizeof(cfg), "%s/hx.yaml", dir);
 	snprintf(text, sizeof(text),
 		 "system: hx\nhosts:\n"
-		 "  link: { keepalive: 50ms, dead_after: 500ms, backoff: 20ms, max_backoff: 200ms }\n"
+		 "  link: { keepalive: 50ms, dead_after: 500ms, backoff: 20ms,\n"
+		 "          max_backoff: 200ms }\n"
 		 "  list:\n    - { name: a, listen: '%s:%d' }\n    - { name: b, listen: '%s:%d' }\n"
 		 "groups:\n"
 		 "  - { name: ca, program: %s, args: [--role, consumer], host: a }\n"
 		 "  - { name: cb, program: %s, args: [--role, consumer], host: b }\n",
 		 hosts.addr[0], PORT, hosts.addr[1], PORT, getenv("SHOAL_TEST_GROUP"),
 		 getenv("SHOAL_TEST_GROUP"));
-	f = fopen(cfg, "w");
-	if (f == NULL || fputs(text, f) < 0)
+	if (write_text(cfg, text) < 0)
 		return -1;
-	fclose(f);
-	return 0;
+	snprintf(cfg_routed, sizeof(cfg_routed), "%s/hr.yaml", dir);
+	snprintf(consumer_log, sizeof(consumer_log), "%s/cb.log", dir);
+	snprintf(text, sizeof(text),
+		 "system: hr\nhosts:\n"
+		 "  list:\n    - { name: a, listen: '%s:%d' }\n    - { name: b, listen: '%s:%d' }\n"
+		 "types:\n  - { id: 1, name: ping, max_size: 16 }\n"
+		 "  - { id: 3, name: work, max_size: 64 }\n"
+		 "groups:\n"
+		 "  - { name: pa, program: %s, args: [--role, producer, --n, %d], host: a }\n"
+		 "  - { name: cb, program: %s, args: [--role, consumer, --log, '%s'], host: b,\n"
+		 "      routes: [ { types: [work] } ] }\n",
+		 hosts.addr[0], PORT + 1, hosts.addr[1], PORT + 1, getenv("SHOAL_TEST_GROUP"),
+		 ROUTED, getenv("SHOAL_TEST_GROUP"), consumer_log);
+	return write_text(cfg_routed, text);
 }
 
 static int teardown(void **state)
@@ -174,7 +199,7 @@ static pid_t bridge_pid(int side, unsigned n)
 	return pid;
 }
 
-static void stop_cleanly(int side)
+static void stop_cleanly(int side, const char *system)
 {
 	char *text;
 	int status;
@@ -187,7 +212,12 @@ static void stop_cleanly(int side)
 		fail_msg("host %s: shoal run ended with status 0x%x; its output:\n%s", name[side],
 			 status, text);
 	assert_non_null(strstr(text, "group bridge: exited with status 0"));
-	assert_non_null(strstr(text, "system hx stopped\n"));
+	{
+		char stopped[64];
+
+		snprintf(stopped, sizeof(stopped), "system %s stopped\n", system);
+		assert_non_null(strstr(text, stopped));
+	}
 	free(text);
 }
 
@@ -200,8 +230,8 @@ static void hosts_bridges_link_restart_and_stop_cleanly(void **state)
 		fprintf(stderr, "skipped: %s\n", skip_reason);
 		skip();
 	}
-	run[0] = start(0);
-	run[1] = start(1);
+	run[0] = start(0, cfg);
+	run[1] = start(1, cfg);
 	expect(0, "host a: 1 of the file's 2 groups run here, and the bridge", 1);
 	expect(0, "bridge | link b: connecting to ", 1);
 	expect(1, "bridge | link a: listening on ", 1);
@@ -215,14 +245,75 @@ static void hosts_bridges_link_restart_and_stop_cleanly(void **state)
 	expect(1, "bridge | link a: up (peer epoch ", 2);
 	expect(0, "bridge | link b: down (", 1);
 	expect(0, "bridge | link b: up (peer epoch ", 2);
-	stop_cleanly(1);
-	stop_cleanly(0);
+	stop_cleanly(1, "hx");
+	stop_cleanly(0, "hx");
+}
+
+/* Lines "3 SEQ" of the consumer's log: how many, and whether each of
+ * 0 .. ROUTED - 1 is there exactly once. */
+static unsigned consumer_lines(bool *exact)
+{
+	static unsigned char seen[ROUTED];
+	char *text = slurp(consumer_log), *p = text;
+	unsigned n = 0;
+
+	memset(seen, 0, sizeof(seen));
+	*exact = true;
+	while (*p != '\0') {
+		unsigned type;
+		unsigned long long seq;
+
+		if (sscanf(p, "%u %llu", &type, &seq) != 2 || type != 3 || seq >= ROUTED ||
+		    seen[seq]++)
+			*exact = false;
+		n++;
+		p = strchr(p, '\n');
+		if (p == NULL)
+			break;
+		p++;
+	}
+	free(text);
+	return n;
+}
+
+static void hosts_routed_messages_cross_once_each(void **state)
+{
+	bool exact = false;
+	unsigned n = 0;
+
+	(void)state;
+	if (skip_reason) {
+		fprintf(stderr, "skipped: %s\n", skip_reason);
+		skip();
+	}
+	for (int s = 0; s < 2; s++)
+		truncate(out[s], 0);
+	run[0] = start(0, cfg_routed);
+	run[1] = start(1, cfg_routed);
+	for (int ms = 0; ms < WAIT_MS && n < ROUTED; ms += 50) {
+		usleep(50000);
+		n = consumer_lines(&exact);
+	}
+	expect(0, "bridge | link b: up (peer epoch ", 1);
+	stop_cleanly(0, "hr");
+	stop_cleanly(1, "hr");
+	n = consumer_lines(&exact);
+	if (n != ROUTED || !exact) {
+		char *a = slurp(out[0]), *b = slurp(out[1]);
+
+		fail_msg("consumer on b: %u lines (%s), expected %d once each\n"
+			 "--- a:\n%s\n--- b:\n%s", n,
+			 exact ? "no duplicate" : "duplicates or strangers", ROUTED, a, b);
+	}
+	expect(0, "bridge | stopped: 2000 records sent to other hosts", 1);
+	expect(1, "bridge | stopped: 0 records sent to other hosts, 2000 received", 1);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(hosts_bridges_link_restart_and_stop_cleanly),
+		cmocka_unit_test(hosts_routed_messages_cross_once_each),
 	};
 	const char *why = test_netns_unavailable();
 

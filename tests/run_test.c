@@ -1763,7 +1763,8 @@ int main(void)
 		cmocka_unit_test_teardown(run_lifecycle_of_another_user_is_refused, kill_started),
 		cmocka_unit_test(run_check_with_name_checks_the_names_it_makes),
 		cmocka_unit_test(run_bad_options_are_usage_errors),
-		cmocka_unit_test_teardown(run_host_starts_only_the_groups_of_that_host, kill_started),
+		cmocka_unit_test_teardown(run_host_starts_only_the_groups_of_that_host,
+					  kill_started),
 		cmocka_unit_test(run_host_the_file_does_not_list_is_a_usage_error),
 	};
 	struct CMUnitTest table[N_BAD];

@@ -6,7 +6,10 @@
  * one link (runtime/bridge/link.h) to each other host, the host whose name
  * sorts first connecting, the other listening, and says on its output each
  * change of a link's state: up, down, a connection attempt that failed, a
- * frame refused, records lost to a peer's restart.
+ * frame refused, records lost to a peer's restart. It carries routed
+ * messages: what the router gives it goes to each host whose groups' routes
+ * match it, once per host; what a peer sends is sent on, routed, here
+ * (bridge.c says how, and docs/hosts.md what is not carried yet).
  *
  * Lifecycle rules:
  *  1. shoal__bridge_run() attaches the group, opens the links and serves

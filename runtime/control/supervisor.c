@@ -933,11 +933,13 @@ static uint64_t tool_stop_deadlines(struct sup *s, uint64_t now)
 
 /* ---- the bridge ---------------------------------------------------------------------------- */
 
-/* Free what bridge_group() made of g. */
+#define BRIDGE_ARGC 5   /* shoal bridge --host NAME FILE */
+
+/* Free what bridge_group() made of g, whichever of its strings it made. */
 static void bridge_group_free(struct shoal__cfg_group *g)
 {
-	for (char **a = g->argv; a != NULL && *a != NULL; a++)
-		free(*a);
+	for (int i = 0; g->argv != NULL && i < BRIDGE_ARGC; i++)
+		free(g->argv[i]);
 	free(g->argv);
 	free(g->program);
 }
@@ -960,7 +962,7 @@ static int bridge_group(const struct sup *s, const struct shoal__config *c,
 	memset(g, 0, sizeof(*g));
 	if (path == NULL)
 		return shoal__fail(err, -errno, "%s: %s", c->path, strerror(errno));
-	g->argv = calloc(6, sizeof(char *));
+	g->argv = calloc(BRIDGE_ARGC + 1, sizeof(char *));
 	g->program = strdup(s->o->bridge_program);
 	if (g->argv == NULL || g->program == NULL) {
 		free(path);

@@ -108,6 +108,14 @@ static int check_only(const char *path, const char *name, const char *host_name)
 	return 0;
 }
 
+/* The usage error of an option `opt` that takes a name of `what`. */
+static int name_error(const struct shoal__cmd *cmd, const char *opt, const char *what,
+		      const char *arg)
+{
+	return shoal__cli_usage_error(cmd, "%s takes a %s name, 1 to %d characters of "
+				      "[A-Za-z0-9_-], not '%s'", opt, what, SHOAL_NAME_MAX - 1, arg);
+}
+
 static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -154,9 +162,7 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 			break;
 		case OPT_NAME:
 			if (shoal__check_name(optarg, "system", NULL) < 0)
-				return shoal__cli_usage_error(cmd, "--name takes a system name, 1 to "
-							      "%d characters of [A-Za-z0-9_-], not "
-							      "'%s'", SHOAL_NAME_MAX - 1, optarg);
+				return name_error(cmd, "--name", "system", optarg);
 			o.name = optarg;
 			break;
 		case OPT_LOG_DIR:
@@ -166,9 +172,7 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 			break;
 		case OPT_HOST:
 			if (shoal__check_name(optarg, "host", NULL) < 0)
-				return shoal__cli_usage_error(cmd, "--host takes a host name, 1 to "
-							      "%d characters of [A-Za-z0-9_-], not "
-							      "'%s'", SHOAL_NAME_MAX - 1, optarg);
+				return name_error(cmd, "--host", "host", optarg);
 			o.host = optarg;
 			break;
 		default:

@@ -117,8 +117,20 @@ static int write_text(const char *path, const char *text)
 	return ret;
 }
 
+/* A system file's start: its name, and both hosts on `port` with `link`. */
+static const char *head(const char *system, int port, const char *link)
+{
+	static char text[512];
+
+	snprintf(text, sizeof(text), "system: %s\nhosts:\n%s  list:\n"
+		 "    - { name: a, listen: '%s:%d' }\n    - { name: b, listen: '%s:%d' }\n",
+		 system, link, hosts.addr[0], port, hosts.addr[1], port);
+	return text;
+}
+
 static int setup(void **state)
 {
+	const char *group = getenv("SHOAL_TEST_GROUP");
 	char text[1024];
 
 	(void)state;
@@ -137,31 +149,23 @@ static int setup(void **state)
 			return -1;
 	}
 	snprintf(cfg, sizeof(cfg), "%s/hx.yaml", dir);
-	snprintf(text, sizeof(text),
-		 "system: hx\nhosts:\n"
-		 "  link: { keepalive: 50ms, dead_after: 500ms, backoff: 20ms,\n"
-		 "          max_backoff: 200ms }\n"
-		 "  list:\n    - { name: a, listen: '%s:%d' }\n    - { name: b, listen: '%s:%d' }\n"
-		 "groups:\n"
+	snprintf(text, sizeof(text), "%sgroups:\n"
 		 "  - { name: ca, program: %s, args: [--role, consumer], host: a }\n"
 		 "  - { name: cb, program: %s, args: [--role, consumer], host: b }\n",
-		 hosts.addr[0], PORT, hosts.addr[1], PORT, getenv("SHOAL_TEST_GROUP"),
-		 getenv("SHOAL_TEST_GROUP"));
+		 head("hx", PORT, "  link: { keepalive: 50ms, dead_after: 500ms, backoff: 20ms,\n"
+		      "          max_backoff: 200ms }\n"), group, group);
 	if (write_text(cfg, text) < 0)
 		return -1;
 	snprintf(cfg_routed, sizeof(cfg_routed), "%s/hr.yaml", dir);
 	snprintf(consumer_log, sizeof(consumer_log), "%s/cb.log", dir);
-	snprintf(text, sizeof(text),
-		 "system: hr\nhosts:\n"
-		 "  list:\n    - { name: a, listen: '%s:%d' }\n    - { name: b, listen: '%s:%d' }\n"
+	snprintf(text, sizeof(text), "%s"
 		 "types:\n  - { id: 1, name: ping, max_size: 16 }\n"
 		 "  - { id: 3, name: work, max_size: 64 }\n"
 		 "groups:\n"
 		 "  - { name: pa, program: %s, args: [--role, producer, --n, %d], host: a }\n"
 		 "  - { name: cb, program: %s, args: [--role, consumer, --log, '%s'], host: b,\n"
 		 "      routes: [ { types: [work] } ] }\n",
-		 hosts.addr[0], PORT + 1, hosts.addr[1], PORT + 1, getenv("SHOAL_TEST_GROUP"),
-		 ROUTED, getenv("SHOAL_TEST_GROUP"), consumer_log);
+		 head("hr", PORT + 1, ""), group, ROUTED, group, consumer_log);
 	return write_text(cfg_routed, text);
 }
 

@@ -200,10 +200,46 @@ static void tell(const struct bridge *b, struct peer *p)
 /* ---- routed messages -------------------------------------------------------- */
 
 /*
+ * Records from p's peer, sent on as routed messages from this host's
+ * bridge. A record the uplink has no room for stays held, so the link's
+ * credit pushes back on the peer; one that is not a message of this
+ * system's types (DESIGN invariant 1: a peer's bytes are checked like a
+ * ring's) is dropped and counted.
+ */
+static void take_records(struct bridge *b, struct peer *p)
+{
+	struct shoal__frame_rec r;
+
+	while (shoal__link_recv_peek(p->link, &r) == 0) {
+		struct shoal_envelope env;
+		int ret = -EPROTO;
+
+		if (r.len >= sizeof(env)) {
+			memcpy(&env, r.data, sizeof(env));
+			if (env.len == r.len - sizeof(env))
+				ret = shoal_try_send(b->ctx, env.type,
+						     (const unsigned char *)r.data + sizeof(env),
+						     env.len);
+		}
+		if (ret == -EAGAIN)
+			return;
+		if (ret == 0) {
+			b->n.received++;
+		} else if (b->n.refused_in++ == 0) {
+			say(b, p, "a record not sent on here: %s", strerror(-ret));
+		}
+		shoal__link_recv_release(p->link);
+	}
+}
+
+/*
  * Queue one record on p's link. A link without credit is polled (with the
- * others, whose peers may be waiting on us) until it takes the record, or
- * until it has been down longer than hosts.down_after: then the record is
- * counted lost (`lost_down`) and said, as a send to that host fails.
+ * others, whose peers may be waiting on us, and whose records are taken
+ * meanwhile: two bridges that wait for each other's credit both release
+ * what they hold, so both go on) until it takes the record, or until it
+ * has been down longer than hosts.down_after: then the record is counted
+ * lost (`lost_down`) and said, as a send to that host fails. Sleeps on the
+ * link's fd between polls, 1 ms at most.
  */
 static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t tag)
 {
@@ -225,8 +261,15 @@ static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t ta
 				    "the host is down past hosts.down_after" : strerror(-ret));
 			return;
 		}
-		for (uint32_t i = 0; i < b->n_peers; i++)
+		for (uint32_t i = 0; i < b->n_peers; i++) {
 			shoal__link_poll(b->peers[i].link, now);
+			take_records(b, &b->peers[i]);
+		}
+		if (shoal__link_arm(p->link) == 0) {
+			struct pollfd pfd = { .fd = shoal__link_fd(p->link), .events = POLLIN };
+
+			poll(&pfd, 1, 1);
+		}
 	}
 }
 
@@ -259,39 +302,6 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 			continue;
 		sent[h] = true;
 		link_put(b, b->by_host[h], len, 0);
-	}
-}
-
-/*
- * Records from p's peer, sent on as routed messages from this host's
- * bridge. A record the uplink has no room for stays held, so the link's
- * credit pushes back on the peer; one that is not a message of this
- * system's types (DESIGN invariant 1: a peer's bytes are checked like a
- * ring's) is dropped and counted.
- */
-static void take_records(struct bridge *b, struct peer *p)
-{
-	struct shoal__frame_rec r;
-
-	while (shoal__link_recv_peek(p->link, &r) == 0) {
-		struct shoal_envelope env;
-		int ret = -EPROTO;
-
-		if (r.len >= sizeof(env)) {
-			memcpy(&env, r.data, sizeof(env));
-			if (env.len == r.len - sizeof(env))
-				ret = shoal_try_send(b->ctx, env.type,
-						     (const unsigned char *)r.data + sizeof(env),
-						     env.len);
-		}
-		if (ret == -EAGAIN)
-			return;
-		if (ret == 0) {
-			b->n.received++;
-		} else if (b->n.refused_in++ == 0) {
-			say(b, p, "a record not sent on here: %s", strerror(-ret));
-		}
-		shoal__link_recv_release(p->link);
 	}
 }
 

@@ -44,6 +44,19 @@ static const char *self_path(char *buf, size_t cap)
 	return buf;
 }
 
+/* The `shoal` that runs `shoal bridge` for a host with peers: this one,
+ * when it is built with the link layer; else NULL. */
+static const char *bridge_program(void)
+{
+#ifdef SHOAL_HAVE_BRIDGE
+	static char self[PATH_MAX];
+
+	return self_path(self, sizeof(self));
+#else
+	return NULL;
+#endif
+}
+
 static void default_search_path(void)
 {
 	char self[PATH_MAX], value[3 * PATH_MAX];
@@ -131,7 +144,6 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 	static const char *const modes[] = { "auto", "live", "plain", "quiet", NULL };
 	struct shoal__sup_opts o = { .out = stdout };
 	struct shoal_err err = { { 0 } };
-	char self[PATH_MAX];
 	bool check = false;
 	uint32_t secs;
 	int c, ret;
@@ -184,9 +196,7 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 					      "one FILE only");
 	o.config = argv[optind];
 	default_search_path();
-#ifdef SHOAL_HAVE_BRIDGE
-	o.bridge_program = self_path(self, sizeof(self));
-#endif
+	o.bridge_program = bridge_program();
 	if (check)
 		return check_only(o.config, o.name, o.host);
 	ret = shoal__supervise(&o, &err);

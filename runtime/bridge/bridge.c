@@ -127,7 +127,7 @@ static int make_peers(struct bridge *b, struct shoal_err *err)
 {
 	const struct shoal__config *c = b->cfg;
 	const char *me = c->hosts[b->host].name;
-	uint32_t listening = 0;
+	uint32_t listening = shoal__config_connectors(c, b->host);
 
 	if (c->n_hosts < 2)
 		return shoal__fail(err, -ENXIO, "host %s has no other host to link to", me);
@@ -143,7 +143,6 @@ static int make_peers(struct bridge *b, struct shoal_err *err)
 		p->h = &c->hosts[i];
 		p->role = strcmp(me, p->h->name) < 0 ? SHOAL__LINK_CONNECT : SHOAL__LINK_LISTEN;
 		b->by_host[i] = p;
-		listening += p->role == SHOAL__LINK_LISTEN;
 		b->n_peers++;
 	}
 	/* A listening link takes whoever connects: two on one address could

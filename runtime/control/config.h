@@ -13,6 +13,7 @@
 #define SHOAL_RUNTIME_CONFIG_H
 
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include <shoal/api.h>
@@ -161,6 +162,20 @@ int shoal__config_host(const struct shoal__config *c, const char *name);
  */
 int shoal__config_this_host(const struct shoal__config *c, const char *name, int *host,
 			    struct shoal_err *err);
+
+/*
+ * The hosts whose bridges connect to host `host`'s (docs/hosts.md: of two
+ * hosts, the one whose name sorts first connects): those whose names sort
+ * before its own. Its bridge listens for each of them.
+ */
+static inline uint32_t shoal__config_connectors(const struct shoal__config *c, int host)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < c->n_hosts; i++)
+		n += strcmp(c->hosts[i].name, c->hosts[host].name) < 0;
+	return n;
+}
 
 /* Does host `host` (shoal__config_this_host()) run group `i`? */
 static inline int shoal__config_runs(const struct shoal__config *c, int host, uint32_t i)

@@ -321,7 +321,8 @@ static void hosts_routed_messages_cross_both_ways_once_each(void **state)
 
 			fail_msg("consumer on %s: %u lines (%s), expected %d once each\n"
 				 "--- a:\n%s\n--- b:\n%s", name[s], n[s],
-				 exact[s] ? "no duplicate" : "duplicates or strangers", ROUTED, a, b);
+				 exact[s] ? "no duplicate" : "duplicates or strangers", ROUTED,
+				 a, b);
 		}
 	}
 	/* What each bridge sent on here comes back to it by its bridge route:

@@ -51,8 +51,9 @@ enum shoal__ring_role {
 
 #define SHOAL__REG_MAGIC UINT32_C(0x47455253)   /* "SREG" */
 #define SHOAL__MBX_MAGIC UINT32_C(0x58424d53)   /* "SMBX" */
-/* 2: damage, loss and set-aside fields; 3: rings known by tag, not name */
-#define SHOAL__LAYOUT_VERSION 3u
+/* 2: damage, loss and set-aside fields; 3: rings known by tag, not name;
+ * 4: slots of run-time groups freed and reused (slot_seq, released) */
+#define SHOAL__LAYOUT_VERSION 4u
 #define SHOAL__MAX_TYPES 1024u
 #define SHOAL__SYSTEM_MAX 32u
 
@@ -89,13 +90,19 @@ struct shoal__reg_hdr {
 	_Atomic uint32_t n_dispatchers;
 	_Atomic uint32_t route_version;  /* publications of the filter vector */
 	_Atomic uint32_t n_routes;
-	_Atomic uint32_t n_groups;       /* slots in use (a high-water mark) */
+	_Atomic uint32_t n_groups;       /* slots ever used (a high-water mark) */
 	uint32_t max_groups;
 	uint32_t max_types;
 	uint32_t types_off;              /* from the start of this struct */
 	uint32_t groups_off;
 	uint64_t spin_ns;
-	uint8_t pad0[SHOAL_FALSE_SHARING - 96];
+	/* Groups registered at run time that the router freed when their
+	 * process left, and the messages they lost: still queued then, or
+	 * counted lost in their slot before (lost_queued, lost_corrupt), which
+	 * the next owner starts again from 0. Router-written. */
+	_Atomic uint64_t lost_released;
+	_Atomic uint32_t released;
+	uint8_t pad0[SHOAL_FALSE_SHARING - 108];
 	struct shoal__reg_dispatcher disp[SHOAL_MAX_NODES];
 };
 
@@ -125,7 +132,10 @@ struct shoal__reg_group {
 	int32_t node;
 	uint32_t dispatcher;
 	_Atomic uint32_t attaches;       /* processes that attached (restarts + 1) */
-	uint32_t pad0;
+	/* Odd while the router frees the slot or gives it to another group
+	 * (registry.c): a reader that sees it change, or odd, re-reads. `gen`
+	 * goes on across owners, so no address names two incarnations. */
+	_Atomic uint32_t slot_seq;
 	char mailbox[SHOAL_SEG_NAME_MAX];
 	/* Damage (DESIGN invariant 10), written by the router's watch thread. */
 	_Atomic uint32_t damaged;        /* rings and mailboxes found corrupted, ever */
@@ -135,7 +145,10 @@ struct shoal__reg_group {
 	 * system stopped with no process to drain them: lost, counted here
 	 * (router-written). */
 	_Atomic uint64_t lost_queued;
-	uint8_t pad1[40];
+	/* The gen its owner's first process gets (router-written when the slot
+	 * gets an owner): an address of an older gen names an earlier owner. */
+	_Atomic uint32_t first_gen;
+	uint8_t pad1[36];
 	struct shoal__reg_gstat stats[SHOAL_MAX_NODES];
 };
 

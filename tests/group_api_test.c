@@ -430,12 +430,15 @@ static void router_group_id_names_declared_and_attached_groups(void **state)
 	assert_int_equal(shoal_router_group_id(rt_router, NULL), -EINVAL);
 	assert_int_equal(shoal_router_group_id(rt_router, ""), -ENOENT);
 	assert_int_equal(shoal_router_group_id(rt_router, "alph"), -ENOENT);
-	/* A group the router learns of when its process attaches, and keeps. */
+	/* A group the router learns of when its process attaches, and frees
+	 * once that process left (its watch thread looks every 50 ms). */
 	g = rt_attach_here("late", 1, 1);
 	late = shoal_router_group_id(rt_router, "late");
 	assert_int_equal(late, shoal_group_id(g));
 	shoal_group_detach(g);
-	assert_int_equal(shoal_router_group_id(rt_router, "late"), late);
+	for (int i = 0; i < 30000 && shoal_router_group_id(rt_router, "late") == late; i++)
+		usleep(1000);
+	assert_int_equal(shoal_router_group_id(rt_router, "late"), -ENOENT);
 	rt_stop_router();
 }
 

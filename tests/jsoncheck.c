@@ -2,8 +2,10 @@
 /* The JSON checker of the tool tests (see jsoncheck.h): a recursive descent
  * over the RFC 8259 grammar that only says whether the text fits. */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tests/jsoncheck.h"
 #include "tests/testutil.h"
@@ -170,4 +172,77 @@ unsigned assert_json_lines(const char *text)
 	}
 	free(copy);
 	return n;
+}
+
+/* Skip `lit` after white space; false if it is not next. */
+static bool j_expect(const char **s, const char *lit)
+{
+	while (**s == ' ' || **s == '\n')
+		(*s)++;
+	if (strncmp(*s, lit, strlen(lit)) != 0)
+		return false;
+	*s += strlen(lit);
+	return true;
+}
+
+/* Is s "YYYY-MM-DDTHH:MM:SS.mmmZ\"", a time within a minute of now? */
+static bool rfc3339_now(const char *s)
+{
+	static const char shape[] = "dddd-dd-ddTdd:dd:dd.dddZ\"";
+	struct tm tm = { 0 };
+	time_t t;
+
+	for (size_t i = 0; i < sizeof(shape) - 1; i++)
+		if (shape[i] == 'd' ? !isdigit((unsigned char)s[i]) : s[i] != shape[i])
+			return false;
+	if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+		   &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6)
+		return false;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	t = timegm(&tm);
+	return t != (time_t)-1 && labs((long)(t - time(NULL))) <= 60;
+}
+
+static void assert_envelope(const char *doc, unsigned schema)
+{
+	char want[32];
+	const char *s = doc;
+
+	snprintf(want, sizeof(want), "%u", schema);
+	if (!j_expect(&s, "{") || !j_expect(&s, "\"schema\":") || !j_expect(&s, want) ||
+	    !j_expect(&s, ",") || !j_expect(&s, "\"time\":") || !j_expect(&s, "\"") ||
+	    !rfc3339_now(s))
+		fail_msg("no \"schema\": %u then \"time\" (RFC 3339 UTC, now) at the start "
+			 "(offset %zu):\n%s", schema, (size_t)(s - doc), doc);
+}
+
+unsigned assert_json_documents(const char *text, unsigned schema, bool lines)
+{
+	char *copy, *line, *save = NULL;
+	unsigned n = 0;
+
+	if (!lines) {
+		assert_json_object(text);
+		assert_envelope(text, schema);
+		return 1;
+	}
+	n = assert_json_lines(text);
+	copy = strdup(text);
+	assert_non_null(copy);
+	for (line = strtok_r(copy, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save))
+		assert_envelope(line, schema);
+	free(copy);
+	return n;
+}
+
+void assert_json_error(const char *text, int code, const char *says)
+{
+	char want[64];
+
+	if (assert_json_documents(text, 1, true) != 1)
+		fail_msg("not one error document:\n%s", text);
+	snprintf(want, sizeof(want), "\"error\": {\"exit\": %d, \"message\": \"", code);
+	if (strstr(text, want) == NULL || strstr(text, says) == NULL)
+		fail_msg("not the error document of exit %d saying '%s':\n%s", code, says, text);
 }

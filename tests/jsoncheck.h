@@ -26,4 +26,19 @@ void assert_json_object(const char *text);
  */
 unsigned assert_json_lines(const char *text);
 
+/*
+ * Fail unless every document in `text` (one object, or one a line with
+ * `lines`) is one valid object opening with "schema": `schema` and then
+ * "time": the wall clock in RFC 3339 UTC with milliseconds, within a minute
+ * of now (the tools' envelope, shoal(1) JSON OUTPUT). Returns the number of
+ * documents.
+ */
+unsigned assert_json_documents(const char *text, unsigned schema, bool lines);
+
+/*
+ * Fail unless `text` is the tools' error document (one line) with exit
+ * status `code` and a message containing `says`.
+ */
+void assert_json_error(const char *text, int code, const char *says);
+
 #endif

@@ -9,12 +9,13 @@
  * groups, a reader of its output that goes away, and messages stranded by a
  * stop. Operating a system: one file run twice (--name), the groups' output
  * by line and in --log-dir files, `shoal stop|restart|reload` over the
- * control socket (and clients of it that go away or are another user), and
- * `shoal logs`.
+ * control socket (and clients of it that go away or are another user),
+ * `shoal logs`, and the notifications a systemd unit of Type=notify gets.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -1392,6 +1393,7 @@ static void run_stop_restart_reload_over_the_control_socket(void **state)
 {
 	const char *cfg = in_dir("lc.yaml"), *out = in_dir("lc.out");
 	char text[1024], *said;
+	struct tool_run t;
 	pid_t run, b;
 	int status;
 
@@ -1423,8 +1425,8 @@ static void run_stop_restart_reload_over_the_control_socket(void **state)
 	wait_attached("lc", "a", out);
 	b = rt_group_pid("lc", "b");
 	said = shoal_says(0, (const char *const[]){ "restart", "--json", "lc", "b", NULL });
-	assert_json_object(said);
-	assert_has(said, "\"ok\": true");
+	assert_json_documents(said, 1, false);
+	assert_has(said, "\"command\": \"restart\"");
 	assert_has(said, "group b restarted: pid");
 	free(said);
 	wait_pid_other_than("lc", "b", b, out);
@@ -1432,12 +1434,27 @@ static void run_stop_restart_reload_over_the_control_socket(void **state)
 	     (const char *const[]){ "restart", "lc", "nope", NULL });
 	says(0, "system lc reloaded: 2 groups, 0 routes published",
 	     (const char *const[]){ "reload", "lc", NULL });
+	said = shoal_says(0, (const char *const[]){ "reload", "--json", "lc", NULL });
+	assert_json_documents(said, 1, false);
+	assert_has(said, "\"group\": null");
+	assert_has(said, "\"message\": \"system lc reloaded: 2 groups");
+	free(said);
 	write_file(cfg, "system: lc\ngroups: []\n");
 	said = shoal_says(1, (const char *const[]){ "reload", "lc", NULL });
 	assert_has(said, "reload refused, nothing changed");
 	assert_has(said, "groups is empty");
 	free(said);
-	says(0, "system lc stopped", (const char *const[]){ "stop", "lc", NULL });
+	/* Under --json the refusal is the error document, on stdout. */
+	tool_expect(&t, 1, (const char *const[]){ "reload", "--json", "lc", NULL });
+	assert_json_error(t.out, 1, "reload refused, nothing changed");
+	assert_has(t.out, "\"errno\": \"EINVAL\"");
+	assert_int_equal(t.err[0], '\0');
+	tool_free(&t);
+	said = shoal_says(0, (const char *const[]){ "stop", "--json", "lc", NULL });
+	assert_json_documents(said, 1, false);
+	assert_has(said, "\"message\": \"system lc stopped\"");
+	assert_has(said, "\"supervisor_pid\": ");
+	free(said);
 	/* Answered once everything was removed. */
 	assert_int_equal(count_system_files("lc"), 0);
 	status = test_wait_pid(run, 30000);
@@ -1547,7 +1564,8 @@ static void run_logs_reads_the_groups_log_files(void **state)
 	assert_lacks(said, "b ");
 	free(said);
 	said = shoal_says(0, (const char *const[]){ "logs", "--json", "lg", "b", NULL });
-	assert_int_equal(assert_json_lines(said), 1);
+	assert_int_equal(assert_json_documents(said, 1, true), 1);
+	assert_has(said, "Z\", \"line\": ");   /* "written": the line's time */
 	assert_has(said, "\"group\": \"b\"");
 	assert_has(said, "\"line\": \"hello from b\"");
 	free(said);
@@ -1625,6 +1643,81 @@ static void run_lifecycle_of_another_user_is_refused(void **state)
 
 /* --check --name: the file checked under the other name, whose segment
  * names must fit too. */
+/* The next notification on the datagram socket `fd`, within 10 s. */
+static void next_notification(int fd, char *buf, size_t cap, const char *out)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	ssize_t n;
+
+	if (poll(&pfd, 1, 10000) != 1) {
+		char *text = read_file(out);
+
+		print_error("--- output of shoal run:\n%s---\n", text);
+		free(text);
+		fail_msg("no notification within 10 s");
+	}
+	n = recv(fd, buf, cap - 1, 0);
+	assert_true(n > 0);
+	buf[n] = '\0';
+}
+
+/*
+ * Under systemd (NOTIFY_SOCKET names a socket the test listens on, as
+ * systemd's for a unit of Type=notify): READY=1 once every group is up,
+ * RELOADING=1 then READY=1 around `shoal reload`, STOPPING=1 on `shoal
+ * stop`. Skips when this shoal was built without libsystemd.
+ */
+static void run_notifies_systemd_when_ready_reloading_and_stopping(void **state)
+{
+	const char *cfg = in_dir("sd.yaml"), *out = in_dir("sd.out"), *sock = in_dir("sd.sock");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	const char *have = getenv("SHOAL_HAVE_SYSTEMD");
+	char text[1024], note[512];
+	pid_t run;
+	int fd, status;
+
+	(void)state;
+	if (have == NULL || strcmp(have, "1") != 0)
+		skip();
+	snprintf(text, sizeof(text),
+		 "system: sd\ngroups:\n"
+		 "  - name: a\n    program: %s\n    args: [--role, consumer]\n"
+		 "  - name: b\n    program: %s\n    args: [--role, consumer]\n",
+		 group_bin, group_bin);
+	write_file(cfg, text);
+	assert_true(strlen(sock) < sizeof(sa.sun_path));
+	strcpy(sa.sun_path, sock);
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	setenv("NOTIFY_SOCKET", sock, 1);
+	run = start_run(cfg, out);
+	unsetenv("NOTIFY_SOCKET");
+
+	next_notification(fd, note, sizeof(note), out);
+	assert_has(note, "READY=1\n");
+	assert_has(note, "STATUS=system sd: 2 of 2 groups running");
+	/* Told once both had attached, not merely been started. */
+	assert_true(rt_group_pid("sd", "a") > 0);
+	assert_true(rt_group_pid("sd", "b") > 0);
+
+	says(0, "system sd reloaded", (const char *const[]){ "reload", "sd", NULL });
+	next_notification(fd, note, sizeof(note), out);
+	assert_has(note, "RELOADING=1\n");
+	assert_has(note, "MONOTONIC_USEC=");
+	next_notification(fd, note, sizeof(note), out);
+	assert_has(note, "READY=1\nSTATUS=reloaded");
+
+	says(0, "system sd stopped", (const char *const[]){ "stop", "sd", NULL });
+	next_notification(fd, note, sizeof(note), out);
+	assert_has(note, "STOPPING=1\n");
+	status = test_wait_pid(run, 30000);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	close(fd);
+	unlink(sock);
+}
+
 static void run_check_with_name_checks_the_names_it_makes(void **state)
 {
 	const char *cfg = in_dir("named.yaml");
@@ -1782,6 +1875,8 @@ int main(void)
 					  kill_started),
 		cmocka_unit_test_teardown(run_logs_reads_the_groups_log_files, kill_started),
 		cmocka_unit_test_teardown(run_lifecycle_of_another_user_is_refused, kill_started),
+		cmocka_unit_test_teardown(run_notifies_systemd_when_ready_reloading_and_stopping,
+					  kill_started),
 		cmocka_unit_test(run_check_with_name_checks_the_names_it_makes),
 		cmocka_unit_test(run_bad_options_are_usage_errors),
 		cmocka_unit_test_teardown(run_host_starts_only_the_groups_of_that_host,

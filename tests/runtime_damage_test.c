@@ -43,6 +43,15 @@ static uint32_t dirent_of(struct shoal_seg *seg, const char *name)
 
 /* ---- helpers ------------------------------------------------------------------- */
 
+/* Garble the length of the record at the head of `ring`, as a stray write would. */
+static void garble_head_record(struct shoal__ring *ring)
+{
+	unsigned char *data = (unsigned char *)ring + SHOAL__RING_DATA_OFF;
+	uint32_t off = atomic_load(&ring->head) & (ring->capacity - 1), bad = 0x7fffff00;
+
+	memcpy(data + off, &bad, sizeof(bad));
+}
+
 /* Start a consumer group process for `c` (declared already); wait for it. */
 static pid_t start_consumer(struct child *c, int id)
 {
@@ -118,12 +127,7 @@ static void damage_corrupted_ring_and_uplink_are_replaced_others_never_notice(vo
 		usleep(1000);
 	rt_mailbox_map("c0", &seg);
 	ring = rt_ring_of(&seg, "in.0.d0");
-	{
-		unsigned char *data = (unsigned char *)ring + SHOAL__RING_DATA_OFF;
-		uint32_t off = atomic_load(&ring->head) & (ring->capacity - 1), bad = 0x7fffff00;
-
-		memcpy(data + off, &bad, sizeof(bad));
-	}
+	garble_head_record(ring);
 	shoal_seg_detach(&seg);
 	/* And the tail of prodB's idle uplink. */
 	rt_mailbox_map("prodB", &seg);
@@ -243,12 +247,7 @@ static void damage_corrupted_direct_ring_is_replaced_for_its_sender(void **state
 	rt_mailbox_map("c0", &seg);
 	snprintf(name, sizeof(name), "in.0.g%d.0", ids);
 	ring = rt_ring_of(&seg, name);
-	{
-		unsigned char *data = (unsigned char *)ring + SHOAL__RING_DATA_OFF;
-		uint32_t off = atomic_load(&ring->head) & (ring->capacity - 1), bad = 0x7fffff00;
-
-		memcpy(data + off, &bad, sizeof(bad));
-	}
+	garble_head_record(ring);
 	kill(p, SIGCONT);
 	for (int i = 0; i < WAIT_MS && !(shoal_ring_condemned(ring, SHOAL__RING_DATA_OFF) &
 					  SHOAL_RING_SIDE_CONS); i++)
@@ -387,6 +386,112 @@ static void damage_mailbox_is_replaced_when_its_group_restarts(void **state)
 }
 
 /*
+ * Sends directly to c->dest: c->n messages, then once `go` is 1 another
+ * c->first, then once `go` is 2 another c->mode (each count accepted ones). A send refused (-EUCLEAN: the ring it wrote was given up) is
+ * tried again; how many were refused is in status[].
+ */
+static int direct_phases_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group *g = rt_child_attach(c, NULL, rt_count_handler);
+	struct msg v = { .from = (uint32_t)c->index };
+	uint64_t sent = 0, want = c->n;
+	int32_t refused = 0;
+
+	if (g == NULL)
+		return 10;
+	for (uint32_t phase = 0; phase < 3; phase++) {
+		while (atomic_load(&rt_res->go) < phase)
+			usleep(1000);
+		while (sent < want) {
+			int ret = shoal_send_to(shoal_group_worker(g, 0), c->dest, T_PING, &v,
+						sizeof(v));
+
+			if (ret == -EUCLEAN) {
+				refused++;
+				continue;
+			}
+			if (ret < 0) {
+				fprintf(stderr, "direct sender: %s\n", shoal_strerror(ret));
+				shoal_group_detach(g);
+				return 11;
+			}
+			v.seq = ++sent;
+			atomic_store(&rt_res->sum_seq[c->index], sent);
+		}
+		atomic_store(&rt_res->ready[c->index], phase + 1);
+		want += phase == 0 ? c->first : (uint64_t)c->mode;
+	}
+	atomic_store(&rt_res->status[c->index], refused);
+	shoal_group_detach(g);
+	return 0;
+}
+
+/*
+ * A direct sender keeps the mailbox of c0 mapped while the router replaces
+ * it (damaged, then c0 restarts): the 50 it wrote while c0 was down are
+ * counted by the router; what it writes into its old ring afterwards is
+ * counted by the sender once it finds that ring given up, and it moves to
+ * the new mailbox, where the rest arrives. Sent = handled + counted, exactly.
+ */
+static void damage_direct_sends_into_a_replaced_mailbox_are_counted(void **state)
+{
+	struct child c1 = { .index = 0, .name = "c0" }, c2 = { .index = 1, .name = "c0" };
+	struct child ds = { .index = 2, .name = "ds", .n = 100, .first = 50, .mode = 3000 };
+	struct rt_damage d0, dd;
+	struct shoal_seg seg;
+	pid_t p, pd;
+	int id0, ids;
+
+	(void)state;
+	id0 = start_c0("dm-replaced", &c1, "ds", &ids, &p);
+	ds.dest = shoal_addr_make((uint16_t)id0, SHOAL_SLOT_GROUP, 0);
+	pd = test_spawn(direct_phases_main, &ds, sizeof(ds));
+	rt_wait_count(0, 100, WAIT_MS);
+	kill(p, SIGKILL);
+	assert_int_not_equal(test_wait_pid(p, 5000), -1);
+	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id0) != 0; i++)
+		usleep(1000);
+	atomic_store(&rt_res->go, 1);
+	for (int i = 0; i < WAIT_MS && atomic_load(&rt_res->ready[2]) < 2; i++)
+		usleep(1000);
+	assert_int_equal(atomic_load(&rt_res->ready[2]), 2);
+	rt_mailbox_map("c0", &seg);
+	mbx_magic(&seg);
+	shoal_seg_detach(&seg);
+	p = start_consumer(&c2, id0);
+	rt_damage_of(id0, &d0);
+	assert_int_equal(d0.replaced, 1);
+	assert_int_equal(d0.lost, 50);
+	atomic_store(&rt_res->go, 2);
+	test_assert_exited(test_wait_pid(pd, 60000), 0);
+	rt_damage_of(ids, &dd);
+	print_message("%d sends refused; the sender counted %llu lost in its old ring\n",
+		      atomic_load(&rt_res->status[2]), (unsigned long long)dd.lost);
+	assert_true(atomic_load(&rt_res->status[2]) >= 1);
+	assert_true(dd.lost > 0);
+	for (int i = 0; i < WAIT_MS && atomic_load(&rt_res->count[1]) + dd.lost < 3000; i++)
+		usleep(1000);
+	assert_int_equal(atomic_load(&rt_res->count[1]) + dd.lost, 3000);
+	assert_int_equal(atomic_load(&rt_res->count[0]), 100);
+	rt_damage_of(id0, &d0);
+	assert_int_equal(d0.lost, 50);
+	/* The sender's loss is shown, though its group was never damaged. */
+	{
+		const char *args[] = { "stat", "--json", rt_sysname, NULL };
+		char want[64];
+		struct tool_run t;
+
+		snprintf(want, sizeof(want), "\"lost_sent\": %llu", (unsigned long long)dd.lost);
+		tool_expect(&t, 1, args);
+		assert_has(t.out, want);
+		tool_free(&t);
+	}
+	rt_stop_and_reap(&p, 1);
+	rt_stop_router();
+}
+
+/*
  * Sends routed messages once `go` is set, until a send fails (at most
  * 100 000): the error in status[], how many were sent in sum_seq[].
  */
@@ -494,6 +599,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(damage_corrupted_direct_ring_is_replaced_for_its_sender),
 		cmocka_unit_test(damage_registry_worker_count_is_bounded_for_direct_sends),
 		cmocka_unit_test(damage_uplink_with_no_room_left_fails_sends_never_waits),
+		cmocka_unit_test(damage_direct_sends_into_a_replaced_mailbox_are_counted),
 		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
 					  (void *)&mailbox_cases[0]),
 		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,

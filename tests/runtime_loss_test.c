@@ -5,12 +5,15 @@
  * stopped consumer's mailbox when the system stops. Real processes, real
  * shared memory; the consumer is SIGSTOPped so that its queue stays full.
  * Also: groups that processes register without the router having declared
- * them are bounded, so that such registrations cannot take every slot; and
- * records a killed process held while a request waited are counted.
+ * them are bounded, so that such registrations cannot take every slot, and
+ * freed when their process leaves, what they held counted; and records a
+ * killed process held while a request waited are counted.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,8 +23,10 @@
 
 #include "runtime/layout.h"
 #include "runtime/control/supervisor.h"
+#include "shm/ring_layout.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
+#include "tests/toolrun.h"
 
 #define N_QUEUED 100u
 
@@ -135,41 +140,48 @@ static void runtime_messages_stranded_at_stop_are_counted(void **state)
 	rt_stop_router();
 }
 
-/* Attach and leave groups r0, r1, ... until one is refused; report how
- * many attached in status[0] and the refusal in status[1]. */
+/* Attach groups r0, r1, ... and keep them until one is refused; report
+ * how many attached in status[0] and the refusal in status[1]; then leave
+ * them all, and report in status[2] that r0 registers again once the
+ * router freed what they held. */
 static int register_many_main(void *arg)
 {
 	struct shoal_group_desc d = { .n_workers = 1, .n_actors = 1, .node = -1,
 				      .types = rt_types, .n_types = RT_N_TYPES,
 				      .on_message = rt_count_handler };
+	static struct shoal_group *held[SHOAL_MAX_GROUPS];
 	int n = 0, ret = 0;
 
 	(void)arg;
 	while (n < SHOAL_MAX_GROUPS) {
 		struct shoal_err err = { { 0 } };
-		struct shoal_group *g;
 		char name[16];
 
 		snprintf(name, sizeof(name), "r%d", n);
 		d.name = name;
-		ret = shoal_group_attach(&g, &d, NULL, &err);
+		ret = shoal_group_attach(&held[n], &d, NULL, &err);
 		if (ret < 0) {
 			CHILD_CHECK(strstr(err.msg, "did not declare") != NULL);
 			break;
 		}
-		shoal_group_detach(g);
 		n++;
 	}
 	atomic_store(&rt_res->status[0], n);
 	atomic_store(&rt_res->status[1], ret);
-	/* A returning name keeps its slot. */
+	for (int i = 0; i < n; i++)
+		shoal_group_detach(held[i]);
 	d.name = "r0";
-	{
+	for (int tries = 0; tries < 30000; tries++) {
 		struct shoal_group *g;
 
-		CHILD_CHECK(shoal_group_attach(&g, &d, NULL, NULL) == 0);
-		shoal_group_detach(g);
+		ret = shoal_group_attach(&g, &d, NULL, NULL);
+		if (ret == 0) {
+			shoal_group_detach(g);
+			break;
+		}
+		usleep(1000);
 	}
+	atomic_store(&rt_res->status[2], ret);
 	return 0;
 }
 
@@ -180,14 +192,271 @@ static void runtime_undeclared_groups_are_bounded(void **state)
 	(void)state;
 	assert_int_equal(rt_start_router("loss-bound", NULL, 0), 0);
 	test_assert_exited(test_wait_pid(test_spawn(register_many_main, NULL, 0), 60000), 0);
-	print_message("%d undeclared groups registered, the next refused: %s\n",
+	print_message("%d undeclared groups registered at once, the next refused: %s\n",
 		      atomic_load(&rt_res->status[0]), strerror(-atomic_load(&rt_res->status[1])));
 	assert_true(atomic_load(&rt_res->status[0]) >= 16);
 	assert_true(atomic_load(&rt_res->status[0]) < SHOAL_MAX_GROUPS / 2);
 	assert_int_equal(atomic_load(&rt_res->status[1]), -ENOSPC);
+	assert_int_equal(atomic_load(&rt_res->status[2]), 0);
 	/* Declared groups still have room. */
 	id = rt_declare("declared", 1, 1);
-	assert_true(id > atomic_load(&rt_res->status[0]) - 1);
+	assert_true(id >= 0);
+	rt_stop_router();
+}
+
+/* ---- run-time groups freed when they leave ------------------------------------- */
+
+#define CYCLERS 30
+#define CYCLES 10
+
+/* Registers CYCLES groups of its own, one after the other: leaves each but
+ * the last, and dies holding that one (no detach, no goodbye). */
+static int register_and_leave_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group_desc d = { .n_workers = 1, .n_actors = 1, .node = -1,
+				      .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = rt_count_handler };
+	char name[16];
+
+	for (int k = 0; k < CYCLES; k++) {
+		struct shoal_err err = { { 0 } };
+		struct shoal_group *g = NULL;
+		int ret = -EAGAIN;
+
+		snprintf(name, sizeof(name), "c%d-%d", c->index, k);
+		d.name = name;
+		/* At most 64 such groups at once: the others' may not be freed yet. */
+		for (int tries = 0; tries < 30000 && ret == -EAGAIN; tries++) {
+			ret = shoal_group_attach(&g, &d, NULL, &err);
+			if (ret == -ENOSPC) {
+				ret = -EAGAIN;
+				usleep(1000);
+			}
+		}
+		if (ret < 0) {
+			fprintf(stderr, "%s: attach: %s\n", name, err.msg);
+			return 10;
+		}
+		if (k == CYCLES - 1)
+			_exit(0);
+		shoal_group_detach(g);
+	}
+	return 0;
+}
+
+/* The registry's count of freed run-time groups and what they lost. */
+static void released(uint32_t *n, uint64_t *lost)
+{
+	struct shoal__registry reg;
+
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	*n = atomic_load(&reg.hdr->released);
+	*lost = atomic_load(&reg.hdr->lost_released);
+	shoal_seg_detach(&reg.seg);
+}
+
+static void wait_released(uint32_t want, uint64_t *lost)
+{
+	uint32_t n = 0;
+
+	for (int i = 0; i < 60000 && (released(&n, lost), n < want); i++)
+		usleep(1000);
+	assert_int_equal(n, want);
+}
+
+/* Mailbox files of system `system`'s groups named `group`... left in the
+ * test's shm directory. */
+static int mailboxes_left(const char *system, const char *group)
+{
+	char prefix[64], *dir = strdup(test_seg_path("x")), *slash;
+	struct dirent *e;
+	int n = 0;
+	DIR *d;
+
+	assert_non_null(dir);
+	slash = strrchr(dir, '/');
+	assert_non_null(slash);
+	*slash = '\0';
+	d = opendir(dir);
+	assert_non_null(d);
+	snprintf(prefix, sizeof(prefix), "shoal.%s.g.%s", system, group);
+	while ((e = readdir(d)) != NULL)
+		n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+	closedir(d);
+	free(dir);
+	return n;
+}
+
+/*
+ * 300 groups that nobody declared register and leave (one in ten by dying),
+ * from 30 processes: more than the 64 such groups that may exist at once and
+ * more than the registry's 256 slots. Each is freed when its process goes;
+ * a new registration still works, and no mailbox file is left.
+ */
+static void runtime_undeclared_groups_are_freed_when_they_leave(void **state)
+{
+	struct shoal_router_stats st;
+	struct child c[CYCLERS];
+	pid_t pids[CYCLERS];
+	uint64_t lost;
+
+	(void)state;
+	assert_int_equal(rt_start_router("loss-free", NULL, 0), 0);
+	for (int i = 0; i < CYCLERS; i++) {
+		c[i] = (struct child){ .index = i };
+		pids[i] = test_spawn(register_and_leave_main, &c[i], sizeof(c[i]));
+	}
+	for (int i = 0; i < CYCLERS; i++)
+		test_assert_exited(test_wait_pid(pids[i], 120000), 0);
+	wait_released(CYCLERS * CYCLES, &lost);
+	assert_int_equal(lost, 0);
+	assert_int_equal(mailboxes_left("loss-free", ""), 0);
+	shoal_router_stats(rt_router, &st);
+	assert_int_equal(st.groups, 0);
+	pids[0] = test_spawn(register_and_leave_main, &c[0], sizeof(c[0]));
+	test_assert_exited(test_wait_pid(pids[0], 120000), 0);
+	wait_released(CYCLERS * CYCLES + CYCLES, &lost);
+	assert_int_equal(mailboxes_left("loss-free", ""), 0);
+	rt_stop_router();
+}
+
+/*
+ * Start group "rt", registered at run time and subscribed to T_PING, stop
+ * it once attached, and queue N_QUEUED messages for it from declared group
+ * "p". Returns its pid; *id is its group id.
+ */
+static pid_t queue_for_stopped_runtime_group(const char *system, int *id)
+{
+	static struct child cons = { .index = 0, .name = "rt", .has_sub = true,
+				     .sub = { .n_types = 1, .types = { T_PING },
+					      .mode = SHOAL_ROUTE_GROUP } };
+	static struct child prod = { .index = 1, .name = "p", .n = N_QUEUED, .type = T_PING };
+	uint64_t delivered = 0, lost;
+	pid_t pc;
+
+	assert_int_equal(rt_start_router(system, NULL, 0), 0);
+	rt_declare("p", 1, 1);
+	pc = test_spawn(rt_consumer_main, &cons, sizeof(cons));
+	rt_wait_ready(1);
+	*id = shoal_router_group_id(rt_router, "rt");
+	assert_true(*id >= 0);
+	kill(pc, SIGSTOP);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
+	for (int i = 0; i < 30000 && (group_counts(*id, &delivered, &lost),
+				      delivered < N_QUEUED); i++)
+		usleep(1000);
+	assert_int_equal(delivered, N_QUEUED);
+	return pc;
+}
+
+/*
+ * A group registered at run time holds N_QUEUED messages when its process
+ * is killed: the router frees it and counts them (lost_released).
+ */
+static void runtime_queued_messages_of_a_freed_group_are_counted(void **state)
+{
+	uint64_t lost;
+	struct tool_run t;
+	pid_t pc;
+	int id;
+
+	(void)state;
+	pc = queue_for_stopped_runtime_group("loss-freed", &id);
+	kill(pc, SIGKILL);
+	assert_int_not_equal(test_wait_pid(pc, 10000), -1);
+	wait_released(1, &lost);
+	assert_int_equal(lost, N_QUEUED);
+	assert_int_equal(mailboxes_left("loss-freed", "rt"), 0);
+	/* Shown by the tools too. */
+	if (tool_bin != NULL) {
+		char want[64];
+
+		snprintf(want, sizeof(want), "\"lost_released\": %u", N_QUEUED);
+		tool_expect(&t, 0, (const char *const[]){ "stat", "--json", rt_sysname, NULL });
+		assert_has(t.out, want);
+		tool_free(&t);
+	}
+	rt_stop_router();
+}
+
+/*
+ * The same group's inbound ring found corrupted while it held the N_QUEUED
+ * (its worker gives the ring up, the router counts them in lost_corrupt and
+ * replaces the ring), then its process killed: freed, the group's losses
+ * are counted once in lost_released, not its quarantined ring a second time.
+ */
+static void runtime_freed_group_counts_its_quarantined_ring_once(void **state)
+{
+	struct shoal__registry reg;
+	struct shoal__ring *ring;
+	struct shoal_seg_region r;
+	struct shoal_seg seg;
+	char name[SHOAL_SEG_NAME_MAX];
+	uint64_t lost = 0;
+	pid_t pc;
+	int id;
+
+	(void)state;
+	pc = queue_for_stopped_runtime_group("loss-quar", &id);
+	assert_int_equal(shoal__name_mailbox(name, rt_sysname, "rt"), 0);
+	assert_int_equal(shoal_seg_attach(&seg, name, 0, NULL), 0);
+	assert_int_equal(shoal_seg_find(&seg, SHOAL_SEG_KIND_RING, "in.0.d0", &r), 0);
+	ring = shoal_seg_ptr(&seg, r.off, r.len, 128);
+	atomic_store(&ring->tail, atomic_load(&ring->head) + ring->capacity + 8);
+	shoal_seg_detach(&seg);
+	kill(pc, SIGCONT);
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	for (int i = 0; i < 30000 && (lost = atomic_load(&reg.groups[id].lost_corrupt)) <
+				      N_QUEUED; i++)
+		usleep(1000);
+	shoal_seg_detach(&reg.seg);
+	assert_int_equal(lost, N_QUEUED);
+	kill(pc, SIGKILL);
+	assert_int_not_equal(test_wait_pid(pc, 10000), -1);
+	wait_released(1, &lost);
+	assert_int_equal(lost, N_QUEUED);
+	rt_stop_router();
+}
+
+/*
+ * A slot the router is giving to another owner (slot_seq odd, or changed
+ * while read) is not what a lookup by name answers, nor what `shoal stat`
+ * shows: never one owner's name with another's generation or counters.
+ */
+static void runtime_lookup_skips_a_slot_changing_owner(void **state)
+{
+	struct shoal__registry reg;
+	struct shoal_group *g;
+	int id;
+
+	(void)state;
+	assert_int_equal(rt_start_router("loss-seq", NULL, 0), 0);
+	/* Mapped read-write, as a test may: the router's slot_seq, moved by hand. */
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, 0, NULL), 0);
+	g = rt_attach_here("here", 1, 1);
+	id = rt_declare("named", 1, 1);
+	assert_int_not_equal(shoal_group_lookup(g, "named", SHOAL_SLOT_GROUP), SHOAL_ADDR_NONE);
+	atomic_fetch_add(&reg.groups[id].slot_seq, 1);
+	assert_int_equal(shoal_group_lookup(g, "named", SHOAL_SLOT_GROUP), SHOAL_ADDR_NONE);
+	atomic_fetch_add(&reg.groups[id].slot_seq, 1);
+	assert_int_equal(shoal_addr_group(shoal_group_lookup(g, "named", SHOAL_SLOT_GROUP)), id);
+	/* The tools read such a slot again; one that never settles is shown
+	 * as corrupt, not as whatever it held mid-change. */
+	if (tool_bin != NULL) {
+		struct tool_run t;
+
+		atomic_fetch_add(&reg.groups[id].slot_seq, 1);
+		tool_expect(&t, 1, (const char *const[]){ "stat", rt_sysname, NULL });
+		assert_has(t.out, "changed owner");
+		tool_free(&t);
+		atomic_fetch_add(&reg.groups[id].slot_seq, 1);
+		tool_expect(&t, 0, (const char *const[]){ "stat", rt_sysname, NULL });
+		tool_free(&t);
+	}
+	shoal_seg_detach(&reg.seg);
+	shoal_group_detach(g);
 	rt_stop_router();
 }
 
@@ -283,11 +552,16 @@ static void runtime_records_deferred_during_a_request_are_counted_when_lost(void
 
 int main(void)
 {
+	tool_bin = getenv("SHOAL_BIN");
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(runtime_queued_messages_of_a_failed_group_are_counted),
 		cmocka_unit_test(runtime_queued_messages_of_a_group_failed_while_attached_are_counted),
 		cmocka_unit_test(runtime_messages_stranded_at_stop_are_counted),
 		cmocka_unit_test(runtime_undeclared_groups_are_bounded),
+		cmocka_unit_test(runtime_undeclared_groups_are_freed_when_they_leave),
+		cmocka_unit_test(runtime_queued_messages_of_a_freed_group_are_counted),
+		cmocka_unit_test(runtime_freed_group_counts_its_quarantined_ring_once),
+		cmocka_unit_test(runtime_lookup_skips_a_slot_changing_owner),
 		cmocka_unit_test(runtime_records_deferred_during_a_request_are_counted_when_lost),
 	};
 

@@ -155,7 +155,7 @@ static void tool_ring_json_is_one_well_formed_object(void **state)
 	(void)state;
 	make_healthy(&seg, "json");
 	tool_expect(&r, 0, (const char *const[]){ "ring", "--json", "json", NULL });
-	assert_json_object(r.out);
+	assert_json_documents(r.out, 1, false);
 	assert_has(r.out, "\"segment\": {");
 	assert_has(r.out, "\"name\": \"json\"");
 	assert_has(r.out, "\"version\": 2");
@@ -423,8 +423,9 @@ static void tool_ring_rejects_truncated_file(void **state)
 
 	assert_int_equal(truncate(test_seg_path("trunc"), 100), 0);
 	tool_expect(&r, 3, (const char *const[]){ "ring", "--json", "trunc", NULL });
-	assert_has(r.err, "is truncated: 100 bytes, smaller than a 256-byte segment header");
-	assert_int_equal(r.out[0], '\0');
+	assert_json_error(r.out, 3, "is truncated: 100 bytes, smaller than a 256-byte segment "
+			  "header");
+	assert_int_equal(r.err[0], '\0');
 	tool_free(&r);
 
 	assert_int_equal(truncate(test_seg_path("trunc"), 0), 0);

@@ -241,7 +241,7 @@ static void tool_ls_lists_the_system_and_strays(void **state)
 	tool_free(&r);
 
 	tool_expect(&r, 0, (const char *const[]){ "ls", "--json", NULL });
-	assert_json_object(r.out);
+	assert_json_documents(r.out, 1, false);
 	assert_has(r.out, "\"name\": \"" SYSTEM "\"");
 	assert_has(r.out, "\"state\": \"running\"");
 	assert_has(r.out, "\"router_alive\": true");
@@ -305,7 +305,7 @@ static void tool_stat_json_counts_what_is_queued(void **state)
 
 	(void)state;
 	tool_expect(&r, 0, (const char *const[]){ "stat", "--json", SYSTEM, NULL });
-	assert_json_object(r.out);
+	assert_json_documents(r.out, 1, false);
 	assert_has(r.out, "\"router_alive\": true");
 	assert_has(r.out, "\"groups_declared\": 3");
 	assert_has(r.out, "\"name\": \"ping\",\n      \"max_size\": 64,\n      \"routes\": 1");
@@ -371,7 +371,7 @@ static void tool_dump_json_has_one_record_per_message(void **state)
 
 	(void)state;
 	tool_expect(&r, 0, (const char *const[]){ "dump", "--json", SYSTEM, "gated", NULL });
-	assert_json_object(r.out);
+	assert_json_documents(r.out, 1, false);
 	assert_has(r.out, "\"group\": \"gated\"");
 	assert_has(r.out, "\"queued\": 10,");
 	assert_int_equal(count_of(r.out, "\"type_name\": \"ping\""), N_QUEUED);
@@ -421,7 +421,7 @@ static void tool_top_prints_each_refresh(void **state)
 
 	tool_expect(&r, 0, (const char *const[]){ "top", "--json", "--count", "2", "--interval",
 						 "100", SYSTEM, NULL });
-	assert_int_equal(assert_json_lines(r.out), 2);
+	assert_int_equal(assert_json_documents(r.out, 1, true), 2);
 	assert_int_equal(count_of(r.out, "\"name\": \"gated\", \"state\": \"running\""), 2);
 	assert_int_equal(count_of(r.out, "\"queued\": 10"), 2);
 	assert_has(r.out, "\"refresh\": 2");
@@ -433,8 +433,8 @@ static void tool_top_prints_each_refresh(void **state)
 /*
  * Run every command that reads the registry on system "copy": stat and top
  * exit with `code` and say `says` (on stderr for exit 3, on stdout else; in
- * JSON output `says_json`); ls lists the copy as bad next to the healthy
- * system.
+ * JSON output `says_json`, or the error document saying `says` for exit 3);
+ * ls lists the copy as bad next to the healthy system.
  */
 static void run_all_on_copy(int code, const char *says, const char *says_json)
 {
@@ -450,7 +450,9 @@ static void run_all_on_copy(int code, const char *says, const char *says_json)
 		bool json = strcmp(cmds[i][1], "--json") == 0;
 
 		tool_expect(&r, code, cmds[i]);
-		assert_has(code == 3 ? r.err : r.out, json && code != 3 ? says_json : says);
+		assert_has(code == 3 && !json ? r.err : r.out, json && code != 3 ? says_json : says);
+		if (json && code == 3)
+			assert_json_error(r.out, 3, "cannot read the registry of system 'copy'");
 		/* Untrusted names reach the terminal escaped. */
 		assert_null(strchr(r.out, '\033'));
 		assert_null(strchr(r.err, '\033'));
@@ -683,15 +685,62 @@ static void tool_lifecycle_needs_a_supervisor(void **state)
 		tool_free(&r);
 	}
 	tool_expect(&r, 3, (const char *const[]){ "stop", "--json", SYSTEM, NULL });
-	assert_json_object(r.out);
-	assert_has(r.out, "\"ok\": false");
+	assert_json_error(r.out, 3, "is not run by 'shoal run'");
 	assert_has(r.out, "\"errno\": \"EOPNOTSUPP\"");   /* ENOTSUP, as glibc names it */
+	assert_int_equal(r.err[0], '\0');
 	tool_free(&r);
 	tool_expect(&r, 3, (const char *const[]){ "reload", "no-such-system", NULL });
 	assert_has(r.err, "system no-such-system is not running");
 	tool_free(&r);
 	/* The router still serves its groups. */
 	assert_true(rt_group_pid(SYSTEM, "gated") > 0);
+}
+
+/*
+ * Under --json every command's errors are the error document on stdout,
+ * nothing on stderr, with the same exit status as in text: 2 for a bad
+ * command line (even an option before --json), 3 for a missing system.
+ */
+static void tool_json_errors_are_documents(void **state)
+{
+	static const struct {
+		const char *args[8];
+		int code;
+		const char *says;
+	} cases[] = {
+		{ { "ls", "--bogus", "--json", NULL }, 2, "unknown option '--bogus'" },
+		{ { "ls", "--json", "extra", NULL }, 2, "unexpected argument 'extra'" },
+		{ { "stat", "--json", NULL }, 2, "missing SYSTEM" },
+		{ { "stat", "--json", "a.b", NULL }, 2, "'a.b' is not a system name" },
+		{ { "top", "--count", "0", "--json", "x", NULL }, 2, "--count takes a number" },
+		{ { "dump", "--json", "x", NULL }, 2, "missing GROUP" },
+		{ { "ring", "--json", NULL }, 2, "missing SEGMENT" },
+		{ { "stop", "--json", "--timeout", "0", "s", NULL }, 2, "--timeout takes a number" },
+		{ { "restart", "--json", "s", NULL }, 2, "missing GROUP" },
+		{ { "reload", "--json", "s", "g", NULL }, 2, "unexpected argument 'g'" },
+		{ { "logs", "--json", "--tail", "x", "s", NULL }, 2, "--tail takes a number" },
+		{ { "stat", "--json", "nosuch", NULL }, 3, "no system 'nosuch'" },
+		{ { "top", "--json", "--count", "1", "nosuch", NULL }, 3, "no system 'nosuch'" },
+		{ { "dump", "--json", "nosuch", "g", NULL }, 3, "no system 'nosuch'" },
+		{ { "dump", "--json", SYSTEM, "nobody", NULL }, 1, "has no group 'nobody'" },
+		{ { "ring", "--json", "nosuch", NULL }, 3, "cannot attach 'nosuch'" },
+		{ { "reload", "--json", "nosuch", NULL }, 3, "system nosuch is not running" },
+		{ { "logs", "--json", "nosuch", NULL }, 3, "system nosuch is not running" },
+	};
+	struct tool_run r;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		tool_expect(&r, cases[i].code, cases[i].args);
+		assert_json_error(r.out, cases[i].code, cases[i].says);
+		assert_int_equal(r.err[0], '\0');
+		tool_free(&r);
+	}
+	/* A command without --json keeps its text errors. */
+	tool_expect(&r, 2, (const char *const[]){ "run", "--json", NULL });
+	assert_has(r.err, "unknown option '--json'");
+	assert_int_equal(r.out[0], '\0');
+	tool_free(&r);
 }
 
 static void tool_lifecycle_rejects_bad_command_lines(void **state)
@@ -790,6 +839,7 @@ int main(void)
 		cmocka_unit_test(tool_new_commands_reject_bad_command_lines),
 		cmocka_unit_test(tool_lifecycle_needs_a_supervisor),
 		cmocka_unit_test(tool_lifecycle_rejects_bad_command_lines),
+		cmocka_unit_test(tool_json_errors_are_documents),
 		cmocka_unit_test(tool_help_lists_commands_in_order),
 		cmocka_unit_test(tool_top_says_when_the_system_goes_away),
 	};

@@ -114,27 +114,26 @@ static int answer_exit(const struct shoal__admin_answer *a)
 	return a->code < 0 ? SHOAL_EXIT_CORRUPT : SHOAL_EXIT_OK;
 }
 
-static void print_json(const struct shoal__cmd *cmd, const char *system, const char *group,
-		       const struct shoal__admin_answer *a, int code)
+/* What was done, as text or JSON; a refusal is an error (shoal__cli_fail()). */
+static void print_done(const struct shoal__cmd *cmd, bool json, const char *system,
+		       const char *group, const struct shoal__admin_answer *a)
 {
 	struct shoal__json j;
 
+	if (!json) {
+		printf("%s\n", a->msg);
+		return;
+	}
 	shoal__json_init(&j, stdout);
-	shoal__json_object_begin(&j, NULL);
+	shoal__json_doc_begin(&j, SHOAL_ADMIN_JSON_SCHEMA);
 	shoal__json_string(&j, "command", cmd->name);
 	shoal__json_string(&j, "system", system);
 	if (group[0] != '\0')
 		shoal__json_string(&j, "group", group);
 	else
 		shoal__json_null(&j, "group");
-	shoal__json_bool(&j, "ok", code == SHOAL_EXIT_OK);
-	shoal__json_string(&j, code == SHOAL_EXIT_OK ? "message" : "error", a->msg);
-	if (a->reached && a->code < 0)
-		shoal__json_string(&j, "errno", strerrorname_np(-a->code) ?
-				   strerrorname_np(-a->code) : "unknown");
-	if (a->pid > 0)
-		shoal__json_int(&j, "supervisor_pid", a->pid);
-	shoal__json_int(&j, "exit", code);
+	shoal__json_string(&j, "message", a->msg);
+	shoal__json_int(&j, "supervisor_pid", a->pid);
 	shoal__json_object_end(&j);
 }
 
@@ -181,11 +180,8 @@ int shoal__admin_cmd(const struct shoal__cmd *cmd, int argc, char **argv, uint32
 		group = "";
 	shoal__admin_ask(system, what, group, (int)secs * 1000, &a);
 	code = answer_exit(&a);
-	if (json)
-		print_json(cmd, system, group, &a, code);
-	else if (code == SHOAL_EXIT_OK)
-		printf("%s\n", a.msg);
-	else
-		fprintf(stderr, "shoal %s: %s\n", cmd->name, a.msg);
+	if (code != SHOAL_EXIT_OK)
+		return shoal__cli_fail(cmd->name, code, a.reached ? a.code : 0, "%s", a.msg);
+	print_done(cmd, json, system, group, &a);
 	return code;
 }

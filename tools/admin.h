@@ -41,12 +41,16 @@ void shoal__admin_ask(const char *system, uint32_t what, const char *group, int 
 int shoal__admin_cmd(const struct shoal__cmd *cmd, int argc, char **argv, uint32_t what,
 		     int group_arg);
 
+/* The layout version of their --json documents (shoal__json_doc_begin()). */
+#define SHOAL_ADMIN_JSON_SCHEMA 1
+
 /* Where the three commands' help ends: options, who may ask, exit status. */
 #define SHOAL_ADMIN_HELP_TAIL \
 	"Options:\n" \
 	"  --timeout SECONDS  wait at most SECONDS for the answer (default 60);\n" \
 	"                     what was asked may still be done after that\n" \
-	"  --json             print the answer as one JSON object (errors too)\n" \
+	"  --json             print the answer as one JSON object (errors too:\n" \
+	"                     see shoal(1), JSON OUTPUT)\n" \
 	"  -h, --help         show this help\n" \
 	"\n" \
 	"Only the user who runs the system may ask (the router checks the\n" \

@@ -5,24 +5,78 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runtime/layout.h"
 #include "tools/cli.h"
+#include "tools/json.h"
+
+/* Set by shoal__cli_json_scan(): the running command was given --json. */
+static bool json_errors;
 
 void shoal__cli_help(const struct shoal__cmd *cmd)
 {
 	fputs(cmd->help, stdout);
 }
 
+void shoal__cli_json_scan(const struct shoal__cmd *cmd, int argc, char **argv)
+{
+	json_errors = false;
+	for (int i = 1; cmd->json_schema != 0 && i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "--json") == 0)
+			json_errors = true;
+}
+
+static void json_error(const char *cmd, int code, int err, const char *fmt, va_list ap)
+{
+	struct shoal__json j;
+	char msg[1024];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	shoal__json_init_line(&j, stdout);
+	shoal__json_doc_begin(&j, SHOAL_CLI_ERROR_SCHEMA);
+	shoal__json_string(&j, "command", cmd);
+	shoal__json_object_begin(&j, "error");
+	shoal__json_int(&j, "exit", code);
+	shoal__json_string(&j, "message", msg);
+	if (err < 0)
+		shoal__json_string(&j, "errno", strerrorname_np(-err) ? strerrorname_np(-err) :
+				   "unknown");
+	shoal__json_object_end(&j);
+	shoal__json_object_end(&j);
+	fflush(stdout);
+}
+
+int shoal__cli_fail(const char *cmd, int code, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	if (json_errors) {
+		json_error(cmd, code, err, fmt, ap);
+	} else {
+		fprintf(stderr, "shoal %s: ", cmd);
+		vfprintf(stderr, fmt, ap);
+		fputc('\n', stderr);
+	}
+	va_end(ap);
+	return code;
+}
+
 int shoal__cli_usage_error(const struct shoal__cmd *cmd, const char *fmt, ...)
 {
 	va_list ap;
 
+	va_start(ap, fmt);
+	if (cmd != NULL && json_errors) {
+		json_error(cmd->name, SHOAL_EXIT_USAGE, 0, fmt, ap);
+		va_end(ap);
+		return SHOAL_EXIT_USAGE;
+	}
 	if (cmd != NULL)
 		fprintf(stderr, "shoal %s: ", cmd->name);
 	else
 		fputs("shoal: ", stderr);
-	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	if (cmd != NULL)

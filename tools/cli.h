@@ -28,7 +28,15 @@ struct shoal__cmd {
 	 */
 	int (*fn)(const struct shoal__cmd *cmd, int argc, char **argv);
 	const char *help;      /* full text for `shoal <name> --help` */
+	/*
+	 * The layout version ("schema") of the documents its --json prints
+	 * (shoal__json_doc_begin()); 0 for a command without --json.
+	 */
+	unsigned json_schema;
 };
+
+/* The layout version of the error document (shoal__cli_fail()). */
+#define SHOAL_CLI_ERROR_SCHEMA 1
 
 extern const struct shoal__cmd shoal__cmd_run;
 extern const struct shoal__cmd shoal__cmd_types;
@@ -47,8 +55,29 @@ extern const struct shoal__cmd shoal__cmd_logs;
 void shoal__cli_help(const struct shoal__cmd *cmd);
 
 /*
- * Report a bad command line on stderr, as "shoal <cmd>: <problem>" followed
- * by a hint to run --help. Returns SHOAL_EXIT_USAGE.
+ * Under --json, errors are JSON too: main() calls this before running `cmd`
+ * with its arguments; when `cmd` has --json and one argument before any
+ * "--" is exactly "--json", shoal__cli_fail() and shoal__cli_usage_error()
+ * write the error document from then on. Looking ahead of getopt_long()
+ * lets an error in an option before --json be JSON as well.
+ */
+void shoal__cli_json_scan(const struct shoal__cmd *cmd, int argc, char **argv);
+
+/*
+ * Report the error the command stops on and return `code` (its exit
+ * status). As text, "shoal <cmd>: <message>" on stderr; under --json
+ * (shoal__cli_json_scan()), the error document on stdout, on one line:
+ *   {"schema": 1, "time": "...", "command": "<cmd>",
+ *    "error": {"exit": <code>, "message": "...", "errno": "ENOENT"}}
+ * with "errno" only when `err` (a negative errno) is not 0.
+ */
+__attribute__((format(printf, 4, 5)))
+int shoal__cli_fail(const char *cmd, int code, int err, const char *fmt, ...);
+
+/*
+ * Report a bad command line as "shoal <cmd>: <problem>" followed by a hint
+ * to run --help, on stderr (under --json, the error document on stdout, as
+ * shoal__cli_fail()). Returns SHOAL_EXIT_USAGE.
  */
 __attribute__((format(printf, 2, 3)))
 int shoal__cli_usage_error(const struct shoal__cmd *cmd, const char *fmt, ...);

@@ -31,6 +31,9 @@
 #include "tools/snapshot.h"
 #include "tools/sysview.h"
 
+/* The layout version of its --json documents (shoal(1), JSON OUTPUT). */
+#define DUMP_JSON_SCHEMA 1
+
 #define DEFAULT_LIMIT 20u
 #define MAX_LIMIT 100000u
 #define CHECK_RETRIES 3u
@@ -667,7 +670,7 @@ static void print_json(const struct dump *dp)
 	struct shoal__json j;
 
 	shoal__json_init(&j, stdout);
-	shoal__json_object_begin(&j, NULL);
+	shoal__json_doc_begin(&j, DUMP_JSON_SCHEMA);
 	shoal__json_string(&j, "system", dp->a->system);
 	shoal__json_string(&j, "group", dp->g->name);
 	shoal__json_uint(&j, "group_id", dp->g->id);
@@ -709,19 +712,18 @@ static int dump_mailbox(const struct shoal__cmd *cmd, struct dump *dp)
 
 	ret = shoal_seg_attach(&seg, dp->g->mailbox, SHOAL_SEG_RDONLY | SHOAL_SEG_ALLOW_FOREIGN,
 			       &err);
-	if (ret < 0) {
-		fprintf(stderr, "shoal %s: cannot attach the mailbox of group %s: %s\n", cmd->name,
-			dp->a->group, err.msg[0] != '\0' ? err.msg : shoal_strerror(ret));
-		return SHOAL_EXIT_ATTACH;
-	}
+	if (ret < 0)
+		return shoal__cli_fail(cmd->name, SHOAL_EXIT_ATTACH, ret, "cannot attach the "
+				       "mailbox of group %s: %s", dp->a->group,
+				       err.msg[0] != '\0' ? err.msg : shoal_strerror(ret));
 	ret = shoal__seg_snap_take(&dp->snap, &seg, &so);
 	if (ret == 0) {
 		ret = dump_rings(dp, &seg);
 		dump_asides(dp, &seg);
 		if (ret == 0 && dp->a->ring != NULL && dp->n_rings == 0) {
-			fprintf(stderr, "shoal %s: group %s's mailbox has no ring named '%s'\n",
-				cmd->name, dp->a->group, dp->a->ring);
-			ret = SHOAL_EXIT_CORRUPT;
+			ret = shoal__cli_fail(cmd->name, SHOAL_EXIT_CORRUPT, -ENOENT, "group %s's "
+					      "mailbox has no ring named '%s'", dp->a->group,
+					      dp->a->ring);
 		} else if (ret == 0) {
 			if (dp->a->json)
 				print_json(dp);
@@ -735,11 +737,11 @@ static int dump_mailbox(const struct shoal__cmd *cmd, struct dump *dp)
 		shoal__seg_snap_free(&dp->snap);
 	}
 	shoal_seg_detach(&seg);
-	if (ret < 0) {
-		fprintf(stderr, "shoal %s: %s: %s\n", cmd->name, dp->g->mailbox,
-			ret == -EFAULT ? "the file shrank while it was read" : shoal_strerror(ret));
-		return ret == -EFAULT ? SHOAL_EXIT_ATTACH : SHOAL_EXIT_CORRUPT;
-	}
+	if (ret < 0)
+		return shoal__cli_fail(cmd->name, ret == -EFAULT ? SHOAL_EXIT_ATTACH :
+				       SHOAL_EXIT_CORRUPT, ret, "%s: %s", dp->g->mailbox,
+				       ret == -EFAULT ? "the file shrank while it was read" :
+				       shoal_strerror(ret));
 	return ret;
 }
 
@@ -758,12 +760,12 @@ static int cmd_dump(const struct shoal__cmd *cmd, int argc, char **argv)
 		return shoal__sys_view_fail(cmd->name, a.system, ret, &err);
 	dp.g = find_group(&dp.view, a.group);
 	if (dp.g == NULL) {
-		fprintf(stderr, "shoal %s: system %s has no group '%s' ('shoal stat %s' lists "
-			"them)\n", cmd->name, a.system, a.group, a.system);
-		ret = SHOAL_EXIT_CORRUPT;
+		ret = shoal__cli_fail(cmd->name, SHOAL_EXIT_CORRUPT, -ENOENT, "system %s has no "
+				      "group '%s' ('shoal stat %s' lists them)", a.system, a.group,
+				      a.system);
 	} else if (dp.g->mailbox[0] == '\0') {
-		fprintf(stderr, "shoal %s: group %s: %s\n", cmd->name, a.group, dp.g->reason);
-		ret = SHOAL_EXIT_CORRUPT;
+		ret = shoal__cli_fail(cmd->name, SHOAL_EXIT_CORRUPT, 0, "group %s: %s", a.group,
+				      dp.g->reason);
 	} else {
 		ret = dump_mailbox(cmd, &dp);
 	}
@@ -804,4 +806,5 @@ const struct shoal__cmd shoal__cmd_dump = {
 	"  1  a ring or a message is corrupted, or no group GROUP, or no ring NAME\n"
 	"  2  bad command line\n"
 	"  3  cannot read the system's registry or the group's mailbox\n",
+	.json_schema = DUMP_JSON_SCHEMA,
 };

@@ -20,6 +20,9 @@
 #include "tools/admin.h"
 #include "tools/json.h"
 
+/* The layout version of its --json documents (shoal(1), JSON OUTPUT). */
+#define LOGS_JSON_SCHEMA 1
+
 #define STAMP_LEN 24                  /* "2026-12-03T11:09:36.093Z" */
 #define FOLLOW_MS 200
 
@@ -246,12 +249,12 @@ static void print_line(const struct logs_args *a, struct shoal__json *j, int nam
 	if (stamp[0] != '\0')
 		text += STAMP_LEN + 1;
 	if (a->json) {
-		shoal__json_object_begin(j, NULL);
+		shoal__json_doc_begin(j, LOGS_JSON_SCHEMA);
 		shoal__json_string(j, "group", l->from->group);
 		if (stamp[0] != '\0')
-			shoal__json_string(j, "time", stamp);
+			shoal__json_string(j, "written", stamp);
 		else
-			shoal__json_null(j, "time");
+			shoal__json_null(j, "written");
 		shoal__json_string(j, "line", text);
 		shoal__json_object_end(j);
 	} else if (a->stamps && stamp[0] != '\0') {
@@ -292,17 +295,15 @@ static int find_dir(const struct shoal__cmd *cmd, const struct logs_args *a, cha
 		return -1;
 	}
 	if (!*running) {
-		fprintf(stderr, "shoal %s: %s; for the logs of a system that is not running, name "
-			"their folder with --log-dir\n", cmd->name, ans.msg);
-		return ans.reached && ans.code != -EACCES && ans.code != -ENOTSUP ?
-		       SHOAL_EXIT_CORRUPT : SHOAL_EXIT_ATTACH;
+		return shoal__cli_fail(cmd->name, ans.reached && ans.code != -EACCES &&
+				       ans.code != -ENOTSUP ? SHOAL_EXIT_CORRUPT : SHOAL_EXIT_ATTACH,
+				       ans.code, "%s; for the logs of a system that is not running, "
+				       "name their folder with --log-dir", ans.msg);
 	}
-	if (ans.log_dir[0] == '\0') {
-		fprintf(stderr, "shoal %s: system %s writes no log files: its groups' output goes "
-			"to the output of its 'shoal run' (run it with --log-dir DIR to keep "
-			"them)\n", cmd->name, a->system);
-		return SHOAL_EXIT_CORRUPT;
-	}
+	if (ans.log_dir[0] == '\0')
+		return shoal__cli_fail(cmd->name, SHOAL_EXIT_CORRUPT, 0, "system %s writes no log "
+				       "files: its groups' output goes to the output of its 'shoal "
+				       "run' (run it with --log-dir DIR to keep them)", a->system);
 	snprintf(dir, len, "%s", ans.log_dir);
 	return -1;
 }
@@ -334,11 +335,11 @@ static int cmd_logs(const struct shoal__cmd *cmd, int argc, char **argv)
 		return ret;
 	ret = open_files(&a, dir, &files, &n);
 	if (ret < 0 || n == 0) {
-		fprintf(stderr, "shoal %s: %s%s%s%s: %s\n", cmd->name, dir, a.group ? "/" : "",
-			a.group ? a.group : "", a.group ? ".log" : "",
-			ret < 0 ? strerror(-ret) : "no GROUP.log files");
 		close_files(files, n);
-		return SHOAL_EXIT_CORRUPT;
+		return shoal__cli_fail(cmd->name, SHOAL_EXIT_CORRUPT, ret, "%s%s%s%s: %s", dir,
+				       a.group ? "/" : "", a.group ? a.group : "",
+				       a.group ? ".log" : "",
+				       ret < 0 ? strerror(-ret) : "no GROUP.log files");
 	}
 	for (size_t i = 0; i < n; i++)
 		if ((int)strlen(files[i].group) > name_w)
@@ -361,10 +362,8 @@ static int cmd_logs(const struct shoal__cmd *cmd, int argc, char **argv)
 	}
 	free(b.v);
 	close_files(files, n);
-	if (ret < 0) {
-		fprintf(stderr, "shoal %s: %s\n", cmd->name, strerror(-ret));
-		return SHOAL_EXIT_CORRUPT;
-	}
+	if (ret < 0)
+		return shoal__cli_fail(cmd->name, SHOAL_EXIT_CORRUPT, ret, "%s", strerror(-ret));
 	return SHOAL_EXIT_OK;
 }
 
@@ -387,7 +386,8 @@ const struct shoal__cmd shoal__cmd_logs = {
 	"  -t, --timestamps   show each line's time (UTC, as written)\n"
 	"  --tail N           only the last N lines written so far (then, with -f,\n"
 	"                     every new one)\n"
-	"  --json             one JSON object a line: group, time, line\n"
+	"  --json             one JSON object a line: group, written (the line's\n"
+	"                     time, or null), line\n"
 	"  --log-dir DIR      read DIR instead of asking the supervisor\n"
 	"  -h, --help         show this help\n"
 	"\n"
@@ -398,4 +398,5 @@ const struct shoal__cmd shoal__cmd_logs = {
 	"  2  bad command line\n"
 	"  3  the system is not running (or is another user's) and no --log-dir\n"
 	"     was given\n",
+	.json_schema = LOGS_JSON_SCHEMA,
 };

@@ -27,6 +27,9 @@
 #include "tools/sysview.h"
 #include "tools/table.h"
 
+/* The layout version of its --json documents (shoal(1), JSON OUTPUT). */
+#define LS_JSON_SCHEMA 1
+
 /* Entries looked at, at most: a directory can hold any number of files. */
 #define MAX_ENTRIES 65536u
 
@@ -532,7 +535,7 @@ static void print_json(const struct listing *l)
 	bool bad = false;
 
 	shoal__json_init(&j, stdout);
-	shoal__json_object_begin(&j, NULL);
+	shoal__json_doc_begin(&j, LS_JSON_SCHEMA);
 	shoal__json_string(&j, "dir", l->dir);
 	shoal__json_array_begin(&j, "systems");
 	for (uint32_t i = 0; i < l->n_systems; i++) {
@@ -599,9 +602,8 @@ static int cmd_ls(const struct shoal__cmd *cmd, int argc, char **argv)
 	if (ret == -ENOENT && (getenv("SHOAL_SHM_DIR") == NULL || getenv("SHOAL_SHM_DIR")[0] == '\0'))
 		ret = 0;
 	if (ret < 0 && ret != -ENOMEM) {
-		fprintf(stderr, "shoal %s: cannot read the directory %s: %s\n", cmd->name, l.dir,
-			strerror(-ret));
-		return SHOAL_EXIT_ATTACH;
+		return shoal__cli_fail(cmd->name, SHOAL_EXIT_ATTACH, ret, "cannot read the "
+				       "directory %s: %s", l.dir, strerror(-ret));
 	}
 	if (ret == 0)
 		ret = find_systems(&l);
@@ -614,10 +616,8 @@ static int cmd_ls(const struct shoal__cmd *cmd, int argc, char **argv)
 	for (uint32_t i = 0; i < l.n_systems; i++)
 		bad |= system_bad(&l.systems[i]);
 	listing_free(&l);
-	if (ret < 0) {
-		fprintf(stderr, "shoal %s: out of memory\n", cmd->name);
-		return SHOAL_EXIT_CORRUPT;
-	}
+	if (ret < 0)
+		return shoal__cli_fail(cmd->name, SHOAL_EXIT_CORRUPT, ret, "out of memory");
 	return bad ? SHOAL_EXIT_CORRUPT : SHOAL_EXIT_OK;
 }
 
@@ -653,4 +653,5 @@ const struct shoal__cmd shoal__cmd_ls = {
 	"     listed)\n"
 	"  2  bad command line\n"
 	"  3  cannot read the directory\n",
+	.json_schema = LS_JSON_SCHEMA,
 };

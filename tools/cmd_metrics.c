@@ -456,6 +456,11 @@ static void print_system(FILE *out, const struct shoal__sys_view *v)
 		  "How long an idle dispatcher or worker spins before it sleeps", true },
 		{ "shoal_system_corrupt", GAUGE, NULL,
 		  "1 when anything read from the system's shared memory looks corrupted" },
+		{ "shoal_system_groups_released", COUNTER, NULL,
+		  "Groups registered at run time that the router freed when their process left" },
+		{ "shoal_system_lost_released", COUNTER, NULL,
+		  "Messages lost by groups freed when their process left: queued then, or "
+		  "counted lost before" },
 	};
 	char labels[LABELS_MAX] = "";
 	const char *now = shoal__system_state_name(v->state);
@@ -480,6 +485,8 @@ static void print_system(FILE *out, const struct shoal__sys_view *v)
 	one(out, &fams[5], "", v->route_version);
 	one(out, &fams[6], "", v->spin_ns);
 	one(out, &fams[7], "", shoal__sys_view_corrupt(v));
+	one(out, &fams[8], "", v->released);
+	one(out, &fams[9], "", v->lost_released);
 }
 
 static void print_dispatcher_info(FILE *out, const struct shoal__sys_view *v)

@@ -22,4 +22,5 @@ const struct shoal__cmd shoal__cmd_reload = {
 	"and the reason is printed (exit 1). Waits until the reload is done.\n"
 	"\n"
 	SHOAL_ADMIN_HELP_TAIL,
+	.json_schema = SHOAL_ADMIN_JSON_SCHEMA,
 };

@@ -25,4 +25,5 @@ const struct shoal__cmd shoal__cmd_restart = {
 	"process in its mailbox.\n"
 	"\n"
 	SHOAL_ADMIN_HELP_TAIL,
+	.json_schema = SHOAL_ADMIN_JSON_SCHEMA,
 };

@@ -20,6 +20,9 @@
 #include "tools/json.h"
 #include "tools/snapshot.h"
 
+/* The layout version of its --json documents (shoal(1), JSON OUTPUT). */
+#define RING_JSON_SCHEMA 1
+
 #define DEFAULT_CHECK_RETRIES 3u
 #define MAX_CHECK_RETRIES 1000u
 
@@ -436,7 +439,7 @@ static void print_json(const struct shoal__seg_snap *snap, const struct shoal_se
 	struct shoal__json j;
 
 	shoal__json_init(&j, stdout);
-	shoal__json_object_begin(&j, NULL);
+	shoal__json_doc_begin(&j, RING_JSON_SCHEMA);
 	json_segment(&j, snap, seg);
 	shoal__json_array_begin(&j, "regions");
 	for (uint32_t i = 0; i < snap->n_regions; i++)
@@ -465,18 +468,15 @@ static int report(const struct shoal__cmd *cmd, const struct ring_args *a,
 	int ret = shoal__seg_snap_take(&snap, seg, &a->snap);
 
 	if (ret == -EFAULT) {
-		fprintf(stderr, "shoal %s: %s: the file shrank below its header while it was "
-			"being read\n", cmd->name, seg->path);
-		return SHOAL_EXIT_ATTACH;
+		return shoal__cli_fail(cmd->name, SHOAL_EXIT_ATTACH, ret, "%s: the file shrank "
+				       "below its header while it was being read", seg->path);
 	}
-	if (ret < 0) {
-		fprintf(stderr, "shoal %s: %s: %s\n", cmd->name, seg->path, shoal_strerror(ret));
-		return SHOAL_EXIT_ATTACH;
-	}
+	if (ret < 0)
+		return shoal__cli_fail(cmd->name, SHOAL_EXIT_ATTACH, ret, "%s: %s", seg->path,
+				       shoal_strerror(ret));
 	if (a->snap.ring != NULL && !has_ring(&snap, a->snap.ring)) {
-		fprintf(stderr, "shoal %s: segment %s has no ring named '%s'\n", cmd->name,
-			seg->path, a->snap.ring);
-		ret = SHOAL_EXIT_CORRUPT;
+		ret = shoal__cli_fail(cmd->name, SHOAL_EXIT_CORRUPT, -ENOENT, "segment %s has no "
+				      "ring named '%s'", seg->path, a->snap.ring);
 	} else {
 		if (a->json)
 			print_json(&snap, seg);
@@ -500,11 +500,9 @@ static int cmd_ring(const struct shoal__cmd *cmd, int argc, char **argv)
 	/* Read-only and owner-agnostic: a tool inspects any segment it can
 	 * read and never writes to it. */
 	ret = shoal_seg_attach(&seg, a.segment, SHOAL_SEG_RDONLY | SHOAL_SEG_ALLOW_FOREIGN, &err);
-	if (ret < 0) {
-		fprintf(stderr, "shoal %s: cannot attach '%s': %s\n", cmd->name, a.segment,
-			err.msg[0] != '\0' ? err.msg : shoal_strerror(ret));
-		return SHOAL_EXIT_ATTACH;
-	}
+	if (ret < 0)
+		return shoal__cli_fail(cmd->name, SHOAL_EXIT_ATTACH, ret, "cannot attach '%s': %s",
+				       a.segment, err.msg[0] != '\0' ? err.msg : shoal_strerror(ret));
 	ret = report(cmd, &a, &seg);
 	shoal_seg_detach(&seg);
 	return ret;
@@ -539,4 +537,5 @@ const struct shoal__cmd shoal__cmd_ring = {
 	"  2  bad command line\n"
 	"  3  cannot attach: no such segment, not a Shoal segment, truncated, another\n"
 	"     layout version, or not readable\n",
+	.json_schema = RING_JSON_SCHEMA,
 };

@@ -11,6 +11,11 @@
 #include <unistd.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+
+#ifdef SHOAL_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
 
 #include "runtime/control/config.h"
 #include "runtime/control/supervisor.h"
@@ -71,6 +76,34 @@ static void default_search_path(void)
 	snprintf(value, sizeof(value), "%s:%s/../examples", self, self);
 	setenv("SHOAL_PATH", value, 0);
 }
+
+#ifdef SHOAL_HAVE_SYSTEMD
+/*
+ * Under a unit of Type=notify (NOTIFY_SOCKET set), tell systemd how the
+ * system stands (contrib/systemd/shoal@.service). A notification that
+ * cannot be sent changes nothing here: systemd then times the unit out.
+ */
+static void notify_systemd(enum shoal__sup_state state, const char *text)
+{
+	struct timespec now;
+
+	switch (state) {
+	case SHOAL__SUP_READY:
+		sd_notifyf(0, "READY=1\nSTATUS=%s", text);
+		break;
+	case SHOAL__SUP_RELOADING:
+		/* MONOTONIC_USEC: what Type=notify-reload matches its reload by. */
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		sd_notifyf(0, "RELOADING=1\nSTATUS=%s\nMONOTONIC_USEC=%llu", text,
+			   (unsigned long long)now.tv_sec * 1000000u +
+			   (unsigned long long)now.tv_nsec / 1000u);
+		break;
+	case SHOAL__SUP_STOPPING:
+		sd_notifyf(0, "STOPPING=1\nSTATUS=stopping: %s", text);
+		break;
+	}
+}
+#endif
 
 /* The hosts of `c`, and with --host which groups run on it. */
 static void print_hosts(const struct shoal__config *c, int host)
@@ -199,6 +232,10 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 	o.bridge_program = bridge_program();
 	if (check)
 		return check_only(o.config, o.name, o.host);
+#ifdef SHOAL_HAVE_SYSTEMD
+	if (getenv("NOTIFY_SOCKET") != NULL)
+		o.notify = notify_systemd;
+#endif
 	ret = shoal__supervise(&o, &err);
 	if (ret < 0) {
 		fprintf(stderr, "shoal run: %s\n", err.msg[0] ? err.msg : strerror(-ret));
@@ -245,6 +282,10 @@ const struct shoal__cmd shoal__cmd_run = {
 	"                      lines every 5 s otherwise), live, plain, quiet (no\n"
 	"                      status, events and group output only)\n"
 	"  -h, --help          show this help\n"
+	"\n"
+	"Under a systemd unit of Type=notify, it tells systemd when every group\n"
+	"is up, around a reload and when it stops (when built with libsystemd;\n"
+	"'shoal --version' says).\n"
 	"\n"
 	"The file format is described in docs/config.md.\n"
 	"\n"

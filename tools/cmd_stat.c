@@ -7,6 +7,7 @@
  * Everything is read once into a view (tools/sysview.h), read-only; the
  * printers below work from that copy.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,6 +18,9 @@
 #include "tools/json.h"
 #include "tools/sysview.h"
 #include "tools/table.h"
+
+/* The layout version of its --json documents (shoal(1), JSON OUTPUT). */
+#define STAT_JSON_SCHEMA 1
 
 #define DEFAULT_CHECK_RETRIES 3u
 #define MAX_CHECK_RETRIES 1000u
@@ -131,6 +135,11 @@ static void text_system(const struct shoal__sys_view *v)
 	field("routes", "%u (published %u times)", v->n_routes, v->route_version);
 	field("groups", "%u declared, %u running, %u failed, %llu restarts", n.declared,
 	      n.running, n.failed, (unsigned long long)n.restarts);
+	if (v->released > 0)
+		field("released", "%u groups registered at run time, freed when their process "
+		      "left; %llu messages they lost (queued then, or counted before)",
+		      v->released,
+		      (unsigned long long)v->lost_released);
 	if (v->corrupt)
 		field("status", "CORRUPT: %s", v->reason);
 	if (v->router_alive == 0)
@@ -335,6 +344,9 @@ static void text_counters(const struct shoal__group_view *g)
 	field("uplinks", "%llu no route, %llu dropped full, %llu malformed",
 	      (unsigned long long)w->up_no_route, (unsigned long long)w->up_dropped_full,
 	      (unsigned long long)w->up_malformed);
+	if (w->lost_corrupt > 0)
+		field("lost sent", "%llu (written into rings given up as corrupted, or into a "
+		      "replaced mailbox)", (unsigned long long)w->lost_corrupt);
 }
 
 static int text_group(const struct shoal__group_view *g)
@@ -419,6 +431,8 @@ static void json_system(struct shoal__json *j, const struct shoal__sys_view *v)
 	shoal__json_uint(j, "groups_running", n.running);
 	shoal__json_uint(j, "groups_failed", n.failed);
 	shoal__json_uint(j, "restarts", n.restarts);
+	shoal__json_uint(j, "groups_released", v->released);
+	shoal__json_uint(j, "lost_released", v->lost_released);
 	shoal__json_string(j, "status", v->corrupt ? "corrupt" : "ok");
 	if (v->corrupt)
 		shoal__json_string(j, "reason", v->reason);
@@ -483,6 +497,7 @@ static void json_counters(struct shoal__json *j, const struct shoal__worker_sums
 	shoal__json_uint(j, "uplink_no_route", w->up_no_route);
 	shoal__json_uint(j, "uplink_dropped_full", w->up_dropped_full);
 	shoal__json_uint(j, "uplink_malformed", w->up_malformed);
+	shoal__json_uint(j, "lost_sent", w->lost_corrupt);
 	shoal__json_object_end(j);
 }
 
@@ -561,7 +576,7 @@ static void print_json(const struct shoal__sys_view *v)
 	struct shoal__json j;
 
 	shoal__json_init(&j, stdout);
-	shoal__json_object_begin(&j, NULL);
+	shoal__json_doc_begin(&j, STAT_JSON_SCHEMA);
 	json_system(&j, v);
 	json_dispatchers(&j, v);
 	json_types(&j, v);
@@ -596,9 +611,8 @@ static int cmd_stat(const struct shoal__cmd *cmd, int argc, char **argv)
 	if (a.json) {
 		print_json(&v);
 	} else if (print_text(&v) < 0) {
-		fprintf(stderr, "shoal %s: out of memory\n", cmd->name);
 		shoal__sys_view_free(&v);
-		return SHOAL_EXIT_CORRUPT;
+		return shoal__cli_fail(cmd->name, SHOAL_EXIT_CORRUPT, -ENOMEM, "out of memory");
 	}
 	ret = shoal__sys_view_corrupt(&v) || v.router_alive == 0 ? SHOAL_EXIT_CORRUPT :
 								     SHOAL_EXIT_OK;
@@ -639,4 +653,5 @@ const struct shoal__cmd shoal__cmd_stat = {
 	"  2  bad command line\n"
 	"  3  cannot read the system's registry: no such system, not a Shoal\n"
 	"     segment, another layout version, or corrupted\n",
+	.json_schema = STAT_JSON_SCHEMA,
 };

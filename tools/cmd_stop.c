@@ -26,4 +26,5 @@ const struct shoal__cmd shoal__cmd_stop = {
 	"down. A reload keeps it stopped.\n"
 	"\n"
 	SHOAL_ADMIN_HELP_TAIL,
+	.json_schema = SHOAL_ADMIN_JSON_SCHEMA,
 };

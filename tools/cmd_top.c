@@ -29,6 +29,9 @@
 #include "tools/sysview.h"
 #include "tools/table.h"
 
+/* The layout version of its --json documents (shoal(1), JSON OUTPUT). */
+#define TOP_JSON_SCHEMA 1
+
 #define DEFAULT_INTERVAL_MS 1000u
 #define MIN_INTERVAL_MS 10u
 #define MAX_INTERVAL_MS 3600000u
@@ -400,7 +403,7 @@ static int print_json(const struct shoal__sys_view *v, const struct shoal__sys_v
 		return -ENOMEM;
 	n = all_group_rates(v, was, secs, r);
 	shoal__json_init_line(&j, stdout);
-	shoal__json_object_begin(&j, NULL);
+	shoal__json_doc_begin(&j, TOP_JSON_SCHEMA);
 	shoal__json_string(&j, "system", v->system);
 	shoal__json_uint(&j, "refresh", refresh);
 	shoal__json_real(&j, "seconds", secs, 3);
@@ -501,15 +504,18 @@ static int next_view(const struct shoal__cmd *cmd, const char *system,
 	if (ret < 0)
 		return shoal__sys_view_fail(cmd->name, system, ret, &err);
 	if (v->router_alive == 0) {
-		if (first)
-			fprintf(stderr, "shoal %s: system %s is not running: its router (pid %d) "
-				"is gone; 'shoal stat %s' shows what it left\n", cmd->name,
-				system, v->router_pid, system);
-		else
-			fprintf(stderr, "shoal %s: system %s went away (its router, pid %d, is "
-				"gone)\n", cmd->name, system, v->router_pid);
+		pid_t pid = v->router_pid;
+
 		shoal__sys_view_free(v);
-		return first ? SHOAL_EXIT_CORRUPT : SHOAL_EXIT_OK;
+		/* The end of a system watched is a normal end, said on stderr. */
+		if (!first) {
+			fprintf(stderr, "shoal %s: system %s went away (its router, pid %d, is "
+				"gone)\n", cmd->name, system, pid);
+			return SHOAL_EXIT_OK;
+		}
+		return shoal__cli_fail(cmd->name, SHOAL_EXIT_CORRUPT, -ESRCH, "system %s is not "
+				       "running: its router (pid %d) is gone; 'shoal stat %s' "
+				       "shows what it left", system, pid, system);
 	}
 	return -1;
 }
@@ -541,10 +547,8 @@ static int refresh_loop(const struct shoal__cmd *cmd, const struct top_args *a,
 		tmp = was;
 		was = now;
 		now = tmp;
-		if (ret < 0) {
-			fprintf(stderr, "shoal %s: out of memory\n", cmd->name);
-			return SHOAL_EXIT_CORRUPT;
-		}
+		if (ret < 0)
+			return shoal__cli_fail(cmd->name, SHOAL_EXIT_CORRUPT, ret, "out of memory");
 	}
 	return corrupt ? SHOAL_EXIT_CORRUPT : SHOAL_EXIT_OK;
 }
@@ -559,10 +563,8 @@ static int cmd_top(const struct shoal__cmd *cmd, int argc, char **argv)
 		return ret;
 	/* Two views: the previous refresh's and this one's, swapped each time. */
 	views = calloc(2, sizeof(*views));
-	if (views == NULL) {
-		fprintf(stderr, "shoal %s: out of memory\n", cmd->name);
-		return SHOAL_EXIT_CORRUPT;
-	}
+	if (views == NULL)
+		return shoal__cli_fail(cmd->name, SHOAL_EXIT_CORRUPT, -ENOMEM, "out of memory");
 	ret = next_view(cmd, a.system, &views[0], true);
 	if (ret < 0) {
 		ret = refresh_loop(cmd, &a, views);
@@ -605,4 +607,5 @@ const struct shoal__cmd shoal__cmd_top = {
 	"     already gone at the start\n"
 	"  2  bad command line\n"
 	"  3  cannot read the system's registry (no such system ...)\n",
+	.json_schema = TOP_JSON_SCHEMA,
 };

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <inttypes.h>
 #include <math.h>
+#include <time.h>
 
 #include <shoal/ring.h>
 
@@ -123,6 +124,19 @@ static void close_container(struct shoal__json *j, char bracket)
 void shoal__json_object_begin(struct shoal__json *j, const char *key)
 {
 	open_container(j, key, '{');
+}
+
+void shoal__json_doc_begin(struct shoal__json *j, unsigned schema)
+{
+	char stamp[SHOAL_FMT_TIME_SIZE];
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	open_container(j, NULL, '{');
+	shoal__json_uint(j, "schema", schema);
+	shoal__json_string(j, "time", shoal__fmt_time(stamp, sizeof(stamp),
+						       (uint64_t)now.tv_sec * 1000000000u +
+						       (uint64_t)now.tv_nsec));
 }
 
 void shoal__json_object_end(struct shoal__json *j)

@@ -29,6 +29,16 @@ void shoal__json_init(struct shoal__json *j, FILE *out);
 /* The same, writing each top-level value on a single line. */
 void shoal__json_init_line(struct shoal__json *j, FILE *out);
 
+/*
+ * Open a top-level document: an object whose first members are "schema",
+ * the version of this kind of document's layout (it grows by one whenever a
+ * member is renamed, removed or changes meaning; added members do not
+ * change it), and "time", the wall clock now, in RFC 3339 UTC with
+ * milliseconds ("2026-12-03T11:09:36.093Z"). Close it with
+ * shoal__json_object_end().
+ */
+void shoal__json_doc_begin(struct shoal__json *j, unsigned schema);
+
 /* Open or close an object or array. Closing the outermost one ends the line. */
 void shoal__json_object_begin(struct shoal__json *j, const char *key);
 void shoal__json_object_end(struct shoal__json *j);

@@ -10,6 +10,17 @@
 
 #include "tools/cli.h"
 
+#ifdef SHOAL_HAVE_SYSTEMD
+#define BUILT_WITH_SYSTEMD "yes"
+#else
+#define BUILT_WITH_SYSTEMD "no"
+#endif
+#ifdef SHOAL_HAVE_MICROHTTPD
+#define BUILT_WITH_MICROHTTPD "yes"
+#else
+#define BUILT_WITH_MICROHTTPD "no"
+#endif
+
 static const struct shoal__cmd cmd_help;
 
 #ifdef SHOAL_HAVE_BRIDGE
@@ -108,6 +119,9 @@ int main(int argc, char **argv)
 	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
 		printf("shoal %s (segment layout version %u)\n", SHOAL_TOOL_VERSION,
 		       SHOAL_SEG_VERSION);
+		/* What the build found: both are optional (tools/meson.build). */
+		printf("systemd notification (shoal run): %s; HTTP (shoal metrics --listen): %s\n",
+		       BUILT_WITH_SYSTEMD, BUILT_WITH_MICROHTTPD);
 		return SHOAL_EXIT_OK;
 	}
 	if (argv[1][0] == '-')
@@ -115,5 +129,6 @@ int main(int argc, char **argv)
 	cmd = find_cmd(argv[1]);
 	if (cmd == NULL)
 		return shoal__cli_usage_error(NULL, "unknown command '%s'", argv[1]);
+	shoal__cli_json_scan(cmd, argc - 1, argv + 1);
 	return cmd->fn(cmd, argc - 1, argv + 1);
 }

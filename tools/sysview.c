@@ -180,6 +180,8 @@ static void read_header(struct shoal__sys_view *v, struct shoal__reg_hdr *h)
 	 * counted here have their names and mailboxes set. */
 	v->n_groups = shoal_load_acquire(&h->n_groups);
 	v->spin_ns = h->spin_ns;
+	v->released = shoal_load_relaxed(&h->released);
+	v->lost_released = shoal_load_relaxed(&h->lost_released);
 	if (shoal__system_state_name(v->state) == NULL)
 		problem(&v->corrupt, v->reason, "system state %u is neither running (1) nor "
 			"stopping (2)", v->state);
@@ -281,7 +283,7 @@ static void check_group(const struct shoal__sys_view *v, struct shoal__group_vie
 			g->dispatcher, v->n_dispatchers);
 }
 
-static void read_group(struct shoal__sys_view *v, uint32_t id, struct shoal__reg_group *rg)
+static void read_group_once(struct shoal__sys_view *v, uint32_t id, struct shoal__reg_group *rg)
 {
 	struct shoal__group_view *g = &v->groups[id];
 	char recorded[SHOAL_SEG_NAME_MAX];
@@ -321,6 +323,26 @@ static void read_group(struct shoal__sys_view *v, uint32_t id, struct shoal__reg
 	recorded_ok = copy_name(recorded, rg->mailbox, sizeof(recorded));
 	if (g->name_ok)
 		group_mailbox_name(v, g, recorded, recorded_ok);
+}
+
+/* A slot the router frees or gives to another group as we read it is read
+ * again (slot_seq, runtime/control/registry.c): never one owner's name with
+ * another's counters. */
+static void read_group(struct shoal__sys_view *v, uint32_t id, struct shoal__reg_group *rg)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		/* A5: pairs with R6 in the router's slot_rewrite_end(). */
+		uint32_t seq = shoal_load_acquire(&rg->slot_seq);
+
+		memset(&v->groups[id], 0, sizeof(v->groups[id]));
+		read_group_once(v, id, rg);
+		/* A6: pairs with R5 in slot_rewrite_begin(): our reads before. */
+		shoal_fence_acquire();
+		if (!(seq & 1) && shoal_load_relaxed(&rg->slot_seq) == seq)
+			return;
+	}
+	problem(&v->groups[id].corrupt, v->groups[id].reason, "its slot changed owner on every "
+		"one of 100 reads");
 }
 
 static void read_registry(void *arg)
@@ -570,12 +592,12 @@ int shoal__sys_view_fail(const char *cmd, const char *system, int ret,
 			 const struct shoal_err *err)
 {
 	if (ret == -ENOENT)
-		fprintf(stderr, "shoal %s: no system '%s' in %s (no segment shoal.%s.reg); 'shoal "
-			"ls' lists the systems there\n", cmd, system, shoal__shm_dir(), system);
-	else
-		fprintf(stderr, "shoal %s: cannot read the registry of system '%s': %s\n", cmd,
-			system, err->msg[0] != '\0' ? err->msg : shoal_strerror(ret));
-	return SHOAL_EXIT_ATTACH;
+		return shoal__cli_fail(cmd, SHOAL_EXIT_ATTACH, ret, "no system '%s' in %s (no "
+				       "segment shoal.%s.reg); 'shoal ls' lists the systems there",
+				       system, shoal__shm_dir(), system);
+	return shoal__cli_fail(cmd, SHOAL_EXIT_ATTACH, ret, "cannot read the registry of system "
+			       "'%s': %s", system, err->msg[0] != '\0' ? err->msg :
+			       shoal_strerror(ret));
 }
 
 const struct shoal__group_view *shoal__sys_view_group(const struct shoal__sys_view *v, int id)

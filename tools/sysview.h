@@ -100,6 +100,8 @@ struct shoal__sys_view {
 	uint32_t route_version;
 	uint32_t n_routes;
 	uint64_t spin_ns;
+	uint32_t released;              /* run-time groups freed when their process left */
+	uint64_t lost_released;         /* messages they lost: queued then, or counted before */
 	struct shoal__disp_view disp[SHOAL_MAX_NODES];
 	uint32_t n_types;
 	struct shoal__type_view *types;
@@ -149,8 +151,9 @@ void shoal__sys_view_count(const struct shoal__sys_view *v, struct shoal__sys_co
 uint32_t shoal__group_view_restarts(const struct shoal__group_view *g);
 
 /*
- * Report on stderr, as "shoal CMD: ...", why shoal__sys_view_take() failed
- * with `ret`. Returns the exit code for it: SHOAL_EXIT_ATTACH.
+ * Report why shoal__sys_view_take() failed with `ret`, through
+ * shoal__cli_fail() (text on stderr, or the error document under --json).
+ * Returns the exit code for it: SHOAL_EXIT_ATTACH.
  */
 int shoal__sys_view_fail(const char *cmd, const char *system, int ret,
 			 const struct shoal_err *err);

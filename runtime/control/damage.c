@@ -101,7 +101,7 @@ static void damage_log(const struct shoal_router *r, int g, const char *fmt, ...
 	fprintf(stderr, "shoal router %s: group %s: %s\n", r->system, r->groups[g].name, msg);
 }
 
-static int retire(struct shoal_router *r, int g, unsigned w, bool uplink, void *mem, uint64_t len)
+static int retire(struct shoal_router *r, const struct shoal__retired *t)
 {
 	struct shoal__retired *retired = shoal__grow(r->retired, &r->cap_retired, r->n_retired,
 						     sizeof(*retired), 16);
@@ -109,11 +109,41 @@ static int retire(struct shoal_router *r, int g, unsigned w, bool uplink, void *
 	if (retired == NULL)
 		return -ENOMEM;
 	r->retired = retired;
-	r->retired[r->n_retired++] = (struct shoal__retired){
-		.group = (uint16_t)g, .worker = (uint16_t)w, .uplink = uplink,
-		.state = SHOAL__RETIRED_OPEN, .mem = mem, .len = len,
-	};
+	r->retired[r->n_retired] = *t;
+	r->retired[r->n_retired++].state = SHOAL__RETIRED_OPEN;
 	return 0;
+}
+
+uint64_t shoal__ring_drain_dead(void *mem, uint64_t len)
+{
+	unsigned side = shoal_ring_condemned(mem, len);
+	struct shoal_ring_cons c;
+	struct shoal_rec rec;
+	uint64_t in, out, n = 0;
+
+	if (side & SHOAL_RING_SIDE_SETTLED)
+		return 0;   /* its producer counted it */
+	/* Given up by its reader before: its counters say what it holds. A
+	 * producer that finds out later counts it again (errs towards
+	 * counting, docs/design.md "Known limits"). */
+	if ((side & SHOAL_RING_SIDE_CONS) || shoal_ring_cons_attach(&c, mem, len, NULL) < 0) {
+		n = ring_left(mem, len);
+		shoal_ring_condemn(mem, len, SHOAL_RING_SIDE_CONS);
+		return n;
+	}
+	/* Taken as its reader would, so that its counters stay exact for a
+	 * producer that counts what it writes after this (send.c
+	 * dout_condemned()); at most what it held when we came, so that a
+	 * producer writing on cannot keep us here. */
+	if (shoal_ring_records(mem, len, &in, &out) < 0 || in < out)
+		in = out = 0;
+	while (n < in - out && shoal_ring_peek(&c, &rec))
+		n++;
+	shoal_ring_release(&c);
+	if (shoal_ring_cons_error(&c) != 0)
+		n += ring_left(mem, len);
+	shoal_ring_condemn(mem, len, SHOAL_RING_SIDE_CONS);
+	return n;
 }
 
 /*
@@ -130,6 +160,19 @@ void shoal__settle_retired(struct shoal_router *r, int gone)
 		if (t->state == SHOAL__RETIRED_DONE)
 			continue;
 		side = shoal_ring_condemned(t->mem, t->len);
+		if (t->direct) {
+			/* We took what it held when we retired it: what is left was
+			 * written since, and is final once its writer is gone. */
+			if (side & SHOAL_RING_SIDE_SETTLED) {
+				t->state = SHOAL__RETIRED_DONE;
+			} else if ((int)t->src == gone || !r->groups[t->src].used ||
+				   r->groups[t->src].conn < 0 ||
+				   shoal_load_relaxed(&r->regg[t->src].gen) != t->src_gen) {
+				count_lost(r, t->group, ring_left(t->mem, t->len));
+				t->state = SHOAL__RETIRED_DONE;
+			}
+			continue;
+		}
 		if (!t->uplink) {
 			/* Its worker reads it until empty, unless it gave up on it. */
 			if (side & SHOAL_RING_SIDE_CONS) {
@@ -172,8 +215,9 @@ static int replace_ring(struct shoal_router *r, int g, unsigned w, int d, unsign
 	shoal__ring_name(name, &tag);
 	ret = shoal__alloc_ring(s, &tag, d < 0 ? r->up_cap : s->in_cap, &fresh);
 	if (ret == 0)
-		ret = retire(r, g, w, d < 0, ref->mem, ref->len);
-	count_damage(r, g, ret == 0);
+		ret = retire(r, &(struct shoal__retired){ .group = (uint16_t)g,
+							  .worker = (uint16_t)w, .uplink = d < 0,
+							  .mem = ref->mem, .len = ref->len });
 	if (ret < 0) {
 		s->mbx_bad = true;
 		damage_log(r, g, "ring %s is corrupted (condemned by its %s%s%s); no room for a "
@@ -190,12 +234,16 @@ static int replace_ring(struct shoal_router *r, int g, unsigned w, int d, unsign
 			shoal_store_release(&s->hdr->w[w].up_gen, SHOAL__UP_GEN_NONE);
 			shoal_doorbell_notify(&s->hdr->w[w].up_db);
 		}
+		/* Counted after what it tells is in place: a reader of the
+		 * counter then finds the producer told. */
+		count_damage(r, g, false);
 		return ret;
 	}
 	damage_log(r, g, "ring %s is corrupted (condemned by its %s%s%s); quarantined, replaced "
 		   "by %s", old, side & SHOAL_RING_SIDE_CONS ? "consumer" : "producer",
 		   err.msg[0] ? ": " : "", err.msg, name);
 	*ref = fresh;
+	count_damage(r, g, true);
 	return 0;
 }
 
@@ -280,6 +328,27 @@ static int mailbox_damage(struct shoal_router *r, int g, struct shoal_err *err)
 }
 
 /*
+ * Direct ring `e` of group g's old mailbox (mapped at `base`), given up by
+ * shoal__ring_drain_dead(): its producer, if its process still runs, may
+ * write on until it finds that out (when the ring is full, send.c
+ * dout_condemned() counts what it wrote since). Kept to count that, should
+ * its process end first. A producer that cannot be retired (no memory) is
+ * left to count it alone.
+ */
+static void retire_direct(struct shoal_router *r, int g, const struct shoal_seg_region *e,
+			  void *base)
+{
+	uint32_t src = e->tag.b;
+
+	if (src >= r->n_groups || !r->groups[src].used || r->groups[src].conn < 0)
+		return;
+	(void)retire(r, &(struct shoal__retired){
+		.group = (uint16_t)g, .worker = (uint16_t)e->tag.c, .direct = true,
+		.src = (uint16_t)src, .src_gen = shoal_load_relaxed(&r->regg[src].gen),
+		.mem = (unsigned char *)base + e->off, .len = e->len });
+}
+
+/*
  * Give group g a new mailbox, keeping the old one mapped (dispatchers may
  * still hold handles into it) but unlinked. What its rings held is counted
  * as lost. Called with no process attached to the group.
@@ -351,13 +420,25 @@ static int replace_mailbox(struct shoal_router *r, int g, struct shoal_err *err)
 		for (uint32_t k = 0; k < r->n_retired; k++)
 			counted |= r->retired[k].mem == mem &&
 				   r->retired[k].state == SHOAL__RETIRED_DONE;
-		if (old_dir[i].kind == SHOAL_SEG_KIND_RING && !counted)
-			lost += ring_left(mem, old_dir[i].len);
+		if (old_dir[i].kind != SHOAL_SEG_KIND_RING || counted)
+			continue;
+		/* A direct sender may still write into its ring here: take what
+		 * it holds, and give the ring up so that the sender finds out. */
+		lost += old_dir[i].tag.role == SHOAL__RING_DIRECT ?
+				shoal__ring_drain_dead(mem, old_dir[i].len) :
+				ring_left(mem, old_dir[i].len);
 	}
-	free(old_dir);
 	for (uint32_t i = 0; i < r->n_retired; i++)
 		if (r->retired[i].group == g)
 			r->retired[i].state = SHOAL__RETIRED_DONE;   /* in the old mailbox */
+	for (uint32_t i = 0; i < n_old_dir; i++)
+		if (old_dir[i].kind == SHOAL_SEG_KIND_RING &&
+		    old_dir[i].tag.role == SHOAL__RING_DIRECT)
+			retire_direct(r, g, &old_dir[i], keep.base);
+	free(old_dir);
+	/* Senders waiting for room in the old rings find them given up. */
+	for (unsigned w = 0; w < s->n_workers; w++)
+		shoal_doorbell_notify(&old_hdr->w[w].space_db);
 	count_damage(r, g, true);
 	count_lost(r, g, lost);
 	damage_log(r, g, "mailbox replaced by a new one; %llu queued messages lost",
@@ -383,11 +464,33 @@ int shoal__mailbox_repair(struct shoal_router *r, int g, struct shoal_err *err)
 	return s->mbx_bad ? replace_mailbox(r, g, err) : 0;
 }
 
+/* Whether the dispatchers took every record group slot s's uplinks in
+ * service hold (a condemned one is counted, not read). A record parked on a
+ * full destination keeps its uplink, and so the group, until it drains. */
+static bool uplinks_drained(const struct shoal__group_slot *s)
+{
+	for (unsigned w = 0; w < s->n_workers; w++) {
+		const struct shoal__ring_ref *ref = &s->up[w];
+
+		if (ref->mem != NULL && shoal_ring_condemned(ref->mem, ref->len) == 0 &&
+		    ring_left(ref->mem, ref->len) > 0)
+			return false;
+	}
+	return true;
+}
+
 /* One look at every ring and mailbox in service. Called with r->lock held. */
 static void watch_once(struct shoal_router *r, bool mailboxes)
 {
 	bool changed = false;
 
+	/* A group registered at run time ends with its process, once the
+	 * dispatchers took what it sent (a failed release is tried again at
+	 * the next look). */
+	for (uint32_t g = 0; g < r->n_groups; g++)
+		if (r->groups[g].used && r->groups[g].runtime && r->groups[g].conn < 0 &&
+		    uplinks_drained(&r->groups[g]))
+			(void)shoal__release_group(r, (int)g);
 	for (uint32_t g = 0; g < r->n_groups; g++) {
 		struct shoal__group_slot *s = &r->groups[g];
 		struct shoal_err err = { { 0 } };

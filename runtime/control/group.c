@@ -420,11 +420,20 @@ uint64_t shoal_group_lookup(struct shoal_group *g, const char *name, uint16_t sl
 
 	for (uint32_t i = 0; i < n && i < SHOAL_MAX_GROUPS; i++) {
 		const struct shoal__reg_group *rg = &g->reg.groups[i];
+		/* A5: pairs with R6 in registry.c slot_rewrite_end(): a slot that
+		 * changes owner as we read it is skipped (shoal_lookup() asks
+		 * again), never one owner's name with another's generation. */
+		uint32_t seq = shoal_load_acquire(&rg->slot_seq);
+		bool match = strncmp(rg->name, name, sizeof(rg->name)) == 0 &&
+			     (slot == SHOAL_SLOT_GROUP || slot == SHOAL_SLOT_ALL ||
+			      slot < rg->n_actors);
+		/* Relaxed: a snapshot; a later send re-checks it. */
+		uint32_t gen = shoal_load_relaxed(&rg->gen);
 
-		if (strncmp(rg->name, name, sizeof(rg->name)) == 0 &&
-		    (slot == SHOAL_SLOT_GROUP || slot == SHOAL_SLOT_ALL || slot < rg->n_actors))
-			/* Relaxed: a snapshot; a later send re-checks it. */
-			return shoal_addr_make((uint16_t)i, slot, shoal_load_relaxed(&rg->gen));
+		/* A6: pairs with R5 in slot_rewrite_begin(): our reads before. */
+		shoal_fence_acquire();
+		if (match && !(seq & 1) && shoal_load_relaxed(&rg->slot_seq) == seq)
+			return shoal_addr_make((uint16_t)i, slot, gen);
 	}
 	return SHOAL_ADDR_NONE;
 }

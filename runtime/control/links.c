@@ -24,8 +24,11 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <shoal/doorbell.h>
 #include <shoal/segment.h>
@@ -37,18 +40,47 @@
 /* How often the opener looks at its stop flag while idle. */
 #define LINKER_IDLE_NS 1000000000
 
-/* Another group's mailbox, mapped on the first link into it. Lock held
- * (ctl_lock: the opener and a worker opening its own link may both map). */
+/* Whether our mapping `p` is still the mailbox file called `name` (the one
+ * the registry names now). */
+static bool peer_current(const struct shoal__peer *p, const char *name)
+{
+	const char *slash = strrchr(p->seg.path, '/');
+	char path[sizeof(p->seg.path)];
+	struct stat mapped, named;
+	int n;
+
+	if (slash == NULL)
+		return false;
+	n = snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - p->seg.path), p->seg.path,
+		     name);
+	return n > 0 && (size_t)n < sizeof(path) && fstat(p->seg.fd, &mapped) == 0 &&
+	       lstat(path, &named) == 0 && mapped.st_ino == named.st_ino &&
+	       mapped.st_dev == named.st_dev;
+}
+
+/*
+ * Another group's mailbox, mapped on the first link into it, and again when
+ * it is no longer the file in service: the router replaced it (damage.c) or
+ * freed its group and gave the slot to another (registry.c). The old
+ * mapping is left in place (only its descriptor closed) until the process
+ * ends: a worker's link may still write there until it finds its ring given
+ * up, and only that worker's thread may let go of its link. Lock held
+ * (ctl_lock: the opener and a worker opening its own link may both map).
+ */
 static struct shoal__peer *peer_map(struct shoal_group *g, uint16_t dst_group)
 {
 	struct shoal__peer *p = &g->peers[dst_group];
 	char name[SHOAL_SEG_NAME_MAX];
 
-	if (p->mapped)
-		return p;
 	/* The name in the registry is router-written; still bound it. */
 	memcpy(name, g->reg.groups[dst_group].mailbox, sizeof(name));
 	name[sizeof(name) - 1] = '\0';
+	if (p->mapped && peer_current(p, name))
+		return p;
+	if (p->mapped) {
+		close(p->seg.fd);
+		p->mapped = false;
+	}
 	if (shoal_seg_attach(&p->seg, name, 0, NULL) != 0)
 		return NULL;
 	p->hdr = shoal__mailbox_hdr(&p->seg);

@@ -5,9 +5,18 @@
  * system's leftovers removed), creating the registry and doorbell segments,
  * declaring group slots, and laying out each mailbox and its rings.
  *
+ * Groups registered at run time that the system never declared are freed
+ * when their process leaves or dies (shoal__release_group(), from the
+ * watch thread), so that a program that registers and leaves again and
+ * again never runs out of slots or shared memory; the slot goes to the next
+ * group that needs one, with `gen` going on (no address names two owners).
+ *
  * Ordering guarantees:
  *   R3 (group count store-release, in shoal__declare_group()) pairs with A3
  *      in readers of the group table: a counted slot has its fields set.
+ *   R5/R6 (slot_seq, in slot_rewrite_begin()/_end()) pair with A5/A6 in
+ *      the tools' read of a slot (tools/sysview.c): a reader that sees the
+ *      same even slot_seq before and after its reads saw one owner only.
  *   A ring enters a mailbox's directory only once initialised
  *      (shoal_seg_alloc_init(), R2 in shm/segment.c): a worker that rescans
  *      its directory never finds a ring it cannot use yet.
@@ -23,7 +32,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,11 +51,12 @@
 #define BELL_SEG_SIZE (sizeof(struct shoal__bell) + 4096)
 /*
  * Groups a process registers without the router (the system's file, or
- * shoal_router_group()) having declared them keep their slot and mailbox
- * while the router runs, so that a returning process finds what was queued
- * for it. A same-user process could register new names until every slot
- * and /dev/shm are taken (254 in 0.2 s, 2.6 GB); at most this many such
- * groups exist, which leaves the other slots to declared groups.
+ * shoal_router_group()) having declared them live as long as their process:
+ * nobody restarts them, so what is queued for one that left is counted
+ * (lost_released) and its slot and mailbox freed. A same-user process could
+ * still register new names faster than they leave until every slot and
+ * /dev/shm are taken (254 in 0.2 s, 2.6 GB); at most this many such groups
+ * exist at once, which leaves the other slots to declared groups.
  */
 #define MAX_RUNTIME_GROUPS 64u
 
@@ -232,6 +244,218 @@ fail:
 	return ret;
 }
 
+/* The registry slot changes owner: readers re-read (R5/R6, A5/A6). */
+static void slot_rewrite_begin(struct shoal__reg_group *rg)
+{
+	/* Relaxed: we are the only writer; the fence orders it before the
+	 * rewrite (R5: pairs with A6, the reader's fence before its re-read). */
+	shoal_store_relaxed(&rg->slot_seq, shoal_load_relaxed(&rg->slot_seq) + 1);
+	shoal_fence_release();
+}
+
+static void slot_rewrite_end(struct shoal__reg_group *rg)
+{
+	/* R6: pairs with A5, the reader's first load: the rewrite before. */
+	shoal_store_release(&rg->slot_seq, shoal_load_relaxed(&rg->slot_seq) + 1);
+}
+
+/* Zero what the router counted for the slot's previous owner (its dispatcher
+ * counters, stats[], are the dispatchers' own). `gen` goes on. */
+static void slot_clear(struct shoal__reg_group *rg)
+{
+	memset(rg->name, 0, sizeof(rg->name));
+	memset(rg->mailbox, 0, sizeof(rg->mailbox));
+	shoal_store_relaxed(&rg->pid, 0);
+	shoal_store_relaxed(&rg->attaches, 0);
+	shoal_store_relaxed(&rg->damaged, 0);
+	shoal_store_relaxed(&rg->replaced, 0);
+	shoal_store_relaxed(&rg->lost_corrupt, 0);
+	shoal_store_relaxed(&rg->lost_queued, 0);
+}
+
+/* Whether freed slot g may go to another group: no process that held a
+ * direct link into its old mailbox still runs (router_impl.h linked_gen). */
+static bool slot_reusable(const struct shoal_router *r, uint32_t g)
+{
+	const struct shoal__group_slot *s = &r->groups[g];
+
+	if (s->used)
+		return false;
+	for (uint32_t src = 0; src < r->n_groups; src++)
+		if (s->linked_gen[src] != 0 && r->groups[src].used && r->groups[src].conn >= 0 &&
+		    shoal_load_relaxed(&r->regg[src].gen) == s->linked_gen[src])
+			return false;
+	return true;
+}
+
+/* Note that the process of the group writing direct ring `tag` (if it runs)
+ * may hold a link into freed slot s. */
+static void note_linked(struct shoal_router *r, struct shoal__group_slot *s,
+			const struct shoal_seg_tag *tag)
+{
+	uint32_t src = tag->b;
+
+	if (src < r->n_groups && r->groups[src].used && r->groups[src].conn >= 0)
+		s->linked_gen[src] = shoal_load_relaxed(&r->regg[src].gen);
+}
+
+/* Messages that group g's mailbox and its retired rings still hold, with
+ * its process gone and no dispatcher reading it: lost. Direct rings are
+ * given up (shoal__ring_drain_dead()), their writers noted. */
+static uint64_t count_released(struct shoal_router *r, int g)
+{
+	struct shoal__group_slot *s = &r->groups[g];
+	bool failed = shoal_load_relaxed(&r->regg[g].state) == SHOAL_GROUP_FAILED;
+	uint64_t lost = 0, in, out, sent = 0, taken = 0, fwd_lost = 0;
+
+	for (uint32_t i = 0; i < r->n_retired; i++) {
+		struct shoal__retired *t = &r->retired[i];
+
+		if (t->group != g || t->state == SHOAL__RETIRED_DONE)
+			continue;
+		if (t->direct) {
+			lost += shoal__ring_drain_dead(t->mem, t->len);
+			if (t->src < r->n_groups && r->groups[t->src].used &&
+			    r->groups[t->src].conn >= 0 &&
+			    shoal_load_relaxed(&r->regg[t->src].gen) == t->src_gen)
+				s->linked_gen[t->src] = t->src_gen;
+		} else if (!(shoal_ring_condemned(t->mem, t->len) & SHOAL_RING_SIDE_SETTLED) &&
+			   shoal_ring_records(t->mem, t->len, &in, &out) == 0 && in > out) {
+			lost += in - out;
+		}
+		t->state = SHOAL__RETIRED_DONE;
+	}
+	for (uint32_t i = 0; i < s->n_dir; i++) {
+		const struct shoal_seg_region *e = &s->dir[i];
+		void *mem = (unsigned char *)s->mbx.base + e->off;
+		bool retired = false;
+
+		/* A ring taken out of service was counted above, as retired. */
+		for (uint32_t k = 0; k < r->n_retired && !retired; k++)
+			retired = r->retired[k].mem == mem;
+		if (e->kind != SHOAL_SEG_KIND_RING || retired)
+			continue;
+		if (e->tag.role == SHOAL__RING_DIRECT) {
+			/* A failed group's inbound rings were counted (lost_queued)
+			 * when it was marked failed with no process, or left. */
+			uint64_t n = shoal__ring_drain_dead(mem, e->len);
+
+			lost += failed ? 0 : n;
+			note_linked(r, s, &e->tag);
+		} else if ((e->tag.role == SHOAL__RING_UPLINK || !failed) &&
+			   !(shoal_ring_condemned(mem, e->len) & SHOAL_RING_SIDE_SETTLED) &&
+			   shoal_ring_records(mem, e->len, &in, &out) == 0 && in > out) {
+			lost += in - out;
+		}
+	}
+	/* Copies its last process held in its own memory (as rings.c counts
+	 * them at the next attach, which will not come). */
+	for (unsigned w = 0; s->hdr != NULL && w < s->n_workers; w++) {
+		/* Relaxed: the writers are gone; the mailbox holds their last. */
+		sent += shoal_load_relaxed(&s->hdr->w[w].fwd_sent);
+		taken += shoal_load_relaxed(&s->hdr->w[w].fwd_taken);
+		fwd_lost += shoal_load_relaxed(&s->hdr->w[w].fwd_lost);
+	}
+	return lost + (sent > taken + fwd_lost ? sent - taken - fwd_lost : 0);
+}
+
+/* Routes to group g, its own and the router API's: removed. */
+static void remove_routes_to(struct shoal_router *r, int g)
+{
+	uint32_t kept = 0;
+
+	for (uint32_t i = 0; i < r->n_routes; i++)
+		if (r->routes[i].owner != g && r->routes[i].f.group != (uint32_t)g)
+			r->routes[kept++] = r->routes[i];
+	r->n_routes = kept;
+}
+
+/* Room to keep one more old mailbox mapping (mailbox_bury()). */
+static int old_mbx_room(struct shoal_router *r)
+{
+	struct shoal_seg *old = realloc(r->old_mbx, (r->n_old_mbx + 1) * sizeof(*old));
+
+	if (old == NULL)
+		return -ENOMEM;
+	r->old_mbx = old;
+	return 0;
+}
+
+/*
+ * The freed mailbox's mapping becomes anonymous memory of the same size
+ * rather than a hole: the file's pages go back to the system, while the
+ * dispatchers' handles (runtime/data/dispatch.c), which know a ring by its
+ * address, can neither touch an unmapped page nor meet a new mailbox at an
+ * old address. Kept with the replaced mailboxes until the router ends (room
+ * made by old_mbx_room()).
+ */
+static void mailbox_bury(struct shoal_router *r, struct shoal__group_slot *s)
+{
+	shoal_seg_unlink(s->mbx.name);
+	/* On failure it stays the file's mapping, kept all the same. */
+	if (mmap(s->mbx.base, s->mbx.size, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) != MAP_FAILED) {
+		close(s->mbx.fd);
+		s->mbx.fd = -1;
+	}
+	r->old_mbx[r->n_old_mbx++] = s->mbx;
+	memset(&s->mbx, 0, sizeof(s->mbx));
+	s->mbx.fd = -1;
+}
+
+int shoal__release_group(struct shoal_router *r, int g)
+{
+	struct shoal__group_slot *s = &r->groups[g];
+	struct shoal__reg_group *rg = &r->regg[g];
+	/* Relaxed: our own field, read back. */
+	uint32_t state = shoal_load_relaxed(&rg->state);
+	uint64_t lost;
+	int ret;
+
+	/* Room first: nothing below may fail once the group is gone. */
+	ret = old_mbx_room(r);
+	if (ret < 0)
+		return ret;
+	remove_routes_to(r, g);
+	s->used = false;
+	shoal_store_relaxed(&rg->state, SHOAL_GROUP_EMPTY);
+	ret = shoal__publish(r, NULL);
+	if (ret < 0) {
+		/* Its routes stay removed: what is routed to it meanwhile is
+		 * counted as no_route, and the next look tries again. */
+		s->used = true;
+		shoal_store_relaxed(&rg->state, state);
+		return ret;
+	}
+	/* No dispatcher reads or writes its rings any more (the publish waited
+	 * for that), and its process is gone: their counters are final, but
+	 * for direct senders, which find their rings given up. */
+	shoal__settle_retired(r, g);
+	memset(s->linked_gen, 0, sizeof(s->linked_gen));
+	/* Relaxed: counters of ours (router-written), read back. */
+	lost = count_released(r, g) + shoal_load_relaxed(&rg->lost_queued) +
+	       shoal_load_relaxed(&rg->lost_corrupt);
+	for (unsigned w = 0; w < s->n_workers; w++)
+		shoal_doorbell_notify(&s->hdr->w[w].space_db);
+	/* Relaxed: counters for the tools; this thread is their only writer. */
+	shoal_store_relaxed(&r->reg->lost_released,
+			    shoal_load_relaxed(&r->reg->lost_released) + lost);
+	shoal_store_relaxed(&r->reg->released, shoal_load_relaxed(&r->reg->released) + 1);
+	slot_rewrite_begin(rg);
+	slot_clear(rg);
+	slot_rewrite_end(rg);
+	mailbox_bury(r, s);
+	free(s->dir);
+	s->dir = NULL;
+	s->n_dir = s->cap_dir = 0;
+	s->hdr = NULL;
+	s->runtime = false;
+	/* Requesters waiting on it re-check its state. */
+	shoal__wake_all_workers(r);
+	shoal__note_change(r);
+	return 0;
+}
+
 static uint32_t runtime_groups(const struct shoal_router *r)
 {
 	uint32_t n = 0;
@@ -282,8 +506,11 @@ int shoal__declare_group(struct shoal_router *r, const struct shoal_group_spec *
 			s->runtime = false;   /* declared now: no longer counts as run-time */
 		return id;
 	}
-	if (r->n_groups >= SHOAL_MAX_GROUPS)
-		return shoal__fail(err, -ENOSPC, "the system already has %d groups",
+	for (id = 0; id < (int)r->n_groups && !slot_reusable(r, (uint32_t)id); id++)
+		;
+	if (id >= SHOAL_MAX_GROUPS)
+		return shoal__fail(err, -ENOSPC, "the system already has %d groups (freed slots "
+				   "wait for the processes that sent to their groups to end)",
 				   SHOAL_MAX_GROUPS);
 	if (runtime && runtime_groups(r) >= MAX_RUNTIME_GROUPS)
 		return shoal__fail(err, -ENOSPC, "system %s already has %u groups that it did not "
@@ -297,7 +524,6 @@ int shoal__declare_group(struct shoal_router *r, const struct shoal_group_spec *
 					   "shoal.%s.g.%s would exceed %d characters", spec->name,
 					   r->system, spec->name, SHOAL_SEG_NAME_MAX - 1);
 	}
-	id = (int)r->n_groups;
 	s = &r->groups[id];
 	memset(s, 0, sizeof(*s));
 	snprintf(s->name, sizeof(s->name), "%s", spec->name);
@@ -315,8 +541,10 @@ int shoal__declare_group(struct shoal_router *r, const struct shoal_group_spec *
 		return ret;
 	s->used = true;
 	s->runtime = runtime;
-	r->n_groups++;
 	rg = &r->regg[id];
+	slot_rewrite_begin(rg);
+	slot_clear(rg);
+	shoal_store_relaxed(&rg->first_gen, shoal_load_relaxed(&rg->gen) + 1);
 	memcpy(rg->name, s->name, sizeof(rg->name));
 	rg->n_workers = nw;
 	rg->n_actors = na;
@@ -324,9 +552,13 @@ int shoal__declare_group(struct shoal_router *r, const struct shoal_group_spec *
 	rg->dispatcher = (uint32_t)d;
 	shoal__name_mailbox(rg->mailbox, r->system, s->name);
 	shoal_store_relaxed(&rg->state, SHOAL_GROUP_DOWN);
-	/* R3: pairs with A3 in readers of the group table (send.c, group.c,
-	 * tools): a counted slot has its fields set. */
-	shoal_store_release(&r->reg->n_groups, r->n_groups);
+	slot_rewrite_end(rg);
+	if ((uint32_t)id == r->n_groups) {
+		r->n_groups++;
+		/* R3: pairs with A3 in readers of the group table (send.c,
+		 * group.c, tools): a counted slot has its fields set. */
+		shoal_store_release(&r->reg->n_groups, r->n_groups);
+	}
 	ret = shoal__publish(r, err);
 	return ret < 0 ? ret : id;
 }

@@ -282,7 +282,6 @@ void shoal_router_stats(struct shoal_router *r, struct shoal_router_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	pthread_mutex_lock(&r->lock);
-	st->groups = r->n_groups;
 	st->routes = r->n_routes;
 	for (int d = 0; d < r->n_disp; d++) {
 		const struct shoal__reg_dispatcher *rd = &r->reg->disp[d];
@@ -299,7 +298,8 @@ void shoal_router_stats(struct shoal_router *r, struct shoal_router_stats *st)
 		uint32_t attaches = shoal_load_relaxed(&r->regg[g].attaches);
 
 		if (!s->used)
-			continue;
+			continue;   /* a run-time group's slot, freed */
+		st->groups++;
 		st->running += s->conn >= 0;
 		st->failed += shoal_load_relaxed(&r->regg[g].state) == SHOAL_GROUP_FAILED;
 		st->dropped += shoal_load_relaxed(&r->regg[g].lost_queued);

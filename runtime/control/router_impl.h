@@ -36,6 +36,11 @@ struct shoal__retired {
 	uint16_t worker;
 	bool uplink;
 	uint8_t state;                  /* SHOAL__RETIRED_*: who still counts its records */
+	/* A direct ring of a replaced mailbox: its producer, worker `worker`
+	 * of group `src` in incarnation `src_gen`, may still write it. */
+	bool direct;
+	uint16_t src;
+	uint32_t src_gen;
 	void *mem;
 	uint64_t len;
 };
@@ -61,6 +66,12 @@ struct shoal__group_slot {
 	struct shoal_seg_region *dir;   /* private copy of the directory it wrote */
 	uint32_t n_dir, cap_dir;
 	bool mbx_bad;                   /* damaged: replace it when the group next attaches */
+	/* A freed slot (registry.c shoal__release_group()): per group, the
+	 * incarnation (gen) of its process that held a direct link into the
+	 * freed mailbox, 0 for none. The slot is given to another group only
+	 * once each of those processes is gone: until then it may still write
+	 * into its old link, and would never notice a new owner. */
+	uint32_t linked_gen[SHOAL_MAX_GROUPS];
 };
 
 struct shoal__route_entry {
@@ -170,6 +181,9 @@ int shoal__add_dispatcher_rings(struct shoal_router *r, int d);
 /* Create and lay out group slot s's mailbox on its node. */
 int shoal__create_mailbox(struct shoal_router *r, struct shoal__group_slot *s, uint16_t id,
 			  struct shoal_err *err);
+/* Free run-time group g, which has no process: count what it held, remove its
+ * routes, unlink its mailbox. 0, or a negative errno with nothing changed. */
+int shoal__release_group(struct shoal_router *r, int g);
 /* Declare a group (`runtime`: registered by a process); returns its id. */
 int shoal__declare_group(struct shoal_router *r, const struct shoal_group_spec *spec,
 			 bool runtime, struct shoal_err *err);
@@ -181,6 +195,9 @@ int shoal__create_registry(struct shoal_router *r, struct shoal_err *err);
 /* damage.c */
 /* Count what retired rings hold once nobody else will (`gone`: a group that left). */
 void shoal__settle_retired(struct shoal_router *r, int gone);
+/* Read a ring whose reader is gone to its end (the router as its reader),
+ * mark it given up by its reader, and return how many records it held. */
+uint64_t shoal__ring_drain_dead(void *mem, uint64_t len);
 /* Name in `name` the direct ring from worker src_w of group src_g to worker w of
  * group g in service, replacing a condemned one. */
 int shoal__direct_ring(struct shoal_router *r, int g, unsigned w, int src_g, unsigned src_w,

@@ -12,7 +12,8 @@
  * groups stopped on request, the stop sequence, the status line) hangs off
  * that loop's timeout. Every other wait (a stop level, a group a reload
  * stops) serves the groups' output too: a group blocked on a full pipe could
- * not stop.
+ * not stop. A service manager, if any (o->notify), is told when every group
+ * is up, around each reload and when the stop begins.
  *
  * Lifecycle of one group process:
  *  1. launched: fork, own process group (a terminal's Ctrl-C reaches only
@@ -64,6 +65,9 @@
 /* A process without a pidfd (pidfd_open failed, e.g. EMFILE) is polled
  * with waitpid() this often, so its death is still seen. */
 #define POLL_PID_NS (50 * UINT64_C(1000000))
+/* Until every group is up, with someone to tell (o->notify), the loop looks
+ * this often. */
+#define READY_POLL_NS (20 * UINT64_C(1000000))
 
 extern char **environ;
 
@@ -115,6 +119,7 @@ struct sup {
 	bool live;                   /* status line redrawn in place */
 	bool status_shown;
 	bool stop_requested;
+	bool ready;                  /* o->notify was told READY */
 	bool failure;                /* exit status 1 */
 	char *log_dir;               /* o->log_dir made absolute, for `shoal logs`; NULL */
 	int admin_rd, admin_wr;      /* the pipe of lifecycle requests (supervisor.h) */
@@ -699,6 +704,8 @@ static void begin_stop(struct sup *s, const char *why, bool failure)
 	s->stop_requested = true;
 	s->failure |= failure;
 	event(s, "stopping: %s", why);
+	if (s->o->notify != NULL)
+		s->o->notify(SHOAL__SUP_STOPPING, why);
 }
 
 static bool any_running(const struct sup *s, int32_t order)
@@ -1278,7 +1285,7 @@ static int refuse_reload(struct sup *s, int ret, struct shoal_err *err)
  * or a negative errno with the reason in *err when the file is refused and
  * nothing changed.
  */
-static int reload(struct sup *s, struct shoal_err *err)
+static int reload_file(struct sup *s, struct shoal_err *err)
 {
 	struct shoal__config_space space;
 	struct shoal__config *n;
@@ -1374,7 +1381,48 @@ static int reload(struct sup *s, struct shoal_err *err)
 	return 0;
 }
 
+/* reload_file(), between RELOADING and READY once the system was ready. */
+static int reload(struct sup *s, struct shoal_err *err)
+{
+	int ret;
+
+	if (s->ready)
+		s->o->notify(SHOAL__SUP_RELOADING, "reloading its file");
+	ret = reload_file(s, err);
+	if (s->ready)
+		s->o->notify(SHOAL__SUP_READY, ret == 0 ? "reloaded" :
+			     "reload refused, nothing changed");
+	return ret;
+}
+
 /* ---- the loop ------------------------------------------------------------------------------ */
+
+/*
+ * Tell o->notify READY once a process of every group has attached. The
+ * router's attach does not wake the loop: it looks again at each turn,
+ * and turns often until then (READY_POLL_NS).
+ */
+static void check_ready(struct sup *s)
+{
+	char text[160];
+	uint32_t up = 0;
+
+	if (s->ready || s->o->notify == NULL)
+		return;
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
+		const struct proc *p = &s->procs[i];
+
+		if (p->failed || p->held)
+			continue;
+		if (shoal_router_group_pid(s->router, p->id) == 0)
+			return;
+		up++;
+	}
+	s->ready = true;
+	snprintf(text, sizeof(text), "system %s: %u of %u groups running", s->cfg->system, up,
+		 s->cfg->n_groups);
+	s->o->notify(SHOAL__SUP_READY, text);
+}
 
 /* "a, b, c": the system's group names, for an error that names a wrong one. */
 static void group_list(const struct sup *s, char *buf, size_t len)
@@ -1511,6 +1559,8 @@ static void run_loop(struct sup *s)
 		}
 		if (s->o->duration_ns > 0 && s->start_ns + (uint64_t)s->o->duration_ns < wake)
 			wake = s->start_ns + (uint64_t)s->o->duration_ns;
+		if (s->o->notify != NULL && !s->ready && now + READY_POLL_NS < wake)
+			wake = now + READY_POLL_NS;
 		if (poll(w.pfd, w.n, poll_ms(s, wake > now ? (wake - now) / 1000000 + 1 : 0)) > 0) {
 			serve_groups(s, &w);
 			if (w.pfd[0].revents)
@@ -1527,6 +1577,8 @@ static void run_loop(struct sup *s)
 		}
 		if (s->o->duration_ns > 0 && now - s->start_ns >= (uint64_t)s->o->duration_ns)
 			begin_stop(s, "the requested duration has passed", false);
+		if (!s->stop_requested)
+			check_ready(s);
 		if (now - s->last_tick_ns >= TICK_NS)
 			status(s, now);
 	}

@@ -21,6 +21,13 @@ enum shoal__status_mode {
 	SHOAL__STATUS_QUIET,  /* events only */
 };
 
+/* How the system stands, for a service manager (shoal__sup_opts.notify). */
+enum shoal__sup_state {
+	SHOAL__SUP_READY,       /* every group is up; or a reload is over */
+	SHOAL__SUP_RELOADING,   /* a reload begins */
+	SHOAL__SUP_STOPPING,    /* the system's stop begins */
+};
+
 struct shoal__sup_opts {
 	const char *config;          /* path of the YAML file */
 	const char *name;            /* system name instead of the file's; NULL: the file's */
@@ -31,6 +38,15 @@ struct shoal__sup_opts {
 	const char *log_dir;         /* groups' output to DIR/GROUP.log instead; NULL: to out */
 	const char *host;            /* this host in the file's `hosts:` (--host); NULL: none */
 	const char *bridge_program;  /* the `shoal` that runs `shoal bridge`; NULL: not built */
+	/*
+	 * Told how the system stands, from the supervisor's thread, with a
+	 * line for a person in `text` (`shoal run` hands both to systemd's
+	 * sd_notify); NULL: nobody is. READY once a process of every group has
+	 * attached to the router (a group that gave up or was stopped on
+	 * request does not count), then RELOADING and READY around each
+	 * reload, and STOPPING once when the stop begins.
+	 */
+	void (*notify)(enum shoal__sup_state state, const char *text);
 };
 
 /*

@@ -5,7 +5,7 @@
  * (runtime/bridge/bridge.c). An internal command of the one binary rather
  * than a program of its own: the supervisor starts the very `shoal` that
  * runs it, so the bridge always matches the router and the file's parser.
- * Built only with the link layer (UCX).
+ * Built only with the link layer (UCX), and not listed by `shoal help`.
  */
 #include <getopt.h>
 #include <stdio.h>

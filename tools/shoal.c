@@ -42,9 +42,6 @@ static const struct shoal__cmd *const cmds[] = {
 	&shoal__cmd_ring,
 	&shoal__cmd_types,
 	&shoal__cmd_metrics,
-#ifdef SHOAL_HAVE_BRIDGE
-	&shoal__cmd_bridge,
-#endif
 	&cmd_help,
 };
 
@@ -55,6 +52,12 @@ static const struct shoal__cmd *find_cmd(const char *name)
 	for (size_t i = 0; i < N_CMDS; i++)
 		if (strcmp(cmds[i]->name, name) == 0)
 			return cmds[i];
+#ifdef SHOAL_HAVE_BRIDGE
+	/* Started by `shoal run` itself, not by a person: not in the list
+	 * `shoal help` prints (nor its man pages), still with its --help. */
+	if (strcmp(shoal__cmd_bridge.name, name) == 0)
+		return &shoal__cmd_bridge;
+#endif
 	return NULL;
 }
 

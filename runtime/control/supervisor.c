@@ -1397,6 +1397,16 @@ static int reload(struct sup *s, struct shoal_err *err)
 
 /* ---- the loop ------------------------------------------------------------------------------ */
 
+/* How many of c's groups run on this host (all of them without hosts). */
+static uint32_t local_groups(const struct shoal__config *c, int host)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < c->n_groups; i++)
+		n += shoal__config_runs(c, host, i);
+	return n;
+}
+
 /*
  * Tell o->notify READY once a process of every group has attached. The
  * router's attach does not wake the loop: it looks again at each turn,
@@ -1412,7 +1422,8 @@ static void check_ready(struct sup *s)
 	for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
 		const struct proc *p = &s->procs[i];
 
-		if (p->failed || p->held)
+		/* A group of another host attaches there, never here. */
+		if (p->failed || p->held || !shoal__config_runs(s->cfg, s->host, i))
 			continue;
 		if (shoal_router_group_pid(s->router, p->id) == 0)
 			return;
@@ -1420,7 +1431,7 @@ static void check_ready(struct sup *s)
 	}
 	s->ready = true;
 	snprintf(text, sizeof(text), "system %s: %u of %u groups running", s->cfg->system, up,
-		 s->cfg->n_groups);
+		 local_groups(s->cfg, s->host));
 	s->o->notify(SHOAL__SUP_READY, text);
 }
 
@@ -1582,15 +1593,6 @@ static void run_loop(struct sup *s)
 		if (now - s->last_tick_ns >= TICK_NS)
 			status(s, now);
 	}
-}
-
-static uint32_t local_groups(const struct shoal__config *c, int host)
-{
-	uint32_t n = 0;
-
-	for (uint32_t i = 0; i < c->n_groups; i++)
-		n += shoal__config_runs(c, host, i);
-	return n;
 }
 
 int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)

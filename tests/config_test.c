@@ -238,6 +238,176 @@ static void config_more_shared_memory_than_free_is_refused(void **state)
 	shoal__config_free(c);
 }
 
+
+/* Two hosts, groups after them or before: both parse to the same. */
+static const char hosts_yaml[] =
+	"hosts:\n"
+	"  down_after: 3s\n"
+	"  link: { window: 2MiB, flush: 8KiB, flush_deadline: 20us, keepalive: 50ms,\n"
+	"          dead_after: 500ms, backoff: 10ms, max_backoff: 200ms }\n"
+	"  list:\n"
+	"    - { name: a, listen: 169.254.10.1:7400 }\n"
+	"    - { name: b, listen: '0.0.0.0:7400', reach: '169.254.10.2:7400' }\n"
+	"    - { name: c6, listen: '[fe80::1]:7401' }\n";
+
+static const char hosts_groups_yaml[] =
+	"groups:\n"
+	"  - { name: p, program: /bin/true, host: a }\n"
+	"  - { name: q, program: /bin/true, host: b }\n";
+
+static void config_hosts_parse_with_their_links_and_groups(void **state)
+{
+	char a[2048], b[2048];
+	struct shoal__config *x, *y;
+	struct shoal_err err = { { 0 } };
+	int host;
+
+	(void)state;
+	snprintf(a, sizeof(a), "system: s\n%s%s", hosts_yaml, hosts_groups_yaml);
+	snprintf(b, sizeof(b), "system: s\n%s%s", hosts_groups_yaml, hosts_yaml);
+	x = parse_ok(a);
+	y = parse_ok(b);
+	assert_int_equal(x->n_hosts, 3);
+	assert_string_equal(x->hosts[0].name, "a");
+	assert_string_equal(x->hosts[0].reach, "169.254.10.1:7400");
+	assert_string_equal(x->hosts[1].listen, "0.0.0.0:7400");
+	assert_string_equal(x->hosts[1].reach, "169.254.10.2:7400");
+	assert_string_equal(x->hosts[2].reach, "[fe80::1]:7401");
+	assert_int_equal(x->down_after_ns, UINT64_C(3000000000));
+	assert_int_equal(x->link.window, 2u << 20);
+	assert_int_equal(x->link.flush_bytes, 8u << 10);
+	assert_int_equal(x->link.flush_ns, 20000);
+	assert_int_equal(x->link.keepalive_ns, 50000000);
+	assert_int_equal(x->link.dead_ns, 500000000);
+	assert_int_equal(x->link.backoff_ns, 10000000);
+	assert_int_equal(x->link.max_backoff_ns, 200000000);
+	assert_int_equal(x->groups[0].host, 0);
+	assert_int_equal(x->groups[1].host, 1);
+	assert_int_equal(y->n_hosts, 3);
+	for (uint32_t i = 0; i < x->n_hosts; i++) {
+		assert_string_equal(x->hosts[i].name, y->hosts[i].name);
+		assert_string_equal(x->hosts[i].listen, y->hosts[i].listen);
+		assert_string_equal(x->hosts[i].reach, y->hosts[i].reach);
+	}
+	assert_memory_equal(&x->link, &y->link, sizeof(x->link));
+	for (uint32_t i = 0; i < x->n_groups; i++)
+		assert_true(shoal__config_group_same(&x->groups[i], &y->groups[i]));
+	/* --host: a listed name, and only one. */
+	assert_int_equal(shoal__config_this_host(x, "b", &host, &err), 0);
+	assert_int_equal(host, 1);
+	assert_true(shoal__config_runs(x, host, 1));
+	assert_false(shoal__config_runs(x, host, 0));
+	assert_int_equal(shoal__config_this_host(x, "d", &host, &err), -ENXIO);
+	assert_non_null(strstr(err.msg, "has no host 'd' (its hosts: a, b, c6)"));
+	assert_int_equal(shoal__config_this_host(x, NULL, &host, &err), -ENXIO);
+	assert_non_null(strstr(err.msg, "say which one this is with --host NAME"));
+	shoal__config_free(x);
+	shoal__config_free(y);
+}
+
+static void config_without_hosts_runs_every_group_and_refuses_host(void **state)
+{
+	struct shoal__config *c;
+	struct shoal_err err = { { 0 } };
+	int host = 7;
+
+	(void)state;
+	c = parse_ok("system: s\ngroups:\n  - { name: p, program: /bin/true }\n");
+	assert_int_equal(c->n_hosts, 0);
+	assert_null(c->hosts);
+	assert_int_equal(c->groups[0].host, -1);
+	assert_int_equal(shoal__config_this_host(c, NULL, &host, &err), 0);
+	assert_int_equal(host, -1);
+	assert_true(shoal__config_runs(c, host, 0));
+	assert_int_equal(shoal__config_this_host(c, "a", &host, &err), -ENXIO);
+	assert_non_null(strstr(err.msg, "lists no hosts: run it without --host"));
+	shoal__config_free(c);
+}
+
+/* A hosts section or a group's host refused where it stands. */
+static const struct {
+	const char *hosts;        /* the hosts: section */
+	const char *group_b;      /* group b's host line */
+	const char *reason;
+} hosts_refused[] = {
+	{ "hosts:\n  list:\n    - { name: a, listen: 1.2.3.4:1 }\n", "    host: x\n",
+	  "t.yaml:9:11: unknown host 'x' (the hosts: a)" },
+	{ "hosts:\n  list:\n    - { name: a, listen: 1.2.3.4:1 }\n    - { name: a, listen: "
+	  "1.2.3.5:1 }\n", "    host: a\n", "t.yaml:5:7: host name 'a' is used twice (first at "
+	  "line 4)" },
+	{ "hosts:\n  list:\n    - { name: a, listen: 1.2.3.4:1 }\n", "",
+	  "t.yaml:7:5: group b has no 'host': the file lists hosts" },
+	{ "", "    host: a\n", "t.yaml:6:11: group b names host 'a', but the file lists no hosts" },
+	{ "hosts:\n  list:\n    - { name: a }\n", "    host: a\n",
+	  "t.yaml:4:7: a host has no 'listen'" },
+	{ "hosts:\n  list:\n    - { name: a, listen: 'nowhere:80' }\n", "    host: a\n",
+	  "t.yaml:4:26: listen: address 'nowhere:80': 'nowhere' is not a numeric IP" },
+	{ "hosts:\n  list:\n    - { name: a, listen: 1.2.3.4 }\n", "    host: a\n",
+	  "listen: address '1.2.3.4' is not HOST:PORT" },
+	{ "hosts:\n  list:\n    - { name: a, listen: '1.2.3.4:70000' }\n", "    host: a\n",
+	  "is not HOST:PORT" },
+	{ "hosts:\n  list:\n    - { name: a, listen: '1.2.3.4:0' }\n", "    host: a\n",
+	  "listen '1.2.3.4:0' has port 0" },
+	{ "hosts:\n  list:\n    - { name: a, listen: '0.0.0.0:9' }\n", "    host: a\n",
+	  "t.yaml:4:7: host a listens on the wildcard address 0.0.0.0:9, which no other host "
+	  "can reach: give 'reach' too" },
+	{ "hosts:\n  list:\n    - { name: a, listen: '0.0.0.0:9', reach: '[::]:9' }\n",
+	  "    host: a\n", "reach '[::]:9' is the wildcard address" },
+	{ "hosts:\n  list:\n    - { name: a, listen: '1.2.3.4:9' }\n    - { name: b, listen: "
+	  "'0.0.0.0:9', reach: '1.2.3.4:9' }\n", "    host: a\n",
+	  "t.yaml:5:7: host b is reached at 1.2.3.4:9, as host a (line 4) is" },
+	{ "hosts:\n  list: []\n", "    host: a\n", "hosts.list is empty" },
+	{ "hosts:\n  down_after: 1s\n", "    host: a\n", "hosts has no 'list'" },
+	{ "hosts:\n  bogus: 1\n  list:\n    - { name: a, listen: 1.2.3.4:1 }\n", "    host: a\n",
+	  "unknown key 'bogus' in hosts (expected one of: down_after, link, list)" },
+	{ "hosts:\n  link: { window: 1KiB }\n  list:\n    - { name: a, listen: 1.2.3.4:1 }\n",
+	  "    host: a\n", "hosts.link.window is 1024 bytes, must be at least 65536" },
+	{ "hosts:\n  link: { flush: 4MiB }\n  list:\n    - { name: a, listen: 1.2.3.4:1 }\n",
+	  "    host: a\n", "hosts.link.flush '4MiB' is too large" },
+	{ "hosts:\n  link: { keepalive: 2s }\n  list:\n    - { name: a, listen: 1.2.3.4:1 }\n",
+	  "    host: a\n", "keepalive must be shorter than dead_after" },
+	{ "hosts:\n  link: { backoff: 0ms }\n  list:\n    - { name: a, listen: 1.2.3.4:1 }\n",
+	  "    host: a\n", "hosts.link.backoff must be longer than 0" },
+	{ "hosts:\n  down_after: 1h1s\n  list:\n    - { name: a, listen: 1.2.3.4:1 }\n",
+	  "    host: a\n", "hosts.down_after '1h1s' has an unknown unit" },
+	{ "hosts:\n  list:\n    - { name: a, listen: 1.2.3.4:1 }\n    - { name: 'b c', listen: "
+	  "1.2.3.5:1 }\n", "    host: a\n", "host name 'b c' has a character outside" },
+	/* A type of 1 MiB does not fit the default window of 1 MiB. */
+	{ "types: [ { id: 9, name: big, max_size: 1048576 } ]\nhosts:\n  list:\n"
+	  "    - { name: a, listen: 1.2.3.4:1 }\n    - { name: b, listen: 1.2.3.5:1 }\n",
+	  "    host: a\n", "type 9 'big' (max_size 1048576) takes 1048640 bytes in a frame, more "
+	  "than the links' window of 1048576 bytes (the default): set hosts.link.window to "
+	  "1048640 or more" },
+};
+
+static void config_bad_hosts_are_refused_at_their_place(void **state)
+{
+	char text[1024];
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(hosts_refused); i++) {
+		/* Line 1 is the system; the hosts section follows, then the groups. */
+		snprintf(text, sizeof(text), "system: s\n%sgroups:\n"
+			 "  - { name: bridgeless, program: /bin/true%s }\n"
+			 "  - name: b\n    program: /bin/true\n%s", hosts_refused[i].hosts,
+			 strstr(hosts_refused[i].hosts, "list:\n    -") ? ", host: a" : "",
+			 hosts_refused[i].group_b);
+		parse_refused(text, hosts_refused[i].reason);
+	}
+}
+
+static void config_group_named_bridge_is_refused_with_hosts(void **state)
+{
+	struct shoal__config *c;
+
+	(void)state;
+	c = parse_ok("system: s\ngroups:\n  - { name: bridge, program: /bin/true }\n");
+	shoal__config_free(c);
+	parse_refused("system: s\nhosts:\n  list: [ { name: a, listen: '1.2.3.4:5' } ]\n"
+		      "groups:\n  - { name: bridge, program: /bin/true, host: a }\n",
+		      "t.yaml:5:5: group name 'bridge' is the built-in bridge's");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -247,6 +417,10 @@ int main(void)
 		cmocka_unit_test(config_mailbox_name_too_long_for_a_segment_is_refused),
 		cmocka_unit_test(config_type_larger_than_the_group_mailbox_is_refused),
 		cmocka_unit_test(config_more_shared_memory_than_free_is_refused),
+		cmocka_unit_test(config_hosts_parse_with_their_links_and_groups),
+		cmocka_unit_test(config_without_hosts_runs_every_group_and_refuses_host),
+		cmocka_unit_test(config_bad_hosts_are_refused_at_their_place),
+		cmocka_unit_test(config_group_named_bridge_is_refused_with_hosts),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

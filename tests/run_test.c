@@ -1743,10 +1743,99 @@ static void run_bad_options_are_usage_errors(void **state)
 		{ { "run", "--name", "x", NULL }, "missing FILE" },
 		{ { "run", "--log-dir", "", "f.yaml", NULL }, "--log-dir takes a directory" },
 		{ { "run", "f.yaml", "--log-dir", NULL }, "option '--log-dir' needs a value" },
+		{ { "run", "--host", "a/b", "f.yaml", NULL }, "--host takes a host name" },
 	};
 
 	(void)state;
 	tool_expect_usage_errors(cases, sizeof(cases) / sizeof(cases[0]));
+}
+
+
+/*
+ * A file that lists hosts: --host picks the groups that run here; every
+ * group is declared (the same ids on every host), the others never start,
+ * and a tool's restart of one is sent to its own host. A --host the file
+ * does not list, or none, is a usage error (exit 2).
+ */
+static const char *config_hosts(const char *system, unsigned port)
+{
+	static char text[1024];
+
+	snprintf(text, sizeof(text),
+		 "system: %s\nhosts:\n  list:\n"
+		 "    - { name: a, listen: '127.0.0.1:%u' }\n"
+		 "    - { name: b, listen: '127.0.0.2:%u' }\n"
+		 "groups:\n"
+		 "  - { name: here, program: %s, args: [--role, consumer], host: a }\n"
+		 "  - { name: there, program: %s, args: [--role, consumer], host: b }\n",
+		 system, port, port, group_bin, group_bin);
+	return text;
+}
+
+static void run_host_starts_only_the_groups_of_that_host(void **state)
+{
+	const char *cfg = in_dir("hosts.yaml"), *out = in_dir("hosts.out");
+	const char *const opts[] = { "--host", "a", NULL };
+	char *text;
+	pid_t run;
+
+	(void)state;
+	write_file(cfg, config_hosts("hosts", 20000 + (unsigned)getpid() % 20000));
+	run = spawn_run(opts, cfg, out, -1, 0);
+	expect_output(out, "host a: 1 of the file's 2 groups run here, and the bridge to the 1 "
+		      "other host", 10000);
+	wait_attached("hosts", "here", out);
+	says(1, "group there runs on host b, not here (host a)",
+	     (const char *const[]){ "restart", "hosts", "there", NULL });
+	assert_int_equal(stop_run(run, SIGTERM), 0);
+	text = read_file(out);
+	assert_lacks(text, "group there: started");
+	free(text);
+	assert_int_equal(count_system_files("hosts"), 0);
+}
+
+static void run_host_the_file_does_not_list_is_a_usage_error(void **state)
+{
+	const char *cfg = in_dir("hosts2.yaml"), *plain = in_dir("nohosts.yaml");
+	char text[256];
+
+	(void)state;
+	write_file(cfg, config_hosts("hosts2", 7400));
+	snprintf(text, sizeof(text), "system: s\ngroups:\n  - name: a\n    program: /bin/true\n");
+	write_file(plain, text);
+	says(2, "has no host 'c' (its hosts: a, b)",
+	     (const char *const[]){ "run", "--host", "c", cfg, NULL });
+	says(2, "lists hosts (a, b): say which one this is with --host NAME",
+	     (const char *const[]){ "run", cfg, NULL });
+	says(2, "lists no hosts: run it without --host",
+	     (const char *const[]){ "run", "--host", "a", plain, NULL });
+	says(2, "has no host 'c'", (const char *const[]){ "run", "--check", "--host", "c", cfg,
+							  NULL });
+	says(0, "host b runs there", (const char *const[]){ "run", "--check", "--host", "b", cfg,
+							    NULL });
+	says(0, "2 hosts: a (127.0.0.1:7400) b (127.0.0.2:7400)",
+	     (const char *const[]){ "run", "--check", cfg, NULL });
+}
+
+/* A host that would listen for two hosts is refused at start: one listener
+ * per link cannot tell its peers apart yet (docs/hosts.md). */
+static void run_host_listening_for_two_hosts_is_refused(void **state)
+{
+	const char *cfg = in_dir("hosts3.yaml");
+	char text[1024];
+
+	(void)state;
+	snprintf(text, sizeof(text),
+		 "system: hosts3\nhosts:\n  list:\n"
+		 "    - { name: a, listen: '127.0.0.1:7401' }\n"
+		 "    - { name: b, listen: '127.0.0.1:7402' }\n"
+		 "    - { name: c, listen: '127.0.0.1:7403' }\n"
+		 "groups:\n  - { name: g, program: %s, args: [--role, consumer], host: a }\n",
+		 group_bin);
+	write_file(cfg, text);
+	says(1, "host c would listen for 2 hosts whose names sort before its own",
+	     (const char *const[]){ "run", "--host", "c", cfg, NULL });
+	assert_int_equal(count_system_files("hosts3"), 0);
 }
 
 int main(void)
@@ -1790,6 +1879,10 @@ int main(void)
 					  kill_started),
 		cmocka_unit_test(run_check_with_name_checks_the_names_it_makes),
 		cmocka_unit_test(run_bad_options_are_usage_errors),
+		cmocka_unit_test_teardown(run_host_starts_only_the_groups_of_that_host,
+					  kill_started),
+		cmocka_unit_test(run_host_the_file_does_not_list_is_a_usage_error),
+		cmocka_unit_test(run_host_listening_for_two_hosts_is_refused),
 	};
 	struct CMUnitTest table[N_BAD];
 	char names[N_BAD][64];

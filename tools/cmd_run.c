@@ -30,6 +30,7 @@ enum {
 	OPT_STATUS,
 	OPT_NAME,
 	OPT_LOG_DIR,
+	OPT_HOST,
 };
 
 /*
@@ -37,18 +38,37 @@ enum {
  * Unless the user set it, $SHOAL_PATH is this executable's folder and the
  * examples folder beside it, so that a build tree runs its own examples.
  */
+/* This executable's path in buf, or NULL if /proc does not say. */
+static const char *self_path(char *buf, size_t cap)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
+
+	if (n <= 0)
+		return NULL;
+	buf[n] = '\0';
+	return buf;
+}
+
+/* The `shoal` that runs `shoal bridge` for a host with peers: this one,
+ * when it is built with the link layer; else NULL. */
+static const char *bridge_program(void)
+{
+#ifdef SHOAL_HAVE_BRIDGE
+	static char self[PATH_MAX];
+
+	return self_path(self, sizeof(self));
+#else
+	return NULL;
+#endif
+}
+
 static void default_search_path(void)
 {
 	char self[PATH_MAX], value[3 * PATH_MAX];
-	ssize_t n;
 	char *slash;
 
-	if (getenv("SHOAL_PATH") != NULL)
+	if (getenv("SHOAL_PATH") != NULL || self_path(self, sizeof(self)) == NULL)
 		return;
-	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n <= 0)
-		return;
-	self[n] = '\0';
 	slash = strrchr(self, '/');
 	if (slash == NULL)
 		return;
@@ -85,16 +105,39 @@ static void notify_systemd(enum shoal__sup_state state, const char *text)
 }
 #endif
 
-static int check_only(const char *path, const char *name)
+/* The hosts of `c`, and with --host which groups run on it. */
+static void print_hosts(const struct shoal__config *c, int host)
+{
+	printf("%s: %u hosts:", c->path, c->n_hosts);
+	for (uint32_t i = 0; i < c->n_hosts; i++)
+		printf(" %s (%s)", c->hosts[i].name, c->hosts[i].reach);
+	printf("\n");
+	if (host < 0)
+		return;
+	printf("%s: host %s runs", c->path, c->hosts[host].name);
+	for (uint32_t i = 0; i < c->n_groups; i++)
+		if (c->groups[i].host == host)
+			printf(" %s", c->groups[i].name);
+	printf("%s\n", c->n_hosts > 1 ? ", and its bridge to the other hosts" : "");
+}
+
+static int check_only(const char *path, const char *name, const char *host_name)
 {
 	struct shoal__config_space sp = { 0 };
 	struct shoal__config *c;
 	struct shoal_err err = { { 0 } };
 	char need[SHOAL_FMT_SHORT_SIZE], avail[SHOAL_FMT_SHORT_SIZE];
+	int host = -1;
 
 	if (shoal__sup_load_config(path, name, &c, &err) < 0) {
 		fprintf(stderr, "%s\n", err.msg);
 		return 1;
+	}
+	/* Without --host, the file is checked for every host. */
+	if (host_name != NULL && shoal__config_this_host(c, host_name, &host, &err) < 0) {
+		fprintf(stderr, "shoal run: %s\n", err.msg);
+		shoal__config_free(c);
+		return SHOAL_EXIT_USAGE;
 	}
 	if (shoal__config_check_space(c, NULL, &sp, &err) < 0) {
 		fprintf(stderr, "%s: %s\n", path, err.msg);
@@ -105,8 +148,18 @@ static int check_only(const char *path, const char *name)
 	       "in %s): OK\n", path, c->system, c->n_groups, c->n_routes, c->n_types,
 	       shoal__fmt_bytes(need, sizeof(need), sp.need),
 	       shoal__fmt_bytes(avail, sizeof(avail), sp.avail), sp.dir);
+	if (c->n_hosts > 0)
+		print_hosts(c, host);
 	shoal__config_free(c);
 	return 0;
+}
+
+/* The usage error of an option `opt` that takes a name of `what`. */
+static int name_error(const struct shoal__cmd *cmd, const char *opt, const char *what,
+		      const char *arg)
+{
+	return shoal__cli_usage_error(cmd, "%s takes a %s name, 1 to %d characters of "
+				      "[A-Za-z0-9_-], not '%s'", opt, what, SHOAL_NAME_MAX - 1, arg);
 }
 
 static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
@@ -118,6 +171,7 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 		{ "status", required_argument, NULL, OPT_STATUS },
 		{ "name", required_argument, NULL, OPT_NAME },
 		{ "log-dir", required_argument, NULL, OPT_LOG_DIR },
+		{ "host", required_argument, NULL, OPT_HOST },
 		{ NULL, 0, NULL, 0 },
 	};
 	static const char *const modes[] = { "auto", "live", "plain", "quiet", NULL };
@@ -153,15 +207,18 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 			break;
 		case OPT_NAME:
 			if (shoal__check_name(optarg, "system", NULL) < 0)
-				return shoal__cli_usage_error(cmd, "--name takes a system name, 1 to "
-							      "%d characters of [A-Za-z0-9_-], not "
-							      "'%s'", SHOAL_NAME_MAX - 1, optarg);
+				return name_error(cmd, "--name", "system", optarg);
 			o.name = optarg;
 			break;
 		case OPT_LOG_DIR:
 			if (optarg[0] == '\0')
 				return shoal__cli_usage_error(cmd, "--log-dir takes a directory");
 			o.log_dir = optarg;
+			break;
+		case OPT_HOST:
+			if (shoal__check_name(optarg, "host", NULL) < 0)
+				return name_error(cmd, "--host", "host", optarg);
+			o.host = optarg;
 			break;
 		default:
 			return shoal__cli_option_error(cmd, argv, c);
@@ -172,8 +229,9 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 					      "one FILE only");
 	o.config = argv[optind];
 	default_search_path();
+	o.bridge_program = bridge_program();
 	if (check)
-		return check_only(o.config, o.name);
+		return check_only(o.config, o.name, o.host);
 #ifdef SHOAL_HAVE_SYSTEMD
 	if (getenv("NOTIFY_SOCKET") != NULL)
 		o.notify = notify_systemd;
@@ -181,7 +239,7 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 	ret = shoal__supervise(&o, &err);
 	if (ret < 0) {
 		fprintf(stderr, "shoal run: %s\n", err.msg[0] ? err.msg : strerror(-ret));
-		return 1;
+		return ret == -ENXIO ? SHOAL_EXIT_USAGE : 1;
 	}
 	return ret;
 }
@@ -191,8 +249,8 @@ const struct shoal__cmd shoal__cmd_run = {
 	.summary = "Launch a system from its YAML file and supervise it",
 	.fn = cmd_run,
 	.help =
-	"Usage: shoal run [--check] [--name NAME] [--log-dir DIR] [--duration SECONDS]\n"
-	"                 [--status MODE] FILE\n"
+	"Usage: shoal run [--check] [--host NAME] [--name NAME] [--log-dir DIR]\n"
+	"                 [--duration SECONDS] [--status MODE] FILE\n"
 	"\n"
 	"Start the router of the system FILE describes, launch every group's\n"
 	"process, restart them by their policy, and stay in the foreground.\n"
@@ -210,6 +268,10 @@ const struct shoal__cmd shoal__cmd_run = {
 	"Options:\n"
 	"  --check             validate FILE, print the shared memory the system\n"
 	"                      needs, and exit; nothing starts\n"
+	"  --host NAME         this is host NAME of FILE's hosts: section; start\n"
+	"                      only its groups (and its bridge to the other\n"
+	"                      hosts). Required when FILE lists hosts, refused\n"
+	"                      (exit 2) when it does not or has no host NAME\n"
 	"  --name NAME         run the system under NAME instead of the name FILE\n"
 	"                      gives, so that one file runs twice side by side;\n"
 	"                      every other command then addresses it as NAME\n"
@@ -230,5 +292,6 @@ const struct shoal__cmd shoal__cmd_run = {
 	"Exit status: 0 every group stopped cleanly and none failed; 1 a group\n"
 	"failed, was killed at stop, or the system could not start (or, with\n"
 	"--check, FILE is invalid, the reason printed as file:line:column, or\n"
-	"the system needs more shared memory than is free); 2 bad command line.\n",
+	"the system needs more shared memory than is free); 2 bad command line\n"
+	"(also a --host that FILE does not list, or none when it lists hosts).\n",
 };

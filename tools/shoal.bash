@@ -47,8 +47,8 @@ _shoal()
 
 	local cmd=${words[1]} opts="" takes_value="" i operands=0
 	case $cmd in
-	run) opts="--check --name --log-dir --duration --status --help"
-	     takes_value="--name --log-dir --duration --status" ;;
+	run) opts="--check --host --name --log-dir --duration --status --help"
+	     takes_value="--host --name --log-dir --duration --status" ;;
 	stop|restart|reload) opts="--json --timeout --help" takes_value="--timeout" ;;
 	logs) opts="--follow --timestamps --tail --json --log-dir --help"
 	      takes_value="--tail --log-dir" ;;

@@ -23,6 +23,11 @@
 
 static const struct shoal__cmd cmd_help;
 
+#ifdef SHOAL_HAVE_BRIDGE
+/* Not in cli.h's list: only a build with the link layer has it. */
+extern const struct shoal__cmd shoal__cmd_bridge;
+#endif
+
 /* Every subcommand, in the order `shoal help` lists them. */
 static const struct shoal__cmd *const cmds[] = {
 	&shoal__cmd_run,
@@ -47,6 +52,12 @@ static const struct shoal__cmd *find_cmd(const char *name)
 	for (size_t i = 0; i < N_CMDS; i++)
 		if (strcmp(cmds[i]->name, name) == 0)
 			return cmds[i];
+#ifdef SHOAL_HAVE_BRIDGE
+	/* Started by `shoal run` itself, not by a person: not in the list
+	 * `shoal help` prints (nor its man pages), still with its --help. */
+	if (strcmp(shoal__cmd_bridge.name, name) == 0)
+		return &shoal__cmd_bridge;
+#endif
 	return NULL;
 }
 

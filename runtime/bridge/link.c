@@ -39,9 +39,7 @@
  * forced endpoint close, which completes locally: ep_close() when every
  * close slot is taken (a reconnect storm), and destroy (bounded at 2 s).
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +50,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "runtime/bridge/addr.h"
 #include "runtime/bridge/link.h"
 #include "shm/util.h"
 
@@ -243,46 +242,6 @@ static int ucs_errno(ucs_status_t s)
 	default:
 		return -EIO;
 	}
-}
-
-static int parse_addr(struct shoal__link *l, const char *s, struct shoal_err *err)
-{
-	char host[64];
-	const char *colon = s ? strrchr(s, ':') : NULL;
-	char *end;
-	unsigned long port;
-	size_t hlen;
-
-	if (!colon)
-		return shoal__fail(err, -EINVAL, "link address '%s' is not HOST:PORT", s ? s : "");
-	hlen = (size_t)(colon - s);
-	if (hlen >= 2 && s[0] == '[' && s[hlen - 1] == ']') {
-		s++;
-		hlen -= 2;
-	}
-	port = strtoul(colon + 1, &end, 10);
-	if (hlen == 0 || hlen >= sizeof(host) || *end != '\0' || colon[1] == '\0' || port > 65535)
-		return shoal__fail(err, -EINVAL, "link address '%s' is not HOST:PORT", s);
-	memcpy(host, s, hlen);
-	host[hlen] = '\0';
-	memset(&l->addr, 0, sizeof(l->addr));
-	if (inet_pton(AF_INET, host, &((struct sockaddr_in *)&l->addr)->sin_addr) == 1) {
-		struct sockaddr_in *a = (struct sockaddr_in *)&l->addr;
-
-		a->sin_family = AF_INET;
-		a->sin_port = htons((uint16_t)port);
-		l->addr_len = sizeof(*a);
-	} else if (inet_pton(AF_INET6, host, &((struct sockaddr_in6 *)&l->addr)->sin6_addr) == 1) {
-		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&l->addr;
-
-		a->sin6_family = AF_INET6;
-		a->sin6_port = htons((uint16_t)port);
-		l->addr_len = sizeof(*a);
-	} else {
-		return shoal__fail(err, -EINVAL, "link address '%s': '%s' is not a numeric IP", s,
-				   host);
-	}
-	return 0;
 }
 
 static uint32_t draw_epoch(void)
@@ -849,7 +808,7 @@ int shoal__link_create(struct shoal__link **out, const struct shoal__link_opts *
 	set_defaults(&l->o);
 	ret = check_opts(&l->o, err);
 	if (ret == 0)
-		ret = parse_addr(l, o->addr, err);
+		ret = shoal__addr_parse(o->addr, &l->addr, &l->addr_len, err);
 	if (ret == 0 && alloc_buffers(l) < 0)
 		ret = shoal__fail(err, -ENOMEM, "out of memory for a link's buffers");
 	if (ret == 0)

@@ -22,6 +22,7 @@
 #include <shoal/ring.h>
 #include <shoal/router.h>
 
+#include "runtime/bridge/frame.h"
 #include "runtime/control/config.h"
 #include "runtime/layout.h"
 #include "shm/util.h"
@@ -33,6 +34,7 @@ struct walk {
 	struct shoal_err *err;
 	struct shoal__config *c;
 	yaml_node_t *types;           /* the 'types' value, parsed before anything else */
+	yaml_node_t *hosts;           /* the 'hosts' value, parsed right after */
 	unsigned flags;               /* SHOAL__CONFIG_* */
 };
 
@@ -339,6 +341,242 @@ static int k_router(struct walk *w, yaml_node_t *v, void *o)
 
 	(void)o;
 	return mapping(w, v, "router", keys, NULL);
+}
+
+/* ---- hosts ------------------------------------------------------------------------ */
+
+/* A byte count with an optional unit, in [min, max]. */
+static int bytes_in(struct walk *w, const yaml_node_t *n, const char *what, uint64_t min,
+		    uint64_t max, uint32_t *out)
+{
+	static const struct unit units[] = { { "", 1 }, { "B", 1 }, { "KiB", 1024 },
+					     { "MiB", 1024 * 1024 }, { "GiB", 1024 * 1024 * 1024 },
+					     { NULL, 0 } };
+	uint64_t v;
+	int ret = with_unit(w, n, what, units, max, &v);
+
+	if (ret < 0)
+		return ret;
+	if (v < min)
+		return fail_at(w, n, "%s is %llu bytes, must be at least %llu", what,
+			       (unsigned long long)v, (unsigned long long)min);
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/* A duration above zero: a link option of 0 would mean its default. */
+static int positive_ns(struct walk *w, const yaml_node_t *n, const char *what, uint64_t *out)
+{
+	int ret = duration_ns(w, n, what, out);
+
+	if (ret == 0 && *out == 0)
+		return fail_at(w, n, "%s must be longer than 0", what);
+	return ret;
+}
+
+static int k_l_window(struct walk *w, yaml_node_t *v, void *o)
+{
+	(void)o;
+	return bytes_in(w, v, "hosts.link.window", 64 * 1024, UINT32_C(1) << 30,
+			&w->c->link.window);
+}
+
+static int k_l_flush(struct walk *w, yaml_node_t *v, void *o)
+{
+	(void)o;
+	return bytes_in(w, v, "hosts.link.flush", 1, SHOAL__FRAME_MAX - SHOAL__FRAME_HDR,
+			&w->c->link.flush_bytes);
+}
+
+static int k_l_deadline(struct walk *w, yaml_node_t *v, void *o)
+{
+	(void)o;
+	return positive_ns(w, v, "hosts.link.flush_deadline", &w->c->link.flush_ns);
+}
+
+static int k_l_keepalive(struct walk *w, yaml_node_t *v, void *o)
+{
+	(void)o;
+	return positive_ns(w, v, "hosts.link.keepalive", &w->c->link.keepalive_ns);
+}
+
+static int k_l_dead(struct walk *w, yaml_node_t *v, void *o)
+{
+	(void)o;
+	return positive_ns(w, v, "hosts.link.dead_after", &w->c->link.dead_ns);
+}
+
+static int k_l_backoff(struct walk *w, yaml_node_t *v, void *o)
+{
+	(void)o;
+	return positive_ns(w, v, "hosts.link.backoff", &w->c->link.backoff_ns);
+}
+
+static int k_l_max_backoff(struct walk *w, yaml_node_t *v, void *o)
+{
+	(void)o;
+	return positive_ns(w, v, "hosts.link.max_backoff", &w->c->link.max_backoff_ns);
+}
+
+static int k_h_link(struct walk *w, yaml_node_t *v, void *o)
+{
+	static const struct key keys[] = {
+		{ "window", k_l_window, false }, { "flush", k_l_flush, false },
+		{ "flush_deadline", k_l_deadline, false }, { "keepalive", k_l_keepalive, false },
+		{ "dead_after", k_l_dead, false }, { "backoff", k_l_backoff, false },
+		{ "max_backoff", k_l_max_backoff, false }, { NULL, NULL, false },
+	};
+	const struct shoal__cfg_link *l = &w->c->link;
+	int ret = mapping(w, v, "hosts.link", keys, o);
+
+	if (ret < 0)
+		return ret;
+	/* Compared with the link layer's defaults for what is not given. */
+	if ((l->keepalive_ns ? l->keepalive_ns : 100000000u) >=
+	    (l->dead_ns ? l->dead_ns : 1000000000u))
+		return fail_at(w, v, "hosts.link: keepalive must be shorter than dead_after, or "
+			       "an idle link is dropped between two keepalives");
+	if ((l->max_backoff_ns ? l->max_backoff_ns : 1000000000u) <
+	    (l->backoff_ns ? l->backoff_ns : 50000000u))
+		return fail_at(w, v, "hosts.link: max_backoff is below backoff");
+	return 0;
+}
+
+static int k_h_down_after(struct walk *w, yaml_node_t *v, void *o)
+{
+	(void)o;
+	return positive_ns(w, v, "hosts.down_after", &w->c->down_after_ns);
+}
+
+static int k_host_name(struct walk *w, yaml_node_t *v, void *o)
+{
+	return name_of(w, v, "host", ((struct shoal__cfg_host *)o)->name);
+}
+
+/* An address another host can connect to: a fixed port, and for `reach`
+ * (or a `listen` that is also the reach) not the wildcard. */
+static int address(struct walk *w, yaml_node_t *v, const char *what, bool reached, char *out)
+{
+	struct sockaddr_storage a;
+	struct shoal_err e;
+	socklen_t len;
+	const char *s = NULL;
+	int ret = scalar(w, v, what, &s);
+
+	if (ret < 0)
+		return ret;
+	if (shoal__addr_parse(s, &a, &len, &e) < 0)
+		return fail_at(w, v, "%s: %s (IPv4:PORT or [IPv6]:PORT, numeric)", what, e.msg);
+	if (shoal__addr_port(&a) == 0)
+		return fail_at(w, v, "%s '%s' has port 0: the other hosts need a fixed port",
+			       what, s);
+	if (reached && shoal__addr_is_any(&a))
+		return fail_at(w, v, "%s '%s' is the wildcard address, which no other host can "
+			       "reach", what, s);
+	snprintf(out, SHOAL__ADDR_MAX, "%s", s);
+	return 0;
+}
+
+static int k_host_listen(struct walk *w, yaml_node_t *v, void *o)
+{
+	return address(w, v, "listen", false, ((struct shoal__cfg_host *)o)->listen);
+}
+
+static int k_host_reach(struct walk *w, yaml_node_t *v, void *o)
+{
+	return address(w, v, "reach", true, ((struct shoal__cfg_host *)o)->reach);
+}
+
+/* Two hosts the others would reach at one address. */
+static bool same_address(const char *a, const char *b)
+{
+	struct sockaddr_storage x, y;
+	socklen_t lx, ly;
+
+	shoal__addr_parse(a, &x, &lx, NULL);
+	shoal__addr_parse(b, &y, &ly, NULL);
+	return lx == ly && memcmp(&x, &y, lx) == 0;
+}
+
+static int parse_host(struct walk *w, yaml_node_t *item, uint32_t i)
+{
+	static const struct key keys[] = {
+		{ "name", k_host_name, true }, { "listen", k_host_listen, true },
+		{ "reach", k_host_reach, false }, { NULL, NULL, false },
+	};
+	struct shoal__cfg_host *h = &w->c->hosts[i];
+	int ret;
+
+	h->line = (unsigned)item->start_mark.line + 1;
+	ret = mapping(w, item, "a host", keys, h);
+	if (ret < 0)
+		return ret;
+	if (h->reach[0] == '\0') {
+		struct sockaddr_storage a;
+		socklen_t len;
+
+		shoal__addr_parse(h->listen, &a, &len, NULL);
+		if (shoal__addr_is_any(&a))
+			return fail_at(w, item, "host %s listens on the wildcard address %s, which "
+				       "no other host can reach: give 'reach' too", h->name,
+				       h->listen);
+		memcpy(h->reach, h->listen, sizeof(h->reach));
+	}
+	for (uint32_t j = 0; j < i; j++) {
+		const struct shoal__cfg_host *o = &w->c->hosts[j];
+
+		if (strcmp(o->name, h->name) == 0)
+			return fail_at(w, item, "host name '%s' is used twice (first at line %u)",
+				       h->name, o->line);
+		if (same_address(o->reach, h->reach))
+			return fail_at(w, item, "host %s is reached at %s, as host %s (line %u) "
+				       "is", h->name, h->reach, o->name, o->line);
+	}
+	return 0;
+}
+
+static int k_h_list(struct walk *w, yaml_node_t *v, void *o)
+{
+	struct shoal__config *c = w->c;
+	size_t n;
+	int ret = want(w, v, YAML_SEQUENCE_NODE, "hosts.list");
+
+	(void)o;
+	if (ret < 0)
+		return ret;
+	n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+	if (n == 0)
+		return fail_at(w, v, "hosts.list is empty: leave 'hosts' out for a system on "
+			       "one host");
+	if (n > SHOAL__MAX_HOSTS)
+		return fail_at(w, v, "hosts.list has %zu entries, more than the %d a system can "
+			       "have", n, SHOAL__MAX_HOSTS);
+	/* Counted only once the array exists, as in k_types(). */
+	c->hosts = calloc(n, sizeof(*c->hosts));
+	if (c->hosts == NULL)
+		return -ENOMEM;
+	c->n_hosts = (uint32_t)n;
+	for (uint32_t i = 0; i < c->n_hosts; i++) {
+		ret = parse_host(w, node(w, v->data.sequence.items.start[i]), i);
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+static int k_hosts(struct walk *w, yaml_node_t *v, void *o)
+{
+	static const struct key keys[] = {
+		{ "down_after", k_h_down_after, false }, { "link", k_h_link, false },
+		{ "list", k_h_list, true }, { NULL, NULL, false },
+	};
+
+	(void)o;
+	/* Parsed once, before the walk, as types are: groups name hosts. */
+	if (v == w->hosts && w->c->hosts != NULL)
+		return 0;
+	w->c->down_after_ns = UINT64_C(10000000000);
+	return mapping(w, v, "hosts", keys, NULL);
 }
 
 /* ---- types ----------------------------------------------------------------------- */
@@ -914,6 +1152,35 @@ static int k_g_routes(struct walk *w, yaml_node_t *v, void *o)
 	return 0;
 }
 
+/* "a, b, c": the hosts of the file, for a message that names a wrong one. */
+static const char *host_names(const struct shoal__config *c, char *buf, size_t len)
+{
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < c->n_hosts; i++)
+		snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", i ? ", " : "",
+			 c->hosts[i].name);
+	return buf;
+}
+
+static int k_g_host(struct walk *w, yaml_node_t *v, void *o)
+{
+	const struct shoal__config *c = w->c;
+	char names[256];
+	const char *s = NULL;
+	int ret = scalar(w, v, "host", &s);
+
+	if (ret < 0)
+		return ret;
+	if (c->n_hosts == 0)
+		return fail_at(w, v, "group %s names host '%s', but the file lists no hosts "
+			       "(see 'hosts:' in docs/config.md)", GW(o)->name, s);
+	GW(o)->host = shoal__config_host(c, s);
+	if (GW(o)->host >= 0)
+		return 0;
+	return fail_at(w, v, "unknown host '%s' (the hosts: %s)", s,
+		       host_names(c, names, sizeof(names)));
+}
+
 static int k_groups(struct walk *w, yaml_node_t *v, void *o)
 {
 	static const struct key keys[] = {
@@ -923,7 +1190,8 @@ static int k_groups(struct walk *w, yaml_node_t *v, void *o)
 		{ "node", k_g_node, false }, { "cpus", k_g_cpus, false },
 		{ "mailbox", k_g_mailbox, false }, { "overflow", k_g_overflow, false },
 		{ "restart", k_g_restart, false }, { "stop", k_g_stop, false },
-		{ "routes", k_g_routes, false }, { NULL, NULL, false },
+		{ "routes", k_g_routes, false }, { "host", k_g_host, false },
+		{ NULL, NULL, false },
 	};
 	struct shoal__config *c = w->c;
 	size_t n;
@@ -956,10 +1224,17 @@ static int k_groups(struct walk *w, yaml_node_t *v, void *o)
 		g->backoff_ms = 100;
 		g->max_backoff_ms = 10000;
 		g->stop_timeout_ms = 5000;
+		g->host = -1;
 		g->line = (unsigned)item->start_mark.line + 1;
 		ret = mapping(w, item, "a group", keys, &gw);
 		if (ret < 0)
 			return ret;
+		if (c->n_hosts > 0 && g->host < 0)
+			return fail_at(w, item, "group %s has no 'host': the file lists hosts, so "
+				       "each group says which one runs it", g->name);
+		if (c->n_hosts > 0 && strcmp(g->name, SHOAL__BRIDGE_GROUP) == 0)
+			return fail_at(w, item, "group name '%s' is the built-in bridge's in a "
+				       "system that lists hosts", g->name);
 		if (g->argv == NULL && (g->argv = calloc(2, sizeof(char *))) == NULL)
 			return -ENOMEM;
 		g->argv[0] = strdup(g->program);
@@ -1061,6 +1336,43 @@ static int check_route_sizes(struct walk *w)
 	return 0;
 }
 
+/* The 'hosts' node, for messages about the section as a whole. */
+static const yaml_node_t *hosts_node(const struct walk *w, const yaml_node_t *root)
+{
+	return w->hosts != NULL ? w->hosts : root;
+}
+
+/*
+ * What hosts add: the bridge's mailbox (a group of every host that has
+ * peers) must have a segment name, and a link's window must take the
+ * largest message of a declared type, or no message of it ever crosses.
+ */
+static int check_hosts(struct walk *w, yaml_node_t *root)
+{
+	const struct shoal__config *c = w->c;
+	char seg[SHOAL_SEG_NAME_MAX];
+	uint32_t window = c->link.window ? c->link.window : SHOAL__CFG_LINK_WINDOW;
+
+	if (c->n_hosts > 1 && shoal__name_mailbox(seg, c->system, SHOAL__BRIDGE_GROUP) < 0)
+		return fail_at(w, hosts_node(w, root), "the bridge's mailbox name shoal.%s.g.%s "
+			       "would be longer than the %d characters of a segment name: "
+			       "shorten the system name", c->system, SHOAL__BRIDGE_GROUP,
+			       SHOAL_SEG_NAME_MAX - 1);
+	for (uint32_t i = 0; i < c->n_types; i++) {
+		const struct shoal__cfg_type *t = &c->types[i];
+		uint32_t need = shoal__frame_rec_size((uint32_t)sizeof(struct shoal_envelope) +
+						      t->max_size);
+
+		if (need > window)
+			return fail_at(w, hosts_node(w, root), "type %u '%s' (max_size %u) takes "
+				       "%u bytes in a frame, more than the links' window of %u "
+				       "bytes%s: set hosts.link.window to %u or more", t->id,
+				       t->name, t->max_size, need, window,
+				       c->link.window ? "" : " (the default)", need);
+	}
+	return check_route_sizes(w);
+}
+
 static int check_whole(struct walk *w, yaml_node_t *root)
 {
 	struct shoal__config *c = w->c;
@@ -1083,7 +1395,30 @@ static int check_whole(struct walk *w, yaml_node_t *root)
 				       c->groups[i].name, c->system, c->groups[i].name,
 				       strlen(c->system) + strlen(c->groups[i].name) + 9,
 				       SHOAL_SEG_NAME_MAX - 1);
+	if (c->n_hosts > 0)
+		return check_hosts(w, root);
 	return check_route_sizes(w);
+}
+
+/*
+ * Parse the top-level `key` now, if the file has it, and note its node in
+ * *at: its parser skips that node in the walk, which refuses a second `key`.
+ */
+static int prewalk(struct walk *w, yaml_node_t *root, const char *key, yaml_node_t **at,
+		   key_fn fn)
+{
+	if (root->type != YAML_MAPPING_NODE)
+		return 0;
+	for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
+	     p++) {
+		yaml_node_t *k = node(w, p->key);
+
+		if (k->type == YAML_SCALAR_NODE && strcmp((char *)k->data.scalar.value, key) == 0) {
+			*at = node(w, p->value);
+			return fn(w, *at, NULL);
+		}
+	}
+	return 0;
 }
 
 int shoal__config_parse(const char *name, const char *text, size_t len,
@@ -1098,7 +1433,7 @@ int shoal__config_parse_flags(const char *name, const char *text, size_t len, un
 	static const struct key keys[] = {
 		{ "system", k_system, true }, { "router", k_router, false },
 		{ "types", k_types, false }, { "groups", k_groups, true },
-		{ NULL, NULL, false },
+		{ "hosts", k_hosts, false }, { NULL, NULL, false },
 	};
 	struct walk w = { .file = name, .err = err, .flags = flags };
 	yaml_parser_t parser;
@@ -1132,25 +1467,14 @@ int shoal__config_parse_flags(const char *name, const char *text, size_t len, un
 		return ret;
 	}
 	root = yaml_document_get_root_node(&w.doc);
-	/* Types first: routes refer to them by name wherever they appear, so
-	 * 'groups' may come before 'types'. The walk below skips this node and
-	 * refuses a second 'types' key. */
+	/* Types and hosts first: routes refer to types and groups to hosts by
+	 * name wherever they appear, so 'groups' may come before them. */
 	if (root == NULL) {
 		ret = shoal__fail(err, -EINVAL, "%s:1:1: the file is empty", name);
 	} else {
-		ret = 0;
-		if (root->type == YAML_MAPPING_NODE)
-			for (yaml_node_pair_t *p = root->data.mapping.pairs.start;
-			     p < root->data.mapping.pairs.top; p++) {
-				yaml_node_t *k = node(&w, p->key);
-
-				if (k->type == YAML_SCALAR_NODE &&
-				    strcmp((char *)k->data.scalar.value, "types") == 0) {
-					w.types = node(&w, p->value);
-					ret = k_types(&w, w.types, NULL);
-					break;
-				}
-			}
+		ret = prewalk(&w, root, "types", &w.types, k_types);
+		if (ret == 0)
+			ret = prewalk(&w, root, "hosts", &w.hosts, k_hosts);
 		if (ret == 0)
 			ret = mapping(&w, root, "the file", keys, NULL);
 		if (ret == 0)
@@ -1233,6 +1557,7 @@ void shoal__config_free(struct shoal__config *c)
 	free(c->groups);
 	free(c->types);
 	free(c->routes);
+	free(c->hosts);
 	free(c->path);
 	free(c);
 }
@@ -1309,6 +1634,36 @@ int shoal__config_group(const struct shoal__config *c, const char *name)
 	return -1;
 }
 
+int shoal__config_host(const struct shoal__config *c, const char *name)
+{
+	for (uint32_t i = 0; i < c->n_hosts; i++)
+		if (strcmp(c->hosts[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+int shoal__config_this_host(const struct shoal__config *c, const char *name, int *host,
+			    struct shoal_err *err)
+{
+	char names[256];
+
+	host_names(c, names, sizeof(names));
+	*host = -1;
+	if (name == NULL && c->n_hosts == 0)
+		return 0;
+	if (name == NULL)
+		return shoal__fail(err, -ENXIO, "%s lists hosts (%s): say which one this is with "
+				   "--host NAME", c->path, names);
+	if (c->n_hosts == 0)
+		return shoal__fail(err, -ENXIO, "%s lists no hosts: run it without --host",
+				   c->path);
+	*host = shoal__config_host(c, name);
+	if (*host < 0)
+		return shoal__fail(err, -ENXIO, "%s has no host '%s' (its hosts: %s)", c->path,
+				   name, names);
+	return 0;
+}
+
 static bool same_list(char **a, char **b)
 {
 	for (; a != NULL && b != NULL && *a != NULL && *b != NULL; a++, b++)
@@ -1322,5 +1677,6 @@ int shoal__config_group_same(const struct shoal__cfg_group *a, const struct shoa
 	return strcmp(a->name, b->name) == 0 && strcmp(a->program, b->program) == 0 &&
 	       same_list(a->argv, b->argv) && same_list(a->env, b->env) &&
 	       a->workers == b->workers && a->actors == b->actors && a->node == b->node &&
-	       a->cpus == b->cpus && a->mailbox == b->mailbox && a->overflow == b->overflow;
+	       a->cpus == b->cpus && a->mailbox == b->mailbox && a->overflow == b->overflow &&
+	       a->host == b->host;
 }

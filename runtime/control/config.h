@@ -13,11 +13,14 @@
 #define SHOAL_RUNTIME_CONFIG_H
 
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include <shoal/api.h>
 #include <shoal/filter.h>
 #include <shoal/message.h>
+
+#include "runtime/bridge/addr.h"
 
 enum shoal__restart { SHOAL__RESTART_NEVER, SHOAL__RESTART_ON_FAILURE, SHOAL__RESTART_ALWAYS };
 enum shoal__on_failure { SHOAL__FAIL_CONTINUE, SHOAL__FAIL_STOP };
@@ -51,7 +54,33 @@ struct shoal__cfg_group {
 	uint32_t max_backoff_ms;
 	int32_t stop_order;           /* lower stops first */
 	uint32_t stop_timeout_ms;     /* drain time before SIGKILL */
+	int host;                     /* index in config->hosts; -1: the file lists none */
 	unsigned line;
+};
+
+/* The most hosts a file lists: each bridge keeps a link to every other. */
+#define SHOAL__MAX_HOSTS 64
+
+/* The name of the built-in group that runs a host's bridge (docs/hosts.md);
+ * a file that lists hosts cannot give it to a group of its own. */
+#define SHOAL__BRIDGE_GROUP "bridge"
+
+struct shoal__cfg_host {
+	char name[SHOAL_NAME_MAX];
+	char listen[SHOAL__ADDR_MAX]; /* where its bridge listens (shoal__addr_parse()) */
+	char reach[SHOAL__ADDR_MAX];  /* where the other hosts reach it: `listen` if not given */
+	unsigned line;
+};
+
+/* hosts.link: the options of every link between bridges; a 0 field takes
+ * the link layer's default (runtime/bridge/link.h), except the window:
+ * SHOAL__CFG_LINK_WINDOW, which the bridge passes and the types must fit. */
+#define SHOAL__CFG_LINK_WINDOW (UINT32_C(1) << 20)
+
+struct shoal__cfg_link {
+	uint32_t window;              /* bytes */
+	uint32_t flush_bytes;
+	uint64_t flush_ns, keepalive_ns, dead_ns, backoff_ns, max_backoff_ns;
 };
 
 struct shoal__config {
@@ -67,6 +96,10 @@ struct shoal__config {
 	uint32_t n_groups;
 	struct shoal__cfg_route *routes;
 	uint32_t n_routes;
+	struct shoal__cfg_host *hosts;   /* NULL: no `hosts:`, the system runs on one host */
+	uint32_t n_hosts;
+	uint64_t down_after_ns;          /* hosts.down_after (10 s when not given) */
+	struct shoal__cfg_link link;
 };
 
 /*
@@ -117,6 +150,38 @@ int shoal__config_check_space(const struct shoal__config *c, const struct shoal_
 
 /* Index of group `name`, or -1. */
 int shoal__config_group(const struct shoal__config *c, const char *name);
+
+/* Index of host `name` in c->hosts, or -1. */
+int shoal__config_host(const struct shoal__config *c, const char *name);
+
+/*
+ * The host `name` (`shoal run --host`) of `c`, in *host: its index, or -1
+ * for a file that lists no hosts and no name. Returns 0, or -ENXIO with the
+ * reason in *err: a name the file does not list, a name for a file that
+ * lists none, or no name for a file that lists hosts.
+ */
+int shoal__config_this_host(const struct shoal__config *c, const char *name, int *host,
+			    struct shoal_err *err);
+
+/*
+ * The hosts whose bridges connect to host `host`'s (docs/hosts.md: of two
+ * hosts, the one whose name sorts first connects): those whose names sort
+ * before its own. Its bridge listens for each of them.
+ */
+static inline uint32_t shoal__config_connectors(const struct shoal__config *c, int host)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < c->n_hosts; i++)
+		n += strcmp(c->hosts[i].name, c->hosts[host].name) < 0;
+	return n;
+}
+
+/* Does host `host` (shoal__config_this_host()) run group `i`? */
+static inline int shoal__config_runs(const struct shoal__config *c, int host, uint32_t i)
+{
+	return host < 0 || c->groups[i].host == host;
+}
 
 /* Do two group entries describe the same process (so a reload keeps it)? */
 int shoal__config_group_same(const struct shoal__cfg_group *a, const struct shoal__cfg_group *b);

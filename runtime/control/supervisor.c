@@ -111,6 +111,7 @@ struct sup {
 	const struct shoal__sup_opts *o;
 	FILE *out;                   /* o->out, or stderr once o->out's reader went away */
 	struct shoal__config *cfg;
+	int host;                    /* this host's index in cfg->hosts; -1: the file lists none */
 	struct proc *procs;          /* one per cfg->groups[i] */
 	struct shoal_router *router;
 	int sigfd;
@@ -937,6 +938,106 @@ static uint64_t tool_stop_deadlines(struct sup *s, uint64_t now)
 	return next;
 }
 
+/* ---- the bridge ---------------------------------------------------------------------------- */
+
+#define BRIDGE_ARGC 5   /* shoal bridge --host NAME FILE */
+
+/* Free what bridge_group() made of g, whichever of its strings it made. */
+static void bridge_group_free(struct shoal__cfg_group *g)
+{
+	for (int i = 0; g->argv != NULL && i < BRIDGE_ARGC; i++)
+		free(g->argv[i]);
+	free(g->argv);
+	free(g->program);
+}
+
+/*
+ * The built-in group of a host with peers (docs/hosts.md): `shoal bridge
+ * --host NAME FILE`, run by this very `shoal`, so that it reads the file as
+ * the supervisor did. Appended after the file's groups, whose ids thus
+ * stay the same on every host. It stops after them (it carries what they
+ * send until they are gone), and restarts by the same policy code as any
+ * group, with no retry limit: a host without its bridge is cut off.
+ */
+static int bridge_group(const struct sup *s, const struct shoal__config *c,
+			struct shoal__cfg_group *g, struct shoal_err *err)
+{
+	static const char *const fixed[] = { "bridge", "--host" };
+	char *path = realpath(c->path, NULL);
+	int32_t last = 0;
+
+	memset(g, 0, sizeof(*g));
+	if (path == NULL)
+		return shoal__fail(err, -errno, "%s: %s", c->path, strerror(errno));
+	g->argv = calloc(BRIDGE_ARGC + 1, sizeof(char *));
+	g->program = strdup(s->o->bridge_program);
+	if (g->argv == NULL || g->program == NULL) {
+		free(path);
+		bridge_group_free(g);
+		return shoal__fail(err, -ENOMEM, "out of memory");
+	}
+	g->argv[4] = path;
+	g->argv[0] = strdup(g->program);
+	g->argv[1] = strdup(fixed[0]);
+	g->argv[2] = strdup(fixed[1]);
+	g->argv[3] = strdup(c->hosts[s->host].name);
+	if (g->argv[0] == NULL || g->argv[1] == NULL || g->argv[2] == NULL || g->argv[3] == NULL) {
+		bridge_group_free(g);
+		return shoal__fail(err, -ENOMEM, "out of memory");
+	}
+	for (uint32_t i = 0; i < c->n_groups; i++)
+		if (c->groups[i].stop_order > last)
+			last = c->groups[i].stop_order;
+	snprintf(g->name, sizeof(g->name), "%s", SHOAL__BRIDGE_GROUP);
+	g->workers = 1;
+	g->actors = 1;
+	g->node = -1;
+	g->restart = SHOAL__RESTART_ON_FAILURE;
+	g->max_retries = -1;
+	g->backoff_ms = 100;
+	g->max_backoff_ms = 5000;
+	g->stop_order = last + 1;
+	g->stop_timeout_ms = 5000;
+	g->host = s->host;
+	return 0;
+}
+
+/* Append the bridge to c's groups when this host has peers. Returns 0, or a
+ * negative errno with the reason in *err (c is unchanged). */
+static int add_bridge(const struct sup *s, struct shoal__config *c, struct shoal_err *err)
+{
+	struct shoal__cfg_group *groups, g;
+	int ret;
+
+	if (s->host < 0 || c->n_hosts < 2)
+		return 0;
+	if (s->o->bridge_program == NULL)
+		return shoal__fail(err, -ENOTSUP, "%s lists other hosts, but this shoal is built "
+				   "without the link layer (UCX): it has no bridge to run",
+				   c->path);
+	/* Refused here too, not only by the bridge: its restarts would not end. */
+	if (shoal__config_connectors(c, s->host) > 1)
+		return shoal__fail(err, -ENOTSUP, "%s: host %s would listen for %u hosts whose "
+				   "names sort before its own; a bridge listens for one host for "
+				   "now (docs/hosts.md)", c->path, s->o->host,
+				   shoal__config_connectors(c, s->host));
+	if (c->n_groups >= SHOAL_MAX_GROUPS)
+		return shoal__fail(err, -ENOSPC, "%s: with its bridge, host %s would have more "
+				   "than %d groups", c->path, s->o->host, SHOAL_MAX_GROUPS);
+	ret = bridge_group(s, c, &g, err);
+	if (ret < 0)
+		return ret;
+	groups = realloc(c->groups, (c->n_groups + 1) * sizeof(*groups));
+	if (groups == NULL) {
+		bridge_group_free(&g);
+		return shoal__fail(err, -ENOMEM, "out of memory");
+	}
+	groups[c->n_groups] = g;
+	c->groups = groups;
+	c->n_groups++;
+	return 0;
+}
+
 /* ---- router setup and reload -------------------------------------------------------------- */
 
 /* The folder of the groups' log files: made 0700 if it does not exist. */
@@ -1010,20 +1111,73 @@ static int declare_groups(struct sup *s, struct shoal_err *err)
 	return 0;
 }
 
-/* The config's routes with group indices turned into router ids. */
+/* Index of this host's bridge in c->groups (add_bridge()), or -1. */
+static int bridge_of(const struct sup *s, const struct shoal__config *c)
+{
+	return s->host >= 0 && c->n_hosts > 1 ? (int)c->n_groups - 1 : -1;
+}
+
+/*
+ * Routes of groups on other hosts become routes to the bridge: one filter
+ * per SHOAL_FILTER_MAX_TYPES of the types they name, matching any key, so
+ * that a message reaches the bridge once whatever number of remote routes
+ * it matches (the dispatcher delivers a copy per matching filter). The
+ * bridge matches it against those routes to find the hosts that get it,
+ * one copy each (docs/hosts.md). Appends to f[*n]; returns nothing.
+ */
+static void bridge_routes(const struct shoal__config *c, int host, uint16_t bridge_id,
+			  struct shoal_filter *f, uint32_t *n)
+{
+	struct shoal_filter *cur = NULL;
+
+	for (uint32_t i = 0; i < c->n_routes; i++) {
+		const struct shoal_filter *r = &c->routes[i].f;
+
+		if (shoal__config_runs(c, host, r->group) || r->mode == SHOAL_ROUTE_DISCARD)
+			continue;
+		for (uint32_t k = 0; k < r->n_types; k++) {
+			bool seen = false;
+
+			for (uint32_t j = 0; j < *n && !seen; j++)
+				if (f[j].group == bridge_id && f[j].mode == SHOAL_ROUTE_GROUP)
+					for (uint32_t t = 0; t < f[j].n_types && !seen; t++)
+						seen = f[j].types[t] == r->types[k];
+			if (seen)
+				continue;
+			if (cur == NULL || cur->n_types == SHOAL_FILTER_MAX_TYPES) {
+				cur = &f[(*n)++];
+				memset(cur, 0, sizeof(*cur));
+				cur->group = bridge_id;
+				cur->mode = SHOAL_ROUTE_GROUP;
+				cur->key.op = SHOAL_KEY_ANY;
+			}
+			cur->types[cur->n_types++] = r->types[k];
+		}
+	}
+}
+
+/* The config's routes with group indices turned into router ids; those of
+ * groups on other hosts go to the bridge (bridge_routes()). */
 static int apply_routes(struct sup *s, const struct shoal__config *c, const struct proc *procs,
 			struct shoal_err *err)
 {
-	struct shoal_filter *f = calloc(c->n_routes + 1, sizeof(*f));
+	/* At most one bridge filter per route: each names a type at least. */
+	struct shoal_filter *f = calloc(2 * c->n_routes + 1, sizeof(*f));
+	int bridge = bridge_of(s, c);
+	uint32_t n = 0;
 	int ret;
 
 	if (f == NULL)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < c->n_routes; i++) {
-		f[i] = c->routes[i].f;
-		f[i].group = (uint16_t)procs[c->routes[i].f.group].id;
+		if (!shoal__config_runs(c, s->host, c->routes[i].f.group))
+			continue;
+		f[n] = c->routes[i].f;
+		f[n++].group = (uint16_t)procs[c->routes[i].f.group].id;
 	}
-	ret = shoal_router_set_routes(s->router, f, c->n_routes, err);
+	if (bridge >= 0)
+		bridge_routes(c, s->host, (uint16_t)procs[bridge].id, f, &n);
+	ret = shoal_router_set_routes(s->router, f, n, err);
 	free(f);
 	return ret;
 }
@@ -1032,6 +1186,19 @@ static bool structural_change(const struct shoal__cfg_group *a, const struct sho
 {
 	return a->workers != b->workers || a->actors != b->actors || a->node != b->node ||
 	       a->mailbox != b->mailbox || a->overflow != b->overflow;
+}
+
+static bool same_hosts(const struct shoal__config *a, const struct shoal__config *b)
+{
+	if (a->n_hosts != b->n_hosts || a->down_after_ns != b->down_after_ns ||
+	    memcmp(&a->link, &b->link, sizeof(a->link)) != 0)
+		return false;
+	for (uint32_t i = 0; i < a->n_hosts; i++)
+		if (strcmp(a->hosts[i].name, b->hosts[i].name) != 0 ||
+		    strcmp(a->hosts[i].listen, b->hosts[i].listen) != 0 ||
+		    strcmp(a->hosts[i].reach, b->hosts[i].reach) != 0)
+			return false;
+	return true;
 }
 
 static int check_reload(struct sup *s, const struct shoal__config *n, struct shoal_err *err)
@@ -1048,6 +1215,9 @@ static int check_reload(struct sup *s, const struct shoal__config *n, struct sho
 	    n->direct_capacity != o->direct_capacity)
 		return shoal__fail(err, -EINVAL, "router settings cannot change while the system "
 				   "runs: restart it instead");
+	if (!same_hosts(o, n))
+		return shoal__fail(err, -EINVAL, "the hosts section changed: the links are made "
+				   "from it, restart the system on every host instead");
 	/* Types may be added; one that running programs know cannot change. */
 	for (uint32_t i = 0; i < n->n_types; i++)
 		for (uint32_t j = 0; j < o->n_types; j++) {
@@ -1131,6 +1301,8 @@ static int reload_file(struct sup *s, struct shoal_err *err)
 		return refuse_reload(s, ret, err);
 	ret = check_reload(s, n, err);
 	if (ret == 0)
+		ret = add_bridge(s, n, err);
+	if (ret == 0)
 		ret = shoal__config_check_space(n, s->cfg, &space, err);
 	if (ret == 0)
 		ret = declare_types(s, n, err);   /* only additions are left */
@@ -1201,7 +1373,8 @@ static int reload_file(struct sup *s, struct shoal_err *err)
 	name_width(s);
 	/* A group stopped on request stays stopped (until `shoal restart`). */
 	for (uint32_t i = 0; i < n->n_groups; i++)
-		if (s->procs[i].pid == 0 && !s->procs[i].failed && !s->procs[i].held) {
+		if (s->procs[i].pid == 0 && !s->procs[i].failed && !s->procs[i].held &&
+		    shoal__config_runs(n, s->host, i)) {
 			s->procs[i].stopping = false;
 			launch(s, i);
 		}
@@ -1224,6 +1397,16 @@ static int reload(struct sup *s, struct shoal_err *err)
 
 /* ---- the loop ------------------------------------------------------------------------------ */
 
+/* How many of c's groups run on this host (all of them without hosts). */
+static uint32_t local_groups(const struct shoal__config *c, int host)
+{
+	uint32_t n = 0;
+
+	for (uint32_t i = 0; i < c->n_groups; i++)
+		n += shoal__config_runs(c, host, i);
+	return n;
+}
+
 /*
  * Tell o->notify READY once a process of every group has attached. The
  * router's attach does not wake the loop: it looks again at each turn,
@@ -1239,7 +1422,8 @@ static void check_ready(struct sup *s)
 	for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
 		const struct proc *p = &s->procs[i];
 
-		if (p->failed || p->held)
+		/* A group of another host attaches there, never here. */
+		if (p->failed || p->held || !shoal__config_runs(s->cfg, s->host, i))
 			continue;
 		if (shoal_router_group_pid(s->router, p->id) == 0)
 			return;
@@ -1247,7 +1431,7 @@ static void check_ready(struct sup *s)
 	}
 	s->ready = true;
 	snprintf(text, sizeof(text), "system %s: %u of %u groups running", s->cfg->system, up,
-		 s->cfg->n_groups);
+		 local_groups(s->cfg, s->host));
 	s->o->notify(SHOAL__SUP_READY, text);
 }
 
@@ -1274,6 +1458,12 @@ static void admin_request(struct sup *s, const struct shoal__admin_req *q)
 		group_list(s, names, sizeof(names));
 		admin_reply(s, q->fd, -ENOENT, "system %s has no group '%s' (its groups: %s)",
 			    s->cfg->system, m->group, names);
+		return;
+	}
+	if (i >= 0 && !shoal__config_runs(s->cfg, s->host, (uint32_t)i)) {
+		admin_reply(s, q->fd, -EREMOTE, "group %s runs on host %s, not here (host %s): "
+			    "ask the shoal run of that host", m->group,
+			    s->cfg->hosts[s->cfg->groups[i].host].name, s->o->host);
 		return;
 	}
 	switch (m->what) {
@@ -1419,6 +1609,13 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	ret = shoal__sup_load_config(o->config, o->name, &s.cfg, err);
 	if (ret < 0)
 		return ret;
+	ret = shoal__config_this_host(s.cfg, o->host, &s.host, err);
+	if (ret == 0)
+		ret = add_bridge(&s, s.cfg, err);
+	if (ret < 0) {
+		shoal__config_free(s.cfg);
+		return ret;
+	}
 	if (o->log_dir != NULL) {
 		ret = make_log_dir(o->log_dir, err);
 		/* Absolute, for `shoal logs` run from another folder. */
@@ -1478,8 +1675,15 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	s.start_ns = shoal__now_ns();
 	event(&s, "system %s: router pid %d, %u groups, %u routes (%s)", s.cfg->system,
 	      (int)getpid(), s.cfg->n_groups, s.cfg->n_routes, s.cfg->path);
+	if (s.host >= 0 && s.cfg->n_hosts > 1)
+		event(&s, "host %s: %u of the file's %u groups run here, and the bridge to the "
+		      "%u other host%s", o->host, local_groups(s.cfg, s.host) - 1,
+		      s.cfg->n_groups - 1, s.cfg->n_hosts - 1, s.cfg->n_hosts > 2 ? "s" : "");
+	else if (s.host >= 0)
+		event(&s, "host %s: the only host of the file", o->host);
 	for (uint32_t i = 0; i < s.cfg->n_groups; i++)
-		launch(&s, i);
+		if (shoal__config_runs(s.cfg, s.host, i))
+			launch(&s, i);
 	run_loop(&s);
 	stop_all(&s);
 	wait_detached(&s);

@@ -36,6 +36,8 @@ struct shoal__sup_opts {
 	int64_t status_period_ns;    /* plain status line period; 0: 5 s */
 	FILE *out;                   /* events, status and group output (stdout) */
 	const char *log_dir;         /* groups' output to DIR/GROUP.log instead; NULL: to out */
+	const char *host;            /* this host in the file's `hosts:` (--host); NULL: none */
+	const char *bridge_program;  /* the `shoal` that runs `shoal bridge`; NULL: not built */
 	/*
 	 * Told how the system stands, from the supervisor's thread, with a
 	 * line for a person in `text` (`shoal run` hands both to systemd's
@@ -49,9 +51,13 @@ struct shoal__sup_opts {
 
 /*
  * Run the system until it is told to stop (or `duration_ns` passes, or a
- * group that gives up has on_give_up: stop). Returns the process exit
- * status: 0 when every group stopped cleanly and none failed, 1 otherwise;
- * or a negative errno (with *err) if it could not start.
+ * group that gives up has on_give_up: stop). With `host`, only the groups
+ * of that host run here; every group is declared, in the file's order, so
+ * that group ids are the same on every host (docs/hosts.md), and a host
+ * with peers runs the built-in group `bridge` besides. Returns the
+ * process exit status: 0 when every group stopped cleanly and none failed,
+ * 1 otherwise; or a negative errno (with *err) if it could not start
+ * (-ENXIO: `host` does not fit the file, shoal__config_this_host()).
  */
 int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err);
 

@@ -1,0 +1,420 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The bridge process (bridge.h): one thread, one loop over the group's
+ * mailbox and the links' event fds.
+ *
+ * Why one loop and no thread per link: a link is single-threaded (link.h
+ * rule 2) and makes progress only inside its calls, so the loop polls
+ * every link, then sleeps on their fds until the earliest link deadline,
+ * at most WAKE_NS: the mailbox's doorbell is not among those fds, and a
+ * stop asked through it is seen within that bound.
+ *
+ * Routed messages (docs/hosts.md): the router sends the bridge one copy of
+ * every message of a type that a group of another host is routed (the
+ * supervisor's bridge routes). The handler matches it against those
+ * groups' routes, kept here as a table whose filters name a host instead
+ * of a group, and queues one record per host that has a match, the
+ * envelope and payload as they were. A record from a peer is sent on,
+ * routed, from the bridge's own group: its host's router matches it
+ * against the same routes and delivers it to the groups there. What the
+ * bridge itself sent comes back to it by those same bridge routes: it is
+ * never sent to a link again (no loops), only counted.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <shoal/group.h>
+
+#include "runtime/bridge/bridge.h"
+#include "runtime/bridge/link.h"
+#include "runtime/control/config.h"
+#include "runtime/route/route.h"
+#include "shm/util.h"
+
+#define WAKE_NS (10 * UINT64_C(1000000))
+#define MAILBOX_BUDGET 64u
+
+struct peer {
+	const struct shoal__cfg_host *h;
+	int role;                        /* enum shoal__link_role */
+	struct shoal__link *link;
+	struct shoal__link_stats seen;   /* as last told */
+	uint64_t told_failures;          /* connections broken when last told (tell()) */
+};
+
+/* What the bridge counted besides its links' counters; told at its end. */
+struct counts {
+	uint64_t forwarded;      /* records queued on a link */
+	uint64_t no_host;        /* messages no route of another host matched */
+	uint64_t returned;       /* what the bridge sent itself, come back: dropped */
+	uint64_t lost_down;      /* records a link down past down_after refused */
+	uint64_t received;       /* records from peers sent on, routed, here */
+	uint64_t refused_in;     /* records from peers that are no message of this system */
+};
+
+struct bridge {
+	const struct shoal__bridge_opts *o;
+	struct shoal__config *cfg;
+	int host;
+	struct peer *peers;
+	uint32_t n_peers;
+	struct peer **by_host;           /* the peer of each host index; NULL for this one */
+	struct shoal__route_table *remote;   /* other hosts' routes; group = host index */
+	uint32_t *matches;
+	uint32_t cap_matches;
+	unsigned char *rec;              /* a record being made: envelope, then payload */
+	struct shoal_type *types;
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	struct counts n;
+};
+
+__attribute__((format(printf, 3, 4)))
+static void say(const struct bridge *b, const struct peer *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(b->o->log, "link %s: ", p->h->name);
+	va_start(ap, fmt);
+	vfprintf(b->o->log, fmt, ap);
+	va_end(ap);
+	fputc('\n', b->o->log);
+	fflush(b->o->log);
+}
+
+/* The largest record a window takes: its frame size fits the window. */
+static uint32_t max_record(uint32_t window)
+{
+	uint32_t m = (window - SHOAL__FRAME_REC_HDR) & ~UINT32_C(7);
+
+	return m < SHOAL__FRAME_REC_MAX ? m : SHOAL__FRAME_REC_MAX;
+}
+
+static int open_link(struct bridge *b, struct peer *p, struct shoal_err *err)
+{
+	const struct shoal__cfg_link *c = &b->cfg->link;
+	uint32_t window = c->window;
+	struct shoal__link_opts lo = {
+		.role = p->role,
+		.addr = p->role == SHOAL__LINK_CONNECT ? p->h->reach
+						      : b->cfg->hosts[b->host].listen,
+		.window = window,
+		.max_record = max_record(window),
+		.flush_bytes = c->flush_bytes,
+		.flush_ns = c->flush_ns,
+		.keepalive_ns = c->keepalive_ns,
+		.dead_ns = c->dead_ns,
+		.backoff_ns = c->backoff_ns,
+		.max_backoff_ns = c->max_backoff_ns,
+	};
+	int ret = shoal__link_create(&p->link, &lo, err);
+
+	if (ret < 0)
+		return ret;
+	shoal__link_stats(p->link, &p->seen);
+	fprintf(b->o->log, "link %s: %s %s\n", p->h->name,
+		p->role == SHOAL__LINK_CONNECT ? "connecting to" : "listening on", lo.addr);
+	fflush(b->o->log);
+	return 0;
+}
+
+/* One peer per other host; of two, the one whose name sorts first connects. */
+static int make_peers(struct bridge *b, struct shoal_err *err)
+{
+	const struct shoal__config *c = b->cfg;
+	const char *me = c->hosts[b->host].name;
+	uint32_t listening = shoal__config_connectors(c, b->host);
+
+	if (c->n_hosts < 2)
+		return shoal__fail(err, -ENXIO, "host %s has no other host to link to", me);
+	b->peers = calloc(c->n_hosts - 1, sizeof(*b->peers));
+	b->by_host = calloc(c->n_hosts, sizeof(*b->by_host));
+	if (b->peers == NULL || b->by_host == NULL)
+		return shoal__fail(err, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < c->n_hosts; i++) {
+		struct peer *p = &b->peers[b->n_peers];
+
+		if ((int)i == b->host)
+			continue;
+		p->h = &c->hosts[i];
+		p->role = strcmp(me, p->h->name) < 0 ? SHOAL__LINK_CONNECT : SHOAL__LINK_LISTEN;
+		b->by_host[i] = p;
+		b->n_peers++;
+	}
+	/* A listening link takes whoever connects: two on one address could
+	 * not tell their peers apart (docs/hosts.md, next: one worker). */
+	if (listening > 1)
+		return shoal__fail(err, -ENOTSUP, "host %s would listen for %u hosts whose names "
+				   "sort before its own; a bridge listens for one host for now",
+				   me, listening);
+	for (uint32_t i = 0; i < b->n_peers; i++) {
+		int ret = open_link(b, &b->peers[i], err);
+
+		if (ret < 0)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * Tell what changed on p's link since the last time: up, down after up,
+ * attempts failing while the peer is away (at 1, 2, 4, 8 ... of them, so
+ * that a host away for long does not flood the log), refused frames, and
+ * records lost to a peer's restart.
+ */
+static void tell(const struct bridge *b, struct peer *p)
+{
+	struct shoal__link_stats st;
+	bool up, was_up = p->seen.state == SHOAL__LINK_UP;
+
+	shoal__link_stats(p->link, &st);
+	up = st.state == SHOAL__LINK_UP;
+	if (up && !was_up) {
+		say(b, p, "up (peer epoch %08x, connection %llu)", st.peer_epoch,
+		    (unsigned long long)st.connects);
+		p->told_failures = 0;
+	} else if (!up && was_up) {
+		say(b, p, "down (%llu connection%s lost so far)", (unsigned long long)st.broken,
+		    st.broken == 1 ? "" : "s");
+		p->told_failures = st.broken;
+	} else if (!up && st.broken > p->seen.broken && st.broken >= 2 * p->told_failures) {
+		say(b, p, "no connection yet (%llu attempt%s failed); retrying",
+		    (unsigned long long)st.broken, st.broken == 1 ? "" : "s");
+		p->told_failures = st.broken;
+	}
+	if (st.refused > p->seen.refused)
+		say(b, p, "refused %llu frame%s: %s", (unsigned long long)(st.refused -
+		    p->seen.refused), st.refused - p->seen.refused == 1 ? "" : "s",
+		    st.last_refusal.msg);
+	if (st.lost_link > p->seen.lost_link)
+		say(b, p, "%llu records lost: the peer restarted before acknowledging them",
+		    (unsigned long long)(st.lost_link - p->seen.lost_link));
+	p->seen = st;
+}
+
+/* ---- routed messages -------------------------------------------------------- */
+
+/*
+ * Records from p's peer, sent on as routed messages from this host's
+ * bridge. A record the uplink has no room for stays held, so the link's
+ * credit pushes back on the peer; one that is not a message of this
+ * system's types (DESIGN invariant 1: a peer's bytes are checked like a
+ * ring's) is dropped and counted.
+ */
+static void take_records(struct bridge *b, struct peer *p)
+{
+	struct shoal__frame_rec r;
+
+	while (shoal__link_recv_peek(p->link, &r) == 0) {
+		struct shoal_envelope env;
+		int ret = -EPROTO;
+
+		if (r.len >= sizeof(env)) {
+			memcpy(&env, r.data, sizeof(env));
+			if (env.len == r.len - sizeof(env))
+				ret = shoal_try_send(b->ctx, env.type,
+						     (const unsigned char *)r.data + sizeof(env),
+						     env.len);
+		}
+		if (ret == -EAGAIN)
+			return;
+		if (ret == 0) {
+			b->n.received++;
+		} else if (b->n.refused_in++ == 0) {
+			say(b, p, "a record not sent on here: %s", strerror(-ret));
+		}
+		shoal__link_recv_release(p->link);
+	}
+}
+
+/*
+ * Queue one record on p's link. A link without credit is polled (with the
+ * others, whose peers may be waiting on us, and whose records are taken
+ * meanwhile: two bridges that wait for each other's credit both release
+ * what they hold, so both go on) until it takes the record, or until it
+ * has been down longer than hosts.down_after: then the record is counted
+ * lost (`lost_down`) and said, as a send to that host fails. Sleeps on the
+ * link's fd between polls, 1 ms at most.
+ */
+static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t tag)
+{
+	for (;;) {
+		struct shoal__link_stats st;
+		uint64_t now;
+		int ret = shoal__link_send(p->link, b->rec, len, tag);
+
+		if (ret == 0) {
+			b->n.forwarded++;
+			return;
+		}
+		shoal__link_stats(p->link, &st);
+		now = shoal__now_ns();
+		if (ret != -EAGAIN || (st.state != SHOAL__LINK_UP &&
+				       now - st.down_since_ns > b->cfg->down_after_ns)) {
+			if (b->n.lost_down++ == 0 || ret != -EAGAIN)
+				say(b, p, "a record of %u bytes not sent: %s", len, ret == -EAGAIN ?
+				    "the host is down past hosts.down_after" : strerror(-ret));
+			return;
+		}
+		for (uint32_t i = 0; i < b->n_peers; i++) {
+			shoal__link_poll(b->peers[i].link, now);
+			take_records(b, &b->peers[i]);
+		}
+		if (shoal__link_arm(p->link) == 0) {
+			struct pollfd pfd = { .fd = shoal__link_fd(p->link), .events = POLLIN };
+
+			poll(&pfd, 1, 1);
+		}
+	}
+}
+
+static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	struct bridge *b = a->user;
+	uint32_t n, len = (uint32_t)sizeof(*m->env) + m->len;
+	bool sent[SHOAL__MAX_HOSTS] = { false };
+
+	if (shoal_addr_group(m->env->sender) == shoal_group_id(b->g)) {
+		b->n.returned++;
+		return;
+	}
+	n = shoal__route_match(b->remote, m->type, m->data, m->len, b->matches, b->cap_matches);
+	if (n == 0) {
+		b->n.no_host++;
+		return;
+	}
+	if (len > max_record(b->cfg->link.window)) {
+		/* A type the file does not declare (declared ones fit: config.c). */
+		b->n.lost_down++;
+		return;
+	}
+	memcpy(b->rec, m->env, sizeof(*m->env));
+	memcpy(b->rec + sizeof(*m->env), m->data, m->len);
+	for (uint32_t i = 0; i < n; i++) {
+		uint16_t h = shoal__route_filter(b->remote, b->matches[i])->group;
+
+		if (sent[h] || b->by_host[h] == NULL)
+			continue;
+		sent[h] = true;
+		link_put(b, b->by_host[h], len, 0);
+	}
+}
+
+/* The routes of groups on other hosts, each naming its group's host. */
+static int remote_routes(struct bridge *b, struct shoal_err *err)
+{
+	const struct shoal__config *c = b->cfg;
+	struct shoal_filter *f = calloc(c->n_routes + 1, sizeof(*f));
+	uint32_t n = 0;
+	int ret;
+
+	if (f == NULL)
+		return shoal__fail(err, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < c->n_routes; i++) {
+		const struct shoal__cfg_route *r = &c->routes[i];
+
+		if (shoal__config_runs(c, b->host, r->f.group) || r->f.mode == SHOAL_ROUTE_DISCARD)
+			continue;
+		f[n] = r->f;
+		f[n++].group = (uint16_t)c->groups[r->f.group].host;
+	}
+	ret = shoal__route_build(&b->remote, f, n, SHOAL__ROUTE_INDEXED, err);
+	free(f);
+	if (ret < 0)
+		return ret;
+	b->cap_matches = shoal__route_max_matches(b->remote) + 1;
+	b->matches = calloc(b->cap_matches, sizeof(*b->matches));
+	b->rec = malloc(max_record(b->cfg->link.window));
+	b->types = calloc(c->n_types + 1, sizeof(*b->types));
+	if (b->matches == NULL || b->rec == NULL || b->types == NULL)
+		return shoal__fail(err, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < c->n_types; i++)
+		b->types[i] = (struct shoal_type){ c->types[i].id, c->types[i].max_size,
+						   c->types[i].name };
+	return 0;
+}
+
+static void serve(struct bridge *b)
+{
+	struct pollfd pfd[SHOAL__MAX_HOSTS];
+
+	for (;;) {
+		uint64_t now = shoal__now_ns(), wake = now + WAKE_NS;
+
+		if (shoal_poll(b->ctx, MAILBOX_BUDGET, 0) == -ESHUTDOWN)
+			return;
+		for (uint32_t i = 0; i < b->n_peers; i++) {
+			struct peer *p = &b->peers[i];
+			uint64_t due;
+
+			shoal__link_poll(p->link, now);
+			take_records(b, p);
+			tell(b, p);
+			due = shoal__link_deadline(p->link);
+			if (due < wake)
+				wake = due;
+			if (shoal__link_arm(p->link) == -EAGAIN)
+				wake = now;
+			pfd[i] = (struct pollfd){ .fd = shoal__link_fd(p->link), .events = POLLIN };
+		}
+		now = shoal__now_ns();
+		if (wake > now)
+			poll(pfd, b->n_peers, (int)((wake - now + 999999) / 1000000));
+	}
+}
+
+static void close_all(struct bridge *b)
+{
+	for (uint32_t i = 0; i < b->n_peers; i++)
+		if (b->peers[i].link != NULL)
+			shoal__link_destroy(b->peers[i].link);
+	free(b->peers);
+	free(b->by_host);
+	shoal__route_free(b->remote);
+	free(b->matches);
+	free(b->rec);
+	free(b->types);
+	if (b->g != NULL)
+		shoal_group_detach(b->g);
+	shoal__config_free(b->cfg);
+}
+
+int shoal__bridge_run(const struct shoal__bridge_opts *o, struct shoal_err *err)
+{
+	struct bridge b = { .o = o };
+	struct shoal_group_desc d = { .n_workers = 1, .n_actors = 1, .node = -1,
+				      .on_message = on_message, .user = &b };
+	int ret;
+
+	ret = shoal__config_load_flags(o->config, SHOAL__CONFIG_NO_PROGRAMS, &b.cfg, err);
+	if (ret == 0)
+		ret = shoal__config_this_host(b.cfg, o->host, &b.host, err);
+	if (ret == 0 && b.cfg->link.window == 0)
+		b.cfg->link.window = SHOAL__CFG_LINK_WINDOW;
+	if (ret == 0)
+		ret = remote_routes(&b, err);
+	if (ret == 0) {
+		d.types = b.types;
+		d.n_types = b.cfg->n_types;
+		ret = shoal_group_attach(&b.g, &d, o->system, err);
+	}
+	if (ret == 0) {
+		b.ctx = shoal_group_worker(b.g, 0);
+		ret = make_peers(&b, err);
+	}
+	if (ret == 0) {
+		serve(&b);
+		fprintf(o->log, "stopped: %llu records sent to other hosts, %llu received and "
+			"sent on here; %llu messages for no other host, %llu of its own come back, "
+			"%llu lost to a host down, %llu received records refused\n",
+			(unsigned long long)b.n.forwarded, (unsigned long long)b.n.received,
+			(unsigned long long)b.n.no_host, (unsigned long long)b.n.returned,
+			(unsigned long long)b.n.lost_down, (unsigned long long)b.n.refused_in);
+	}
+	close_all(&b);
+	return ret;
+}

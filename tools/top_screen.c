@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <term.h>
 #include <unistd.h>
 
 #include "tools/top_screen.h"
@@ -59,6 +60,14 @@ struct shoal__top_screen *shoal__top_screen_open(struct shoal__top_show *show,
 	s->term = newterm(NULL, stdout, stdin);
 	if (s->term == NULL)
 		return NULL;
+	/* A terminal that cannot move the cursor (TERM=dumb) would get a
+	 * screen drawn as one long line: plain output serves it better. */
+	if (cursor_address == NULL) {
+		endwin();
+		delscreen(s->term);
+		s->term = NULL;
+		return NULL;
+	}
 	s->show = show;
 	s->system = system;
 	s->interval_ms = interval_ms;
@@ -108,7 +117,7 @@ static int put_lines(int y, const char *text, attr_t first_attr)
 
 static void draw_help(const struct shoal__top_screen *s)
 {
-	static const char *const lines[] = {
+	static const char *const help_lines[] = {
 		"shoal top: keys",
 		"",
 		"  q            quit (Ctrl-C too)",
@@ -126,8 +135,8 @@ static void draw_help(const struct shoal__top_screen *s)
 	char line[256];
 	int y = 0;
 
-	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++)
-		put(y++, lines[i], i == 0 ? A_BOLD : A_NORMAL);
+	for (size_t i = 0; i < sizeof(help_lines) / sizeof(help_lines[0]); i++)
+		put(y++, help_lines[i], i == 0 ? A_BOLD : A_NORMAL);
 	snprintf(line, sizeof(line), "Now: groups %s%s%s%s; a refresh every %u ms.",
 		 s->show->sort->title, s->show->filtered ? ", filter /" : "",
 		 s->show->filter, s->show->filtered ? "/" : "", s->interval_ms);

@@ -421,6 +421,23 @@ static void top_stops_on_ctrl_c(void **state)
 	expect_exited("0\n");
 }
 
+/* --count is a batch even on a terminal: what it printed stays. */
+static void top_counted_prints_plain_on_a_terminal(void **state)
+{
+	char *pane;
+
+	(void)state;
+	if (!fx.have_tmux)
+		skip();
+	/* Wide enough that the title does not wrap, whatever the pid. */
+	start_top(200, 50, "--count 2 --sort name");
+	pane = wait_pane("top-exited");
+	assert_has(pane, "refresh 2 over");
+	assert_has(pane, "Groups (by name)");
+	free(pane);
+	expect_exited("0\n");
+}
+
 /* Last: takes the system down while `top` watches it. */
 static void top_says_when_the_system_goes_away(void **state)
 {
@@ -446,6 +463,7 @@ int main(void)
 		cmocka_unit_test(top_rejects_bad_sort_and_filter),
 		cmocka_unit_test(top_answers_keys_and_resizes),
 		cmocka_unit_test(top_stops_on_ctrl_c),
+		cmocka_unit_test(top_counted_prints_plain_on_a_terminal),
 		cmocka_unit_test(top_says_when_the_system_goes_away),
 	};
 	int failed;

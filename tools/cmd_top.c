@@ -687,7 +687,8 @@ static int refresh_loop(const struct shoal__cmd *cmd, const struct top_args *a,
 
 	/* Before the screen: ncurses leaves alone the signals caught already. */
 	catch_stop_signals(&stop_set);
-	if (!a->json)
+	/* A counted run is a batch: what it printed stays on the terminal. */
+	if (!a->json && a->count == 0)
 		scr = shoal__top_screen_open(show, a->system, a->interval_ms);
 	for (uint32_t refresh = 1; a->count == 0 || refresh <= a->count; refresh++) {
 		if (!wait_interval(&stop_set, a->interval_ms, scr, refresh > 1 ? f : NULL))
@@ -775,8 +776,9 @@ const struct shoal__cmd shoal__cmd_top = {
 	"and its restarts. Rates come from the difference between two readings of\n"
 	"the counters the system keeps in shared memory. Read-only, like 'shoal stat'.\n"
 	"\n"
-	"When standard input and output are terminals, the screen is redrawn at\n"
-	"every refresh, each line cut to the window's width, and these keys work:\n"
+	"When standard input and output are terminals (and no --count), the screen\n"
+	"is redrawn at every refresh, each line cut to the window's width, and\n"
+	"these keys work:\n"
 	"  q            quit (Ctrl-C too)\n"
 	"  h, ?         show the keys (any key goes back)\n"
 	"  r n d b f    sort the groups: by rate (IN/S + OUT/S, busiest first), by\n"
@@ -790,7 +792,8 @@ const struct shoal__cmd shoal__cmd_top = {
 	"\n"
 	"Options:\n"
 	"  --interval MS   time between refreshes (default 1000, from 10 to 3600000)\n"
-	"  --count N       stop after N refreshes\n"
+	"  --count N       stop after N refreshes, printed one after the other\n"
+	"                  even on a terminal\n"
 	"  --sort KEY      order of the groups: rate (the default), name, dropped,\n"
 	"                  queued or fill\n"
 	"  --filter REGEX  only the groups whose name matches REGEX, a POSIX extended\n"

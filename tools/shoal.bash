@@ -54,7 +54,8 @@ _shoal()
 	      takes_value="--tail --log-dir" ;;
 	ls) opts="--json --help" ;;
 	stat) opts="--json --check-retries --help" takes_value="--check-retries" ;;
-	top) opts="--interval --count --json --help" takes_value="--interval --count" ;;
+	top) opts="--interval --count --sort --filter --json --help"
+	     takes_value="--interval --count --sort --filter" ;;
 	dump) opts="--ring --limit --hex --json --help" takes_value="--ring --limit" ;;
 	ring) opts="--json --ring --check-retries --help" takes_value="--ring --check-retries" ;;
 	types) opts="--prefix --output --help" takes_value="--prefix --output -o" ;;
@@ -67,6 +68,7 @@ _shoal()
 	--log-dir) _filedir -d; return ;;
 	--output|-o) _filedir; return ;;
 	--status) COMPREPLY=($(compgen -W "auto live plain quiet" -- "$cur")); return ;;
+	--sort) COMPREPLY=($(compgen -W "rate name dropped queued fill" -- "$cur")); return ;;
 	esac
 	if [[ " $takes_value " == *" $prev "* ]]; then
 		return

@@ -636,8 +636,14 @@ static inline const struct shoal__reg_group *check_dest(struct shoal_ctx *ctx, u
 		*err = -EINVAL;
 		return NULL;
 	}
-	/* Actor addresses name one incarnation (see shoal/message.h). */
-	if (slot < SHOAL_MAX_ACTORS && shoal_addr_gen(dest) != shoal_load_relaxed(&rg->gen)) {
+	/* Actor addresses name one incarnation (see shoal/message.h); group
+	 * addresses any of the slot's current owner (gen 0: whichever owner),
+	 * never an earlier owner's. Relaxed: gen and first_gen share the line
+	 * of state; a change the router makes meanwhile is what a send just
+	 * before it would have met. */
+	if (slot < SHOAL_MAX_ACTORS ? shoal_addr_gen(dest) != shoal_load_relaxed(&rg->gen) :
+				      shoal_addr_gen(dest) - 1u <
+					      shoal_load_relaxed(&rg->first_gen) - 1u) {
 		*err = -ESTALE;
 		return NULL;
 	}

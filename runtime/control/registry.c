@@ -265,7 +265,9 @@ static void slot_rewrite_end(struct shoal__reg_group *rg)
 }
 
 /* Zero what the router counted for the slot's previous owner (its dispatcher
- * counters, stats[], are the dispatchers' own). `gen` goes on. */
+ * counters, stats[], are the dispatchers' own: they zero them when they
+ * first see a snapshot with the new owner, dispatch.c owners_check()).
+ * `gen` goes on. */
 static void slot_clear(struct shoal__reg_group *rg)
 {
 	memset(rg->name, 0, sizeof(rg->name));

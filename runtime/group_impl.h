@@ -61,6 +61,7 @@ struct shoal__dout {
 	struct shoal_ring_prod p;
 	struct shoal__mbx_worker *dst;
 	uint32_t unann;                  /* our commits its consumer was not woken for */
+	uint32_t mbx_gen;                /* the registry's mbx_gen of the mailbox `dst` is in */
 };
 
 /* A ring this worker consumes. */

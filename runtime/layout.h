@@ -52,8 +52,9 @@ enum shoal__ring_role {
 #define SHOAL__REG_MAGIC UINT32_C(0x47455253)   /* "SREG" */
 #define SHOAL__MBX_MAGIC UINT32_C(0x58424d53)   /* "SMBX" */
 /* 2: damage, loss and set-aside fields; 3: rings known by tag, not name;
- * 4: slots of run-time groups freed and reused (slot_seq, released) */
-#define SHOAL__LAYOUT_VERSION 4u
+ * 4: slots of run-time groups freed and reused (slot_seq, released);
+ * 5: first_gen and mbx_gen on the group's first line */
+#define SHOAL__LAYOUT_VERSION 5u
 #define SHOAL__MAX_TYPES 1024u
 #define SHOAL__SYSTEM_MAX 32u
 
@@ -130,8 +131,14 @@ struct shoal__reg_group {
 	uint16_t n_workers;
 	uint16_t n_actors;
 	int32_t node;
-	uint32_t dispatcher;
-	_Atomic uint32_t attaches;       /* processes that attached (restarts + 1) */
+	/* On the line a direct sender reads (send.c check_dest()), so that
+	 * checking these costs no cache miss. `first_gen`: the gen its owner's
+	 * first process gets (router-written when the slot gets an owner): an
+	 * address of an older gen names an earlier owner. `mbx_gen`: bumped
+	 * (release) each time the router makes the slot a mailbox, new owner or
+	 * replacement; a direct link opened into an older one is moved. */
+	_Atomic uint32_t first_gen;
+	_Atomic uint32_t mbx_gen;
 	/* Odd while the router frees the slot or gives it to another group
 	 * (registry.c): a reader that sees it change, or odd, re-reads. `gen`
 	 * goes on across owners, so no address names two incarnations. */
@@ -145,10 +152,9 @@ struct shoal__reg_group {
 	 * system stopped with no process to drain them: lost, counted here
 	 * (router-written). */
 	_Atomic uint64_t lost_queued;
-	/* The gen its owner's first process gets (router-written when the slot
-	 * gets an owner): an address of an older gen names an earlier owner. */
-	_Atomic uint32_t first_gen;
-	uint8_t pad1[36];
+	uint32_t dispatcher;
+	_Atomic uint32_t attaches;       /* processes that attached (restarts + 1) */
+	uint8_t pad1[32];
 	struct shoal__reg_gstat stats[SHOAL_MAX_NODES];
 };
 
@@ -233,6 +239,10 @@ static_assert(sizeof(struct shoal__reg_dispatcher) == SHOAL_FALSE_SHARING, "regi
 static_assert(offsetof(struct shoal__reg_hdr, disp) == SHOAL_FALSE_SHARING, "registry ABI");
 static_assert(sizeof(struct shoal__reg_type) == 64, "registry ABI");
 static_assert(offsetof(struct shoal__reg_group, stats) == 192, "registry ABI");
+static_assert(offsetof(struct shoal__reg_group, first_gen) / 64 ==
+	      offsetof(struct shoal__reg_group, gen) / 64 &&
+	      offsetof(struct shoal__reg_group, mbx_gen) / 64 ==
+	      offsetof(struct shoal__reg_group, gen) / 64, "check_dest() reads one line");
 static_assert(sizeof(struct shoal__reg_group) == 192 + 32 * SHOAL_MAX_NODES, "registry ABI");
 static_assert(sizeof(struct shoal__mbx_worker) == 4 * SHOAL_FALSE_SHARING, "mailbox ABI");
 static_assert(offsetof(struct shoal__mbx_worker, sent_routed) == 2 * SHOAL_FALSE_SHARING,

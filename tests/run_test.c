@@ -926,7 +926,10 @@ static void run_out_of_descriptors_says_so_and_still_sees_deaths(void **state)
 					"restart: { policy: never } }\n", g, group_bin);
 	write_file(cfg, text);
 	run = spawn_run(NULL, cfg, out, -1, 64);
-	expect_output(out, "group g30: started", 20000);
+	/* Under a sanitizer, forking from the instrumented, threaded router
+	 * stalls now and then for over 15 s once it is out of descriptors
+	 * (under TSan, about one run in 37): no report, the starts go on. */
+	expect_output(out, "group g30: started", test_under_tool() ? 90000 : 20000);
 	/* Every group either attached or ended, and each end was seen. */
 	for (int g = 0; g < 31; g++) {
 		bool settled = false;

@@ -421,6 +421,112 @@ static void runtime_freed_group_counts_its_quarantined_ring_once(void **state)
 }
 
 /*
+ * A group address kept from a freed run-time group names that owner, not
+ * the group its slot goes to next: a send to it says -ESTALE, whether or
+ * not the new owner has the old one's name; the new owner's own address,
+ * and a group address with gen 0 (whichever owner), reach the new owner.
+ */
+static void runtime_group_address_of_a_freed_group_is_stale_for_the_next(void **state)
+{
+	static struct child old = { .index = 0, .name = "old" };
+	static struct child next = { .index = 1, .name = "next" };
+	struct msg v = { .seq = 1 };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	uint64_t kept, lost;
+	pid_t pc;
+
+	(void)state;
+	assert_int_equal(rt_start_router("loss-stale", NULL, 0), 0);
+	g = rt_attach_here("here", 1, 1);
+	ctx = shoal_group_worker(g, 0);
+	pc = test_spawn(rt_consumer_main, &old, sizeof(old));
+	rt_wait_ready(1);
+	kept = shoal_group_lookup(g, "old", SHOAL_SLOT_GROUP);
+	assert_int_not_equal(kept, SHOAL_ADDR_NONE);
+	kill(pc, SIGKILL);
+	assert_int_not_equal(test_wait_pid(pc, 10000), -1);
+	wait_released(1, &lost);
+	pc = test_spawn(rt_consumer_main, &next, sizeof(next));
+	rt_wait_ready(2);
+	assert_int_equal(shoal_addr_group(shoal_group_lookup(g, "next", SHOAL_SLOT_GROUP)),
+			 shoal_addr_group(kept));
+	assert_int_equal(shoal_try_send_to(ctx, kept, T_PING, &v, sizeof(v)), -ESTALE);
+	assert_int_equal(shoal_send_to(ctx, kept, T_PING, &v, sizeof(v)), -ESTALE);
+	assert_int_equal(shoal_send_to(ctx, shoal_group_lookup(g, "next", SHOAL_SLOT_GROUP), T_PING,
+				       &v, sizeof(v)), 0);
+	v.seq = 2;
+	assert_int_equal(shoal_send_to(ctx, shoal_addr_make((uint16_t)shoal_addr_group(kept),
+							    SHOAL_SLOT_GROUP, 0),
+				       T_PING, &v, sizeof(v)), 0);
+	rt_wait_count(1, 2, 10000);
+	usleep(50000);
+	assert_int_equal(atomic_load(&rt_res->count[1]), 2);
+	kill(pc, SIGKILL);
+	assert_int_not_equal(test_wait_pid(pc, 10000), -1);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
+/* Group `id`'s registry count of delivered copies, once it reads `want`
+ * (or after 3 s). */
+static uint64_t delivered_settles_at(int id, uint64_t want)
+{
+	uint64_t delivered = 0, lost;
+
+	for (int i = 0; i < 3000 && (group_counts(id, &delivered, &lost), delivered != want); i++)
+		usleep(1000);
+	return delivered;
+}
+
+/*
+ * The dispatchers' counts of a freed run-time group's slot start again for
+ * the group it goes to: the new owner is shown with what was delivered to
+ * it, not with its predecessor's deliveries.
+ */
+static void runtime_slot_counts_start_again_for_its_next_owner(void **state)
+{
+	static struct child old = { .index = 0, .name = "old", .has_sub = true,
+				    .sub = { .n_types = 1, .types = { T_PING },
+					     .mode = SHOAL_ROUTE_GROUP } };
+	static struct child next = { .index = 1, .name = "next", .has_sub = true,
+				     .sub = { .n_types = 1, .types = { T_PING },
+					      .mode = SHOAL_ROUTE_GROUP } };
+	static struct child prod = { .index = 2, .name = "p", .n = N_QUEUED, .type = T_PING };
+	uint64_t lost;
+	pid_t pc;
+	int id;
+
+	(void)state;
+	assert_int_equal(rt_start_router("loss-owner", NULL, 0), 0);
+	rt_declare("p", 1, 1);
+	pc = test_spawn(rt_consumer_main, &old, sizeof(old));
+	rt_wait_ready(1);
+	id = shoal_router_group_id(rt_router, "old");
+	assert_true(id >= 0);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
+	rt_wait_count(0, N_QUEUED, 10000);
+	assert_int_equal(delivered_settles_at(id, N_QUEUED), N_QUEUED);
+	kill(pc, SIGKILL);
+	assert_int_not_equal(test_wait_pid(pc, 10000), -1);
+	wait_released(1, &lost);
+	pc = test_spawn(rt_consumer_main, &next, sizeof(next));
+	rt_wait_ready(2);
+	assert_int_equal(shoal_router_group_id(rt_router, "next"), id);
+	assert_int_equal(delivered_settles_at(id, 0), 0);
+	prod.index = 3;
+	prod.n = N_QUEUED / 2;
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
+	rt_wait_count(1, N_QUEUED / 2, 10000);
+	assert_int_equal(delivered_settles_at(id, N_QUEUED / 2), N_QUEUED / 2);
+	kill(pc, SIGKILL);
+	assert_int_not_equal(test_wait_pid(pc, 10000), -1);
+	rt_stop_router();
+}
+
+/*
  * A slot the router is giving to another owner (slot_seq odd, or changed
  * while read) is not what a lookup by name answers, nor what `shoal stat`
  * shows: never one owner's name with another's generation or counters.
@@ -561,6 +667,8 @@ int main(void)
 		cmocka_unit_test(runtime_undeclared_groups_are_freed_when_they_leave),
 		cmocka_unit_test(runtime_queued_messages_of_a_freed_group_are_counted),
 		cmocka_unit_test(runtime_freed_group_counts_its_quarantined_ring_once),
+		cmocka_unit_test(runtime_group_address_of_a_freed_group_is_stale_for_the_next),
+		cmocka_unit_test(runtime_slot_counts_start_again_for_its_next_owner),
 		cmocka_unit_test(runtime_lookup_skips_a_slot_changing_owner),
 		cmocka_unit_test(runtime_records_deferred_during_a_request_are_counted_when_lost),
 	};

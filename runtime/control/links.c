@@ -16,7 +16,9 @@
  * acquire exchange, so the asker's giving up of an earlier entry (state
  * NONE) happens before we rewrite it. Our answer is a release store of the
  * state (and of the per-group entry array the first time), read with
- * acquire by the data plane before it touches the entry.
+ * acquire by the data plane before it touches the entry. The entry keeps
+ * the registry's mbx_gen read (A7) before the peer's mailbox is mapped:
+ * the sender compares it at every send and asks again once it differs.
  *
  * Progress: asks are answered in the order the scan finds them; one answer
  * costs a control round trip (tens of microseconds). The thread sleeps on
@@ -100,8 +102,13 @@ static int open_link(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw, struct sho
 	char ring[SHOAL_SEG_REGION_NAME_MAX];
 	struct shoal_seg_region r;
 	void *mem;
+	uint32_t mbx_gen;
 	int ret;
 
+	/* A7: pairs with R7 in registry.c shoal__create_mailbox(): read before
+	 * the mapping, so that a mailbox replaced meanwhile shows as a number
+	 * the registry no longer holds (the sender opens the link again). */
+	mbx_gen = shoal_load_acquire(&g->reg.groups[dg].mbx_gen);
 	pthread_mutex_lock(&g->ctl_lock);
 	peer = peer_map(g, dg);
 	pthread_mutex_unlock(&g->ctl_lock);
@@ -117,6 +124,7 @@ static int open_link(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw, struct sho
 		return -EUCLEAN;
 	o->dst = &peer->hdr->w[dw];
 	o->ring = mem;
+	o->mbx_gen = mbx_gen;
 	return 0;
 }
 

@@ -17,6 +17,8 @@
  *   R5/R6 (slot_seq, in slot_rewrite_begin()/_end()) pair with A5/A6 in
  *      the tools' read of a slot (tools/sysview.c): a reader that sees the
  *      same even slot_seq before and after its reads saw one owner only.
+ *   R7 (mbx_gen, in shoal__create_mailbox()) pairs with A7 in the link
+ *      opener (links.c): the mailbox file is in place before its number.
  *   A ring enters a mailbox's directory only once initialised
  *      (shoal_seg_alloc_init(), R2 in shm/segment.c): a worker that rescans
  *      its directory never finds a ring it cannot use yet.
@@ -236,6 +238,9 @@ int shoal__create_mailbox(struct shoal_router *r, struct shoal__group_slot *s, u
 	/* Readers check the magic last (segment R1 already covers the header;
 	 * this covers a mailbox region read by a process attached earlier). */
 	s->hdr->magic = SHOAL__MBX_MAGIC;
+	/* R7: pairs with A7 in links.c open_link(): a link opener that reads
+	 * this value maps this file or a later one, never the one before. */
+	shoal_store_release(&r->regg[id].mbx_gen, shoal_load_relaxed(&r->regg[id].mbx_gen) + 1);
 	return 0;
 fail:
 	shoal__fail(err, ret, "cannot lay out mailbox %s: %s", seg_name, strerror(-ret));
@@ -260,7 +265,9 @@ static void slot_rewrite_end(struct shoal__reg_group *rg)
 }
 
 /* Zero what the router counted for the slot's previous owner (its dispatcher
- * counters, stats[], are the dispatchers' own). `gen` goes on. */
+ * counters, stats[], are the dispatchers' own: they zero them when they
+ * first see a snapshot with the new owner, dispatch.c owners_check()).
+ * `gen` goes on. */
 static void slot_clear(struct shoal__reg_group *rg)
 {
 	memset(rg->name, 0, sizeof(rg->name));

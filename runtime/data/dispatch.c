@@ -110,6 +110,11 @@ struct shoal__dispatcher {
 	uint64_t gstat_corrupt[SHOAL_MAX_GROUPS];
 	uint64_t gstat_full[SHOAL_MAX_GROUPS];
 	uint64_t gstat_dead[SHOAL_MAX_GROUPS];
+	/* The owner the gstat_* counters and parked uplinks' served keys of
+	 * each slot are about (its registry first_gen), checked at each new
+	 * snapshot (owners_check()). */
+	uint32_t owner[SHOAL_MAX_GROUPS];
+	uint32_t snap_version;        /* the last snapshot owners_check() saw */
 };
 
 #define SLOT(g, w) ((uint32_t)(g) * SHOAL_MAX_WORKERS + (uint32_t)(w))
@@ -461,6 +466,42 @@ static uint32_t drain(struct shoal__dispatcher *d, const struct shoal__snapshot 
 	return n;
 }
 
+/*
+ * A slot that went to another group since the last snapshot we saw (router:
+ * registry.c): what we counted for its old owner is not the new one's, and
+ * a parked uplink's record was not delivered to the new one. Called once per
+ * snapshot, before any pass reads it.
+ */
+static void owners_check(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
+{
+	d->snap_version = s->version;
+	for (uint32_t g = 0; g < s->n_groups; g++) {
+		uint32_t first;
+
+		if (!s->groups[g].used)
+			continue;
+		/* Relaxed: written before the publish of any snapshot that
+		 * routes to the new owner, which our A1 dereference follows. */
+		first = shoal_load_relaxed(&s->groups[g].reg->first_gen);
+		if (first == d->owner[g])
+			continue;
+		d->owner[g] = first;
+		d->gstat_delivered[g] = 0;
+		d->gstat_corrupt[g] = 0;
+		d->gstat_full[g] = 0;
+		d->gstat_dead[g] = 0;
+		for (uint32_t i = 0; i < SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS; i++) {
+			struct uplink *u = &d->up[i];
+
+			for (uint32_t k = 0; k < u->n_done;)
+				if (u->done[k] >> 16 == g)
+					u->done[k] = u->done[--u->n_done];
+				else
+					k++;
+		}
+	}
+}
+
 static void publish_stats(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
 {
 	struct shoal__reg_dispatcher *st = d->stats;
@@ -563,6 +604,8 @@ static void *dispatcher_main(void *arg)
 		rcu_read_lock();
 		/* A1: pairs with R1 rcu_xchg_pointer() in shoal__publish(). */
 		s = SHOAL__SNAP_DEREF(sh->snap);
+		if (SHOAL_UNLIKELY(s->version != d->snap_version))
+			owners_check(d, s);
 		/* Relaxed: a pause request; the doorbell rung on release wakes us. */
 		if (!atomic_load_explicit(&sh->held, memory_order_relaxed) &&
 		    ensure_match_buffer(d, s)) {

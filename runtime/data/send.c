@@ -474,6 +474,61 @@ static struct shoal__dout *link_entry(const struct shoal_ctx *ctx, uint16_t dg, 
 }
 
 /*
+ * A direct ring found corrupted, by us or by its reader: count what we put
+ * in it that was never read (its reader gave it up after its last release,
+ * or reads no more), mark it settled so that the router does not count it
+ * again, and forget it: the next send opens a fresh one through the router.
+ */
+static void dout_condemned(struct shoal_ctx *ctx, struct shoal__dout *o)
+{
+	/* Any ring is at least this long: enough for its control block. */
+	uint64_t len = shoal_ring_size(SHOAL_RING_MIN_CAPACITY), in = o->p.records_in, out, ring_in;
+
+	if (shoal_ring_prod_condemned(&o->p)) {
+		if (shoal_ring_records(o->ring, len, &ring_in, &out) == 0 && in > out) {
+			ctx->lost_corrupt += in - out;
+			/* Relaxed: the worker is the only writer of its counter line. */
+			shoal_store_relaxed(&ctx->mw->lost_corrupt, ctx->lost_corrupt);
+		}
+		shoal_ring_condemn(o->ring, len, SHOAL_RING_SIDE_SETTLED);
+	} else if (shoal_ring_prod_error(&o->p)) {
+		/* Its reader still drains it: nothing is lost, only replaced. */
+		shoal_ring_condemn(o->ring, len, SHOAL_RING_SIDE_PROD);
+	} else {
+		return;
+	}
+	o->ring = NULL;
+	/* Given up: the next send asks the opener for a fresh ring. */
+	shoal_store_relaxed(&o->state, SHOAL__LINK_NONE);
+}
+
+/* Whether the open link `o` into the group of registry entry `rg` is still
+ * into the mailbox in service: the router makes a new one for a new owner
+ * of the slot or to replace a damaged one (registry.c, R7). Relaxed: one
+ * more send into the old ring is counted as any other (dout_moved()). */
+static inline bool dout_current(const struct shoal__reg_group *rg, const struct shoal__dout *o)
+{
+	return o->mbx_gen == shoal_load_relaxed(&rg->mbx_gen);
+}
+
+/*
+ * Let go of the open link `o` into a mailbox no longer in service, so that
+ * the next send opens one into its successor. What we wrote into the old
+ * ring that its reader never took is counted here once the router gave the
+ * ring up (dout_condemned()); before that, the router counts what the ring
+ * holds when it does.
+ */
+static void dout_moved(struct shoal_ctx *ctx, struct shoal__dout *o)
+{
+	if (shoal_ring_prod_condemned(&o->p)) {
+		dout_condemned(ctx, o);
+		return;
+	}
+	o->ring = NULL;
+	shoal_store_relaxed(&o->state, SHOAL__LINK_NONE);
+}
+
+/*
  * The direct ring from this worker to worker `dw` of group `dg`. Never
  * waits unless `may_wait`: NULL with -EAGAIN while the link opener opens
  * it (asked here), or with the reason it could not be opened (told once;
@@ -494,8 +549,12 @@ static struct shoal__dout *dout_get(struct shoal_ctx *ctx, uint16_t dg, uint32_t
 		return NULL;
 	}
 	o = link_entry(ctx, dg, dw, &st);
-	if (SHOAL_LIKELY(st == SHOAL__LINK_READY))
-		return o;
+	if (SHOAL_LIKELY(st == SHOAL__LINK_READY)) {
+		if (SHOAL_LIKELY(dout_current(&ctx->g->reg.groups[dg], o)))
+			return o;
+		dout_moved(ctx, o);
+		st = SHOAL__LINK_NONE;
+	}
 	if (st == SHOAL__LINK_NONE && may_wait &&
 	    shoal_load_acquire(&ctx->g->linker_state) == SHOAL__LINKER_NONE &&
 	    !(shoal_load_relaxed(&ctx->link_want[dg]) & (1u << dw))) {
@@ -576,35 +635,6 @@ static struct shoal__dout *dout_wait(struct shoal_ctx *ctx, uint16_t dg, uint32_
 }
 
 /*
- * A direct ring found corrupted, by us or by its reader: count what we put
- * in it that was never read (its reader gave it up after its last release,
- * or reads no more), mark it settled so that the router does not count it
- * again, and forget it: the next send opens a fresh one through the router.
- */
-static void dout_condemned(struct shoal_ctx *ctx, struct shoal__dout *o)
-{
-	/* Any ring is at least this long: enough for its control block. */
-	uint64_t len = shoal_ring_size(SHOAL_RING_MIN_CAPACITY), in = o->p.records_in, out, ring_in;
-
-	if (shoal_ring_prod_condemned(&o->p)) {
-		if (shoal_ring_records(o->ring, len, &ring_in, &out) == 0 && in > out) {
-			ctx->lost_corrupt += in - out;
-			/* Relaxed: the worker is the only writer of its counter line. */
-			shoal_store_relaxed(&ctx->mw->lost_corrupt, ctx->lost_corrupt);
-		}
-		shoal_ring_condemn(o->ring, len, SHOAL_RING_SIDE_SETTLED);
-	} else if (shoal_ring_prod_error(&o->p)) {
-		/* Its reader still drains it: nothing is lost, only replaced. */
-		shoal_ring_condemn(o->ring, len, SHOAL_RING_SIDE_PROD);
-	} else {
-		return;
-	}
-	o->ring = NULL;
-	/* Given up: the next send asks the opener for a fresh ring. */
-	shoal_store_relaxed(&o->state, SHOAL__LINK_NONE);
-}
-
-/*
  * Validate a destination against the registry. Returns the registry entry,
  * or NULL with the error in *err.
  */
@@ -636,38 +666,47 @@ static inline const struct shoal__reg_group *check_dest(struct shoal_ctx *ctx, u
 		*err = -EINVAL;
 		return NULL;
 	}
-	/* Actor addresses name one incarnation (see shoal/message.h). */
-	if (slot < SHOAL_MAX_ACTORS && shoal_addr_gen(dest) != shoal_load_relaxed(&rg->gen)) {
+	/* Actor addresses name one incarnation (see shoal/message.h); group
+	 * addresses any of the slot's current owner (gen 0: whichever owner),
+	 * never an earlier owner's. Relaxed: gen and first_gen share the line
+	 * of state; a change the router makes meanwhile is what a send just
+	 * before it would have met. */
+	if (slot < SHOAL_MAX_ACTORS ? shoal_addr_gen(dest) != shoal_load_relaxed(&rg->gen) :
+				      shoal_addr_gen(dest) - 1u <
+					      shoal_load_relaxed(&rg->first_gen) - 1u) {
 		*err = -ESTALE;
 		return NULL;
 	}
 	return rg;
 }
 
-/* dout_get()'s common case inline: the link is open. */
-static inline struct shoal__dout *dout_ready(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw,
-					     struct send_wait *sw, int *err)
+/* dout_get()'s common case inline: the link is open, into the mailbox in
+ * service of `rg`, group dg's registry entry (check_dest()'s answer). */
+static inline struct shoal__dout *dout_ready(struct shoal_ctx *ctx,
+					     const struct shoal__reg_group *rg, uint16_t dg,
+					     uint32_t dw, struct send_wait *sw, int *err)
 {
 	if (SHOAL_LIKELY(dg < SHOAL_MAX_GROUPS && dw < SHOAL_MAX_WORKERS)) {
 		uint32_t st;
 		struct shoal__dout *o = link_entry(ctx, dg, dw, &st);
 
-		if (SHOAL_LIKELY(st == SHOAL__LINK_READY))
+		if (SHOAL_LIKELY(st == SHOAL__LINK_READY && dout_current(rg, o)))
 			return o;
 	}
 	return sw == NULL ? dout_get(ctx, dg, dw, false, err) : dout_wait(ctx, dg, dw, sw, err);
 }
 
 /*
- * The direct link into worker `w` of group `dg` (waiting as `sw` says,
- * NULL: never), in *out, with room reserved there for `len`: the record's
- * address, or NULL with the error in *err.
+ * The direct link into worker `w` of group `dg` (registry entry `rg`;
+ * waiting as `sw` says, NULL: never), in *out, with room reserved there for
+ * `len`: the record's address, or NULL with the error in *err.
  */
-static inline unsigned char *direct_reserve(struct shoal_ctx *ctx, uint16_t dg, uint32_t w,
-					    uint32_t len, struct send_wait *sw,
+static inline unsigned char *direct_reserve(struct shoal_ctx *ctx,
+					    const struct shoal__reg_group *rg, uint16_t dg,
+					    uint32_t w, uint32_t len, struct send_wait *sw,
 					    struct shoal__dout **out, int *err)
 {
-	struct shoal__dout *o = dout_ready(ctx, dg, w, sw, err);
+	struct shoal__dout *o = dout_ready(ctx, rg, dg, w, sw, err);
 	unsigned char *dst;
 
 	*out = o;
@@ -685,8 +724,9 @@ static inline unsigned char *direct_reserve(struct shoal_ctx *ctx, uint16_t dg, 
  * (or a wait that gives up) leaves nothing delivered and a retry
  * duplicates nothing.
  */
-static int send_all(struct shoal_ctx *ctx, uint64_t dest, uint32_t nw, uint32_t type,
-		    const void *buf, uint32_t len, struct send_wait *sw, uint32_t flags, uint64_t rid)
+static int send_all(struct shoal_ctx *ctx, const struct shoal__reg_group *rg, uint64_t dest,
+		    uint32_t nw, uint32_t type, const void *buf, uint32_t len, struct send_wait *sw,
+		    uint32_t flags, uint64_t rid)
 {
 	struct shoal__dout *outs[SHOAL_MAX_WORKERS];
 	unsigned char *dsts[SHOAL_MAX_WORKERS];
@@ -696,7 +736,7 @@ static int send_all(struct shoal_ctx *ctx, uint64_t dest, uint32_t nw, uint32_t 
 	int ret = 0;
 
 	for (n = 0; n < nw; n++) {
-		dsts[n] = direct_reserve(ctx, dg, n, len, sw, &outs[n], &ret);
+		dsts[n] = direct_reserve(ctx, rg, dg, n, len, sw, &outs[n], &ret);
 		if (dsts[n] == NULL) {
 			if (ret == -EAGAIN && outs[n] == NULL)
 				dout_ask_rest(ctx, dg, n + 1, nw);
@@ -748,14 +788,14 @@ int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, cons
 	if (sw != NULL)
 		sw->rg = rg;
 	if (slot == SHOAL_SLOT_ALL) {
-		ret = send_all(ctx, dest, nw, type, buf, len, sw, flags, rid);
+		ret = send_all(ctx, rg, dest, nw, type, buf, len, sw, flags, rid);
 		if (ret < 0)
 			goto fail;
 		COUNT(ctx, sent_direct);
 		return 0;
 	}
 	self = shoal_ctx_self(ctx);
-	dst = direct_reserve(ctx, (uint16_t)shoal_addr_group(dest),
+	dst = direct_reserve(ctx, rg, (uint16_t)shoal_addr_group(dest),
 			     dest_worker(nw, slot, self, rid, flags), len, sw, &o, &ret);
 	if (dst == NULL)
 		goto fail;
@@ -909,7 +949,8 @@ static int send_to_burst(struct shoal_ctx *ctx, uint64_t dest, const struct shoa
 		goto fail;
 	}
 	sw.rg = rg;
-	b.o = dout_ready(ctx, dg, dest_worker(nw, shoal_addr_slot(dest), shoal_ctx_self(ctx), 0, 0),
+	b.o = dout_ready(ctx, rg, dg,
+			 dest_worker(nw, shoal_addr_slot(dest), shoal_ctx_self(ctx), 0, 0),
 			 wait ? &sw : NULL, &ret);
 	if (b.o == NULL)
 		goto fail;

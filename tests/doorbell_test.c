@@ -139,10 +139,13 @@ static int race_producer(void *arg)
 	if ((r->unfenced || r->quiet) && shoal_doorbell_asym_join() != 0)
 		return 1;
 	for (uint64_t i = 1; i <= r->rounds; i++) {
-		/* The message a quiet consumer sleeps for: often late enough
-		 * that it is asleep, sometimes right at its prepare. */
-		for (uint64_t d = r->quiet && i % QUIET_EVERY == 0 ? test_rand(&seed) % 100000 : 0;
-		     d > 0; d--)
+		/* The message a quiet consumer sleeps for (and one in 64 of a
+		 * flood to an unfencing one): often late enough that it is
+		 * asleep, sometimes right at its prepare. A consumer that
+		 * never slept would leave the race untried. */
+		bool pause = r->quiet ? i % QUIET_EVERY == 0 : r->unfenced && r->burst && i % 64 == 0;
+
+		for (uint64_t d = pause ? test_rand(&seed) % 1000000 : 0; d > 0; d--)
 			__asm__ __volatile__("" ::: "memory");
 		if (publish_jittered(&r->sent, &r->db, i, &seed, r->quiet ? &quiet : NULL))
 			atomic_fetch_add_explicit(&r->unfenced_sends, 1, memory_order_relaxed);

@@ -1665,6 +1665,20 @@ static void next_notification(int fd, char *buf, size_t cap, const char *out)
 }
 
 /*
+ * Whether this shoal was built with an optional part, as tests/meson.build
+ * tells through `env` ("1" or "0"); says SKIP when not, and the case skips.
+ */
+static bool built_with(const char *env, const char *what)
+{
+	const char *have = getenv(env);
+
+	if (have != NULL && strcmp(have, "1") == 0)
+		return true;
+	print_message("SKIP: built without %s\n", what);
+	return false;
+}
+
+/*
  * Under systemd (NOTIFY_SOCKET names a socket the test listens on, as
  * systemd's for a unit of Type=notify): READY=1 once every group is up,
  * RELOADING=1 then READY=1 around `shoal reload`, STOPPING=1 on `shoal
@@ -1674,13 +1688,12 @@ static void run_notifies_systemd_when_ready_reloading_and_stopping(void **state)
 {
 	const char *cfg = in_dir("sd.yaml"), *out = in_dir("sd.out"), *sock = in_dir("sd.sock");
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	const char *have = getenv("SHOAL_HAVE_SYSTEMD");
 	char text[1024], note[512];
 	pid_t run;
 	int fd, status;
 
 	(void)state;
-	if (have == NULL || strcmp(have, "1") != 0)
+	if (!built_with("SHOAL_HAVE_SYSTEMD", "libsystemd"))
 		skip();
 	snprintf(text, sizeof(text),
 		 "system: sd\ngroups:\n"
@@ -1775,18 +1788,6 @@ static const char *config_hosts(const char *system, unsigned port)
 	return text;
 }
 
-/* A build without the link layer (-Dbridge=disabled, no UCX) refuses files
- * with other hosts at start: the --host cases that need a bridge skip. */
-static bool bridge_built(void)
-{
-	const char *have = getenv("SHOAL_HAVE_BRIDGE");
-
-	if (have != NULL && strcmp(have, "1") == 0)
-		return true;
-	print_message("SKIP: built without the bridge (UCX)\n");
-	return false;
-}
-
 static void run_host_starts_only_the_groups_of_that_host(void **state)
 {
 	const char *cfg = in_dir("hosts.yaml"), *out = in_dir("hosts.out");
@@ -1795,7 +1796,7 @@ static void run_host_starts_only_the_groups_of_that_host(void **state)
 	pid_t run;
 
 	(void)state;
-	if (!bridge_built())
+	if (!built_with("SHOAL_HAVE_BRIDGE", "the bridge (UCX)"))
 		skip();
 	write_file(cfg, config_hosts("hosts", 20000 + (unsigned)getpid() % 20000));
 	run = spawn_run(opts, cfg, out, -1, 0);
@@ -1842,7 +1843,7 @@ static void run_host_listening_for_two_hosts_is_refused(void **state)
 	char text[1024];
 
 	(void)state;
-	if (!bridge_built())
+	if (!built_with("SHOAL_HAVE_BRIDGE", "the bridge (UCX)"))
 		skip();
 	snprintf(text, sizeof(text),
 		 "system: hosts3\nhosts:\n  list:\n"

@@ -119,6 +119,7 @@ struct shoal_ring_cons {
 	uint64_t pending_bytes;
 	uint64_t records_out;
 	uint64_t bytes_out;
+	uint64_t skipped;     /* records lost behind the head found at attach */
 	int err;
 };
 
@@ -163,6 +164,14 @@ SHOAL_API int shoal_ring_prod_attach(struct shoal_ring_prod *p, void *mem, uint6
 				     struct shoal_err *err);
 SHOAL_API int shoal_ring_cons_attach(struct shoal_ring_cons *c, void *mem, uint64_t len,
 				     struct shoal_err *err);
+
+/*
+ * Records a consumer found lost when it attached: counted in by the producer
+ * and never taken out, yet behind the head it resumes at (another writer
+ * moved the head forward, and the producer wrote over them). Attach takes
+ * them out of the ring's counters; the caller counts them as lost.
+ */
+SHOAL_API uint64_t shoal_ring_cons_skipped(const struct shoal_ring_cons *c);
 
 /*
  * Reserve room for a record of `len` payload bytes, after any records already

@@ -143,7 +143,8 @@ uint64_t shoal__ring_drain_dead(void *mem, uint64_t len)
 	if (shoal_ring_cons_error(&c) != 0)
 		n += ring_left(mem, len);
 	shoal_ring_condemn(mem, len, SHOAL_RING_SIDE_CONS);
-	return n;
+	/* What attach found behind the head: out of the counters already. */
+	return n + shoal_ring_cons_skipped(&c);
 }
 
 /*

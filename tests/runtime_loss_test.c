@@ -393,6 +393,7 @@ static void runtime_group_parked_on_a_stopped_destination_is_freed(void **state)
 {
 	struct child cons = { .index = 0, .name = "c" };
 	struct child prod = { .index = 1, .name = "rtp", .n = 1000, .type = T_PING };
+	struct shoal_router_stats st;
 	uint64_t delivered, lost_q, lost;
 	pid_t pc;
 	int id;
@@ -414,6 +415,9 @@ static void runtime_group_parked_on_a_stopped_destination_is_freed(void **state)
 	assert_true(lost > 0);
 	assert_int_equal(delivered + lost, prod.n);
 	assert_int_equal(mailboxes_left("loss-parked", "rtp"), 0);
+	/* `shoal run`'s status line says it too. */
+	shoal_router_stats(rt_router, &st);
+	assert_int_equal(st.lost, lost);
 	kill(pc, SIGCONT);
 	rt_wait_count(0, delivered, 30000);
 	rt_stop_and_reap(&pc, 1);

@@ -126,7 +126,9 @@ static void text_system(const struct shoal__sys_view *v)
 	shoal__sys_view_count(v, &n);
 	printf("System %s\n", v->system);
 	field("registry", "%s", shoal__fmt_printable(path, sizeof(path), v->registry_path));
-	field("router", "pid %d (%s), %s", v->router_pid, shoal__alive_name(v->router_alive),
+	/* The state is the last the router wrote: once it is gone, it was. */
+	field("router", "pid %d (%s), %s%s", v->router_pid, shoal__alive_name(v->router_alive),
+	      v->router_alive == 0 ? "gone; it was " : "",
 	      state_or(shoal__system_state_name(v->state), state, sizeof(state), v->state));
 	field("created", "%s", shoal__fmt_time(when, sizeof(when), v->registry.ctime_ns));
 	field("nodes", "%u (%u dispatcher%s), idle spin %s", v->n_nodes, v->n_dispatchers,
@@ -433,7 +435,9 @@ static void json_system(struct shoal__json *j, const struct shoal__sys_view *v)
 	shoal__json_uint(j, "restarts", n.restarts);
 	shoal__json_uint(j, "groups_released", v->released);
 	shoal__json_uint(j, "lost_released", v->lost_released);
-	shoal__json_string(j, "status", v->corrupt ? "corrupt" : "ok");
+	shoal__json_string(j, "status", v->router_alive == 0 ? "router_gone" :
+					 v->corrupt             ? "corrupt" :
+								  "ok");
 	if (v->corrupt)
 		shoal__json_string(j, "reason", v->reason);
 	shoal__json_object_end(j);

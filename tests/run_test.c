@@ -1387,10 +1387,11 @@ static void says(int code, const char *needle, const char *const *args)
 }
 
 /*
- * Lifecycle over the control socket: a group stopped on request stays down
- * (its policy is always) until `shoal restart`; a restart of a running group
- * replaces its process; an unknown group and a refused file are errors;
- * `shoal stop SYSTEM` returns once the system is gone.
+ * Lifecycle over the control socket: a group stopped on request stays
+ * stopped (its policy is always; the tools say so, and exit 0) until
+ * `shoal restart`; a restart of a running group replaces its process; an
+ * unknown group and a refused file are errors; `shoal stop SYSTEM` returns
+ * once the system is gone.
  */
 static void run_stop_restart_reload_over_the_control_socket(void **state)
 {
@@ -1422,10 +1423,19 @@ static void run_stop_restart_reload_over_the_control_socket(void **state)
 	usleep(500000);
 	assert_int_equal(rt_group_pid("lc", "a"), 0);
 	expect_count(out, "group a: started", 1, 0);
+	/* Shown stopped, not down, and no failure: the tools exit 0. */
+	said = shoal_says(0, (const char *const[]){ "stat", "--json", "lc", NULL });
+	assert_has(said, "\"state\": \"stopped\"");
+	assert_has(said, "\"groups_failed\": 0");
+	free(said);
+	says(0, "stopped", (const char *const[]){ "stat", "lc", NULL });
 	says(0, "group a was not running (stopped on request)",
 	     (const char *const[]){ "stop", "lc", "a", NULL });
 	says(0, "group a started: pid", (const char *const[]){ "restart", "lc", "a", NULL });
 	wait_attached("lc", "a", out);
+	said = shoal_says(0, (const char *const[]){ "stat", "--json", "lc", NULL });
+	assert_lacks(said, "\"state\": \"stopped\"");
+	free(said);
 	b = rt_group_pid("lc", "b");
 	said = shoal_says(0, (const char *const[]){ "restart", "--json", "lc", "b", NULL });
 	assert_json_documents(said, 1, false);
@@ -1488,6 +1498,36 @@ static void run_stop_kills_a_group_past_its_timeout(void **state)
 	     (const char *const[]){ "restart", "deaf", "deaf", NULL });
 	assert_int_equal(stop_run(run, SIGTERM), 1);   /* the last one is killed again */
 	assert_int_equal(count_system_files("deaf"), 0);
+}
+
+/*
+ * A stop that reaches a group before its process attached (here it is
+ * killed at the stop timeout before it ever does) is withdrawn by `shoal
+ * restart`: the next process attaches and keeps running, instead of
+ * finding the old stop request and leaving at once.
+ */
+static void run_restart_after_a_stop_before_attach_runs(void **state)
+{
+	const char *out = in_dir("early.out");
+	char script[512];
+	pid_t run, pid;
+
+	(void)state;
+	snprintf(script, sizeof(script), "echo early up; sleep 2; exec %s --role consumer",
+		 group_bin);
+	run = start_sh("early", script, "    stop: { timeout: 200ms }\n", out);
+	expect_output(out, "early | early up", 10000);
+	says(0, "group early stopped: its process killed by signal 9",
+	     (const char *const[]){ "stop", "early", "early", NULL });
+	says(0, "stopped", (const char *const[]){ "stat", "early", NULL });
+	says(0, "group early started", (const char *const[]){ "restart", "early", "early", NULL });
+	wait_attached("early", "early", out);
+	pid = rt_group_pid("early", "early");
+	usleep(500000);
+	assert_int_equal(rt_group_pid("early", "early"), pid);
+	expect_count(out, "group early: exited", 0, 0);
+	assert_int_equal(stop_run(run, SIGTERM), 0);
+	assert_int_equal(count_system_files("early"), 0);
 }
 
 /* Connect to system `system`'s control socket and send it one ADMIN. */
@@ -1891,6 +1931,8 @@ int main(void)
 		cmocka_unit_test_teardown(run_stop_restart_reload_over_the_control_socket,
 					  kill_started),
 		cmocka_unit_test_teardown(run_stop_kills_a_group_past_its_timeout, kill_started),
+		cmocka_unit_test_teardown(run_restart_after_a_stop_before_attach_runs,
+					  kill_started),
 		cmocka_unit_test_teardown(run_lifecycle_clients_that_go_away_cannot_hurt_it,
 					  kill_started),
 		cmocka_unit_test_teardown(run_logs_reads_the_groups_log_files, kill_started),

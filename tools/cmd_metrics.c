@@ -514,6 +514,7 @@ static void print_group_info(FILE *out, const struct shoal__sys_view *v)
 		"State of the group" };
 	static const uint32_t states[] = {
 		SHOAL_GROUP_DOWN, SHOAL_GROUP_RUNNING, SHOAL_GROUP_STOPPING, SHOAL_GROUP_FAILED,
+		SHOAL_GROUP_STOPPED,
 	};
 	const struct shoal__group_view *g;
 

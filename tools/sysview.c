@@ -46,6 +46,7 @@ const char *shoal__group_state_name(uint32_t state)
 		[SHOAL_GROUP_RUNNING] = "running",
 		[SHOAL_GROUP_STOPPING] = "stopping",
 		[SHOAL_GROUP_FAILED] = "failed",
+		[SHOAL_GROUP_STOPPED] = "stopped",
 	};
 
 	return state < sizeof(names) / sizeof(names[0]) ? names[state] : NULL;

@@ -169,7 +169,8 @@ const struct shoal__type_view *shoal__sys_view_type(const struct shoal__sys_view
 void shoal__group_view_queued(const struct shoal__group_view *g, uint64_t *records,
 			      uint64_t *bytes);
 
-/* "empty", "down", "running", "stopping", "failed"; NULL for another value. */
+/* "empty", "down", "running", "stopping", "failed", "stopped"; NULL for
+ * another value. */
 const char *shoal__group_state_name(uint32_t state);
 
 /* Whether a mailbox ring of this tag feeds a worker (runtime/layout.h). */

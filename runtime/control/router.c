@@ -350,6 +350,8 @@ static void ask_stop(struct shoal_router *r, int g)
 	shoal_store_relaxed(&s->hdr->stop, 1);
 	if (s->conn >= 0)
 		shoal_store_relaxed(&r->regg[g].state, SHOAL_GROUP_STOPPING);
+	else if (shoal_load_relaxed(&r->regg[g].state) != SHOAL_GROUP_FAILED)
+		shoal_store_relaxed(&r->regg[g].state, SHOAL_GROUP_STOPPED);
 	for (unsigned w = 0; w < s->n_workers; w++) {
 		shoal_doorbell_notify(&s->hdr->w[w].in_db);
 		shoal_doorbell_notify(&s->hdr->w[w].up_db);
@@ -368,6 +370,28 @@ int shoal_router_stop_group(struct shoal_router *r, int id)
 	}
 	pthread_mutex_unlock(&r->lock);
 	return ret;
+}
+
+int shoal_router_resume_group(struct shoal_router *r, int id)
+{
+	struct shoal__group_slot *s;
+
+	pthread_mutex_lock(&r->lock);
+	if (id < 0 || (uint32_t)id >= r->n_groups || !r->groups[id].used) {
+		pthread_mutex_unlock(&r->lock);
+		return -ENOENT;
+	}
+	s = &r->groups[id];
+	/* An attached process keeps its stop flag: it was asked and may be
+	 * draining already; group_left() in server.c settles the state. */
+	s->stop_wanted = false;
+	if (s->conn < 0) {
+		shoal_store_relaxed(&s->hdr->stop, 0);
+		if (shoal_load_relaxed(&r->regg[id].state) == SHOAL_GROUP_STOPPED)
+			shoal_store_relaxed(&r->regg[id].state, SHOAL_GROUP_DOWN);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return 0;
 }
 
 int shoal_router_stop_groups(struct shoal_router *r, int64_t timeout_ns)

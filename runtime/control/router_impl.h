@@ -55,7 +55,8 @@ struct shoal__group_slot {
 	uint32_t in_cap;                /* inbound ring bytes */
 	uint8_t overflow;
 	int conn;                       /* control connection of the attached process, -1 */
-	bool stop_wanted;               /* asked to stop: holds until a process leaves */
+	bool stop_wanted;               /* asked to stop: holds until a process leaves
+					 * or shoal_router_resume_group() */
 	bool runtime;                   /* registered by a process, never declared */
 	pid_t pid;
 	struct shoal_seg mbx;

@@ -485,6 +485,9 @@ static int launch(struct sup *s, uint32_t i)
 
 	if (env == NULL)
 		return -ENOMEM;
+	/* A stop the last process never saw (it ended before attaching, or
+	 * none ran) must not stop this one as it attaches. */
+	shoal_router_resume_group(s->router, p->id);
 	out_fd = out_pipe(s, i);
 	sigemptyset(&none);
 	fflush(NULL);
@@ -877,6 +880,7 @@ static void tool_stop(struct sup *s, uint32_t i, int fd, bool restart)
 	}
 	if (p->pid == 0 && !restart) {
 		p->restart_at_ns = 0;
+		shoal_router_stop_group(s->router, p->id);   /* shown stopped, not down */
 		admin_reply(s, fd, 0, "group %s was not running%s; it stays stopped until "
 			    "'shoal restart %s %s'", g->name, p->held ? " (stopped on request)" :
 			    p->failed ? " (it had given up)" : "", s->cfg->system, g->name);

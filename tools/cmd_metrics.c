@@ -501,7 +501,8 @@ static void print_dispatcher_info(FILE *out, const struct shoal__sys_view *v)
 
 		label_int(labels, "dispatcher", d);
 		label_int(labels, "node", v->disp[d].node);
-		label(labels, "cpus", shoal__fmt_cpus(cpus, sizeof(cpus), v->disp[d].cpus));
+		label(labels, "cpus", shoal__fmt_cpus(cpus, sizeof(cpus), v->disp[d].cpus,
+						     v->cpu_words));
 		sample(out, &info, labels, 1);
 	}
 }

@@ -168,7 +168,8 @@ static int text_dispatchers(const struct shoal__sys_view *v)
 		shoal__table_row(&t);
 		shoal__table_cell(&t, "%u", d);
 		shoal__table_cell(&t, "%d", dv->node);
-		shoal__table_cell(&t, "%s", shoal__fmt_cpus(cpus, sizeof(cpus), dv->cpus));
+		shoal__table_cell(&t, "%s", shoal__fmt_cpus(cpus, sizeof(cpus), dv->cpus,
+							     v->cpu_words));
 		shoal__table_cell(&t, "%llu", (unsigned long long)dv->messages);
 		shoal__table_cell(&t, "%llu", (unsigned long long)dv->delivered);
 		shoal__table_cell(&t, "%llu", (unsigned long long)dv->no_route);
@@ -453,7 +454,8 @@ static void json_dispatchers(struct shoal__json *j, const struct shoal__sys_view
 		shoal__json_object_begin(j, NULL);
 		shoal__json_uint(j, "index", d);
 		shoal__json_int(j, "node", dv->node);
-		shoal__json_string(j, "cpus", shoal__fmt_cpus(cpus, sizeof(cpus), dv->cpus));
+		shoal__json_string(j, "cpus", shoal__fmt_cpus(cpus, sizeof(cpus), dv->cpus,
+							       v->cpu_words));
 		shoal__json_uint(j, "batches", dv->batches);
 		shoal__json_uint(j, "messages", dv->messages);
 		shoal__json_uint(j, "delivered", dv->delivered);

@@ -32,7 +32,7 @@
 
 struct shoal__disp_view {
 	int32_t node;
-	uint64_t cpus;
+	uint64_t cpus[SHOAL__CPU_WORDS_MAX];   /* its CPU set: the view's cpu_words words */
 	uint64_t batches, messages, delivered, no_route, dropped_full, dropped_dead;
 	uint64_t malformed, sleeps, busy_ns, discarded;
 	uint64_t corrupt, dropped_corrupt;   /* rings condemned; copies dropped for them */
@@ -97,6 +97,7 @@ struct shoal__sys_view {
 	uint32_t state;                 /* 1 running, 2 stopping */
 	uint32_t n_nodes;
 	uint32_t n_dispatchers;         /* bounded by SHOAL_MAX_NODES */
+	uint32_t cpu_words;             /* of each CPU set; bounded by SHOAL__CPU_WORDS_MAX */
 	uint32_t route_version;
 	uint32_t n_routes;
 	uint64_t spin_ns;

@@ -40,11 +40,17 @@ enum shoal_group_state {
 #define SHOAL_MAX_WORKERS 16
 #define SHOAL_MAX_NODES 8
 
+struct bitmask;   /* libnuma's CPU set (<numa.h>) */
+
 /* A described NUMA topology (for tests); NULL means read it with libnuma. */
 struct shoal_topology {
 	int n_nodes;
-	/* CPUs of each node, as a bit mask of CPU numbers 0..63. */
+	/* CPUs of each node, as a bit mask of CPU numbers 0..63, for the nodes
+	 * whose `cpu_sets` entry is NULL. */
 	uint64_t cpus[SHOAL_MAX_NODES];
+	/* CPUs of each node as a libnuma CPU set of any size (CPU numbers
+	 * below 8192), or NULL. The router copies them at start. */
+	const struct bitmask *cpu_sets[SHOAL_MAX_NODES];
 };
 
 /* Ring sizes a router uses when its options leave them 0. */

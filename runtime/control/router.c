@@ -144,7 +144,9 @@ int shoal__router_start_mode(struct shoal_router **out, const struct shoal_route
 				  "inbound rings at least as large as uplinks");
 		goto fail;
 	}
-	shoal__topology_read(r, opts->topology);
+	ret = shoal__topology_read(r, opts->topology, err);
+	if (ret < 0)
+		goto fail;
 	ret = shoal__claim_system(r, err);
 	if (ret < 0)
 		goto fail;
@@ -173,7 +175,7 @@ int shoal__router_start_mode(struct shoal_router **out, const struct shoal_route
 	r->watch_started = true;
 	/* With the dispatchers' CPUs (node 0's): the plain reference of
 	 * shoal-bench-system pins its waker the same way. */
-	ret = shoal__waker_start(&r->dp, r->topo.cpus[0], &r->waker);
+	ret = shoal__waker_start(&r->dp, shoal__cpus_low64(r->node_cpus[0]), &r->waker);
 	if (ret < 0) {
 		ret = shoal__fail(err, ret, "cannot start the waker thread");
 		goto fail;
@@ -528,6 +530,7 @@ void shoal_router_destroy(struct shoal_router *r)
 		shoal_seg_unlink(name);
 	}
 	free(r->routes);
+	shoal__topology_free(r);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->changed);
 	free(r);

@@ -17,6 +17,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -280,7 +281,12 @@ static const struct bad bad_configs[] = {
 	{ "zero_actors", "system: s\n" G "    actors: 0\n", 5, "actors is 0" },
 	{ "too_many_workers", "system: s\n" G "    workers: 100\n", 5, "between 1 and 16" },
 	{ "no_such_node", "system: s\n" G "    node: 7\n", 5, "does not exist on this machine" },
-	{ "no_such_cpu", "system: s\n" G "    cpus: 0-999\n", 5, "names CPU 999" },
+	{ "cpu_past_the_largest", "system: s\n" G "    cpus: 0-9000\n", 5,
+	  "names CPU 9000; CPU numbers go up to 8191" },
+	{ "cpus_range_backwards", "system: s\n" G "    cpus: 3-1\n", 5, "has a bad range" },
+	{ "cpus_trailing_comma", "system: s\n" G "    cpus: \"0,\"\n", 5,
+	  "is not a list like '0-3,64,130-131'" },
+	{ "cpus_empty", "system: s\n" G "    cpus: \"\"\n", 5, "cpus is empty" },
 	{ "mailbox_not_pow2", "system: s\n" G "    mailbox: 3KiB\n", 5, "power of two" },
 	{ "mailbox_bad_unit", "system: s\n" G "    mailbox: 64KB\n", 5, "unknown unit 'KB'" },
 	{ "overflow_word", "system: s\n" G "    overflow: spill\n", 5, "one of: block, drop" },
@@ -344,6 +350,32 @@ static void run_check_prints_position_and_exits_1(void **state)
 	write_file(cfg, "system: s\ngroups:\n  - name: a\n    program: /bin/true\n");
 	snprintf(cmd, sizeof(cmd), "%s run --check %s > %s 2>&1", shoal_bin, cfg, out);
 	assert_int_equal(WEXITSTATUS(system(cmd)), 0);
+}
+
+/*
+ * CPUs this machine lacks: the file may name any CPU below 8192 (it may be
+ * for a larger host), so --check accepts it; `shoal run` here refuses it,
+ * at the position of its `cpus:`, before it starts anything.
+ */
+static void run_cpus_this_machine_lacks_are_refused_at_run(void **state)
+{
+	const char *cfg = in_dir("bigcpu.yaml"), *out = in_dir("bigcpu.out");
+	char cmd[1400], *text;
+
+	(void)state;
+	if (sysconf(_SC_NPROCESSORS_CONF) > 127)
+		skip();
+	write_file(cfg, "system: bigcpu\ngroups:\n  - name: a\n    program: /bin/true\n"
+		   "    cpus: \"0,64-127\"\n");
+	snprintf(cmd, sizeof(cmd), "%s run --check %s > %s 2>&1", shoal_bin, cfg, out);
+	assert_int_equal(WEXITSTATUS(system(cmd)), 0);
+	snprintf(cmd, sizeof(cmd), "%s run %s > %s 2>&1", shoal_bin, cfg, out);
+	assert_int_equal(WEXITSTATUS(system(cmd)), 1);
+	text = read_file(out);
+	assert_has(text, "bigcpu.yaml:5:11: group a: cpus names CPU 127; this machine has ");
+	assert_lacks(text, "started");
+	free(text);
+	assert_int_equal(count_system_files("bigcpu"), 0);
 }
 
 /* ---- systems ------------------------------------------------------------------------ */
@@ -1530,6 +1562,34 @@ static void run_restart_after_a_stop_before_attach_runs(void **state)
 	assert_int_equal(count_system_files("early"), 0);
 }
 
+/* A group with `cpus: "1"` runs on CPU 1 only: asked of its real process. */
+static void run_group_is_pinned_to_its_cpus(void **state)
+{
+	const char *cfg = in_dir("pin.yaml"), *out = in_dir("pin.out");
+	size_t size = CPU_ALLOC_SIZE(SHOAL__CPUS_MAX);
+	cpu_set_t *set;
+	char text[1024];
+	pid_t run, pid;
+
+	(void)state;
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		skip();
+	snprintf(text, sizeof(text),
+		 "system: pin\ngroups:\n  - name: a\n    program: %s\n"
+		 "    args: [--role, consumer]\n    cpus: \"1\"\n", group_bin);
+	write_file(cfg, text);
+	run = start_run(cfg, out);
+	wait_attached("pin", "a", out);
+	pid = rt_group_pid("pin", "a");
+	set = CPU_ALLOC(SHOAL__CPUS_MAX);
+	assert_non_null(set);
+	assert_int_equal(sched_getaffinity(pid, size, set), 0);
+	assert_int_equal(CPU_COUNT_S(size, set), 1);
+	assert_true(CPU_ISSET_S(1, size, set));
+	CPU_FREE(set);
+	assert_int_equal(stop_run(run, SIGTERM), 0);
+}
+
 /* Connect to system `system`'s control socket and send it one ADMIN. */
 static int send_admin(const char *system, uint32_t what, const char *group)
 {
@@ -1902,6 +1962,9 @@ int main(void)
 {
 	const struct CMUnitTest fixed[] = {
 		cmocka_unit_test_teardown(run_check_prints_position_and_exits_1, kill_started),
+		cmocka_unit_test_teardown(run_cpus_this_machine_lacks_are_refused_at_run,
+					  kill_started),
+		cmocka_unit_test_teardown(run_group_is_pinned_to_its_cpus, kill_started),
 		cmocka_unit_test_teardown(run_kill9_under_load_loses_nothing, kill_started),
 		cmocka_unit_test_teardown(run_crash_loop_backs_off_then_fails, kill_started),
 		cmocka_unit_test_teardown(run_program_disagreeing_with_file_types_is_refused,

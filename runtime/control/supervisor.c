@@ -53,6 +53,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <numa.h>
+
 #include <shoal/router.h>
 
 #include "runtime/control/config.h"
@@ -419,10 +421,38 @@ static void free_child_env(char **env)
 	free(env);
 }
 
-static void exec_child(const struct shoal__cfg_group *g, char **env, const sigset_t *mask,
-		       int out_fd)
+/*
+ * The CPU set group `g` is pinned to, as sched_setaffinity() takes it: in
+ * *out (CPU_FREE() it), *size bytes, just large enough for its highest CPU.
+ * NULL in *out when the group is not pinned. Returns 0 or -ENOMEM.
+ */
+static int child_cpus(const struct shoal__cfg_group *g, cpu_set_t **out, size_t *size)
 {
-	cpu_set_t set;
+	unsigned end = 0;
+
+	*out = NULL;
+	*size = 0;
+	if (g->cpus == NULL)
+		return 0;
+	for (unsigned c = 0; c < SHOAL__CPUS_MAX; c++)
+		if (numa_bitmask_isbitset(g->cpus, c))
+			end = c + 1;
+	*out = CPU_ALLOC(end);
+	if (*out == NULL)
+		return -ENOMEM;
+	*size = CPU_ALLOC_SIZE(end);
+	CPU_ZERO_S(*size, *out);
+	for (unsigned c = 0; c < end; c++)
+		if (numa_bitmask_isbitset(g->cpus, c))
+			CPU_SET_S(c, *size, *out);
+	return 0;
+}
+
+static void exec_child(const struct shoal__cfg_group *g, char **env, const sigset_t *mask,
+		       int out_fd, const cpu_set_t *cpus, size_t cpus_size)
+{
+	static const char unpinned[] = "shoal: sched_setaffinity refused the group's cpus; "
+				       "it runs unpinned\n";
 
 	/*
 	 * Runs between fork and exec in a copy of a threaded process (the
@@ -441,13 +471,9 @@ static void exec_child(const struct shoal__cfg_group *g, char **env, const sigse
 	}
 	signal(SIGPIPE, SIG_DFL);                /* the supervisor ignores it */
 	sigprocmask(SIG_SETMASK, mask, NULL);   /* the supervisor blocks them */
-	if (g->cpus != 0) {
-		CPU_ZERO(&set);
-		for (int c = 0; c < 64; c++)
-			if (g->cpus & (UINT64_C(1) << c))
-				CPU_SET(c, &set);
-		sched_setaffinity(0, sizeof(set), &set);
-	}
+	/* Said where its output goes (a CPU offline since the start, say). */
+	if (cpus != NULL && sched_setaffinity(0, cpus_size, cpus) != 0)
+		log_write(STDERR_FILENO, unpinned, sizeof(unpinned) - 1);
 	execve(g->program, g->argv, env);
 	_exit(127);
 }
@@ -479,12 +505,19 @@ static int launch(struct sup *s, uint32_t i)
 	const struct shoal__cfg_group *g = &s->cfg->groups[i];
 	struct proc *p = &s->procs[i];
 	char **env = child_env(g, s->cfg->system);
+	cpu_set_t *cpus;
+	size_t cpus_size;
 	sigset_t none;
 	int pidfd_err, out_fd;
 	pid_t pid;
 
 	if (env == NULL)
 		return -ENOMEM;
+	/* Made before the fork: the child may not allocate (exec_child()). */
+	if (child_cpus(g, &cpus, &cpus_size) < 0) {
+		free_child_env(env);
+		return -ENOMEM;
+	}
 	/* A stop the last process never saw (it ended before attaching, or
 	 * none ran) must not stop this one as it attaches. */
 	shoal_router_resume_group(s->router, p->id);
@@ -493,8 +526,10 @@ static int launch(struct sup *s, uint32_t i)
 	fflush(NULL);
 	pid = fork();
 	if (pid == 0)
-		exec_child(g, env, &none, out_fd);
+		exec_child(g, env, &none, out_fd, cpus, cpus_size);
 	free_child_env(env);
+	if (cpus != NULL)
+		CPU_FREE(cpus);
 	if (out_fd >= 0)
 		close(out_fd);
 	if (pid < 0) {
@@ -1305,6 +1340,8 @@ static int reload_file(struct sup *s, struct shoal_err *err)
 		return refuse_reload(s, ret, err);
 	ret = check_reload(s, n, err);
 	if (ret == 0)
+		ret = shoal__config_check_cpus(n, s->host, err);
+	if (ret == 0)
 		ret = add_bridge(s, n, err);
 	if (ret == 0)
 		ret = shoal__config_check_space(n, s->cfg, &space, err);
@@ -1614,6 +1651,8 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	if (ret < 0)
 		return ret;
 	ret = shoal__config_this_host(s.cfg, o->host, &s.host, err);
+	if (ret == 0)
+		ret = shoal__config_check_cpus(s.cfg, s.host, err);
 	if (ret == 0)
 		ret = add_bridge(&s, s.cfg, err);
 	if (ret < 0) {

@@ -56,6 +56,22 @@ static uint64_t thread_cpus(const char *name)
 	return mask;
 }
 
+/* A router on described topology `topo` (this machine needs two CPUs, or
+ * the case is skipped) with groups g0..g<n-1> declared, their ids in ids. */
+static void start_described(const char *system, const struct shoal_topology *topo, int n,
+			    int *ids)
+{
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		skip();
+	assert_int_equal(rt_start_router(system, topo, 0), 0);
+	for (int i = 0; i < n; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "g%d", i);
+		ids[i] = rt_declare(name, 1, 1);
+	}
+}
+
 static void placement_described_topology_spreads_groups(void **state)
 {
 	const struct shoal_topology topo = { .n_nodes = 2, .cpus = { 1u << 0, 1u << 1 } };
@@ -68,15 +84,7 @@ static void placement_described_topology_spreads_groups(void **state)
 	pid_t pc;
 
 	(void)state;
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
-		skip();
-	assert_int_equal(rt_start_router("place", &topo, 0), 0);
-	for (int i = 0; i < 4; i++) {
-		char name[8];
-
-		snprintf(name, sizeof(name), "g%d", i);
-		ids[i] = rt_declare(name, 1, 1);
-	}
+	start_described("place", &topo, 4, ids);
 	assert_int_equal(shoal_router_group(rt_router, &bad, &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "does not exist"));
 	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
@@ -140,17 +148,10 @@ static void placement_cpus_past_63_reach_the_registry(void **state)
 	const uint64_t *w;
 	uint64_t all = 0;
 	cpu_set_t mine;
+	int ids[3];
 
 	(void)state;
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
-		skip();
-	assert_int_equal(rt_start_router("bigcpu", &topo, 0), 0);
-	for (int i = 0; i < 3; i++) {
-		char name[8];
-
-		snprintf(name, sizeof(name), "g%d", i);
-		rt_declare(name, 1, 1);
-	}
+	start_described("bigcpu", &topo, 3, ids);
 	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
 	assert_int_equal(atomic_load(&reg.hdr->n_dispatchers), 3);
 	assert_true(reg.hdr->cpu_words >= 16 && reg.hdr->cpu_words <= SHOAL__CPU_WORDS_MAX);

@@ -492,7 +492,7 @@ static void print_system(FILE *out, const struct shoal__sys_view *v)
 static void print_dispatcher_info(FILE *out, const struct shoal__sys_view *v)
 {
 	static const struct fam info = { "shoal_dispatcher", INFO, NULL,
-		"A dispatcher: its NUMA node and the CPUs it is pinned to" };
+		"A dispatcher: its NUMA node and that node's CPUs, where it runs" };
 	char cpus[SHOAL_FMT_CPUS_SIZE];
 
 	fam_begin(out, &info);

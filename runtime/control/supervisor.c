@@ -30,9 +30,11 @@
  *  4. stop: groups are stopped by ascending stop order, each level asked to
  *     drain through its mailbox and given its timeout, then SIGKILLed.
  *  5. stop on request (`shoal stop SYSTEM GROUP`): the same for one group,
- *     while the loop runs; the group is then held, never restarted, until
- *     `shoal restart` (which stops a running one the same way, then starts
- *     it at once).
+ *     while the loop runs; the group is then held (the router shows it
+ *     stopped), never restarted, until `shoal restart` (which stops a
+ *     running one the same way, then starts it at once). Every start
+ *     withdraws a stop the router still holds for a process that never
+ *     attached (shoal_router_resume_group()).
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1458,9 +1458,11 @@ static void run_stop_restart_reload_over_the_control_socket(void **state)
 	/* Shown stopped, not down, and no failure: the tools exit 0. */
 	said = shoal_says(0, (const char *const[]){ "stat", "--json", "lc", NULL });
 	assert_has(said, "\"state\": \"stopped\"");
+	assert_has(said, "\"groups_stopped\": 1");
 	assert_has(said, "\"groups_failed\": 0");
 	free(said);
 	says(0, "stopped", (const char *const[]){ "stat", "lc", NULL });
+	says(0, "\"groups_stopped\": 1", (const char *const[]){ "ls", "--json", NULL });
 	says(0, "group a was not running (stopped on request)",
 	     (const char *const[]){ "stop", "lc", "a", NULL });
 	says(0, "group a started: pid", (const char *const[]){ "restart", "lc", "a", NULL });

@@ -135,8 +135,8 @@ static void text_system(const struct shoal__sys_view *v)
 	      v->n_dispatchers == 1 ? "" : "s", shoal__fmt_duration(spin, sizeof(spin),
 								       v->spin_ns));
 	field("routes", "%u (published %u times)", v->n_routes, v->route_version);
-	field("groups", "%u declared, %u running, %u failed, %llu restarts", n.declared,
-	      n.running, n.failed, (unsigned long long)n.restarts);
+	field("groups", "%u declared, %u running, %u stopped, %u failed, %llu restarts",
+	      n.declared, n.running, n.stopped, n.failed, (unsigned long long)n.restarts);
 	if (v->released > 0)
 		field("released", "%u groups registered at run time, freed when their process "
 		      "left; %llu messages they lost (queued then, or counted before)",
@@ -432,6 +432,7 @@ static void json_system(struct shoal__json *j, const struct shoal__sys_view *v)
 	shoal__json_uint(j, "route_version", v->route_version);
 	shoal__json_uint(j, "groups_declared", n.declared);
 	shoal__json_uint(j, "groups_running", n.running);
+	shoal__json_uint(j, "groups_stopped", n.stopped);
 	shoal__json_uint(j, "groups_failed", n.failed);
 	shoal__json_uint(j, "restarts", n.restarts);
 	shoal__json_uint(j, "groups_released", v->released);

@@ -597,6 +597,7 @@ void shoal__sys_view_count(const struct shoal__sys_view *v, struct shoal__sys_co
 		c->declared++;
 		c->running += g->state == SHOAL_GROUP_RUNNING || g->state == SHOAL_GROUP_STOPPING;
 		c->failed += g->state == SHOAL_GROUP_FAILED;
+		c->stopped += g->state == SHOAL_GROUP_STOPPED;
 		c->restarts += shoal__group_view_restarts(g);
 	}
 }

@@ -143,6 +143,7 @@ struct shoal__sys_counts {
 	uint32_t declared;   /* slots in a valid state other than empty */
 	uint32_t running;    /* running or stopping: a process is attached */
 	uint32_t failed;
+	uint32_t stopped;    /* stopped on request, no process */
 	uint64_t restarts;
 };
 

@@ -277,7 +277,8 @@ static void tool_stat_shows_router_types_and_groups(void **state)
 	assert_has(r.out, "System " SYSTEM "\n");
 	snprintf(want, sizeof(want), "  router        pid %d (alive), running\n", (int)getpid());
 	assert_has(r.out, want);
-	assert_has(r.out, "  groups        3 declared, 1 running, 0 stopped, 0 failed, 0 restarts\n");
+	assert_has(r.out,
+		   "  groups        3 declared, 1 running, 0 stopped, 0 failed, 0 restarts\n");
 	assert_has(r.out, "  routes        1 ");
 	assert_has(r.out, "\nDispatchers\n");
 	assert_has(r.out, "\nMessage types\n");

@@ -385,8 +385,8 @@ static int text_systems(const struct listing *l)
 {
 	static const struct shoal__column cols[] = {
 		{ "SYSTEM", 'l' }, { "STATE", 'l' }, { "ROUTER", 'l' }, { "GROUPS", 'r' },
-		{ "RUNNING", 'r' }, { "STOPPED", 'r' }, { "FAILED", 'r' }, { "ROUTES", 'r' }, { "DISPATCHERS", 'r' },
-		{ "SEGMENTS", 'r' }, { "SIZE", 'r' },
+		{ "RUNNING", 'r' }, { "STOPPED", 'r' }, { "FAILED", 'r' }, { "ROUTES", 'r' },
+		{ "DISPATCHERS", 'r' }, { "SEGMENTS", 'r' }, { "SIZE", 'r' },
 	};
 	char name[NAME_SIZE];
 	struct shoal__table t;
@@ -634,8 +634,8 @@ const struct shoal__cmd shoal__cmd_ls = {
 	"/dev/shm/shoal-UID, the user's own directory): for each, its state, its\n"
 	"router's pid and whether that process is alive, its groups (declared,\n"
 	"running, stopped on request, failed), routes, dispatchers, and how many\n"
-	"segments it has and their total size. A system whose router is dead is a leftover of a crash;\n"
-	"the next router of that name removes it.\n"
+	"segments it has and their total size. A system whose router is dead is a\n"
+	"leftover of a crash; the next router of that name removes it.\n"
 	"\n"
 	"Then list the stray segments no system owns: files named like a system's\n"
 	"segments or control socket whose system has no registry, mailboxes of\n"

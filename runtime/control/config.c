@@ -1714,9 +1714,10 @@ int shoal__config_check_cpus(const struct shoal__config *c, int host, struct sho
 			if (numa_bitmask_isbitset(g->cpus, cpu))
 				last = cpu;
 		if ((long)last >= ncpu)
-			return shoal__fail(err, -EINVAL, "%s:%u:%u: group %s: cpus names CPU %u; this "
-					   "machine has %ld CPUs (0-%ld)", c->path, g->cpus_line,
-					   g->cpus_col, g->name, last, ncpu, ncpu - 1);
+			return shoal__fail(err, -EINVAL, "%s:%u:%u: group %s: cpus names CPU %u; "
+					   "this machine has %ld CPUs (0-%ld)", c->path,
+					   g->cpus_line, g->cpus_col, g->name, last, ncpu,
+					   ncpu - 1);
 	}
 	return 0;
 }

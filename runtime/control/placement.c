@@ -59,8 +59,9 @@ int shoal__topology_read(struct shoal_router *r, const struct shoal_topology *gi
 		const struct bitmask *set = given != NULL ? given->cpu_sets[n] : NULL;
 
 		if (set != NULL && cpus_end(set) > SHOAL__CPUS_MAX)
-			return shoal__fail(err, -EINVAL, "described node %d has CPU %u; CPU numbers "
-					   "go up to %u", n, cpus_end(set) - 1, SHOAL__CPUS_MAX - 1);
+			return shoal__fail(err, -EINVAL, "described node %d has CPU %u; CPU "
+					   "numbers go up to %u", n, cpus_end(set) - 1,
+					   SHOAL__CPUS_MAX - 1);
 		r->node_cpus[n] = node_set(set, given != NULL ? given->cpus[n] : 0);
 		if (r->node_cpus[n] == NULL)
 			return shoal__fail(err, -ENOMEM, "no memory for the CPU sets of %d nodes",

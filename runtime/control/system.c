@@ -97,7 +97,8 @@ int shoal__registry_attach(struct shoal__registry *reg, const char *system, uint
 				  SHOAL__LAYOUT_VERSION);
 		goto fail;
 	}
-	if (r.len < SHOAL__REG_SIZE || shoal_seg_ptr(&reg->seg, r.off, SHOAL__REG_SIZE, 64) == NULL) {
+	if (r.len < SHOAL__REG_SIZE ||
+	    shoal_seg_ptr(&reg->seg, r.off, SHOAL__REG_SIZE, 64) == NULL) {
 		ret = shoal__fail(err, -EUCLEAN, "%s has no valid registry region", name);
 		goto fail;
 	}

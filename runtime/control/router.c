@@ -144,7 +144,9 @@ int shoal__router_start_mode(struct shoal_router **out, const struct shoal_route
 				  "inbound rings at least as large as uplinks");
 		goto fail;
 	}
-	shoal__topology_read(r, opts->topology);
+	ret = shoal__topology_read(r, opts->topology, err);
+	if (ret < 0)
+		goto fail;
 	ret = shoal__claim_system(r, err);
 	if (ret < 0)
 		goto fail;
@@ -173,7 +175,7 @@ int shoal__router_start_mode(struct shoal_router **out, const struct shoal_route
 	r->watch_started = true;
 	/* With the dispatchers' CPUs (node 0's): the plain reference of
 	 * shoal-bench-system pins its waker the same way. */
-	ret = shoal__waker_start(&r->dp, r->topo.cpus[0], &r->waker);
+	ret = shoal__waker_start(&r->dp, shoal__cpus_low64(r->node_cpus[0]), &r->waker);
 	if (ret < 0) {
 		ret = shoal__fail(err, ret, "cannot start the waker thread");
 		goto fail;
@@ -356,6 +358,8 @@ static void ask_stop(struct shoal_router *r, int g)
 	shoal_store_relaxed(&s->hdr->stop, 1);
 	if (s->conn >= 0)
 		shoal_store_relaxed(&r->regg[g].state, SHOAL_GROUP_STOPPING);
+	else if (shoal_load_relaxed(&r->regg[g].state) != SHOAL_GROUP_FAILED)
+		shoal_store_relaxed(&r->regg[g].state, SHOAL_GROUP_STOPPED);
 	for (unsigned w = 0; w < s->n_workers; w++) {
 		shoal_doorbell_notify(&s->hdr->w[w].in_db);
 		shoal_doorbell_notify(&s->hdr->w[w].up_db);
@@ -374,6 +378,28 @@ int shoal_router_stop_group(struct shoal_router *r, int id)
 	}
 	pthread_mutex_unlock(&r->lock);
 	return ret;
+}
+
+int shoal_router_resume_group(struct shoal_router *r, int id)
+{
+	struct shoal__group_slot *s;
+
+	pthread_mutex_lock(&r->lock);
+	if (id < 0 || (uint32_t)id >= r->n_groups || !r->groups[id].used) {
+		pthread_mutex_unlock(&r->lock);
+		return -ENOENT;
+	}
+	s = &r->groups[id];
+	/* An attached process keeps its stop flag: it was asked and may be
+	 * draining already; group_left() in server.c settles the state. */
+	s->stop_wanted = false;
+	if (s->conn < 0) {
+		shoal_store_relaxed(&s->hdr->stop, 0);
+		if (shoal_load_relaxed(&r->regg[id].state) == SHOAL_GROUP_STOPPED)
+			shoal_store_relaxed(&r->regg[id].state, SHOAL_GROUP_DOWN);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return 0;
 }
 
 int shoal_router_stop_groups(struct shoal_router *r, int64_t timeout_ns)
@@ -510,6 +536,7 @@ void shoal_router_destroy(struct shoal_router *r)
 		shoal_seg_unlink(name);
 	}
 	free(r->routes);
+	shoal__topology_free(r);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->changed);
 	free(r);

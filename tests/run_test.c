@@ -1032,16 +1032,15 @@ static void run_out_of_descriptors_says_so_and_still_sees_deaths(void **state)
 
 /*
  * kill -9 of `shoal run` while a producer is blocked in shoal_send() on a
- * full uplink and another one idles in shoal_poll(): both notice that the
- * router is gone and exit, even though SIGTERM only sets a flag in them.
- * (A third group waiting in a shoal_request() with no timeout missed the
- * 10 s bound once in four runs under ASan, cause not found: left out.)
+ * full uplink, another one idles in shoal_poll() and a third waits in a
+ * shoal_request() with no timeout: all notice that the router is gone and
+ * exit, even though SIGTERM only sets a flag in them.
  */
 static void run_groups_exit_when_their_router_is_killed(void **state)
 {
 	const char *cfg = in_dir("orphan.yaml"), *out = in_dir("orphan.out");
 	char text[2048];
-	pid_t run, consumer, blocked, idle;
+	pid_t run, consumer, blocked, idle, asker;
 
 	(void)state;
 	snprintf(text, sizeof(text),
@@ -1053,8 +1052,10 @@ static void run_groups_exit_when_their_router_is_killed(void **state)
 		 "    routes: [ { types: [work] } ]\n"
 		 "  - name: blocked\n    program: %s\n"
 		 "    args: [--role, producer, --trap-term, --n, \"1000000000\"]\n"
-		 "  - name: idle\n    program: %s\n    args: [--role, producer, --trap-term, --n, \"0\"]\n",
-		 group_bin, group_bin, group_bin);
+		 "  - name: idle\n    program: %s\n    args: [--role, producer, --trap-term, --n, \"0\"]\n"
+		 "  - name: asker\n    program: %s\n"
+		 "    args: [--role, asker, --trap-term, --to, consumer]\n",
+		 group_bin, group_bin, group_bin, group_bin);
 	write_file(cfg, text);
 	run = start_run(cfg, out);
 	wait_attached("orphan", "consumer", out);
@@ -1062,20 +1063,24 @@ static void run_groups_exit_when_their_router_is_killed(void **state)
 	wait_attached("orphan", "idle", out);
 	consumer = rt_group_pid("orphan", "consumer");
 	blocked = rt_group_pid("orphan", "blocked");
+	wait_attached("orphan", "asker", out);
 	idle = rt_group_pid("orphan", "idle");
+	asker = rt_group_pid("orphan", "asker");
 	/* A stopped consumer: its rings fill, then the uplink, then the
 	 * producer blocks in shoal_send(). */
 	kill(consumer, SIGSTOP);
 	usleep(1000000);
 	kill(run, SIGKILL);
 	test_wait_pid(run, 5000);
-	if (!wait_ended(blocked, 10000) || !wait_ended(idle, 10000)) {
+	if (!wait_ended(blocked, 10000) || !wait_ended(idle, 10000) || !wait_ended(asker, 10000)) {
 		kill(blocked, SIGKILL);
 		kill(idle, SIGKILL);
+		kill(asker, SIGKILL);
 		kill(consumer, SIGKILL);
-		fail_msg("a group outlived its router by 10 s (blocked: %s, idle: %s)",
+		fail_msg("a group outlived its router by 10 s (blocked: %s, idle: %s, asker: %s)",
 			 process_ended(blocked) ? "ended" : "alive",
-			 process_ended(idle) ? "ended" : "alive");
+			 process_ended(idle) ? "ended" : "alive",
+			 process_ended(asker) ? "ended" : "alive");
 	}
 	kill(consumer, SIGKILL);
 	kill(consumer, SIGCONT);

@@ -53,6 +53,22 @@ struct shoal__worker_sums {
 	uint64_t lost_corrupt;          /* left in an uplink condemned under the worker */
 };
 
+/*
+ * A group's latency histogram (runtime/layout.h struct shoal__mbx_lat),
+ * summed over its workers: `count` is the sum of the buckets.
+ */
+struct shoal__lat_sums {
+	uint64_t bucket[SHOAL__LAT_BUCKETS];
+	uint64_t count, sum_ns, out_of_range;
+};
+
+/* How long the oldest record of an inbound ring has waited, from its
+ * envelope's send_ns to when the view read it. */
+struct shoal__ring_age {
+	bool known;                     /* the ring held a record with a send_ns in the past */
+	uint64_t age_ns;
+};
+
 struct shoal__group_view {
 	uint32_t id;
 	char name[SHOAL_NAME_MAX];      /* as read, terminated; escape before printing */
@@ -83,6 +99,11 @@ struct shoal__group_view {
 	uint16_t n_worker_counts;
 	bool have_rings;                /* `rings` holds the mailbox's snapshot */
 	struct shoal__seg_snap rings;
+	/* With `rings`: the age of each ring's oldest record, by the index of
+	 * rings.regions (inbound rings only; unknown for the others). */
+	struct shoal__ring_age *ages;
+	/* With the counters: the latency histogram, or NULL. */
+	struct shoal__lat_sums *lat;
 
 	bool corrupt;                   /* something about this group does not add up */
 	char reason[SHOAL_ERR_MSG_MAX]; /* the first such thing */
@@ -168,6 +189,17 @@ const struct shoal__type_view *shoal__sys_view_type(const struct shoal__sys_view
 /* Messages waiting in a group's inbound rings (shoal__ring_is_inbound()), and their bytes. */
 void shoal__group_view_queued(const struct shoal__group_view *g, uint64_t *records,
 			      uint64_t *bytes);
+
+/*
+ * The latency under which a fraction q (0 < q <= 1) of the histogram's
+ * messages fall: the midpoint of the bucket that holds the q-th one, within
+ * 6.25 % of its value (runtime/layout.h). 0 when the histogram is empty.
+ */
+uint64_t shoal__lat_quantile(const struct shoal__lat_sums *l, double q);
+
+/* The age of the oldest record in a group's inbound rings; false if none
+ * is known (no record waits, or none could be read). */
+bool shoal__group_view_oldest(const struct shoal__group_view *g, uint64_t *age_ns);
 
 /* "empty", "down", "running", "stopping", "failed"; NULL for another value. */
 const char *shoal__group_state_name(uint32_t state);

@@ -325,6 +325,60 @@ static void tool_stat_json_counts_what_is_queued(void **state)
 	tool_free(&r);
 }
 
+/* The first number after `"key": ` that follows `"name": "group"` in stat's JSON;
+ * UINT64_MAX for null. */
+static uint64_t json_after(const char *json, const char *group, const char *key)
+{
+	char at[64], k[64];
+	const char *p;
+
+	snprintf(at, sizeof(at), "\"name\": \"%s\",", group);
+	snprintf(k, sizeof(k), "\"%s\": ", key);
+	p = strstr(json, at);
+	assert_non_null(p);
+	p = strstr(p, k);
+	assert_non_null(p);
+	p += strlen(k);
+	return strncmp(p, "null", 4) == 0 ? UINT64_MAX : strtoull(p, NULL, 10);
+}
+
+/*
+ * The gated consumer holds the first message in its handler: the ten stay
+ * in its ring (the held one is not released), the oldest at least as old as
+ * the pause below, and one handler started (its latency counted).
+ */
+static void tool_stat_shows_lag_and_the_oldest_age(void **state)
+{
+	struct tool_run r;
+	uint64_t age;
+
+	(void)state;
+	usleep(200000);
+	tool_expect(&r, 0, (const char *const[]){ "stat", "--json", SYSTEM, NULL });
+	assert_json_documents(r.out, 1, false);
+	age = json_after(r.out, "gated", "oldest_age_ns");
+	assert_true(age >= 200000000u && age < 3600000000000u);
+	assert_int_equal(json_after(r.out, "gated", "queued"), N_QUEUED);
+	/* The ring's own line agrees with the group's. */
+	assert_true(json_after(r.out, "in.0.d0", "oldest_age_ns") <= age);
+	assert_true(json_after(r.out, "in.0.d0", "oldest_age_ns") >= 200000000u);
+	assert_int_equal(json_after(r.out, "gated", "count"), 1);
+	assert_int_equal(json_after(r.out, "gated", "out_of_range"), 0);
+	/* Nothing handled by idle: no percentiles, and nothing waits. */
+	assert_int_equal(json_after(r.out, "idle", "count"), 0);
+	assert_int_equal(json_after(r.out, "idle", "p50_ns"), UINT64_MAX);
+	assert_int_equal(json_after(r.out, "idle", "oldest_age_ns"), UINT64_MAX);
+	tool_free(&r);
+
+	tool_expect(&r, 0, (const char *const[]){ "stat", SYSTEM, NULL });
+	assert_has(r.out, "  lag           10 messages (");
+	assert_has(r.out, " not taken, the oldest sent ");
+	assert_has(r.out, "  latency       p50 ");
+	assert_has(r.out, " over 1 messages (0 out of range)\n");
+	assert_has(r.out, " PENDING  OLDEST ");
+	tool_free(&r);
+}
+
 /* ---- dump ---- */
 
 static void tool_dump_shows_every_queued_message(void **state)
@@ -424,6 +478,7 @@ static void tool_top_prints_each_refresh(void **state)
 	assert_int_equal(assert_json_documents(r.out, 1, true), 2);
 	assert_int_equal(count_of(r.out, "\"name\": \"gated\", \"state\": \"running\""), 2);
 	assert_int_equal(count_of(r.out, "\"queued\": 10"), 2);
+	assert_int_equal(count_of(r.out, "\"oldest_age_ns\": null"), 4);   /* prod and idle */
 	assert_has(r.out, "\"refresh\": 2");
 	tool_free(&r);
 }
@@ -797,6 +852,55 @@ static void tool_help_lists_commands_in_order(void **state)
 	}
 }
 
+/*
+ * A consumer stopped for a known time: group "late", attached in this
+ * process and not polled while a producer sends it N_LATE messages, then
+ * LATE_NS later drained in one poll. Every one waited at least LATE_NS
+ * before its handler, so the percentiles are at least that, less the
+ * histogram's 6.25 %; loose above, for a loaded machine.
+ */
+#define N_LATE 8u
+#define LATE_NS 300000000u
+
+static void tool_stat_latency_counts_a_stopped_consumer(void **state)
+{
+	struct child prod = { .index = 2, .name = "prod", .n = N_LATE, .type = T_PONG };
+	struct shoal_group *g;
+	struct tool_run r;
+	uint64_t p50, p99, p999;
+	int id;
+
+	(void)state;
+	id = rt_declare("late", 1, 1);
+	rt_route(id, T_PONG, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	g = rt_attach_here("late", 1, 1);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
+	wait_delivered(id, N_LATE);
+	usleep(LATE_NS / 1000);
+	for (int i = 0; i < 10000 && atomic_load(&rt_res->count[0]) < N_LATE; i++)
+		shoal_poll(shoal_group_worker(g, 0), 0, 1000000);
+	assert_int_equal(atomic_load(&rt_res->count[0]), N_LATE);
+
+	tool_expect(&r, 0, (const char *const[]){ "stat", "--json", SYSTEM, NULL });
+	assert_int_equal(json_after(r.out, "late", "count"), N_LATE);
+	assert_int_equal(json_after(r.out, "late", "out_of_range"), 0);
+	p50 = json_after(r.out, "late", "p50_ns");
+	p99 = json_after(r.out, "late", "p99_ns");
+	p999 = json_after(r.out, "late", "p999_ns");
+	assert_true(p50 >= LATE_NS - LATE_NS / 16);
+	assert_true(p50 <= p99 && p99 <= p999);
+	assert_true(p999 < 600000000000u);
+	assert_true(json_after(r.out, "late", "sum_ns") >= (uint64_t)N_LATE * LATE_NS);
+	tool_free(&r);
+
+	tool_expect(&r, 0, (const char *const[]){ "stat", SYSTEM, NULL });
+	assert_has(r.out, "\nGroup late (id 3)\n");
+	assert_has(r.out, " over 8 messages (0 out of range)\n");
+	tool_free(&r);
+	shoal_group_detach(g);
+}
+
 /* Last: takes the system down while `top` watches it. */
 static void tool_top_says_when_the_system_goes_away(void **state)
 {
@@ -825,6 +929,7 @@ int main(void)
 		cmocka_unit_test(tool_ls_lists_the_system_and_strays),
 		cmocka_unit_test(tool_stat_shows_router_types_and_groups),
 		cmocka_unit_test(tool_stat_json_counts_what_is_queued),
+		cmocka_unit_test(tool_stat_shows_lag_and_the_oldest_age),
 		cmocka_unit_test(tool_dump_shows_every_queued_message),
 		cmocka_unit_test(tool_dump_json_has_one_record_per_message),
 		cmocka_unit_test(tool_dump_names_what_it_cannot_find),
@@ -841,6 +946,7 @@ int main(void)
 		cmocka_unit_test(tool_lifecycle_rejects_bad_command_lines),
 		cmocka_unit_test(tool_json_errors_are_documents),
 		cmocka_unit_test(tool_help_lists_commands_in_order),
+		cmocka_unit_test(tool_stat_latency_counts_a_stopped_consumer),
 		cmocka_unit_test(tool_top_says_when_the_system_goes_away),
 	};
 

@@ -233,6 +233,7 @@ static void read_types(struct shoal__sys_view *v, struct shoal__reg_type *types)
 		t->id = id;
 		t->max_size = types[i].max_size;
 		t->routes = shoal_load_relaxed(&types[i].routes);
+		t->live_routes = shoal_load_relaxed(&types[i].live_routes);
 		if (!copy_name(t->name, types[i].name, sizeof(t->name)))
 			problem(&v->corrupt, v->reason, "the name of message type %u is not "
 				"terminated", id);
@@ -303,10 +304,16 @@ static void read_group_once(struct shoal__sys_view *v, uint32_t id, struct shoal
 	g->lost_queued = shoal_load_relaxed(&rg->lost_queued);
 	/* Unused dispatcher slots hold zeros: summing all of them is exact. */
 	for (int d = 0; d < SHOAL_MAX_NODES; d++) {
-		g->delivered += shoal_load_relaxed(&rg->stats[d].delivered);
-		g->dropped_full += shoal_load_relaxed(&rg->stats[d].dropped_full);
-		g->dropped_dead += shoal_load_relaxed(&rg->stats[d].dropped_dead);
-		g->dropped_corrupt += shoal_load_relaxed(&rg->stats[d].dropped_corrupt);
+		struct shoal__gstat_view *one = &g->per_disp[d];
+
+		one->delivered = shoal_load_relaxed(&rg->stats[d].delivered);
+		one->dropped_full = shoal_load_relaxed(&rg->stats[d].dropped_full);
+		one->dropped_dead = shoal_load_relaxed(&rg->stats[d].dropped_dead);
+		one->dropped_corrupt = shoal_load_relaxed(&rg->stats[d].dropped_corrupt);
+		g->delivered += one->delivered;
+		g->dropped_full += one->dropped_full;
+		g->dropped_dead += one->dropped_dead;
+		g->dropped_corrupt += one->dropped_corrupt;
 	}
 	g->damaged = shoal_load_relaxed(&rg->damaged);
 	g->replaced = shoal_load_relaxed(&rg->replaced);
@@ -372,6 +379,19 @@ struct mbx_read {
 	struct shoal__group_view *g;
 };
 
+static void read_bell(struct shoal__bell_counts *c, const struct shoal_doorbell *db)
+{
+	/* Relaxed: display values. */
+	c->sleeps = shoal_load_relaxed(&db->sleeps);
+	c->wakes = shoal_load_relaxed(&db->wakes);
+}
+
+static void add_bell(struct shoal__bell_counts *sum, const struct shoal__bell_counts *one)
+{
+	sum->sleeps += one->sleeps;
+	sum->wakes += one->wakes;
+}
+
 static void read_worker(struct shoal__worker_sums *s, struct shoal__mbx_worker *w)
 {
 	s->sent_routed = shoal_load_relaxed(&w->sent_routed);
@@ -388,6 +408,12 @@ static void read_worker(struct shoal__worker_sums *s, struct shoal__mbx_worker *
 	s->up_dropped_full = shoal_load_relaxed(&w->up_dropped_full);
 	s->up_malformed = shoal_load_relaxed(&w->up_malformed);
 	s->lost_corrupt = shoal_load_relaxed(&w->lost_corrupt);
+	s->fwd_sent = shoal_load_relaxed(&w->fwd_sent);
+	s->fwd_taken = shoal_load_relaxed(&w->fwd_taken);
+	s->crashes = shoal_load_relaxed(&w->crashes);
+	read_bell(&s->in_db, &w->in_db);
+	read_bell(&s->up_db, &w->up_db);
+	read_bell(&s->space_db, &w->space_db);
 }
 
 static void add_worker(struct shoal__worker_sums *sum, const struct shoal__worker_sums *one)
@@ -406,6 +432,12 @@ static void add_worker(struct shoal__worker_sums *sum, const struct shoal__worke
 	sum->up_dropped_full += one->up_dropped_full;
 	sum->up_malformed += one->up_malformed;
 	sum->lost_corrupt += one->lost_corrupt;
+	sum->fwd_sent += one->fwd_sent;
+	sum->fwd_taken += one->fwd_taken;
+	sum->crashes += one->crashes;
+	add_bell(&sum->in_db, &one->in_db);
+	add_bell(&sum->up_db, &one->up_db);
+	add_bell(&sum->space_db, &one->space_db);
 }
 
 /* Add the latency histograms of the n workers of mailbox h to *l. */
@@ -587,6 +619,43 @@ static int view_mailbox(struct shoal__group_view *g, const struct shoal__sys_vie
 	return ret;
 }
 
+/* ---- The doorbells of the dispatchers ---- */
+
+struct bell_read {
+	const struct shoal__bell *bell;
+	struct shoal__sys_view *v;
+};
+
+static void read_bells(void *arg)
+{
+	struct bell_read *b = arg;
+
+	for (uint32_t d = 0; d < b->v->n_dispatchers; d++)
+		read_bell(&b->v->disp[d].doorbell, &b->bell->disp[d]);
+	read_bell(&b->v->waker, &b->bell->waker);
+	b->v->have_bells = true;
+}
+
+/* The doorbell segment's counters, when it can be read: the router makes it
+ * with the registry, so a system without it is in the making or the
+ * unmaking, and its counters are only left out. */
+static void view_bells(struct shoal__sys_view *v)
+{
+	char name[SHOAL_SEG_NAME_MAX];
+	struct shoal_seg seg;
+	struct shoal_seg_region r;
+	struct bell_read b = { .v = v };
+
+	if (shoal__name_bell(name, v->system) < 0 ||
+	    shoal_seg_attach(&seg, name, ATTACH_FLAGS, NULL) < 0)
+		return;
+	/* A file that shrinks under the read cuts it short before have_bells. */
+	if (shoal_seg_find(&seg, SHOAL__KIND_BELL, "bell", &r) == 0 &&
+	    (b.bell = shoal_seg_ptr(&seg, r.off, sizeof(*b.bell), 64)) != NULL)
+		(void)shoal__snap_guard(read_bells, &b);
+	shoal_seg_detach(&seg);
+}
+
 /* ---- The view ---- */
 
 int shoal__sys_view_take(struct shoal__sys_view *v, const char *system,
@@ -618,6 +687,8 @@ int shoal__sys_view_take(struct shoal__sys_view *v, const char *system,
 		shoal_seg_detach(&r.reg.seg);
 	if (ret < 0)
 		goto fail;
+	if (opts->mailboxes || opts->rings || opts->workers)
+		view_bells(v);
 	for (uint32_t id = 0; id < v->n_groups && (opts->mailboxes || opts->rings ||
 						     opts->workers); id++) {
 		struct shoal__group_view *g = &v->groups[id];

@@ -10,11 +10,12 @@
  * The format's rules this follows (docs/metrics.md lists the families):
  * every family is announced once by `# TYPE` (then `# UNIT` where it has
  * one, then `# HELP`) and all its samples follow it at once; a counter's
- * samples end in `_total`, an info's in `_info`, and a stateset's carry a
- * label named after the family; label values escape backslash, double quote
- * and newline, and bytes outside printable ASCII (names read from shared
- * memory are untrusted) are written as the text \xNN; the exposition ends
- * with `# EOF`.
+ * samples end in `_total`, an info's in `_info`, a histogram's in `_bucket`
+ * (cumulative, in increasing `le`, `+Inf` last), `_count` and `_sum`, and a
+ * stateset's carry a label named after the family; label values escape
+ * backslash, double quote and newline, and bytes outside printable ASCII
+ * (names read from shared memory are untrusted) are written as the text
+ * \xNN; the exposition ends with `# EOF`.
  *
  * Serving: libmicrohttpd answers on its own single polling thread, so views
  * are never taken concurrently (the SIGBUS guard of tools/snapshot.c is
@@ -979,10 +980,12 @@ const struct shoal__cmd shoal__cmd_metrics = {
 	"Print every counter of the running system SYSTEM in the OpenMetrics text\n"
 	"format that Prometheus and other scrapers read: the system and its router,\n"
 	"each dispatcher, message type, group (state, restarts, deliveries, drops,\n"
-	"damage, what is queued), worker (sent, received, handled, refused,\n"
-	"dropped) and mailbox ring (records and bytes in and out, full events, bytes\n"
-	"in use, high water). Counters are printed as they stand: rates are left to\n"
-	"the scraper. docs/metrics.md lists the metrics.\n"
+	"damage, what is queued and how long the oldest has waited, and a histogram\n"
+	"of the latency from send to handler), worker (sent, received, handled,\n"
+	"refused, dropped, forwarded, doorbells) and mailbox ring (records and bytes\n"
+	"in and out, full events, bytes in use, high water, the oldest record's\n"
+	"age). Counters are printed as they stand: rates are left to the scraper.\n"
+	"docs/metrics.md lists the metrics.\n"
 	"Read-only, as 'shoal stat': safe on a live system.\n"
 	"\n"
 	"With --listen, serve the same text over HTTP at http://ADDR:PORT/metrics,\n"

@@ -29,6 +29,7 @@
 
 #include "runtime/layout.h"
 #include "tests/jsoncheck.h"
+#include "tests/jsonvalue.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
 #include "tests/toolrun.h"
@@ -437,21 +438,6 @@ static char *metrics_when_handled(uint64_t n)
 	return NULL;
 }
 
-/* The first "key": number after `"name": "group"` in stat's JSON. */
-static uint64_t stat_json_group_value(const char *json, const char *group, const char *key)
-{
-	char at[64], k[64];
-	const char *p;
-
-	snprintf(at, sizeof(at), "\"name\": \"%s\",", group);
-	snprintf(k, sizeof(k), "\"%s\": ", key);
-	p = strstr(json, at);
-	assert_non_null(p);
-	p = strstr(p, k);
-	assert_non_null(p);
-	return strtoull(p + strlen(k), NULL, 10);
-}
-
 /* ---- Printing ---- */
 
 static void tool_metrics_output_follows_the_text_format(void **state)
@@ -538,11 +524,11 @@ static void tool_metrics_values_match_the_system(void **state)
 	/* At this quiet moment `shoal stat --json` says the same. */
 	tool_expect(&r, 0, (const char *const[]){ "stat", "--json", SYSTEM, NULL });
 	assert_json_object(r.out);
-	assert_int_equal(stat_json_group_value(r.out, "sink", "handled"),
+	assert_int_equal(json_value_after(r.out, "sink", "handled"),
 			 worker_sum(text, "handled", "sink", SINK_WORKERS));
-	assert_int_equal(stat_json_group_value(r.out, "sink", "delivered"),
+	assert_int_equal(json_value_after(r.out, "sink", "delivered"),
 			 metric(text, "shoal_group_delivered_total{group=\"sink\"}"));
-	assert_int_equal(stat_json_group_value(r.out, "sink", "count"),
+	assert_int_equal(json_value_after(r.out, "sink", "count"),
 			 metric(text, "shoal_group_latency_seconds_count{group=\"sink\"}"));
 	snprintf(want, sizeof(want), "shoal_group_pid{group=\"sink\"} %d\n", (int)fx.sink);
 	assert_has(text, want);

@@ -26,6 +26,7 @@
 #include "runtime/layout.h"
 #include "shm/ring_layout.h"
 #include "tests/jsoncheck.h"
+#include "tests/jsonvalue.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
 #include "tests/toolrun.h"
@@ -325,23 +326,6 @@ static void tool_stat_json_counts_what_is_queued(void **state)
 	tool_free(&r);
 }
 
-/* The first number after `"key": ` that follows `"name": "group"` in stat's JSON;
- * UINT64_MAX for null. */
-static uint64_t json_after(const char *json, const char *group, const char *key)
-{
-	char at[64], k[64];
-	const char *p;
-
-	snprintf(at, sizeof(at), "\"name\": \"%s\",", group);
-	snprintf(k, sizeof(k), "\"%s\": ", key);
-	p = strstr(json, at);
-	assert_non_null(p);
-	p = strstr(p, k);
-	assert_non_null(p);
-	p += strlen(k);
-	return strncmp(p, "null", 4) == 0 ? UINT64_MAX : strtoull(p, NULL, 10);
-}
-
 /*
  * The gated consumer holds the first message in its handler: the ten stay
  * in its ring (the held one is not released), the oldest at least as old as
@@ -356,18 +340,18 @@ static void tool_stat_shows_lag_and_the_oldest_age(void **state)
 	usleep(200000);
 	tool_expect(&r, 0, (const char *const[]){ "stat", "--json", SYSTEM, NULL });
 	assert_json_documents(r.out, 1, false);
-	age = json_after(r.out, "gated", "oldest_age_ns");
+	age = json_value_after(r.out, "gated", "oldest_age_ns");
 	assert_true(age >= 200000000u && age < 3600000000000u);
-	assert_int_equal(json_after(r.out, "gated", "queued"), N_QUEUED);
+	assert_int_equal(json_value_after(r.out, "gated", "queued"), N_QUEUED);
 	/* The ring's own line agrees with the group's. */
-	assert_true(json_after(r.out, "in.0.d0", "oldest_age_ns") <= age);
-	assert_true(json_after(r.out, "in.0.d0", "oldest_age_ns") >= 200000000u);
-	assert_int_equal(json_after(r.out, "gated", "count"), 1);
-	assert_int_equal(json_after(r.out, "gated", "out_of_range"), 0);
+	assert_true(json_value_after(r.out, "in.0.d0", "oldest_age_ns") <= age);
+	assert_true(json_value_after(r.out, "in.0.d0", "oldest_age_ns") >= 200000000u);
+	assert_int_equal(json_value_after(r.out, "gated", "count"), 1);
+	assert_int_equal(json_value_after(r.out, "gated", "out_of_range"), 0);
 	/* Nothing handled by idle: no percentiles, and nothing waits. */
-	assert_int_equal(json_after(r.out, "idle", "count"), 0);
-	assert_int_equal(json_after(r.out, "idle", "p50_ns"), UINT64_MAX);
-	assert_int_equal(json_after(r.out, "idle", "oldest_age_ns"), UINT64_MAX);
+	assert_int_equal(json_value_after(r.out, "idle", "count"), 0);
+	assert_int_equal(json_value_after(r.out, "idle", "p50_ns"), UINT64_MAX);
+	assert_int_equal(json_value_after(r.out, "idle", "oldest_age_ns"), UINT64_MAX);
 	tool_free(&r);
 
 	tool_expect(&r, 0, (const char *const[]){ "stat", SYSTEM, NULL });
@@ -883,15 +867,15 @@ static void tool_stat_latency_counts_a_stopped_consumer(void **state)
 	assert_int_equal(atomic_load(&rt_res->count[0]), N_LATE);
 
 	tool_expect(&r, 0, (const char *const[]){ "stat", "--json", SYSTEM, NULL });
-	assert_int_equal(json_after(r.out, "late", "count"), N_LATE);
-	assert_int_equal(json_after(r.out, "late", "out_of_range"), 0);
-	p50 = json_after(r.out, "late", "p50_ns");
-	p99 = json_after(r.out, "late", "p99_ns");
-	p999 = json_after(r.out, "late", "p999_ns");
+	assert_int_equal(json_value_after(r.out, "late", "count"), N_LATE);
+	assert_int_equal(json_value_after(r.out, "late", "out_of_range"), 0);
+	p50 = json_value_after(r.out, "late", "p50_ns");
+	p99 = json_value_after(r.out, "late", "p99_ns");
+	p999 = json_value_after(r.out, "late", "p999_ns");
 	assert_true(p50 >= LATE_NS - LATE_NS / 16);
 	assert_true(p50 <= p99 && p99 <= p999);
 	assert_true(p999 < 600000000000u);
-	assert_true(json_after(r.out, "late", "sum_ns") >= (uint64_t)N_LATE * LATE_NS);
+	assert_true(json_value_after(r.out, "late", "sum_ns") >= (uint64_t)N_LATE * LATE_NS);
 	tool_free(&r);
 
 	tool_expect(&r, 0, (const char *const[]){ "stat", SYSTEM, NULL });

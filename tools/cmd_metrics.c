@@ -461,21 +461,30 @@ static const struct fam worker_fams[] = {
 	  "Processes of the group that died in a row handling the worker's same record" },
 };
 
-static bool worker_next(const struct shoal__sys_view *v, struct cursor *c)
+/* The group at or after c->a with worker counters and `per` things a
+ * worker, of which c->b (from 0) is not past the last; NULL at the end. */
+static const struct shoal__group_view *next_worker_group(const struct shoal__sys_view *v,
+							 struct cursor *c, uint32_t per)
 {
 	const struct shoal__group_view *g;
-	const struct shoal__worker_sums *w;
-	uint64_t *x = c->val;
 
-	for (;;) {
-		g = next_group(v, &c->a);
-		if (g == NULL)
-			return false;
-		if (g->workers != NULL && c->b < g->n_worker_counts)
-			break;
+	while ((g = next_group(v, &c->a)) != NULL) {
+		if (g->workers != NULL && c->b < per * g->n_worker_counts)
+			return g;
 		c->a++;
 		c->b = 0;
 	}
+	return NULL;
+}
+
+static bool worker_next(const struct shoal__sys_view *v, struct cursor *c)
+{
+	const struct shoal__group_view *g = next_worker_group(v, c, 1);
+	const struct shoal__worker_sums *w;
+	uint64_t *x = c->val;
+
+	if (g == NULL)
+		return false;
 	w = &g->workers[c->b];
 	cursor_clear(c);
 	label(c->labels, "group", g->name);
@@ -504,20 +513,13 @@ static const struct fam wbell_fams[] = {
 static bool wbell_next(const struct shoal__sys_view *v, struct cursor *c)
 {
 	static const char *const names[] = { "in", "up", "space" };
-	const struct shoal__group_view *g;
+	const struct shoal__group_view *g = next_worker_group(v, c, 3);
 	const struct shoal__worker_sums *w;
 	const struct shoal__bell_counts *db;
 	uint32_t worker, which;
 
-	for (;;) {
-		g = next_group(v, &c->a);
-		if (g == NULL)
-			return false;
-		if (g->workers != NULL && c->b < 3u * g->n_worker_counts)
-			break;
-		c->a++;
-		c->b = 0;
-	}
+	if (g == NULL)
+		return false;
 	worker = c->b / 3;
 	which = c->b % 3;
 	w = &g->workers[worker];

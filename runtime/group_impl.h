@@ -31,13 +31,6 @@
  * it aside (counted in set_aside) instead of handling it again. */
 #define SHOAL__CRASHES_MAX 3u
 
-/*
- * shoal_ctx.lat_now between batches: a clock CLOCK_MONOTONIC never reaches
- * (146 years of uptime), against which the send_ns of every sender looks out
- * of range, so that the batch's first handler reads the clock.
- */
-#define SHOAL__LAT_STALE (UINT64_C(1) << 62)
-
 /* A type this program declared, with its registry slot. */
 struct shoal__ltype {
 	uint32_t id;
@@ -154,11 +147,11 @@ struct shoal_ctx {
 	bool wait_done;
 	struct shoal__deferred *def_head, *def_tail;
 
-	/* The latency histogram (runtime/data/poll.c lat_record()), and the
-	 * clock it reads: at most once per ring batch, SHOAL__LAT_STALE until
-	 * the batch's first handler. */
+	/* The latency histogram (runtime/data/poll.c lat_record()), the
+	 * clock it read for this ring batch, and the bound a latency measured
+	 * against it stays under: 0 until the batch's first handler reads it. */
 	struct shoal__mbx_lat *lat;
-	uint64_t lat_now;
+	uint64_t lat_now, lat_bound;
 
 	/* Counters, mirrored into mw with relaxed stores. */
 	uint64_t sent_routed, sent_direct, received, handled, try_failed, stale, malformed,

@@ -228,8 +228,8 @@ struct shoal__mbx_aside {
  * [shoal__lat_lower(i), shoal__lat_lower(i + 1)), at most 1/SHOAL__LAT_SUB
  * of its lower bound wide, so its midpoint is within 1/16 (6.25 %) of any
  * value in it. A latency of 2^SHOAL__LAT_MAX_BITS ns (18.3 minutes) or more,
- * or a send_ns after the reader's clock (the envelope is untrusted), counts
- * in out_of_range instead. Zero in a new mailbox; a process of the group
+ * or a send_ns after the reader's clock or before its zero (the envelope is
+ * untrusted), counts in out_of_range instead. Zero in a new mailbox; a process of the group
  * that attaches goes on counting where the last one stopped.
  */
 #define SHOAL__LAT_SUB_BITS 3u

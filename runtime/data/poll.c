@@ -25,31 +25,39 @@
  * The latency histogram (struct shoal__mbx_lat in runtime/layout.h): from
  * a message's send_ns to the start of its handler, once per handler run (so
  * its count follows `handled`). The clock is read at most once per ring
- * batch: between batches lat_now holds SHOAL__LAT_STALE (set at attach, and
- * by scan_rings() and handle_deferred() after each batch), against which
- * every send_ns looks out of range, so the first handler of a batch reads
- * the clock here. A message later in the batch is measured against that
- * read: it reads short by the time the handlers before it in the batch took
- * (at most POLL_BATCH - 1 of them; a few microseconds for handlers that do
- * not block). One sent after the read (it came in while the batch ran)
- * looks out of range against it and gets a read of its own. Not inlined: a
- * batch reads it once.
+ * batch: between batches lat_bound is 0 (as the context starts, and set
+ * again by scan_rings() and handle_deferred() after each batch), so the
+ * first handler of a batch reads the clock here. A message later in the
+ * batch is measured against that read: it reads short by the time the
+ * handlers before it in the batch took (at most POLL_BATCH - 1 of them; a
+ * few microseconds for handlers that do not block). One sent after the read
+ * (it came in while the batch ran) looks out of range against it and gets a
+ * read of its own.
+ *
+ * In range: d = now - send_ns below both 2^SHOAL__LAT_MAX_BITS and now + 1.
+ * A send_ns after now wraps d to more than now, so one compare against
+ * lat_bound, the lower of the two, catches the future, the absurdly old
+ * and a stale clock at once.
  */
 __attribute__((noinline)) static uint64_t lat_clock(struct shoal_ctx *ctx, uint64_t send_ns)
 {
-	ctx->lat_now = shoal__now_ns();
-	return ctx->lat_now - send_ns;
+	uint64_t now = shoal__now_ns();
+
+	ctx->lat_now = now;
+	ctx->lat_bound = now < (UINT64_C(1) << SHOAL__LAT_MAX_BITS) ? now + 1 :
+			 UINT64_C(1) << SHOAL__LAT_MAX_BITS;
+	return now - send_ns;
 }
 
 static inline void lat_record(struct shoal_ctx *ctx, uint64_t send_ns)
 {
 	struct shoal__mbx_lat *h = ctx->lat;
-	uint64_t d = ctx->lat_now - send_ns;   /* a send_ns ahead of it wraps: out of range */
+	uint64_t d = ctx->lat_now - send_ns;
 	uint32_t b;
 
-	if (SHOAL_UNLIKELY((d >> SHOAL__LAT_MAX_BITS) != 0)) {
+	if (SHOAL_UNLIKELY(d >= ctx->lat_bound)) {
 		d = lat_clock(ctx, send_ns);
-		if ((d >> SHOAL__LAT_MAX_BITS) != 0) {
+		if (d >= ctx->lat_bound) {
 			/* Relaxed, here and below: the worker is the only writer. */
 			shoal_store_relaxed(&h->out_of_range,
 					    shoal_load_relaxed(&h->out_of_range) + 1);
@@ -322,7 +330,7 @@ static uint32_t handle_deferred(struct shoal_ctx *ctx, uint32_t budget)
 		free(d);
 		n++;
 	}
-	ctx->lat_now = SHOAL__LAT_STALE;   /* these were a batch for lat_record() */
+	ctx->lat_bound = 0;   /* these were a batch for lat_record() */
 	return n;
 }
 
@@ -393,7 +401,7 @@ __attribute__((noinline)) static uint32_t scan_rings(struct shoal_ctx *ctx, uint
 				break;   /* release this record before its copies go */
 		}
 		if (taken > 0) {
-			ctx->lat_now = SHOAL__LAT_STALE;   /* the next batch reads the clock afresh */
+			ctx->lat_bound = 0;   /* the next batch reads the clock afresh */
 			shoal_ring_release(&in->c);
 			if (outer && mailbox)
 				shoal_store_relaxed(&ctx->mw->inflight, 0);

@@ -841,10 +841,51 @@ static void tool_help_lists_commands_in_order(void **state)
  * process and not polled while a producer sends it N_LATE messages, then
  * LATE_NS later drained in one poll. Every one waited at least LATE_NS
  * before its handler, so the percentiles are at least that, less the
- * histogram's 6.25 %; loose above, for a loaded machine.
+ * histogram's 6.25 %; loose above, for a loaded machine. Then forged send
+ * times count as out of range.
  */
 #define N_LATE 8u
 #define LATE_NS 300000000u
+#define N_FORGED 2u
+
+/*
+ * A sender whose envelopes lie (shared memory is untrusted): group "prod"
+ * again, sending N_FORGED routed T_PONGs with a send_ns in the future, an
+ * hour ahead and the largest there is, written over the envelope that
+ * shoal_reserve() made before the commit.
+ */
+static int forger_main(void *arg)
+{
+	static const uint64_t ahead[N_FORGED] = { 3600000000000u, UINT64_MAX };
+	struct shoal_group_desc d = {
+		.name = "prod", .n_workers = 1, .n_actors = 1, .node = -1,
+		.types = rt_types, .n_types = RT_N_TYPES,
+	};
+	struct shoal_err err = { { 0 } };
+	struct shoal_group *g;
+
+	(void)arg;
+	if (shoal_group_attach(&g, &d, NULL, &err) < 0) {
+		fprintf(stderr, "forger: %s\n", err.msg);
+		return 10;
+	}
+	for (unsigned i = 0; i < N_FORGED; i++) {
+		struct shoal_ctx *ctx = shoal_group_worker(g, 0);
+		struct msg v = { .seq = i };
+		struct shoal_envelope env;
+		void *buf;
+
+		if (shoal_reserve(ctx, SHOAL_ADDR_NONE, T_PONG, sizeof(v), &buf) < 0)
+			return 11;
+		memcpy(buf, &v, sizeof(v));
+		memcpy(&env, (char *)buf - sizeof(env), sizeof(env));
+		env.send_ns = i == 0 ? env.send_ns + ahead[i] : ahead[i];
+		memcpy((char *)buf - sizeof(env), &env, sizeof(env));
+		shoal_commit(ctx);
+	}
+	shoal_group_detach(g);
+	return 0;
+}
 
 static void tool_stat_latency_counts_a_stopped_consumer(void **state)
 {
@@ -881,6 +922,18 @@ static void tool_stat_latency_counts_a_stopped_consumer(void **state)
 	tool_expect(&r, 0, (const char *const[]){ "stat", SYSTEM, NULL });
 	assert_has(r.out, "\nGroup late (id 3)\n");
 	assert_has(r.out, " over 8 messages (0 out of range)\n");
+	tool_free(&r);
+
+	/* Send times in the future are counted apart, never bucketed. */
+	test_assert_exited(test_wait_pid(test_spawn(forger_main, NULL, 0), 60000), 0);
+	wait_delivered(id, N_LATE + N_FORGED);
+	for (int i = 0; i < 10000 && atomic_load(&rt_res->count[0]) < N_LATE + N_FORGED; i++)
+		shoal_poll(shoal_group_worker(g, 0), 0, 1000000);
+	assert_int_equal(atomic_load(&rt_res->count[0]), N_LATE + N_FORGED);
+	tool_expect(&r, 0, (const char *const[]){ "stat", "--json", SYSTEM, NULL });
+	assert_int_equal(json_value_after(r.out, "late", "count"), N_LATE);
+	assert_int_equal(json_value_after(r.out, "late", "out_of_range"), N_FORGED);
+	assert_int_equal(json_value_after(r.out, "late", "p50_ns"), p50);
 	tool_free(&r);
 	shoal_group_detach(g);
 }

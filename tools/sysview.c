@@ -345,8 +345,10 @@ static void read_group(struct shoal__sys_view *v, uint32_t id, struct shoal__reg
 		read_group_once(v, id, rg);
 		/* A6: pairs with R5 in slot_rewrite_begin(): our reads before. */
 		shoal_fence_acquire();
-		if (!(seq & 1) && shoal_load_relaxed(&rg->slot_seq) == seq)
+		if (!(seq & 1) && shoal_load_relaxed(&rg->slot_seq) == seq) {
+			v->groups[id].slot_seq = seq;
 			return;
+		}
 	}
 	problem(&v->groups[id].corrupt, v->groups[id].reason, "its slot changed owner on every "
 		"one of 100 reads");

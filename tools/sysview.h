@@ -88,6 +88,7 @@ struct shoal__ring_age {
 
 struct shoal__group_view {
 	uint32_t id;
+	uint32_t slot_seq;              /* the slot's owner changes with it (registry.c) */
 	char name[SHOAL_NAME_MAX];      /* as read, terminated; escape before printing */
 	bool name_ok;                   /* a valid group name */
 	uint32_t state;                 /* enum shoal_group_state, unchecked */

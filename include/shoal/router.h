@@ -94,6 +94,9 @@ struct shoal_router_stats {
 	uint64_t sent_direct;
 	uint64_t dropped;            /* full + dead destination + no route + malformed */
 	uint64_t restarts;           /* attaches beyond the first */
+	uint64_t lost;               /* lost to damage or death, counted: corrupted rings,
+				      * copies lost with their process, freed groups */
+	uint32_t damaged;            /* rings and mailboxes found corrupted */
 };
 
 /*

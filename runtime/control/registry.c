@@ -548,6 +548,7 @@ int shoal__declare_group(struct shoal_router *r, const struct shoal_group_spec *
 		return ret;
 	s->used = true;
 	s->runtime = runtime;
+	s->stall_ns = s->stall_out = 0;
 	rg = &r->regg[id];
 	slot_rewrite_begin(rg);
 	slot_clear(rg);

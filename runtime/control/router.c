@@ -292,7 +292,9 @@ void shoal_router_stats(struct shoal_router *r, struct shoal_router_stats *st)
 		st->dropped += shoal_load_relaxed(&rd->dropped_full) +
 			       shoal_load_relaxed(&rd->dropped_dead) +
 			       shoal_load_relaxed(&rd->no_route) + shoal_load_relaxed(&rd->malformed);
+		st->lost += shoal_load_relaxed(&rd->dropped_corrupt);
 	}
+	st->lost += shoal_load_relaxed(&r->reg->lost_released);
 	for (uint32_t g = 0; g < r->n_groups; g++) {
 		struct shoal__group_slot *s = &r->groups[g];
 		uint32_t attaches = shoal_load_relaxed(&r->regg[g].attaches);
@@ -303,10 +305,14 @@ void shoal_router_stats(struct shoal_router *r, struct shoal_router_stats *st)
 		st->running += s->conn >= 0;
 		st->failed += shoal_load_relaxed(&r->regg[g].state) == SHOAL_GROUP_FAILED;
 		st->dropped += shoal_load_relaxed(&r->regg[g].lost_queued);
+		st->lost += shoal_load_relaxed(&r->regg[g].lost_corrupt);
+		st->damaged += shoal_load_relaxed(&r->regg[g].damaged);
 		st->restarts += attaches > 1 ? attaches - 1 : 0;
 		for (unsigned w = 0; w < s->n_workers; w++) {
 			st->handled += shoal_load_relaxed(&s->hdr->w[w].handled);
 			st->sent_direct += shoal_load_relaxed(&s->hdr->w[w].sent_direct);
+			st->lost += shoal_load_relaxed(&s->hdr->w[w].lost_corrupt) +
+				    shoal_load_relaxed(&s->hdr->w[w].fwd_lost);
 		}
 	}
 	pthread_mutex_unlock(&r->lock);

@@ -66,6 +66,11 @@ struct shoal__group_slot {
 	struct shoal_seg_region *dir;   /* private copy of the directory it wrote */
 	uint32_t n_dir, cap_dir;
 	bool mbx_bad;                   /* damaged: replace it when the group next attaches */
+	/* A run-time group whose process left (damage.c release_left()): since
+	 * when the dispatchers took nothing more of its uplinks, and how much
+	 * they had taken then. 0: not looked at since it left. */
+	uint64_t stall_ns;
+	uint64_t stall_out;
 	/* A freed slot (registry.c shoal__release_group()): per group, the
 	 * incarnation (gen) of its process that held a direct link into the
 	 * freed mailbox, 0 for none. The slot is given to another group only

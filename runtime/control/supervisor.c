@@ -185,7 +185,7 @@ static void human(char *buf, size_t len, double v)
 static void status(struct sup *s, uint64_t now)
 {
 	struct shoal_router_stats st;
-	char rate[32];
+	char rate[32], damaged[32] = "";
 	double dt = (double)(now - s->last_tick_ns) / 1e9;
 
 	shoal_router_stats(s->router, &st);
@@ -196,11 +196,15 @@ static void status(struct sup *s, uint64_t now)
 	if (s->o->status == SHOAL__STATUS_QUIET)
 		return;
 	human(rate, sizeof(rate), s->rate);
+	/* Damage is rare and loud: said only once there is some. */
+	if (st.damaged != 0)
+		snprintf(damaged, sizeof(damaged), ", %u damaged", st.damaged);
 	if (s->live) {
 		fprintf(s->out, "\r\033[K%s: %u/%u groups up, %s msg/s, %llu handled, %llu "
-			"restarts, %llu dropped, %u failed", s->cfg->system, st.running, st.groups,
-			rate, (unsigned long long)st.handled, (unsigned long long)st.restarts,
-			(unsigned long long)st.dropped, st.failed);
+			"restarts, %llu dropped, %llu lost, %u failed%s", s->cfg->system,
+			st.running, st.groups, rate, (unsigned long long)st.handled,
+			(unsigned long long)st.restarts, (unsigned long long)st.dropped,
+			(unsigned long long)st.lost, st.failed, damaged);
 		fflush(s->out);
 		s->status_shown = true;
 		out_check(s);
@@ -211,8 +215,9 @@ static void status(struct sup *s, uint64_t now)
 		return;
 	s->last_plain_ns = now;
 	event(s, "status: %u/%u groups up, %s msg/s, %llu handled, %llu restarts, %llu dropped, "
-	      "%u failed", st.running, st.groups, rate, (unsigned long long)st.handled,
-	      (unsigned long long)st.restarts, (unsigned long long)st.dropped, st.failed);
+	      "%llu lost, %u failed%s", st.running, st.groups, rate,
+	      (unsigned long long)st.handled, (unsigned long long)st.restarts,
+	      (unsigned long long)st.dropped, (unsigned long long)st.lost, st.failed, damaged);
 }
 
 /* ---- group output ----------------------------------------------------------------- */

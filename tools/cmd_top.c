@@ -162,6 +162,35 @@ static double group_fill(const struct shoal__group_view *g)
 	return most;
 }
 
+/*
+ * The latency of the messages handled between the two views: the
+ * difference of their histograms; the whole histogram at the first view,
+ * or when it went back (the group's mailbox was replaced by a fresh one).
+ */
+static void group_latency(const struct shoal__group_view *g, const struct shoal__group_view *was,
+			  bool known, struct shoal__top_rates *r)
+{
+	struct shoal__lat_sums d;
+	bool back = false;
+
+	if (g->lat == NULL)
+		return;
+	d = *g->lat;
+	for (uint32_t b = 0; known && was->lat != NULL && !back && b < SHOAL__LAT_BUCKETS; b++) {
+		back = g->lat->bucket[b] < was->lat->bucket[b];
+		d.bucket[b] -= back ? 0 : was->lat->bucket[b];
+	}
+	if (back)
+		d = *g->lat;
+	d.count = 0;
+	for (uint32_t b = 0; b < SHOAL__LAT_BUCKETS; b++)
+		d.count += d.bucket[b];
+	r->have_lat = d.count > 0;
+	r->p50_ns = shoal__lat_quantile(&d, 0.5);
+	r->p99_ns = shoal__lat_quantile(&d, 0.99);
+	r->p999_ns = shoal__lat_quantile(&d, 0.999);
+}
+
 static void group_rates(const struct shoal__group_view *g, const struct shoal__group_view *was,
 			double secs, struct shoal__top_rates *r)
 {
@@ -172,11 +201,13 @@ static void group_rates(const struct shoal__group_view *g, const struct shoal__g
 	r->name = g->name;
 	shoal__group_view_queued(g, &r->queued, &bytes);
 	r->fill_pct = group_fill(g);
+	r->have_oldest = shoal__group_view_oldest(g, &r->oldest_ns);
 	/* The same owner of the slot (a freed slot given to a group of the same
 	 * name starts its counters again), read both times: comparable. */
 	r->known = secs > 0 && was != NULL && was->state != SHOAL_GROUP_EMPTY && g->have_counters &&
 		   was->have_counters && was->slot_seq == g->slot_seq &&
 		   strcmp(was->name, g->name) == 0;
+	group_latency(g, was, r->known, r);
 	if (!r->known)
 		return;
 	r->in = per_s(g->w.received, was->w.received, secs);
@@ -397,7 +428,7 @@ int shoal__top_print_dispatchers(FILE *out, const struct shoal__top_frame *f)
 static void group_row(struct shoal__table *t, const struct shoal__group_view *g,
 		      const struct shoal__top_rates *r)
 {
-	char name[NAME_SIZE], state[32];
+	char name[NAME_SIZE], state[32], oldest[SHOAL_FMT_SHORT_SIZE], p99[SHOAL_FMT_SHORT_SIZE];
 	const char *s = shoal__group_state_name(g->state);
 
 	if (s == NULL)
@@ -420,6 +451,10 @@ static void group_row(struct shoal__table *t, const struct shoal__group_view *g,
 		shoal__table_cell(t, "%.0f%%", r->fill_pct);
 	else
 		shoal__table_cell(t, "-");
+	shoal__table_cell(t, "%s", r->have_oldest ? shoal__fmt_duration(oldest, sizeof(oldest),
+									 r->oldest_ns) : "-");
+	shoal__table_cell(t, "%s", r->have_lat ? shoal__fmt_duration(p99, sizeof(p99),
+								      r->p99_ns) : "-");
 	shoal__table_cell(t, "%u", shoal__group_view_restarts(g));
 	shoal__table_cell(t, "%s", shoal__group_view_corrupt(g) ? "CORRUPT" : "OK");
 }
@@ -429,7 +464,7 @@ int shoal__top_print_groups(FILE *out, const struct shoal__top_frame *f)
 	static const struct shoal__column cols[] = {
 		{ "GROUP", 'l' }, { "STATE", 'l' }, { "PID", 'r' }, { "IN/S", 'r' },
 		{ "OUT/S", 'r' }, { "DROPPED/S", 'r' }, { "QUEUED", 'r' }, { "FILL", 'r' },
-		{ "RESTARTS", 'r' }, { "STATUS", 'l' },
+		{ "OLDEST", 'r' }, { "P99", 'r' }, { "RESTARTS", 'r' }, { "STATUS", 'l' },
 	};
 	struct shoal__table t;
 
@@ -515,6 +550,20 @@ static void json_dispatchers(struct shoal__json *j, const struct shoal__top_fram
 	shoal__json_array_end(j);
 }
 
+/* The latency percentiles since the last refresh (null when none was handled). */
+static void json_latency(struct shoal__json *j, const struct shoal__top_rates *r)
+{
+	const char *keys[] = { "p50_ns", "p99_ns", "p999_ns" };
+	uint64_t vals[] = { r->p50_ns, r->p99_ns, r->p999_ns };
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (r->have_lat)
+			shoal__json_uint(j, keys[i], vals[i]);
+		else
+			shoal__json_null(j, keys[i]);
+	}
+}
+
 static void json_group(struct shoal__json *j, const struct shoal__group_view *g,
 		       const struct shoal__top_rates *r)
 {
@@ -539,6 +588,11 @@ static void json_group(struct shoal__json *j, const struct shoal__group_view *g,
 		shoal__json_real(j, "fill_pct", r->fill_pct, 1);
 	else
 		shoal__json_null(j, "fill_pct");
+	if (r->have_oldest)
+		shoal__json_uint(j, "oldest_age_ns", r->oldest_ns);
+	else
+		shoal__json_null(j, "oldest_age_ns");
+	json_latency(j, r);
 	shoal__json_uint(j, "restarts", shoal__group_view_restarts(g));
 	shoal__json_string(j, "status", shoal__group_view_corrupt(g) ? "corrupt" : "ok");
 	shoal__json_object_end(j);
@@ -774,9 +828,12 @@ const struct shoal__cmd shoal__cmd_top = {
 	"the messages it took from uplinks, delivered and dropped per second and how\n"
 	"busy it was; for each group the messages it received and sent per second,\n"
 	"the copies dropped for it per second, what waits in its inbound rings\n"
-	"(QUEUED messages, and FILL: the bytes in use of its fullest inbound ring),\n"
-	"and its restarts. Rates come from the difference between two readings of\n"
-	"the counters the system keeps in shared memory. Read-only, like 'shoal stat'.\n"
+	"(QUEUED messages, FILL: the bytes in use of its fullest inbound ring, and\n"
+	"OLDEST: how long the oldest message there has waited), P99: the latency\n"
+	"from send to handler of 99 % of the messages it handled since the last\n"
+	"refresh, and its restarts. Rates come from the difference between two\n"
+	"readings of the counters the system keeps in shared memory. Read-only, like\n"
+	"'shoal stat'.\n"
 	"\n"
 	"When standard input and output are terminals (and no --count), the screen\n"
 	"is redrawn at every refresh, each line cut to the window's width, and\n"

@@ -621,12 +621,16 @@ static void raw_close(struct raw_peer *p)
 	ucp_cleanup(p->ctx);
 }
 
-/* Send `len` bytes as one frame-sized active message and wait for it. */
+/* Send `len` bytes as one frame-sized active message, with a HELLO's
+ * identity (anyone's) as its header when it is one, and wait for it. */
 static void raw_send(struct raw_peer *p, struct shoal__link *l, const void *buf, size_t len)
 {
+	static const struct shoal__link_hello_id anyone;
 	ucp_request_param_t rp = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-				   .flags = UCP_AM_SEND_FLAG_EAGER };
-	ucs_status_ptr_t r = ucp_am_send_nbx(p->ep, SHOAL__LINK_AM_ID, NULL, 0, buf, len, &rp);
+				   .flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY };
+	bool hello = len > 5 && ((const unsigned char *)buf)[5] == SHOAL__FRAME_HELLO;
+	ucs_status_ptr_t r = ucp_am_send_nbx(p->ep, SHOAL__LINK_AM_ID, hello ? &anyone : NULL,
+					     hello ? sizeof(anyone) : 0, buf, len, &rp);
 
 	CHILD_CHECK(!UCS_PTR_IS_ERR(r));
 	while (r && ucp_request_check_status(r) == UCS_INPROGRESS) {

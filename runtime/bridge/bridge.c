@@ -22,6 +22,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -60,6 +61,9 @@ struct bridge {
 	const struct shoal__bridge_opts *o;
 	struct shoal__config *cfg;
 	int host;
+	struct shoal__link_hub *hub;     /* the UCP worker and listener of every link */
+	struct shoal__link_hub_stats hub_seen;   /* as last told */
+	_Atomic uint64_t ucx_said;       /* UCX log messages (ucx_log()) */
 	struct peer *peers;
 	uint32_t n_peers;
 	struct peer **by_host;           /* the peer of each host index; NULL for this one */
@@ -86,24 +90,16 @@ static void say(const struct bridge *b, const struct peer *p, const char *fmt, .
 	fflush(b->o->log);
 }
 
-/* The largest record a window takes: its frame size fits the window. */
-static uint32_t max_record(uint32_t window)
-{
-	uint32_t m = (window - SHOAL__FRAME_REC_HDR) & ~UINT32_C(7);
-
-	return m < SHOAL__FRAME_REC_MAX ? m : SHOAL__FRAME_REC_MAX;
-}
-
 static int open_link(struct bridge *b, struct peer *p, struct shoal_err *err)
 {
 	const struct shoal__cfg_link *c = &b->cfg->link;
 	uint32_t window = c->window;
 	struct shoal__link_opts lo = {
 		.role = p->role,
-		.addr = p->role == SHOAL__LINK_CONNECT ? p->h->reach
-						      : b->cfg->hosts[b->host].listen,
+		.addr = p->h->reach,
+		.peer = p->h->name,
 		.window = window,
-		.max_record = max_record(window),
+		.max_record = shoal__link_max_record(window),
 		.flush_bytes = c->flush_bytes,
 		.flush_ns = c->flush_ns,
 		.keepalive_ns = c->keepalive_ns,
@@ -111,23 +107,61 @@ static int open_link(struct bridge *b, struct peer *p, struct shoal_err *err)
 		.backoff_ns = c->backoff_ns,
 		.max_backoff_ns = c->max_backoff_ns,
 	};
-	int ret = shoal__link_create(&p->link, &lo, err);
+	int ret = shoal__link_add(b->hub, &p->link, &lo, err);
 
 	if (ret < 0)
 		return ret;
 	shoal__link_stats(p->link, &p->seen);
-	fprintf(b->o->log, "link %s: %s %s\n", p->h->name,
-		p->role == SHOAL__LINK_CONNECT ? "connecting to" : "listening on", lo.addr);
-	fflush(b->o->log);
+	if (p->role == SHOAL__LINK_CONNECT)
+		say(b, p, "connecting to %s", lo.addr);
+	else
+		say(b, p, "listening on %s", b->cfg->hosts[b->host].listen);
 	return 0;
 }
 
-/* One peer per other host; of two, the one whose name sorts first connects. */
+/*
+ * UCX's own log lines (a failed connect() at every attempt while a host is
+ * away): said as the bridge's, at the 1st, 2nd, 4th, 8th ... so that an
+ * outage reads as the links' lines, with UCX's reason, and does not flood
+ * the log. Called from UCX, maybe on a thread of its own.
+ */
+static void ucx_log(void *arg, const char *level, const char *message)
+{
+	struct bridge *b = arg;
+	uint64_t n = atomic_fetch_add_explicit(&b->ucx_said, 1, memory_order_relaxed) + 1;
+
+	if ((n & (n - 1)) != 0)
+		return;
+	if (n == 1)
+		fprintf(b->o->log, "ucx %s: %s\n", level, message);
+	else
+		fprintf(b->o->log, "ucx %s: %s (UCX message %llu)\n", level, message,
+			(unsigned long long)n);
+	fflush(b->o->log);
+}
+
+/* The hub: a listener when some host dials this one (docs/hosts.md: of two
+ * hosts, the one whose name sorts first dials). */
+static int open_hub(struct bridge *b, struct shoal_err *err)
+{
+	const struct shoal__cfg_host *me = &b->cfg->hosts[b->host];
+	struct shoal__link_hub_opts ho = {
+		.name = me->name,
+		.listen = shoal__config_connectors(b->cfg, b->host) > 0 ? me->listen : NULL,
+		.hello_ns = b->cfg->link.dead_ns,
+	};
+
+	shoal__link_log_to(ucx_log, b);
+	return shoal__link_hub_create(&b->hub, &ho, err);
+}
+
+/* One hub, and on it one link per other host; of two hosts, the one whose
+ * name sorts first connects. */
 static int make_peers(struct bridge *b, struct shoal_err *err)
 {
 	const struct shoal__config *c = b->cfg;
 	const char *me = c->hosts[b->host].name;
-	uint32_t listening = shoal__config_connectors(c, b->host);
+	int ret;
 
 	if (c->n_hosts < 2)
 		return shoal__fail(err, -ENXIO, "host %s has no other host to link to", me);
@@ -145,19 +179,10 @@ static int make_peers(struct bridge *b, struct shoal_err *err)
 		b->by_host[i] = p;
 		b->n_peers++;
 	}
-	/* A listening link takes whoever connects: two on one address could
-	 * not tell their peers apart (docs/hosts.md, next: one worker). */
-	if (listening > 1)
-		return shoal__fail(err, -ENOTSUP, "host %s would listen for %u hosts whose names "
-				   "sort before its own; a bridge listens for one host for now",
-				   me, listening);
-	for (uint32_t i = 0; i < b->n_peers; i++) {
-		int ret = open_link(b, &b->peers[i], err);
-
-		if (ret < 0)
-			return ret;
-	}
-	return 0;
+	ret = open_hub(b, err);
+	for (uint32_t i = 0; ret == 0 && i < b->n_peers; i++)
+		ret = open_link(b, &b->peers[i], err);
+	return ret;
 }
 
 /*
@@ -194,6 +219,22 @@ static void tell(const struct bridge *b, struct peer *p)
 		say(b, p, "%llu records lost: the peer restarted before acknowledging them",
 		    (unsigned long long)(st.lost_link - p->seen.lost_link));
 	p->seen = st;
+}
+
+/* Connections the hub refused since the last time: unknown or duplicate
+ * peers, misdirected ones, ones that never said who they are. */
+static void tell_hub(struct bridge *b)
+{
+	struct shoal__link_hub_stats st;
+
+	shoal__link_hub_stats(b->hub, &st);
+	if (st.refused > b->hub_seen.refused) {
+		fprintf(b->o->log, "refused %llu connection%s: %s\n",
+			(unsigned long long)(st.refused - b->hub_seen.refused),
+			st.refused - b->hub_seen.refused == 1 ? "" : "s", st.last_refusal.msg);
+		fflush(b->o->log);
+	}
+	b->hub_seen = st;
 }
 
 /* ---- routed messages -------------------------------------------------------- */
@@ -287,7 +328,7 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 		b->n.no_host++;
 		return;
 	}
-	if (len > max_record(b->cfg->link.window)) {
+	if (len > shoal__link_max_record(b->cfg->link.window)) {
 		/* A type the file does not declare (declared ones fit: config.c). */
 		b->n.lost_down++;
 		return;
@@ -328,7 +369,7 @@ static int remote_routes(struct bridge *b, struct shoal_err *err)
 		return ret;
 	b->cap_matches = shoal__route_max_matches(b->remote) + 1;
 	b->matches = calloc(b->cap_matches, sizeof(*b->matches));
-	b->rec = malloc(max_record(b->cfg->link.window));
+	b->rec = malloc(shoal__link_max_record(b->cfg->link.window));
 	b->types = calloc(c->n_types + 1, sizeof(*b->types));
 	if (b->matches == NULL || b->rec == NULL || b->types == NULL)
 		return shoal__fail(err, -ENOMEM, "out of memory");
@@ -340,30 +381,27 @@ static int remote_routes(struct bridge *b, struct shoal_err *err)
 
 static void serve(struct bridge *b)
 {
-	struct pollfd pfd[SHOAL__MAX_HOSTS];
+	struct pollfd pfd = { .fd = shoal__link_hub_fd(b->hub), .events = POLLIN };
 
 	for (;;) {
-		uint64_t now = shoal__now_ns(), wake = now + WAKE_NS;
+		uint64_t now = shoal__now_ns(), wake = now + WAKE_NS, due;
 
 		if (shoal_poll(b->ctx, MAILBOX_BUDGET, 0) == -ESHUTDOWN)
 			return;
+		shoal__link_hub_poll(b->hub, now);
 		for (uint32_t i = 0; i < b->n_peers; i++) {
-			struct peer *p = &b->peers[i];
-			uint64_t due;
-
-			shoal__link_poll(p->link, now);
-			take_records(b, p);
-			tell(b, p);
-			due = shoal__link_deadline(p->link);
-			if (due < wake)
-				wake = due;
-			if (shoal__link_arm(p->link) == -EAGAIN)
-				wake = now;
-			pfd[i] = (struct pollfd){ .fd = shoal__link_fd(p->link), .events = POLLIN };
+			take_records(b, &b->peers[i]);
+			tell(b, &b->peers[i]);
 		}
+		tell_hub(b);
+		due = shoal__link_hub_deadline(b->hub);
+		if (due < wake)
+			wake = due;
+		if (shoal__link_hub_arm(b->hub) == -EAGAIN)
+			wake = now;
 		now = shoal__now_ns();
 		if (wake > now)
-			poll(pfd, b->n_peers, (int)((wake - now + 999999) / 1000000));
+			poll(&pfd, 1, (int)((wake - now + 999999) / 1000000));
 	}
 }
 
@@ -372,6 +410,9 @@ static void close_all(struct bridge *b)
 	for (uint32_t i = 0; i < b->n_peers; i++)
 		if (b->peers[i].link != NULL)
 			shoal__link_destroy(b->peers[i].link);
+	if (b->hub != NULL)
+		shoal__link_hub_destroy(b->hub);
+	shoal__link_log_to(NULL, NULL);
 	free(b->peers);
 	free(b->by_host);
 	shoal__route_free(b->remote);

@@ -37,16 +37,16 @@ struct shoal__bridge_opts {
 /*
  * Run the bridge until the router stops its group. Returns 0, or a negative
  * errno with the reason in *err when it could not start: -ENXIO (the host
- * is not in the file, or has no other host to link to), -ENOTSUP (the
- * host would listen for more than one peer, which one link per listener
- * cannot tell apart yet), an error of the config, of shoal_group_attach()
- * or of shoal__link_create(). Blocks; single-threaded.
+ * is not in the file, or has no other host to link to), an error of the
+ * config, of shoal_group_attach(), of shoal__link_hub_create() or of
+ * shoal__link_add(). Blocks; single-threaded.
  */
 int shoal__bridge_run(const struct shoal__bridge_opts *o, struct shoal_err *err);
 
 /*
  * Concurrency: one bridge per process (it is the process's group); the
- * call keeps no global state besides the process's UCX environment.
+ * call keeps no global state besides the process's UCX environment and
+ * UCX's log, which it routes to `log` while it runs.
  */
 
 #endif

@@ -187,6 +187,9 @@ struct shoal__link {
 	struct shoal__link_hub *hub;
 	bool owns_hub;                  /* a link alone: its hub goes with it */
 	char peer[SHOAL__LINK_NAME_MAX];   /* "" : whoever connects */
+	/* Our HELLO's header; UCX 1.13 reads it when it sends, which may be
+	 * after ucp_am_send_nbx() returns, so it lives as long as the link. */
+	struct shoal__link_hello_id hello_id;
 	struct sockaddr_storage addr;   /* CONNECT: the peer's */
 	socklen_t addr_len;
 
@@ -353,7 +356,6 @@ static int send_control(struct shoal__link *l, uint8_t kind)
 {
 	struct fbuf *f = fbuf_free(l);
 	struct shoal__frame_enc e;
-	struct shoal__link_hello_id id;
 	uint64_t first = kind == SHOAL__FRAME_HELLO ? l->acked : l->next_seq;
 
 	if (!f || !l->ep)
@@ -361,10 +363,7 @@ static int send_control(struct shoal__link *l, uint8_t kind)
 	SHOAL_ASSERT(shoal__frame_begin(&e, f->buf, l->fbuf_cap, kind) == 0);
 	if (kind != SHOAL__FRAME_HELLO)
 		return frame_out(l, f, end_frame(l, &e, first), NULL, 0);
-	memset(&id, 0, sizeof(id));
-	memcpy(id.from, l->hub->name, sizeof(id.from));
-	memcpy(id.to, l->peer, sizeof(id.to));
-	return frame_out(l, f, end_frame(l, &e, first), &id, sizeof(id));
+	return frame_out(l, f, end_frame(l, &e, first), &l->hello_id, sizeof(l->hello_id));
 }
 
 /* One DATA frame from the unsent records. Returns 1 when one went, 0 when
@@ -1301,6 +1300,8 @@ int shoal__link_add(struct shoal__link_hub *h, struct shoal__link **out,
 	}
 	if (o->peer)
 		memcpy(l->peer, o->peer, strlen(o->peer) + 1);
+	memcpy(l->hello_id.from, h->name, sizeof(h->name));
+	memcpy(l->hello_id.to, l->peer, sizeof(l->peer));
 	l->o.peer = NULL;
 	l->o.addr = NULL;
 	l->o.transports = NULL;

@@ -41,16 +41,9 @@ static const char *const name[2] = { "a", "b" };
 
 static char *slurp(const char *path)
 {
-	FILE *f = fopen(path, "r");
-	char *text = calloc(1, 1 << 20);
-	size_t n;
+	char *text = test_netns_slurp(path);
 
 	assert_non_null(text);
-	if (f == NULL)
-		return text;
-	n = fread(text, 1, (1 << 20) - 1, f);
-	text[n] = '\0';
-	fclose(f);
 	return text;
 }
 
@@ -86,26 +79,11 @@ static void expect(int side, const char *needle, unsigned n)
 /* `shoal run --host NAME` in side's namespace, with its own shm folder. */
 static pid_t start(int side, const char *file)
 {
-	pid_t pid;
+	const char *argv[] = { getenv("SHOAL_BIN"), "run", "--status", "plain", "--host",
+			       name[side], file, NULL };
+	pid_t pid = test_netns_spawn(&hosts, side, shm[side], out[side], argv);
 
-	fflush(NULL);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		int fd = open(out[side], O_WRONLY | O_CREAT | O_APPEND, 0600);
-
-		if (fd < 0 || test_netns_enter(&hosts, side) < 0)
-			_exit(126);
-		setenv("SHOAL_SHM_DIR", shm[side], 1);
-		/* The transport between hosts, whatever else UCX finds on
-		 * one machine (as link.h says of the link tests). */
-		setenv("UCX_TLS", "tcp", 1);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execl(getenv("SHOAL_BIN"), "shoal", "run", "--status", "plain", "--host",
-		      name[side], file, (char *)NULL);
-		_exit(127);
-	}
+	assert_true(pid > 0);
 	return pid;
 }
 

@@ -720,6 +720,81 @@ static int hostile_peer(void *arg)
 	return 0;
 }
 
+/* A named hub on LOCAL_ADDR's host, listening when `listen`, with one link
+ * to `peer` (CONNECT when not listening), every size at its default. */
+static struct shoal__link_hub *named_hub(const char *name, bool listen, const char *peer,
+					 struct shoal__link **l)
+{
+	struct shoal__link_hub_opts ho = { .name = name, .listen = listen ? LOCAL_ADDR : NULL,
+					   .transports = "tcp" };
+	struct shoal__link_opts o = { .role = listen ? SHOAL__LINK_LISTEN : SHOAL__LINK_CONNECT,
+				      .addr = LOCAL_ADDR, .peer = peer,
+				      .keepalive_ns = 50 * NS_PER_MS };
+	struct shoal__link_hub *h;
+	struct shoal_err err;
+
+	if (shoal__link_hub_create(&h, &ho, &err) < 0 || shoal__link_add(h, l, &o, &err) < 0) {
+		fprintf(stderr, "hub %s: %s\n", name, err.msg);
+		_exit(1);
+	}
+	return h;
+}
+
+static uint64_t hub_refused(struct shoal__link_hub *h, struct shoal__link_hub_stats *st)
+{
+	shoal__link_hub_stats(h, st);
+	return st->refused;
+}
+
+#define PUMP_HUBS_UNTIL(x, y, z, cond, ms)                                           \
+	({                                                                           \
+		uint64_t end_ = now_ns() + (uint64_t)(ms) * NS_PER_MS;               \
+		bool ok_;                                                            \
+		while (!(ok_ = (cond)) && now_ns() < end_) {                         \
+			shoal__link_hub_poll((x), now_ns());                         \
+			shoal__link_hub_poll((y), now_ns());                         \
+			shoal__link_hub_poll((z), now_ns());                         \
+			usleep(200);                                                 \
+		}                                                                    \
+		ok_;                                                                 \
+	})
+
+/* Hub b listens for a. A host it has no link to is refused, counted, and
+ * so is a second "a" while the first is alive; the real a comes up, with
+ * every size at its default (the default record fits the default window). */
+static int hub_names_its_peers(void *arg)
+{
+	struct shoal__link *lb, *la, *lx, *la2;
+	struct shoal__link_hub *b, *a, *x, *a2;
+	struct shoal__link_hub_stats st;
+
+	(void)arg;
+	CHILD_CHECK(test_netns_enter(&hosts, 0) == 0);
+	b = named_hub("b", true, "a", &lb);
+	x = named_hub("x", false, "b", &lx);
+	a = named_hub("a", false, "b", &la);
+	CHILD_CHECK(PUMP_HUBS_UNTIL(a, b, x, hub_refused(b, &st) >= 1 &&
+				    state_of(la) == SHOAL__LINK_UP && state_of(lb) ==
+				    SHOAL__LINK_UP, 10000));
+	CHILD_CHECK(strstr(st.last_refusal.msg, "host 'x', which has no link here") != NULL);
+	CHILD_CHECK(state_of(lx) != SHOAL__LINK_UP);
+	shoal__link_destroy(lx);
+	shoal__link_hub_destroy(x);
+	/* A second a while the first keeps its connection alive. */
+	a2 = named_hub("a", false, "b", &la2);
+	CHILD_CHECK(PUMP_HUBS_UNTIL(a, b, a2, hub_refused(b, &st) >= 2, 10000));
+	CHILD_CHECK(strstr(st.last_refusal.msg, "second connection from host 'a'") != NULL);
+	CHILD_CHECK(state_of(la) == SHOAL__LINK_UP && state_of(la2) != SHOAL__LINK_UP);
+	CHILD_CHECK(st.accepted == 1);
+	shoal__link_destroy(la2);
+	shoal__link_hub_destroy(a2);
+	shoal__link_destroy(la);
+	shoal__link_hub_destroy(a);
+	shoal__link_destroy(lb);
+	shoal__link_hub_destroy(b);
+	return 0;
+}
+
 /* The cases whose both ends run in one child: the test runs the child. */
 struct child_case {
 	int (*fn)(void *arg);
@@ -729,6 +804,7 @@ static const struct child_case slow_receiver_case = { slow_receiver };
 static const struct child_case peer_restart_case = { peer_restart };
 static const struct child_case connector_restart_case = { connector_restart };
 static const struct child_case hostile_peer_case = { hostile_peer };
+static const struct child_case hub_names_case = { hub_names_its_peers };
 
 static void run_child_case(void **state)
 {
@@ -750,6 +826,7 @@ int main(void)
 		CHILD_CASE("link_connector_restart_counts_and_goes_on_both_ways",
 			   connector_restart_case),
 		CHILD_CASE("link_refuses_and_counts_a_hostile_peers_frames", hostile_peer_case),
+		CHILD_CASE("link_hub_refuses_unknown_and_duplicate_peers", hub_names_case),
 	};
 	const char *why = test_netns_unavailable();
 

@@ -27,11 +27,13 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <shoal/group.h>
 
 #include "runtime/bridge/bridge.h"
 #include "runtime/bridge/link.h"
+#include "runtime/bridge/view.h"
 #include "runtime/control/config.h"
 #include "runtime/route/route.h"
 #include "shm/util.h"
@@ -45,6 +47,8 @@ struct peer {
 	struct shoal__link *link;
 	struct shoal__link_stats seen;   /* as last told */
 	uint64_t told_failures;          /* connections broken when last told (tell()) */
+	uint64_t lost_down;              /* records given up on: the host down too long */
+	struct shoal__links_row *row;    /* its row of the link view; NULL: no view */
 };
 
 /* What the bridge counted besides its links' counters; told at its end. */
@@ -64,6 +68,8 @@ struct bridge {
 	struct shoal__link_hub *hub;     /* the UCP worker and listener of every link */
 	struct shoal__link_hub_stats hub_seen;   /* as last told */
 	_Atomic uint64_t ucx_said;       /* UCX log messages (ucx_log()) */
+	struct shoal_seg view_seg;       /* the link view (runtime/bridge/view.h) */
+	struct shoal__links_hdr *view;   /* NULL: none (the bridge runs without) */
 	struct peer *peers;
 	uint32_t n_peers;
 	struct peer **by_host;           /* the peer of each host index; NULL for this one */
@@ -155,6 +161,139 @@ static int open_hub(struct bridge *b, struct shoal_err *err)
 	return shoal__link_hub_create(&b->hub, &ho, err);
 }
 
+/* ---- the link view ----------------------------------------------------------- */
+
+/* The system's name, as the group attached to it. */
+static const char *system_name(const struct bridge *b)
+{
+	const char *env = getenv("SHOAL_SYSTEM");
+
+	return b->o->system ? b->o->system : env ? env : b->cfg->system;
+}
+
+static int view_init(void *mem, uint64_t len, void *arg)
+{
+	const struct bridge *b = arg;
+	struct shoal__links_hdr *h = mem;
+	struct shoal__links_row *rows = (struct shoal__links_row *)(h + 1);
+
+	(void)len;
+	h->version = SHOAL__LINKS_VERSION;
+	snprintf(h->system, sizeof(h->system), "%s", system_name(b));
+	snprintf(h->host, sizeof(h->host), "%s", b->cfg->hosts[b->host].name);
+	h->bridge_pid = (int32_t)getpid();
+	h->n_links = b->n_peers;
+	for (uint32_t i = 0; i < b->n_peers; i++) {
+		const struct peer *p = &b->peers[i];
+
+		snprintf(rows[i].peer, sizeof(rows[i].peer), "%s", p->h->name);
+		snprintf(rows[i].addr, sizeof(rows[i].addr), "%s", p->role == SHOAL__LINK_CONNECT ?
+			 p->h->reach : b->cfg->hosts[b->host].listen);
+		rows[i].role = (uint32_t)p->role;
+		shoal_store_relaxed(&rows[i].state, SHOAL__LINK_DOWN);
+	}
+	/* R1: pairs with A1 in shoal__links_view_take(): names before magic. */
+	shoal_store_release(&h->magic, SHOAL__LINKS_MAGIC);
+	return 0;
+}
+
+/* Create shoal.S.links, replacing one whose bridge is dead. Said and
+ * skipped when it cannot be made: the links work without their view. */
+static void view_open(struct bridge *b)
+{
+	struct shoal_seg_opts so = { .mode = b->cfg->mode, .numa_node = -1, .dir_cap = 4 };
+	char name[SHOAL_SEG_NAME_MAX];
+	uint64_t size = shoal__links_size(b->n_peers), off;
+	struct shoal_err err;
+	int ret = shoal__name_links(name, system_name(b));
+
+	if (ret == 0) {
+		ret = shoal_seg_create(&b->view_seg, name, shoal_seg_overhead(so.dir_cap) + 64 + size,
+				       &so, &err);
+		if (ret == -EEXIST && shoal_seg_probe(name, NULL) == 0) {
+			shoal_seg_unlink(name);
+			ret = shoal_seg_create(&b->view_seg, name, shoal_seg_overhead(so.dir_cap) + 64 +
+					       size, &so, &err);
+		}
+	} else {
+		snprintf(err.msg, sizeof(err.msg), "system name too long");
+	}
+	if (ret == 0) {
+		ret = shoal_seg_alloc_init(&b->view_seg, SHOAL__KIND_LINKS, "links", NULL, size, 64,
+					   view_init, b, &off);
+		if (ret < 0) {
+			snprintf(err.msg, sizeof(err.msg), "%s", strerror(-ret));
+			shoal_seg_detach(&b->view_seg);
+			shoal_seg_unlink(name);
+		}
+	}
+	if (ret < 0) {
+		fprintf(b->o->log, "no link view for the tools (%s): %s\n", name, err.msg);
+		fflush(b->o->log);
+		return;
+	}
+	b->view = shoal_seg_ptr(&b->view_seg, off, size, 64);
+	for (uint32_t i = 0; i < b->n_peers; i++)
+		b->peers[i].row = (struct shoal__links_row *)(b->view + 1) + i;
+}
+
+/* Store p's counters in its row: each alone, relaxed (view.h). */
+static void view_write(const struct peer *p)
+{
+	struct shoal__links_row *r = p->row;
+	struct shoal__link_stats st;
+	uint64_t c[SHOAL__LC_N], now;
+
+	if (r == NULL)
+		return;
+	shoal__link_stats(p->link, &st);
+	now = shoal__now_ns();
+	c[SHOAL__LC_RTT_NS] = st.rtt_ns;
+	c[SHOAL__LC_FRAMES_SENT] = st.frames_sent;
+	c[SHOAL__LC_FRAMES_RECV] = st.frames_recv;
+	c[SHOAL__LC_RECORDS_SENT] = st.records_sent;
+	c[SHOAL__LC_RECORDS_RECV] = st.records_recv;
+	c[SHOAL__LC_IN_FLIGHT] = st.next_seq - st.acked;
+	c[SHOAL__LC_CREDITS] = st.peer_credits > st.unacked_bytes ?
+			       st.peer_credits - st.unacked_bytes : 0;
+	c[SHOAL__LC_RESENT] = st.resent;
+	c[SHOAL__LC_DUPLICATES] = st.duplicates;
+	c[SHOAL__LC_GAPS] = st.gaps;
+	c[SHOAL__LC_REFUSED] = st.refused;
+	c[SHOAL__LC_CONNECTS] = st.connects;
+	c[SHOAL__LC_BROKEN] = st.broken;
+	c[SHOAL__LC_LOST_LINK] = st.lost_link;
+	c[SHOAL__LC_LOST_DOWN] = p->lost_down;
+	c[SHOAL__LC_CREDIT_WAITS] = st.credit_waits;
+	c[SHOAL__LC_DOWN_NS] = st.state == SHOAL__LINK_UP || now < st.down_since_ns ? 0 :
+			       now - st.down_since_ns;
+	shoal_store_relaxed(&r->state, st.state);
+	shoal_store_relaxed(&r->peer_epoch, st.peer_epoch);
+	for (unsigned k = 0; k < SHOAL__LC_N; k++)
+		shoal_store_relaxed(&r->c[k], c[k]);
+}
+
+static void view_write_hub(const struct bridge *b)
+{
+	if (b->view == NULL)
+		return;
+	shoal_store_relaxed(&b->view->refused_conns, b->hub_seen.refused);
+	shoal_store_relaxed(&b->view->ucx_messages,
+			    atomic_load_explicit(&b->ucx_said, memory_order_relaxed));
+}
+
+static void view_close(struct bridge *b)
+{
+	char name[SHOAL_SEG_NAME_MAX];
+
+	if (b->view == NULL)
+		return;
+	shoal_seg_detach(&b->view_seg);
+	if (shoal__name_links(name, system_name(b)) == 0)
+		shoal_seg_unlink(name);
+	b->view = NULL;
+}
+
 /* One hub, and on it one link per other host; of two hosts, the one whose
  * name sorts first connects. */
 static int make_peers(struct bridge *b, struct shoal_err *err)
@@ -182,6 +321,8 @@ static int make_peers(struct bridge *b, struct shoal_err *err)
 	ret = open_hub(b, err);
 	for (uint32_t i = 0; ret == 0 && i < b->n_peers; i++)
 		ret = open_link(b, &b->peers[i], err);
+	if (ret == 0)
+		view_open(b);
 	return ret;
 }
 
@@ -296,6 +437,7 @@ static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t ta
 		now = shoal__now_ns();
 		if (ret != -EAGAIN || (st.state != SHOAL__LINK_UP &&
 				       now - st.down_since_ns > b->cfg->down_after_ns)) {
+			p->lost_down++;
 			if (b->n.lost_down++ == 0 || ret != -EAGAIN)
 				say(b, p, "a record of %u bytes not sent: %s", len, ret == -EAGAIN ?
 				    "the host is down past hosts.down_after" : strerror(-ret));
@@ -392,8 +534,10 @@ static void serve(struct bridge *b)
 		for (uint32_t i = 0; i < b->n_peers; i++) {
 			take_records(b, &b->peers[i]);
 			tell(b, &b->peers[i]);
+			view_write(&b->peers[i]);
 		}
 		tell_hub(b);
+		view_write_hub(b);
 		due = shoal__link_hub_deadline(b->hub);
 		if (due < wake)
 			wake = due;
@@ -407,6 +551,7 @@ static void serve(struct bridge *b)
 
 static void close_all(struct bridge *b)
 {
+	view_close(b);
 	for (uint32_t i = 0; i < b->n_peers; i++)
 		if (b->peers[i].link != NULL)
 			shoal__link_destroy(b->peers[i].link);

@@ -420,13 +420,12 @@ static int text_links(const struct shoal__links_view *lv)
 		return -1;
 	for (uint32_t i = 0; i < lv->n; i++) {
 		const struct shoal__link_view *l = &lv->links[i];
-		const char *state = shoal__link_state_name(l->state);
 		char peer[NAME_SIZE], addr[SHOAL_FMT_PRINTABLE_SIZE(SHOAL__LINKS_ADDR_MAX)];
 		char rtt[SHOAL_FMT_SHORT_SIZE], credits[SHOAL_FMT_SHORT_SIZE];
 
 		shoal__table_row(&t);
 		shoal__table_cell(&t, "%s", shoal__fmt_printable(peer, sizeof(peer), l->peer));
-		shoal__table_cell(&t, "%s", state ? state : "?");
+		shoal__table_cell(&t, "%s", shoal__link_state_name(l->state));
 		shoal__table_cell(&t, "%s", l->role == 2 ? "dials" : "listens");
 		shoal__table_cell(&t, "%s", shoal__fmt_printable(addr, sizeof(addr), l->addr));
 		shoal__table_cell(&t, "%s", l->c[SHOAL__LC_RTT_NS] ?
@@ -471,14 +470,10 @@ static void json_links(struct shoal__json *j, const struct shoal__links_view *lv
 	shoal__json_array_begin(j, "peers");
 	for (uint32_t i = 0; i < lv->n; i++) {
 		const struct shoal__link_view *l = &lv->links[i];
-		const char *state = shoal__link_state_name(l->state);
 
 		shoal__json_object_begin(j, NULL);
 		shoal__json_string(j, "peer", l->peer);
-		if (state != NULL)
-			shoal__json_string(j, "state", state);
-		else
-			shoal__json_uint(j, "state", l->state);
+		shoal__json_string(j, "state", shoal__link_state_name(l->state));
 		shoal__json_string(j, "role", l->role == 2 ? "dials" : "listens");
 		shoal__json_string(j, "address", l->addr);
 		shoal__json_uint(j, "peer_epoch", l->peer_epoch);

@@ -413,12 +413,11 @@ static int print_links(FILE *out, double secs)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < links_now->n; i++) {
 		const struct shoal__link_view *l = &links_now->links[i];
-		const char *state = shoal__link_state_name(l->state);
 		char peer[NAME_SIZE], rtt[SHOAL_FMT_SHORT_SIZE], credits[SHOAL_FMT_SHORT_SIZE];
 
 		shoal__table_row(&t);
 		shoal__table_cell(&t, "%s", shoal__fmt_printable(peer, sizeof(peer), l->peer));
-		shoal__table_cell(&t, "%s", state != NULL ? state : "?");
+		shoal__table_cell(&t, "%s", shoal__link_state_name(l->state));
 		shoal__table_cell(&t, "%s", l->c[SHOAL__LC_RTT_NS] ?
 				  shoal__fmt_duration(rtt, sizeof(rtt), l->c[SHOAL__LC_RTT_NS]) : "-");
 		link_rate_cell(&t, l, SHOAL__LC_RECORDS_SENT, secs);
@@ -457,14 +456,10 @@ static void json_links(struct shoal__json *j, double secs)
 	shoal__json_array_begin(j, "links");
 	for (uint32_t i = 0; i < links_now->n; i++) {
 		const struct shoal__link_view *l = &links_now->links[i];
-		const char *state = shoal__link_state_name(l->state);
 
 		shoal__json_object_begin(j, NULL);
 		shoal__json_string(j, "peer", l->peer);
-		if (state != NULL)
-			shoal__json_string(j, "state", state);
-		else
-			shoal__json_uint(j, "state", l->state);
+		shoal__json_string(j, "state", shoal__link_state_name(l->state));
 		shoal__json_uint(j, "rtt_ns", l->c[SHOAL__LC_RTT_NS]);
 		json_link_rate(j, "messages_sent_per_s", l, SHOAL__LC_RECORDS_SENT, secs);
 		json_link_rate(j, "messages_received_per_s", l, SHOAL__LC_RECORDS_RECV, secs);

@@ -237,12 +237,13 @@ static inline void shoal__links_view_take(struct shoal__links_view *v, const cha
 	shoal_seg_detach(&seg);
 }
 
-/* "down", "connecting", "up"; NULL for another value. */
+/* "down", "connecting", "up"; "invalid" for another value (read from
+ * shared memory: anything). */
 static inline const char *shoal__link_state_name(uint32_t state)
 {
-	static const char *const names[] = { NULL, "down", "connecting", "up" };
+	static const char *const names[] = { "invalid", "down", "connecting", "up" };
 
-	return state < sizeof(names) / sizeof(names[0]) ? names[state] : NULL;
+	return state < sizeof(names) / sizeof(names[0]) ? names[state] : names[0];
 }
 
 #endif

@@ -15,8 +15,8 @@
  *   rq     records received in order, held until the caller releases them;
  *   fbuf   NBUF frame buffers; one is busy while UCP holds its request.
  * sq and rq are queues of records with a 16-byte header (len, tag, flags,
- * seq), padded to 16 bytes, in a power-of-two byte area; positions are free-running 64-bit byte
- * counters, masked on access. A record never wraps: one that does not fit
+ * seq), padded to 16 bytes, in a power-of-two byte area; positions are
+ * free-running 64-bit byte counters, masked on access. A record never wraps: one that does not fit
  * before the end of the area is preceded by a PAD record to the end.
  *
  * Credits are counted in frame bytes (shoal__frame_rec_size()), the same on
@@ -29,15 +29,27 @@
  * records beside a new window's worth: rq is sized 4 x window plus two
  * largest records, sq 2 x window plus one.
  *
+ * The hub: one UCP context and worker for every link of a host, and one
+ * listener. Connections are told apart by endpoint: every frame goes with
+ * UCP_AM_SEND_FLAG_REPLY, so am_cb() gets the endpoint it came on and
+ * hands it to the link whose connection that is (link_of()), or to the
+ * pending slot of an accepted connection that has not named itself yet
+ * (pending_of()). A pending connection's HELLO is kept, and acted on by
+ * the poll after UCP's progress (adopt()), once failed connections are
+ * dropped: a peer's new connection and the failure of its old one often
+ * come in one progress, and the old one must not count as alive.
+ *
  * Single-threaded (link.h rule 2): UCP callbacks run inside
  * ucp_worker_progress(), called only from this file's functions, on the
- * caller's thread; they touch the link with no other code running.
+ * caller's thread; they touch the hub and its links with no other code
+ * running. Only UCX's log handler may run on a thread of UCX's own.
  *
  * Progress: no call waits for the peer. send, flush and poll do a bounded
  * amount of work (poll progresses UCP until it has nothing left, which is
- * bounded by what arrived); only two places wait for UCX itself, both for a
- * forced endpoint close, which completes locally: ep_close() when every
- * close slot is taken (a reconnect storm), and destroy (bounded at 2 s).
+ * bounded by what arrived); only three places wait for UCX itself, each
+ * for something that completes locally: ep_close() when every close slot
+ * is taken (a reconnect storm), a link's destroy for its frames in flight,
+ * and a hub's destroy for its closes (both bounded at 2 s).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -1346,6 +1358,8 @@ void shoal__link_destroy(struct shoal__link *l)
 
 	if (l->ep)
 		ep_close(h, l->ep);
+	/* Frames still arriving for it are strays now. */
+	l->ep = NULL;
 	/* Its frame buffers are UCP's until their sends complete (forced
 	 * closes complete them locally). */
 	while (busy && shoal__now_ns() < give_up) {

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The bridge process (bridge.h): one thread, one loop over the group's
- * mailbox and the links' event fds.
+ * mailbox and the hub of its links (one UCP worker, one event fd).
  *
- * Why one loop and no thread per link: a link is single-threaded (link.h
- * rule 2) and makes progress only inside its calls, so the loop polls
- * every link, then sleeps on their fds until the earliest link deadline,
- * at most WAKE_NS: the mailbox's doorbell is not among those fds, and a
- * stop asked through it is seen within that bound.
+ * Why one loop and no thread per link: a hub and its links are
+ * single-threaded (link.h rule 2) and make progress only inside their
+ * calls, so the loop polls the hub (every link), then sleeps on its fd
+ * until the earliest link deadline, at most WAKE_NS: the mailbox's doorbell
+ * is not that fd, and a stop asked through it is seen within that bound.
+ * Each turn also stores every link's counters in the link view
+ * (runtime/bridge/view.h) for the tools.
  *
  * Routed messages (docs/hosts.md): the router sends the bridge one copy of
  * every message of a type that a group of another host is routed (the

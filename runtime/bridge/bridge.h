@@ -3,10 +3,12 @@
  * The bridge of one host (docs/hosts.md): a group process that `shoal run
  * --host NAME` starts, as the built-in group `bridge`, when its file lists
  * other hosts, and restarts by the same policy code as any group. It opens
- * one link (runtime/bridge/link.h) to each other host, the host whose name
- * sorts first connecting, the other listening, and says on its output each
- * change of a link's state: up, down, a connection attempt that failed, a
- * frame refused, records lost to a peer's restart. It carries routed
+ * one link (runtime/bridge/link.h) to each other host, all on one hub (one
+ * UCP worker and listener), the host whose name sorts first connecting, the
+ * other listening, and says on its output each change of a link's state:
+ * up, down, a connection attempt that failed, a frame or a connection
+ * refused, records lost to a peer's restart, and UCX's own complaints. It
+ * keeps the links' counters in shoal.S.links for the tools (view.h). It carries routed
  * messages: what the router gives it goes to each host whose groups' routes
  * match it, once per host; what a peer sends is sent on, routed, here
  * (bridge.c says how, and docs/hosts.md what is not carried yet).

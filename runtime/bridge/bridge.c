@@ -68,7 +68,8 @@ struct bridge {
 	struct shoal__config *cfg;
 	int host;
 	struct shoal__link_hub *hub;     /* the UCP worker and listener of every link */
-	struct shoal__link_hub_stats hub_seen;   /* as last told */
+	struct shoal__link_hub_stats hub_seen;   /* as last seen */
+	uint64_t told_refused;           /* connections refused when last told */
 	_Atomic uint64_t ucx_said;       /* UCX log messages (ucx_log()) */
 	struct shoal_seg view_seg;       /* the link view (runtime/bridge/view.h) */
 	struct shoal__links_hdr *view;   /* NULL: none (the bridge runs without) */
@@ -364,17 +365,20 @@ static void tell(const struct bridge *b, struct peer *p)
 	p->seen = st;
 }
 
-/* Connections the hub refused since the last time: unknown or duplicate
- * peers, misdirected ones, ones that never said who they are. */
+/* Connections the hub refused: unknown or duplicate peers, misdirected
+ * ones, ones that never said who they are. Said at about the 1st, 2nd,
+ * 4th ... with the last reason, so that a host that keeps trying does not flood
+ * the log. */
 static void tell_hub(struct bridge *b)
 {
 	struct shoal__link_hub_stats st;
 
 	shoal__link_hub_stats(b->hub, &st);
-	if (st.refused > b->hub_seen.refused) {
-		fprintf(b->o->log, "refused %llu connection%s: %s\n",
-			(unsigned long long)(st.refused - b->hub_seen.refused),
-			st.refused - b->hub_seen.refused == 1 ? "" : "s", st.last_refusal.msg);
+	if (st.refused > b->hub_seen.refused && st.refused >= 2 * b->told_refused) {
+		b->told_refused = st.refused;
+		fprintf(b->o->log, "refused %llu connection%s so far, the last: %s\n",
+			(unsigned long long)st.refused, st.refused == 1 ? "" : "s",
+			st.last_refusal.msg);
 		fflush(b->o->log);
 	}
 	b->hub_seen = st;

@@ -720,23 +720,41 @@ static int hostile_peer(void *arg)
 	return 0;
 }
 
+/* A link to `peer` on hub h: LISTEN when `listen`, else CONNECT to `addr`;
+ * every size at its default. */
+static struct shoal__link *named_link(struct shoal__link_hub *h, bool listen, const char *peer,
+				      const char *addr)
+{
+	struct shoal__link_opts o = { .role = listen ? SHOAL__LINK_LISTEN : SHOAL__LINK_CONNECT,
+				      .addr = addr, .peer = peer,
+				      .keepalive_ns = 50 * NS_PER_MS,
+				      .backoff_ns = 20 * NS_PER_MS,
+				      .max_backoff_ns = 200 * NS_PER_MS };
+	struct shoal__link *l;
+	struct shoal_err err;
+
+	if (shoal__link_add(h, &l, &o, &err) < 0) {
+		fprintf(stderr, "link to %s: %s\n", peer, err.msg);
+		_exit(1);
+	}
+	return l;
+}
+
 /* A named hub on LOCAL_ADDR's host, listening when `listen`, with one link
- * to `peer` (CONNECT when not listening), every size at its default. */
+ * to `peer` (CONNECT to LOCAL_ADDR when not listening). */
 static struct shoal__link_hub *named_hub(const char *name, bool listen, const char *peer,
 					 struct shoal__link **l)
 {
 	struct shoal__link_hub_opts ho = { .name = name, .listen = listen ? LOCAL_ADDR : NULL,
 					   .transports = "tcp" };
-	struct shoal__link_opts o = { .role = listen ? SHOAL__LINK_LISTEN : SHOAL__LINK_CONNECT,
-				      .addr = LOCAL_ADDR, .peer = peer,
-				      .keepalive_ns = 50 * NS_PER_MS };
 	struct shoal__link_hub *h;
 	struct shoal_err err;
 
-	if (shoal__link_hub_create(&h, &ho, &err) < 0 || shoal__link_add(h, l, &o, &err) < 0) {
+	if (shoal__link_hub_create(&h, &ho, &err) < 0) {
 		fprintf(stderr, "hub %s: %s\n", name, err.msg);
 		_exit(1);
 	}
+	*l = named_link(h, listen, peer, LOCAL_ADDR);
 	return h;
 }
 
@@ -795,6 +813,34 @@ static int hub_names_its_peers(void *arg)
 	return 0;
 }
 
+/* Hub a dials b and c, where nobody listens for c: its link to c fails
+ * again and again, and records flow to b all the while. */
+static int hub_links_are_independent(void *arg)
+{
+	struct shoal__link *ab, *ac, *ba;
+	struct shoal__link_hub *a, *b;
+	struct shoal__link_stats st;
+
+	(void)arg;
+	CHILD_CHECK(test_netns_enter(&hosts, 0) == 0);
+	b = named_hub("b", true, "a", &ba);
+	a = named_hub("a", false, "b", &ab);
+	ac = named_link(a, false, "c", "127.0.0.1:7409");
+	CHILD_CHECK(PUMP_UNTIL(ab, ba, state_of(ab) == SHOAL__LINK_UP &&
+			       state_of(ba) == SHOAL__LINK_UP &&
+			       (shoal__link_stats(ac, &st), st.broken >= 2), 10000));
+	send_range(ab, ba, 0, 500);
+	(void)shoal__link_flush(ab);
+	take_range(ba, ab, 0, 500);
+	CHILD_CHECK(state_of(ac) != SHOAL__LINK_UP);
+	shoal__link_destroy(ac);
+	shoal__link_destroy(ab);
+	shoal__link_hub_destroy(a);
+	shoal__link_destroy(ba);
+	shoal__link_hub_destroy(b);
+	return 0;
+}
+
 /* The cases whose both ends run in one child: the test runs the child. */
 struct child_case {
 	int (*fn)(void *arg);
@@ -805,6 +851,7 @@ static const struct child_case peer_restart_case = { peer_restart };
 static const struct child_case connector_restart_case = { connector_restart };
 static const struct child_case hostile_peer_case = { hostile_peer };
 static const struct child_case hub_names_case = { hub_names_its_peers };
+static const struct child_case hub_independent_case = { hub_links_are_independent };
 
 static void run_child_case(void **state)
 {
@@ -827,6 +874,7 @@ int main(void)
 			   connector_restart_case),
 		CHILD_CASE("link_refuses_and_counts_a_hostile_peers_frames", hostile_peer_case),
 		CHILD_CASE("link_hub_refuses_unknown_and_duplicate_peers", hub_names_case),
+		CHILD_CASE("link_hub_one_link_failing_stalls_no_other", hub_independent_case),
 	};
 	const char *why = test_netns_unavailable();
 

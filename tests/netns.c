@@ -253,7 +253,7 @@ int test_netns_enter(const struct test_netns *n, int side)
 	 * mounted from, and UCX finds its TCP devices there: remount sysfs in
 	 * a private mount namespace, as `ip netns exec` does, or UCX sees the
 	 * old namespace's interfaces and none of the veth. */
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0 ||
+	if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", "none", MS_SLAVE | MS_REC, NULL) < 0 ||
 	    umount2("/sys", MNT_DETACH) < 0 || mount("sysfs", "/sys", "sysfs", 0, NULL) < 0)
 		return -errno;
 	return 0;

@@ -8,7 +8,9 @@
  * copy per host), and producers on b and c whose messages are routed back
  * to a consumer on a, all at once, through links whose window is far
  * smaller than what crosses: each consumer gets every message of each
- * sender exactly once and in the order it was sent.
+ * sender exactly once and in the order it was sent. Then a's bridge, which
+ * dials both others, is killed: restarted by its supervisor, it links
+ * again to b and c, whose one listener each takes it back.
  *
  * Runs as root; skips visibly (exit 77) otherwise, or when namespaces
  * cannot be made. Every wait has a deadline; nothing asserts a duration.
@@ -182,22 +184,38 @@ static void fail_with_outputs(const char *what)
 	fail_msg("%s\n--- a:\n%s\n--- b:\n%s\n--- c:\n%s", what, o[0], o[1], o[2]);
 }
 
-/* Wait until side's output says `needle`; fail past WAIT_MS. */
-static void expect(int side, const char *needle)
+/* Wait until side's output says `needle` `n` times; fail past WAIT_MS. */
+static void expect(int side, const char *needle, unsigned n)
 {
 	char why[160];
 
 	for (int ms = 0; ms < WAIT_MS; ms += 50) {
 		char *text = test_netns_slurp(out[side]);
-		bool seen = text != NULL && strstr(text, needle) != NULL;
+		bool seen = text != NULL && count_of(text, needle) >= n;
 
 		free(text);
 		if (seen)
 			return;
 		usleep(50000);
 	}
-	snprintf(why, sizeof(why), "host %s: '%s' not seen in time", name[side], needle);
+	snprintf(why, sizeof(why), "host %s: '%s' not seen %u times in time", name[side], needle,
+		 n);
 	fail_with_outputs(why);
+}
+
+/* The pid `shoal run` on side says it started for the bridge, first. */
+static pid_t bridge_pid(int side)
+{
+	static const char started[] = "group bridge: started pid ";
+	char *text = test_netns_slurp(out[side]), *p;
+	pid_t pid = 0;
+
+	assert_non_null(text);
+	p = strstr(text, started);
+	if (p != NULL)
+		pid = (pid_t)atoi(p + strlen(started));
+	free(text);
+	return pid;
 }
 
 static void stop_cleanly(int side)
@@ -218,7 +236,7 @@ static void stop_cleanly(int side)
 	free(text);
 }
 
-static void fanout_three_hosts_each_sender_once_in_order(void **state)
+static void fanout_three_hosts_once_in_order_and_a_bridge_restarts(void **state)
 {
 	struct tally t[HOSTS];
 	bool done = false;
@@ -236,12 +254,12 @@ static void fanout_three_hosts_each_sender_once_in_order(void **state)
 		assert_true(run[s] > 0);
 	}
 	/* Every pair links: c is dialed by a and b on its one listener. */
-	expect(0, "bridge | link b: up (peer epoch ");
-	expect(0, "bridge | link c: up (peer epoch ");
-	expect(1, "bridge | link a: up (peer epoch ");
-	expect(1, "bridge | link c: up (peer epoch ");
-	expect(2, "bridge | link a: up (peer epoch ");
-	expect(2, "bridge | link b: up (peer epoch ");
+	expect(0, "bridge | link b: up (peer epoch ", 1);
+	expect(0, "bridge | link c: up (peer epoch ", 1);
+	expect(1, "bridge | link a: up (peer epoch ", 1);
+	expect(1, "bridge | link c: up (peer epoch ", 1);
+	expect(2, "bridge | link a: up (peer epoch ", 1);
+	expect(2, "bridge | link b: up (peer epoch ", 1);
 	for (int ms = 0; ms < WAIT_MS && !done; ms += 100) {
 		usleep(100000);
 		done = true;
@@ -250,6 +268,14 @@ static void fanout_three_hosts_each_sender_once_in_order(void **state)
 			done &= complete(s, &t[s]);
 		}
 	}
+	/* a's bridge killed: restarted, it dials b and c again. */
+	assert_true(bridge_pid(0) > 0);
+	assert_int_equal(kill(bridge_pid(0), SIGKILL), 0);
+	expect(0, "group bridge: restart 1 in ", 1);
+	expect(0, "bridge | link b: up (peer epoch ", 2);
+	expect(0, "bridge | link c: up (peer epoch ", 2);
+	expect(1, "bridge | link a: up (peer epoch ", 2);
+	expect(2, "bridge | link a: up (peer epoch ", 2);
 	for (int s = 0; s < HOSTS; s++)
 		stop_cleanly(s);
 	for (int s = 0; s < HOSTS; s++) {
@@ -279,7 +305,7 @@ static void fanout_three_hosts_each_sender_once_in_order(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(fanout_three_hosts_each_sender_once_in_order),
+		cmocka_unit_test(fanout_three_hosts_once_in_order_and_a_bridge_restarts),
 	};
 	const char *why = test_netns_unavailable();
 

@@ -71,7 +71,8 @@ static int setup(void **state)
 		      "  link: { window: 64KiB, keepalive: 50ms, dead_after: 500ms }\n  list:\n");
 	for (int s = 0; s < HOSTS; s++)
 		n += snprintf(text + n, sizeof(text) - (size_t)n,
-			      "    - { name: %s, listen: '%s:%d' }\n", name[s], hosts.addr[s], PORT);
+			      "    - { name: %s, listen: '%s:%d' }\n", name[s], hosts.addr[s],
+			      PORT);
 	n += snprintf(text + n, sizeof(text) - (size_t)n,
 		      "types:\n  - { id: 1, name: ping, max_size: 16 }\n"
 		      "  - { id: 3, name: work, max_size: 64 }\ngroups:\n");

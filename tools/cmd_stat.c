@@ -428,8 +428,8 @@ static int text_links(const struct shoal__links_view *lv)
 		shoal__table_cell(&t, "%s", shoal__link_state_name(l->state));
 		shoal__table_cell(&t, "%s", l->role == 2 ? "dials" : "listens");
 		shoal__table_cell(&t, "%s", shoal__fmt_printable(addr, sizeof(addr), l->addr));
-		shoal__table_cell(&t, "%s", l->c[SHOAL__LC_RTT_NS] ?
-				  shoal__fmt_duration(rtt, sizeof(rtt), l->c[SHOAL__LC_RTT_NS]) : "-");
+		shoal__table_cell(&t, "%s", l->c[SHOAL__LC_RTT_NS] == 0 ? "-" :
+				  shoal__fmt_duration(rtt, sizeof(rtt), l->c[SHOAL__LC_RTT_NS]));
 		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_FRAMES_SENT]);
 		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_FRAMES_RECV]);
 		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_RECORDS_SENT]);

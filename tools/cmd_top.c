@@ -418,8 +418,8 @@ static int print_links(FILE *out, double secs)
 		shoal__table_row(&t);
 		shoal__table_cell(&t, "%s", shoal__fmt_printable(peer, sizeof(peer), l->peer));
 		shoal__table_cell(&t, "%s", shoal__link_state_name(l->state));
-		shoal__table_cell(&t, "%s", l->c[SHOAL__LC_RTT_NS] ?
-				  shoal__fmt_duration(rtt, sizeof(rtt), l->c[SHOAL__LC_RTT_NS]) : "-");
+		shoal__table_cell(&t, "%s", l->c[SHOAL__LC_RTT_NS] == 0 ? "-" :
+				  shoal__fmt_duration(rtt, sizeof(rtt), l->c[SHOAL__LC_RTT_NS]));
 		link_rate_cell(&t, l, SHOAL__LC_RECORDS_SENT, secs);
 		link_rate_cell(&t, l, SHOAL__LC_RECORDS_RECV, secs);
 		link_rate_cell(&t, l, SHOAL__LC_FRAMES_SENT, secs);

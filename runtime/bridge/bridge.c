@@ -207,16 +207,16 @@ static void view_open(struct bridge *b)
 	struct shoal_seg_opts so = { .mode = b->cfg->mode, .numa_node = -1, .dir_cap = 4 };
 	char name[SHOAL_SEG_NAME_MAX];
 	uint64_t size = shoal__links_size(b->n_peers), off;
+	/* The header and directory, the region's alignment, the region. */
+	uint64_t file = shoal_seg_overhead(so.dir_cap) + 64 + size;
 	struct shoal_err err;
 	int ret = shoal__name_links(name, system_name(b));
 
 	if (ret == 0) {
-		ret = shoal_seg_create(&b->view_seg, name, shoal_seg_overhead(so.dir_cap) + 64 + size,
-				       &so, &err);
+		ret = shoal_seg_create(&b->view_seg, name, file, &so, &err);
 		if (ret == -EEXIST && shoal_seg_probe(name, NULL) == 0) {
 			shoal_seg_unlink(name);
-			ret = shoal_seg_create(&b->view_seg, name, shoal_seg_overhead(so.dir_cap) + 64 +
-					       size, &so, &err);
+			ret = shoal_seg_create(&b->view_seg, name, file, &so, &err);
 		}
 	} else {
 		snprintf(err.msg, sizeof(err.msg), "system name too long");

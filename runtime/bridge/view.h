@@ -92,9 +92,9 @@ struct shoal__links_hdr {
 
 struct shoal__links_row {
 	char peer[SHOAL__LINKS_NAME_MAX];    /* the other host */
-	char addr[SHOAL__LINKS_ADDR_MAX];    /* where it is dialed, or where this host listens */
-	uint32_t role;                       /* enum shoal__link_role (link.h): 1 listen, 2 connect */
-	_Atomic uint32_t state;              /* enum shoal__link_state: 1 down, 2 connecting, 3 up */
+	char addr[SHOAL__LINKS_ADDR_MAX];    /* where it is dialed, or this host listens */
+	uint32_t role;                       /* enum shoal__link_role: 1 listen, 2 connect */
+	_Atomic uint32_t state;              /* enum shoal__link_state: 1 down .. 3 up */
 	_Atomic uint32_t peer_epoch;
 	uint32_t pad0;
 	_Atomic uint64_t c[SHOAL__LC_N];

@@ -84,7 +84,7 @@ struct shoal__link_hub_stats {
 };
 
 enum shoal__link_role {
-	SHOAL__LINK_LISTEN = 1,    /* wait for the peer on `addr` */
+	SHOAL__LINK_LISTEN = 1,    /* wait for the peer: its hub's listener takes it */
 	SHOAL__LINK_CONNECT = 2,   /* reach the peer at `addr`, reconnect with backoff */
 };
 

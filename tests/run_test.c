@@ -1963,29 +1963,6 @@ static void run_host_the_file_does_not_list_is_a_usage_error(void **state)
 	     (const char *const[]){ "run", "--check", cfg, NULL });
 }
 
-/* A host that would listen for two hosts is refused at start: one listener
- * per link cannot tell its peers apart yet (docs/hosts.md). */
-static void run_host_listening_for_two_hosts_is_refused(void **state)
-{
-	const char *cfg = in_dir("hosts3.yaml");
-	char text[1024];
-
-	(void)state;
-	if (!built_with("SHOAL_HAVE_BRIDGE", "the bridge (UCX)"))
-		skip();
-	snprintf(text, sizeof(text),
-		 "system: hosts3\nhosts:\n  list:\n"
-		 "    - { name: a, listen: '127.0.0.1:7401' }\n"
-		 "    - { name: b, listen: '127.0.0.1:7402' }\n"
-		 "    - { name: c, listen: '127.0.0.1:7403' }\n"
-		 "groups:\n  - { name: g, program: %s, args: [--role, consumer], host: a }\n",
-		 group_bin);
-	write_file(cfg, text);
-	says(1, "host c would listen for 2 hosts whose names sort before its own",
-	     (const char *const[]){ "run", "--host", "c", cfg, NULL });
-	assert_int_equal(count_system_files("hosts3"), 0);
-}
-
 int main(void)
 {
 	const struct CMUnitTest fixed[] = {
@@ -2035,7 +2012,6 @@ int main(void)
 		cmocka_unit_test_teardown(run_host_starts_only_the_groups_of_that_host,
 					  kill_started),
 		cmocka_unit_test(run_host_the_file_does_not_list_is_a_usage_error),
-		cmocka_unit_test(run_host_listening_for_two_hosts_is_refused),
 	};
 	struct CMUnitTest table[N_BAD];
 	char names[N_BAD][64];

@@ -37,8 +37,10 @@
 #include <microhttpd.h>
 #endif
 
+#include "runtime/bridge/view.h"
 #include "tools/cli.h"
 #include "tools/format.h"
+#include "tools/snapshot.h"
 #include "tools/sysview.h"
 
 #define CONTENT_TYPE "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -728,6 +730,89 @@ static void print_group_info(FILE *out, const struct shoal__sys_view *v)
 	}
 }
 
+/* ---- Links: this host's bridge's (runtime/bridge/view.h) ---- */
+
+/* The families of the link view's counters, in its order, each sample
+ * labelled with the other host: `peer`. */
+static const struct fam link_fams[SHOAL__LC_N] = {
+	[SHOAL__LC_RTT_NS] = { "shoal_link_rtt_seconds", GAUGE, "seconds",
+		"Smoothed round trip: a frame sent to its messages acknowledged", true },
+	[SHOAL__LC_FRAMES_SENT] = { "shoal_link_frames_sent", COUNTER, NULL,
+		"Frames sent to the peer" },
+	[SHOAL__LC_FRAMES_RECV] = { "shoal_link_frames_received", COUNTER, NULL,
+		"Frames accepted from the peer" },
+	[SHOAL__LC_RECORDS_SENT] = { "shoal_link_messages_sent", COUNTER, NULL,
+		"Messages sent to the peer, resends not included" },
+	[SHOAL__LC_RECORDS_RECV] = { "shoal_link_messages_received", COUNTER, NULL,
+		"Messages accepted from the peer, duplicates not included" },
+	[SHOAL__LC_IN_FLIGHT] = { "shoal_link_in_flight", GAUGE, NULL,
+		"Messages queued or sent to the peer, not yet acknowledged" },
+	[SHOAL__LC_CREDITS] = { "shoal_link_credits_bytes", GAUGE, "bytes",
+		"Bytes the link may still send before the peer acknowledges more" },
+	[SHOAL__LC_RESENT] = { "shoal_link_resent", COUNTER, NULL,
+		"Messages sent again after a reconnect" },
+	[SHOAL__LC_DUPLICATES] = { "shoal_link_duplicates", COUNTER, NULL,
+		"Messages received again and dropped" },
+	[SHOAL__LC_GAPS] = { "shoal_link_gaps", COUNTER, NULL,
+		"Message numbers the peer skipped (counted lost there)" },
+	[SHOAL__LC_REFUSED] = { "shoal_link_refused_frames", COUNTER, NULL,
+		"Frames from the peer refused: bad bytes, bad ack, stale epoch" },
+	[SHOAL__LC_CONNECTS] = { "shoal_link_connects", COUNTER, NULL,
+		"Handshakes completed with the peer" },
+	[SHOAL__LC_BROKEN] = { "shoal_link_broken", COUNTER, NULL,
+		"Connections and attempts dropped: failed or silent" },
+	[SHOAL__LC_LOST_LINK] = { "shoal_link_lost_link", COUNTER, NULL,
+		"Messages lost: the peer restarted before acknowledging them" },
+	[SHOAL__LC_LOST_DOWN] = { "shoal_link_lost_down", COUNTER, NULL,
+		"Messages lost: the peer was down longer than hosts.down_after" },
+	[SHOAL__LC_CREDIT_WAITS] = { "shoal_link_credit_waits", COUNTER, NULL,
+		"Sends refused for want of credit" },
+	[SHOAL__LC_DOWN_NS] = { "shoal_link_down_seconds", GAUGE, "seconds",
+		"How long the link has not been up; 0 while it is", true },
+};
+
+static void print_links(FILE *out, const char *system)
+{
+	static const struct fam info = { "shoal_link", INFO, NULL,
+		"A link of this host's bridge: this host, the peer, who dials, the address" };
+	static const struct fam state = { "shoal_link_state", STATESET, NULL,
+		"State of the link" };
+	static const struct fam refused = { "shoal_bridge_refused_connections", COUNTER, NULL,
+		"Connections the bridge refused: unknown or duplicate peers, misdirected ones" };
+	static struct shoal__links_view lv;   /* 16 KiB: not on the stack */
+	char labels[LABELS_MAX];
+
+	shoal__links_view_take(&lv, system, shoal__snap_guard);
+	if (!lv.present)
+		return;
+	fam_begin(out, &info);
+	for (uint32_t i = 0; i < lv.n; i++) {
+		labels[0] = '\0';
+		label(labels, "host", lv.host);
+		label(labels, "peer", lv.links[i].peer);
+		label(labels, "role", lv.links[i].role == 2 ? "dials" : "listens");
+		label(labels, "address", lv.links[i].addr);
+		sample(out, &info, labels, 1);
+	}
+	fam_begin(out, &state);
+	for (uint32_t i = 0; i < lv.n; i++)
+		for (uint32_t st = 1; st <= 3; st++) {
+			labels[0] = '\0';
+			label(labels, "peer", lv.links[i].peer);
+			label(labels, state.name, shoal__link_state_name(st));
+			sample(out, &state, labels, lv.links[i].state == st);
+		}
+	for (unsigned k = 0; k < SHOAL__LC_N; k++) {
+		fam_begin(out, &link_fams[k]);
+		for (uint32_t i = 0; i < lv.n; i++) {
+			labels[0] = '\0';
+			label(labels, "peer", lv.links[i].peer);
+			sample(out, &link_fams[k], labels, lv.links[i].c[k]);
+		}
+	}
+	one(out, &refused, "", lv.refused_conns);
+}
+
 /* The whole exposition of a view; false if writing it failed. */
 static bool print_metrics(FILE *out, const struct shoal__sys_view *v)
 {
@@ -742,6 +827,7 @@ static bool print_metrics(FILE *out, const struct shoal__sys_view *v)
 	print_scope(out, v, &worker_scope);
 	print_scope(out, v, &wbell_scope);
 	print_scope(out, v, &ring_scope);
+	print_links(out, v->system);
 	fputs("# EOF\n", out);
 	return fflush(out) == 0 && !ferror(out);
 }
@@ -988,8 +1074,10 @@ const struct shoal__cmd shoal__cmd_metrics = {
 	"of the latency from send to handler), worker (sent, received, handled,\n"
 	"refused, dropped, forwarded, doorbells) and mailbox ring (records and bytes\n"
 	"in and out, full events, bytes in use, high water, the oldest record's\n"
-	"age). Counters are printed as they stand: rates are left to the scraper.\n"
-	"docs/metrics.md lists the metrics.\n"
+	"age), and on a system that spans hosts each link of this host's bridge\n"
+	"(shoal_link_*, labelled by peer: state, round trip, frames and messages\n"
+	"each way, in flight, credits, lost, refused). Counters are printed as they\n"
+	"stand: rates are left to the scraper. docs/metrics.md lists the metrics.\n"
 	"Read-only, as 'shoal stat': safe on a live system.\n"
 	"\n"
 	"With --listen, serve the same text over HTTP at http://ADDR:PORT/metrics,\n"

@@ -13,9 +13,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "runtime/bridge/view.h"
 #include "tools/cli.h"
 #include "tools/format.h"
 #include "tools/json.h"
+#include "tools/snapshot.h"
 #include "tools/sysview.h"
 #include "tools/table.h"
 
@@ -435,7 +437,92 @@ static int print_text(const struct shoal__sys_view *v)
 	return 0;
 }
 
+/* The links of a host's bridge to the other hosts (runtime/bridge/view.h),
+ * when the system has them. */
+static int text_links(const struct shoal__links_view *lv)
+{
+	static const struct shoal__column cols[] = {
+		{ "PEER", 'l' }, { "STATE", 'l' }, { "ROLE", 'l' }, { "ADDRESS", 'l' },
+		{ "RTT", 'r' }, { "FRAMES_OUT", 'r' }, { "FRAMES_IN", 'r' }, { "MSGS_OUT", 'r' },
+		{ "MSGS_IN", 'r' }, { "IN_FLIGHT", 'r' }, { "CREDITS", 'r' }, { "LOST_LINK", 'r' },
+		{ "LOST_DOWN", 'r' }, { "REFUSED", 'r' },
+	};
+	char host[NAME_SIZE];
+	struct shoal__table t;
+
+	if (!lv->present) {
+		if (lv->reason[0] != '\0')
+			printf("\nLinks: cannot be read: %s\n", lv->reason);
+		return 0;
+	}
+	if (shoal__table_init(&t, cols, sizeof(cols) / sizeof(cols[0]), lv->n) < 0)
+		return -1;
+	for (uint32_t i = 0; i < lv->n; i++) {
+		const struct shoal__link_view *l = &lv->links[i];
+		char peer[NAME_SIZE], addr[SHOAL_FMT_PRINTABLE_SIZE(SHOAL__LINKS_ADDR_MAX)];
+		char rtt[SHOAL_FMT_SHORT_SIZE], credits[SHOAL_FMT_SHORT_SIZE];
+
+		shoal__table_row(&t);
+		shoal__table_cell(&t, "%s", shoal__fmt_printable(peer, sizeof(peer), l->peer));
+		shoal__table_cell(&t, "%s", shoal__link_state_name(l->state));
+		shoal__table_cell(&t, "%s", l->role == 2 ? "dials" : "listens");
+		shoal__table_cell(&t, "%s", shoal__fmt_printable(addr, sizeof(addr), l->addr));
+		shoal__table_cell(&t, "%s", l->c[SHOAL__LC_RTT_NS] == 0 ? "-" :
+				  shoal__fmt_duration(rtt, sizeof(rtt), l->c[SHOAL__LC_RTT_NS]));
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_FRAMES_SENT]);
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_FRAMES_RECV]);
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_RECORDS_SENT]);
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_RECORDS_RECV]);
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_IN_FLIGHT]);
+		shoal__table_cell(&t, "%s", shoal__fmt_bytes(credits, sizeof(credits),
+							     l->c[SHOAL__LC_CREDITS]));
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_LOST_LINK]);
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_LOST_DOWN]);
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_REFUSED]);
+	}
+	printf("\nLinks of host %s (bridge pid %d; %llu connections refused)\n",
+	       shoal__fmt_printable(host, sizeof(host), lv->host), lv->bridge_pid,
+	       (unsigned long long)lv->refused_conns);
+	shoal__table_print(&t, stdout, "  ");
+	shoal__table_free(&t);
+	return 0;
+}
+
 /* ---- JSON output ---- */
+
+/* "links": the bridge's view, when the system has one (or why it cannot be
+ * read); nothing for a system on one host. */
+static void json_links(struct shoal__json *j, const struct shoal__links_view *lv)
+{
+	if (!lv->present && lv->reason[0] == '\0')
+		return;
+	shoal__json_object_begin(j, "links");
+	if (!lv->present) {
+		shoal__json_string(j, "reason", lv->reason);
+		shoal__json_object_end(j);
+		return;
+	}
+	shoal__json_string(j, "host", lv->host);
+	shoal__json_int(j, "bridge_pid", lv->bridge_pid);
+	shoal__json_uint(j, "refused_connections", lv->refused_conns);
+	shoal__json_uint(j, "ucx_messages", lv->ucx_messages);
+	shoal__json_array_begin(j, "peers");
+	for (uint32_t i = 0; i < lv->n; i++) {
+		const struct shoal__link_view *l = &lv->links[i];
+
+		shoal__json_object_begin(j, NULL);
+		shoal__json_string(j, "peer", l->peer);
+		shoal__json_string(j, "state", shoal__link_state_name(l->state));
+		shoal__json_string(j, "role", l->role == 2 ? "dials" : "listens");
+		shoal__json_string(j, "address", l->addr);
+		shoal__json_uint(j, "peer_epoch", l->peer_epoch);
+		for (unsigned k = 0; k < SHOAL__LC_N; k++)
+			shoal__json_uint(j, shoal__link_counter_name[k], l->c[k]);
+		shoal__json_object_end(j);
+	}
+	shoal__json_array_end(j);
+	shoal__json_object_end(j);
+}
 
 static void json_state(struct shoal__json *j, const char *key, const char *name, uint32_t v)
 {
@@ -651,7 +738,7 @@ static void json_group(struct shoal__json *j, const struct shoal__group_view *g)
 	shoal__json_object_end(j);
 }
 
-static void print_json(const struct shoal__sys_view *v)
+static void print_json(const struct shoal__sys_view *v, const struct shoal__links_view *lv)
 {
 	struct shoal__json j;
 
@@ -665,6 +752,7 @@ static void print_json(const struct shoal__sys_view *v)
 		if (v->groups[id].state != SHOAL_GROUP_EMPTY)
 			json_group(&j, &v->groups[id]);
 	shoal__json_array_end(&j);
+	json_links(&j, lv);
 	/* A dead router first: what it left may well look damaged. */
 	shoal__json_string(&j, "status", v->router_alive == 0     ? "router_gone" :
 					 shoal__sys_view_corrupt(v) ? "corrupt" :
@@ -679,6 +767,7 @@ static int cmd_stat(const struct shoal__cmd *cmd, int argc, char **argv)
 	struct shoal__sys_view_opts o = { .mailboxes = true, .rings = true };
 	struct shoal_err err = {{0}};
 	struct shoal__sys_view v;
+	static struct shoal__links_view lv;   /* 16 KiB: not on the stack */
 	struct stat_args a;
 	int ret = parse_args(cmd, argc, argv, &a);
 
@@ -688,9 +777,10 @@ static int cmd_stat(const struct shoal__cmd *cmd, int argc, char **argv)
 	ret = shoal__sys_view_take(&v, a.system, &o, &err);
 	if (ret < 0)
 		return shoal__sys_view_fail(cmd->name, a.system, ret, &err);
+	shoal__links_view_take(&lv, a.system, shoal__snap_guard);
 	if (a.json) {
-		print_json(&v);
-	} else if (print_text(&v) < 0) {
+		print_json(&v, &lv);
+	} else if (print_text(&v) < 0 || text_links(&lv) < 0) {
 		shoal__sys_view_free(&v);
 		return shoal__cli_fail(cmd->name, SHOAL_EXIT_CORRUPT, -ENOMEM, "out of memory");
 	}
@@ -713,7 +803,10 @@ const struct shoal__cmd shoal__cmd_stat = {
 	"placement, its workers' counters summed, the latency from send to handler\n"
 	"as p50/p99/p99.9, the messages not taken yet and how long the oldest has\n"
 	"waited, and for each ring of its mailbox the bytes in use, the records\n"
-	"pending, the age of the oldest, full events and high water).\n"
+	"pending, the age of the oldest, full events and high water), and, on a\n"
+	"system that spans hosts, each link of this host's bridge (peer, state,\n"
+	"round trip, frames and messages each way, in flight, credits, messages\n"
+	"lost, frames refused).\n"
 	"Read-only: the segments are mapped read-only and the router is not asked\n"
 	"anything, so it is safe on a live system. Values are read one after the\n"
 	"other while the system runs, so they may not add up exactly.\n"

@@ -304,6 +304,14 @@ static void stat_shows_link_up(int side, unsigned n)
 	assert_has(r.out, "\"lost_link\": 0,");
 	assert_has(r.out, "\"refused\": 0,");
 	tool_free(&r);
+	/* The link view is a file of the system's, not a stray one. */
+	setenv("SHOAL_SHM_DIR", shm[side], 1);
+	tool_start(&r, (const char *const[]){ "ls", "--json", NULL });
+	tool_wait(&r);
+	unsetenv("SHOAL_SHM_DIR");
+	assert_json_object(r.out);
+	assert_has(r.out, "\"stray\": []");
+	tool_free(&r);
 }
 
 static void hosts_routed_messages_cross_both_ways_once_each(void **state)

@@ -387,8 +387,8 @@ static void frame_make(struct shoal__top_frame *f, const struct shoal__sys_view 
 /*
  * The link views (runtime/bridge/view.h) of this refresh and the one
  * before, taken with the system's views (next_view()). They live here,
- * beside the frame rather than in it, and only the plain and JSON outputs
- * show them: the screen draws what the frame holds.
+ * beside the frame rather than in it; the screen draws them through
+ * shoal__top_print_links() like the plain output.
  */
 static struct shoal__links_view link_views[2];
 static struct shoal__links_view *links_now = &link_views[0], *links_was = &link_views[1];
@@ -431,8 +431,9 @@ static void link_rate_cell(struct shoal__table *t, const struct shoal__link_view
 		shoal__table_cell(t, "-");
 }
 
-static int print_links(FILE *out, double secs)
+int shoal__top_print_links(FILE *out, const struct shoal__top_frame *f)
 {
+	double secs = f->secs;
 	static const struct shoal__column cols[] = {
 		{ "PEER", 'l' }, { "STATE", 'l' }, { "RTT", 'r' }, { "MSG_OUT/S", 'r' },
 		{ "MSG_IN/S", 'r' }, { "FRAMES_OUT/S", 'r' }, { "FRAMES_IN/S", 'r' },
@@ -464,7 +465,6 @@ static int print_links(FILE *out, double secs)
 								   l->c[SHOAL__LC_LOST_DOWN]));
 		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_REFUSED]);
 	}
-	fprintf(out, "\nLinks to other hosts\n");
 	shoal__table_print(&t, out, "  ");
 	shoal__table_free(&t);
 	return 0;
@@ -643,8 +643,10 @@ static int print_text(const struct shoal__top_frame *f, const struct shoal__top_
 		putchar('\n');
 		ret = shoal__top_print_groups(stdout, f);
 	}
-	if (ret == 0)
-		ret = print_links(stdout, f->secs);
+	if (ret == 0 && links_now->present) {
+		printf("\nLinks to other hosts\n");
+		ret = shoal__top_print_links(stdout, f);
+	}
 	if (ret == 0 && f->v->corrupt)
 		printf("\nregistry CORRUPT: %s\n", f->v->reason);
 	fflush(stdout);
@@ -965,9 +967,9 @@ const struct shoal__cmd shoal__cmd_top = {
 	"from send to handler of 99 % of the messages it handled since the last\n"
 	"refresh, and its restarts; on a system that spans hosts, each link of this\n"
 	"host's bridge: its state, round trip, messages and frames sent and received\n"
-	"per second, in flight, credits, lost and refused (not yet on the full\n"
-	"screen). Rates come from the difference between two readings of the\n"
-	"counters the system keeps in shared memory. Read-only, like 'shoal stat'.\n"
+	"per second, in flight, credits, lost and refused. Rates come from the\n"
+	"difference between two readings of the counters the system keeps in shared\n"
+	"memory. Read-only, like 'shoal stat'.\n"
 	"\n"
 	"When standard input and output are terminals (and no --count), the screen\n"
 	"is redrawn at every refresh, each line cut to the window's width, and\n"

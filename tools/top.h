@@ -96,4 +96,9 @@ void shoal__top_print_groups_title(FILE *out, const struct shoal__top_frame *f,
 int shoal__top_print_dispatchers(FILE *out, const struct shoal__top_frame *f);
 int shoal__top_print_groups(FILE *out, const struct shoal__top_frame *f);
 
+/* The links of this host's bridge on a system that spans hosts (the link
+ * view of the same refresh), as the tables above; nothing when the system
+ * has no bridge here. Returns 0 or -ENOMEM. */
+int shoal__top_print_links(FILE *out, const struct shoal__top_frame *f);
+
 #endif

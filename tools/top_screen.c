@@ -253,6 +253,12 @@ void shoal__top_screen_draw(struct shoal__top_screen *s, struct shoal__top_frame
 			snprintf(line, sizeof(line), "registry CORRUPT: %s", f->v->reason);
 			put(y++, line, A_NORMAL);
 		}
+		text = print_to_memory(shoal__top_print_links, f);
+		if (text != NULL && text[0] != '\0') {
+			put(y + 1, "Links to other hosts", A_BOLD);
+			y = put_lines(y + 2, text, A_REVERSE);
+		}
+		free(text);
 		text = print_to_memory(print_groups_title, f);
 		if (text != NULL)
 			put(y + 1, text, A_BOLD);

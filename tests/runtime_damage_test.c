@@ -81,6 +81,51 @@ static void send_all(struct child *prod)
 					 120000), 0);
 }
 
+/* Which sides condemned `ring` (SHOAL_RING_SIDE_*). */
+static unsigned condemned_by(const struct shoal__ring *ring)
+{
+	return shoal_ring_condemned(ring, shoal_ring_size(ring->capacity));
+}
+
+/* Records committed to `ring` and taken from it, from its counters. */
+static void ring_counts(const struct shoal__ring *ring, uint64_t *in, uint64_t *out)
+{
+	assert_int_equal(shoal_ring_records(ring, shoal_ring_size(ring->capacity), in, out), 0);
+}
+
+/* The line of `log` that says `what` also says `group` before it and
+ * `then` after it. */
+static void assert_log_line(const char *log, const char *what, const char *group,
+			    const char *then)
+{
+	const char *at = strstr(log, what), *line, *end;
+
+	if (at == NULL)
+		fail_msg("no log line says \"%s\"", what);
+	for (line = at; line > log && line[-1] != '\n'; line--)
+		;
+	end = strchr(at, '\n');
+	if (end == NULL)
+		end = at + strlen(at);
+	if (!memmem(line, (size_t)(at - line), group, strlen(group)) ||
+	    !memmem(at, (size_t)(end - at), then, strlen(then)))
+		fail_msg("log line \"%.*s\" lacks \"%s\" or \"%s\"", (int)(end - line), line,
+			 group, then);
+}
+
+/* Teardown: a case that failed while stderr was captured gets it back,
+ * and shows what was written there. */
+static int stderr_restore(void **state)
+{
+	char *log = rt_stderr_end();
+
+	(void)state;
+	if (log != NULL)
+		fprintf(stderr, "%s", log);
+	free(log);
+	return 0;
+}
+
 /* ---- rings ------------------------------------------------------------------------ */
 
 /*
@@ -263,6 +308,75 @@ static void damage_corrupted_direct_ring_is_replaced_for_its_sender(void **state
 	assert_true(d0.replaced >= 1);
 	assert_int_equal(d0.lost, 50);
 	rt_tools_say_damaged();
+	rt_stop_and_reap(&p, 1);
+	rt_stop_router();
+}
+
+/*
+ * A garbled record length in prod's uplink while it holds 100 routed
+ * messages (the dispatchers held, prod's process gone): the dispatcher
+ * condemns it, the router replaces it and counts exactly the 100, says so
+ * on its stderr naming the group and both rings, and the tools show
+ * DAMAGED. prod's next process sends through the new uplink: every message
+ * is handled, nothing more counted.
+ */
+static void damage_garbled_uplink_record_loses_exactly_what_it_held(void **state)
+{
+	struct child c0 = { .index = 0, .name = "c0" };
+	struct child prod = { .index = 1, .name = "prod", .n = 100, .type = T_PING };
+	struct rt_damage dp, d0;
+	struct shoal_seg seg;
+	struct shoal__ring *ring;
+	uint64_t in, out;
+	char *log;
+	pid_t p;
+	int id0, idp;
+
+	(void)state;
+	assert_int_equal(rt_start_router("dm-updata", NULL, 0), 0);
+	id0 = rt_declare("c0", 1, 1);
+	rt_route(id0, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	p = start_consumer(&c0, id0);
+	/* Held before prod exists: the grace period of its declaration ends
+	 * any pass that began before the hold. */
+	shoal_router_hold(rt_router, true);
+	idp = rt_declare("prod", 1, 1);
+	send_all(&prod);
+	rt_mailbox_map("prod", &seg);
+	ring = rt_ring_of(&seg, "up.0");
+	ring_counts(ring, &in, &out);
+	assert_int_equal(in - out, 100);
+	garble_head_record(ring);
+	rt_stderr_capture();
+	shoal_router_hold(rt_router, false);
+
+	rt_wait_damage(idp, 1, 1, &dp);
+	assert_true(condemned_by(ring) & SHOAL_RING_SIDE_CONS);
+	shoal_seg_detach(&seg);
+	for (int i = 0; i < WAIT_MS && (rt_damage_of(idp, &dp), dp.lost < 100); i++)
+		usleep(1000);
+	log = rt_stderr_end();
+	assert_non_null(log);
+	print_message("router said: %s", log);
+	assert_log_line(log, "ring up.0 is corrupted (condemned by its consumer", "group prod: ",
+			"quarantined, replaced by up.0.r1");
+	free(log);
+	assert_int_equal(dp.damaged, 1);
+	assert_int_equal(dp.replaced, 1);
+	assert_int_equal(dp.lost, 100);
+	assert_int_equal(atomic_load(&rt_res->count[0]), 0);
+	rt_tools_say_damaged();
+
+	prod.first = 100;
+	prod.n = 200;
+	send_all(&prod);
+	rt_wait_count(0, 200, WAIT_MS);
+	rt_damage_of(idp, &dp);
+	assert_int_equal(dp.lost, 100);
+	assert_int_equal(dp.damaged, 1);
+	rt_damage_of(id0, &d0);
+	assert_int_equal(d0.damaged, 0);
+	assert_int_equal(d0.dropped_corrupt, 0);
 	rt_stop_and_reap(&p, 1);
 	rt_stop_router();
 }
@@ -648,6 +762,8 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(damage_corrupted_ring_and_uplink_are_replaced_others_never_notice),
 		cmocka_unit_test(damage_garbage_head_drops_counted_copies_never_parks),
+		cmocka_unit_test_teardown(damage_garbled_uplink_record_loses_exactly_what_it_held,
+					  stderr_restore),
 		cmocka_unit_test(damage_corrupted_direct_ring_is_replaced_for_its_sender),
 		cmocka_unit_test(damage_registry_worker_count_is_bounded_for_direct_sends),
 		cmocka_unit_test(damage_uplink_with_no_room_left_fails_sends_never_waits),
@@ -665,6 +781,8 @@ int main(int argc, char **argv)
 					  (void *)&mailbox_cases[4]),
 	};
 
+	if (getenv("SHOAL_TEST_FILTER") != NULL)   /* one test, by name pattern */
+		cmocka_set_test_filter(getenv("SHOAL_TEST_FILTER"));
 	test_spawn_server_start();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

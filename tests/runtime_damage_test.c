@@ -93,6 +93,25 @@ static void ring_counts(const struct shoal__ring *ring, uint64_t *in, uint64_t *
 	assert_int_equal(shoal_ring_records(ring, shoal_ring_size(ring->capacity), in, out), 0);
 }
 
+/* Bytes of one T_PING record in a ring whose head record is one. */
+static uint32_t ping_record_bytes(const struct shoal__ring *ring)
+{
+	uint32_t len;
+
+	memcpy(&len, (const unsigned char *)ring + SHOAL__RING_DATA_OFF +
+		     (atomic_load(&ring->head) & (ring->capacity - 1)), sizeof(len));
+	return (len + 15) & ~7u;
+}
+
+/* Wait until `ring` has no room left for a record of `rec` bytes. */
+static void wait_ring_full(const struct shoal__ring *ring, uint32_t rec)
+{
+	for (int i = 0; i < WAIT_MS && ring->capacity - (atomic_load(&ring->tail) -
+							  atomic_load(&ring->head)) >= rec; i++)
+		usleep(1000);
+	assert_true(ring->capacity - (atomic_load(&ring->tail) - atomic_load(&ring->head)) < rec);
+}
+
 /* The line of `log` that says `what` also says `group` before it and
  * `then` after it. */
 static void assert_log_line(const char *log, const char *what, const char *group,
@@ -378,6 +397,133 @@ static void damage_garbled_uplink_record_loses_exactly_what_it_held(void **state
 	assert_int_equal(d0.damaged, 0);
 	assert_int_equal(d0.dropped_corrupt, 0);
 	rt_stop_and_reap(&p, 1);
+	rt_stop_router();
+}
+
+/*
+ * prod fills its uplink (the dispatchers held) and waits for room; garbage
+ * moves the uplink's head past its tail. prod finds it when it looks for
+ * room, condemns the uplink and waits; the router replaces it, prod counts
+ * what it had written there (none of it was read) and goes on through the
+ * new one. c0 and c1 get every other message, exactly.
+ */
+static void damage_uplink_head_forged_while_its_producer_fills_it(void **state)
+{
+	struct child cons[2] = { { .index = 0, .name = "c0" }, { .index = 1, .name = "c1" } };
+	struct child prod = { .index = 2, .name = "prod", .n = 5000, .type = T_PING };
+	struct rt_damage dp, dc;
+	struct shoal_seg seg;
+	struct shoal__ring *ring;
+	uint64_t in, out;
+	pid_t pids[2], pp;
+	int ids[2], idp;
+
+	(void)state;
+	assert_int_equal(rt_start_router("dm-uphead", NULL, 0), 0);
+	for (int i = 0; i < 2; i++) {
+		ids[i] = rt_declare(cons[i].name, 1, 1);
+		rt_route(ids[i], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	}
+	for (int i = 0; i < 2; i++)
+		pids[i] = start_consumer(&cons[i], ids[i]);
+	shoal_router_hold(rt_router, true);
+	idp = rt_declare("prod", 1, 1);   /* after the hold: see above */
+	pp = test_spawn(rt_producer_main, &prod, sizeof(prod));
+	rt_wait_attached(idp);
+	rt_mailbox_map("prod", &seg);
+	ring = rt_ring_of(&seg, "up.0");
+	for (int i = 0; i < WAIT_MS && atomic_load(&ring->tail) == 0; i++)
+		usleep(1000);
+	wait_ring_full(ring, ping_record_bytes(ring));
+	atomic_store(&ring->head, atomic_load(&ring->tail) + 64);
+
+	rt_wait_damage(idp, 1, 1, &dp);
+	assert_true(condemned_by(ring) & SHOAL_RING_SIDE_PROD);
+	shoal_router_hold(rt_router, false);
+	test_assert_exited(test_wait_pid(pp, 120000), 0);
+	/* prod moved: the old uplink's counters are final. */
+	ring_counts(ring, &in, &out);
+	shoal_seg_detach(&seg);
+	print_message("%llu records were in the uplink, %llu taken from it\n",
+		      (unsigned long long)in, (unsigned long long)out);
+	assert_int_equal(out, 0);
+	assert_true(in > 0 && in < prod.n);
+	for (int i = 0; i < WAIT_MS && (rt_damage_of(idp, &dp), dp.lost < in); i++)
+		usleep(1000);
+	assert_int_equal(dp.lost, in);
+	assert_int_equal(dp.damaged, 1);
+	assert_int_equal(dp.replaced, 1);
+	rt_wait_count(0, prod.n - in, WAIT_MS);
+	rt_wait_count(1, prod.n - in, WAIT_MS);
+	for (int i = 0; i < 2; i++) {
+		rt_damage_of(ids[i], &dc);
+		assert_int_equal(dc.damaged, 0);
+		assert_int_equal(dc.lost + dc.dropped_corrupt, 0);
+	}
+	rt_tools_say_damaged();
+	rt_stop_and_reap(pids, 2);
+	rt_stop_router();
+}
+
+/*
+ * c0 is stopped with 100 messages in its inbound ring; garbage moves the
+ * ring's tail more than a ring's worth past its head. c0's worker finds it
+ * when it resumes and gives the ring up; the router replaces it and counts
+ * the 100. c1 never notices, and both get everything sent next, exactly.
+ */
+static void damage_inbound_tail_forged_while_its_consumer_is_stopped(void **state)
+{
+	struct child cons[2] = { { .index = 0, .name = "c0" }, { .index = 1, .name = "c1" } };
+	struct child prod = { .index = 2, .name = "prod", .n = 100, .type = T_PING };
+	struct rt_damage d0, d1;
+	struct shoal_seg seg;
+	struct shoal__ring *ring;
+	pid_t pids[2];
+	int ids[2];
+
+	(void)state;
+	assert_int_equal(rt_start_router("dm-intail", NULL, 0), 0);
+	for (int i = 0; i < 2; i++) {
+		ids[i] = rt_declare(cons[i].name, 1, 1);
+		rt_route(ids[i], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	}
+	rt_declare("prod", 1, 1);
+	for (int i = 0; i < 2; i++)
+		pids[i] = start_consumer(&cons[i], ids[i]);
+	kill(pids[0], SIGSTOP);
+	send_all(&prod);
+	rt_wait_count(1, 100, WAIT_MS);
+	for (int i = 0; i < WAIT_MS && (rt_damage_of(ids[0], &d0), d0.delivered < 100); i++)
+		usleep(1000);
+	assert_int_equal(d0.delivered, 100);
+	rt_mailbox_map("c0", &seg);
+	ring = rt_ring_of(&seg, "in.0.d0");
+	atomic_store(&ring->tail, atomic_load(&ring->head) + ring->capacity + 8);
+	kill(pids[0], SIGCONT);
+
+	rt_wait_damage(ids[0], 1, 1, &d0);
+	assert_true(condemned_by(ring) & SHOAL_RING_SIDE_CONS);
+	shoal_seg_detach(&seg);
+	for (int i = 0; i < WAIT_MS && (rt_damage_of(ids[0], &d0), d0.lost < 100); i++)
+		usleep(1000);
+	assert_int_equal(d0.lost, 100);
+	assert_int_equal(d0.damaged, 1);
+	assert_int_equal(d0.replaced, 1);
+	assert_int_equal(atomic_load(&rt_res->count[0]), 0);
+	rt_tools_say_damaged();
+
+	prod.first = 100;
+	prod.n = 200;
+	send_all(&prod);
+	rt_wait_count(0, 200, WAIT_MS);
+	rt_wait_count(1, 300, WAIT_MS);
+	rt_damage_of(ids[0], &d0);
+	assert_int_equal(d0.lost, 100);
+	assert_int_equal(d0.dropped_corrupt, 0);
+	rt_damage_of(ids[1], &d1);
+	assert_int_equal(d1.damaged, 0);
+	assert_int_equal(d1.lost + d1.dropped_corrupt, 0);
+	rt_stop_and_reap(pids, 2);
 	rt_stop_router();
 }
 
@@ -764,6 +910,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(damage_garbage_head_drops_counted_copies_never_parks),
 		cmocka_unit_test_teardown(damage_garbled_uplink_record_loses_exactly_what_it_held,
 					  stderr_restore),
+		cmocka_unit_test(damage_uplink_head_forged_while_its_producer_fills_it),
+		cmocka_unit_test(damage_inbound_tail_forged_while_its_consumer_is_stopped),
 		cmocka_unit_test(damage_corrupted_direct_ring_is_replaced_for_its_sender),
 		cmocka_unit_test(damage_registry_worker_count_is_bounded_for_direct_sends),
 		cmocka_unit_test(damage_uplink_with_no_room_left_fails_sends_never_waits),

@@ -365,6 +365,18 @@ void rt_tools_say_damaged(void)
 	tool_free(&r);
 }
 
+uint64_t rt_dispatch_dropped_corrupt(void)
+{
+	struct shoal__registry reg;
+	uint64_t n = 0;
+
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	for (int d = 0; d < SHOAL_MAX_NODES; d++)
+		n += atomic_load(&reg.hdr->disp[d].dropped_corrupt);
+	shoal_seg_detach(&reg.seg);
+	return n;
+}
+
 /* The real stderr while it is captured, and the file it goes to. */
 static int stderr_saved = -1, stderr_file = -1;
 

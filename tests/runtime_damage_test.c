@@ -528,6 +528,62 @@ static void damage_inbound_tail_forged_while_its_consumer_is_stopped(void **stat
 }
 
 /*
+ * prod's uplink holds 100 messages that no dispatcher has attached to yet
+ * (held since before prod was declared); garbage moves its head 40 records
+ * forward, onto a record boundary. The dispatcher that attaches it starts
+ * there and counts the 40 it can never deliver (dropped_corrupt: their
+ * destinations are unknown); c0 gets the other 60 and everything after.
+ */
+static void damage_uplink_head_forged_before_its_dispatcher_attaches_is_counted(void **state)
+{
+	struct child c0 = { .index = 0, .name = "c0" };
+	struct child prod = { .index = 1, .name = "prod", .n = 100, .type = T_PING };
+	struct rt_damage dp, d0;
+	struct shoal_seg seg;
+	struct shoal__ring *ring;
+	uint32_t head, rec;
+	uint64_t in, out;
+	pid_t p;
+	int id0, idp;
+
+	(void)state;
+	assert_int_equal(rt_start_router("dm-upskip", NULL, 0), 0);
+	id0 = rt_declare("c0", 1, 1);
+	rt_route(id0, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	p = start_consumer(&c0, id0);
+	shoal_router_hold(rt_router, true);
+	idp = rt_declare("prod", 1, 1);   /* no dispatcher has attached its uplink */
+	send_all(&prod);
+	rt_mailbox_map("prod", &seg);
+	ring = rt_ring_of(&seg, "up.0");
+	ring_counts(ring, &in, &out);
+	assert_int_equal(in - out, 100);
+	head = atomic_load(&ring->head);
+	rec = ping_record_bytes(ring);
+	assert_true(100 * rec <= ring->capacity - (head & (ring->capacity - 1)));
+	atomic_store(&ring->head, head + 40 * rec);
+	shoal_seg_detach(&seg);
+	shoal_router_hold(rt_router, false);
+
+	rt_wait_count(0, 60, WAIT_MS);
+	for (int i = 0; i < WAIT_MS && rt_dispatch_dropped_corrupt() < 40; i++)
+		usleep(1000);
+	assert_int_equal(rt_dispatch_dropped_corrupt(), 40);
+	prod.first = 100;
+	prod.n = 200;
+	send_all(&prod);
+	rt_wait_count(0, 260, WAIT_MS);
+	/* Counted once: not again as lost by the router or the group. */
+	assert_int_equal(rt_dispatch_dropped_corrupt(), 40);
+	rt_damage_of(idp, &dp);
+	assert_int_equal(dp.lost, 0);
+	rt_damage_of(id0, &d0);
+	assert_int_equal(d0.lost + d0.dropped_corrupt, 0);
+	rt_stop_and_reap(&p, 1);
+	rt_stop_router();
+}
+
+/*
  * A registry that claims more workers than a group can have: a direct send
  * to an actor that would live on worker 20 fails with -EUCLEAN (the producer
  * exits 11), never indexes past its tables.
@@ -912,6 +968,7 @@ int main(int argc, char **argv)
 					  stderr_restore),
 		cmocka_unit_test(damage_uplink_head_forged_while_its_producer_fills_it),
 		cmocka_unit_test(damage_inbound_tail_forged_while_its_consumer_is_stopped),
+		cmocka_unit_test(damage_uplink_head_forged_before_its_dispatcher_attaches_is_counted),
 		cmocka_unit_test(damage_corrupted_direct_ring_is_replaced_for_its_sender),
 		cmocka_unit_test(damage_registry_worker_count_is_bounded_for_direct_sends),
 		cmocka_unit_test(damage_uplink_with_no_room_left_fails_sends_never_waits),

@@ -616,6 +616,7 @@ static void damage_registry_worker_count_is_bounded_for_direct_sends(void **stat
 struct mailbox_case {
 	const char *name;
 	void (*damage)(struct shoal_seg *seg);
+	const char *said;   /* in the router's log line when it finds the damage */
 };
 
 static void mbx_magic(struct shoal_seg *seg)
@@ -649,11 +650,11 @@ static void mbx_unlinked(struct shoal_seg *seg)
 }
 
 static const struct mailbox_case mailbox_cases[] = {
-	{ "magic", mbx_magic },
-	{ "dir_offset", mbx_dir_offset },
-	{ "dir_count", mbx_dir_count },
-	{ "size", mbx_size },
-	{ "unlinked", mbx_unlinked },
+	{ "magic", mbx_magic, "mailbox header damaged" },
+	{ "dir_offset", mbx_dir_offset, "directory entry 2 is out of bounds" },
+	{ "dir_count", mbx_dir_count, "directory moved or recounted" },
+	{ "size", mbx_size, "is truncated" },
+	{ "unlinked", mbx_unlinked, "was unlinked" },
 };
 
 /*
@@ -697,6 +698,145 @@ static void damage_mailbox_is_replaced_when_its_group_restarts(void **state)
 	prod.n = 200;
 	send_all(&prod);
 	rt_wait_count(1, 200, WAIT_MS);
+	rt_stop_and_reap(&p, 1);
+	rt_stop_router();
+}
+
+/*
+ * The mailbox of c0 is damaged while 20 000 messages flow to it. The router
+ * finds it and counts it once; c0's process goes on with the rings it has,
+ * so no send stalls and every message is handled. When c0 restarts (100
+ * queued meanwhile) the router replaces the mailbox, counts the 100 and
+ * says so on its stderr, and the next messages are handled exactly.
+ */
+static void damage_mailbox_damaged_under_traffic_stalls_no_sender(void **state)
+{
+	const struct mailbox_case *mc = *state;
+	struct child c1 = { .index = 0, .name = "c0" }, c2 = { .index = 1, .name = "c0" };
+	struct child prod = { .index = 2, .name = "prod", .n = 20000, .type = T_PING };
+	struct rt_damage d;
+	struct shoal_seg seg;
+	char sys[32];
+	char *log;
+	pid_t p, pp;
+	int id;
+
+	snprintf(sys, sizeof(sys), "dm-live-%s", mc->name);
+	id = start_c0(sys, &c1, "prod", NULL, &p);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	pp = test_spawn(rt_producer_main, &prod, sizeof(prod));
+	for (int i = 0; i < WAIT_MS && atomic_load(&rt_res->count[0]) < 2000; i++)
+		usleep(1000);
+	rt_stderr_capture();
+	rt_mailbox_map("c0", &seg);
+	mc->damage(&seg);
+	shoal_seg_detach(&seg);
+	rt_wait_damage(id, 1, 0, &d);
+	test_assert_exited(test_wait_pid(pp, 120000), 0);
+	rt_wait_count(0, 20000, WAIT_MS);
+	rt_damage_of(id, &d);
+	assert_int_equal(d.damaged, 1);
+	assert_int_equal(d.replaced, 0);
+	assert_int_equal(d.lost + d.dropped_corrupt, 0);
+
+	kill(p, SIGKILL);
+	assert_int_not_equal(test_wait_pid(p, 5000), -1);
+	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
+		usleep(1000);
+	prod.first = 20000;
+	prod.n = 100;
+	send_all(&prod);
+	for (int i = 0; i < WAIT_MS && (rt_damage_of(id, &d), d.delivered < 20100); i++)
+		usleep(1000);
+	assert_int_equal(d.delivered, 20100);
+	p = start_consumer(&c2, id);
+	rt_damage_of(id, &d);
+	log = rt_stderr_end();
+	assert_non_null(log);
+	print_message("router said: %s", log);
+	assert_log_line(log, mc->said, "group c0: ", "; it is replaced when the group restarts");
+	assert_log_line(log, "mailbox replaced", "group c0: ",
+			"a new one; 100 queued messages lost");
+	free(log);
+	assert_int_equal(d.damaged, 1);
+	assert_int_equal(d.replaced, 1);
+	assert_int_equal(d.lost, 100);
+	rt_tools_say_damaged();
+	prod.first = 20100;
+	prod.n = 200;
+	send_all(&prod);
+	rt_wait_count(1, 200, WAIT_MS);
+	rt_damage_of(id, &d);
+	assert_int_equal(atomic_load(&rt_res->count[0]) + atomic_load(&rt_res->count[1]) + d.lost +
+			 d.dropped_corrupt, 20300);
+	rt_stop_and_reap(&p, 1);
+	rt_stop_router();
+}
+
+/*
+ * c0 is down and prod is parked in a blocking send on full rings (its
+ * uplink full behind c0's full inbound ring); c0's mailbox is damaged.
+ * When c0 restarts the router replaces the mailbox and counts what it held;
+ * prod goes on: every message it sent is handled or counted, exactly.
+ */
+static void damage_mailbox_damaged_under_a_parked_sender_is_replaced(void **state)
+{
+	const struct mailbox_case *mc = *state;
+	struct child c1 = { .index = 0, .name = "c0" }, c2 = { .index = 1, .name = "c0" };
+	struct child prod = { .index = 2, .name = "prod", .n = 5000, .type = T_PING };
+	struct rt_damage d;
+	struct shoal_seg seg, up;
+	struct shoal__ring *ring;
+	uint64_t in, out;
+	char sys[32];
+	pid_t p, pp;
+	int id;
+
+	snprintf(sys, sizeof(sys), "dm-park-%s", mc->name);
+	id = start_c0(sys, &c1, "prod", NULL, &p);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	kill(p, SIGKILL);
+	assert_int_not_equal(test_wait_pid(p, 5000), -1);
+	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
+		usleep(1000);
+	pp = test_spawn(rt_producer_main, &prod, sizeof(prod));
+	/* c0's ring full, then prod's uplink behind it: the dispatcher is
+	 * parked, prod waits, and what c0's ring holds is final. */
+	rt_mailbox_map("c0", &seg);
+	ring = rt_ring_of(&seg, "in.0.d0");
+	for (int i = 0; i < WAIT_MS && atomic_load(&ring->tail) == 0; i++)
+		usleep(1000);
+	wait_ring_full(ring, ping_record_bytes(ring));
+	ring_counts(ring, &in, &out);
+	rt_mailbox_map("prod", &up);
+	ring = rt_ring_of(&up, "up.0");
+	wait_ring_full(ring, ping_record_bytes(ring));
+	shoal_seg_detach(&up);
+	mc->damage(&seg);
+	shoal_seg_detach(&seg);
+	rt_wait_damage(id, 1, 0, &d);
+
+	p = start_consumer(&c2, id);
+	test_assert_exited(test_wait_pid(pp, 120000), 0);
+	for (int i = 0; i < WAIT_MS; i++) {
+		rt_damage_of(id, &d);
+		if (atomic_load(&rt_res->count[1]) + d.lost + d.dropped_corrupt >= prod.n)
+			break;
+		usleep(1000);
+	}
+	print_message("%s: %llu handled, %llu lost with the old mailbox, %llu dropped\n",
+		      mc->name, (unsigned long long)atomic_load(&rt_res->count[1]),
+		      (unsigned long long)d.lost, (unsigned long long)d.dropped_corrupt);
+	assert_int_equal(atomic_load(&rt_res->count[1]) + d.lost + d.dropped_corrupt, prod.n);
+	assert_true(in - out > 0);
+	assert_int_equal(d.lost, in - out);
+	assert_int_equal(d.damaged, 1);
+	assert_int_equal(d.replaced, 1);
+	/* The new mailbox carries the rest exactly. */
+	prod.first = prod.n;
+	prod.n = 200;
+	send_all(&prod);
+	rt_wait_count(1, 5000 + 200 - d.lost - d.dropped_corrupt, WAIT_MS);
 	rt_stop_and_reap(&p, 1);
 	rt_stop_router();
 }
@@ -983,6 +1123,31 @@ int main(int argc, char **argv)
 		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
 					  (void *)&mailbox_cases[3]),
 		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
+					  (void *)&mailbox_cases[4]),
+		cmocka_unit_test_prestate_setup_teardown(
+			damage_mailbox_damaged_under_traffic_stalls_no_sender, NULL, stderr_restore,
+			(void *)&mailbox_cases[0]),
+		cmocka_unit_test_prestate_setup_teardown(
+			damage_mailbox_damaged_under_traffic_stalls_no_sender, NULL, stderr_restore,
+			(void *)&mailbox_cases[1]),
+		cmocka_unit_test_prestate_setup_teardown(
+			damage_mailbox_damaged_under_traffic_stalls_no_sender, NULL, stderr_restore,
+			(void *)&mailbox_cases[2]),
+		cmocka_unit_test_prestate_setup_teardown(
+			damage_mailbox_damaged_under_traffic_stalls_no_sender, NULL, stderr_restore,
+			(void *)&mailbox_cases[3]),
+		cmocka_unit_test_prestate_setup_teardown(
+			damage_mailbox_damaged_under_traffic_stalls_no_sender, NULL, stderr_restore,
+			(void *)&mailbox_cases[4]),
+		cmocka_unit_test_prestate(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
+					  (void *)&mailbox_cases[0]),
+		cmocka_unit_test_prestate(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
+					  (void *)&mailbox_cases[1]),
+		cmocka_unit_test_prestate(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
+					  (void *)&mailbox_cases[2]),
+		cmocka_unit_test_prestate(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
+					  (void *)&mailbox_cases[3]),
+		cmocka_unit_test_prestate(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
 					  (void *)&mailbox_cases[4]),
 	};
 

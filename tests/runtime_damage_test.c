@@ -75,6 +75,50 @@ static int start_c0(const char *sys, struct child *c0, const char *prod, int *pr
 	return id;
 }
 
+/* A router for system `sys` with consumers cons[0] and cons[1] running, every
+ * ping routed to both. */
+static void start_pair(const char *sys, struct child cons[2], int ids[2], pid_t pids[2])
+{
+	assert_int_equal(rt_start_router(sys, NULL, 0), 0);
+	for (int i = 0; i < 2; i++) {
+		ids[i] = rt_declare(cons[i].name, 1, 1);
+		rt_route(ids[i], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	}
+	for (int i = 0; i < 2; i++)
+		pids[i] = start_consumer(&cons[i], ids[i]);
+}
+
+/* Group `id` never noticed damage: none found, nothing lost or dropped. */
+static void assert_undamaged(int id)
+{
+	struct rt_damage d;
+
+	rt_damage_of(id, &d);
+	assert_int_equal(d.damaged, 0);
+	assert_int_equal(d.lost + d.dropped_corrupt, 0);
+}
+
+/* Kill group `id`'s process `p` and wait until the router has seen it go. */
+static void kill_group(pid_t p, int id)
+{
+	kill(p, SIGKILL);
+	assert_int_not_equal(test_wait_pid(p, 5000), -1);
+	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
+		usleep(1000);
+}
+
+/* Wait (a while, not for good) until group `id` shows at least `lost`
+ * messages lost and `delivered` delivered; *d holds the last look. */
+static void wait_counts(int id, uint64_t lost, uint64_t delivered, struct rt_damage *d)
+{
+	for (int i = 0; i < WAIT_MS; i++) {
+		rt_damage_of(id, d);
+		if (d->lost >= lost && d->delivered >= delivered)
+			return;
+		usleep(1000);
+	}
+}
+
 static void send_all(struct child *prod)
 {
 	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, prod, sizeof(*prod)),
@@ -187,8 +231,7 @@ static void damage_corrupted_ring_and_uplink_are_replaced_others_never_notice(vo
 	kill(pids[0], SIGSTOP);
 	send_all(&proda);
 	rt_wait_count(1, 200, WAIT_MS);
-	for (int i = 0; i < WAIT_MS && (rt_damage_of(ids[0], &d0), d0.delivered < 200); i++)
-		usleep(1000);
+	wait_counts(ids[0], 0, 200, &d0);
 	rt_mailbox_map("c0", &seg);
 	ring = rt_ring_of(&seg, "in.0.d0");
 	garble_head_record(ring);
@@ -202,8 +245,7 @@ static void damage_corrupted_ring_and_uplink_are_replaced_others_never_notice(vo
 
 	rt_wait_damage(ids[0], 1, 1, &d0);
 	rt_wait_damage(idb, 1, 1, &db);
-	for (int i = 0; i < WAIT_MS && (rt_damage_of(ids[0], &d0), d0.lost < 200); i++)
-		usleep(1000);
+	wait_counts(ids[0], 200, 0, &d0);
 	assert_int_equal(d0.lost, 200);
 	assert_int_equal(d0.dropped_corrupt, 0);
 	rt_tools_say_damaged();
@@ -332,6 +374,34 @@ static void damage_corrupted_direct_ring_is_replaced_for_its_sender(void **state
 }
 
 /*
+ * A router for `sys` with c0 running, every ping routed to it, and dispatch
+ * held since before group prod was declared: the grace period of that
+ * declaration ends any pass begun before the hold, so no dispatcher has
+ * read or attached prod's uplink. prod's process sends its 100 and leaves.
+ * Returns prod's uplink, mapped in *seg; the ids in *id0 and *idp.
+ */
+static struct shoal__ring *start_held_uplink(const char *sys, struct child *c0, int *id0,
+					     pid_t *p, struct child *prod, int *idp,
+					     struct shoal_seg *seg)
+{
+	struct shoal__ring *ring;
+	uint64_t in, out;
+
+	assert_int_equal(rt_start_router(sys, NULL, 0), 0);
+	*id0 = rt_declare("c0", 1, 1);
+	rt_route(*id0, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	*p = start_consumer(c0, *id0);
+	shoal_router_hold(rt_router, true);
+	*idp = rt_declare("prod", 1, 1);
+	send_all(prod);
+	rt_mailbox_map("prod", seg);
+	ring = rt_ring_of(seg, "up.0");
+	ring_counts(ring, &in, &out);
+	assert_int_equal(in - out, 100);
+	return ring;
+}
+
+/*
  * A garbled record length in prod's uplink while it holds 100 routed
  * messages (the dispatchers held, prod's process gone): the dispatcher
  * condemns it, the router replaces it and counts exactly the 100, says so
@@ -343,28 +413,15 @@ static void damage_garbled_uplink_record_loses_exactly_what_it_held(void **state
 {
 	struct child c0 = { .index = 0, .name = "c0" };
 	struct child prod = { .index = 1, .name = "prod", .n = 100, .type = T_PING };
-	struct rt_damage dp, d0;
+	struct rt_damage dp;
 	struct shoal_seg seg;
 	struct shoal__ring *ring;
-	uint64_t in, out;
 	char *log;
 	pid_t p;
 	int id0, idp;
 
 	(void)state;
-	assert_int_equal(rt_start_router("dm-updata", NULL, 0), 0);
-	id0 = rt_declare("c0", 1, 1);
-	rt_route(id0, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	p = start_consumer(&c0, id0);
-	/* Held before prod exists: the grace period of its declaration ends
-	 * any pass that began before the hold. */
-	shoal_router_hold(rt_router, true);
-	idp = rt_declare("prod", 1, 1);
-	send_all(&prod);
-	rt_mailbox_map("prod", &seg);
-	ring = rt_ring_of(&seg, "up.0");
-	ring_counts(ring, &in, &out);
-	assert_int_equal(in - out, 100);
+	ring = start_held_uplink("dm-updata", &c0, &id0, &p, &prod, &idp, &seg);
 	garble_head_record(ring);
 	rt_stderr_capture();
 	shoal_router_hold(rt_router, false);
@@ -372,8 +429,7 @@ static void damage_garbled_uplink_record_loses_exactly_what_it_held(void **state
 	rt_wait_damage(idp, 1, 1, &dp);
 	assert_true(condemned_by(ring) & SHOAL_RING_SIDE_CONS);
 	shoal_seg_detach(&seg);
-	for (int i = 0; i < WAIT_MS && (rt_damage_of(idp, &dp), dp.lost < 100); i++)
-		usleep(1000);
+	wait_counts(idp, 100, 0, &dp);
 	log = rt_stderr_end();
 	assert_non_null(log);
 	print_message("router said: %s", log);
@@ -393,9 +449,7 @@ static void damage_garbled_uplink_record_loses_exactly_what_it_held(void **state
 	rt_damage_of(idp, &dp);
 	assert_int_equal(dp.lost, 100);
 	assert_int_equal(dp.damaged, 1);
-	rt_damage_of(id0, &d0);
-	assert_int_equal(d0.damaged, 0);
-	assert_int_equal(d0.dropped_corrupt, 0);
+	assert_undamaged(id0);
 	rt_stop_and_reap(&p, 1);
 	rt_stop_router();
 }
@@ -411,7 +465,7 @@ static void damage_uplink_head_forged_while_its_producer_fills_it(void **state)
 {
 	struct child cons[2] = { { .index = 0, .name = "c0" }, { .index = 1, .name = "c1" } };
 	struct child prod = { .index = 2, .name = "prod", .n = 5000, .type = T_PING };
-	struct rt_damage dp, dc;
+	struct rt_damage dp;
 	struct shoal_seg seg;
 	struct shoal__ring *ring;
 	uint64_t in, out;
@@ -419,15 +473,9 @@ static void damage_uplink_head_forged_while_its_producer_fills_it(void **state)
 	int ids[2], idp;
 
 	(void)state;
-	assert_int_equal(rt_start_router("dm-uphead", NULL, 0), 0);
-	for (int i = 0; i < 2; i++) {
-		ids[i] = rt_declare(cons[i].name, 1, 1);
-		rt_route(ids[i], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	}
-	for (int i = 0; i < 2; i++)
-		pids[i] = start_consumer(&cons[i], ids[i]);
+	start_pair("dm-uphead", cons, ids, pids);
 	shoal_router_hold(rt_router, true);
-	idp = rt_declare("prod", 1, 1);   /* after the hold: see above */
+	idp = rt_declare("prod", 1, 1);   /* after the hold: see start_held_uplink() */
 	pp = test_spawn(rt_producer_main, &prod, sizeof(prod));
 	rt_wait_attached(idp);
 	rt_mailbox_map("prod", &seg);
@@ -448,18 +496,14 @@ static void damage_uplink_head_forged_while_its_producer_fills_it(void **state)
 		      (unsigned long long)in, (unsigned long long)out);
 	assert_int_equal(out, 0);
 	assert_true(in > 0 && in < prod.n);
-	for (int i = 0; i < WAIT_MS && (rt_damage_of(idp, &dp), dp.lost < in); i++)
-		usleep(1000);
+	wait_counts(idp, in, 0, &dp);
 	assert_int_equal(dp.lost, in);
 	assert_int_equal(dp.damaged, 1);
 	assert_int_equal(dp.replaced, 1);
 	rt_wait_count(0, prod.n - in, WAIT_MS);
 	rt_wait_count(1, prod.n - in, WAIT_MS);
-	for (int i = 0; i < 2; i++) {
-		rt_damage_of(ids[i], &dc);
-		assert_int_equal(dc.damaged, 0);
-		assert_int_equal(dc.lost + dc.dropped_corrupt, 0);
-	}
+	assert_undamaged(ids[0]);
+	assert_undamaged(ids[1]);
 	rt_tools_say_damaged();
 	rt_stop_and_reap(pids, 2);
 	rt_stop_router();
@@ -475,26 +519,19 @@ static void damage_inbound_tail_forged_while_its_consumer_is_stopped(void **stat
 {
 	struct child cons[2] = { { .index = 0, .name = "c0" }, { .index = 1, .name = "c1" } };
 	struct child prod = { .index = 2, .name = "prod", .n = 100, .type = T_PING };
-	struct rt_damage d0, d1;
+	struct rt_damage d0;
 	struct shoal_seg seg;
 	struct shoal__ring *ring;
 	pid_t pids[2];
 	int ids[2];
 
 	(void)state;
-	assert_int_equal(rt_start_router("dm-intail", NULL, 0), 0);
-	for (int i = 0; i < 2; i++) {
-		ids[i] = rt_declare(cons[i].name, 1, 1);
-		rt_route(ids[i], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	}
+	start_pair("dm-intail", cons, ids, pids);
 	rt_declare("prod", 1, 1);
-	for (int i = 0; i < 2; i++)
-		pids[i] = start_consumer(&cons[i], ids[i]);
 	kill(pids[0], SIGSTOP);
 	send_all(&prod);
 	rt_wait_count(1, 100, WAIT_MS);
-	for (int i = 0; i < WAIT_MS && (rt_damage_of(ids[0], &d0), d0.delivered < 100); i++)
-		usleep(1000);
+	wait_counts(ids[0], 0, 100, &d0);
 	assert_int_equal(d0.delivered, 100);
 	rt_mailbox_map("c0", &seg);
 	ring = rt_ring_of(&seg, "in.0.d0");
@@ -504,8 +541,7 @@ static void damage_inbound_tail_forged_while_its_consumer_is_stopped(void **stat
 	rt_wait_damage(ids[0], 1, 1, &d0);
 	assert_true(condemned_by(ring) & SHOAL_RING_SIDE_CONS);
 	shoal_seg_detach(&seg);
-	for (int i = 0; i < WAIT_MS && (rt_damage_of(ids[0], &d0), d0.lost < 100); i++)
-		usleep(1000);
+	wait_counts(ids[0], 100, 0, &d0);
 	assert_int_equal(d0.lost, 100);
 	assert_int_equal(d0.damaged, 1);
 	assert_int_equal(d0.replaced, 1);
@@ -520,9 +556,7 @@ static void damage_inbound_tail_forged_while_its_consumer_is_stopped(void **stat
 	rt_damage_of(ids[0], &d0);
 	assert_int_equal(d0.lost, 100);
 	assert_int_equal(d0.dropped_corrupt, 0);
-	rt_damage_of(ids[1], &d1);
-	assert_int_equal(d1.damaged, 0);
-	assert_int_equal(d1.lost + d1.dropped_corrupt, 0);
+	assert_undamaged(ids[1]);
 	rt_stop_and_reap(pids, 2);
 	rt_stop_router();
 }
@@ -538,26 +572,15 @@ static void damage_uplink_head_forged_before_its_dispatcher_attaches_is_counted(
 {
 	struct child c0 = { .index = 0, .name = "c0" };
 	struct child prod = { .index = 1, .name = "prod", .n = 100, .type = T_PING };
-	struct rt_damage dp, d0;
+	struct rt_damage dp;
 	struct shoal_seg seg;
 	struct shoal__ring *ring;
 	uint32_t head, rec;
-	uint64_t in, out;
 	pid_t p;
 	int id0, idp;
 
 	(void)state;
-	assert_int_equal(rt_start_router("dm-upskip", NULL, 0), 0);
-	id0 = rt_declare("c0", 1, 1);
-	rt_route(id0, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	p = start_consumer(&c0, id0);
-	shoal_router_hold(rt_router, true);
-	idp = rt_declare("prod", 1, 1);   /* no dispatcher has attached its uplink */
-	send_all(&prod);
-	rt_mailbox_map("prod", &seg);
-	ring = rt_ring_of(&seg, "up.0");
-	ring_counts(ring, &in, &out);
-	assert_int_equal(in - out, 100);
+	ring = start_held_uplink("dm-upskip", &c0, &id0, &p, &prod, &idp, &seg);
 	head = atomic_load(&ring->head);
 	rec = ping_record_bytes(ring);
 	assert_true(100 * rec <= ring->capacity - (head & (ring->capacity - 1)));
@@ -577,8 +600,7 @@ static void damage_uplink_head_forged_before_its_dispatcher_attaches_is_counted(
 	assert_int_equal(rt_dispatch_dropped_corrupt(), 40);
 	rt_damage_of(idp, &dp);
 	assert_int_equal(dp.lost, 0);
-	rt_damage_of(id0, &d0);
-	assert_int_equal(d0.lost + d0.dropped_corrupt, 0);
+	assert_undamaged(id0);
 	rt_stop_and_reap(&p, 1);
 	rt_stop_router();
 }
@@ -676,13 +698,9 @@ static void damage_mailbox_is_replaced_when_its_group_restarts(void **state)
 	snprintf(sys, sizeof(sys), "dm-mbx-%s", mc->name);
 	id = start_c0(sys, &c1, "prod", NULL, &p);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	kill(p, SIGKILL);
-	assert_int_not_equal(test_wait_pid(p, 5000), -1);
-	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
-		usleep(1000);
+	kill_group(p, id);
 	send_all(&prod);
-	for (int i = 0; i < WAIT_MS && (rt_damage_of(id, &d), d.delivered < 100); i++)
-		usleep(1000);
+	wait_counts(id, 0, 100, &d);
 	assert_int_equal(d.delivered, 100);
 	rt_mailbox_map("c0", &seg);
 	mc->damage(&seg);
@@ -739,15 +757,11 @@ static void damage_mailbox_damaged_under_traffic_stalls_no_sender(void **state)
 	assert_int_equal(d.replaced, 0);
 	assert_int_equal(d.lost + d.dropped_corrupt, 0);
 
-	kill(p, SIGKILL);
-	assert_int_not_equal(test_wait_pid(p, 5000), -1);
-	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
-		usleep(1000);
+	kill_group(p, id);
 	prod.first = 20000;
 	prod.n = 100;
 	send_all(&prod);
-	for (int i = 0; i < WAIT_MS && (rt_damage_of(id, &d), d.delivered < 20100); i++)
-		usleep(1000);
+	wait_counts(id, 0, 20100, &d);
 	assert_int_equal(d.delivered, 20100);
 	p = start_consumer(&c2, id);
 	rt_damage_of(id, &d);
@@ -795,10 +809,7 @@ static void damage_mailbox_damaged_under_a_parked_sender_is_replaced(void **stat
 	snprintf(sys, sizeof(sys), "dm-park-%s", mc->name);
 	id = start_c0(sys, &c1, "prod", NULL, &p);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	kill(p, SIGKILL);
-	assert_int_not_equal(test_wait_pid(p, 5000), -1);
-	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
-		usleep(1000);
+	kill_group(p, id);
 	pp = test_spawn(rt_producer_main, &prod, sizeof(prod));
 	/* c0's ring full, then prod's uplink behind it: the dispatcher is
 	 * parked, prod waits, and what c0's ring holds is final. */
@@ -862,13 +873,9 @@ static void damage_head_moved_forward_while_down_is_counted_at_restart(void **st
 	(void)state;
 	id = start_c0("dm-skip", &c1, "prod", NULL, &p);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	kill(p, SIGKILL);
-	assert_int_not_equal(test_wait_pid(p, 5000), -1);
-	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
-		usleep(1000);
+	kill_group(p, id);
 	send_all(&prod);
-	for (int i = 0; i < WAIT_MS && (rt_damage_of(id, &d), d.delivered < 100); i++)
-		usleep(1000);
+	wait_counts(id, 0, 100, &d);
 	assert_int_equal(d.delivered, 100);
 	rt_mailbox_map("c0", &seg);
 	ring = rt_ring_of(&seg, "in.0.d0");
@@ -958,10 +965,7 @@ static void damage_direct_sends_into_a_replaced_mailbox_are_counted(void **state
 	ds.dest = shoal_addr_make((uint16_t)id0, SHOAL_SLOT_GROUP, 0);
 	pd = test_spawn(direct_phases_main, &ds, sizeof(ds));
 	rt_wait_count(0, 100, WAIT_MS);
-	kill(p, SIGKILL);
-	assert_int_not_equal(test_wait_pid(p, 5000), -1);
-	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id0) != 0; i++)
-		usleep(1000);
+	kill_group(p, id0);
 	atomic_store(&rt_res->go, 1);
 	for (int i = 0; i < WAIT_MS && atomic_load(&rt_res->ready[2]) < 2; i++)
 		usleep(1000);
@@ -1082,9 +1086,7 @@ static void damage_uplink_with_no_room_left_fails_sends_never_waits(void **state
 	assert_int_equal(atomic_load(&rt_res->status[1]), -EUCLEAN);
 	assert_true(atomic_load(&rt_res->sum_seq[1]) > 0);
 	/* Nothing it sent was delivered; all of it is counted once it left. */
-	for (int i = 0; i < WAIT_MS && (rt_damage_of(vid, &d),
-					d.lost < atomic_load(&rt_res->sum_seq[1])); i++)
-		usleep(1000);
+	wait_counts(vid, atomic_load(&rt_res->sum_seq[1]), 0, &d);
 	assert_int_equal(d.lost, atomic_load(&rt_res->sum_seq[1]));
 	assert_int_equal(atomic_load(&rt_res->count[0]), 0);
 	rt_stop_and_reap(&ps, 1);

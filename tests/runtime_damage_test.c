@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Damage on a live system (DESIGN invariant 10): garbage written into one
- * group's inbound ring, one producer's uplink, or a mailbox's header,
- * directory or file name. The damage must be detected and counted, shown by
- * the tools (exit status 1, "DAMAGED"), the ring or mailbox replaced, and
- * every other message accounted for exactly: handled, or counted as lost or
+ * group's inbound ring, one producer's uplink (indices or record data), or a
+ * mailbox's header, directory or file name, while the victim is stopped or
+ * down, while traffic flows, or while a sender waits for room. The damage
+ * must be detected and counted once, logged by the router, shown by the
+ * tools (exit status 1, "DAMAGED"), the ring or mailbox replaced, and every
+ * other message accounted for exactly: handled, or counted as lost or
  * dropped. The router runs in this process; groups are forked children.
  */
 #include <errno.h>
@@ -147,7 +149,9 @@ static uint32_t ping_record_bytes(const struct shoal__ring *ring)
 	return (len + 15) & ~7u;
 }
 
-/* Wait until `ring` has no room left for a record of `rec` bytes. */
+/* Wait until `ring` has no room left for a record of `rec` bytes. Its
+ * records are all `rec` bytes and it was filled from offset 0 and never
+ * released, so it has not wrapped: full is less than `rec` bytes free. */
 static void wait_ring_full(const struct shoal__ring *ring, uint32_t rec)
 {
 	for (int i = 0; i < WAIT_MS && ring->capacity - (atomic_load(&ring->tail) -
@@ -904,8 +908,9 @@ static void damage_head_moved_forward_while_down_is_counted_at_restart(void **st
 
 /*
  * Sends directly to c->dest: c->n messages, then once `go` is 1 another
- * c->first, then once `go` is 2 another c->mode (each count accepted ones). A send refused (-EUCLEAN: the ring it wrote was given up) is
- * tried again; how many were refused is in status[].
+ * c->first, then once `go` is 2 another c->mode (each count accepted ones).
+ * A send refused (-EUCLEAN: the ring it wrote was given up) is tried again;
+ * how many were refused is in status[].
  */
 static int direct_phases_main(void *arg)
 {

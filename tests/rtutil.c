@@ -364,3 +364,54 @@ void rt_tools_say_damaged(void)
 	assert_has(r.out, "DAMAGED");
 	tool_free(&r);
 }
+
+uint64_t rt_dispatch_dropped_corrupt(void)
+{
+	struct shoal__registry reg;
+	uint64_t n = 0;
+
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	for (int d = 0; d < SHOAL_MAX_NODES; d++)
+		n += atomic_load(&reg.hdr->disp[d].dropped_corrupt);
+	shoal_seg_detach(&reg.seg);
+	return n;
+}
+
+/* The real stderr while it is captured, and the file it goes to. */
+static int stderr_saved = -1, stderr_file = -1;
+
+void rt_stderr_capture(void)
+{
+	FILE *f = tmpfile();
+
+	assert_non_null(f);
+	stderr_file = dup(fileno(f));
+	fclose(f);
+	assert_true(stderr_file >= 0);
+	fflush(stderr);
+	stderr_saved = dup(STDERR_FILENO);
+	assert_true(stderr_saved >= 0);
+	assert_int_equal(dup2(stderr_file, STDERR_FILENO), STDERR_FILENO);
+}
+
+char *rt_stderr_end(void)
+{
+	char *text = NULL;
+	off_t len;
+
+	if (stderr_saved < 0)
+		return NULL;
+	fflush(stderr);
+	dup2(stderr_saved, STDERR_FILENO);
+	close(stderr_saved);
+	stderr_saved = -1;
+	len = lseek(stderr_file, 0, SEEK_END);
+	if (len >= 0 && (text = calloc(1, (size_t)len + 1)) != NULL &&
+	    pread(stderr_file, text, (size_t)len, 0) != len) {
+		free(text);
+		text = NULL;
+	}
+	close(stderr_file);
+	stderr_file = -1;
+	return text;
+}

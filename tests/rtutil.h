@@ -129,4 +129,18 @@ struct shoal__ring *rt_ring_of(struct shoal_seg *seg, const char *ring);
 /* `shoal stat` and `shoal ls` (tool_bin) exit 1 and say DAMAGED. */
 void rt_tools_say_damaged(void);
 
+/* Records the dispatchers dropped for corrupted rings, summed over all of
+ * them (with what they found skipped behind a forged uplink head, whose
+ * destinations are unknown, so no group's count has it). */
+uint64_t rt_dispatch_dropped_corrupt(void);
+
+/*
+ * Send this process's stderr (the router in it logs damage there) to a
+ * file until rt_stderr_end(), which restores it and returns what was
+ * written, NUL-terminated, for free(); NULL when nothing was captured.
+ * Children started by the fork server keep their own stderr.
+ */
+void rt_stderr_capture(void);
+char *rt_stderr_end(void);
+
 #endif

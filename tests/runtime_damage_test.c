@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Damage on a live system (DESIGN invariant 10): garbage written into one
- * group's inbound ring, one producer's uplink, or a mailbox's header,
- * directory or file name. The damage must be detected and counted, shown by
- * the tools (exit status 1, "DAMAGED"), the ring or mailbox replaced, and
- * every other message accounted for exactly: handled, or counted as lost or
+ * group's inbound ring, one producer's uplink (indices or record data), or a
+ * mailbox's header, directory or file name, while the victim is stopped or
+ * down, while traffic flows, or while a sender waits for room. The damage
+ * must be detected and counted once, logged by the router, shown by the
+ * tools (exit status 1, "DAMAGED"), the ring or mailbox replaced, and every
+ * other message accounted for exactly: handled, or counted as lost or
  * dropped. The router runs in this process; groups are forked children.
  */
 #include <errno.h>
@@ -75,10 +77,120 @@ static int start_c0(const char *sys, struct child *c0, const char *prod, int *pr
 	return id;
 }
 
+/* A router for system `sys` with consumers cons[0] and cons[1] running, every
+ * ping routed to both. */
+static void start_pair(const char *sys, struct child cons[2], int ids[2], pid_t pids[2])
+{
+	assert_int_equal(rt_start_router(sys, NULL, 0), 0);
+	for (int i = 0; i < 2; i++) {
+		ids[i] = rt_declare(cons[i].name, 1, 1);
+		rt_route(ids[i], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	}
+	for (int i = 0; i < 2; i++)
+		pids[i] = start_consumer(&cons[i], ids[i]);
+}
+
+/* Group `id` never noticed damage: none found, nothing lost or dropped. */
+static void assert_undamaged(int id)
+{
+	struct rt_damage d;
+
+	rt_damage_of(id, &d);
+	assert_int_equal(d.damaged, 0);
+	assert_int_equal(d.lost + d.dropped_corrupt, 0);
+}
+
+/* Kill group `id`'s process `p` and wait until the router has seen it go. */
+static void kill_group(pid_t p, int id)
+{
+	kill(p, SIGKILL);
+	assert_int_not_equal(test_wait_pid(p, 5000), -1);
+	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
+		usleep(1000);
+}
+
+/* Wait (a while, not for good) until group `id` shows at least `lost`
+ * messages lost and `delivered` delivered; *d holds the last look. */
+static void wait_counts(int id, uint64_t lost, uint64_t delivered, struct rt_damage *d)
+{
+	for (int i = 0; i < WAIT_MS; i++) {
+		rt_damage_of(id, d);
+		if (d->lost >= lost && d->delivered >= delivered)
+			return;
+		usleep(1000);
+	}
+}
+
 static void send_all(struct child *prod)
 {
 	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, prod, sizeof(*prod)),
 					 120000), 0);
+}
+
+/* Which sides condemned `ring` (SHOAL_RING_SIDE_*). */
+static unsigned condemned_by(const struct shoal__ring *ring)
+{
+	return shoal_ring_condemned(ring, shoal_ring_size(ring->capacity));
+}
+
+/* Records committed to `ring` and taken from it, from its counters. */
+static void ring_counts(const struct shoal__ring *ring, uint64_t *in, uint64_t *out)
+{
+	assert_int_equal(shoal_ring_records(ring, shoal_ring_size(ring->capacity), in, out), 0);
+}
+
+/* Bytes of one T_PING record in a ring whose head record is one. */
+static uint32_t ping_record_bytes(const struct shoal__ring *ring)
+{
+	uint32_t len;
+
+	memcpy(&len, (const unsigned char *)ring + SHOAL__RING_DATA_OFF +
+		     (atomic_load(&ring->head) & (ring->capacity - 1)), sizeof(len));
+	return (len + 15) & ~7u;
+}
+
+/* Wait until `ring` has no room left for a record of `rec` bytes. Its
+ * records are all `rec` bytes and it was filled from offset 0 and never
+ * released, so it has not wrapped: full is less than `rec` bytes free. */
+static void wait_ring_full(const struct shoal__ring *ring, uint32_t rec)
+{
+	for (int i = 0; i < WAIT_MS && ring->capacity - (atomic_load(&ring->tail) -
+							  atomic_load(&ring->head)) >= rec; i++)
+		usleep(1000);
+	assert_true(ring->capacity - (atomic_load(&ring->tail) - atomic_load(&ring->head)) < rec);
+}
+
+/* The line of `log` that says `what` also says `group` before it and
+ * `then` after it. */
+static void assert_log_line(const char *log, const char *what, const char *group,
+			    const char *then)
+{
+	const char *at = strstr(log, what), *line, *end;
+
+	if (at == NULL)
+		fail_msg("no log line says \"%s\"", what);
+	for (line = at; line > log && line[-1] != '\n'; line--)
+		;
+	end = strchr(at, '\n');
+	if (end == NULL)
+		end = at + strlen(at);
+	if (!memmem(line, (size_t)(at - line), group, strlen(group)) ||
+	    !memmem(at, (size_t)(end - at), then, strlen(then)))
+		fail_msg("log line \"%.*s\" lacks \"%s\" or \"%s\"", (int)(end - line), line,
+			 group, then);
+}
+
+/* Teardown: a case that failed while stderr was captured gets it back,
+ * and shows what was written there. */
+static int stderr_restore(void **state)
+{
+	char *log = rt_stderr_end();
+
+	(void)state;
+	if (log != NULL)
+		fprintf(stderr, "%s", log);
+	free(log);
+	return 0;
 }
 
 /* ---- rings ------------------------------------------------------------------------ */
@@ -123,8 +235,7 @@ static void damage_corrupted_ring_and_uplink_are_replaced_others_never_notice(vo
 	kill(pids[0], SIGSTOP);
 	send_all(&proda);
 	rt_wait_count(1, 200, WAIT_MS);
-	for (int i = 0; i < WAIT_MS && (rt_damage_of(ids[0], &d0), d0.delivered < 200); i++)
-		usleep(1000);
+	wait_counts(ids[0], 0, 200, &d0);
 	rt_mailbox_map("c0", &seg);
 	ring = rt_ring_of(&seg, "in.0.d0");
 	garble_head_record(ring);
@@ -138,8 +249,7 @@ static void damage_corrupted_ring_and_uplink_are_replaced_others_never_notice(vo
 
 	rt_wait_damage(ids[0], 1, 1, &d0);
 	rt_wait_damage(idb, 1, 1, &db);
-	for (int i = 0; i < WAIT_MS && (rt_damage_of(ids[0], &d0), d0.lost < 200); i++)
-		usleep(1000);
+	wait_counts(ids[0], 200, 0, &d0);
 	assert_int_equal(d0.lost, 200);
 	assert_int_equal(d0.dropped_corrupt, 0);
 	rt_tools_say_damaged();
@@ -268,6 +378,238 @@ static void damage_corrupted_direct_ring_is_replaced_for_its_sender(void **state
 }
 
 /*
+ * A router for `sys` with c0 running, every ping routed to it, and dispatch
+ * held since before group prod was declared: the grace period of that
+ * declaration ends any pass begun before the hold, so no dispatcher has
+ * read or attached prod's uplink. prod's process sends its 100 and leaves.
+ * Returns prod's uplink, mapped in *seg; the ids in *id0 and *idp.
+ */
+static struct shoal__ring *start_held_uplink(const char *sys, struct child *c0, int *id0,
+					     pid_t *p, struct child *prod, int *idp,
+					     struct shoal_seg *seg)
+{
+	struct shoal__ring *ring;
+	uint64_t in, out;
+
+	assert_int_equal(rt_start_router(sys, NULL, 0), 0);
+	*id0 = rt_declare("c0", 1, 1);
+	rt_route(*id0, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	*p = start_consumer(c0, *id0);
+	shoal_router_hold(rt_router, true);
+	*idp = rt_declare("prod", 1, 1);
+	send_all(prod);
+	rt_mailbox_map("prod", seg);
+	ring = rt_ring_of(seg, "up.0");
+	ring_counts(ring, &in, &out);
+	assert_int_equal(in - out, 100);
+	return ring;
+}
+
+/*
+ * A garbled record length in prod's uplink while it holds 100 routed
+ * messages (the dispatchers held, prod's process gone): the dispatcher
+ * condemns it, the router replaces it and counts exactly the 100, says so
+ * on its stderr naming the group and both rings, and the tools show
+ * DAMAGED. prod's next process sends through the new uplink: every message
+ * is handled, nothing more counted.
+ */
+static void damage_garbled_uplink_record_loses_exactly_what_it_held(void **state)
+{
+	struct child c0 = { .index = 0, .name = "c0" };
+	struct child prod = { .index = 1, .name = "prod", .n = 100, .type = T_PING };
+	struct rt_damage dp;
+	struct shoal_seg seg;
+	struct shoal__ring *ring;
+	char *log;
+	pid_t p;
+	int id0, idp;
+
+	(void)state;
+	ring = start_held_uplink("dm-updata", &c0, &id0, &p, &prod, &idp, &seg);
+	garble_head_record(ring);
+	rt_stderr_capture();
+	shoal_router_hold(rt_router, false);
+
+	rt_wait_damage(idp, 1, 1, &dp);
+	assert_true(condemned_by(ring) & SHOAL_RING_SIDE_CONS);
+	shoal_seg_detach(&seg);
+	wait_counts(idp, 100, 0, &dp);
+	log = rt_stderr_end();
+	assert_non_null(log);
+	print_message("router said: %s", log);
+	assert_log_line(log, "ring up.0 is corrupted (condemned by its consumer", "group prod: ",
+			"quarantined, replaced by up.0.r1");
+	free(log);
+	assert_int_equal(dp.damaged, 1);
+	assert_int_equal(dp.replaced, 1);
+	assert_int_equal(dp.lost, 100);
+	assert_int_equal(atomic_load(&rt_res->count[0]), 0);
+	rt_tools_say_damaged();
+
+	prod.first = 100;
+	prod.n = 200;
+	send_all(&prod);
+	rt_wait_count(0, 200, WAIT_MS);
+	rt_damage_of(idp, &dp);
+	assert_int_equal(dp.lost, 100);
+	assert_int_equal(dp.damaged, 1);
+	assert_undamaged(id0);
+	rt_stop_and_reap(&p, 1);
+	rt_stop_router();
+}
+
+/*
+ * prod fills its uplink (the dispatchers held) and waits for room; garbage
+ * moves the uplink's head past its tail. prod finds it when it looks for
+ * room, condemns the uplink and waits; the router replaces it, prod counts
+ * what it had written there (none of it was read) and goes on through the
+ * new one. c0 and c1 get every other message, exactly.
+ */
+static void damage_uplink_head_forged_while_its_producer_fills_it(void **state)
+{
+	struct child cons[2] = { { .index = 0, .name = "c0" }, { .index = 1, .name = "c1" } };
+	struct child prod = { .index = 2, .name = "prod", .n = 5000, .type = T_PING };
+	struct rt_damage dp;
+	struct shoal_seg seg;
+	struct shoal__ring *ring;
+	uint64_t in, out;
+	pid_t pids[2], pp;
+	int ids[2], idp;
+
+	(void)state;
+	start_pair("dm-uphead", cons, ids, pids);
+	shoal_router_hold(rt_router, true);
+	idp = rt_declare("prod", 1, 1);   /* after the hold: see start_held_uplink() */
+	pp = test_spawn(rt_producer_main, &prod, sizeof(prod));
+	rt_wait_attached(idp);
+	rt_mailbox_map("prod", &seg);
+	ring = rt_ring_of(&seg, "up.0");
+	for (int i = 0; i < WAIT_MS && atomic_load(&ring->tail) == 0; i++)
+		usleep(1000);
+	wait_ring_full(ring, ping_record_bytes(ring));
+	atomic_store(&ring->head, atomic_load(&ring->tail) + 64);
+
+	rt_wait_damage(idp, 1, 1, &dp);
+	assert_true(condemned_by(ring) & SHOAL_RING_SIDE_PROD);
+	shoal_router_hold(rt_router, false);
+	test_assert_exited(test_wait_pid(pp, 120000), 0);
+	/* prod moved: the old uplink's counters are final. */
+	ring_counts(ring, &in, &out);
+	shoal_seg_detach(&seg);
+	print_message("%llu records were in the uplink, %llu taken from it\n",
+		      (unsigned long long)in, (unsigned long long)out);
+	assert_int_equal(out, 0);
+	assert_true(in > 0 && in < prod.n);
+	wait_counts(idp, in, 0, &dp);
+	assert_int_equal(dp.lost, in);
+	assert_int_equal(dp.damaged, 1);
+	assert_int_equal(dp.replaced, 1);
+	rt_wait_count(0, prod.n - in, WAIT_MS);
+	rt_wait_count(1, prod.n - in, WAIT_MS);
+	assert_undamaged(ids[0]);
+	assert_undamaged(ids[1]);
+	rt_tools_say_damaged();
+	rt_stop_and_reap(pids, 2);
+	rt_stop_router();
+}
+
+/*
+ * c0 is stopped with 100 messages in its inbound ring; garbage moves the
+ * ring's tail more than a ring's worth past its head. c0's worker finds it
+ * when it resumes and gives the ring up; the router replaces it and counts
+ * the 100. c1 never notices, and both get everything sent next, exactly.
+ */
+static void damage_inbound_tail_forged_while_its_consumer_is_stopped(void **state)
+{
+	struct child cons[2] = { { .index = 0, .name = "c0" }, { .index = 1, .name = "c1" } };
+	struct child prod = { .index = 2, .name = "prod", .n = 100, .type = T_PING };
+	struct rt_damage d0;
+	struct shoal_seg seg;
+	struct shoal__ring *ring;
+	pid_t pids[2];
+	int ids[2];
+
+	(void)state;
+	start_pair("dm-intail", cons, ids, pids);
+	rt_declare("prod", 1, 1);
+	kill(pids[0], SIGSTOP);
+	send_all(&prod);
+	rt_wait_count(1, 100, WAIT_MS);
+	wait_counts(ids[0], 0, 100, &d0);
+	assert_int_equal(d0.delivered, 100);
+	rt_mailbox_map("c0", &seg);
+	ring = rt_ring_of(&seg, "in.0.d0");
+	atomic_store(&ring->tail, atomic_load(&ring->head) + ring->capacity + 8);
+	kill(pids[0], SIGCONT);
+
+	rt_wait_damage(ids[0], 1, 1, &d0);
+	assert_true(condemned_by(ring) & SHOAL_RING_SIDE_CONS);
+	shoal_seg_detach(&seg);
+	wait_counts(ids[0], 100, 0, &d0);
+	assert_int_equal(d0.lost, 100);
+	assert_int_equal(d0.damaged, 1);
+	assert_int_equal(d0.replaced, 1);
+	assert_int_equal(atomic_load(&rt_res->count[0]), 0);
+	rt_tools_say_damaged();
+
+	prod.first = 100;
+	prod.n = 200;
+	send_all(&prod);
+	rt_wait_count(0, 200, WAIT_MS);
+	rt_wait_count(1, 300, WAIT_MS);
+	rt_damage_of(ids[0], &d0);
+	assert_int_equal(d0.lost, 100);
+	assert_int_equal(d0.dropped_corrupt, 0);
+	assert_undamaged(ids[1]);
+	rt_stop_and_reap(pids, 2);
+	rt_stop_router();
+}
+
+/*
+ * prod's uplink holds 100 messages that no dispatcher has attached to yet
+ * (held since before prod was declared); garbage moves its head 40 records
+ * forward, onto a record boundary. The dispatcher that attaches it starts
+ * there and counts the 40 it can never deliver (dropped_corrupt: their
+ * destinations are unknown); c0 gets the other 60 and everything after.
+ */
+static void damage_uplink_head_forged_before_its_dispatcher_attaches_is_counted(void **state)
+{
+	struct child c0 = { .index = 0, .name = "c0" };
+	struct child prod = { .index = 1, .name = "prod", .n = 100, .type = T_PING };
+	struct rt_damage dp;
+	struct shoal_seg seg;
+	struct shoal__ring *ring;
+	uint32_t head, rec;
+	pid_t p;
+	int id0, idp;
+
+	(void)state;
+	ring = start_held_uplink("dm-upskip", &c0, &id0, &p, &prod, &idp, &seg);
+	head = atomic_load(&ring->head);
+	rec = ping_record_bytes(ring);
+	assert_true(100 * rec <= ring->capacity - (head & (ring->capacity - 1)));
+	atomic_store(&ring->head, head + 40 * rec);
+	shoal_seg_detach(&seg);
+	shoal_router_hold(rt_router, false);
+
+	rt_wait_count(0, 60, WAIT_MS);
+	for (int i = 0; i < WAIT_MS && rt_dispatch_dropped_corrupt() < 40; i++)
+		usleep(1000);
+	assert_int_equal(rt_dispatch_dropped_corrupt(), 40);
+	prod.first = 100;
+	prod.n = 200;
+	send_all(&prod);
+	rt_wait_count(0, 260, WAIT_MS);
+	/* Counted once: not again as lost by the router or the group. */
+	assert_int_equal(rt_dispatch_dropped_corrupt(), 40);
+	rt_damage_of(idp, &dp);
+	assert_int_equal(dp.lost, 0);
+	assert_undamaged(id0);
+	rt_stop_and_reap(&p, 1);
+	rt_stop_router();
+}
+
+/*
  * A registry that claims more workers than a group can have: a direct send
  * to an actor that would live on worker 20 fails with -EUCLEAN (the producer
  * exits 11), never indexes past its tables.
@@ -300,6 +642,7 @@ static void damage_registry_worker_count_is_bounded_for_direct_sends(void **stat
 struct mailbox_case {
 	const char *name;
 	void (*damage)(struct shoal_seg *seg);
+	const char *said;   /* in the router's log line when it finds the damage */
 };
 
 static void mbx_magic(struct shoal_seg *seg)
@@ -333,11 +676,11 @@ static void mbx_unlinked(struct shoal_seg *seg)
 }
 
 static const struct mailbox_case mailbox_cases[] = {
-	{ "magic", mbx_magic },
-	{ "dir_offset", mbx_dir_offset },
-	{ "dir_count", mbx_dir_count },
-	{ "size", mbx_size },
-	{ "unlinked", mbx_unlinked },
+	{ "magic", mbx_magic, "mailbox header damaged" },
+	{ "dir_offset", mbx_dir_offset, "directory entry 2 is out of bounds" },
+	{ "dir_count", mbx_dir_count, "directory moved or recounted" },
+	{ "size", mbx_size, "is truncated" },
+	{ "unlinked", mbx_unlinked, "was unlinked" },
 };
 
 /*
@@ -359,13 +702,9 @@ static void damage_mailbox_is_replaced_when_its_group_restarts(void **state)
 	snprintf(sys, sizeof(sys), "dm-mbx-%s", mc->name);
 	id = start_c0(sys, &c1, "prod", NULL, &p);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	kill(p, SIGKILL);
-	assert_int_not_equal(test_wait_pid(p, 5000), -1);
-	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
-		usleep(1000);
+	kill_group(p, id);
 	send_all(&prod);
-	for (int i = 0; i < WAIT_MS && (rt_damage_of(id, &d), d.delivered < 100); i++)
-		usleep(1000);
+	wait_counts(id, 0, 100, &d);
 	assert_int_equal(d.delivered, 100);
 	rt_mailbox_map("c0", &seg);
 	mc->damage(&seg);
@@ -373,7 +712,7 @@ static void damage_mailbox_is_replaced_when_its_group_restarts(void **state)
 
 	p = start_consumer(&c2, id);
 	rt_damage_of(id, &d);
-	assert_true(d.damaged >= 1);
+	assert_int_equal(d.damaged, 1);   /* found at the attach or before: once */
 	assert_int_equal(d.replaced, 1);
 	assert_int_equal(d.lost, 100);
 	rt_tools_say_damaged();
@@ -381,6 +720,138 @@ static void damage_mailbox_is_replaced_when_its_group_restarts(void **state)
 	prod.n = 200;
 	send_all(&prod);
 	rt_wait_count(1, 200, WAIT_MS);
+	rt_stop_and_reap(&p, 1);
+	rt_stop_router();
+}
+
+/*
+ * The mailbox of c0 is damaged while 20 000 messages flow to it. The router
+ * finds it and counts it once; c0's process goes on with the rings it has,
+ * so no send stalls and every message is handled. When c0 restarts (100
+ * queued meanwhile) the router replaces the mailbox, counts the 100 and
+ * says so on its stderr, and the next messages are handled exactly.
+ */
+static void damage_mailbox_damaged_under_traffic_stalls_no_sender(void **state)
+{
+	const struct mailbox_case *mc = *state;
+	struct child c1 = { .index = 0, .name = "c0" }, c2 = { .index = 1, .name = "c0" };
+	struct child prod = { .index = 2, .name = "prod", .n = 20000, .type = T_PING };
+	struct rt_damage d;
+	struct shoal_seg seg;
+	char sys[32];
+	char *log;
+	pid_t p, pp;
+	int id;
+
+	snprintf(sys, sizeof(sys), "dm-live-%s", mc->name);
+	id = start_c0(sys, &c1, "prod", NULL, &p);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	pp = test_spawn(rt_producer_main, &prod, sizeof(prod));
+	for (int i = 0; i < WAIT_MS && atomic_load(&rt_res->count[0]) < 2000; i++)
+		usleep(1000);
+	rt_stderr_capture();
+	rt_mailbox_map("c0", &seg);
+	mc->damage(&seg);
+	shoal_seg_detach(&seg);
+	rt_wait_damage(id, 1, 0, &d);
+	test_assert_exited(test_wait_pid(pp, 120000), 0);
+	rt_wait_count(0, 20000, WAIT_MS);
+	rt_damage_of(id, &d);
+	assert_int_equal(d.damaged, 1);
+	assert_int_equal(d.replaced, 0);
+	assert_int_equal(d.lost + d.dropped_corrupt, 0);
+
+	kill_group(p, id);
+	prod.first = 20000;
+	prod.n = 100;
+	send_all(&prod);
+	wait_counts(id, 0, 20100, &d);
+	assert_int_equal(d.delivered, 20100);
+	p = start_consumer(&c2, id);
+	rt_damage_of(id, &d);
+	log = rt_stderr_end();
+	assert_non_null(log);
+	print_message("router said: %s", log);
+	assert_log_line(log, mc->said, "group c0: ", "; it is replaced when the group restarts");
+	assert_log_line(log, "mailbox replaced", "group c0: ",
+			"a new one; 100 queued messages lost");
+	free(log);
+	assert_int_equal(d.damaged, 1);
+	assert_int_equal(d.replaced, 1);
+	assert_int_equal(d.lost, 100);
+	rt_tools_say_damaged();
+	prod.first = 20100;
+	prod.n = 200;
+	send_all(&prod);
+	rt_wait_count(1, 200, WAIT_MS);
+	rt_damage_of(id, &d);
+	assert_int_equal(atomic_load(&rt_res->count[0]) + atomic_load(&rt_res->count[1]) + d.lost +
+			 d.dropped_corrupt, 20300);
+	rt_stop_and_reap(&p, 1);
+	rt_stop_router();
+}
+
+/*
+ * c0 is down and prod is parked in a blocking send on full rings (its
+ * uplink full behind c0's full inbound ring); c0's mailbox is damaged.
+ * When c0 restarts the router replaces the mailbox and counts what it held;
+ * prod goes on: every message it sent is handled or counted, exactly.
+ */
+static void damage_mailbox_damaged_under_a_parked_sender_is_replaced(void **state)
+{
+	const struct mailbox_case *mc = *state;
+	struct child c1 = { .index = 0, .name = "c0" }, c2 = { .index = 1, .name = "c0" };
+	struct child prod = { .index = 2, .name = "prod", .n = 5000, .type = T_PING };
+	struct rt_damage d;
+	struct shoal_seg seg, up;
+	struct shoal__ring *ring;
+	uint64_t in, out;
+	char sys[32];
+	pid_t p, pp;
+	int id;
+
+	snprintf(sys, sizeof(sys), "dm-park-%s", mc->name);
+	id = start_c0(sys, &c1, "prod", NULL, &p);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	kill_group(p, id);
+	pp = test_spawn(rt_producer_main, &prod, sizeof(prod));
+	/* c0's ring full, then prod's uplink behind it: the dispatcher is
+	 * parked, prod waits, and what c0's ring holds is final. */
+	rt_mailbox_map("c0", &seg);
+	ring = rt_ring_of(&seg, "in.0.d0");
+	for (int i = 0; i < WAIT_MS && atomic_load(&ring->tail) == 0; i++)
+		usleep(1000);
+	wait_ring_full(ring, ping_record_bytes(ring));
+	ring_counts(ring, &in, &out);
+	rt_mailbox_map("prod", &up);
+	ring = rt_ring_of(&up, "up.0");
+	wait_ring_full(ring, ping_record_bytes(ring));
+	shoal_seg_detach(&up);
+	mc->damage(&seg);
+	shoal_seg_detach(&seg);
+	rt_wait_damage(id, 1, 0, &d);
+
+	p = start_consumer(&c2, id);
+	test_assert_exited(test_wait_pid(pp, 120000), 0);
+	for (int i = 0; i < WAIT_MS; i++) {
+		rt_damage_of(id, &d);
+		if (atomic_load(&rt_res->count[1]) + d.lost + d.dropped_corrupt >= prod.n)
+			break;
+		usleep(1000);
+	}
+	print_message("%s: %llu handled, %llu lost with the old mailbox, %llu dropped\n",
+		      mc->name, (unsigned long long)atomic_load(&rt_res->count[1]),
+		      (unsigned long long)d.lost, (unsigned long long)d.dropped_corrupt);
+	assert_int_equal(atomic_load(&rt_res->count[1]) + d.lost + d.dropped_corrupt, prod.n);
+	assert_true(in - out > 0);
+	assert_int_equal(d.lost, in - out);
+	assert_int_equal(d.damaged, 1);
+	assert_int_equal(d.replaced, 1);
+	/* The new mailbox carries the rest exactly. */
+	prod.first = prod.n;
+	prod.n = 200;
+	send_all(&prod);
+	rt_wait_count(1, 5000 + 200 - d.lost - d.dropped_corrupt, WAIT_MS);
 	rt_stop_and_reap(&p, 1);
 	rt_stop_router();
 }
@@ -406,13 +877,9 @@ static void damage_head_moved_forward_while_down_is_counted_at_restart(void **st
 	(void)state;
 	id = start_c0("dm-skip", &c1, "prod", NULL, &p);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	kill(p, SIGKILL);
-	assert_int_not_equal(test_wait_pid(p, 5000), -1);
-	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
-		usleep(1000);
+	kill_group(p, id);
 	send_all(&prod);
-	for (int i = 0; i < WAIT_MS && (rt_damage_of(id, &d), d.delivered < 100); i++)
-		usleep(1000);
+	wait_counts(id, 0, 100, &d);
 	assert_int_equal(d.delivered, 100);
 	rt_mailbox_map("c0", &seg);
 	ring = rt_ring_of(&seg, "in.0.d0");
@@ -441,8 +908,9 @@ static void damage_head_moved_forward_while_down_is_counted_at_restart(void **st
 
 /*
  * Sends directly to c->dest: c->n messages, then once `go` is 1 another
- * c->first, then once `go` is 2 another c->mode (each count accepted ones). A send refused (-EUCLEAN: the ring it wrote was given up) is
- * tried again; how many were refused is in status[].
+ * c->first, then once `go` is 2 another c->mode (each count accepted ones).
+ * A send refused (-EUCLEAN: the ring it wrote was given up) is tried again;
+ * how many were refused is in status[].
  */
 static int direct_phases_main(void *arg)
 {
@@ -502,10 +970,7 @@ static void damage_direct_sends_into_a_replaced_mailbox_are_counted(void **state
 	ds.dest = shoal_addr_make((uint16_t)id0, SHOAL_SLOT_GROUP, 0);
 	pd = test_spawn(direct_phases_main, &ds, sizeof(ds));
 	rt_wait_count(0, 100, WAIT_MS);
-	kill(p, SIGKILL);
-	assert_int_not_equal(test_wait_pid(p, 5000), -1);
-	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id0) != 0; i++)
-		usleep(1000);
+	kill_group(p, id0);
 	atomic_store(&rt_res->go, 1);
 	for (int i = 0; i < WAIT_MS && atomic_load(&rt_res->ready[2]) < 2; i++)
 		usleep(1000);
@@ -626,9 +1091,7 @@ static void damage_uplink_with_no_room_left_fails_sends_never_waits(void **state
 	assert_int_equal(atomic_load(&rt_res->status[1]), -EUCLEAN);
 	assert_true(atomic_load(&rt_res->sum_seq[1]) > 0);
 	/* Nothing it sent was delivered; all of it is counted once it left. */
-	for (int i = 0; i < WAIT_MS && (rt_damage_of(vid, &d),
-					d.lost < atomic_load(&rt_res->sum_seq[1])); i++)
-		usleep(1000);
+	wait_counts(vid, atomic_load(&rt_res->sum_seq[1]), 0, &d);
 	assert_int_equal(d.lost, atomic_load(&rt_res->sum_seq[1]));
 	assert_int_equal(atomic_load(&rt_res->count[0]), 0);
 	rt_stop_and_reap(&ps, 1);
@@ -648,6 +1111,11 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(damage_corrupted_ring_and_uplink_are_replaced_others_never_notice),
 		cmocka_unit_test(damage_garbage_head_drops_counted_copies_never_parks),
+		cmocka_unit_test_teardown(damage_garbled_uplink_record_loses_exactly_what_it_held,
+					  stderr_restore),
+		cmocka_unit_test(damage_uplink_head_forged_while_its_producer_fills_it),
+		cmocka_unit_test(damage_inbound_tail_forged_while_its_consumer_is_stopped),
+		cmocka_unit_test(damage_uplink_head_forged_before_its_dispatcher_attaches_is_counted),
 		cmocka_unit_test(damage_corrupted_direct_ring_is_replaced_for_its_sender),
 		cmocka_unit_test(damage_registry_worker_count_is_bounded_for_direct_sends),
 		cmocka_unit_test(damage_uplink_with_no_room_left_fails_sends_never_waits),
@@ -663,8 +1131,35 @@ int main(int argc, char **argv)
 					  (void *)&mailbox_cases[3]),
 		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
 					  (void *)&mailbox_cases[4]),
+		cmocka_unit_test_prestate_setup_teardown(
+			damage_mailbox_damaged_under_traffic_stalls_no_sender, NULL, stderr_restore,
+			(void *)&mailbox_cases[0]),
+		cmocka_unit_test_prestate_setup_teardown(
+			damage_mailbox_damaged_under_traffic_stalls_no_sender, NULL, stderr_restore,
+			(void *)&mailbox_cases[1]),
+		cmocka_unit_test_prestate_setup_teardown(
+			damage_mailbox_damaged_under_traffic_stalls_no_sender, NULL, stderr_restore,
+			(void *)&mailbox_cases[2]),
+		cmocka_unit_test_prestate_setup_teardown(
+			damage_mailbox_damaged_under_traffic_stalls_no_sender, NULL, stderr_restore,
+			(void *)&mailbox_cases[3]),
+		cmocka_unit_test_prestate_setup_teardown(
+			damage_mailbox_damaged_under_traffic_stalls_no_sender, NULL, stderr_restore,
+			(void *)&mailbox_cases[4]),
+		cmocka_unit_test_prestate(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
+					  (void *)&mailbox_cases[0]),
+		cmocka_unit_test_prestate(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
+					  (void *)&mailbox_cases[1]),
+		cmocka_unit_test_prestate(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
+					  (void *)&mailbox_cases[2]),
+		cmocka_unit_test_prestate(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
+					  (void *)&mailbox_cases[3]),
+		cmocka_unit_test_prestate(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
+					  (void *)&mailbox_cases[4]),
 	};
 
+	if (getenv("SHOAL_TEST_FILTER") != NULL)   /* one test, by name pattern */
+		cmocka_set_test_filter(getenv("SHOAL_TEST_FILTER"));
 	test_spawn_server_start();
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -78,13 +78,20 @@ static void count_lost(struct shoal_router *r, int g, uint64_t n)
 	shoal_store_relaxed(&rg->lost_corrupt, shoal_load_relaxed(&rg->lost_corrupt) + n);
 }
 
+static void count_replaced(struct shoal_router *r, int g)
+{
+	struct shoal__reg_group *rg = &r->regg[g];
+
+	shoal_store_relaxed(&rg->replaced, shoal_load_relaxed(&rg->replaced) + 1);
+}
+
 static void count_damage(struct shoal_router *r, int g, bool replaced)
 {
 	struct shoal__reg_group *rg = &r->regg[g];
 
 	shoal_store_relaxed(&rg->damaged, shoal_load_relaxed(&rg->damaged) + 1);
 	if (replaced)
-		shoal_store_relaxed(&rg->replaced, shoal_load_relaxed(&rg->replaced) + 1);
+		count_replaced(r, g);
 }
 
 __attribute__((format(printf, 3, 4)))
@@ -440,7 +447,8 @@ static int replace_mailbox(struct shoal_router *r, int g, struct shoal_err *err)
 	/* Senders waiting for room in the old rings find them given up. */
 	for (unsigned w = 0; w < s->n_workers; w++)
 		shoal_doorbell_notify(&old_hdr->w[w].space_db);
-	count_damage(r, g, true);
+	/* Only the replacement: whoever set mbx_bad counted the damage. */
+	count_replaced(r, g);
 	count_lost(r, g, lost);
 	damage_log(r, g, "mailbox replaced by a new one; %llu queued messages lost",
 		   (unsigned long long)lost);

@@ -724,6 +724,31 @@ static void damage_mailbox_is_replaced_when_its_group_restarts(void **state)
 	rt_stop_router();
 }
 
+/* Whether worker 0 of `group`'s mailbox in service counted in its latency
+ * histogram every message it says it handled (a replaced mailbox carries
+ * both on, or neither). */
+static bool latency_matches_handled(const char *group)
+{
+	struct shoal__mbx_hdr *h;
+	struct shoal_seg seg;
+	uint64_t n;
+	bool same;
+
+	rt_mailbox_map(group, &seg);
+	h = shoal__mailbox_hdr(&seg);
+	assert_non_null(h);
+	n = atomic_load(&h->lat[0].out_of_range);
+	for (unsigned b = 0; b < SHOAL__LAT_BUCKETS; b++)
+		n += atomic_load(&h->lat[0].bucket[b]);
+	same = n == atomic_load(&h->w[0].handled);
+	if (!same)
+		print_message("worker 0 of %s: %llu in its latency histogram, %llu handled\n",
+			      group, (unsigned long long)n,
+			      (unsigned long long)atomic_load(&h->w[0].handled));
+	shoal_seg_detach(&seg);
+	return same;
+}
+
 /*
  * The mailbox of c0 is damaged while 20 000 messages flow to it. The router
  * finds it and counts it once; c0's process goes on with the rings it has,
@@ -787,6 +812,7 @@ static void damage_mailbox_damaged_under_traffic_stalls_no_sender(void **state)
 	rt_damage_of(id, &d);
 	assert_int_equal(atomic_load(&rt_res->count[0]) + atomic_load(&rt_res->count[1]) + d.lost +
 			 d.dropped_corrupt, 20300);
+	assert_true(latency_matches_handled("c0"));
 	rt_stop_and_reap(&p, 1);
 	rt_stop_router();
 }

@@ -418,6 +418,15 @@ static int replace_mailbox(struct shoal_router *r, int g, struct shoal_err *err)
 		CARRY(up_dropped_full);
 		CARRY(up_malformed);
 #undef CARRY
+		/* The latency histogram too: the tools' percentiles and top's
+		 * rates read it as one series. */
+		for (unsigned b = 0; b < SHOAL__LAT_BUCKETS; b++)
+			shoal_store_relaxed(&s->hdr->lat[w].bucket[b],
+					    shoal_load_relaxed(&old_hdr->lat[w].bucket[b]));
+		shoal_store_relaxed(&s->hdr->lat[w].sum_ns,
+				    shoal_load_relaxed(&old_hdr->lat[w].sum_ns));
+		shoal_store_relaxed(&s->hdr->lat[w].out_of_range,
+				    shoal_load_relaxed(&old_hdr->lat[w].out_of_range));
 	}
 	/* Count what the old rings hold only once no dispatcher writes them. */
 	ret = shoal__publish(r, err);

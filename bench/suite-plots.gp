@@ -8,7 +8,10 @@
 # series each, lines "x median min max" (see run-suite, "data for the
 # plots"). NAME is one of dispatch, sender, throughput, latency, idle, ring.
 # NOTE goes under the title of the plots whose points oversubscribe the CPUs.
-# Error bars span min to max over the runs; lines join the medians.
+# Error bars span min to max over the runs; lines join the medians. Samples
+# taken while other tasks held the CPUs (disturbed) are marked with a red
+# ring, from DATADIR's sender-, tput-, lat- and ring-disturbed.dat ("x value"
+# lines) when run-suite wrote any.
 
 dat = ARG1
 out = ARG2
@@ -32,6 +35,11 @@ set style line 3 lc rgb "#2ca02c" lw 2 pt 9
 set style line 4 lc rgb "#d62728" lw 2 pt 11
 set style line 5 lc rgb "#9467bd" lw 2 pt 13
 set style line 6 lc rgb "#8c564b" lw 2 pt 3
+set style line 9 lc rgb "#d00000" lw 1 pt 6 ps 1.4
+
+# Whether series NAME-disturbed has points to mark (an empty one is plotted
+# with no title: gnuplot only warns that it has no points).
+marked(n) = system("test -s '" . f(n . "-disturbed") . "' && echo 1 || echo 0") + 0
 
 groups_axis = "set logscale x; set xrange [0.8:130]; set xtics (1, 2, 5, 10, 20, 30, 50, 75, 100); set xlabel 'consumer groups (one process each)'"
 
@@ -69,7 +77,8 @@ do for [t in "png svg"] {
 		     f("sender-direct-send--") u 1:2:3:4 w yerrorlines ls 3 t "direct send", \
 		     f("sender-direct-try_send--") u 1:2:3:4 w yerrorlines ls 5 t "direct try_send", \
 		     f("sender-routed-send-flat") u 1:2:3:4 w yerrorlines ls 6 dt 2 t "routed send, flat router", \
-		     f("sender-routed-send-chain") u 1:2:3:4 w yerrorlines ls 4 dt 2 t "routed send, chain router"
+		     f("sender-routed-send-chain") u 1:2:3:4 w yerrorlines ls 4 dt 2 t "routed send, chain router", \
+		     f("sender-disturbed") u 1:2 w p ls 9 t (marked("sender") ? "disturbed sample" : "")
 	}
 	if (name eq "throughput") {
 		@groups_axis
@@ -81,7 +90,8 @@ do for [t in "png svg"] {
 		     f("tput-direct-send--") u 1:2:3:4 w yerrorlines ls 3 t "direct send", \
 		     f("tput-direct-try_send--") u 1:2:3:4 w yerrorlines ls 5 t "direct try_send", \
 		     f("tput-routed-send-flat") u 1:2:3:4 w yerrorlines ls 6 dt 2 t "routed send, flat router", \
-		     f("tput-routed-send-chain") u 1:2:3:4 w yerrorlines ls 4 dt 2 t "routed send, chain router"
+		     f("tput-routed-send-chain") u 1:2:3:4 w yerrorlines ls 4 dt 2 t "routed send, chain router", \
+		     f("tput-disturbed") u 1:2 w p ls 9 t (marked("tput") ? "disturbed sample" : "")
 	}
 	if (name eq "latency") {
 		@groups_axis
@@ -93,7 +103,8 @@ do for [t in "png svg"] {
 		     f("lat-routed-p999") u 1:($2/1e3):($3/1e3):($4/1e3) w yerrorlines ls 1 dt 3 t "routed p99.9", \
 		     f("lat-direct-p50") u 1:($2/1e3):($3/1e3):($4/1e3) w yerrorlines ls 3 t "direct p50", \
 		     f("lat-direct-p99") u 1:($2/1e3):($3/1e3):($4/1e3) w yerrorlines ls 3 dt 2 t "direct p99", \
-		     f("lat-direct-p999") u 1:($2/1e3):($3/1e3):($4/1e3) w yerrorlines ls 3 dt 3 t "direct p99.9"
+		     f("lat-direct-p999") u 1:($2/1e3):($3/1e3):($4/1e3) w yerrorlines ls 3 dt 3 t "direct p99.9", \
+		     f("lat-disturbed") u 1:($2/1e3) w p ls 9 t (marked("lat") ? "disturbed sample" : "")
 	}
 	if (name eq "idle") {
 		@groups_axis
@@ -113,7 +124,8 @@ do for [t in "png svg"] {
 		plot for [i = 1:words(contenders)] f("ring-" . word(contenders, i) . "-b1") \
 			u 1:2:3:4 w yerrorlines ls i t word(contenders, i) . " batch 1", \
 		     for [i = 1:words(contenders)] f("ring-" . word(contenders, i) . "-b32") \
-			u 1:2:3:4 w yerrorlines ls i dt 2 t word(contenders, i) . " batch 32"
+			u 1:2:3:4 w yerrorlines ls i dt 2 t word(contenders, i) . " batch 32", \
+		     f("ring-disturbed") u 1:2 w p ls 9 t (marked("ring") ? "disturbed sample" : "")
 	}
 	set output
 	unset logscale

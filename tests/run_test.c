@@ -1940,6 +1940,74 @@ static void run_host_starts_only_the_groups_of_that_host(void **state)
 	assert_int_equal(count_system_files("hosts"), 0);
 }
 
+/*
+ * The README's system across hosts, as it says to run it: examples/hosts.yaml,
+ * host b (the consumers) and host a (the producer) on this machine's
+ * loopback, each with a shared-memory folder of its own. Every message the
+ * producer says it sent reaches one consumer, in order, through the two
+ * bridges; both systems stop cleanly.
+ */
+static void run_example_across_two_hosts_on_loopback(void **state)
+{
+	const char *ex = getenv("SHOAL_EXAMPLES"), *saved = getenv("SHOAL_SHM_DIR");
+	const char *out[2] = { in_dir("ex-a.out"), in_dir("ex-b.out") };
+	const char *const opts[2][3] = { { "--host", "a", NULL }, { "--host", "b", NULL } };
+	char cfg[PATH_MAX], shm[2][PATH_MAX], *text, *saved_dir;
+	unsigned long long sent = 0, got = 0, n;
+	pid_t run[2];
+
+	(void)state;
+	if (!built_with("SHOAL_HAVE_BRIDGE", "the bridge (UCX)"))
+		skip();
+	assert_non_null(ex);
+	saved_dir = strdup(saved);
+	assert_non_null(saved_dir);
+	snprintf(cfg, sizeof(cfg), "%s/hosts.yaml", ex);
+	for (int h = 1; h >= 0; h--) {
+		snprintf(shm[h], sizeof(shm[h]), "%s/host-%c", saved_dir, 'a' + h);
+		assert_int_equal(mkdir(shm[h], 0700), 0);
+		setenv("SHOAL_SHM_DIR", shm[h], 1);
+		run[h] = spawn_run(opts[h], cfg, out[h], -1, 0);
+	}
+	setenv("SHOAL_SHM_DIR", saved_dir, 1);
+	expect_output(out[0], "| link b: up", 20000);
+	expect_output(out[1], "| link a: up", 20000);
+	sleep(2);
+	assert_int_equal(stop_run(run[0], SIGTERM), 0);
+	text = read_file(out[0]);
+	assert_non_null(strstr(text, "producer: sent "));
+	sent = strtoull(strstr(text, "producer: sent ") + strlen("producer: sent "), NULL, 10);
+	free(text);
+	/* What crossed reaches host b's consumers before they are stopped. */
+	for (int i = 0; i < 2000; i++) {
+		char stat[2 * PATH_MAX + 128];
+
+		snprintf(stat, sizeof(stat), "SHOAL_SHM_DIR=%s %s stat --json fanout-hosts "
+			 "| grep -q '\"messages_received\": %llu,'", shm[1], shoal_bin, sent);
+		if (system(stat) == 0)
+			break;
+		usleep(10000);
+	}
+	usleep(500000);
+	assert_int_equal(stop_run(run[1], SIGTERM), 0);
+	text = read_file(out[1]);
+	for (const char *p = text; (p = strstr(p, ": received ")) != NULL; p++) {
+		n = strtoull(p + strlen(": received "), NULL, 10);
+		got += n;
+	}
+	print_message("across two hosts: %llu sent, %llu received\n", sent, got);
+	assert_true(sent > 0);
+	assert_int_equal(got, sent);
+	n = 0;
+	for (const char *p = text; (p = strstr(p, " messages, 0 out of order")) != NULL; p++)
+		n++;
+	assert_int_equal(n, 4);
+	free(text);
+	for (int h = 0; h < 2; h++)
+		assert_int_equal(rmdir(shm[h]), 0);
+	free(saved_dir);
+}
+
 static void run_host_the_file_does_not_list_is_a_usage_error(void **state)
 {
 	const char *cfg = in_dir("hosts2.yaml"), *plain = in_dir("nohosts.yaml");
@@ -1967,6 +2035,7 @@ int main(void)
 {
 	const struct CMUnitTest fixed[] = {
 		cmocka_unit_test_teardown(run_check_prints_position_and_exits_1, kill_started),
+		cmocka_unit_test_teardown(run_example_across_two_hosts_on_loopback, kill_started),
 		cmocka_unit_test_teardown(run_cpus_this_machine_lacks_are_refused_at_run,
 					  kill_started),
 		cmocka_unit_test_teardown(run_group_is_pinned_to_its_cpus, kill_started),

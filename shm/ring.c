@@ -123,6 +123,21 @@ uint64_t shoal_ring_size(uint32_t capacity)
  * path would otherwise pay it message by message on the ring's first lap.
  * A read changes nothing another process could see.
  */
+#if defined(__SANITIZE_THREAD__)
+#define PREFAULT_READS 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define PREFAULT_READS 0
+#endif
+#endif
+#ifndef PREFAULT_READS
+/* Under TSan the advice alone: a consumer attaching beside a live producer
+ * reads bytes the producer may be writing with plain stores (docs/
+ * memory-ordering.md), a race by the C11 model whose value is thrown away,
+ * which TSan would report. */
+#define PREFAULT_READS 1
+#endif
+
 static void prefault(const void *mem, uint64_t len, int advice)
 {
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -130,7 +145,8 @@ static void prefault(const void *mem, uint64_t len, int advice)
 	uintptr_t end = ((uintptr_t)mem + len + page - 1) & ~(page - 1);
 
 	(void)madvise((void *)start, end - start, advice);
-	for (uintptr_t a = (uintptr_t)mem; a < (uintptr_t)mem + len; a = (a & ~(page - 1)) + page)
+	for (uintptr_t a = (uintptr_t)mem; PREFAULT_READS && a < (uintptr_t)mem + len;
+	     a = (a & ~(page - 1)) + page)
 		/* Relaxed atomic: the other side may write this byte meanwhile. */
 		(void)atomic_load_explicit((const _Atomic unsigned char *)a, memory_order_relaxed);
 }

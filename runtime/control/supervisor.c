@@ -372,6 +372,7 @@ static int out_start(struct sup *s)
 	int ret;
 
 	fflush(s->o->out);
+	atomic_init(&q->gone, false);
 	q->fd = fileno(s->o->out);
 	q->direct = fstat(q->fd, &st) == 0 && S_ISREG(st.st_mode);
 	q->buf = malloc(OUTQ_CAP);
@@ -385,6 +386,8 @@ static int out_start(struct sup *s)
 	pthread_condattr_destroy(&ca);
 	ret = -pthread_create(&q->thread, NULL, out_writer, q);
 	q->started = ret == 0;
+	if (ret == 0)
+		pthread_setname_np(q->thread, "shoal-out");   /* for ps, top, a debugger */
 	if (ret < 0) {
 		pthread_cond_destroy(&q->more);
 		pthread_cond_destroy(&q->progress);

@@ -1244,7 +1244,9 @@ static void run_slow_reader_of_its_output_cannot_stall_it(void **state)
 	all[got] = '\0';
 	status = test_wait_pid(run, 30000);
 	assert_int_not_equal(status, -1);
+	/* 1: chatty, which never attaches, was killed past its stop timeout. */
 	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 1);
 	assert_has(all, "chatty | line\n");
 	assert_has(all, " lines of output dropped: the reader of shoal run's output is too slow\n");
 	free(all);

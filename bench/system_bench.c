@@ -80,6 +80,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <numa.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -938,7 +939,8 @@ static pid_t find_thread(const char *comm)
 static int router_up(struct sys *s, uint32_t groups, int route, uint32_t in_cap,
 		     const int cpu[2])
 {
-	struct shoal_topology topo = { .n_nodes = 1, .cpus = { UINT64_C(1) << cpu[1] } };
+	struct bitmask *disp_cpus = numa_bitmask_alloc((unsigned)cpu[1] + 1);
+	struct shoal_topology topo = { .n_nodes = 1, .cpu_sets = { disp_cpus } };
 	struct shoal_router_opts o = { .topology = &topo };
 	struct shoal_filter f[MAX_GROUPS];
 	struct shoal_err err = { "" };
@@ -951,7 +953,13 @@ static int router_up(struct sys *s, uint32_t groups, int route, uint32_t in_cap,
 	s->cpu[1] = cpu[1];
 	snprintf(s->name, sizeof(s->name), "sbench-%d-%u", (int)getpid(), ++sys_count);
 	o.system = s->name;
+	if (disp_cpus == NULL) {
+		fprintf(stderr, PROG ": no memory for the dispatcher's CPU set\n");
+		return -ENOMEM;
+	}
+	numa_bitmask_setbit(disp_cpus, (unsigned)cpu[1]);
 	ret = shoal__router_start_mode(&s->r, &o, route, &err);
+	numa_bitmask_free(disp_cpus);   /* the router keeps a copy */
 	if (ret < 0) {
 		s->r = NULL;
 		fprintf(stderr, PROG ": starting router %s: %s (%s)\n", s->name,
@@ -3624,8 +3632,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'c':
-			/* Below 64: the described topology holds a 64-bit mask. */
-			if (bench_parse_cpus(optarg, 64, o->cpu) < 0)
+			/* Below CPU_SETSIZE: bench_pin() sets a cpu_set_t. */
+			if (bench_parse_cpus(optarg, CPU_SETSIZE, o->cpu) < 0)
 				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'O':

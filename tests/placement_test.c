@@ -5,7 +5,8 @@
  * This machine has one node, so the spreading logic runs on a described
  * two-node topology (node 0 = CPU 0, node 1 = CPU 1), and page placement is
  * verified with the real topology by asking the kernel (move_pages). CPU
- * numbers past 63 are described too: the registry's CPU sets hold them.
+ * numbers past 63 are described too: the registry's CPU sets and the
+ * threads' pinning take them.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,15 +25,21 @@
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
 
-/* CPUs the thread called `name` of this process may run on, as a mask. */
-static uint64_t thread_cpus(const char *name)
+/*
+ * The CPUs the thread called `name` of this process may run on, as the
+ * kernel tells them (sched_getaffinity(2) on its thread id), in *set of
+ * SET_SIZE bytes. Fails the test if no such thread runs.
+ */
+#define SET_SIZE CPU_ALLOC_SIZE(SHOAL__CPUS_MAX)
+static void thread_cpus(const char *name, cpu_set_t *set)
 {
 	char path[300], buf[256];
 	struct dirent *e;
 	DIR *d = opendir("/proc/self/task");
-	uint64_t mask = 0;
+	pid_t tid = 0;
 
-	while (d != NULL && (e = readdir(d)) != NULL) {
+	assert_non_null(d);
+	while (tid == 0 && (e = readdir(d)) != NULL) {
 		FILE *f;
 
 		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
@@ -40,20 +47,37 @@ static uint64_t thread_cpus(const char *name)
 		if (f == NULL)
 			continue;
 		if (fgets(buf, sizeof(buf), f) && strncmp(buf, name, strlen(name)) == 0 &&
-		    buf[strlen(name)] == '\n') {
-			fclose(f);
-			snprintf(path, sizeof(path), "/proc/self/task/%s/status", e->d_name);
-			f = fopen(path, "r");
-			while (f != NULL && fgets(buf, sizeof(buf), f))
-				if (strncmp(buf, "Cpus_allowed:", 13) == 0)
-					mask = strtoull(buf + 13, NULL, 16);
-		}
-		if (f != NULL)
-			fclose(f);
+		    buf[strlen(name)] == '\n')
+			tid = (pid_t)atoi(e->d_name);
+		fclose(f);
 	}
-	if (d != NULL)
-		closedir(d);
-	return mask;
+	closedir(d);
+	assert_true(tid > 0);
+	assert_int_equal(sched_getaffinity(tid, SET_SIZE, set), 0);
+}
+
+/* The thread called `name` may run on CPU `cpu` only. */
+static void assert_pinned_to(const char *name, unsigned cpu)
+{
+	cpu_set_t *set = CPU_ALLOC(SHOAL__CPUS_MAX);
+
+	assert_non_null(set);
+	thread_cpus(name, set);
+	assert_int_equal(CPU_COUNT_S(SET_SIZE, set), 1);
+	assert_true(CPU_ISSET_S(cpu, SET_SIZE, set));
+	CPU_FREE(set);
+}
+
+/* A libnuma CPU set of the CPUs in [lo, hi] and `one`. */
+static struct bitmask *cpu_set(unsigned lo, unsigned hi, unsigned one)
+{
+	struct bitmask *b = numa_bitmask_alloc(SHOAL__CPUS_MAX);
+
+	assert_non_null(b);
+	for (unsigned c = lo; c <= hi; c++)
+		numa_bitmask_setbit(b, c);
+	numa_bitmask_setbit(b, one);
+	return b;
 }
 
 /* A router on described topology `topo` (this machine needs two CPUs, or
@@ -74,7 +98,8 @@ static void start_described(const char *system, const struct shoal_topology *top
 
 static void placement_described_topology_spreads_groups(void **state)
 {
-	const struct shoal_topology topo = { .n_nodes = 2, .cpus = { 1u << 0, 1u << 1 } };
+	struct bitmask *sets[2] = { cpu_set(0, 0, 0), cpu_set(1, 1, 1) };
+	const struct shoal_topology topo = { .n_nodes = 2, .cpu_sets = { sets[0], sets[1] } };
 	struct shoal_group_spec bad = { .name = "nowhere", .node = 2 };
 	struct child cons = { .index = 0, .name = "g1" };
 	struct child prod = { .index = 1, .name = "g0", .n = 1000, .type = T_PING };
@@ -97,9 +122,11 @@ static void placement_described_topology_spreads_groups(void **state)
 	assert_int_equal(reg.hdr->disp[0].node, 0);
 	assert_int_equal(reg.hdr->disp[1].node, 1);
 	shoal_seg_detach(&reg.seg);
-	/* Each dispatcher thread runs on its node's CPU only. */
-	assert_int_equal(thread_cpus("shoal-disp-0"), 1u << 0);
-	assert_int_equal(thread_cpus("shoal-disp-1"), 1u << 1);
+	/* Each dispatcher thread runs on its node's CPU only; the waker on
+	 * node 0's. */
+	assert_pinned_to("shoal-disp-0", 0);
+	assert_pinned_to("shoal-disp-1", 1);
+	assert_pinned_to("shoal-waker", 0);
 	/* A message from node 0's uplink reaches a group on node 1. */
 	rt_route(ids[1], T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
 	pc = test_spawn(rt_consumer_main, &cons, sizeof(cons));
@@ -109,18 +136,8 @@ static void placement_described_topology_spreads_groups(void **state)
 	rt_wait_count(0, 1000, 30000);
 	rt_stop_and_reap(&pc, 1);
 	rt_stop_router();
-}
-
-/* A libnuma CPU set of the CPUs in [lo, hi] and `one`. */
-static struct bitmask *cpu_set(unsigned lo, unsigned hi, unsigned one)
-{
-	struct bitmask *b = numa_bitmask_alloc(SHOAL__CPUS_MAX);
-
-	assert_non_null(b);
-	for (unsigned c = lo; c <= hi; c++)
-		numa_bitmask_setbit(b, c);
-	numa_bitmask_setbit(b, one);
-	return b;
+	numa_bitmask_free(sets[0]);
+	numa_bitmask_free(sets[1]);
 }
 
 static bool word_bit(const uint64_t *w, unsigned cpu)
@@ -131,9 +148,10 @@ static bool word_bit(const uint64_t *w, unsigned cpu)
 /*
  * A described three-node host with CPUs up to 1023: node 0 = 0 and 64-127,
  * node 1 = 1 and 130-131, node 2 = 512-1023. Each dispatcher's set reaches
- * the registry whole (16 words); the threads are pinned to the part below
- * 64 the data plane takes (node 2's, with none, runs unpinned). A CPU past
- * the largest number is refused at start.
+ * the registry whole (16 words) and its thread's pinning whole: the kernel
+ * keeps the CPUs this 2-CPU machine has (node 0's dispatcher and the waker
+ * run on CPU 0, node 1's on CPU 1), and node 2's, with none of them, runs
+ * unpinned. A CPU past the largest number is refused at start.
  */
 static void placement_cpus_past_63_reach_the_registry(void **state)
 {
@@ -146,8 +164,7 @@ static void placement_cpus_past_63_reach_the_registry(void **state)
 	struct shoal__registry reg;
 	struct bitmask *huge;
 	const uint64_t *w;
-	uint64_t all = 0;
-	cpu_set_t mine;
+	cpu_set_t *mine = CPU_ALLOC(SHOAL__CPUS_MAX), *disp = CPU_ALLOC(SHOAL__CPUS_MAX);
 	int ids[3];
 
 	(void)state;
@@ -163,13 +180,17 @@ static void placement_cpus_past_63_reach_the_registry(void **state)
 			assert_int_equal(word_bit(w, c), numa_bitmask_isbitset(sets[node], c));
 	}
 	shoal_seg_detach(&reg.seg);
-	assert_int_equal(thread_cpus("shoal-disp-0"), 1u << 0);
-	assert_int_equal(thread_cpus("shoal-disp-1"), 1u << 1);
+	assert_pinned_to("shoal-disp-0", 0);
+	assert_pinned_to("shoal-disp-1", 1);
+	assert_pinned_to("shoal-waker", 0);
 	/* Unpinned: it runs where the thread that started it (this one) may. */
-	assert_int_equal(sched_getaffinity(0, sizeof(mine), &mine), 0);
-	for (unsigned c = 0; c < 64; c++)
-		all |= CPU_ISSET(c, &mine) ? UINT64_C(1) << c : 0;
-	assert_int_equal(thread_cpus("shoal-disp-2"), all);
+	assert_non_null(mine);
+	assert_non_null(disp);
+	assert_int_equal(sched_getaffinity(0, SET_SIZE, mine), 0);
+	thread_cpus("shoal-disp-2", disp);
+	assert_true(CPU_EQUAL_S(SET_SIZE, disp, mine));
+	CPU_FREE(mine);
+	CPU_FREE(disp);
 	rt_stop_router();
 
 	huge = numa_bitmask_alloc(SHOAL__CPUS_MAX + 64);

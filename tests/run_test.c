@@ -1191,6 +1191,73 @@ static void run_tells_its_events_on_stderr_once_stdout_is_gone(void **state)
 }
 
 /*
+ * A reader of shoal run's output that stops reading (`shoal run FILE |
+ * (sleep 1000)`) blocks only the thread that writes it. With the pipe and
+ * the queue full, a killed group is restarted and SIGTERM stops the system;
+ * once the reader reads again, what was queued comes, then a line that
+ * counts the lines that found no room.
+ */
+static void run_slow_reader_of_its_output_cannot_stall_it(void **state)
+{
+	const char *cfg = in_dir("slow.yaml"), *done = in_dir("slow.done");
+	size_t cap = 1 << 20, got = 0;
+	char text[1200], *all = malloc(cap + 1);
+	pid_t run;
+	int p[2], status;
+
+	(void)state;
+	assert_non_null(all);
+	/* chatty prints 4 MB, more than the pipe and the queue hold, then
+	 * makes the file `done`. */
+	snprintf(text, sizeof(text),
+		 "system: slow\ngroups:\n  - name: a\n    program: %s\n    args: [--role, consumer]\n"
+		 "    restart: { policy: always, backoff: 50ms }\n"
+		 "  - name: chatty\n    program: /bin/sh\n"
+		 "    args: [-c, \"yes line | head -c 4000000; touch %s; exec sleep 1000\"]\n"
+		 "    restart: { policy: never }\n    stop: { timeout: 200ms }\n", group_bin, done);
+	write_file(cfg, text);
+	assert_int_equal(pipe(p), 0);
+	run = spawn_run(NULL, cfg, NULL, p[1], 0);
+	close(p[1]);
+	for (int i = 0; i < 6000 && access(done, F_OK) != 0; i++)
+		usleep(10000);
+	assert_int_equal(access(done, F_OK), 0);
+	wait_attached("slow", "a", NULL);
+	kill_and_see_restart("slow", "a", NULL);
+	/* Stopped, its shared memory removed, while nobody reads. */
+	kill(run, SIGTERM);
+	for (int i = 0; i < 3000 && count_system_files("slow") > 0; i++)
+		usleep(10000);
+	assert_int_equal(count_system_files("slow"), 0);
+	for (int i = 0; i < 600; i++) {
+		struct pollfd pf = { .fd = p[0], .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&pf, 1, 100) <= 0)
+			continue;
+		if (got == cap) {
+			cap *= 2;
+			all = realloc(all, cap + 1);
+			assert_non_null(all);
+		}
+		n = read(p[0], all + got, cap - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(p[0]);
+	all[got] = '\0';
+	status = test_wait_pid(run, 30000);
+	assert_int_not_equal(status, -1);
+	/* 1: chatty, which never attaches, was killed past its stop timeout. */
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 1);
+	assert_has(all, "chatty | line\n");
+	assert_has(all, " lines of output dropped: the reader of shoal run's output is too slow\n");
+	free(all);
+}
+
+/*
  * A group killed while a child it forked still holds its control
  * connection: the router sees no hang-up, yet the restarted process must
  * attach, since the router can tell the old one is dead.
@@ -2057,6 +2124,7 @@ int main(void)
 		cmocka_unit_test_teardown(run_groups_exit_when_their_router_is_killed, kill_started),
 		cmocka_unit_test_teardown(run_survives_its_output_reader_going_away, kill_started),
 		cmocka_unit_test_teardown(run_tells_its_events_on_stderr_once_stdout_is_gone, kill_started),
+		cmocka_unit_test_teardown(run_slow_reader_of_its_output_cannot_stall_it, kill_started),
 		cmocka_unit_test_teardown(run_restart_attaches_while_a_dead_groups_connection_is_held,
 					  kill_started),
 		cmocka_unit_test_teardown(run_messages_stranded_at_sigint_are_counted, kill_started),

@@ -45,11 +45,8 @@ struct bitmask;   /* libnuma's CPU set (<numa.h>) */
 /* A described NUMA topology (for tests); NULL means read it with libnuma. */
 struct shoal_topology {
 	int n_nodes;
-	/* CPUs of each node, as a bit mask of CPU numbers 0..63, for the nodes
-	 * whose `cpu_sets` entry is NULL. */
-	uint64_t cpus[SHOAL_MAX_NODES];
 	/* CPUs of each node as a libnuma CPU set of any size (CPU numbers
-	 * below 8192), or NULL. The router copies them at start. */
+	 * below 8192), or NULL for none. The router copies them at start. */
 	const struct bitmask *cpu_sets[SHOAL_MAX_NODES];
 };
 

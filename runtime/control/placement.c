@@ -23,15 +23,15 @@
 #include "runtime/control/router_impl.h"
 #include "shm/util.h"
 
-/* A copy of `given` in a set of SHOAL__CPUS_MAX bits, or of the 64 of `mask`. */
-static struct bitmask *node_set(const struct bitmask *given, uint64_t mask)
+/* A copy of `given` (NULL: empty) in a set of SHOAL__CPUS_MAX bits. */
+static struct bitmask *node_set(const struct bitmask *given)
 {
 	struct bitmask *b = numa_bitmask_alloc(SHOAL__CPUS_MAX);
 
 	if (b == NULL)
 		return NULL;
-	for (unsigned c = 0; c < SHOAL__CPUS_MAX; c++)
-		if (given != NULL ? numa_bitmask_isbitset(given, c) : c < 64 && (mask >> c & 1))
+	for (unsigned c = 0; given != NULL && c < SHOAL__CPUS_MAX; c++)
+		if (numa_bitmask_isbitset(given, c))
 			numa_bitmask_setbit(b, c);
 	return b;
 }
@@ -62,7 +62,7 @@ int shoal__topology_read(struct shoal_router *r, const struct shoal_topology *gi
 			return shoal__fail(err, -EINVAL, "described node %d has CPU %u; CPU "
 					   "numbers go up to %u", n, cpus_end(set) - 1,
 					   SHOAL__CPUS_MAX - 1);
-		r->node_cpus[n] = node_set(set, given != NULL ? given->cpus[n] : 0);
+		r->node_cpus[n] = node_set(set);
 		if (r->node_cpus[n] == NULL)
 			return shoal__fail(err, -ENOMEM, "no memory for the CPU sets of %d nodes",
 					   r->n_nodes);
@@ -89,16 +89,6 @@ void shoal__topology_free(struct shoal_router *r)
 			numa_bitmask_free(r->node_cpus[n]);
 		r->node_cpus[n] = NULL;
 	}
-}
-
-uint64_t shoal__cpus_low64(const struct bitmask *cpus)
-{
-	uint64_t mask = 0;
-
-	for (unsigned c = 0; c < 64; c++)
-		if (numa_bitmask_isbitset(cpus, c))
-			mask |= UINT64_C(1) << c;
-	return mask;
 }
 
 /* Node with the fewest groups (ties: the lowest). */
@@ -139,10 +129,10 @@ int shoal__ensure_dispatcher(struct shoal_router *r, int node, struct shoal_err 
 		if (numa_bitmask_isbitset(r->node_cpus[node], i))
 			r->cpus[d * r->cpu_words + i / 64] |= UINT64_C(1) << (i % 64);
 	shoal_doorbell_init(&r->bell->disp[d]);
-	/* The data plane pins its threads to CPUs below 64 only: a node with
-	 * none of those has its dispatcher unpinned (docs/config.md). */
-	ret = shoal__dispatcher_start(&r->dp, d, shoal__cpus_low64(r->node_cpus[node]),
-				      &r->bell->disp[d], &r->reg->disp[d], &r->disp[d]);
+	/* A described node with none of this machine's CPUs has its
+	 * dispatcher unpinned (docs/config.md). */
+	ret = shoal__dispatcher_start(&r->dp, d, r->node_cpus[node], &r->bell->disp[d],
+				      &r->reg->disp[d], &r->disp[d]);
 	if (ret < 0)
 		return shoal__fail(err, ret, "cannot start the dispatcher of node %d: %s", node,
 				   strerror(-ret));

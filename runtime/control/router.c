@@ -175,7 +175,7 @@ int shoal__router_start_mode(struct shoal_router **out, const struct shoal_route
 	r->watch_started = true;
 	/* With the dispatchers' CPUs (node 0's): the plain reference of
 	 * shoal-bench-system pins its waker the same way. */
-	ret = shoal__waker_start(&r->dp, shoal__cpus_low64(r->node_cpus[0]), &r->waker);
+	ret = shoal__waker_start(&r->dp, r->node_cpus[0], &r->waker);
 	if (ret < 0) {
 		ret = shoal__fail(err, ret, "cannot start the waker thread");
 		goto fail;

@@ -7,7 +7,9 @@
  * each group process prints into (read without blocking, passed on by line)
  * and the pipe of lifecycle requests the router's control thread hands over
  * (supervisor.h). SIGPIPE is ignored: a reader of our output, or a tool
- * waiting for an answer, that goes away costs that output only. Everything
+ * waiting for an answer, that goes away costs that output only; our output
+ * is written by a thread of its own, so a reader that stops reading costs
+ * lines, never the loop (struct outq). Everything
  * else (timers for restarts with exponential backoff, stop timeouts of
  * groups stopped on request, the stop sequence, the status line) hangs off
  * that loop's timeout. Every other wait (a stop level, a group a reload
@@ -40,9 +42,11 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +96,43 @@ struct gout {
 	char buf[OUT_LINE_MAX];
 };
 
+/*
+ * Our own output (events, status, the groups' lines) goes through a bounded
+ * queue to a writer thread of its own, so that a reader of `shoal run`'s
+ * output that stops reading blocks that thread only, never the loop that
+ * restarts groups and acts on signals. A line that finds the queue full is
+ * dropped and counted; once the writer has emptied half of it, a line says
+ * how many were dropped (room for it is kept), and lines are taken again.
+ * A regular file never makes its writer wait for a reader: it is written at
+ * once, in order, and nothing is dropped. At the end, the count of lines
+ * still dropped is told, and the writer is given OUT_DRAIN_NS without
+ * progress before what it still holds is given up.
+ *
+ * The queue is a byte ring: head and tail count bytes ever queued and ever
+ * written. The loop appends at head, the writer writes from tail, both under
+ * `lock`; the writer writes [tail, head) without the lock, as the loop only
+ * ever writes past head, and tail moves on only after the write.
+ */
+#define OUTQ_CAP (1024 * 1024)
+#define OUT_NOTICE_MAX 160           /* kept free for the line that counts drops */
+#define OUT_DRAIN_NS (5 * UINT64_C(1000000000))
+
+struct outq {
+	pthread_mutex_t lock;
+	pthread_cond_t more;         /* bytes queued, or stop */
+	pthread_cond_t progress;     /* the writer wrote, or ended */
+	char *buf;                   /* OUTQ_CAP bytes */
+	uint64_t head, tail;
+	uint64_t dropped;            /* lines dropped since the queue last took one */
+	bool dropping;               /* full: nothing taken until half of it is written */
+	bool stop;                   /* the writer ends once the queue is empty */
+	bool direct;                 /* a regular file: written by the loop itself */
+	bool started;
+	int fd;                      /* o->out's; stderr's once that failed; -1: both did */
+	atomic_bool gone;            /* o->out failed (the loop drops its status line in place) */
+	pthread_t thread;
+};
+
 struct proc {
 	int id;                      /* router group id */
 	pid_t pid;                   /* 0 when not running */
@@ -113,7 +154,7 @@ struct proc {
 
 struct sup {
 	const struct shoal__sup_opts *o;
-	FILE *out;                   /* o->out, or stderr once o->out's reader went away */
+	struct outq q;               /* our output */
 	struct shoal__config *cfg;
 	int host;                    /* this host's index in cfg->hosts; -1: the file lists none */
 	struct proc *procs;          /* one per cfg->groups[i] */
@@ -137,42 +178,296 @@ struct sup {
 
 /* ---- output ------------------------------------------------------------------- */
 
+/* Write all of buf to fd. Returns 0, or the errno of the write that failed.
+ * Async-signal-safe (a forked child uses it). */
+static int write_all(int fd, const char *buf, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = write(fd, buf, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? errno : EIO;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* The line that says o->out failed with `err`; its length. */
+static int closed_line(char *buf, size_t len, int err)
+{
+	int n = snprintf(buf, len, "shoal run: standard output is closed (%s); events go to "
+			 "standard error from here\n", strerror(err));
+
+	return n < (int)len ? n : (int)len - 1;
+}
+
+/*
+ * A write to `fd` failed with `err` (EPIPE: its reader went away, SIGPIPE
+ * being ignored): from standard output, go on on standard error, so that
+ * why the system stops, and how, is still told; from standard error, give
+ * up writing. Called with q->lock held; returns with it held.
+ */
+static void out_failed(struct outq *q, int fd, int err)
+{
+	char line[256];
+	int n;
+
+	if (fd != q->fd)
+		return;   /* already left */
+	if (fd != STDERR_FILENO) {
+		q->fd = STDERR_FILENO;
+		atomic_store_explicit(&q->gone, true, memory_order_relaxed);
+		n = closed_line(line, sizeof(line), err);
+		pthread_mutex_unlock(&q->lock);
+		err = write_all(STDERR_FILENO, line, (size_t)n);
+		pthread_mutex_lock(&q->lock);
+	}
+	if (err != 0)
+		q->fd = -1;
+}
+
+/*
+ * The writer thread. It may block in write() for as long as the reader
+ * likes; out_stop() cancels it there (the only place cancellation is
+ * enabled, and it holds no lock there).
+ */
+static void *out_writer(void *arg)
+{
+	struct outq *q = arg;
+
+	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	pthread_mutex_lock(&q->lock);
+	for (;;) {
+		size_t off = (size_t)(q->tail % OUTQ_CAP), n;
+		ssize_t w;
+		int fd = q->fd, err;
+
+		if (q->head == q->tail) {
+			if (q->stop)
+				break;
+			pthread_cond_wait(&q->more, &q->lock);
+			continue;
+		}
+		n = (size_t)(q->head - q->tail);
+		if (n > OUTQ_CAP - off)
+			n = OUTQ_CAP - off;
+		pthread_mutex_unlock(&q->lock);
+		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
+		w = fd < 0 ? (ssize_t)n : write(fd, q->buf + off, n);
+		err = errno;
+		/* A description made non-blocking by someone we share it with. */
+		if (w < 0 && err == EAGAIN)
+			(void)poll(&(struct pollfd){ .fd = fd, .events = POLLOUT }, 1, -1);
+		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+		pthread_mutex_lock(&q->lock);
+		if (w > 0) {
+			q->tail += (uint64_t)w;
+			pthread_cond_broadcast(&q->progress);
+		} else if (w == 0 || (err != EINTR && err != EAGAIN)) {
+			out_failed(q, fd, w == 0 ? EIO : err);
+		}
+	}
+	pthread_cond_broadcast(&q->progress);
+	pthread_mutex_unlock(&q->lock);
+	return NULL;
+}
+
+/* Append buf to the ring; the caller made sure it fits. */
+static void out_append(struct outq *q, const char *buf, size_t len)
+{
+	size_t off = (size_t)(q->head % OUTQ_CAP), first = len < OUTQ_CAP - off ? len :
+							   OUTQ_CAP - off;
+
+	memcpy(q->buf + off, buf, first);
+	memcpy(q->buf, buf + first, len - first);
+	q->head += len;
+}
+
+/* Queue the line that counts the lines dropped, and take lines again. Called
+ * with q->lock held, while q->dropping. */
+static void out_notice(struct sup *s)
+{
+	struct outq *q = &s->q;
+	char line[OUT_NOTICE_MAX];
+	int n = snprintf(line, sizeof(line), "[%8.3f] %llu line%s of output dropped: the reader "
+			 "of shoal run's output is too slow\n",
+			 (double)(shoal__now_ns() - s->start_ns) / 1e9,
+			 (unsigned long long)q->dropped, q->dropped == 1 ? "" : "s");
+
+	out_append(q, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+	q->dropping = false;
+	q->dropped = 0;
+}
+
+/*
+ * Queue len bytes of our output (whole lines, or the status line in
+ * place), or write them at once to a regular file. Never blocks for a
+ * reader.
+ */
+static void out_put(struct sup *s, const char *buf, size_t len)
+{
+	struct outq *q = &s->q;
+	char line[256];
+	int n, err;
+
+	if (q->direct) {
+		err = write_all(q->fd, buf, len);
+		if (err == 0)
+			return;
+		/* Standard error may be a pipe: through the writer from here. */
+		pthread_mutex_lock(&q->lock);
+		q->direct = false;
+		q->fd = STDERR_FILENO;
+		atomic_store_explicit(&q->gone, true, memory_order_relaxed);
+		n = closed_line(line, sizeof(line), err);
+		out_append(q, line, (size_t)n);
+		pthread_mutex_unlock(&q->lock);
+		out_put(s, buf, len);
+		return;
+	}
+	pthread_mutex_lock(&q->lock);
+	if (q->dropping && q->head - q->tail <= OUTQ_CAP / 2)
+		out_notice(s);
+	if (q->dropping || OUTQ_CAP - OUT_NOTICE_MAX - (q->head - q->tail) < len) {
+		q->dropping = true;
+		q->dropped++;
+	} else {
+		out_append(q, buf, len);
+	}
+	pthread_cond_signal(&q->more);
+	pthread_mutex_unlock(&q->lock);
+}
+
+__attribute__((format(printf, 2, 3)))
+static void out_printf(struct sup *s, const char *fmt, ...)
+{
+	char line[OUT_LINE_MAX + 256];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(line)) {   /* cut, still a line */
+		n = (int)sizeof(line) - 1;
+		line[n - 1] = '\n';
+	}
+	out_put(s, line, (size_t)n);
+}
+
+/*
+ * Start writing our output to o->out's descriptor (anything stdio holds
+ * for it is flushed first). Returns 0 or a negative errno.
+ */
+static int out_start(struct sup *s)
+{
+	struct outq *q = &s->q;
+	pthread_condattr_t ca;
+	struct stat st;
+	int ret;
+
+	fflush(s->o->out);
+	atomic_init(&q->gone, false);
+	q->fd = fileno(s->o->out);
+	q->direct = fstat(q->fd, &st) == 0 && S_ISREG(st.st_mode);
+	q->buf = malloc(OUTQ_CAP);
+	if (q->buf == NULL)
+		return -ENOMEM;
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&q->more, NULL);
+	pthread_cond_init(&q->progress, &ca);
+	pthread_condattr_destroy(&ca);
+	ret = -pthread_create(&q->thread, NULL, out_writer, q);
+	q->started = ret == 0;
+	if (ret == 0)
+		pthread_setname_np(q->thread, "shoal-out");   /* for ps, top, a debugger */
+	if (ret < 0) {
+		pthread_cond_destroy(&q->more);
+		pthread_cond_destroy(&q->progress);
+		pthread_mutex_destroy(&q->lock);
+	}
+	return ret;
+}
+
+/*
+ * Let the writer write what it holds, for as long as it makes progress
+ * within OUT_DRAIN_NS each time, then end it (cancelled in its write if
+ * the reader stalls) and free the queue.
+ */
+static void out_stop(struct sup *s)
+{
+	struct outq *q = &s->q;
+	uint64_t last, deadline;
+	bool stuck;
+
+	if (!q->started) {
+		free(q->buf);
+		return;
+	}
+	pthread_mutex_lock(&q->lock);
+	if (q->dropping)
+		out_notice(s);
+	q->stop = true;
+	pthread_cond_signal(&q->more);
+	last = q->tail;
+	deadline = shoal__now_ns() + OUT_DRAIN_NS;
+	while (q->head != q->tail && shoal__now_ns() < deadline) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&q->progress, &q->lock, &ts);
+		if (q->tail != last) {
+			last = q->tail;
+			deadline = shoal__now_ns() + OUT_DRAIN_NS;
+		}
+	}
+	stuck = q->head != q->tail;
+	pthread_mutex_unlock(&q->lock);
+	if (stuck)
+		pthread_cancel(q->thread);
+	pthread_join(q->thread, NULL);
+	pthread_cond_destroy(&q->more);
+	pthread_cond_destroy(&q->progress);
+	pthread_mutex_destroy(&q->lock);
+	free(q->buf);
+}
+
 static void clear_status(struct sup *s)
 {
 	if (s->live && s->status_shown) {
-		fputs("\r\033[K", s->out);
+		out_put(s, "\r\033[K", 4);
 		s->status_shown = false;
 	}
 }
 
-/*
- * After a write to s->out: if its reader went away (EPIPE, SIGPIPE being
- * ignored), say so once on stderr and carry on there, so that why the
- * system stops, and how, is still told.
- */
+/* Once o->out failed, a status line in place (which belongs to a terminal)
+ * is no longer drawn. */
 static void out_check(struct sup *s)
 {
-	if (s->out == stderr || !ferror(s->out))
-		return;
-	s->out = stderr;
-	s->live = false;   /* a status line in place belongs to a terminal */
-	fprintf(stderr, "shoal run: standard output is closed (%s); events go to standard "
-		"error from here\n", strerror(errno));
+	if (s->live && atomic_load_explicit(&s->q.gone, memory_order_relaxed))
+		s->live = false;
 }
 
 __attribute__((format(printf, 2, 3)))
 static void event(struct sup *s, const char *fmt, ...)
 {
+	char text[OUT_LINE_MAX];
 	va_list ap;
 	double t = (double)(shoal__now_ns() - s->start_ns) / 1e9;
 
 	clear_status(s);
-	fprintf(s->out, "[%8.3f] ", t);
 	va_start(ap, fmt);
-	vfprintf(s->out, fmt, ap);
+	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
-	fputc('\n', s->out);
-	fflush(s->out);
+	out_printf(s, "[%8.3f] %s\n", t, text);
 	out_check(s);
 }
 
@@ -204,12 +499,11 @@ static void status(struct sup *s, uint64_t now)
 	if (st.damaged != 0)
 		snprintf(damaged, sizeof(damaged), ", %u damaged", st.damaged);
 	if (s->live) {
-		fprintf(s->out, "\r\033[K%s: %u/%u groups up, %s msg/s, %llu handled, %llu "
-			"restarts, %llu dropped, %llu lost, %u failed%s", s->cfg->system,
-			st.running, st.groups, rate, (unsigned long long)st.handled,
-			(unsigned long long)st.restarts, (unsigned long long)st.dropped,
-			(unsigned long long)st.lost, st.failed, damaged);
-		fflush(s->out);
+		out_printf(s, "\r\033[K%s: %u/%u groups up, %s msg/s, %llu handled, %llu "
+			   "restarts, %llu dropped, %llu lost, %u failed%s", s->cfg->system,
+			   st.running, st.groups, rate, (unsigned long long)st.handled,
+			   (unsigned long long)st.restarts, (unsigned long long)st.dropped,
+			   (unsigned long long)st.lost, st.failed, damaged);
 		s->status_shown = true;
 		out_check(s);
 		return;
@@ -234,21 +528,6 @@ static void name_width(struct sup *s)
 			s->name_w = (int)strlen(s->cfg->groups[i].name);
 }
 
-/* Write all of buf to a log file; a regular file takes it at once. */
-static void log_write(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		buf += n;
-		len -= (size_t)n;
-	}
-}
-
 /*
  * One line a group printed (without its newline), then `mark`: to its log
  * file, after the wall-clock time (UTC), or to our output after its name.
@@ -268,12 +547,12 @@ static void out_line(struct sup *s, uint32_t i, const char *text, size_t len, co
 		strftime(head, sizeof(head), "%Y-%m-%dT%H:%M:%S", &tm);
 		n = snprintf(line, sizeof(line), "%s.%03ldZ %.*s%s\n", head, ts.tv_nsec / 1000000,
 			     (int)len, text, mark);
-		log_write(o->log_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+		(void)write_all(o->log_fd, line,
+				(size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 		return;
 	}
 	clear_status(s);
-	fprintf(s->out, "%-*s | %.*s%s\n", s->name_w, s->cfg->groups[i].name, (int)len, text,
-		mark);
+	out_printf(s, "%-*s | %.*s%s\n", s->name_w, s->cfg->groups[i].name, (int)len, text, mark);
 }
 
 /* Pass on the whole lines held in o->buf; keep a partial one, cut one too long. */
@@ -342,7 +621,6 @@ static void out_read(struct sup *s, uint32_t i, size_t budget, bool last)
 	}
 	if (end || last)
 		out_close(s, i);
-	fflush(s->out);
 	out_check(s);
 }
 
@@ -480,7 +758,7 @@ static void exec_child(const struct shoal__cfg_group *g, char **env, const sigse
 	sigprocmask(SIG_SETMASK, mask, NULL);   /* the supervisor blocks them */
 	/* Said where its output goes (a CPU offline since the start, say). */
 	if (cpus != NULL && sched_setaffinity(0, cpus_size, cpus) != 0)
-		log_write(STDERR_FILENO, unpinned, sizeof(unpinned) - 1);
+		(void)write_all(STDERR_FILENO, unpinned, sizeof(unpinned) - 1);
 	execve(g->program, g->argv, env);
 	_exit(127);
 }
@@ -1641,7 +1919,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 {
 	struct shoal_router_opts ro = { 0 };
 	struct shoal__config_space space;
-	struct sup s = { .o = o, .out = o->out, .sigfd = -1, .admin_rd = -1, .admin_wr = -1 };
+	struct sup s = { .o = o, .sigfd = -1, .admin_rd = -1, .admin_wr = -1 };
 	int admin[2];
 	struct sigaction ign = { .sa_handler = SIG_IGN }, old_pipe;
 	sigset_t mask, old;
@@ -1693,6 +1971,13 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	 * system's segments and groups. */
 	sigemptyset(&ign.sa_mask);
 	sigaction(SIGPIPE, &ign, &old_pipe);
+	/* After the mask: the writer thread takes none of these signals. */
+	ret = out_start(&s);
+	if (ret < 0) {
+		ret = shoal__fail(err, ret, "cannot start the thread that writes the output: %s",
+				  strerror(-ret));
+		goto out;
+	}
 	s.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (s.sigfd >= 0 && pipe2(admin, O_CLOEXEC | O_NONBLOCK) == 0) {
 		s.admin_rd = admin[0];
@@ -1745,6 +2030,7 @@ out:
 	admin_finish(&s);
 	if (s.sigfd >= 0)
 		close(s.sigfd);
+	out_stop(&s);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	sigaction(SIGPIPE, &old_pipe, NULL);
 	for (uint32_t i = 0; i < s.cfg->n_groups; i++)

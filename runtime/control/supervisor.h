@@ -34,7 +34,12 @@ struct shoal__sup_opts {
 	int64_t duration_ns;         /* stop after this long; <= 0: until a signal */
 	int status;                  /* enum shoal__status_mode */
 	int64_t status_period_ns;    /* plain status line period; 0: 5 s */
-	FILE *out;                   /* events, status and group output (stdout) */
+	/* Events, status and group output (stdout): written through its file
+	 * descriptor, never through stdio (what stdio holds is flushed first),
+	 * by a thread of the supervisor's that a slow reader may block, never
+	 * the supervisor itself; lines that find its queue full are dropped
+	 * and counted (supervisor.c, struct outq). */
+	FILE *out;
 	const char *log_dir;         /* groups' output to DIR/GROUP.log instead; NULL: to out */
 	const char *host;            /* this host in the file's `hosts:` (--host); NULL: none */
 	const char *bridge_program;  /* the `shoal` that runs `shoal bridge`; NULL: not built */

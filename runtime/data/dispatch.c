@@ -44,6 +44,7 @@
  * a quiescent state after each; it goes offline only around the futex sleep.
  */
 #include <errno.h>
+#include <numa.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -92,7 +93,6 @@ struct shoal__dispatcher {
 	uint32_t n_held;
 	bool held_all;                /* more than the list holds: scan them all */
 	int index;
-	uint64_t cpus;
 	pthread_t thread;
 	struct uplink *up;
 	struct output *out;
@@ -564,25 +564,34 @@ static bool uplinks_empty(struct shoal__dispatcher *d, const struct shoal__snaps
 	return true;
 }
 
-int shoal__thread_start(pthread_t *t, uint64_t cpus, void *(*fn)(void *), void *arg,
-			const char *name)
+int shoal__thread_start(pthread_t *t, const struct bitmask *cpus, void *(*fn)(void *),
+			void *arg, const char *name)
 {
+	unsigned n = cpus != NULL ? (unsigned)cpus->size : 0;
+	size_t size = CPU_ALLOC_SIZE(n);
+	cpu_set_t *set = NULL;
 	pthread_attr_t attr;
-	cpu_set_t set;
 	int ret = -EINVAL;
 
-	CPU_ZERO(&set);
-	for (int c = 0; c < 64; c++)
-		if (cpus & (UINT64_C(1) << c))
-			CPU_SET(c, &set);
+	if (cpus != NULL && numa_bitmask_weight(cpus) > 0) {
+		set = CPU_ALLOC(n);
+		if (set == NULL)
+			return -ENOMEM;
+		CPU_ZERO_S(size, set);
+		for (unsigned c = 0; c < n; c++)
+			if (numa_bitmask_isbitset(cpus, c))
+				CPU_SET_S(c, size, set);
+	}
 	/* Pinned before its first instruction, named before we return: both
-	 * hold however late the new thread first runs. CPUs this machine
-	 * lacks leave it unpinned. */
-	if (CPU_COUNT(&set) > 0 && pthread_attr_init(&attr) == 0) {
-		if (pthread_attr_setaffinity_np(&attr, sizeof(set), &set) == 0)
+	 * hold however late the new thread first runs. A set with none of
+	 * this machine's online CPUs makes pthread_create() fail with EINVAL
+	 * (sched_setaffinity(2)): the thread starts unpinned instead. */
+	if (set != NULL && pthread_attr_init(&attr) == 0) {
+		if (pthread_attr_setaffinity_np(&attr, size, set) == 0)
 			ret = -pthread_create(t, &attr, fn, arg);
 		pthread_attr_destroy(&attr);
 	}
+	CPU_FREE(set);
 	if (ret == -EINVAL)
 		ret = -pthread_create(t, NULL, fn, arg);
 	if (ret == 0)
@@ -665,7 +674,8 @@ static void *dispatcher_main(void *arg)
 	return NULL;
 }
 
-int shoal__dispatcher_start(struct shoal__dispatch_shared *sh, int index, uint64_t cpus,
+int shoal__dispatcher_start(struct shoal__dispatch_shared *sh, int index,
+			    const struct bitmask *cpus,
 			    struct shoal_doorbell *bell, struct shoal__reg_dispatcher *stats,
 			    struct shoal__dispatcher **out)
 {
@@ -681,7 +691,6 @@ int shoal__dispatcher_start(struct shoal__dispatch_shared *sh, int index, uint64
 	/* Our outputs may skip F2 while their consumers poll (shm/doorbell.h). */
 	(void)shoal_doorbell_asym_join();
 	d->index = index;
-	d->cpus = cpus;
 	d->stats = stats;
 	d->up = calloc(SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS, sizeof(*d->up));
 	d->out = calloc(SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS, sizeof(*d->out));

@@ -97,14 +97,16 @@ struct shoal__dispatch_shared {
 };
 
 struct shoal__dispatcher;
+struct bitmask;   /* libnuma's CPU set (<numa.h>), of any size */
 
 /*
  * Start dispatcher `index`: it drains the uplinks that `sh->snap` lists for
  * it, sleeps on `bell`, and publishes its counters in `stats`. On success
- * the thread is named shoal-disp-<index> and pinned to `cpus` (those this
- * machine has; none: unpinned).
+ * the thread is named shoal-disp-<index> and pinned to `cpus` as
+ * shoal__thread_start() pins.
  */
-int shoal__dispatcher_start(struct shoal__dispatch_shared *sh, int index, uint64_t cpus,
+int shoal__dispatcher_start(struct shoal__dispatch_shared *sh, int index,
+			    const struct bitmask *cpus,
 			    struct shoal_doorbell *bell, struct shoal__reg_dispatcher *stats,
 			    struct shoal__dispatcher **out);
 /* Join a dispatcher after sh->stopping was set and its bell rung; free it. */
@@ -117,14 +119,19 @@ void shoal__dispatcher_stop(struct shoal__dispatcher *d);
  * to `cpus`.
  */
 struct shoal__waker;
-int shoal__waker_start(struct shoal__dispatch_shared *sh, uint64_t cpus,
+int shoal__waker_start(struct shoal__dispatch_shared *sh, const struct bitmask *cpus,
 		       struct shoal__waker **out);
 /* Join the waker after sh->stopping was set and its bell rung; free it. */
 void shoal__waker_stop(struct shoal__waker *w);
 
-/* A thread pinned to `cpus` (none, or none of this machine's: unpinned),
- * named `name`. Returns 0 or a negative errno. */
-int shoal__thread_start(pthread_t *t, uint64_t cpus, void *(*fn)(void *), void *arg,
-			const char *name);
+/*
+ * A thread named `name`, pinned to `cpus` (a set of any size; the caller
+ * keeps it). The kernel keeps the CPUs of the set this machine has online;
+ * a set with none of them (or NULL, or empty) starts the thread unpinned: it
+ * runs where the calling thread may. Returns 0, -ENOMEM (no memory for the
+ * kernel's copy of the set) or another negative errno of pthread_create().
+ */
+int shoal__thread_start(pthread_t *t, const struct bitmask *cpus, void *(*fn)(void *),
+			void *arg, const char *name);
 
 #endif

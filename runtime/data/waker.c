@@ -90,7 +90,7 @@ static void *waker_main(void *arg)
 	return NULL;
 }
 
-int shoal__waker_start(struct shoal__dispatch_shared *sh, uint64_t cpus,
+int shoal__waker_start(struct shoal__dispatch_shared *sh, const struct bitmask *cpus,
 		       struct shoal__waker **out)
 {
 	struct shoal__waker *wk = calloc(1, sizeof(*wk));

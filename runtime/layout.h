@@ -53,8 +53,10 @@ enum shoal__ring_role {
 #define SHOAL__MBX_MAGIC UINT32_C(0x58424d53)   /* "SMBX" */
 /* 2: damage, loss and set-aside fields; 3: rings known by tag, not name;
  * 4: slots of run-time groups freed and reused (slot_seq, released);
- * 5: first_gen and mbx_gen on the group's first line */
-#define SHOAL__LAYOUT_VERSION 5u
+ * 5: first_gen and mbx_gen on the group's first line;
+ * 6: groups of other hosts and their hosts marked down (remote_host, bridge,
+ * hosts_down) */
+#define SHOAL__LAYOUT_VERSION 6u
 #define SHOAL__MAX_TYPES 1024u
 #define SHOAL__SYSTEM_MAX 32u
 
@@ -103,7 +105,11 @@ struct shoal__reg_hdr {
 	 * the next owner starts again from 0. Router-written. */
 	_Atomic uint64_t lost_released;
 	_Atomic uint32_t released;
-	uint8_t pad0[SHOAL_FALSE_SHARING - 108];
+	/* 0, or 1 + the group id of this host's bridge (docs/hosts.md), to
+	 * which direct messages for groups of other hosts go. Router-written
+	 * before any group process starts. */
+	_Atomic uint32_t bridge;
+	uint8_t pad0[SHOAL_FALSE_SHARING - 112];
 	struct shoal__reg_dispatcher disp[SHOAL_MAX_NODES];
 };
 
@@ -154,7 +160,14 @@ struct shoal__reg_group {
 	_Atomic uint64_t lost_queued;
 	uint32_t dispatcher;
 	_Atomic uint32_t attaches;       /* processes that attached (restarts + 1) */
-	uint8_t pad1[32];
+	/* 0: the group runs on this host; else 1 + the index of its host in
+	 * the system file: its slot here is declared (ids agree on every host)
+	 * but never attached, and direct messages for it go to the bridge.
+	 * Router-written when the group is declared. While its host is marked
+	 * down, `state` is SHOAL_GROUP_FAILED (sends fail with -EHOSTDOWN),
+	 * DOWN again when the host comes back. */
+	_Atomic uint32_t remote_host;
+	uint8_t pad1[28];
 	struct shoal__reg_gstat stats[SHOAL_MAX_NODES];
 };
 
@@ -225,7 +238,13 @@ struct shoal__mbx_hdr {
 	uint16_t n_actors;
 	uint16_t pad0;
 	_Atomic uint32_t stop;           /* router -> group: drain and leave */
-	uint8_t pad1[SHOAL_FALSE_SHARING - 20];
+	/* Only in the bridge's mailbox: bit h (of at most 64 hosts) set while the link to host h
+	 * has been down longer than hosts.down_after. Bridge-written; the
+	 * router reads it (runtime/control/router.c) and marks that host's
+	 * groups down in the registry, where senders see it. */
+	uint32_t pad2;
+	_Atomic uint64_t hosts_down;
+	uint8_t pad1[SHOAL_FALSE_SHARING - 32];
 	struct shoal__mbx_worker w[SHOAL_MAX_WORKERS];
 	struct shoal__mbx_aside aside[SHOAL_MAX_WORKERS];
 };
@@ -250,6 +269,9 @@ static_assert(offsetof(struct shoal__mbx_worker, sent_routed) == 2 * SHOAL_FALSE
 static_assert(offsetof(struct shoal__mbx_worker, up_no_route) == 3 * SHOAL_FALSE_SHARING,
 	      "mailbox ABI");
 static_assert(offsetof(struct shoal__mbx_hdr, w) == SHOAL_FALSE_SHARING, "mailbox ABI");
+static_assert(offsetof(struct shoal__mbx_hdr, hosts_down) == 24, "mailbox ABI");
+static_assert(offsetof(struct shoal__reg_group, remote_host) == 160, "registry ABI");
+static_assert(offsetof(struct shoal__reg_hdr, bridge) == 108, "registry ABI");
 static_assert(sizeof(struct shoal__mbx_aside) == 256, "mailbox ABI");
 static_assert(offsetof(struct shoal__mbx_hdr, aside) ==
 	      SHOAL_FALSE_SHARING + SHOAL_MAX_WORKERS * sizeof(struct shoal__mbx_worker),

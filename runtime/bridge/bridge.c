@@ -14,11 +14,27 @@
  * supervisor's bridge routes). The handler matches it against those
  * groups' routes, kept here as a table whose filters name a host instead
  * of a group, and queues one record per host that has a match, the
- * envelope and payload as they were. A record from a peer is sent on,
- * routed, from the bridge's own group: its host's router matches it
- * against the same routes and delivers it to the groups there. What the
- * bridge itself sent comes back to it by those same bridge routes: it is
- * never sent to a link again (no loops), only counted.
+ * envelope and payload as the producer wrote them into its uplink. A
+ * record from a peer goes into the bridge's own uplink with that envelope
+ * (runtime/data/relay.h): its host's router matches it against the same
+ * routes and delivers it to the groups there, the sender being the
+ * original one. What came from another host comes back to the bridge by
+ * those same bridge routes: it is never sent to a link again (no loops),
+ * only counted.
+ *
+ * Direct messages and responses: a send to a group of another host goes
+ * into a direct ring of this bridge (runtime/data/send.c); the handler
+ * queues it on the link to that group's host, and the far bridge writes it
+ * into the group's mailbox with its envelope unchanged, so that the
+ * responder answers the original requester, through its own bridge.
+ *
+ * Back-pressure: a record the link cannot take keeps the handler (and so
+ * the mailbox's rings) waiting; a record the mailbox or uplink here cannot
+ * take stays held by the link, whose credit then stops the far sender.
+ *
+ * A link down longer than hosts.down_after: its host's bit in the
+ * mailbox's hosts_down, which the router turns into its groups marked down
+ * where senders see it (-EHOSTDOWN).
  */
 #include <errno.h>
 #include <poll.h>
@@ -32,6 +48,7 @@
 #include "runtime/bridge/bridge.h"
 #include "runtime/bridge/link.h"
 #include "runtime/control/config.h"
+#include "runtime/data/relay.h"
 #include "runtime/route/route.h"
 #include "shm/util.h"
 
@@ -52,8 +69,10 @@ struct counts {
 	uint64_t no_host;        /* messages no route of another host matched */
 	uint64_t returned;       /* what the bridge sent itself, come back: dropped */
 	uint64_t lost_down;      /* records a link down past down_after refused */
-	uint64_t received;       /* records from peers sent on, routed, here */
+	uint64_t received;       /* records from peers sent on here */
 	uint64_t refused_in;     /* records from peers that are no message of this system */
+	uint64_t direct;         /* of `forwarded`, direct messages and responses */
+	uint64_t no_group;       /* direct messages for no group of another host */
 };
 
 struct bridge {
@@ -70,6 +89,7 @@ struct bridge {
 	struct shoal_type *types;
 	struct shoal_group *g;
 	struct shoal_ctx *ctx;
+	uint64_t hosts_down;             /* as last told to the router (note_down()) */
 	struct counts n;
 };
 
@@ -196,29 +216,57 @@ static void tell(const struct bridge *b, struct peer *p)
 	p->seen = st;
 }
 
-/* ---- routed messages -------------------------------------------------------- */
+/* ---- messages -------------------------------------------------------------- */
 
 /*
- * Records from p's peer, sent on as routed messages from this host's
- * bridge. A record the uplink has no room for stays held, so the link's
- * credit pushes back on the peer; one that is not a message of this
- * system's types (DESIGN invariant 1: a peer's bytes are checked like a
- * ring's) is dropped and counted.
+ * Tell the router (the mailbox's hosts_down, docs/hosts.md) whether p's
+ * host has been away longer than hosts.down_after, or is back. The bit of
+ * a restarted bridge stays as its predecessor left it until its own link
+ * says otherwise.
+ */
+static void note_down(struct bridge *b, const struct peer *p)
+{
+	struct shoal__link_stats st;
+	uint64_t bit = UINT64_C(1) << (p->h - b->cfg->hosts), down = b->hosts_down;
+
+	shoal__link_stats(p->link, &st);
+	if (st.state == SHOAL__LINK_UP)
+		down &= ~bit;
+	else if (shoal__now_ns() - st.down_since_ns > b->cfg->down_after_ns)
+		down |= bit;
+	if (down != b->hosts_down) {
+		b->hosts_down = down;
+		shoal__bridge_hosts_down(b->ctx, down);
+		say(b, p, "%s", down & bit ? "down longer than hosts.down_after: sends to its "
+			"groups fail with -EHOSTDOWN" : "its host reachable again");
+	}
+}
+
+/*
+ * Records from p's peer, put into this host's system with their envelope
+ * as it was: a routed one (dest SHOAL_ADDR_NONE) into the bridge's
+ * uplink, a direct message or a response into its destination's mailbox.
+ * A record there is no room for yet (or whose direct link is being
+ * opened) stays held, so the link's credit pushes back on the peer; one
+ * that is not a message of this system (DESIGN invariant 1: a peer's bytes
+ * are checked like a ring's) is dropped and counted.
  */
 static void take_records(struct bridge *b, struct peer *p)
 {
 	struct shoal__frame_rec r;
 
+	note_down(b, p);
 	while (shoal__link_recv_peek(p->link, &r) == 0) {
+		const unsigned char *payload = (const unsigned char *)r.data + sizeof(struct shoal_envelope);
 		struct shoal_envelope env;
 		int ret = -EPROTO;
 
 		if (r.len >= sizeof(env)) {
 			memcpy(&env, r.data, sizeof(env));
 			if (env.len == r.len - sizeof(env))
-				ret = shoal_try_send(b->ctx, env.type,
-						     (const unsigned char *)r.data + sizeof(env),
-						     env.len);
+				ret = env.dest == SHOAL_ADDR_NONE ?
+					shoal__send_routed_env(b->ctx, &env, payload) :
+					shoal__send_env(b->ctx, &env, payload);
 		}
 		if (ret == -EAGAIN)
 			return;
@@ -272,13 +320,47 @@ static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t ta
 	}
 }
 
+/* The host of group `g` of the file; -1 for the bridge or no group. */
+static int host_of(const struct bridge *b, int g)
+{
+	return g >= 0 && (uint32_t)g < b->cfg->n_groups ? b->cfg->groups[g].host : -1;
+}
+
+/*
+ * A direct message or a response for a group of another host (the sender
+ * sent it to this bridge, runtime/data/send.c): to that group's host, its
+ * envelope as it is.
+ */
+static void carry_direct(struct bridge *b, const struct shoal_msg *m)
+{
+	uint32_t len = (uint32_t)sizeof(*m->env) + m->len;
+	int h = host_of(b, shoal_addr_group(m->env->dest));
+
+	if (h < 0 || h == b->host || b->by_host[h] == NULL || len > max_record(b->cfg->link.window)) {
+		/* Only a sender that skipped send.c's checks gets here. */
+		b->n.no_group++;
+		return;
+	}
+	memcpy(b->rec, m->env, sizeof(*m->env));
+	memcpy(b->rec + sizeof(*m->env), m->data, m->len);
+	b->n.direct++;
+	link_put(b, b->by_host[h], len, 0);
+}
+
 static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 {
 	struct bridge *b = a->user;
 	uint32_t n, len = (uint32_t)sizeof(*m->env) + m->len;
 	bool sent[SHOAL__MAX_HOSTS] = { false };
+	struct shoal_envelope env = *m->env;
 
-	if (shoal_addr_group(m->env->sender) == shoal_group_id(b->g)) {
+	if (shoal_addr_group(env.dest) != shoal_group_id(b->g)) {
+		carry_direct(b, m);
+		return;
+	}
+	/* Sent by a group of another host (or by no group of the file):
+	 * it came through a bridge, and goes to none again. */
+	if (host_of(b, shoal_addr_group(env.sender)) != b->host) {
 		b->n.returned++;
 		return;
 	}
@@ -292,8 +374,12 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 		b->n.lost_down++;
 		return;
 	}
-	memcpy(b->rec, m->env, sizeof(*m->env));
-	memcpy(b->rec + sizeof(*m->env), m->data, m->len);
+	/* As its producer wrote it into its uplink, before this host's
+	 * router addressed the copy to the bridge. */
+	env.dest = SHOAL_ADDR_NONE;
+	env.flags &= ~SHOAL_ENV_ROUTED;
+	memcpy(b->rec, &env, sizeof(env));
+	memcpy(b->rec + sizeof(env), m->data, m->len);
 	for (uint32_t i = 0; i < n; i++) {
 		uint16_t h = shoal__route_filter(b->remote, b->matches[i])->group;
 
@@ -410,10 +496,12 @@ int shoal__bridge_run(const struct shoal__bridge_opts *o, struct shoal_err *err)
 		serve(&b);
 		fprintf(o->log, "stopped: %llu records sent to other hosts, %llu received and "
 			"sent on here; %llu messages for no other host, %llu of its own come back, "
-			"%llu lost to a host down, %llu received records refused\n",
+			"%llu lost to a host down, %llu received records refused; %llu of those "
+			"sent direct, %llu direct for no group of another host\n",
 			(unsigned long long)b.n.forwarded, (unsigned long long)b.n.received,
 			(unsigned long long)b.n.no_host, (unsigned long long)b.n.returned,
-			(unsigned long long)b.n.lost_down, (unsigned long long)b.n.refused_in);
+			(unsigned long long)b.n.lost_down, (unsigned long long)b.n.refused_in,
+			(unsigned long long)b.n.direct, (unsigned long long)b.n.no_group);
 	}
 	close_all(&b);
 	return ret;

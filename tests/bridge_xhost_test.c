@@ -1,0 +1,499 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Requests, responses and direct messages between two hosts: two network
+ * namespaces joined by a veth pair (tests/netns.c), each running `shoal run
+ * --host a|b` on one file with its own shared-memory folder, as
+ * bridge_hosts does. A requester on a asks a responder on b; the envelope
+ * crosses unchanged (the responder sees the requester's own address, and
+ * answers it through its bridge); direct messages from a to b arrive once
+ * each, in order; the host of the responder killed with SIGKILL (its `shoal
+ * run`, its bridge and the responder) while a request waits ends that
+ * request with -EHOSTDOWN before its timeout, and later sends to that
+ * host's group fail with -EHOSTDOWN, direct and routed.
+ *
+ * This program is also the groups' program (`--role requester|responder`),
+ * so that the test needs nothing beside itself and `shoal`. The groups
+ * write what they saw into log files the test reads. Runs as root; skips
+ * visibly (exit 77) otherwise. Every wait has a deadline; the one duration
+ * asserted ("before the timeout") has a margin of minutes against seconds.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <shoal/group.h>
+
+#include "tests/netns.h"
+#include "tests/testutil.h"
+
+#define PORT 7410
+#define WAIT_MS 60000
+#define REQUESTS 200
+#define NOTES 1000
+#define HOLD UINT64_C(999999)       /* the request the responder never answers */
+#define HOLD_TIMEOUT_S 300          /* that request's timeout: far beyond what it takes */
+
+enum { T_ASK = 1, T_NOTE = 2, T_FEED = 3 };
+
+/* ---- the groups --------------------------------------------------------------- */
+
+static const struct shoal_type types[] = {
+	{ T_ASK, 8, "ask" }, { T_NOTE, 8, "note" }, { T_FEED, 8, "feed" },
+};
+static int log_fd = -1;
+
+__attribute__((format(printf, 1, 2)))
+static void logf_line(const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (log_fd >= 0 && n > 0 && write(log_fd, line, (size_t)n) != n)
+		_exit(5);
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The responder: answers seq with seq + 1 (HOLD: never, it sleeps in the
+ * handler); logs every note with the group of its sender. */
+static void responder_msg(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	uint64_t seq = 0;
+
+	if (m->len == sizeof(seq))
+		memcpy(&seq, m->data, sizeof(seq));
+	if (m->type == T_ASK && (m->env->flags & SHOAL_ENV_REQUEST)) {
+		uint64_t r = seq + 1;
+
+		if (seq == HOLD) {
+			logf_line("holding\n");
+			for (;;)
+				pause();
+		}
+		if (seq == 0)
+			logf_line("asker %d\n", shoal_addr_group(m->env->sender));
+		shoal_respond(a->ctx, m, T_ASK, &r, sizeof(r));
+	} else if (m->type == T_NOTE) {
+		logf_line("note %llu from %d\n", (unsigned long long)seq,
+			  shoal_addr_group(m->env->sender));
+	}
+}
+
+/* One request, tried again while host b is not reachable yet. */
+static int ask(struct shoal_ctx *ctx, uint64_t dest, uint64_t seq, int64_t timeout_ns)
+{
+	uint64_t r = 0, until = mono_ms() + WAIT_MS;
+	struct shoal_reply rep = { .buf = &r, .cap = sizeof(r) };
+	int ret;
+
+	for (;;) {
+		ret = shoal_request(ctx, dest, T_ASK, &seq, sizeof(seq), timeout_ns, &rep);
+		if ((ret != -EHOSTDOWN && ret != -ETIMEDOUT) || seq == HOLD || mono_ms() > until)
+			break;
+		usleep(100000);
+	}
+	if (ret == 0 && (rep.len != sizeof(r) || r != seq + 1))
+		return -EBADMSG;
+	return ret;
+}
+
+static int requester(const char *mode)
+{
+	struct shoal_group_desc d = { .types = types, .n_types = 3, .node = -1 };
+	struct shoal_err err = { { 0 } };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	uint64_t dest, t0;
+	int ret = 0;
+
+	if (shoal_group_attach(&g, &d, NULL, &err) < 0) {
+		fprintf(stderr, "requester: %s\n", err.msg);
+		return 1;
+	}
+	ctx = shoal_group_worker(g, 0);
+	dest = shoal_group_lookup(g, "resp", SHOAL_SLOT_GROUP);
+	logf_line("me %d\n", shoal_group_id(g));
+	for (uint64_t i = 0; i < REQUESTS && ret == 0; i++)
+		ret = ask(ctx, dest, i, 10 * INT64_C(1000000000));
+	logf_line("requests %d\n", ret);
+	if (strcmp(mode, "notes") == 0) {
+		for (uint64_t i = 0; i < NOTES && ret == 0; i++)
+			ret = shoal_send_to(ctx, dest, T_NOTE, &i, sizeof(i));
+		logf_line("notes %d\n", ret);
+	} else if (ret == 0) {
+		uint64_t seq = HOLD;
+
+		logf_line("hold start\n");
+		t0 = mono_ms();
+		ret = ask(ctx, dest, seq, HOLD_TIMEOUT_S * INT64_C(1000000000));
+		logf_line("hold %d after %llu ms\n", ret, (unsigned long long)(mono_ms() - t0));
+		logf_line("after %d %d %d\n", shoal_send_to(ctx, dest, T_NOTE, &seq, sizeof(seq)),
+			  shoal_try_send_to(ctx, dest, T_NOTE, &seq, sizeof(seq)),
+			  shoal_send(ctx, T_FEED, &seq, sizeof(seq)));
+	}
+	while (shoal_poll(ctx, 0, 100000000) != -ESHUTDOWN)
+		;
+	shoal_group_detach(g);
+	return 0;
+}
+
+static int group_main(int argc, char **argv)
+{
+	const char *role = "", *log = NULL, *mode = "notes";
+	struct shoal_group_desc d = { .types = types, .n_types = 3, .node = -1,
+				      .on_message = responder_msg };
+
+	for (int i = 1; i + 1 < argc; i++) {
+		if (strcmp(argv[i], "--role") == 0)
+			role = argv[i + 1];
+		else if (strcmp(argv[i], "--log") == 0)
+			log = argv[i + 1];
+		else if (strcmp(argv[i], "--mode") == 0)
+			mode = argv[i + 1];
+	}
+	if (log != NULL)
+		log_fd = open(log, O_WRONLY | O_APPEND | O_CREAT, 0600);
+	if (strcmp(role, "requester") == 0)
+		return requester(mode);
+	if (strcmp(role, "responder") == 0)
+		return shoal_group_main(&d, argc, argv);
+	fprintf(stderr, "usage: %s --role requester|responder --log FILE [--mode notes|hold]\n",
+		argv[0]);
+	return 2;
+}
+
+/* ---- the test ---------------------------------------------------------------- */
+
+static struct test_netns hosts;
+static const char *skip_reason;
+static char self[PATH_MAX], dir[64], shm[2][96], out[2][128], cfg_notes[128], cfg_hold[128];
+static char log_req[128], log_resp[128];
+static pid_t run[2];
+static const char *const name[2] = { "a", "b" };
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *text = calloc(1, 1 << 20);
+	size_t n;
+
+	assert_non_null(text);
+	if (f == NULL)
+		return text;
+	n = fread(text, 1, (1 << 20) - 1, f);
+	text[n] = '\0';
+	fclose(f);
+	return text;
+}
+
+static void show_outputs(void)
+{
+	for (int s = 0; s < 2; s++) {
+		char *text = slurp(out[s]);
+
+		fprintf(stderr, "--- host %s:\n%s\n", name[s], text);
+		free(text);
+	}
+	for (int i = 0; i < 2; i++) {
+		char *text = slurp(i == 0 ? log_req : log_resp);
+
+		fprintf(stderr, "--- %s log:\n%s\n", i == 0 ? "requester" : "responder", text);
+		free(text);
+	}
+}
+
+/* Wait until file `path` holds `needle`; fail past WAIT_MS. */
+static void expect_in(const char *path, const char *needle)
+{
+	for (int ms = 0; ms < WAIT_MS; ms += 50) {
+		char *text = slurp(path);
+		bool seen = strstr(text, needle) != NULL;
+
+		free(text);
+		if (seen)
+			return;
+		usleep(50000);
+	}
+	show_outputs();
+	fail_msg("'%s' not seen in %s in time", needle, path);
+}
+
+/* `shoal run --host NAME` in side's namespace, with its own shm folder. */
+static pid_t start(int side, const char *file)
+{
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open(out[side], O_WRONLY | O_CREAT | O_APPEND, 0600);
+
+		if (fd < 0 || test_netns_enter(&hosts, side) < 0)
+			_exit(126);
+		setenv("SHOAL_SHM_DIR", shm[side], 1);
+		setenv("UCX_TLS", "tcp", 1);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl(getenv("SHOAL_BIN"), "shoal", "run", "--status", "plain", "--host",
+		      name[side], file, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static int write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	int ret = f != NULL && fputs(text, f) >= 0 ? 0 : -1;
+
+	if (f != NULL)
+		fclose(f);
+	return ret;
+}
+
+/* The system file: requester on a (in `mode`), responder on b. */
+static int write_cfg(const char *path, const char *system, int port, const char *mode)
+{
+	static char text[2 * PATH_MAX + 1024];
+
+	snprintf(text, sizeof(text),
+		 "system: %s\nhosts:\n  down_after: 1s\n"
+		 "  link: { keepalive: 50ms, dead_after: 500ms, backoff: 20ms, max_backoff: 200ms }\n"
+		 "  list:\n    - { name: a, listen: '%s:%d' }\n    - { name: b, listen: '%s:%d' }\n"
+		 "types:\n  - { id: 1, name: ask, max_size: 8 }\n"
+		 "  - { id: 2, name: note, max_size: 8 }\n  - { id: 3, name: feed, max_size: 8 }\n"
+		 "groups:\n"
+		 "  - { name: req, program: '%s', args: [--role, requester, --mode, %s, --log, '%s'],\n"
+		 "      host: a }\n"
+		 "  - { name: resp, program: '%s', args: [--role, responder, --log, '%s'], host: b,\n"
+		 "      routes: [ { types: [feed] } ] }\n",
+		 system, hosts.addr[0], port, hosts.addr[1], port, self, mode, log_req, self,
+		 log_resp);
+	return write_text(path, text);
+}
+
+static int setup(void **state)
+{
+	ssize_t n;
+
+	(void)state;
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return -1;
+	self[n] = '\0';
+	if (test_netns_create(&hosts, "xhost", 79) < 0) {
+		skip_reason = "could not make the namespaces (see above)";
+		return 0;
+	}
+	snprintf(dir, sizeof(dir), "/tmp/shoal-test-xhost-%d", (int)getpid());
+	if (mkdir(dir, 0700) != 0)
+		return -1;
+	for (int s = 0; s < 2; s++) {
+		snprintf(shm[s], sizeof(shm[s]), "/dev/shm/shoal-test-xhost-%d-%s", (int)getpid(),
+			 name[s]);
+		snprintf(out[s], sizeof(out[s]), "%s/%s.out", dir, name[s]);
+		if (mkdir(shm[s], 0700) != 0)
+			return -1;
+	}
+	snprintf(log_req, sizeof(log_req), "%s/req.log", dir);
+	snprintf(log_resp, sizeof(log_resp), "%s/resp.log", dir);
+	snprintf(cfg_notes, sizeof(cfg_notes), "%s/xn.yaml", dir);
+	snprintf(cfg_hold, sizeof(cfg_hold), "%s/xh.yaml", dir);
+	if (write_cfg(cfg_notes, "xn", PORT, "notes") < 0)
+		return -1;
+	return write_cfg(cfg_hold, "xh", PORT + 1, "hold");
+}
+
+static void stop_run(int side)
+{
+	if (run[side] > 0) {
+		kill(run[side], SIGTERM);
+		if (test_wait_pid(run[side], WAIT_MS) == -1) {
+			kill(run[side], SIGKILL);
+			test_wait_pid(run[side], 5000);
+		}
+		run[side] = 0;
+	}
+}
+
+static int teardown(void **state)
+{
+	char cmd[512];
+
+	(void)state;
+	for (int s = 0; s < 2; s++)
+		if (run[s] > 0) {
+			kill(run[s], SIGKILL);
+			test_wait_pid(run[s], 5000);
+		}
+	test_netns_destroy(&hosts);
+	if (dir[0] != '\0') {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s' '%s'", dir, shm[0], shm[1]);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", cmd);
+	}
+	return 0;
+}
+
+/* Fresh logs and outputs for a case. */
+static void reset(void)
+{
+	const char *files[] = { out[0], out[1], log_req, log_resp };
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		unlink(files[i]);
+}
+
+/* The pid `shoal run` of side says it started for group `group` first. */
+static pid_t started_pid(int side, const char *group)
+{
+	char needle[64], *text = slurp(out[side]), *p;
+	pid_t pid = 0;
+
+	snprintf(needle, sizeof(needle), "group %s: started pid ", group);
+	p = strstr(text, needle);
+	if (p != NULL)
+		pid = (pid_t)atoi(p + strlen(needle));
+	free(text);
+	return pid;
+}
+
+static void xhost_requests_and_notes_cross_with_their_envelope(void **state)
+{
+	char *text, *p;
+	int me = -1, asker = -1;
+	uint64_t next = 0;
+
+	(void)state;
+	if (skip_reason) {
+		fprintf(stderr, "skipped: %s\n", skip_reason);
+		skip();
+	}
+	reset();
+	run[0] = start(0, cfg_notes);
+	run[1] = start(1, cfg_notes);
+	expect_in(log_req, "requests 0\n");
+	expect_in(log_req, "notes 0\n");
+	{
+		char last[64];
+
+		snprintf(last, sizeof(last), "note %d from ", NOTES - 1);
+		expect_in(log_resp, last);
+	}
+	stop_run(0);
+	stop_run(1);
+	text = slurp(log_req);
+	assert_int_equal(sscanf(text, "me %d", &me), 1);
+	free(text);
+	text = slurp(log_resp);
+	/* The responder saw the requester's own address, not its bridge's. */
+	p = strstr(text, "asker ");
+	assert_non_null(p);
+	assert_int_equal(sscanf(p, "asker %d", &asker), 1);
+	assert_int_equal(asker, me);
+	/* Every note once, in order, from the requester. */
+	for (p = text; (p = strstr(p, "note ")) != NULL; p++) {
+		unsigned long long seq;
+		int from;
+
+		assert_int_equal(sscanf(p, "note %llu from %d", &seq, &from), 2);
+		if (seq != next || from != me) {
+			show_outputs();
+			fail_msg("note %llu from %d where note %llu from %d was due", seq, from,
+				 (unsigned long long)next, me);
+		}
+		next++;
+	}
+	assert_int_equal(next, NOTES);
+	free(text);
+}
+
+static void xhost_host_killed_ends_request_with_hostdown(void **state)
+{
+	char *text, *p;
+	pid_t victims[3];
+	int ret = 0, s1 = 0, s2 = 0, s3 = 0;
+	unsigned long long ms = 0;
+
+	(void)state;
+	if (skip_reason) {
+		fprintf(stderr, "skipped: %s\n", skip_reason);
+		skip();
+	}
+	reset();
+	run[0] = start(0, cfg_hold);
+	run[1] = start(1, cfg_hold);
+	expect_in(log_req, "hold start\n");
+	expect_in(log_resp, "holding\n");
+	/* Host b goes at once: its shoal run, its bridge, the responder. */
+	victims[0] = started_pid(1, "bridge");
+	victims[1] = started_pid(1, "resp");
+	victims[2] = run[1];
+	for (int i = 0; i < 3; i++) {
+		assert_true(victims[i] > 0);
+		kill(victims[i], SIGKILL);
+	}
+	test_wait_pid(run[1], 5000);
+	run[1] = 0;
+	expect_in(log_req, "\nafter ");
+	expect_in(out[0], "host b: away longer than hosts.down_after");
+	text = slurp(log_req);
+	p = strstr(text, "hold ");
+	p = p != NULL ? strstr(p + 1, "hold ") : NULL;   /* past "hold start" */
+	assert_non_null(p);
+	assert_int_equal(sscanf(p, "hold %d after %llu ms", &ret, &ms), 2);
+	assert_int_equal(ret, -EHOSTDOWN);
+	/* Before the timeout: minutes of margin against the seconds it takes. */
+	assert_true(ms < HOLD_TIMEOUT_S * 1000ULL / 2);
+	p = strstr(text, "\nafter ");
+	assert_non_null(p);
+	assert_int_equal(sscanf(p, "\nafter %d %d %d", &s1, &s2, &s3), 3);
+	assert_int_equal(s1, -EHOSTDOWN);
+	assert_int_equal(s2, -EHOSTDOWN);
+	assert_int_equal(s3, -EHOSTDOWN);
+	free(text);
+	stop_run(0);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(xhost_requests_and_notes_cross_with_their_envelope),
+		cmocka_unit_test(xhost_host_killed_ends_request_with_hostdown),
+	};
+	const char *why;
+
+	if (argc > 1 && strcmp(argv[1], "--role") == 0)
+		return group_main(argc, argv);
+	why = test_netns_unavailable();
+	if (why) {
+		printf("bridge_xhost: skipped: %s\n", why);
+		return TEST_CHILD_SKIP;   /* meson's "skipped" */
+	}
+	if (getenv("SHOAL_BIN") == NULL) {
+		printf("bridge_xhost: skipped: SHOAL_BIN is not set\n");
+		return TEST_CHILD_SKIP;
+	}
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

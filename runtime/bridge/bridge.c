@@ -54,6 +54,7 @@
 
 #define WAKE_NS (10 * UINT64_C(1000000))
 #define MAILBOX_BUDGET 64u
+#define PENDING_MAX 4096u
 
 struct peer {
 	const struct shoal__cfg_host *h;
@@ -73,6 +74,26 @@ struct counts {
 	uint64_t refused_in;     /* records from peers that are no message of this system */
 	uint64_t direct;         /* of `forwarded`, direct messages and responses */
 	uint64_t no_group;       /* direct messages for no group of another host */
+	uint64_t ended;          /* requests brought in, answered -EOWNERDEAD here */
+	uint64_t untracked;      /* requests brought in while PENDING_MAX were watched */
+};
+
+/*
+ * A request brought in from another host, for a group of this host: watched
+ * until its response goes back through this bridge (carry_direct()), or
+ * until its responder's process ends, or if none ran when it came: then
+ * the bridge answers the requester -EOWNERDEAD, as a requester of this
+ * host would be told (shoal_request()), instead of leaving it to its
+ * timeout.
+ */
+struct pending {
+	uint64_t requester;      /* the request's sender */
+	uint64_t responder;      /* its dest */
+	uint64_t rid;
+	uint64_t trace_id;
+	uint32_t type;
+	uint32_t gen;            /* the responder group's incarnation when it came */
+	bool none;               /* no process of the responder's group ran then */
 };
 
 struct bridge {
@@ -90,6 +111,9 @@ struct bridge {
 	struct shoal_group *g;
 	struct shoal_ctx *ctx;
 	uint64_t hosts_down;             /* as last told to the router (note_down()) */
+	struct pending *pending;         /* PENDING_MAX; n_pending of them in use */
+	uint32_t n_pending;
+	bool putting;                    /* in link_put(): b->rec is in use */
 	struct counts n;
 };
 
@@ -242,6 +266,96 @@ static void note_down(struct bridge *b, const struct peer *p)
 	}
 }
 
+/* The host of group `g` of the file; -1 for the bridge or no group. */
+static int host_of(const struct bridge *b, int g)
+{
+	return g >= 0 && (uint32_t)g < b->cfg->n_groups ? b->cfg->groups[g].host : -1;
+}
+
+/* Watch request `env`, just brought in (struct pending). */
+static void track(struct bridge *b, const struct shoal_envelope *env, uint32_t gen, bool none)
+{
+	if (b->n_pending == PENDING_MAX) {
+		b->n.untracked++;
+		return;
+	}
+	b->pending[b->n_pending++] = (struct pending){ env->sender, env->dest, env->request_id,
+						       env->trace_id, env->type, gen, none };
+}
+
+/* Its response went back: stop watching it. */
+static void untrack(struct bridge *b, uint64_t requester, uint64_t rid)
+{
+	for (uint32_t i = 0; i < b->n_pending; i++)
+		if (b->pending[i].rid == rid && b->pending[i].requester == requester) {
+			b->pending[i] = b->pending[--b->n_pending];
+			return;
+		}
+}
+
+/*
+ * A record from another host into this host's system (take_records()). A
+ * request for a group none of whose processes runs is not written: its
+ * requester is answered at once (check_requests()), as shoal_request()
+ * answers a requester here.
+ */
+static int bring_in(struct bridge *b, const struct shoal_envelope *env, const void *payload)
+{
+	uint32_t gen = 0;
+	int running, ret;
+
+	if (env->dest == SHOAL_ADDR_NONE)
+		return shoal__send_routed_env(b->ctx, env, payload);
+	if (!(env->flags & SHOAL_ENV_REQUEST))
+		return shoal__send_env(b->ctx, env, payload);
+	running = shoal__group_running(b->ctx, shoal_addr_group(env->dest), &gen);
+	if (running == 0 && host_of(b, shoal_addr_group(env->dest)) == b->host) {
+		track(b, env, 0, true);
+		return 0;
+	}
+	ret = shoal__send_env(b->ctx, env, payload);
+	if (ret == 0)
+		track(b, env, gen, false);
+	return ret;
+}
+
+/* Defined below: it takes records (take_records()) while it waits for credit. */
+static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t tag);
+
+/*
+ * Answer the requests whose responder's process ended (or never ran) with
+ * -EOWNERDEAD, through the link to the requester's host. Not while a
+ * record is being put on a link (b->putting): b->rec holds it.
+ */
+static void check_requests(struct bridge *b)
+{
+	for (uint32_t i = 0; i < b->n_pending;) {
+		struct pending *q = &b->pending[i];
+		int32_t e = -EOWNERDEAD;
+		uint32_t gen = 0;
+		int h = host_of(b, shoal_addr_group(q->requester));
+		struct shoal_envelope env = { .type = q->type, .len = sizeof(e),
+					      .sender = q->responder, .dest = q->requester,
+					      .trace_id = q->trace_id, .request_id = q->rid,
+					      .send_ns = shoal__now_ns(),
+					      .flags = SHOAL_ENV_RESPONSE | SHOAL_ENV_ERROR };
+
+		if (!q->none &&
+		    shoal__group_running(b->ctx, shoal_addr_group(q->responder), &gen) == 1 &&
+		    gen == q->gen) {
+			i++;
+			continue;
+		}
+		*q = b->pending[--b->n_pending];
+		if (h < 0 || h == b->host || b->by_host[h] == NULL)
+			continue;
+		memcpy(b->rec, &env, sizeof(env));
+		memcpy(b->rec + sizeof(env), &e, sizeof(e));
+		b->n.ended++;
+		link_put(b, b->by_host[h], (uint32_t)(sizeof(env) + sizeof(e)), 0);
+	}
+}
+
 /*
  * Records from p's peer, put into this host's system with their envelope
  * as it was: a routed one (dest SHOAL_ADDR_NONE) into the bridge's
@@ -264,12 +378,10 @@ static void take_records(struct bridge *b, struct peer *p)
 		if (r.len >= sizeof(env)) {
 			memcpy(&env, r.data, sizeof(env));
 			if (env.len == r.len - sizeof(env))
-				ret = env.dest == SHOAL_ADDR_NONE ?
-					shoal__send_routed_env(b->ctx, &env, payload) :
-					shoal__send_env(b->ctx, &env, payload);
+				ret = bring_in(b, &env, payload);
 		}
 		if (ret == -EAGAIN)
-			return;
+			break;
 		if (ret == 0) {
 			b->n.received++;
 		} else if (b->n.refused_in++ == 0) {
@@ -277,6 +389,8 @@ static void take_records(struct bridge *b, struct peer *p)
 		}
 		shoal__link_recv_release(p->link);
 	}
+	if (!b->putting && b->n_pending > 0)
+		check_requests(b);
 }
 
 /*
@@ -290,6 +404,7 @@ static void take_records(struct bridge *b, struct peer *p)
  */
 static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t tag)
 {
+	b->putting = true;
 	for (;;) {
 		struct shoal__link_stats st;
 		uint64_t now;
@@ -297,7 +412,7 @@ static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t ta
 
 		if (ret == 0) {
 			b->n.forwarded++;
-			return;
+			break;
 		}
 		shoal__link_stats(p->link, &st);
 		now = shoal__now_ns();
@@ -306,7 +421,7 @@ static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t ta
 			if (b->n.lost_down++ == 0 || ret != -EAGAIN)
 				say(b, p, "a record of %u bytes not sent: %s", len, ret == -EAGAIN ?
 				    "the host is down past hosts.down_after" : strerror(-ret));
-			return;
+			break;
 		}
 		for (uint32_t i = 0; i < b->n_peers; i++) {
 			shoal__link_poll(b->peers[i].link, now);
@@ -318,12 +433,7 @@ static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t ta
 			poll(&pfd, 1, 1);
 		}
 	}
-}
-
-/* The host of group `g` of the file; -1 for the bridge or no group. */
-static int host_of(const struct bridge *b, int g)
-{
-	return g >= 0 && (uint32_t)g < b->cfg->n_groups ? b->cfg->groups[g].host : -1;
+	b->putting = false;
 }
 
 /*
@@ -341,6 +451,8 @@ static void carry_direct(struct bridge *b, const struct shoal_msg *m)
 		b->n.no_group++;
 		return;
 	}
+	if (m->env->flags & SHOAL_ENV_RESPONSE)
+		untrack(b, m->env->dest, m->env->request_id);
 	memcpy(b->rec, m->env, sizeof(*m->env));
 	memcpy(b->rec + sizeof(*m->env), m->data, m->len);
 	b->n.direct++;
@@ -416,7 +528,8 @@ static int remote_routes(struct bridge *b, struct shoal_err *err)
 	b->matches = calloc(b->cap_matches, sizeof(*b->matches));
 	b->rec = malloc(max_record(b->cfg->link.window));
 	b->types = calloc(c->n_types + 1, sizeof(*b->types));
-	if (b->matches == NULL || b->rec == NULL || b->types == NULL)
+	b->pending = calloc(PENDING_MAX, sizeof(*b->pending));
+	if (b->matches == NULL || b->rec == NULL || b->types == NULL || b->pending == NULL)
 		return shoal__fail(err, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < c->n_types; i++)
 		b->types[i] = (struct shoal_type){ c->types[i].id, c->types[i].max_size,
@@ -464,6 +577,7 @@ static void close_all(struct bridge *b)
 	free(b->matches);
 	free(b->rec);
 	free(b->types);
+	free(b->pending);
 	if (b->g != NULL)
 		shoal_group_detach(b->g);
 	shoal__config_free(b->cfg);
@@ -497,11 +611,13 @@ int shoal__bridge_run(const struct shoal__bridge_opts *o, struct shoal_err *err)
 		fprintf(o->log, "stopped: %llu records sent to other hosts, %llu received and "
 			"sent on here; %llu messages for no other host, %llu of its own come back, "
 			"%llu lost to a host down, %llu received records refused; %llu of those "
-			"sent direct, %llu direct for no group of another host\n",
+			"sent direct, %llu direct for no group of another host; %llu requests "
+			"brought in answered -EOWNERDEAD, %llu not watched\n",
 			(unsigned long long)b.n.forwarded, (unsigned long long)b.n.received,
 			(unsigned long long)b.n.no_host, (unsigned long long)b.n.returned,
 			(unsigned long long)b.n.lost_down, (unsigned long long)b.n.refused_in,
-			(unsigned long long)b.n.direct, (unsigned long long)b.n.no_group);
+			(unsigned long long)b.n.direct, (unsigned long long)b.n.no_group,
+			(unsigned long long)b.n.ended, (unsigned long long)b.n.untracked);
 	}
 	close_all(&b);
 	return ret;

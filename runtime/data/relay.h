@@ -38,6 +38,14 @@ int shoal__send_routed_env(struct shoal_ctx *ctx, const struct shoal_envelope *e
 			   const void *payload);
 
 /*
+ * Whether group `group` of this host has a process attached (RUNNING), with
+ * its incarnation in *gen: 1 if so, 0 if not, -EINVAL for no such group.
+ * The bridge watches the responders of the requests it brought in with it
+ * (a process that dies ends its requests, as for a local requester).
+ */
+int shoal__group_running(const struct shoal_ctx *ctx, int group, uint32_t *gen);
+
+/*
  * Tell the router which hosts the bridge (ctx's group) has found away
  * longer than hosts.down_after: bit h for host h of the file (the
  * mailbox's hosts_down, runtime/layout.h). Never fails, never waits.

@@ -19,6 +19,7 @@
 #include <shoal/doorbell.h>
 #include <shoal/group.h>
 
+#include "runtime/data/relay.h"
 #include "runtime/data/worker.h"
 #include "shm/util.h"
 
@@ -157,6 +158,20 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 	ctx->wait_rid = 0;
 	ctx->wait_reply = NULL;
 	return ret;
+}
+
+int shoal__group_running(const struct shoal_ctx *ctx, int group, uint32_t *gen)
+{
+	const struct shoal__reg_group *rg;
+
+	/* A3: pairs with R3 in registry.c shoal__declare_group(). */
+	if (group < 0 || group >= SHOAL_MAX_GROUPS ||
+	    (uint32_t)group >= shoal_load_acquire(&ctx->g->reg.hdr->n_groups))
+		return -EINVAL;
+	rg = &ctx->g->reg.groups[group];
+	/* Relaxed: as responder_gone() reads them. */
+	*gen = shoal_load_relaxed(&rg->gen);
+	return shoal_load_relaxed(&rg->state) == SHOAL_GROUP_RUNNING;
 }
 
 int shoal_respond(struct shoal_ctx *ctx, const struct shoal_msg *req, uint32_t type,

@@ -186,7 +186,8 @@ static int group_main(int argc, char **argv)
 
 static struct test_netns hosts;
 static const char *skip_reason;
-static char self[PATH_MAX], dir[64], shm[2][96], out[2][128], cfg_notes[128], cfg_hold[128];
+static char self[PATH_MAX], dir[64], shm[2][96], out[2][128], cfg_notes[128], cfg_hold[128],
+	    cfg_proc[128];
 static char log_req[128], log_resp[128];
 static pid_t run[2];
 static const char *const name[2] = { "a", "b" };
@@ -320,9 +321,11 @@ static int setup(void **state)
 	snprintf(log_resp, sizeof(log_resp), "%s/resp.log", dir);
 	snprintf(cfg_notes, sizeof(cfg_notes), "%s/xn.yaml", dir);
 	snprintf(cfg_hold, sizeof(cfg_hold), "%s/xh.yaml", dir);
-	if (write_cfg(cfg_notes, "xn", PORT, "notes") < 0)
+	snprintf(cfg_proc, sizeof(cfg_proc), "%s/xp.yaml", dir);
+	if (write_cfg(cfg_notes, "xn", PORT, "notes") < 0 ||
+	    write_cfg(cfg_hold, "xh", PORT + 1, "hold") < 0)
 		return -1;
-	return write_cfg(cfg_hold, "xh", PORT + 1, "hold");
+	return write_cfg(cfg_proc, "xp", PORT + 2, "hold");
 }
 
 static void stop_run(int side)
@@ -377,6 +380,17 @@ static pid_t started_pid(int side, const char *group)
 		pid = (pid_t)atoi(p + strlen(needle));
 	free(text);
 	return pid;
+}
+
+/* What the request held by the responder returned, and after how long. */
+static void hold_result(const char *text, int *ret, unsigned long long *ms)
+{
+	const char *p = strstr(text, "hold start\n");
+
+	assert_non_null(p);
+	p = strstr(p, "\nhold ");
+	assert_non_null(p);
+	assert_int_equal(sscanf(p + 1, "hold %d after %llu ms", ret, ms), 2);
 }
 
 static void xhost_requests_and_notes_cross_with_their_envelope(void **state)
@@ -459,10 +473,7 @@ static void xhost_host_killed_ends_request_with_hostdown(void **state)
 	expect_in(log_req, "\nafter ");
 	expect_in(out[0], "host b: away longer than hosts.down_after");
 	text = slurp(log_req);
-	p = strstr(text, "hold ");
-	p = p != NULL ? strstr(p + 1, "hold ") : NULL;   /* past "hold start" */
-	assert_non_null(p);
-	assert_int_equal(sscanf(p, "hold %d after %llu ms", &ret, &ms), 2);
+	hold_result(text, &ret, &ms);
 	assert_int_equal(ret, -EHOSTDOWN);
 	/* Before the timeout: minutes of margin against the seconds it takes. */
 	assert_true(ms < HOLD_TIMEOUT_S * 1000ULL / 2);
@@ -476,11 +487,49 @@ static void xhost_host_killed_ends_request_with_hostdown(void **state)
 	stop_run(0);
 }
 
+static void xhost_responder_killed_ends_request_with_ownerdead(void **state)
+{
+	char *text;
+	pid_t victim;
+	int ret = 0;
+	unsigned long long ms = 0;
+
+	(void)state;
+	if (skip_reason) {
+		fprintf(stderr, "skipped: %s\n", skip_reason);
+		skip();
+	}
+	reset();
+	run[0] = start(0, cfg_proc);
+	run[1] = start(1, cfg_proc);
+	expect_in(log_req, "hold start\n");
+	expect_in(log_resp, "holding\n");
+	/* Only the responder's process: its host and its bridge stay. */
+	victim = started_pid(1, "resp");
+	assert_true(victim > 0);
+	kill(victim, SIGKILL);
+	expect_in(log_req, "\nafter ");
+	text = slurp(log_req);
+	hold_result(text, &ret, &ms);
+	assert_int_equal(ret, -EOWNERDEAD);
+	assert_true(ms < HOLD_TIMEOUT_S * 1000ULL / 2);
+	free(text);
+	stop_run(0);
+	stop_run(1);
+	text = slurp(out[1]);
+	if (strstr(text, "1 requests brought in answered -EOWNERDEAD") == NULL) {
+		show_outputs();
+		fail_msg("the bridge of b did not count one request answered -EOWNERDEAD");
+	}
+	free(text);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(xhost_requests_and_notes_cross_with_their_envelope),
 		cmocka_unit_test(xhost_host_killed_ends_request_with_hostdown),
+		cmocka_unit_test(xhost_responder_killed_ends_request_with_ownerdead),
 	};
 	const char *why;
 

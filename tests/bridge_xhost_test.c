@@ -42,6 +42,9 @@
 #define NOTES 1000
 #define HOLD UINT64_C(999999)       /* the request the responder never answers */
 #define HOLD_TIMEOUT_S 300          /* that request's timeout: far beyond what it takes */
+#define FLOOD_MAX 1000000           /* try_send_to's that never meet a full ring: a failure */
+#define FLOOD_MORE 2000             /* blocking sends after the first full ring */
+#define FULL_MS 2000                /* -EAGAIN this long in a row: the way is full */
 
 enum { T_ASK = 1, T_NOTE = 2, T_FEED = 3 };
 
@@ -51,6 +54,7 @@ static const struct shoal_type types[] = {
 	{ T_ASK, 8, "ask" }, { T_NOTE, 8, "note" }, { T_FEED, 8, "feed" },
 };
 static int log_fd = -1;
+static const char *stall_file;   /* the responder takes no note until it exists */
 
 __attribute__((format(printf, 1, 2)))
 static void logf_line(const char *fmt, ...)
@@ -94,6 +98,8 @@ static void responder_msg(struct shoal_actor *a, const struct shoal_msg *m)
 			logf_line("asker %d\n", shoal_addr_group(m->env->sender));
 		shoal_respond(a->ctx, m, T_ASK, &r, sizeof(r));
 	} else if (m->type == T_NOTE) {
+		while (stall_file != NULL && access(stall_file, F_OK) != 0)
+			usleep(10000);
 		logf_line("note %llu from %d\n", (unsigned long long)seq,
 			  shoal_addr_group(m->env->sender));
 	}
@@ -136,7 +142,32 @@ static int requester(const char *mode)
 	for (uint64_t i = 0; i < REQUESTS && ret == 0; i++)
 		ret = ask(ctx, dest, i, 10 * INT64_C(1000000000));
 	logf_line("requests %d\n", ret);
-	if (strcmp(mode, "notes") == 0) {
+	if (strcmp(mode, "flood") == 0) {
+		uint64_t seq = 0, failing = 0;
+
+		/* Until the way to the stalled responder is full: try_send_to
+		 * refused for FULL_MS in a row. */
+		while (ret == 0 && seq < FLOOD_MAX) {
+			int r = shoal_try_send_to(ctx, dest, T_NOTE, &seq, sizeof(seq));
+
+			if (r == 0) {
+				seq++;
+				failing = 0;
+			} else if (r != -EAGAIN) {
+				ret = r;
+			} else if (failing == 0) {
+				failing = mono_ms();
+			} else if (mono_ms() - failing > FULL_MS) {
+				break;
+			} else {
+				usleep(1000);
+			}
+		}
+		logf_line("full after %llu %d\n", (unsigned long long)seq, ret);
+		for (uint64_t i = 0; i < FLOOD_MORE && ret == 0; i++, seq++)
+			ret = shoal_send_to(ctx, dest, T_NOTE, &seq, sizeof(seq));
+		logf_line("flood %llu %d\n", (unsigned long long)seq, ret);
+	} else if (strcmp(mode, "notes") == 0) {
 		for (uint64_t i = 0; i < NOTES && ret == 0; i++)
 			ret = shoal_send_to(ctx, dest, T_NOTE, &i, sizeof(i));
 		logf_line("notes %d\n", ret);
@@ -170,6 +201,8 @@ static int group_main(int argc, char **argv)
 			log = argv[i + 1];
 		else if (strcmp(argv[i], "--mode") == 0)
 			mode = argv[i + 1];
+		else if (strcmp(argv[i], "--stall") == 0)
+			stall_file = argv[i + 1];
 	}
 	if (log != NULL)
 		log_fd = open(log, O_WRONLY | O_APPEND | O_CREAT, 0600);
@@ -177,8 +210,8 @@ static int group_main(int argc, char **argv)
 		return requester(mode);
 	if (strcmp(role, "responder") == 0)
 		return shoal_group_main(&d, argc, argv);
-	fprintf(stderr, "usage: %s --role requester|responder --log FILE [--mode notes|hold]\n",
-		argv[0]);
+	fprintf(stderr, "usage: %s --role requester|responder --log FILE "
+		"[--mode notes|hold|flood] [--stall FILE]\n", argv[0]);
 	return 2;
 }
 
@@ -187,8 +220,8 @@ static int group_main(int argc, char **argv)
 static struct test_netns hosts;
 static const char *skip_reason;
 static char self[PATH_MAX], dir[64], shm[2][96], out[2][128], cfg_notes[128], cfg_hold[128],
-	    cfg_proc[128];
-static char log_req[128], log_resp[128];
+	    cfg_proc[128], cfg_flood[128];
+static char log_req[128], log_resp[128], stall[128];
 static pid_t run[2];
 static const char *const name[2] = { "a", "b" };
 
@@ -273,24 +306,31 @@ static int write_text(const char *path, const char *text)
 	return ret;
 }
 
-/* The system file: requester on a (in `mode`), responder on b. */
-static int write_cfg(const char *path, const char *system, int port, const char *mode)
+/* The system file: requester on a (in `mode`), responder on b (stalled
+ * until `stall` exists, if given); links of `window` bytes. */
+static int write_cfg(const char *path, const char *system, int port, const char *mode,
+		     const char *window, const char *stall_on)
 {
+	char extra[160] = "";
+
 	static char text[2 * PATH_MAX + 1024];
 
+	if (stall_on != NULL)
+		snprintf(extra, sizeof(extra), ", --stall, '%s'", stall_on);
 	snprintf(text, sizeof(text),
 		 "system: %s\nhosts:\n  down_after: 1s\n"
-		 "  link: { keepalive: 50ms, dead_after: 500ms, backoff: 20ms, max_backoff: 200ms }\n"
+		 "  link: { window: %s, keepalive: 50ms, dead_after: 500ms, backoff: 20ms,\n"
+		 "          max_backoff: 200ms }\n"
 		 "  list:\n    - { name: a, listen: '%s:%d' }\n    - { name: b, listen: '%s:%d' }\n"
 		 "types:\n  - { id: 1, name: ask, max_size: 8 }\n"
 		 "  - { id: 2, name: note, max_size: 8 }\n  - { id: 3, name: feed, max_size: 8 }\n"
 		 "groups:\n"
 		 "  - { name: req, program: '%s', args: [--role, requester, --mode, %s, --log, '%s'],\n"
 		 "      host: a }\n"
-		 "  - { name: resp, program: '%s', args: [--role, responder, --log, '%s'], host: b,\n"
-		 "      routes: [ { types: [feed] } ] }\n",
-		 system, hosts.addr[0], port, hosts.addr[1], port, self, mode, log_req, self,
-		 log_resp);
+		 "  - { name: resp, program: '%s', args: [--role, responder, --log, '%s'%s],\n"
+		 "      host: b, routes: [ { types: [feed] } ] }\n",
+		 system, window, hosts.addr[0], port, hosts.addr[1], port, self, mode, log_req,
+		 self, log_resp, extra);
 	return write_text(path, text);
 }
 
@@ -322,10 +362,13 @@ static int setup(void **state)
 	snprintf(cfg_notes, sizeof(cfg_notes), "%s/xn.yaml", dir);
 	snprintf(cfg_hold, sizeof(cfg_hold), "%s/xh.yaml", dir);
 	snprintf(cfg_proc, sizeof(cfg_proc), "%s/xp.yaml", dir);
-	if (write_cfg(cfg_notes, "xn", PORT, "notes") < 0 ||
-	    write_cfg(cfg_hold, "xh", PORT + 1, "hold") < 0)
+	snprintf(cfg_flood, sizeof(cfg_flood), "%s/xf.yaml", dir);
+	snprintf(stall, sizeof(stall), "%s/go", dir);
+	if (write_cfg(cfg_notes, "xn", PORT, "notes", "1MiB", NULL) < 0 ||
+	    write_cfg(cfg_hold, "xh", PORT + 1, "hold", "1MiB", NULL) < 0 ||
+	    write_cfg(cfg_proc, "xp", PORT + 2, "hold", "1MiB", NULL) < 0)
 		return -1;
-	return write_cfg(cfg_proc, "xp", PORT + 2, "hold");
+	return write_cfg(cfg_flood, "xf", PORT + 3, "flood", "64KiB", stall);
 }
 
 static void stop_run(int side)
@@ -393,40 +436,25 @@ static void hold_result(const char *text, int *ret, unsigned long long *ms)
 	assert_int_equal(sscanf(p + 1, "hold %d after %llu ms", ret, ms), 2);
 }
 
-static void xhost_requests_and_notes_cross_with_their_envelope(void **state)
+/*
+ * After both hosts stopped: the responder saw the requester's own address
+ * (not its bridge's) in a request, and notes 0 .. n - 1 from it, each once,
+ * in order.
+ */
+static void check_notes(uint64_t n)
 {
 	char *text, *p;
 	int me = -1, asker = -1;
 	uint64_t next = 0;
 
-	(void)state;
-	if (skip_reason) {
-		fprintf(stderr, "skipped: %s\n", skip_reason);
-		skip();
-	}
-	reset();
-	run[0] = start(0, cfg_notes);
-	run[1] = start(1, cfg_notes);
-	expect_in(log_req, "requests 0\n");
-	expect_in(log_req, "notes 0\n");
-	{
-		char last[64];
-
-		snprintf(last, sizeof(last), "note %d from ", NOTES - 1);
-		expect_in(log_resp, last);
-	}
-	stop_run(0);
-	stop_run(1);
 	text = slurp(log_req);
 	assert_int_equal(sscanf(text, "me %d", &me), 1);
 	free(text);
 	text = slurp(log_resp);
-	/* The responder saw the requester's own address, not its bridge's. */
 	p = strstr(text, "asker ");
 	assert_non_null(p);
 	assert_int_equal(sscanf(p, "asker %d", &asker), 1);
 	assert_int_equal(asker, me);
-	/* Every note once, in order, from the requester. */
 	for (p = text; (p = strstr(p, "note ")) != NULL; p++) {
 		unsigned long long seq;
 		int from;
@@ -439,8 +467,81 @@ static void xhost_requests_and_notes_cross_with_their_envelope(void **state)
 		}
 		next++;
 	}
-	assert_int_equal(next, NOTES);
+	assert_int_equal(next, n);
 	free(text);
+}
+
+/* Wait until the responder logged note `seq`. */
+static void expect_note(uint64_t seq)
+{
+	char last[64];
+
+	snprintf(last, sizeof(last), "note %llu from ", (unsigned long long)seq);
+	expect_in(log_resp, last);
+}
+
+static void xhost_requests_and_notes_cross_with_their_envelope(void **state)
+{
+	(void)state;
+	if (skip_reason) {
+		fprintf(stderr, "skipped: %s\n", skip_reason);
+		skip();
+	}
+	reset();
+	run[0] = start(0, cfg_notes);
+	run[1] = start(1, cfg_notes);
+	expect_in(log_req, "requests 0\n");
+	expect_in(log_req, "notes 0\n");
+	expect_note(NOTES - 1);
+	stop_run(0);
+	stop_run(1);
+	check_notes(NOTES);
+}
+
+/*
+ * A responder that takes nothing: its ring on b fills, then the link's
+ * window (the far bridge holds what it cannot write), then the bridge's
+ * ring on a, and try_send_to says -EAGAIN at the sender; blocking sends
+ * wait. Once the responder takes again, every note accepted arrives once,
+ * in order.
+ */
+static void xhost_full_responder_pushes_back_on_the_sender(void **state)
+{
+	char *text, *p;
+	unsigned long long full = 0, total = 0;
+	int ret = 1;
+
+	(void)state;
+	if (skip_reason) {
+		fprintf(stderr, "skipped: %s\n", skip_reason);
+		skip();
+	}
+	reset();
+	unlink(stall);
+	run[0] = start(0, cfg_flood);
+	run[1] = start(1, cfg_flood);
+	expect_in(log_req, "full after ");
+	text = slurp(log_req);
+	p = strstr(text, "full after ");
+	assert_int_equal(sscanf(p, "full after %llu %d", &full, &ret), 2);
+	free(text);
+	assert_int_equal(ret, 0);
+	if (full == 0 || full >= FLOOD_MAX) {
+		show_outputs();
+		fail_msg("%llu notes taken before the way was full", full);
+	}
+	assert_int_equal(write_text(stall, "go\n"), 0);
+	expect_in(log_req, "\nflood ");
+	text = slurp(log_req);
+	p = strstr(text, "\nflood ");
+	assert_int_equal(sscanf(p + 1, "flood %llu %d", &total, &ret), 2);
+	free(text);
+	assert_int_equal(ret, 0);
+	assert_int_equal(total, full + FLOOD_MORE);
+	expect_note(total - 1);
+	stop_run(0);
+	stop_run(1);
+	check_notes(total);
 }
 
 static void xhost_host_killed_ends_request_with_hostdown(void **state)
@@ -528,6 +629,7 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(xhost_requests_and_notes_cross_with_their_envelope),
+		cmocka_unit_test(xhost_full_responder_pushes_back_on_the_sender),
 		cmocka_unit_test(xhost_host_killed_ends_request_with_hostdown),
 		cmocka_unit_test(xhost_responder_killed_ends_request_with_ownerdead),
 	};

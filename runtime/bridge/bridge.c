@@ -110,7 +110,6 @@ struct bridge {
 	struct shoal_type *types;
 	struct shoal_group *g;
 	struct shoal_ctx *ctx;
-	uint64_t hosts_down;             /* as last told to the router (note_down()) */
 	struct pending *pending;         /* PENDING_MAX; n_pending of them in use */
 	uint32_t n_pending;
 	bool putting;                    /* in link_put(): b->rec is in use */
@@ -251,19 +250,17 @@ static void tell(const struct bridge *b, struct peer *p)
 static void note_down(struct bridge *b, const struct peer *p)
 {
 	struct shoal__link_stats st;
-	uint64_t bit = UINT64_C(1) << (p->h - b->cfg->hosts), down = b->hosts_down;
+	uint64_t bit = UINT64_C(1) << (p->h - b->cfg->hosts), set = 0, clear = 0, was;
 
 	shoal__link_stats(p->link, &st);
 	if (st.state == SHOAL__LINK_UP)
-		down &= ~bit;
+		clear = bit;
 	else if (shoal__now_ns() - st.down_since_ns > b->cfg->down_after_ns)
-		down |= bit;
-	if (down != b->hosts_down) {
-		b->hosts_down = down;
-		shoal__bridge_hosts_down(b->ctx, down);
-		say(b, p, "%s", down & bit ? "down longer than hosts.down_after: sends to its "
-			"groups fail with -EHOSTDOWN" : "its host reachable again");
-	}
+		set = bit;
+	was = shoal__bridge_hosts_down(b->ctx, set, clear);
+	if (((was & ~clear) | set) != was)
+		say(b, p, "%s", set ? "down longer than hosts.down_after: sends to its groups fail "
+			"with -EHOSTDOWN" : "its host reachable again");
 }
 
 /* The host of group `g` of the file; -1 for the bridge or no group. */

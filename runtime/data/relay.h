@@ -47,10 +47,13 @@ int shoal__group_running(const struct shoal_ctx *ctx, int group, uint32_t *gen);
 
 /*
  * Tell the router which hosts the bridge (ctx's group) has found away
- * longer than hosts.down_after: bit h for host h of the file (the
- * mailbox's hosts_down, runtime/layout.h). Never fails, never waits.
+ * longer than hosts.down_after, bit h for host h of the file, in its
+ * mailbox's hosts_down (runtime/layout.h), which outlives the process: the
+ * bits of `set` are set, those of `clear` cleared, the others kept as a
+ * predecessor may have left them. Returns what it held before. Never
+ * fails, never waits; the bridge's one worker only.
  */
-void shoal__bridge_hosts_down(struct shoal_ctx *ctx, uint64_t down);
+uint64_t shoal__bridge_hosts_down(struct shoal_ctx *ctx, uint64_t set, uint64_t clear);
 
 /*
  * Concurrency: as the try_ sends: one thread per ctx; any number of ctxs

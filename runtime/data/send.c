@@ -953,11 +953,15 @@ int shoal__send_routed_env(struct shoal_ctx *ctx, const struct shoal_envelope *e
 	return ret;
 }
 
-void shoal__bridge_hosts_down(struct shoal_ctx *ctx, uint64_t down)
+uint64_t shoal__bridge_hosts_down(struct shoal_ctx *ctx, uint64_t set, uint64_t clear)
 {
 	/* Relaxed: a hint the router polls (runtime/control/router.c);
-	 * nothing else is published with it. */
-	shoal_store_relaxed(&ctx->g->mbx->hosts_down, down);
+	 * nothing else is published with it, and the bridge's worker is its
+	 * only writer, so a load and a store are enough. */
+	uint64_t old = shoal_load_relaxed(&ctx->g->mbx->hosts_down);
+
+	shoal_store_relaxed(&ctx->g->mbx->hosts_down, (old & ~clear) | set);
+	return old;
 }
 
 int shoal_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,

@@ -585,7 +585,11 @@ static void xhost_host_killed_ends_request_with_hostdown(void **state)
 	assert_int_equal(s2, -EHOSTDOWN);
 	assert_int_equal(s3, -EHOSTDOWN);
 	free(text);
+	/* Host b again: the link comes back, and with it its groups. */
+	run[1] = start(1, cfg_hold);
+	expect_in(out[0], "host b: back; its groups reachable again");
 	stop_run(0);
+	stop_run(1);
 }
 
 static void xhost_responder_killed_ends_request_with_ownerdead(void **state)

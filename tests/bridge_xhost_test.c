@@ -425,6 +425,27 @@ static pid_t started_pid(int side, const char *group)
 	return pid;
 }
 
+/* A case's start: skipped without namespaces; else fresh logs and both
+ * hosts running `file`. */
+static void begin(const char *file)
+{
+	if (skip_reason) {
+		fprintf(stderr, "skipped: %s\n", skip_reason);
+		skip();
+	}
+	reset();
+	run[0] = start(0, file);
+	run[1] = start(1, file);
+}
+
+/* begin(), then until the requester's hold request waits on the responder. */
+static void begin_hold(const char *file)
+{
+	begin(file);
+	expect_in(log_req, "hold start\n");
+	expect_in(log_resp, "holding\n");
+}
+
 /* What the request held by the responder returned, and after how long. */
 static void hold_result(const char *text, int *ret, unsigned long long *ms)
 {
@@ -483,13 +504,7 @@ static void expect_note(uint64_t seq)
 static void xhost_requests_and_notes_cross_with_their_envelope(void **state)
 {
 	(void)state;
-	if (skip_reason) {
-		fprintf(stderr, "skipped: %s\n", skip_reason);
-		skip();
-	}
-	reset();
-	run[0] = start(0, cfg_notes);
-	run[1] = start(1, cfg_notes);
+	begin(cfg_notes);
 	expect_in(log_req, "requests 0\n");
 	expect_in(log_req, "notes 0\n");
 	expect_note(NOTES - 1);
@@ -512,14 +527,8 @@ static void xhost_full_responder_pushes_back_on_the_sender(void **state)
 	int ret = 1;
 
 	(void)state;
-	if (skip_reason) {
-		fprintf(stderr, "skipped: %s\n", skip_reason);
-		skip();
-	}
-	reset();
 	unlink(stall);
-	run[0] = start(0, cfg_flood);
-	run[1] = start(1, cfg_flood);
+	begin(cfg_flood);
 	expect_in(log_req, "full after ");
 	text = slurp(log_req);
 	p = strstr(text, "full after ");
@@ -552,15 +561,7 @@ static void xhost_host_killed_ends_request_with_hostdown(void **state)
 	unsigned long long ms = 0;
 
 	(void)state;
-	if (skip_reason) {
-		fprintf(stderr, "skipped: %s\n", skip_reason);
-		skip();
-	}
-	reset();
-	run[0] = start(0, cfg_hold);
-	run[1] = start(1, cfg_hold);
-	expect_in(log_req, "hold start\n");
-	expect_in(log_resp, "holding\n");
+	begin_hold(cfg_hold);
 	/* Host b goes at once: its shoal run, its bridge, the responder. */
 	victims[0] = started_pid(1, "bridge");
 	victims[1] = started_pid(1, "resp");
@@ -600,15 +601,7 @@ static void xhost_responder_killed_ends_request_with_ownerdead(void **state)
 	unsigned long long ms = 0;
 
 	(void)state;
-	if (skip_reason) {
-		fprintf(stderr, "skipped: %s\n", skip_reason);
-		skip();
-	}
-	reset();
-	run[0] = start(0, cfg_proc);
-	run[1] = start(1, cfg_proc);
-	expect_in(log_req, "hold start\n");
-	expect_in(log_resp, "holding\n");
+	begin_hold(cfg_proc);
 	/* Only the responder's process: its host and its bridge stay. */
 	victim = started_pid(1, "resp");
 	assert_true(victim > 0);

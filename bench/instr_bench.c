@@ -20,9 +20,11 @@
 #include <unistd.h>
 
 #include <shoal/group.h>
+#include <shoal/ring.h>
 #include <shoal/router.h>
 
 #include "bench/bench.h"
+#include "bench/plain_ring.h"
 
 #define PROG "shoal-bench-instr"
 #define TYPE 1u
@@ -80,6 +82,92 @@ NOINLINE static int op_poll_empty(struct shoal_ctx *c)
 	KEEP_FRAME(shoal_poll(c, 0, 0));
 }
 
+/*
+ * The rings alone, beside the plain fixed-slot ring the benchmarks compare
+ * them with (bench/plain_ring.h): a batch of BATCH 64-byte messages written
+ * (a copy each, one publication) and read (a word of each summed, one
+ * release), as shoal-bench-ring's throughput rows do.
+ */
+NOINLINE static int op_ring_put(struct shoal_ring_prod *p, const unsigned char (*b)[BYTES])
+{
+	for (uint32_t i = 0; i < BATCH; i++) {
+		void *dst = shoal_ring_reserve(p, BYTES, 0);
+
+		if (dst == NULL)
+			return -1;
+		memcpy(dst, b[i], BYTES);
+	}
+	shoal_ring_commit(p);
+	KEEP_FRAME(0);
+}
+
+NOINLINE static int op_ring_take(struct shoal_ring_cons *c, uint64_t *sum)
+{
+	struct shoal_rec recs[BATCH];
+	unsigned n = shoal_ring_peek_burst(c, recs, BATCH);
+	uint64_t w;
+
+	for (unsigned i = 0; i < n; i++) {
+		memcpy(&w, recs[i].data, sizeof(w));
+		*sum += w;
+	}
+	shoal_ring_release(c);
+	KEEP_FRAME((int)n);
+}
+
+NOINLINE static int op_plain_put(struct plain_prod *p, const unsigned char (*b)[BYTES])
+{
+	if (plain_prod_room(p, BATCH) != BATCH)
+		return -1;
+	for (uint32_t i = 0; i < BATCH; i++)
+		memcpy(plain_prod_slot(p, i), b[i], BYTES);
+	plain_prod_publish(p, BATCH);
+	KEEP_FRAME(0);
+}
+
+NOINLINE static int op_plain_take(struct plain_cons *c, uint64_t *sum)
+{
+	uint32_t n = plain_cons_avail(c, BATCH);
+	uint64_t w;
+
+	for (uint32_t i = 0; i < n; i++) {
+		memcpy(&w, plain_cons_slot(c, i), sizeof(w));
+		*sum += w;
+	}
+	plain_cons_release(c, n);
+	KEEP_FRAME((int)n);
+}
+
+/* `rounds` batches through a Shoal ring and through a plain ring, in
+ * process memory. 0, or -1 if a batch did not go through whole. */
+static int rings(uint64_t rounds, const unsigned char (*payload)[BYTES], uint64_t *sum)
+{
+	uint64_t len = shoal_ring_size(64 * 1024), plen = plain_ring_size(BYTES, 1024);
+	struct shoal_ring_prod p;
+	struct shoal_ring_cons c;
+	struct plain_prod pp;
+	struct plain_cons pc;
+	void *mem = NULL, *pmem = NULL;
+	int ret = -1;
+
+	if (posix_memalign(&mem, 128, len) != 0 || posix_memalign(&pmem, 128, plen) != 0 ||
+	    shoal_ring_init(mem, len, 64 * 1024, 0) < 0 ||
+	    shoal_ring_prod_attach(&p, mem, len, NULL) < 0 ||
+	    shoal_ring_cons_attach(&c, mem, len, NULL) < 0 ||
+	    plain_ring_init(pmem, plen, BYTES, 1024) < 0 || plain_prod_attach(&pp, pmem, plen) < 0 ||
+	    plain_cons_attach(&pc, pmem, plen) < 0)
+		goto out;
+	for (uint64_t k = 0; k < rounds; k++)
+		if (op_ring_put(&p, payload) < 0 || op_ring_take(&c, sum) != (int)BATCH ||
+		    op_plain_put(&pp, payload) < 0 || op_plain_take(&pc, sum) != (int)BATCH)
+			goto out;
+	ret = 0;
+out:
+	free(mem);
+	free(pmem);
+	return ret;
+}
+
 /* Wait (polling, not measured) until `want` messages were handled. */
 static int drain_to(struct shoal_ctx *c, uint64_t want)
 {
@@ -112,7 +200,7 @@ int main(int argc, char **argv)
 	struct shoal_group *g = NULL;
 	struct shoal_err err = { "" };
 	struct shoal_filter f = { .types = { TYPE }, .n_types = 1, .mode = SHOAL_ROUTE_GROUP };
-	uint64_t rounds = 2000, empty = 0, self;
+	uint64_t rounds = 2000, empty = 0, self, sum = 0;
 	struct shoal_ctx *c;
 	char system[64];
 	uint32_t sent;
@@ -176,11 +264,19 @@ int main(int argc, char **argv)
 			if (op_poll_empty(c) != 0)
 				goto refused;
 	}
+	if (rings(rounds, (const unsigned char (*)[BYTES])payload, &sum) < 0)
+		goto refused;
 	printf("op_send_to %llu\nop_send %llu\nop_burst_to %llu\nop_burst %llu\n"
 	       "op_poll_batch %llu\nop_poll_empty %llu\n",
 	       (unsigned long long)(rounds * BATCH), (unsigned long long)(rounds * BATCH),
 	       (unsigned long long)(rounds * BATCH), (unsigned long long)(rounds * BATCH),
 	       (unsigned long long)(2 * rounds * BATCH), (unsigned long long)empty);
+	printf("op_ring_put %llu\nop_ring_take %llu\nop_plain_put %llu\nop_plain_take %llu\n",
+	       (unsigned long long)(rounds * BATCH), (unsigned long long)(rounds * BATCH),
+	       (unsigned long long)(rounds * BATCH), (unsigned long long)(rounds * BATCH));
+	/* Read, so that the reads of the rings are not optimised away. */
+	if (sum == 1)
+		printf("sum %llu\n", (unsigned long long)sum);
 	ret = 0;
 	goto out;
 refused:

@@ -54,17 +54,26 @@ enum shoal__ring_role {
 /* 2: damage, loss and set-aside fields; 3: rings known by tag, not name;
  * 4: slots of run-time groups freed and reused (slot_seq, released);
  * 5: first_gen and mbx_gen on the group's first line;
- * 6: groups of other hosts and their hosts marked down (remote_host, bridge,
+ * 6: dispatchers' CPU sets of any size, in their own table (cpus_off);
+ * 7: groups of other hosts and their hosts marked down (remote_host, bridge,
  * hosts_down) */
-#define SHOAL__LAYOUT_VERSION 6u
+#define SHOAL__LAYOUT_VERSION 7u
 #define SHOAL__MAX_TYPES 1024u
 #define SHOAL__SYSTEM_MAX 32u
 
-/* Per-dispatcher counters, written by that dispatcher only. */
+/*
+ * CPU numbers Shoal handles: below Linux's largest NR_CPUS. A CPU set in the
+ * registry is `cpu_words` 64-bit words (bit c of word c / 64 is CPU c),
+ * as many as the router's CPUs need, at most SHOAL__CPU_WORDS_MAX.
+ */
+#define SHOAL__CPUS_MAX 8192u
+#define SHOAL__CPU_WORDS_MAX (SHOAL__CPUS_MAX / 64)
+
+/* Per-dispatcher counters, written by that dispatcher only. Its CPU set is
+ * in the registry's CPU table (struct shoal__reg_hdr, cpus_off). */
 struct shoal__reg_dispatcher {
 	int32_t node;
 	uint32_t pad0;
-	uint64_t cpus;                   /* CPU mask it is pinned to */
 	_Atomic uint64_t batches;        /* loop passes that moved at least one message */
 	_Atomic uint64_t messages;       /* records taken from uplinks */
 	_Atomic uint64_t delivered;      /* copies written into inbound rings */
@@ -77,7 +86,7 @@ struct shoal__reg_dispatcher {
 	_Atomic uint64_t discarded;      /* matches of SHOAL_ROUTE_DISCARD filters */
 	_Atomic uint64_t corrupt;        /* rings it found corrupted and condemned */
 	_Atomic uint64_t dropped_corrupt; /* copies dropped: destination ring corrupted */
-	uint8_t pad1[SHOAL_FALSE_SHARING - 112];
+	uint8_t pad1[SHOAL_FALSE_SHARING - 104];
 };
 
 /* The system's state in the registry header; the tools name them too. */
@@ -105,11 +114,19 @@ struct shoal__reg_hdr {
 	 * the next owner starts again from 0. Router-written. */
 	_Atomic uint64_t lost_released;
 	_Atomic uint32_t released;
+	/* The CPU table: dispatcher d's CPU set (the CPUs of its node) is the
+	 * cpu_words words at cpus_off + d * cpu_words * 8 from the start of
+	 * this struct, written before n_dispatchers counts d (R8 in
+	 * placement.c). Both are set before the magic and never change;
+	 * readers check cpu_words is 1..SHOAL__CPU_WORDS_MAX and the table
+	 * in the region. */
+	uint32_t cpus_off;
+	uint32_t cpu_words;
 	/* 0, or 1 + the group id of this host's bridge (docs/hosts.md), to
 	 * which direct messages for groups of other hosts go. Router-written
 	 * before any group process starts. */
 	_Atomic uint32_t bridge;
-	uint8_t pad0[SHOAL_FALSE_SHARING - 112];
+	uint8_t pad0[SHOAL_FALSE_SHARING - 120];
 	struct shoal__reg_dispatcher disp[SHOAL_MAX_NODES];
 };
 
@@ -271,7 +288,7 @@ static_assert(offsetof(struct shoal__mbx_worker, up_no_route) == 3 * SHOAL_FALSE
 static_assert(offsetof(struct shoal__mbx_hdr, w) == SHOAL_FALSE_SHARING, "mailbox ABI");
 static_assert(offsetof(struct shoal__mbx_hdr, hosts_down) == 24, "mailbox ABI");
 static_assert(offsetof(struct shoal__reg_group, remote_host) == 160, "registry ABI");
-static_assert(offsetof(struct shoal__reg_hdr, bridge) == 108, "registry ABI");
+static_assert(offsetof(struct shoal__reg_hdr, bridge) == 116, "registry ABI");
 static_assert(sizeof(struct shoal__mbx_aside) == 256, "mailbox ABI");
 static_assert(offsetof(struct shoal__mbx_hdr, aside) ==
 	      SHOAL_FALSE_SHARING + SHOAL_MAX_WORKERS * sizeof(struct shoal__mbx_worker),
@@ -280,9 +297,13 @@ static_assert(sizeof(struct shoal_envelope) == 56, "envelope ABI");
 static_assert(offsetof(struct shoal_envelope, dest) == 16, "envelope ABI");
 static_assert(offsetof(struct shoal_envelope, flags) == 48, "envelope ABI");
 
-#define SHOAL__REG_SIZE (sizeof(struct shoal__reg_hdr) +                              \
-			 SHOAL__MAX_TYPES * sizeof(struct shoal__reg_type) +           \
-			 SHOAL_MAX_GROUPS * sizeof(struct shoal__reg_group))
+/* Where the CPU table starts, and the registry's size with the table at its
+ * largest (the router uses as much of it as its CPUs need). */
+#define SHOAL__REG_CPUS_OFF (sizeof(struct shoal__reg_hdr) +                          \
+			     SHOAL__MAX_TYPES * sizeof(struct shoal__reg_type) +       \
+			     SHOAL_MAX_GROUPS * sizeof(struct shoal__reg_group))
+#define SHOAL__REG_SIZE (SHOAL__REG_CPUS_OFF +                                         \
+			 SHOAL_MAX_NODES * SHOAL__CPU_WORDS_MAX * sizeof(uint64_t))
 
 /*
  * Bytes the router asks shoal_seg_create() for (runtime/control/registry.c):
@@ -302,12 +323,14 @@ int shoal__path_socket(char *buf, size_t len, const char *system);
 /* Check a system or group name: 1..31 characters of [A-Za-z0-9_-]. */
 int shoal__check_name(const char *name, const char *what, struct shoal_err *err);
 
-/* The registry views of an attached registry segment, bounds-checked. */
+/* The registry views of an attached registry segment, bounds-checked.
+ * `cpus`: the CPU table, hdr->cpu_words words per dispatcher. */
 struct shoal__registry {
 	struct shoal_seg seg;
 	struct shoal__reg_hdr *hdr;
 	struct shoal__reg_type *types;
 	struct shoal__reg_group *groups;
+	uint64_t *cpus;
 };
 
 /* Attach the registry of system `system` (a name) and validate its layout. */

@@ -6,9 +6,11 @@
  * setup runs this with detect_leaks=1). `shoal run` itself is in run_test.c.
  */
 #include <errno.h>
+#include <numa.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <shoal/router.h>
 #include <shoal/segment.h>
@@ -324,6 +326,53 @@ static void config_without_hosts_runs_every_group_and_refuses_host(void **state)
 	shoal__config_free(c);
 }
 
+/*
+ * cpus: lists of CPUs up to 8191, on any machine: held whole in a libnuma
+ * set, compared set by set on reload. Whether this machine has them is
+ * checked per host at run (shoal__config_check_cpus()), with the place.
+ */
+static void config_cpus_past_63_parse_and_are_checked_per_host(void **state)
+{
+	static const char text[] =
+		"system: s\n"
+		"hosts:\n  list:\n    - { name: big, listen: \"10.0.0.1:7000\" }\n"
+		"    - { name: small, listen: \"10.0.0.2:7000\" }\n"
+		"groups:\n"
+		"  - { name: a, program: /bin/true, host: big, cpus: \"0-3,64,130-131,1023\" }\n"
+		"  - { name: b, program: /bin/true, host: small, cpus: \"0\" }\n"
+		"  - { name: c, program: /bin/true, host: small }\n";
+	struct shoal__config *c, *d;
+	struct shoal_err err = { { 0 } };
+	unsigned n = 0;
+
+	(void)state;
+	c = parse_ok(text);
+	d = parse_ok(text);
+	for (unsigned cpu = 0; cpu < 8192; cpu++)
+		n += numa_bitmask_isbitset(c->groups[0].cpus, cpu) != 0;
+	assert_int_equal(n, 4 + 1 + 2 + 1);
+	assert_true(numa_bitmask_isbitset(c->groups[0].cpus, 64));
+	assert_true(numa_bitmask_isbitset(c->groups[0].cpus, 131));
+	assert_true(numa_bitmask_isbitset(c->groups[0].cpus, 1023));
+	assert_false(numa_bitmask_isbitset(c->groups[0].cpus, 63));
+	assert_null(c->groups[2].cpus);
+	assert_int_equal(c->groups[0].cpus_line, 7);
+	assert_int_equal(c->groups[0].cpus_col, 53);
+	assert_true(shoal__config_group_same(&c->groups[0], &d->groups[0]));
+	assert_false(shoal__config_group_same(&c->groups[0], &d->groups[1]));
+	numa_bitmask_clearbit(d->groups[0].cpus, 1023);
+	assert_false(shoal__config_group_same(&c->groups[0], &d->groups[0]));
+	/* Host small runs b and c, whose CPUs every machine has. */
+	assert_int_equal(shoal__config_check_cpus(c, 1, &err), 0);
+	if (sysconf(_SC_NPROCESSORS_CONF) <= 1023) {
+		assert_int_equal(shoal__config_check_cpus(c, 0, &err), -EINVAL);
+		assert_non_null(strstr(err.msg, "t.yaml:7:53: group a: cpus names CPU 1023; "
+					"this machine has "));
+	}
+	shoal__config_free(c);
+	shoal__config_free(d);
+}
+
 /* A hosts section or a group's host refused where it stands. */
 static const struct {
 	const char *hosts;        /* the hosts: section */
@@ -421,6 +470,7 @@ int main(void)
 		cmocka_unit_test(config_without_hosts_runs_every_group_and_refuses_host),
 		cmocka_unit_test(config_bad_hosts_are_refused_at_their_place),
 		cmocka_unit_test(config_group_named_bridge_is_refused_with_hosts),
+		cmocka_unit_test(config_cpus_past_63_parse_and_are_checked_per_host),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

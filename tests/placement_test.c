@@ -4,10 +4,13 @@
  * node's CPUs; each group's mailbox bound to its node before first touch.
  * This machine has one node, so the spreading logic runs on a described
  * two-node topology (node 0 = CPU 0, node 1 = CPU 1), and page placement is
- * verified with the real topology by asking the kernel (move_pages).
+ * verified with the real topology by asking the kernel (move_pages). CPU
+ * numbers past 63 are described too: the registry's CPU sets hold them.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <numa.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +56,22 @@ static uint64_t thread_cpus(const char *name)
 	return mask;
 }
 
+/* A router on described topology `topo` (this machine needs two CPUs, or
+ * the case is skipped) with groups g0..g<n-1> declared, their ids in ids. */
+static void start_described(const char *system, const struct shoal_topology *topo, int n,
+			    int *ids)
+{
+	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
+		skip();
+	assert_int_equal(rt_start_router(system, topo, 0), 0);
+	for (int i = 0; i < n; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "g%d", i);
+		ids[i] = rt_declare(name, 1, 1);
+	}
+}
+
 static void placement_described_topology_spreads_groups(void **state)
 {
 	const struct shoal_topology topo = { .n_nodes = 2, .cpus = { 1u << 0, 1u << 1 } };
@@ -65,15 +84,7 @@ static void placement_described_topology_spreads_groups(void **state)
 	pid_t pc;
 
 	(void)state;
-	if (sysconf(_SC_NPROCESSORS_ONLN) < 2)
-		skip();
-	assert_int_equal(rt_start_router("place", &topo, 0), 0);
-	for (int i = 0; i < 4; i++) {
-		char name[8];
-
-		snprintf(name, sizeof(name), "g%d", i);
-		ids[i] = rt_declare(name, 1, 1);
-	}
+	start_described("place", &topo, 4, ids);
 	assert_int_equal(shoal_router_group(rt_router, &bad, &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "does not exist"));
 	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
@@ -98,6 +109,80 @@ static void placement_described_topology_spreads_groups(void **state)
 	rt_wait_count(0, 1000, 30000);
 	rt_stop_and_reap(&pc, 1);
 	rt_stop_router();
+}
+
+/* A libnuma CPU set of the CPUs in [lo, hi] and `one`. */
+static struct bitmask *cpu_set(unsigned lo, unsigned hi, unsigned one)
+{
+	struct bitmask *b = numa_bitmask_alloc(SHOAL__CPUS_MAX);
+
+	assert_non_null(b);
+	for (unsigned c = lo; c <= hi; c++)
+		numa_bitmask_setbit(b, c);
+	numa_bitmask_setbit(b, one);
+	return b;
+}
+
+static bool word_bit(const uint64_t *w, unsigned cpu)
+{
+	return w[cpu / 64] >> (cpu % 64) & 1;
+}
+
+/*
+ * A described three-node host with CPUs up to 1023: node 0 = 0 and 64-127,
+ * node 1 = 1 and 130-131, node 2 = 512-1023. Each dispatcher's set reaches
+ * the registry whole (16 words); the threads are pinned to the part below
+ * 64 the data plane takes (node 2's, with none, runs unpinned). A CPU past
+ * the largest number is refused at start.
+ */
+static void placement_cpus_past_63_reach_the_registry(void **state)
+{
+	struct bitmask *sets[3] = { cpu_set(64, 127, 0), cpu_set(130, 131, 1),
+				    cpu_set(512, 1023, 512) };
+	struct shoal_topology topo = { .n_nodes = 3, .cpu_sets = { sets[0], sets[1], sets[2] } };
+	struct shoal_router_opts o = { .system = "bigcpu", .topology = &topo };
+	struct shoal_router *r = NULL;
+	struct shoal_err err = { { 0 } };
+	struct shoal__registry reg;
+	struct bitmask *huge;
+	const uint64_t *w;
+	uint64_t all = 0;
+	cpu_set_t mine;
+	int ids[3];
+
+	(void)state;
+	start_described("bigcpu", &topo, 3, ids);
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	assert_int_equal(atomic_load(&reg.hdr->n_dispatchers), 3);
+	assert_true(reg.hdr->cpu_words >= 16 && reg.hdr->cpu_words <= SHOAL__CPU_WORDS_MAX);
+	for (unsigned d = 0; d < 3; d++) {
+		int node = reg.hdr->disp[d].node;
+
+		w = reg.cpus + d * reg.hdr->cpu_words;
+		for (unsigned c = 0; c < reg.hdr->cpu_words * 64; c++)
+			assert_int_equal(word_bit(w, c), numa_bitmask_isbitset(sets[node], c));
+	}
+	shoal_seg_detach(&reg.seg);
+	assert_int_equal(thread_cpus("shoal-disp-0"), 1u << 0);
+	assert_int_equal(thread_cpus("shoal-disp-1"), 1u << 1);
+	/* Unpinned: it runs where the thread that started it (this one) may. */
+	assert_int_equal(sched_getaffinity(0, sizeof(mine), &mine), 0);
+	for (unsigned c = 0; c < 64; c++)
+		all |= CPU_ISSET(c, &mine) ? UINT64_C(1) << c : 0;
+	assert_int_equal(thread_cpus("shoal-disp-2"), all);
+	rt_stop_router();
+
+	huge = numa_bitmask_alloc(SHOAL__CPUS_MAX + 64);
+	assert_non_null(huge);
+	numa_bitmask_setbit(huge, SHOAL__CPUS_MAX);
+	topo.cpu_sets[2] = huge;
+	test_shm_dir_make("bigcpu2");
+	assert_int_equal(shoal_router_start(&r, &o, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "described node 2 has CPU 8192"));
+	test_shm_dir_remove();
+	numa_bitmask_free(huge);
+	for (int i = 0; i < 3; i++)
+		numa_bitmask_free(sets[i]);
 }
 
 static void placement_mailbox_pages_lie_on_the_group_node(void **state)
@@ -139,6 +224,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_teardown(placement_described_topology_spreads_groups,
+					  leave_nothing),
+		cmocka_unit_test_teardown(placement_cpus_past_63_reach_the_registry,
 					  leave_nothing),
 		cmocka_unit_test_teardown(placement_mailbox_pages_lie_on_the_group_node,
 					  leave_nothing),

@@ -185,6 +185,51 @@ static void ring_producer_refuses_head_past_tail(void **state)
 }
 
 /*
+ * A head moved forward by garbage, on a record boundary, while no consumer
+ * is attached: the producer writes over the records it skipped. The next
+ * consumer cannot deliver them, but it finds them counted in and never
+ * taken out, and reports them lost (DESIGN invariant 6), exactly.
+ */
+static void ring_consumer_counts_records_a_forged_head_skipped(void **state)
+{
+	struct ring_mem m = ring_new();
+	struct shoal_ring_prod p;
+	struct shoal_ring_cons c;
+	uint64_t seq, in, out, next = 3;
+
+	(void)state;
+	assert_int_equal(shoal_ring_prod_attach(&p, m.r, m.len, NULL), 0);
+	for (seq = 0; seq < 6; seq++)
+		assert_int_equal(shoal_ring_enqueue(&p, &seq, sizeof(seq), 0), 0);
+	assert_int_equal(shoal_ring_cons_attach(&c, m.r, m.len, NULL), 0);
+	assert_int_equal(shoal_ring_cons_skipped(&c), 0);
+	assert_int_equal(shoal_ring_dequeue(&c, &seq, sizeof(seq), NULL), 8);
+	assert_int_equal(seq, 0);
+	/* Records 1 and 2 (16 bytes each) skipped; the producer fills the ring
+	 * over them. */
+	atomic_store(&m.r->head, atomic_load(&m.r->head) + 32);
+	for (seq = 6; shoal_ring_enqueue(&p, &seq, sizeof(seq), 0) == 0; seq++)
+		;
+	assert_int_equal(shoal_ring_prod_error(&p), 0);
+	assert_int_equal(shoal_ring_cons_attach(&c, m.r, m.len, NULL), 0);
+	assert_int_equal(shoal_ring_cons_skipped(&c), 2);
+	assert_int_equal(shoal_ring_records(m.r, m.len, &in, &out), 0);
+	assert_int_equal(out, 3);
+	while (shoal_ring_dequeue(&c, &seq, sizeof(seq), NULL) == 8)
+		assert_int_equal(seq, next++);
+	assert_int_equal(next, in);
+	assert_int_equal(shoal_ring_cons_error(&c), 0);
+	/* Attached again: nothing more is missing. */
+	assert_int_equal(shoal_ring_cons_attach(&c, m.r, m.len, NULL), 0);
+	assert_int_equal(shoal_ring_cons_skipped(&c), 0);
+	/* Garbage in the producer's count: at most a ring's worth of records. */
+	atomic_store(&m.r->records_in, UINT64_C(1) << 60);
+	assert_int_equal(shoal_ring_cons_attach(&c, m.r, m.len, NULL), 0);
+	assert_int_equal(shoal_ring_cons_skipped(&c), CAP / 8);
+	free(m.r);
+}
+
+/*
  * A side that gave up on a corrupted ring marks it, in its own line, and
  * the record counters stay readable even when the indices are garbage.
  */
@@ -275,6 +320,7 @@ int main(void)
 	char names[N_CONTROL + N_RECORD][80];
 	const struct CMUnitTest fixed[] = {
 		cmocka_unit_test(ring_producer_refuses_head_past_tail),
+		cmocka_unit_test(ring_consumer_counts_records_a_forged_head_skipped),
 		cmocka_unit_test(ring_condemned_ring_keeps_its_marks_and_counts),
 		cmocka_unit_test(ring_random_corruption_stays_inside),
 	};

@@ -386,6 +386,60 @@ static void damage_mailbox_is_replaced_when_its_group_restarts(void **state)
 }
 
 /*
+ * A group is down with 100 messages queued; garbage moves the head of its
+ * inbound ring 40 records forward, onto a record boundary. The next process
+ * resumes there: the 40 it can never deliver are counted as lost at its
+ * attach (the ring's counters say 100 went in), the other 60 are handled,
+ * and what is sent next is handled exactly: sent = handled + counted.
+ */
+static void damage_head_moved_forward_while_down_is_counted_at_restart(void **state)
+{
+	struct child c1 = { .index = 0, .name = "c0" }, c2 = { .index = 1, .name = "c0" };
+	struct child prod = { .index = 2, .name = "prod", .n = 100, .type = T_PING };
+	struct rt_damage d;
+	struct shoal_seg seg;
+	struct shoal__ring *ring;
+	uint32_t head, len;
+	pid_t p;
+	int id;
+
+	(void)state;
+	id = start_c0("dm-skip", &c1, "prod", NULL, &p);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	kill(p, SIGKILL);
+	assert_int_not_equal(test_wait_pid(p, 5000), -1);
+	for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
+		usleep(1000);
+	send_all(&prod);
+	for (int i = 0; i < WAIT_MS && (rt_damage_of(id, &d), d.delivered < 100); i++)
+		usleep(1000);
+	assert_int_equal(d.delivered, 100);
+	rt_mailbox_map("c0", &seg);
+	ring = rt_ring_of(&seg, "in.0.d0");
+	head = atomic_load(&ring->head);
+	/* Every record is a T_PING of one size: the first header says it. */
+	memcpy(&len, (unsigned char *)ring + SHOAL__RING_DATA_OFF + (head & (ring->capacity - 1)),
+	       sizeof(len));
+	assert_true(100 * ((len + 15) & ~7u) <= ring->capacity - (head & (ring->capacity - 1)));
+	atomic_store(&ring->head, head + 40 * ((len + 15) & ~7u));
+	shoal_seg_detach(&seg);
+
+	p = start_consumer(&c2, id);
+	rt_wait_count(1, 60, WAIT_MS);
+	rt_damage_of(id, &d);
+	assert_int_equal(d.lost, 40);
+	prod.first = 100;
+	prod.n = 200;
+	send_all(&prod);
+	rt_wait_count(1, 260, WAIT_MS);
+	rt_damage_of(id, &d);
+	assert_int_equal(d.lost, 40);
+	assert_int_equal(atomic_load(&rt_res->count[1]), 260);
+	rt_stop_and_reap(&p, 1);
+	rt_stop_router();
+}
+
+/*
  * Sends directly to c->dest: c->n messages, then once `go` is 1 another
  * c->first, then once `go` is 2 another c->mode (each count accepted ones). A send refused (-EUCLEAN: the ring it wrote was given up) is
  * tried again; how many were refused is in status[].
@@ -598,6 +652,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(damage_registry_worker_count_is_bounded_for_direct_sends),
 		cmocka_unit_test(damage_uplink_with_no_room_left_fails_sends_never_waits),
 		cmocka_unit_test(damage_direct_sends_into_a_replaced_mailbox_are_counted),
+		cmocka_unit_test(damage_head_moved_forward_while_down_is_counted_at_restart),
 		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
 					  (void *)&mailbox_cases[0]),
 		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,

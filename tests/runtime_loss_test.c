@@ -382,6 +382,50 @@ static void runtime_queued_messages_of_a_freed_group_are_counted(void **state)
 }
 
 /*
+ * A group registered at run time sends 1000 messages to declared consumer
+ * "c", stopped: c's 64 KiB ring fills (744 records), the dispatcher parks on
+ * the next one, and the rest waits in the sender's uplink when its process
+ * leaves. Nothing will drain it while c is stopped, so after a while
+ * without progress the router frees the group anyway, counting what its
+ * uplink held (lost_released); c, continued, handles exactly the others.
+ */
+static void runtime_group_parked_on_a_stopped_destination_is_freed(void **state)
+{
+	struct child cons = { .index = 0, .name = "c" };
+	struct child prod = { .index = 1, .name = "rtp", .n = 1000, .type = T_PING };
+	struct shoal_router_stats st;
+	uint64_t delivered, lost_q, lost;
+	pid_t pc;
+	int id;
+
+	(void)state;
+	assert_int_equal(rt_start_router("loss-parked", NULL, 0), 0);
+	id = rt_declare("c", 1, 1);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	pc = test_spawn(rt_consumer_main, &cons, sizeof(cons));
+	rt_wait_attached(id);
+	rt_wait_ready(0);
+	kill(pc, SIGSTOP);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
+	wait_released(1, &lost);
+	group_counts(id, &delivered, &lost_q);
+	print_message("c took %llu before the sender's group was freed; %llu counted\n",
+		      (unsigned long long)delivered, (unsigned long long)lost);
+	assert_true(lost > 0);
+	assert_int_equal(delivered + lost, prod.n);
+	assert_int_equal(mailboxes_left("loss-parked", "rtp"), 0);
+	/* `shoal run`'s status line says it too. */
+	shoal_router_stats(rt_router, &st);
+	assert_int_equal(st.lost, lost);
+	kill(pc, SIGCONT);
+	rt_wait_count(0, delivered, 30000);
+	rt_stop_and_reap(&pc, 1);
+	assert_int_equal(atomic_load(&rt_res->count[0]), delivered);
+	rt_stop_router();
+}
+
+/*
  * The same group's inbound ring found corrupted while it held the N_QUEUED
  * (its worker gives the ring up, the router counts them in lost_corrupt and
  * replaces the ring), then its process killed: freed, the group's losses
@@ -666,6 +710,7 @@ int main(void)
 		cmocka_unit_test(runtime_undeclared_groups_are_bounded),
 		cmocka_unit_test(runtime_undeclared_groups_are_freed_when_they_leave),
 		cmocka_unit_test(runtime_queued_messages_of_a_freed_group_are_counted),
+		cmocka_unit_test(runtime_group_parked_on_a_stopped_destination_is_freed),
 		cmocka_unit_test(runtime_freed_group_counts_its_quarantined_ring_once),
 		cmocka_unit_test(runtime_group_address_of_a_freed_group_is_stale_for_the_next),
 		cmocka_unit_test(runtime_slot_counts_start_again_for_its_next_owner),

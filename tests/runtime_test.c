@@ -666,7 +666,9 @@ static void runtime_request_waiting_for_room_keeps_its_timeout(void **state)
 	print_message("request to a full, stuck responder: %s after %.1f ms\n",
 		      shoal_strerror(atomic_load(&rt_res->status[1])), took / 1e6);
 	assert_int_equal(atomic_load(&rt_res->status[1]), -ETIMEDOUT);
-	assert_true(took < 5000000000ll);   /* 200 ms asked; generous for a loaded machine */
+	/* 200 ms asked: 10 times that for a loaded machine, and below the 3 s
+	 * the request once took when the responder let go of its ring late. */
+	assert_true(took < 2000000000ll);
 	kill(pr, SIGKILL);
 	assert_int_not_equal(test_wait_pid(pr, 5000), -1);
 	rt_stop_router();

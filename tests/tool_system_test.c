@@ -277,7 +277,8 @@ static void tool_stat_shows_router_types_and_groups(void **state)
 	assert_has(r.out, "System " SYSTEM "\n");
 	snprintf(want, sizeof(want), "  router        pid %d (alive), running\n", (int)getpid());
 	assert_has(r.out, want);
-	assert_has(r.out, "  groups        3 declared, 1 running, 0 failed, 0 restarts\n");
+	assert_has(r.out,
+		   "  groups        3 declared, 1 running, 0 stopped, 0 failed, 0 restarts\n");
 	assert_has(r.out, "  routes        1 ");
 	assert_has(r.out, "\nDispatchers\n");
 	assert_has(r.out, "\nMessage types\n");
@@ -497,13 +498,14 @@ static void tool_stat_says_when_the_router_is_gone(void **state)
 	memcpy((char *)seg.base + 24, &(int32_t){ (int32_t)gone }, sizeof(int32_t));
 	shoal_seg_detach(&seg);
 	tool_expect(&r, 1, (const char *const[]){ "stat", "copy", NULL });
-	assert_has(r.out, "(dead)");
+	assert_has(r.out, "(dead), gone; it was running");
 	assert_has(r.out, "NOT RUNNING: its router");
 	tool_free(&r);
 	tool_expect(&r, 1, (const char *const[]){ "stat", "--json", "copy", NULL });
 	assert_json_object(r.out);
 	assert_has(r.out, "\"router_alive\": false");
-	assert_has(r.out, "\"status\": \"router_gone\"");
+	/* The system's status and the whole document's. */
+	assert_int_equal(count_of(r.out, "\"status\": \"router_gone\""), 2);
 	tool_free(&r);
 	remove_copies();
 }
@@ -550,6 +552,61 @@ static void tool_stat_refuses_truncated_registry(void **state)
 	copy_segment("reg");
 	assert_int_equal(truncate(test_seg_path("shoal.copy.reg"), 4096), 0);
 	run_all_on_copy(3, "is truncated", NULL);
+	remove_copies();
+}
+
+/*
+ * CPU sets of any size: dispatcher 0 of a copy made to hold CPUs 0-3, 64
+ * and 130-131 in 3-word sets is printed as that list by stat (text and
+ * JSON) and metrics. A count of words beyond the layout's is refused.
+ */
+static void tool_stat_prints_cpus_past_63_as_a_list(void **state)
+{
+	static const char *const cmds[][5] = {
+		{ "stat", "copy", NULL },
+		{ "stat", "--json", "copy", NULL },
+		{ "metrics", "copy", NULL },
+	};
+	struct shoal_seg seg;
+	struct shoal__reg_hdr *h;
+	uint64_t *cpus;
+	struct tool_run r;
+
+	(void)state;
+	h = copy_registry(&seg);
+	assert_true(h->cpu_words >= 1);
+	h->cpu_words = 3;
+	cpus = (uint64_t *)((char *)h + h->cpus_off);
+	cpus[0] = 0xf;
+	cpus[1] = 1;
+	cpus[2] = 3u << 2;
+	shoal_seg_detach(&seg);
+	/* Exit 1: the copy's groups still name the original's mailboxes. */
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		tool_expect(&r, 1, cmds[i]);
+		assert_has(r.out, "0-3,64,130-131");
+		tool_free(&r);
+	}
+	h = copy_registry(&seg);
+	h->cpu_words = SHOAL__CPU_WORDS_MAX + 1;
+	shoal_seg_detach(&seg);
+	run_all_on_copy(3, "CPU sets of 129 words (1 to 128)", NULL);
+	remove_copies();
+}
+
+/* A registry of another layout version (an older build's, before the CPU
+ * table) is refused, naming both versions. */
+static void tool_stat_names_the_layout_version_it_refuses(void **state)
+{
+	struct shoal_seg seg;
+	char want[96];
+
+	(void)state;
+	copy_registry(&seg)->version = SHOAL__LAYOUT_VERSION - 1;
+	shoal_seg_detach(&seg);
+	snprintf(want, sizeof(want), "has registry layout version %u; this build reads version %u",
+		 SHOAL__LAYOUT_VERSION - 1, SHOAL__LAYOUT_VERSION);
+	run_all_on_copy(3, want, NULL);
 	remove_copies();
 }
 
@@ -834,6 +891,8 @@ int main(void)
 		cmocka_unit_test(tool_stat_refuses_random_file),
 		cmocka_unit_test(tool_stat_refuses_truncated_registry),
 		cmocka_unit_test(tool_stat_reports_garbage_tables),
+		cmocka_unit_test(tool_stat_prints_cpus_past_63_as_a_list),
+		cmocka_unit_test(tool_stat_names_the_layout_version_it_refuses),
 		cmocka_unit_test(tool_dump_reports_a_damaged_ring),
 		cmocka_unit_test(tool_commands_name_a_missing_system),
 		cmocka_unit_test(tool_new_commands_reject_bad_command_lines),

@@ -365,13 +365,14 @@ static void system_row(struct shoal__table *t, const struct system *s)
 	shoal__table_cell(t, "%s", s->registry->system);
 	shoal__table_cell(t, "%s", system_state(s));
 	if (s->ret < 0) {
-		for (int c = 0; c < 6; c++)
+		for (int c = 0; c < 7; c++)
 			shoal__table_cell(t, "-");
 	} else {
 		shoal__sys_view_count(v, &n);
 		shoal__table_cell(t, "%d (%s)", v->router_pid, shoal__alive_name(v->router_alive));
 		shoal__table_cell(t, "%u", n.declared);
 		shoal__table_cell(t, "%u", n.running);
+		shoal__table_cell(t, "%u", n.stopped);
 		shoal__table_cell(t, "%u", n.failed);
 		shoal__table_cell(t, "%u", v->n_routes);
 		shoal__table_cell(t, "%u", v->n_dispatchers);
@@ -384,8 +385,8 @@ static int text_systems(const struct listing *l)
 {
 	static const struct shoal__column cols[] = {
 		{ "SYSTEM", 'l' }, { "STATE", 'l' }, { "ROUTER", 'l' }, { "GROUPS", 'r' },
-		{ "RUNNING", 'r' }, { "FAILED", 'r' }, { "ROUTES", 'r' }, { "DISPATCHERS", 'r' },
-		{ "SEGMENTS", 'r' }, { "SIZE", 'r' },
+		{ "RUNNING", 'r' }, { "STOPPED", 'r' }, { "FAILED", 'r' }, { "ROUTES", 'r' },
+		{ "DISPATCHERS", 'r' }, { "SEGMENTS", 'r' }, { "SIZE", 'r' },
 	};
 	char name[NAME_SIZE];
 	struct shoal__table t;
@@ -496,6 +497,7 @@ static void json_system(struct shoal__json *j, const struct system *s)
 			shoal__json_bool(j, "router_alive", v->router_alive > 0);
 		shoal__json_uint(j, "groups_declared", n.declared);
 		shoal__json_uint(j, "groups_running", n.running);
+		shoal__json_uint(j, "groups_stopped", n.stopped);
 		shoal__json_uint(j, "groups_failed", n.failed);
 		shoal__json_uint(j, "routes", v->n_routes);
 		shoal__json_uint(j, "dispatchers", v->n_dispatchers);
@@ -631,9 +633,9 @@ const struct shoal__cmd shoal__cmd_ls = {
 	"List the Shoal systems whose segments are in $SHOAL_SHM_DIR (default\n"
 	"/dev/shm/shoal-UID, the user's own directory): for each, its state, its\n"
 	"router's pid and whether that process is alive, its groups (declared,\n"
-	"running, failed), routes, dispatchers, and how many segments it has and\n"
-	"their total size. A system whose router is dead is a leftover of a crash;\n"
-	"the next router of that name removes it.\n"
+	"running, stopped on request, failed), routes, dispatchers, and how many\n"
+	"segments it has and their total size. A system whose router is dead is a\n"
+	"leftover of a crash; the next router of that name removes it.\n"
 	"\n"
 	"Then list the stray segments no system owns: files named like a system's\n"
 	"segments or control socket whose system has no registry, mailboxes of\n"

@@ -492,7 +492,7 @@ static void print_system(FILE *out, const struct shoal__sys_view *v)
 static void print_dispatcher_info(FILE *out, const struct shoal__sys_view *v)
 {
 	static const struct fam info = { "shoal_dispatcher", INFO, NULL,
-		"A dispatcher: its NUMA node and the CPUs it is pinned to" };
+		"A dispatcher: its NUMA node and that node's CPUs, where it runs" };
 	char cpus[SHOAL_FMT_CPUS_SIZE];
 
 	fam_begin(out, &info);
@@ -501,7 +501,8 @@ static void print_dispatcher_info(FILE *out, const struct shoal__sys_view *v)
 
 		label_int(labels, "dispatcher", d);
 		label_int(labels, "node", v->disp[d].node);
-		label(labels, "cpus", shoal__fmt_cpus(cpus, sizeof(cpus), v->disp[d].cpus));
+		label(labels, "cpus", shoal__fmt_cpus(cpus, sizeof(cpus), v->disp[d].cpus,
+						     v->cpu_words));
 		sample(out, &info, labels, 1);
 	}
 }
@@ -514,6 +515,7 @@ static void print_group_info(FILE *out, const struct shoal__sys_view *v)
 		"State of the group" };
 	static const uint32_t states[] = {
 		SHOAL_GROUP_DOWN, SHOAL_GROUP_RUNNING, SHOAL_GROUP_STOPPING, SHOAL_GROUP_FAILED,
+		SHOAL_GROUP_STOPPED,
 	};
 	const struct shoal__group_view *g;
 

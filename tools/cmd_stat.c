@@ -126,15 +126,17 @@ static void text_system(const struct shoal__sys_view *v)
 	shoal__sys_view_count(v, &n);
 	printf("System %s\n", v->system);
 	field("registry", "%s", shoal__fmt_printable(path, sizeof(path), v->registry_path));
-	field("router", "pid %d (%s), %s", v->router_pid, shoal__alive_name(v->router_alive),
+	/* The state is the last the router wrote: once it is gone, it was. */
+	field("router", "pid %d (%s), %s%s", v->router_pid, shoal__alive_name(v->router_alive),
+	      v->router_alive == 0 ? "gone; it was " : "",
 	      state_or(shoal__system_state_name(v->state), state, sizeof(state), v->state));
 	field("created", "%s", shoal__fmt_time(when, sizeof(when), v->registry.ctime_ns));
 	field("nodes", "%u (%u dispatcher%s), idle spin %s", v->n_nodes, v->n_dispatchers,
 	      v->n_dispatchers == 1 ? "" : "s", shoal__fmt_duration(spin, sizeof(spin),
 								       v->spin_ns));
 	field("routes", "%u (published %u times)", v->n_routes, v->route_version);
-	field("groups", "%u declared, %u running, %u failed, %llu restarts", n.declared,
-	      n.running, n.failed, (unsigned long long)n.restarts);
+	field("groups", "%u declared, %u running, %u stopped, %u failed, %llu restarts",
+	      n.declared, n.running, n.stopped, n.failed, (unsigned long long)n.restarts);
 	if (v->released > 0)
 		field("released", "%u groups registered at run time, freed when their process "
 		      "left; %llu messages they lost (queued then, or counted before)",
@@ -166,7 +168,8 @@ static int text_dispatchers(const struct shoal__sys_view *v)
 		shoal__table_row(&t);
 		shoal__table_cell(&t, "%u", d);
 		shoal__table_cell(&t, "%d", dv->node);
-		shoal__table_cell(&t, "%s", shoal__fmt_cpus(cpus, sizeof(cpus), dv->cpus));
+		shoal__table_cell(&t, "%s", shoal__fmt_cpus(cpus, sizeof(cpus), dv->cpus,
+							     v->cpu_words));
 		shoal__table_cell(&t, "%llu", (unsigned long long)dv->messages);
 		shoal__table_cell(&t, "%llu", (unsigned long long)dv->delivered);
 		shoal__table_cell(&t, "%llu", (unsigned long long)dv->no_route);
@@ -429,11 +432,14 @@ static void json_system(struct shoal__json *j, const struct shoal__sys_view *v)
 	shoal__json_uint(j, "route_version", v->route_version);
 	shoal__json_uint(j, "groups_declared", n.declared);
 	shoal__json_uint(j, "groups_running", n.running);
+	shoal__json_uint(j, "groups_stopped", n.stopped);
 	shoal__json_uint(j, "groups_failed", n.failed);
 	shoal__json_uint(j, "restarts", n.restarts);
 	shoal__json_uint(j, "groups_released", v->released);
 	shoal__json_uint(j, "lost_released", v->lost_released);
-	shoal__json_string(j, "status", v->corrupt ? "corrupt" : "ok");
+	shoal__json_string(j, "status", v->router_alive == 0 ? "router_gone" :
+					 v->corrupt             ? "corrupt" :
+								  "ok");
 	if (v->corrupt)
 		shoal__json_string(j, "reason", v->reason);
 	shoal__json_object_end(j);
@@ -449,7 +455,8 @@ static void json_dispatchers(struct shoal__json *j, const struct shoal__sys_view
 		shoal__json_object_begin(j, NULL);
 		shoal__json_uint(j, "index", d);
 		shoal__json_int(j, "node", dv->node);
-		shoal__json_string(j, "cpus", shoal__fmt_cpus(cpus, sizeof(cpus), dv->cpus));
+		shoal__json_string(j, "cpus", shoal__fmt_cpus(cpus, sizeof(cpus), dv->cpus,
+							       v->cpu_words));
 		shoal__json_uint(j, "batches", dv->batches);
 		shoal__json_uint(j, "messages", dv->messages);
 		shoal__json_uint(j, "delivered", dv->delivered);

@@ -172,9 +172,11 @@ static void group_rates(const struct shoal__group_view *g, const struct shoal__g
 	r->name = g->name;
 	shoal__group_view_queued(g, &r->queued, &bytes);
 	r->fill_pct = group_fill(g);
-	/* The same slot under the same name, read both times: comparable. */
+	/* The same owner of the slot (a freed slot given to a group of the same
+	 * name starts its counters again), read both times: comparable. */
 	r->known = secs > 0 && was != NULL && was->state != SHOAL_GROUP_EMPTY && g->have_counters &&
-		   was->have_counters && strcmp(was->name, g->name) == 0;
+		   was->have_counters && was->slot_seq == g->slot_seq &&
+		   strcmp(was->name, g->name) == 0;
 	if (!r->known)
 		return;
 	r->in = per_s(g->w.received, was->w.received, secs);

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -99,26 +100,29 @@ const char *shoal__fmt_duration(char *buf, size_t cap, uint64_t ns)
 	return buf;
 }
 
-const char *shoal__fmt_cpus(char *buf, size_t cap, uint64_t mask)
+static bool cpu_in(const uint64_t *words, uint32_t n_words, uint32_t cpu)
+{
+	return cpu / 64 < n_words && (words[cpu / 64] >> (cpu % 64) & 1);
+}
+
+const char *shoal__fmt_cpus(char *buf, size_t cap, const uint64_t *words, uint32_t n_words)
 {
 	size_t n = 0;
 
 	if (cap > 0)
 		buf[0] = '\0';
-	if (mask == 0) {
-		snprintf(buf, cap, "none");
-		return buf;
-	}
-	for (unsigned cpu = 0; cpu < 64 && n < cap; cpu++) {
-		unsigned last = cpu;
+	for (uint32_t cpu = 0; cpu < n_words * 64 && n < cap; cpu++) {
+		uint32_t last = cpu;
 
-		if (!(mask >> cpu & 1))
+		if (!cpu_in(words, n_words, cpu))
 			continue;
-		while (last + 1 < 64 && (mask >> (last + 1) & 1))
+		while (cpu_in(words, n_words, last + 1))
 			last++;
 		n += (size_t)snprintf(buf + n, cap - n, last == cpu ? "%s%u" : "%s%u-%u",
 				      n > 0 ? "," : "", cpu, last);
 		cpu = last;
 	}
+	if (n == 0)
+		snprintf(buf, cap, "none");
 	return buf;
 }

@@ -37,14 +37,18 @@ double shoal__fmt_percent(uint64_t part, uint64_t whole);
  *   bytes     "512 B", "8.0 KiB", "10.3 MiB", "2.00 GiB"
  *   rate      a count per second: "0", "950", "12.3k", "1.20M"
  *   duration  nanoseconds: "850 ns", "12.3 us", "4.56 ms", "1.234 s", "75 s"
- *   cpus      a CPU mask as a list: "0-3,8", or "none"
  */
 #define SHOAL_FMT_SHORT_SIZE 32
 const char *shoal__fmt_bytes(char *buf, size_t cap, uint64_t n);
 const char *shoal__fmt_rate(char *buf, size_t cap, double per_s);
 const char *shoal__fmt_duration(char *buf, size_t cap, uint64_t ns);
-/* A mask of 64 CPUs needs at most 160 bytes ("0,2,4,...,62"). */
-#define SHOAL_FMT_CPUS_SIZE 160
-const char *shoal__fmt_cpus(char *buf, size_t cap, uint64_t mask);
+/*
+ * A CPU set of `n_words` 64-bit words (bit c of word c / 64 is CPU c) as a
+ * list: "0-3,64,130-131", or "none". Any set of CPUs below 8192 fits in
+ * SHOAL_FMT_CPUS_SIZE bytes: the longest list, pairs one CPU apart
+ * ("0-1,3-4,...,8189-8190"), takes 27 310.
+ */
+#define SHOAL_FMT_CPUS_SIZE 27400
+const char *shoal__fmt_cpus(char *buf, size_t cap, const uint64_t *words, uint32_t n_words);
 
 #endif

@@ -46,6 +46,7 @@ const char *shoal__group_state_name(uint32_t state)
 		[SHOAL_GROUP_RUNNING] = "running",
 		[SHOAL_GROUP_STOPPING] = "stopping",
 		[SHOAL_GROUP_FAILED] = "failed",
+		[SHOAL_GROUP_STOPPED] = "stopped",
 	};
 
 	return state < sizeof(names) / sizeof(names[0]) ? names[state] : NULL;
@@ -173,7 +174,11 @@ static void read_header(struct shoal__sys_view *v, struct shoal__reg_hdr *h)
 	/* Relaxed, here and below: display values from a single writer. */
 	v->state = shoal_load_relaxed(&h->state);
 	v->n_nodes = h->n_nodes;
-	v->n_dispatchers = shoal_load_relaxed(&h->n_dispatchers);
+	/* A8: pairs with R8 in shoal__ensure_dispatcher(): the dispatchers
+	 * counted here have their node and CPU set written. */
+	v->n_dispatchers = shoal_load_acquire(&h->n_dispatchers);
+	/* Checked at attach; read once here, so checked again. */
+	v->cpu_words = h->cpu_words;
 	v->route_version = shoal_load_relaxed(&h->route_version);
 	v->n_routes = shoal_load_relaxed(&h->n_routes);
 	/* A3: pairs with R3 in the router's group declaration: the slots
@@ -190,6 +195,11 @@ static void read_header(struct shoal__sys_view *v, struct shoal__reg_hdr *h)
 			v->n_dispatchers, SHOAL_MAX_NODES);
 		v->n_dispatchers = SHOAL_MAX_NODES;
 	}
+	if (v->cpu_words == 0 || v->cpu_words > SHOAL__CPU_WORDS_MAX) {
+		problem(&v->corrupt, v->reason, "CPU sets of %u words, not 1 to %u", v->cpu_words,
+			SHOAL__CPU_WORDS_MAX);
+		v->cpu_words = v->cpu_words == 0 ? 1 : SHOAL__CPU_WORDS_MAX;
+	}
 	if (v->n_groups > SHOAL_MAX_GROUPS) {
 		problem(&v->corrupt, v->reason, "%u groups, more than the %d the layout holds",
 			v->n_groups, SHOAL_MAX_GROUPS);
@@ -197,14 +207,17 @@ static void read_header(struct shoal__sys_view *v, struct shoal__reg_hdr *h)
 	}
 }
 
-static void read_dispatchers(struct shoal__sys_view *v, struct shoal__reg_hdr *h)
+static void read_dispatchers(struct shoal__sys_view *v, struct shoal__reg_hdr *h,
+			     const uint64_t *cpus)
 {
 	for (uint32_t d = 0; d < v->n_dispatchers; d++) {
 		struct shoal__reg_dispatcher *rd = &h->disp[d];
 		struct shoal__disp_view *dv = &v->disp[d];
 
 		dv->node = rd->node;
-		dv->cpus = rd->cpus;
+		/* Bounded: d < SHOAL_MAX_NODES, cpu_words <= SHOAL__CPU_WORDS_MAX,
+		 * the table's room in the region (shoal__registry_attach()). */
+		memcpy(dv->cpus, cpus + d * v->cpu_words, v->cpu_words * sizeof(uint64_t));
 		dv->batches = shoal_load_relaxed(&rd->batches);
 		dv->messages = shoal_load_relaxed(&rd->messages);
 		dv->delivered = shoal_load_relaxed(&rd->delivered);
@@ -338,8 +351,10 @@ static void read_group(struct shoal__sys_view *v, uint32_t id, struct shoal__reg
 		read_group_once(v, id, rg);
 		/* A6: pairs with R5 in slot_rewrite_begin(): our reads before. */
 		shoal_fence_acquire();
-		if (!(seq & 1) && shoal_load_relaxed(&rg->slot_seq) == seq)
+		if (!(seq & 1) && shoal_load_relaxed(&rg->slot_seq) == seq) {
+			v->groups[id].slot_seq = seq;
 			return;
+		}
 	}
 	problem(&v->groups[id].corrupt, v->groups[id].reason, "its slot changed owner on every "
 		"one of 100 reads");
@@ -359,7 +374,7 @@ static void read_registry(void *arg)
 	/* The probe also catches a router pid that was recycled. */
 	v->router_alive = shoal_seg_probe(r->reg.seg.path, NULL);
 	read_header(v, r->reg.hdr);
-	read_dispatchers(v, r->reg.hdr);
+	read_dispatchers(v, r->reg.hdr, r->reg.cpus);
 	read_types(v, r->reg.types);
 	for (uint32_t id = 0; id < v->n_groups; id++)
 		read_group(v, id, &r->reg.groups[id]);
@@ -584,6 +599,7 @@ void shoal__sys_view_count(const struct shoal__sys_view *v, struct shoal__sys_co
 		c->declared++;
 		c->running += g->state == SHOAL_GROUP_RUNNING || g->state == SHOAL_GROUP_STOPPING;
 		c->failed += g->state == SHOAL_GROUP_FAILED;
+		c->stopped += g->state == SHOAL_GROUP_STOPPED;
 		c->restarts += shoal__group_view_restarts(g);
 	}
 }

@@ -32,7 +32,7 @@
 
 struct shoal__disp_view {
 	int32_t node;
-	uint64_t cpus;
+	uint64_t cpus[SHOAL__CPU_WORDS_MAX];   /* its CPU set: the view's cpu_words words */
 	uint64_t batches, messages, delivered, no_route, dropped_full, dropped_dead;
 	uint64_t malformed, sleeps, busy_ns, discarded;
 	uint64_t corrupt, dropped_corrupt;   /* rings condemned; copies dropped for them */
@@ -55,6 +55,7 @@ struct shoal__worker_sums {
 
 struct shoal__group_view {
 	uint32_t id;
+	uint32_t slot_seq;              /* the slot's owner changes with it (registry.c) */
 	char name[SHOAL_NAME_MAX];      /* as read, terminated; escape before printing */
 	bool name_ok;                   /* a valid group name */
 	uint32_t state;                 /* enum shoal_group_state, unchecked */
@@ -97,6 +98,7 @@ struct shoal__sys_view {
 	uint32_t state;                 /* 1 running, 2 stopping */
 	uint32_t n_nodes;
 	uint32_t n_dispatchers;         /* bounded by SHOAL_MAX_NODES */
+	uint32_t cpu_words;             /* of each CPU set; bounded by SHOAL__CPU_WORDS_MAX */
 	uint32_t route_version;
 	uint32_t n_routes;
 	uint64_t spin_ns;
@@ -142,6 +144,7 @@ struct shoal__sys_counts {
 	uint32_t declared;   /* slots in a valid state other than empty */
 	uint32_t running;    /* running or stopping: a process is attached */
 	uint32_t failed;
+	uint32_t stopped;    /* stopped on request, no process */
 	uint64_t restarts;
 };
 
@@ -169,7 +172,8 @@ const struct shoal__type_view *shoal__sys_view_type(const struct shoal__sys_view
 void shoal__group_view_queued(const struct shoal__group_view *g, uint64_t *records,
 			      uint64_t *bytes);
 
-/* "empty", "down", "running", "stopping", "failed"; NULL for another value. */
+/* "empty", "down", "running", "stopping", "failed", "stopped"; NULL for
+ * another value. */
 const char *shoal__group_state_name(uint32_t state);
 
 /* Whether a mailbox ring of this tag feeds a worker (runtime/layout.h). */

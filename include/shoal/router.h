@@ -33,17 +33,24 @@ enum shoal_group_state {
 	SHOAL_GROUP_RUNNING,         /* a process is attached */
 	SHOAL_GROUP_STOPPING,        /* asked to stop, draining */
 	SHOAL_GROUP_FAILED,          /* will not come back: sends fail with -EHOSTDOWN */
+	SHOAL_GROUP_STOPPED,         /* stopped on request, no process: messages queue */
 };
 
 #define SHOAL_MAX_GROUPS 256
 #define SHOAL_MAX_WORKERS 16
 #define SHOAL_MAX_NODES 8
 
+struct bitmask;   /* libnuma's CPU set (<numa.h>) */
+
 /* A described NUMA topology (for tests); NULL means read it with libnuma. */
 struct shoal_topology {
 	int n_nodes;
-	/* CPUs of each node, as a bit mask of CPU numbers 0..63. */
+	/* CPUs of each node, as a bit mask of CPU numbers 0..63, for the nodes
+	 * whose `cpu_sets` entry is NULL. */
 	uint64_t cpus[SHOAL_MAX_NODES];
+	/* CPUs of each node as a libnuma CPU set of any size (CPU numbers
+	 * below 8192), or NULL. The router copies them at start. */
+	const struct bitmask *cpu_sets[SHOAL_MAX_NODES];
 };
 
 /* Ring sizes a router uses when its options leave them 0. */
@@ -94,6 +101,9 @@ struct shoal_router_stats {
 	uint64_t sent_direct;
 	uint64_t dropped;            /* full + dead destination + no route + malformed */
 	uint64_t restarts;           /* attaches beyond the first */
+	uint64_t lost;               /* lost to damage or death, counted: corrupted rings,
+				      * copies lost with their process, freed groups */
+	uint32_t damaged;            /* rings and mailboxes found corrupted */
 };
 
 /*
@@ -152,8 +162,22 @@ SHOAL_API int shoal_router_remove_route(struct shoal_router *r, uint32_t id);
  */
 SHOAL_API int shoal_router_stop_groups(struct shoal_router *r, int64_t timeout_ns);
 
-/* Ask one group process to stop (graceful). Returns 0 or -ENOENT. */
+/*
+ * Ask one group process to stop (graceful). The request holds for the next
+ * process to attach if none is attached now, until one has left or
+ * shoal_router_resume_group() withdraws it; a group with no process shows
+ * stopped. Returns 0 or -ENOENT.
+ */
 SHOAL_API int shoal_router_stop_group(struct shoal_router *r, int id);
+
+/*
+ * Withdraw a stop asked with shoal_router_stop_group() before the process
+ * it was meant for attached: the next process to attach runs, and a stopped
+ * group shows down until then. Call it before starting a group's process
+ * again (a supervisor's restart). A process attached now and asked to stop
+ * goes on stopping. Returns 0 or -ENOENT.
+ */
+SHOAL_API int shoal_router_resume_group(struct shoal_router *r, int id);
 
 /* Mark a group failed: its routes stay, sends to it fail with -EHOSTDOWN. */
 SHOAL_API int shoal_router_fail_group(struct shoal_router *r, int id);
@@ -192,8 +216,9 @@ SHOAL_API void shoal_router_destroy(struct shoal_router *r);
  *       publish under the router's lock, then wait an RCU grace period
  *       (about one dispatcher pass)
  *   [4] shoal_router_group_id, _group_pid, _stats: take the lock
- *   [5] shoal_router_stop_group, _stop_groups, _wait_change: the last two
- *       wait on a condition variable, releasing the lock meanwhile
+ *   [5] shoal_router_stop_group, _resume_group, _stop_groups, _wait_change:
+ *       the last two wait on a condition variable, releasing the lock
+ *       meanwhile
  *   [6] shoal_router_hold: an atomic store and doorbell rings, no lock
  *
  *          [2]  [3]  [4]  [5]  [6]

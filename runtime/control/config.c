@@ -5,6 +5,7 @@
  * shoal__config, checking each value where it stands so that every error
  * carries its line and column. Unknown and repeated keys are errors.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <numa.h>
 #include <yaml.h>
 
 #include <shoal/numa.h>
@@ -999,42 +1001,50 @@ static int k_g_node(struct walk *w, yaml_node_t *v, void *o)
 	return ret;
 }
 
+/*
+ * cpus: a list like "0-3,64,130-131" into a libnuma CPU set, of any CPU
+ * numbers below SHOAL__CPUS_MAX. Whether this machine has them is the
+ * business of the host that runs the group (shoal__config_check_cpus()):
+ * a file for a large host checks on a small one.
+ */
 static int k_g_cpus(struct walk *w, yaml_node_t *v, void *o)
 {
-	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+	struct shoal__cfg_group *g = GW(o);
 	const char *s = NULL, *p;
-	uint64_t mask = 0;
 	int ret = scalar(w, v, "cpus", &s);
 
 	if (ret < 0)
 		return ret;
-	for (p = s; *p != '\0';) {
+	if (*s == '\0')
+		return fail_at(w, v, "cpus is empty");
+	g->cpus = numa_bitmask_alloc(SHOAL__CPUS_MAX);   /* freed with the config */
+	if (g->cpus == NULL)
+		return fail_at(w, v, "out of memory");
+	g->cpus_line = v->start_mark.line + 1;
+	g->cpus_col = v->start_mark.column + 1;
+	for (p = s;; p++) {
+		unsigned long lo, hi;
 		char *end;
-		unsigned long lo = strtoul(p, &end, 10), hi = lo;
 
-		if (end == p)
-			return fail_at(w, v, "cpus '%s' is not a list like '0-3,6'", s);
+		if (!isdigit((unsigned char)*p))
+			return fail_at(w, v, "cpus '%s' is not a list like '0-3,64,130-131'", s);
+		lo = hi = strtoul(p, &end, 10);
 		if (*end == '-') {
 			p = end + 1;
-			hi = strtoul(p, &end, 10);
-			if (end == p || hi < lo)
+			if (!isdigit((unsigned char)*p) || (hi = strtoul(p, &end, 10)) < lo)
 				return fail_at(w, v, "cpus '%s' has a bad range", s);
 		}
-		if (hi >= 64 || (long)hi >= ncpu)
-			return fail_at(w, v, "cpus '%s' names CPU %lu; this machine has %ld", s, hi,
-				       ncpu);
+		if (hi >= SHOAL__CPUS_MAX)
+			return fail_at(w, v, "cpus '%s' names CPU %lu; CPU numbers go up to %u", s,
+				       hi, SHOAL__CPUS_MAX - 1);
 		for (unsigned long c = lo; c <= hi; c++)
-			mask |= UINT64_C(1) << c;
-		if (*end == ',')
-			end++;
-		else if (*end != '\0')
-			return fail_at(w, v, "cpus '%s' is not a list like '0-3,6'", s);
+			numa_bitmask_setbit(g->cpus, (unsigned)c);
+		if (*end == '\0')
+			return 0;
+		if (*end != ',')
+			return fail_at(w, v, "cpus '%s' is not a list like '0-3,64,130-131'", s);
 		p = end;
 	}
-	if (mask == 0)
-		return fail_at(w, v, "cpus is empty");
-	GW(o)->cpus = mask;
-	return 0;
 }
 
 static int k_g_mailbox(struct walk *w, yaml_node_t *v, void *o)
@@ -1553,6 +1563,8 @@ void shoal__config_free(struct shoal__config *c)
 		free(c->groups[i].program);
 		free_argv(c->groups[i].argv);
 		free_list(c->groups[i].env);
+		if (c->groups[i].cpus != NULL)
+			numa_bitmask_free(c->groups[i].cpus);
 	}
 	free(c->groups);
 	free(c->types);
@@ -1672,11 +1684,40 @@ static bool same_list(char **a, char **b)
 	return (a == NULL || *a == NULL) && (b == NULL || *b == NULL);
 }
 
+static bool same_cpus(const struct bitmask *a, const struct bitmask *b)
+{
+	if (a == NULL || b == NULL)
+		return a == b;
+	return numa_bitmask_equal((struct bitmask *)a, (struct bitmask *)b) != 0;
+}
+
 int shoal__config_group_same(const struct shoal__cfg_group *a, const struct shoal__cfg_group *b)
 {
 	return strcmp(a->name, b->name) == 0 && strcmp(a->program, b->program) == 0 &&
 	       same_list(a->argv, b->argv) && same_list(a->env, b->env) &&
 	       a->workers == b->workers && a->actors == b->actors && a->node == b->node &&
-	       a->cpus == b->cpus && a->mailbox == b->mailbox && a->overflow == b->overflow &&
-	       a->host == b->host;
+	       same_cpus(a->cpus, b->cpus) && a->mailbox == b->mailbox &&
+	       a->overflow == b->overflow && a->host == b->host;
+}
+
+int shoal__config_check_cpus(const struct shoal__config *c, int host, struct shoal_err *err)
+{
+	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+
+	for (uint32_t i = 0; i < c->n_groups; i++) {
+		const struct shoal__cfg_group *g = &c->groups[i];
+		unsigned last = 0;
+
+		if (g->cpus == NULL || !shoal__config_runs(c, host, i))
+			continue;
+		for (unsigned cpu = 0; cpu < SHOAL__CPUS_MAX; cpu++)
+			if (numa_bitmask_isbitset(g->cpus, cpu))
+				last = cpu;
+		if ((long)last >= ncpu)
+			return shoal__fail(err, -EINVAL, "%s:%u:%u: group %s: cpus names CPU %u; "
+					   "this machine has %ld CPUs (0-%ld)", c->path,
+					   g->cpus_line, g->cpus_col, g->name, last, ncpu,
+					   ncpu - 1);
+	}
+	return 0;
 }

@@ -36,6 +36,8 @@ struct shoal__cfg_route {
 	unsigned line, col;
 };
 
+struct bitmask;   /* libnuma's CPU set (<numa.h>) */
+
 struct shoal__cfg_group {
 	char name[SHOAL_NAME_MAX];
 	char *program;                /* absolute, or resolved against the file's folder */
@@ -44,7 +46,8 @@ struct shoal__cfg_group {
 	uint16_t workers;
 	uint16_t actors;
 	int node;                     /* -1: the router places it */
-	uint64_t cpus;                /* CPU mask for the process; 0: no pinning */
+	struct bitmask *cpus;         /* libnuma CPU set for the process; NULL: no pinning */
+	unsigned cpus_line, cpus_col; /* where the file gives it */
 	uint32_t mailbox;             /* inbound ring bytes; 0: the router's default */
 	uint8_t overflow;             /* SHOAL_OVERFLOW_* */
 	uint8_t restart;              /* enum shoal__restart */
@@ -182,6 +185,14 @@ static inline int shoal__config_runs(const struct shoal__config *c, int host, ui
 {
 	return host < 0 || c->groups[i].host == host;
 }
+
+/*
+ * Check that this machine has every CPU the groups of host `host`
+ * (shoal__config_this_host()) name in `cpus:`: the file itself may name any
+ * CPU below SHOAL__CPUS_MAX. Returns 0, or -EINVAL with "file:line:col:
+ * reason" in *err. Reads sysconf only.
+ */
+int shoal__config_check_cpus(const struct shoal__config *c, int host, struct shoal_err *err);
 
 /* Do two group entries describe the same process (so a reload keeps it)? */
 int shoal__config_group_same(const struct shoal__cfg_group *a, const struct shoal__cfg_group *b);

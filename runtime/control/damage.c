@@ -143,7 +143,8 @@ uint64_t shoal__ring_drain_dead(void *mem, uint64_t len)
 	if (shoal_ring_cons_error(&c) != 0)
 		n += ring_left(mem, len);
 	shoal_ring_condemn(mem, len, SHOAL_RING_SIDE_CONS);
-	return n;
+	/* What attach found behind the head: out of the counters already. */
+	return n + shoal_ring_cons_skipped(&c);
 }
 
 /*
@@ -464,33 +465,58 @@ int shoal__mailbox_repair(struct shoal_router *r, int g, struct shoal_err *err)
 	return s->mbx_bad ? replace_mailbox(r, g, err) : 0;
 }
 
-/* Whether the dispatchers took every record group slot s's uplinks in
- * service hold (a condemned one is counted, not read). A record parked on a
- * full destination keeps its uplink, and so the group, until it drains. */
-static bool uplinks_drained(const struct shoal__group_slot *s)
+/*
+ * Whether a run-time group whose process left may be freed: once the
+ * dispatchers took every record its uplinks in service hold (a condemned one
+ * is counted, not read), or once they took none for RELEASE_STALL_NS. A
+ * record parked on a full destination keeps its uplink; a destination that
+ * never drains would keep the group's slot and mailbox for ever, so after
+ * that long without progress what its uplinks hold is counted
+ * (lost_released, registry.c count_released()) and the group freed.
+ */
+#define RELEASE_STALL_NS (5 * UINT64_C(1000000000))
+
+static bool release_due(struct shoal__group_slot *s, uint64_t now)
 {
+	uint64_t in, out, taken = 0;
+	bool drained = true;
+
 	for (unsigned w = 0; w < s->n_workers; w++) {
 		const struct shoal__ring_ref *ref = &s->up[w];
 
-		if (ref->mem != NULL && shoal_ring_condemned(ref->mem, ref->len) == 0 &&
-		    ring_left(ref->mem, ref->len) > 0)
-			return false;
+		if (ref->mem == NULL || shoal_ring_condemned(ref->mem, ref->len) != 0 ||
+		    shoal_ring_records(ref->mem, ref->len, &in, &out) < 0)
+			continue;
+		taken += out;
+		drained = drained && in <= out;
 	}
-	return true;
+	if (drained)
+		return true;
+	if (s->stall_ns == 0 || taken != s->stall_out) {
+		s->stall_ns = now;
+		s->stall_out = taken;
+		return false;
+	}
+	return now - s->stall_ns >= RELEASE_STALL_NS;
 }
 
 /* One look at every ring and mailbox in service. Called with r->lock held. */
 static void watch_once(struct shoal_router *r, bool mailboxes)
 {
+	uint64_t now = shoal__now_ns();
 	bool changed = false;
 
 	/* A group registered at run time ends with its process, once the
-	 * dispatchers took what it sent (a failed release is tried again at
-	 * the next look). */
-	for (uint32_t g = 0; g < r->n_groups; g++)
-		if (r->groups[g].used && r->groups[g].runtime && r->groups[g].conn < 0 &&
-		    uplinks_drained(&r->groups[g]))
+	 * dispatchers took what it sent or stopped taking it (a failed
+	 * release is tried again at the next look). */
+	for (uint32_t g = 0; g < r->n_groups; g++) {
+		if (!r->groups[g].used || !r->groups[g].runtime)
+			continue;
+		if (r->groups[g].conn >= 0)
+			r->groups[g].stall_ns = 0;
+		else if (release_due(&r->groups[g], now))
 			(void)shoal__release_group(r, (int)g);
+	}
 	for (uint32_t g = 0; g < r->n_groups; g++) {
 		struct shoal__group_slot *s = &r->groups[g];
 		struct shoal_err err = { { 0 } };

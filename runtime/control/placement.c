@@ -9,8 +9,11 @@
  * registry.c); it finds them in the next snapshot (R1 in snapshot.c).
  *
  * Concurrency: called with router->lock held, or during start before the
- * router's threads run (shoal__topology_read()).
+ * router's threads run (shoal__topology_read()) and at its end
+ * (shoal__topology_free()).
  */
+#include <errno.h>
+#include <numa.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -20,26 +23,82 @@
 #include "runtime/control/router_impl.h"
 #include "shm/util.h"
 
-void shoal__topology_read(struct shoal_router *r, const struct shoal_topology *given)
+/* A copy of `given` in a set of SHOAL__CPUS_MAX bits, or of the 64 of `mask`. */
+static struct bitmask *node_set(const struct bitmask *given, uint64_t mask)
+{
+	struct bitmask *b = numa_bitmask_alloc(SHOAL__CPUS_MAX);
+
+	if (b == NULL)
+		return NULL;
+	for (unsigned c = 0; c < SHOAL__CPUS_MAX; c++)
+		if (given != NULL ? numa_bitmask_isbitset(given, c) : c < 64 && (mask >> c & 1))
+			numa_bitmask_setbit(b, c);
+	return b;
+}
+
+/* One past the highest CPU of `b`, 0 for none. */
+static unsigned cpus_end(const struct bitmask *b)
+{
+	for (unsigned c = numa_bitmask_nbytes((struct bitmask *)b) * 8; c > 0; c--)
+		if (numa_bitmask_isbitset(b, c - 1))
+			return c;
+	return 0;
+}
+
+int shoal__topology_read(struct shoal_router *r, const struct shoal_topology *given,
+			 struct shoal_err *err)
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned end = numa_num_possible_cpus() > 0 ? (unsigned)numa_num_possible_cpus() : 64;
 
-	if (given != NULL) {
-		r->topo = *given;
-		r->numa_real = false;
-		return;
+	r->numa_real = given == NULL;
+	r->n_nodes = given != NULL ? given->n_nodes : shoal_numa_node_count();
+	if (r->n_nodes > SHOAL_MAX_NODES)
+		r->n_nodes = SHOAL_MAX_NODES;
+	for (int n = 0; n < r->n_nodes; n++) {
+		const struct bitmask *set = given != NULL ? given->cpu_sets[n] : NULL;
+
+		if (set != NULL && cpus_end(set) > SHOAL__CPUS_MAX)
+			return shoal__fail(err, -EINVAL, "described node %d has CPU %u; CPU "
+					   "numbers go up to %u", n, cpus_end(set) - 1,
+					   SHOAL__CPUS_MAX - 1);
+		r->node_cpus[n] = node_set(set, given != NULL ? given->cpus[n] : 0);
+		if (r->node_cpus[n] == NULL)
+			return shoal__fail(err, -ENOMEM, "no memory for the CPU sets of %d nodes",
+					   r->n_nodes);
 	}
-	memset(&r->topo, 0, sizeof(r->topo));
-	r->numa_real = true;
-	r->topo.n_nodes = shoal_numa_node_count();
-	if (r->topo.n_nodes > SHOAL_MAX_NODES)
-		r->topo.n_nodes = SHOAL_MAX_NODES;
-	for (long cpu = 0; cpu < ncpu && cpu < 64; cpu++) {
+	for (long cpu = 0; given == NULL && cpu < ncpu && cpu < (long)SHOAL__CPUS_MAX; cpu++) {
 		int node = shoal_numa_node_of_cpu((int)cpu);
 
-		if (node >= 0 && node < r->topo.n_nodes)
-			r->topo.cpus[node] |= UINT64_C(1) << cpu;
+		if (node >= 0 && node < r->n_nodes)
+			numa_bitmask_setbit(r->node_cpus[node], (unsigned)cpu);
 	}
+	for (int n = 0; n < r->n_nodes; n++)
+		if (cpus_end(r->node_cpus[n]) > end)
+			end = cpus_end(r->node_cpus[n]);
+	r->cpu_words = (end + 63) / 64;
+	if (r->cpu_words > SHOAL__CPU_WORDS_MAX)
+		r->cpu_words = SHOAL__CPU_WORDS_MAX;
+	return 0;
+}
+
+void shoal__topology_free(struct shoal_router *r)
+{
+	for (int n = 0; n < SHOAL_MAX_NODES; n++) {
+		if (r->node_cpus[n] != NULL)
+			numa_bitmask_free(r->node_cpus[n]);
+		r->node_cpus[n] = NULL;
+	}
+}
+
+uint64_t shoal__cpus_low64(const struct bitmask *cpus)
+{
+	uint64_t mask = 0;
+
+	for (unsigned c = 0; c < 64; c++)
+		if (numa_bitmask_isbitset(cpus, c))
+			mask |= UINT64_C(1) << c;
+	return mask;
 }
 
 /* Node with the fewest groups (ties: the lowest). */
@@ -50,7 +109,7 @@ int shoal__place_group(const struct shoal_router *r)
 	for (uint32_t g = 0; g < r->n_groups; g++)
 		if (r->groups[g].used)
 			count[r->groups[g].node]++;
-	for (int n = 1; n < r->topo.n_nodes; n++)
+	for (int n = 1; n < r->n_nodes; n++)
 		if (count[n] < count[best])
 			best = n;
 	return best;
@@ -76,15 +135,21 @@ int shoal__ensure_dispatcher(struct shoal_router *r, int node, struct shoal_err 
 		return shoal__fail(err, ret, "cannot add inbound rings for the dispatcher of node "
 				   "%d: %s", node, strerror(-ret));
 	r->reg->disp[d].node = node;
-	r->reg->disp[d].cpus = r->topo.cpus[node];
+	for (uint32_t i = 0; i < r->cpu_words * 64; i++)
+		if (numa_bitmask_isbitset(r->node_cpus[node], i))
+			r->cpus[d * r->cpu_words + i / 64] |= UINT64_C(1) << (i % 64);
 	shoal_doorbell_init(&r->bell->disp[d]);
-	ret = shoal__dispatcher_start(&r->dp, d, r->topo.cpus[node], &r->bell->disp[d],
-				      &r->reg->disp[d], &r->disp[d]);
+	/* The data plane pins its threads to CPUs below 64 only: a node with
+	 * none of those has its dispatcher unpinned (docs/config.md). */
+	ret = shoal__dispatcher_start(&r->dp, d, shoal__cpus_low64(r->node_cpus[node]),
+				      &r->bell->disp[d], &r->reg->disp[d], &r->disp[d]);
 	if (ret < 0)
 		return shoal__fail(err, ret, "cannot start the dispatcher of node %d: %s", node,
 				   strerror(-ret));
 	r->disp_node[d] = node;
 	r->n_disp = d + 1;
-	shoal_store_relaxed(&r->reg->n_dispatchers, (uint32_t)r->n_disp);
+	/* R8: pairs with A8 in the tools' registry readers: d's node and
+	 * CPU set before the count that includes d. */
+	shoal_store_release(&r->reg->n_dispatchers, (uint32_t)r->n_disp);
 	return d;
 }

@@ -491,9 +491,9 @@ int shoal__declare_group(struct shoal_router *r, const struct shoal_group_spec *
 	if (nw > SHOAL_MAX_WORKERS || na > SHOAL_MAX_ACTORS)
 		return shoal__fail(err, -EINVAL, "group %s: %u workers, %u actors (limits %u, %u)",
 				   spec->name, nw, na, SHOAL_MAX_WORKERS, SHOAL_MAX_ACTORS);
-	if (spec->node >= r->topo.n_nodes || spec->node < -1)
+	if (spec->node >= r->n_nodes || spec->node < -1)
 		return shoal__fail(err, -EINVAL, "group %s: NUMA node %d does not exist (%d nodes)",
-				   spec->name, spec->node, r->topo.n_nodes);
+				   spec->name, spec->node, r->n_nodes);
 	if (spec->inbound_capacity != 0 && (!shoal_ring_size(spec->inbound_capacity) ||
 					    spec->inbound_capacity < 4096))
 		return shoal__fail(err, -EINVAL, "group %s: inbound capacity %u must be a power of "
@@ -548,6 +548,7 @@ int shoal__declare_group(struct shoal_router *r, const struct shoal_group_spec *
 		return ret;
 	s->used = true;
 	s->runtime = runtime;
+	s->stall_ns = s->stall_out = 0;
 	rg = &r->regg[id];
 	slot_rewrite_begin(rg);
 	slot_clear(rg);
@@ -668,15 +669,18 @@ int shoal__create_registry(struct shoal_router *r, struct shoal_err *err)
 	r->reg->version = SHOAL__LAYOUT_VERSION;
 	snprintf(r->reg->system, sizeof(r->reg->system), "%s", r->system);
 	r->reg->router_pid = (int32_t)getpid();
-	r->reg->n_nodes = (uint32_t)r->topo.n_nodes;
+	r->reg->n_nodes = (uint32_t)r->n_nodes;
 	r->reg->max_groups = SHOAL_MAX_GROUPS;
 	r->reg->max_types = SHOAL__MAX_TYPES;
 	r->reg->types_off = sizeof(*r->reg);
 	r->reg->groups_off = sizeof(*r->reg) + SHOAL__MAX_TYPES * sizeof(struct shoal__reg_type);
+	r->reg->cpus_off = SHOAL__REG_CPUS_OFF;
+	r->reg->cpu_words = r->cpu_words;
 	r->reg->spin_ns = r->dp.spin_ns;
 	shoal_store_relaxed(&r->reg->state, SHOAL__SYS_RUNNING);
 	r->types = (struct shoal__reg_type *)((char *)r->reg + r->reg->types_off);
 	r->regg = (struct shoal__reg_group *)((char *)r->reg + r->reg->groups_off);
+	r->cpus = (uint64_t *)((char *)r->reg + r->reg->cpus_off);
 	r->reg->magic = SHOAL__REG_MAGIC;
 
 	shoal__name_bell(name, r->system);

@@ -144,7 +144,9 @@ int shoal__router_start_mode(struct shoal_router **out, const struct shoal_route
 				  "inbound rings at least as large as uplinks");
 		goto fail;
 	}
-	shoal__topology_read(r, opts->topology);
+	ret = shoal__topology_read(r, opts->topology, err);
+	if (ret < 0)
+		goto fail;
 	ret = shoal__claim_system(r, err);
 	if (ret < 0)
 		goto fail;
@@ -173,7 +175,7 @@ int shoal__router_start_mode(struct shoal_router **out, const struct shoal_route
 	r->watch_started = true;
 	/* With the dispatchers' CPUs (node 0's): the plain reference of
 	 * shoal-bench-system pins its waker the same way. */
-	ret = shoal__waker_start(&r->dp, r->topo.cpus[0], &r->waker);
+	ret = shoal__waker_start(&r->dp, shoal__cpus_low64(r->node_cpus[0]), &r->waker);
 	if (ret < 0) {
 		ret = shoal__fail(err, ret, "cannot start the waker thread");
 		goto fail;
@@ -350,7 +352,9 @@ void shoal_router_stats(struct shoal_router *r, struct shoal_router_stats *st)
 		st->dropped += shoal_load_relaxed(&rd->dropped_full) +
 			       shoal_load_relaxed(&rd->dropped_dead) +
 			       shoal_load_relaxed(&rd->no_route) + shoal_load_relaxed(&rd->malformed);
+		st->lost += shoal_load_relaxed(&rd->dropped_corrupt);
 	}
+	st->lost += shoal_load_relaxed(&r->reg->lost_released);
 	for (uint32_t g = 0; g < r->n_groups; g++) {
 		struct shoal__group_slot *s = &r->groups[g];
 		uint32_t attaches = shoal_load_relaxed(&r->regg[g].attaches);
@@ -361,10 +365,14 @@ void shoal_router_stats(struct shoal_router *r, struct shoal_router_stats *st)
 		st->running += s->conn >= 0;
 		st->failed += shoal_load_relaxed(&r->regg[g].state) == SHOAL_GROUP_FAILED;
 		st->dropped += shoal_load_relaxed(&r->regg[g].lost_queued);
+		st->lost += shoal_load_relaxed(&r->regg[g].lost_corrupt);
+		st->damaged += shoal_load_relaxed(&r->regg[g].damaged);
 		st->restarts += attaches > 1 ? attaches - 1 : 0;
 		for (unsigned w = 0; w < s->n_workers; w++) {
 			st->handled += shoal_load_relaxed(&s->hdr->w[w].handled);
 			st->sent_direct += shoal_load_relaxed(&s->hdr->w[w].sent_direct);
+			st->lost += shoal_load_relaxed(&s->hdr->w[w].lost_corrupt) +
+				    shoal_load_relaxed(&s->hdr->w[w].fwd_lost);
 		}
 	}
 	pthread_mutex_unlock(&r->lock);
@@ -408,6 +416,8 @@ static void ask_stop(struct shoal_router *r, int g)
 	shoal_store_relaxed(&s->hdr->stop, 1);
 	if (s->conn >= 0)
 		shoal_store_relaxed(&r->regg[g].state, SHOAL_GROUP_STOPPING);
+	else if (shoal_load_relaxed(&r->regg[g].state) != SHOAL_GROUP_FAILED)
+		shoal_store_relaxed(&r->regg[g].state, SHOAL_GROUP_STOPPED);
 	for (unsigned w = 0; w < s->n_workers; w++) {
 		shoal_doorbell_notify(&s->hdr->w[w].in_db);
 		shoal_doorbell_notify(&s->hdr->w[w].up_db);
@@ -426,6 +436,28 @@ int shoal_router_stop_group(struct shoal_router *r, int id)
 	}
 	pthread_mutex_unlock(&r->lock);
 	return ret;
+}
+
+int shoal_router_resume_group(struct shoal_router *r, int id)
+{
+	struct shoal__group_slot *s;
+
+	pthread_mutex_lock(&r->lock);
+	if (id < 0 || (uint32_t)id >= r->n_groups || !r->groups[id].used) {
+		pthread_mutex_unlock(&r->lock);
+		return -ENOENT;
+	}
+	s = &r->groups[id];
+	/* An attached process keeps its stop flag: it was asked and may be
+	 * draining already; group_left() in server.c settles the state. */
+	s->stop_wanted = false;
+	if (s->conn < 0) {
+		shoal_store_relaxed(&s->hdr->stop, 0);
+		if (shoal_load_relaxed(&r->regg[id].state) == SHOAL_GROUP_STOPPED)
+			shoal_store_relaxed(&r->regg[id].state, SHOAL_GROUP_DOWN);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return 0;
 }
 
 int shoal_router_stop_groups(struct shoal_router *r, int64_t timeout_ns)
@@ -562,6 +594,7 @@ void shoal_router_destroy(struct shoal_router *r)
 		shoal_seg_unlink(name);
 	}
 	free(r->routes);
+	shoal__topology_free(r);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->changed);
 	free(r);

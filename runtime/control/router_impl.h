@@ -60,7 +60,8 @@ struct shoal__group_slot {
 	 * (router.c shoal__router_show_hosts()), so that a sender that sees
 	 * the state also sees the routes that go with it. */
 	bool host_down;
-	bool stop_wanted;               /* asked to stop: holds until a process leaves */
+	bool stop_wanted;               /* asked to stop: holds until a process leaves
+					 * or shoal_router_resume_group() */
 	bool runtime;                   /* registered by a process, never declared */
 	pid_t pid;
 	struct shoal_seg mbx;
@@ -71,6 +72,11 @@ struct shoal__group_slot {
 	struct shoal_seg_region *dir;   /* private copy of the directory it wrote */
 	uint32_t n_dir, cap_dir;
 	bool mbx_bad;                   /* damaged: replace it when the group next attaches */
+	/* A run-time group whose process left (damage.c release_left()): since
+	 * when the dispatchers took nothing more of its uplinks, and how much
+	 * they had taken then. 0: not looked at since it left. */
+	uint64_t stall_ns;
+	uint64_t stall_out;
 	/* A freed slot (registry.c shoal__release_group()): per group, the
 	 * incarnation (gen) of its process that held a direct link into the
 	 * freed mailbox, 0 for none. The slot is given to another group only
@@ -89,13 +95,19 @@ struct shoal_router {
 	mode_t mode;
 	uint32_t up_cap, in_cap, direct_cap;
 	int route_mode;                 /* SHOAL__ROUTE_* */
-	struct shoal_topology topo;
+	int n_nodes;
+	/* Each node's CPUs (placement.c), as long as the router runs. A CPU
+	 * set in the registry is cpu_words words: enough for this machine's
+	 * possible CPUs and every CPU a described topology names. */
+	struct bitmask *node_cpus[SHOAL_MAX_NODES];
+	uint32_t cpu_words;
 	bool numa_real;                 /* topology read from libnuma: bind memory */
 
 	struct shoal_seg reg_seg, bell_seg;
 	struct shoal__reg_hdr *reg;
 	struct shoal__reg_type *types;
 	struct shoal__reg_group *regg;
+	uint64_t *cpus;                 /* the registry's CPU table */
 	struct shoal__bell *bell;
 
 	int listen_fd;
@@ -147,8 +159,16 @@ void shoal__note_change(struct shoal_router *r);
 uint64_t shoal__group_count_stranded(struct shoal_router *r, int g);
 
 /* placement.c */
-/* The machine's NUMA topology, or `given` (a described one: memory is not bound). */
-void shoal__topology_read(struct shoal_router *r, const struct shoal_topology *given);
+/* The machine's NUMA topology, or `given` (a described one: memory is not
+ * bound). Returns 0, -EINVAL (a described CPU beyond SHOAL__CPUS_MAX) or
+ * -ENOMEM, with the reason in *err; shoal__topology_free() frees what it
+ * made either way. */
+int shoal__topology_read(struct shoal_router *r, const struct shoal_topology *given,
+			 struct shoal_err *err);
+void shoal__topology_free(struct shoal_router *r);
+/* The part of `cpus` below CPU 64, as the data plane's threads take it
+ * (data/dispatch.h shoal__thread_start()). */
+uint64_t shoal__cpus_low64(const struct bitmask *cpus);
 /* The node with the fewest groups (ties: the lowest). */
 int shoal__place_group(const struct shoal_router *r);
 /* The dispatcher of `node`, or -1 if none is started. */

@@ -46,13 +46,14 @@ static void group_left(struct shoal_router *r, int g)
 
 	s->conn = -1;
 	s->pid = 0;
-	s->stop_wanted = false;
 	shoal_store_relaxed(&r->regg[g].pid, 0);
 	shoal__settle_retired(r, g);
 	if (shoal_load_relaxed(&r->regg[g].state) != SHOAL_GROUP_FAILED)
-		shoal_store_relaxed(&r->regg[g].state, SHOAL_GROUP_DOWN);
+		shoal_store_relaxed(&r->regg[g].state, s->stop_wanted ? SHOAL_GROUP_STOPPED :
+									SHOAL_GROUP_DOWN);
 	else	/* failed while attached: nothing drains it now */
 		shoal__group_count_stranded(r, g);
+	s->stop_wanted = false;
 	/* Requesters waiting on this group re-check its state now. */
 	shoal__wake_all_workers(r);
 	shoal__note_change(r);

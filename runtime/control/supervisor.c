@@ -30,9 +30,11 @@
  *  4. stop: groups are stopped by ascending stop order, each level asked to
  *     drain through its mailbox and given its timeout, then SIGKILLed.
  *  5. stop on request (`shoal stop SYSTEM GROUP`): the same for one group,
- *     while the loop runs; the group is then held, never restarted, until
- *     `shoal restart` (which stops a running one the same way, then starts
- *     it at once).
+ *     while the loop runs; the group is then held (the router shows it
+ *     stopped), never restarted, until `shoal restart` (which stops a
+ *     running one the same way, then starts it at once). Every start
+ *     withdraws a stop the router still holds for a process that never
+ *     attached (shoal_router_resume_group()).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -52,6 +54,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <numa.h>
 
 #include <shoal/router.h>
 
@@ -186,7 +190,7 @@ static void human(char *buf, size_t len, double v)
 static void status(struct sup *s, uint64_t now)
 {
 	struct shoal_router_stats st;
-	char rate[32];
+	char rate[32], damaged[32] = "";
 	double dt = (double)(now - s->last_tick_ns) / 1e9;
 
 	shoal_router_stats(s->router, &st);
@@ -197,11 +201,15 @@ static void status(struct sup *s, uint64_t now)
 	if (s->o->status == SHOAL__STATUS_QUIET)
 		return;
 	human(rate, sizeof(rate), s->rate);
+	/* Damage is rare and loud: said only once there is some. */
+	if (st.damaged != 0)
+		snprintf(damaged, sizeof(damaged), ", %u damaged", st.damaged);
 	if (s->live) {
 		fprintf(s->out, "\r\033[K%s: %u/%u groups up, %s msg/s, %llu handled, %llu "
-			"restarts, %llu dropped, %u failed", s->cfg->system, st.running, st.groups,
-			rate, (unsigned long long)st.handled, (unsigned long long)st.restarts,
-			(unsigned long long)st.dropped, st.failed);
+			"restarts, %llu dropped, %llu lost, %u failed%s", s->cfg->system,
+			st.running, st.groups, rate, (unsigned long long)st.handled,
+			(unsigned long long)st.restarts, (unsigned long long)st.dropped,
+			(unsigned long long)st.lost, st.failed, damaged);
 		fflush(s->out);
 		s->status_shown = true;
 		out_check(s);
@@ -212,8 +220,9 @@ static void status(struct sup *s, uint64_t now)
 		return;
 	s->last_plain_ns = now;
 	event(s, "status: %u/%u groups up, %s msg/s, %llu handled, %llu restarts, %llu dropped, "
-	      "%u failed", st.running, st.groups, rate, (unsigned long long)st.handled,
-	      (unsigned long long)st.restarts, (unsigned long long)st.dropped, st.failed);
+	      "%llu lost, %u failed%s", st.running, st.groups, rate,
+	      (unsigned long long)st.handled, (unsigned long long)st.restarts,
+	      (unsigned long long)st.dropped, (unsigned long long)st.lost, st.failed, damaged);
 }
 
 /* ---- group output ----------------------------------------------------------------- */
@@ -420,10 +429,38 @@ static void free_child_env(char **env)
 	free(env);
 }
 
-static void exec_child(const struct shoal__cfg_group *g, char **env, const sigset_t *mask,
-		       int out_fd)
+/*
+ * The CPU set group `g` is pinned to, as sched_setaffinity() takes it: in
+ * *out (CPU_FREE() it), *size bytes, just large enough for its highest CPU.
+ * NULL in *out when the group is not pinned. Returns 0 or -ENOMEM.
+ */
+static int child_cpus(const struct shoal__cfg_group *g, cpu_set_t **out, size_t *size)
 {
-	cpu_set_t set;
+	unsigned end = 0;
+
+	*out = NULL;
+	*size = 0;
+	if (g->cpus == NULL)
+		return 0;
+	for (unsigned c = 0; c < SHOAL__CPUS_MAX; c++)
+		if (numa_bitmask_isbitset(g->cpus, c))
+			end = c + 1;
+	*out = CPU_ALLOC(end);
+	if (*out == NULL)
+		return -ENOMEM;
+	*size = CPU_ALLOC_SIZE(end);
+	CPU_ZERO_S(*size, *out);
+	for (unsigned c = 0; c < end; c++)
+		if (numa_bitmask_isbitset(g->cpus, c))
+			CPU_SET_S(c, *size, *out);
+	return 0;
+}
+
+static void exec_child(const struct shoal__cfg_group *g, char **env, const sigset_t *mask,
+		       int out_fd, const cpu_set_t *cpus, size_t cpus_size)
+{
+	static const char unpinned[] = "shoal: sched_setaffinity refused the group's cpus; "
+				       "it runs unpinned\n";
 
 	/*
 	 * Runs between fork and exec in a copy of a threaded process (the
@@ -442,13 +479,9 @@ static void exec_child(const struct shoal__cfg_group *g, char **env, const sigse
 	}
 	signal(SIGPIPE, SIG_DFL);                /* the supervisor ignores it */
 	sigprocmask(SIG_SETMASK, mask, NULL);   /* the supervisor blocks them */
-	if (g->cpus != 0) {
-		CPU_ZERO(&set);
-		for (int c = 0; c < 64; c++)
-			if (g->cpus & (UINT64_C(1) << c))
-				CPU_SET(c, &set);
-		sched_setaffinity(0, sizeof(set), &set);
-	}
+	/* Said where its output goes (a CPU offline since the start, say). */
+	if (cpus != NULL && sched_setaffinity(0, cpus_size, cpus) != 0)
+		log_write(STDERR_FILENO, unpinned, sizeof(unpinned) - 1);
 	execve(g->program, g->argv, env);
 	_exit(127);
 }
@@ -480,19 +513,31 @@ static int launch(struct sup *s, uint32_t i)
 	const struct shoal__cfg_group *g = &s->cfg->groups[i];
 	struct proc *p = &s->procs[i];
 	char **env = child_env(g, s->cfg->system);
+	cpu_set_t *cpus;
+	size_t cpus_size;
 	sigset_t none;
 	int pidfd_err, out_fd;
 	pid_t pid;
 
 	if (env == NULL)
 		return -ENOMEM;
+	/* Made before the fork: the child may not allocate (exec_child()). */
+	if (child_cpus(g, &cpus, &cpus_size) < 0) {
+		free_child_env(env);
+		return -ENOMEM;
+	}
+	/* A stop the last process never saw (it ended before attaching, or
+	 * none ran) must not stop this one as it attaches. */
+	shoal_router_resume_group(s->router, p->id);
 	out_fd = out_pipe(s, i);
 	sigemptyset(&none);
 	fflush(NULL);
 	pid = fork();
 	if (pid == 0)
-		exec_child(g, env, &none, out_fd);
+		exec_child(g, env, &none, out_fd, cpus, cpus_size);
 	free_child_env(env);
+	if (cpus != NULL)
+		CPU_FREE(cpus);
 	if (out_fd >= 0)
 		close(out_fd);
 	if (pid < 0) {
@@ -878,6 +923,7 @@ static void tool_stop(struct sup *s, uint32_t i, int fd, bool restart)
 	}
 	if (p->pid == 0 && !restart) {
 		p->restart_at_ns = 0;
+		shoal_router_stop_group(s->router, p->id);   /* shown stopped, not down */
 		admin_reply(s, fd, 0, "group %s was not running%s; it stays stopped until "
 			    "'shoal restart %s %s'", g->name, p->held ? " (stopped on request)" :
 			    p->failed ? " (it had given up)" : "", s->cfg->system, g->name);
@@ -1317,6 +1363,8 @@ static int reload_file(struct sup *s, struct shoal_err *err)
 		return refuse_reload(s, ret, err);
 	ret = check_reload(s, n, err);
 	if (ret == 0)
+		ret = shoal__config_check_cpus(n, s->host, err);
+	if (ret == 0)
 		ret = add_bridge(s, n, err);
 	if (ret == 0)
 		ret = shoal__config_check_space(n, s->cfg, &space, err);
@@ -1679,6 +1727,8 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	if (ret < 0)
 		return ret;
 	ret = shoal__config_this_host(s.cfg, o->host, &s.host, err);
+	if (ret == 0)
+		ret = shoal__config_check_cpus(s.cfg, s.host, err);
 	if (ret == 0)
 		ret = add_bridge(&s, s.cfg, err);
 	if (ret < 0) {

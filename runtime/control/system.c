@@ -80,25 +80,46 @@ int shoal__registry_attach(struct shoal__registry *reg, const char *system, uint
 	if (ret < 0)
 		return ret;
 	ret = shoal_seg_find(&reg->seg, SHOAL__KIND_REGISTRY, "registry", &r);
-	if (ret < 0 || r.len < SHOAL__REG_SIZE) {
+	h = ret < 0 ? NULL : shoal_seg_ptr(&reg->seg, r.off, sizeof(*h), 64);
+	if (h == NULL) {
 		ret = shoal__fail(err, -EUCLEAN, "%s has no valid registry region", name);
 		goto fail;
 	}
-	h = shoal_seg_ptr(&reg->seg, r.off, SHOAL__REG_SIZE, 64);
-	if (h == NULL || h->magic != SHOAL__REG_MAGIC || h->version != SHOAL__LAYOUT_VERSION) {
-		ret = shoal__fail(err, h && h->magic == SHOAL__REG_MAGIC ? -EPROTONOSUPPORT :
-				  -EUCLEAN, "%s: bad registry header", name);
+	if (h->magic != SHOAL__REG_MAGIC) {
+		ret = shoal__fail(err, -EUCLEAN, "%s: bad registry header", name);
+		goto fail;
+	}
+	/* Before the size: another version's registry may be of another size. */
+	if (h->version != SHOAL__LAYOUT_VERSION) {
+		ret = shoal__fail(err, -EPROTONOSUPPORT, "%s has registry layout version %u; this "
+				  "build reads version %u (a system of another Shoal build: "
+				  "inspect or stop it with that build)", name, h->version,
+				  SHOAL__LAYOUT_VERSION);
+		goto fail;
+	}
+	if (r.len < SHOAL__REG_SIZE ||
+	    shoal_seg_ptr(&reg->seg, r.off, SHOAL__REG_SIZE, 64) == NULL) {
+		ret = shoal__fail(err, -EUCLEAN, "%s has no valid registry region", name);
 		goto fail;
 	}
 	if (h->max_groups != SHOAL_MAX_GROUPS || h->max_types != SHOAL__MAX_TYPES ||
 	    h->types_off != sizeof(*h) ||
-	    h->groups_off != sizeof(*h) + SHOAL__MAX_TYPES * sizeof(struct shoal__reg_type)) {
+	    h->groups_off != sizeof(*h) + SHOAL__MAX_TYPES * sizeof(struct shoal__reg_type) ||
+	    h->cpus_off != SHOAL__REG_CPUS_OFF) {
 		ret = shoal__fail(err, -EUCLEAN, "%s: registry tables at unexpected offsets", name);
+		goto fail;
+	}
+	/* The table's room is fixed (SHOAL__REG_SIZE): a count in range keeps
+	 * every set inside the region. */
+	if (h->cpu_words == 0 || h->cpu_words > SHOAL__CPU_WORDS_MAX) {
+		ret = shoal__fail(err, -EUCLEAN, "%s: CPU sets of %u words (1 to %u)", name,
+				  h->cpu_words, SHOAL__CPU_WORDS_MAX);
 		goto fail;
 	}
 	reg->hdr = h;
 	reg->types = (struct shoal__reg_type *)((char *)h + h->types_off);
 	reg->groups = (struct shoal__reg_group *)((char *)h + h->groups_off);
+	reg->cpus = (uint64_t *)((char *)h + h->cpus_off);
 	return 0;
 fail:
 	shoal_seg_detach(&reg->seg);

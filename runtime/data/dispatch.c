@@ -433,6 +433,9 @@ static uint32_t drain(struct shoal__dispatcher *d, const struct shoal__snapshot 
 			condemn(d, &u->condemned, su->ring, su->len, SHOAL_RING_SIDE_CONS);
 			return 0;
 		}
+		/* Lost behind a head moved forward: counted with a corrupted
+		 * ring's drops (their destinations are unknown). */
+		d->dropped_corrupt += shoal_ring_cons_skipped(&u->c);
 		u->ring = su->ring;
 		u->parked = false;
 		u->n_done = 0;

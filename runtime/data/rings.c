@@ -41,6 +41,11 @@ static int add_inring(struct shoal_ctx *ctx, void *mem, uint64_t len, int src_gr
 		shoal_ring_condemn(mem, len, SHOAL_RING_SIDE_CONS);
 		return -EUCLEAN;
 	}
+	if (shoal_ring_cons_skipped(&ctx->in[ctx->n_in].c) != 0) {
+		ctx->lost_corrupt += shoal_ring_cons_skipped(&ctx->in[ctx->n_in].c);
+		/* Relaxed: the worker is the only writer of its counter line. */
+		shoal_store_relaxed(&ctx->mw->lost_corrupt, ctx->lost_corrupt);
+	}
 	ctx->in[ctx->n_in].mem = mem;
 	ctx->in[ctx->n_in].len = len;
 	ctx->in[ctx->n_in].condemned = false;

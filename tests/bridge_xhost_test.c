@@ -325,8 +325,8 @@ static int write_cfg(const char *path, const char *system, int port, const char 
 		 "types:\n  - { id: 1, name: ask, max_size: 8 }\n"
 		 "  - { id: 2, name: note, max_size: 8 }\n  - { id: 3, name: feed, max_size: 8 }\n"
 		 "groups:\n"
-		 "  - { name: req, program: '%s', args: [--role, requester, --mode, %s, --log, '%s'],\n"
-		 "      host: a }\n"
+		 "  - { name: req, program: '%s',\n"
+		 "      args: [--role, requester, --mode, %s, --log, '%s'], host: a }\n"
 		 "  - { name: resp, program: '%s', args: [--role, responder, --log, '%s'%s],\n"
 		 "      host: b, routes: [ { types: [feed] } ] }\n",
 		 system, window, hosts.addr[0], port, hosts.addr[1], port, self, mode, log_req,

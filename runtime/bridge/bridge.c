@@ -55,6 +55,7 @@
 #define WAKE_NS (10 * UINT64_C(1000000))
 #define MAILBOX_BUDGET 64u
 #define PENDING_MAX 4096u
+#define ENV_BYTES sizeof(struct shoal_envelope)
 
 struct peer {
 	const struct shoal__cfg_host *h;
@@ -368,7 +369,7 @@ static void take_records(struct bridge *b, struct peer *p)
 
 	note_down(b, p);
 	while (shoal__link_recv_peek(p->link, &r) == 0) {
-		const unsigned char *payload = (const unsigned char *)r.data + sizeof(struct shoal_envelope);
+		const unsigned char *payload = (const unsigned char *)r.data + ENV_BYTES;
 		struct shoal_envelope env;
 		int ret = -EPROTO;
 
@@ -443,7 +444,8 @@ static void carry_direct(struct bridge *b, const struct shoal_msg *m)
 	uint32_t len = (uint32_t)sizeof(*m->env) + m->len;
 	int h = host_of(b, shoal_addr_group(m->env->dest));
 
-	if (h < 0 || h == b->host || b->by_host[h] == NULL || len > max_record(b->cfg->link.window)) {
+	if (h < 0 || h == b->host || b->by_host[h] == NULL ||
+	    len > max_record(b->cfg->link.window)) {
 		/* Only a sender that skipped send.c's checks gets here. */
 		b->n.no_group++;
 		return;

@@ -1139,6 +1139,12 @@ static int declare_types(struct sup *s, const struct shoal__config *c, struct sh
 	return 0;
 }
 
+/* The host of group i of c if it is another host's (its index), else -1. */
+static int remote_host(const struct sup *s, const struct shoal__config *c, uint32_t i)
+{
+	return shoal__config_runs(c, s->host, i) ? -1 : c->groups[i].host;
+}
+
 static int declare_groups(struct sup *s, struct shoal_err *err)
 {
 	for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
@@ -1149,8 +1155,7 @@ static int declare_groups(struct sup *s, struct shoal_err *err)
 
 		if (id < 0)
 			return id;
-		shoal__router_group_remote(s->router, id,
-					   shoal__config_runs(s->cfg, s->host, i) ? -1 : g->host);
+		shoal__router_group_remote(s->router, id, remote_host(s, s->cfg, i));
 		s->procs[i].id = id;
 		s->procs[i].backoff_ms = g->backoff_ms;
 		s->procs[i].out = out_new(s, g->name, s->log_dir);
@@ -1396,8 +1401,7 @@ static int reload_file(struct sup *s, struct shoal_err *err)
 		np[i].out = out_new(s, g->name, s->log_dir);
 		np[i].id = np[i].out == NULL ? -ENOMEM : shoal_router_group(s->router, &spec, err);
 		if (np[i].id >= 0)
-			shoal__router_group_remote(s->router, np[i].id,
-						   shoal__config_runs(n, s->host, i) ? -1 : g->host);
+			shoal__router_group_remote(s->router, np[i].id, remote_host(s, n, i));
 		if (np[i].id < 0) {
 			ret = np[i].out == NULL ? -ENOMEM : np[i].id;
 			free_new_outs(s, n, np, i + 1);
@@ -1649,7 +1653,7 @@ static void check_hosts(struct sup *s)
 		if (!(changed >> h & 1))
 			continue;
 		for (uint32_t i = 0; i < s->cfg->n_groups; i++)
-			if (s->cfg->groups[i].host == (int)h && !shoal__config_runs(s->cfg, s->host, i))
+			if (remote_host(s, s->cfg, i) == (int)h)
 				ids[n++] = s->procs[i].id;
 		shoal__router_mark_host(s->router, ids, n, now_down);
 		event(s, now_down ? "host %s: away longer than hosts.down_after; sends to its "

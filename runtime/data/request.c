@@ -37,7 +37,7 @@ struct req_wait {
 	struct shoal_ctx *ctx;
 	const struct shoal__reg_group *rg;
 	uint32_t gen;
-	int group;        /* the one whose ring brings the response: the responder's, or the bridge's */
+	int group;        /* whose ring brings the response: the responder's, or the bridge's */
 	bool remote;      /* the responder is of another host */
 };
 

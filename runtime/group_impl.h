@@ -147,6 +147,12 @@ struct shoal_ctx {
 	bool wait_done;
 	struct shoal__deferred *def_head, *def_tail;
 
+	/* The latency histogram (runtime/data/poll.c lat_record()), the
+	 * clock it read for this ring batch, and the bound a latency measured
+	 * against it stays under: 0 until the batch's first handler reads it. */
+	struct shoal__mbx_lat *lat;
+	uint64_t lat_now, lat_bound;
+
 	/* Counters, mirrored into mw with relaxed stores. */
 	uint64_t sent_routed, sent_direct, received, handled, try_failed, stale, malformed,
 		 discarded, fwd_sent, fwd_taken, set_aside, lost_corrupt;

@@ -54,9 +54,10 @@ enum shoal__ring_role {
 /* 2: damage, loss and set-aside fields; 3: rings known by tag, not name;
  * 4: slots of run-time groups freed and reused (slot_seq, released);
  * 5: first_gen and mbx_gen on the group's first line;
- * 6: dispatchers' CPU sets of any size, in their own table (cpus_off);
+ * 6: dispatchers' CPU sets of any size, in their own table (cpus_off), and
+ *    a latency histogram per worker (struct shoal__mbx_lat);
  * 7: groups of other hosts and their hosts marked down (remote_host, bridge,
- * hosts_down) */
+ *    hosts_down) */
 #define SHOAL__LAYOUT_VERSION 7u
 #define SHOAL__MAX_TYPES 1024u
 #define SHOAL__SYSTEM_MAX 32u
@@ -247,6 +248,50 @@ struct shoal__mbx_aside {
 	unsigned char rec[SHOAL__ASIDE_KEEP];
 };
 
+/*
+ * How long messages waited, from their envelope's send_ns to the start of
+ * their handler (runtime/data/poll.c lat_record()), one histogram per
+ * worker, written by that worker only: a load and a store per field, no
+ * atomic read-modify-write; the tools sum the workers. Each power of two of
+ * nanoseconds is cut into SHOAL__LAT_SUB buckets of equal width (below
+ * 2 * SHOAL__LAT_SUB ns every bucket is one nanosecond wide): bucket i holds
+ * [shoal__lat_lower(i), shoal__lat_lower(i + 1)), at most 1/SHOAL__LAT_SUB
+ * of its lower bound wide, so its midpoint is within 1/16 (6.25 %) of any
+ * value in it. A latency of 2^SHOAL__LAT_MAX_BITS ns (18.3 minutes) or more,
+ * or a send_ns after the reader's clock or before its zero (the envelope is
+ * untrusted), counts in out_of_range instead. Zero in a new mailbox; a process of the group
+ * that attaches goes on counting where the last one stopped.
+ */
+#define SHOAL__LAT_SUB_BITS 3u
+#define SHOAL__LAT_SUB (1u << SHOAL__LAT_SUB_BITS)
+#define SHOAL__LAT_MAX_BITS 40u
+#define SHOAL__LAT_BUCKETS ((SHOAL__LAT_MAX_BITS - SHOAL__LAT_SUB_BITS + 1) * SHOAL__LAT_SUB)
+
+struct shoal__mbx_lat {
+	_Atomic uint64_t sum_ns;         /* of the latencies counted in bucket[] */
+	_Atomic uint64_t out_of_range;
+	_Atomic uint64_t bucket[SHOAL__LAT_BUCKETS];
+	uint8_t pad0[SHOAL_FALSE_SHARING - 16];
+};
+
+/* The bucket of a latency of `ns` < 2^SHOAL__LAT_MAX_BITS nanoseconds:
+ * branch-free, the data path runs it for every handler. */
+static inline uint32_t shoal__lat_bucket(uint64_t ns)
+{
+	uint32_t shift = 63u - (uint32_t)__builtin_clzll(ns | SHOAL__LAT_SUB) - SHOAL__LAT_SUB_BITS;
+
+	return shift * SHOAL__LAT_SUB + (uint32_t)(ns >> shift);
+}
+
+/* The smallest latency bucket i holds (i <= SHOAL__LAT_BUCKETS: the end of
+ * the last bucket is 2^SHOAL__LAT_MAX_BITS). */
+static inline uint64_t shoal__lat_lower(uint32_t i)
+{
+	if (i < 2 * SHOAL__LAT_SUB)
+		return i;
+	return (uint64_t)(SHOAL__LAT_SUB + i % SHOAL__LAT_SUB) << (i / SHOAL__LAT_SUB - 1);
+}
+
 struct shoal__mbx_hdr {
 	uint32_t magic;
 	uint32_t version;
@@ -255,15 +300,17 @@ struct shoal__mbx_hdr {
 	uint16_t n_actors;
 	uint16_t pad0;
 	_Atomic uint32_t stop;           /* router -> group: drain and leave */
-	/* Only in the bridge's mailbox: bit h (of at most 64 hosts) set while the link to host h
-	 * has been down longer than hosts.down_after. Bridge-written; the
-	 * router reads it (runtime/control/router.c) and marks that host's
-	 * groups down in the registry, where senders see it. */
+	/* Only in the bridge's mailbox: bit h (of at most 64 hosts) set
+	 * while the link to host h has been down longer than
+	 * hosts.down_after. Bridge-written; the router reads it
+	 * (runtime/control/router.c) and marks that host's groups down in the
+	 * registry, where senders see it. */
 	uint32_t pad2;
 	_Atomic uint64_t hosts_down;
 	uint8_t pad1[SHOAL_FALSE_SHARING - 32];
 	struct shoal__mbx_worker w[SHOAL_MAX_WORKERS];
 	struct shoal__mbx_aside aside[SHOAL_MAX_WORKERS];
+	struct shoal__mbx_lat lat[SHOAL_MAX_WORKERS];
 };
 
 struct shoal__bell {
@@ -293,6 +340,11 @@ static_assert(sizeof(struct shoal__mbx_aside) == 256, "mailbox ABI");
 static_assert(offsetof(struct shoal__mbx_hdr, aside) ==
 	      SHOAL_FALSE_SHARING + SHOAL_MAX_WORKERS * sizeof(struct shoal__mbx_worker),
 	      "mailbox ABI");
+static_assert(sizeof(struct shoal__mbx_lat) % SHOAL_FALSE_SHARING == 0, "mailbox ABI");
+static_assert(offsetof(struct shoal__mbx_hdr, lat) ==
+	      offsetof(struct shoal__mbx_hdr, aside) +
+	      SHOAL_MAX_WORKERS * sizeof(struct shoal__mbx_aside), "mailbox ABI");
+static_assert(SHOAL__LAT_BUCKETS == 304, "mailbox ABI: the bucket scale");
 static_assert(sizeof(struct shoal_envelope) == 56, "envelope ABI");
 static_assert(offsetof(struct shoal_envelope, dest) == 16, "envelope ABI");
 static_assert(offsetof(struct shoal_envelope, flags) == 48, "envelope ABI");

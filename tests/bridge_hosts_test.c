@@ -7,7 +7,8 @@
  * and the link comes back; SIGTERM stops both systems cleanly. A producer on
  * each host whose messages are routed (by key) to a consumer on the other,
  * through links whose window is far smaller than what crosses: each message
- * delivered exactly once, both ways at once.
+ * delivered exactly once, both ways at once, and `shoal stat --json` on
+ * each host shows its link up with the messages it carried.
  *
  * What the test reads is what an operator reads: the prefixed lines of the
  * `bridge` group in each `shoal run`'s output. Runs as root; skips visibly
@@ -25,8 +26,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/jsoncheck.h"
 #include "tests/netns.h"
 #include "tests/testutil.h"
+#include "tests/toolrun.h"
 
 #define PORT 7400
 #define WAIT_MS 30000
@@ -41,16 +44,9 @@ static const char *const name[2] = { "a", "b" };
 
 static char *slurp(const char *path)
 {
-	FILE *f = fopen(path, "r");
-	char *text = calloc(1, 1 << 20);
-	size_t n;
+	char *text = test_netns_slurp(path);
 
 	assert_non_null(text);
-	if (f == NULL)
-		return text;
-	n = fread(text, 1, (1 << 20) - 1, f);
-	text[n] = '\0';
-	fclose(f);
 	return text;
 }
 
@@ -86,26 +82,11 @@ static void expect(int side, const char *needle, unsigned n)
 /* `shoal run --host NAME` in side's namespace, with its own shm folder. */
 static pid_t start(int side, const char *file)
 {
-	pid_t pid;
+	const char *argv[] = { getenv("SHOAL_BIN"), "run", "--status", "plain", "--host",
+			       name[side], file, NULL };
+	pid_t pid = test_netns_spawn(&hosts, side, shm[side], out[side], argv);
 
-	fflush(NULL);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		int fd = open(out[side], O_WRONLY | O_CREAT | O_APPEND, 0600);
-
-		if (fd < 0 || test_netns_enter(&hosts, side) < 0)
-			_exit(126);
-		setenv("SHOAL_SHM_DIR", shm[side], 1);
-		/* The transport between hosts, whatever else UCX finds on
-		 * one machine (as link.h says of the link tests). */
-		setenv("UCX_TLS", "tcp", 1);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execl(getenv("SHOAL_BIN"), "shoal", "run", "--status", "plain", "--host",
-		      name[side], file, (char *)NULL);
-		_exit(127);
-	}
+	assert_true(pid > 0);
 	return pid;
 }
 
@@ -292,6 +273,47 @@ static unsigned consumer_lines(int side, unsigned first, bool *exact)
 	return n;
 }
 
+/* `shoal stat --json hr` of side's system: its link to the other host is
+ * up and has carried `n` messages each way (read from the bridge's link
+ * view, which the bridge refreshes once a turn of its loop: waited for). */
+static void stat_shows_link_up(int side, unsigned n)
+{
+	const char *args[] = { "stat", "--json", "hr", NULL };
+	char sent[64], received[64], peer[32];
+	struct tool_run r;
+
+	snprintf(peer, sizeof(peer), "\"peer\": \"%s\"", name[1 - side]);
+	snprintf(sent, sizeof(sent), "\"messages_sent\": %u,", n);
+	snprintf(received, sizeof(received), "\"messages_received\": %u,", n);
+	setenv("SHOAL_SHM_DIR", shm[side], 1);
+	for (int ms = 0;; ms += 100) {
+		tool_start(&r, args);
+		tool_wait(&r);
+		if ((strstr(r.out, sent) && strstr(r.out, received)) || ms >= WAIT_MS)
+			break;
+		tool_free(&r);
+		usleep(100000);
+	}
+	unsetenv("SHOAL_SHM_DIR");
+	assert_json_object(r.out);
+	assert_has(r.out, "\"links\": {");
+	assert_has(r.out, peer);
+	assert_has(r.out, "\"state\": \"up\"");
+	assert_has(r.out, sent);
+	assert_has(r.out, received);
+	assert_has(r.out, "\"lost_link\": 0,");
+	assert_has(r.out, "\"refused\": 0,");
+	tool_free(&r);
+	/* The link view is a file of the system's, not a stray one. */
+	setenv("SHOAL_SHM_DIR", shm[side], 1);
+	tool_start(&r, (const char *const[]){ "ls", "--json", NULL });
+	tool_wait(&r);
+	unsetenv("SHOAL_SHM_DIR");
+	assert_json_object(r.out);
+	assert_has(r.out, "\"stray\": []");
+	tool_free(&r);
+}
+
 static void hosts_routed_messages_cross_both_ways_once_each(void **state)
 {
 	static const unsigned first[2] = { FIRST_B, 0 };   /* what each side's consumer gets */
@@ -312,6 +334,8 @@ static void hosts_routed_messages_cross_both_ways_once_each(void **state)
 		for (int s = 0; s < 2; s++)
 			n[s] = consumer_lines(s, first[s], &exact[s]);
 	}
+	for (int s = 0; s < 2; s++)
+		stat_shows_link_up(s, 2000);
 	stop_cleanly(0, "hr");
 	stop_cleanly(1, "hr");
 	for (int s = 0; s < 2; s++) {
@@ -349,5 +373,6 @@ int main(void)
 		printf("bridge_hosts: skipped: SHOAL_BIN and SHOAL_TEST_GROUP are not set\n");
 		return TEST_CHILD_SKIP;
 	}
+	tool_bin = getenv("SHOAL_BIN");
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -621,12 +621,16 @@ static void raw_close(struct raw_peer *p)
 	ucp_cleanup(p->ctx);
 }
 
-/* Send `len` bytes as one frame-sized active message and wait for it. */
+/* Send `len` bytes as one frame-sized active message, with a HELLO's
+ * identity (anyone's) as its header when it is one, and wait for it. */
 static void raw_send(struct raw_peer *p, struct shoal__link *l, const void *buf, size_t len)
 {
+	static const struct shoal__link_hello_id anyone;
 	ucp_request_param_t rp = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-				   .flags = UCP_AM_SEND_FLAG_EAGER };
-	ucs_status_ptr_t r = ucp_am_send_nbx(p->ep, SHOAL__LINK_AM_ID, NULL, 0, buf, len, &rp);
+				   .flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY };
+	bool hello = len > 5 && ((const unsigned char *)buf)[5] == SHOAL__FRAME_HELLO;
+	ucs_status_ptr_t r = ucp_am_send_nbx(p->ep, SHOAL__LINK_AM_ID, hello ? &anyone : NULL,
+					     hello ? sizeof(anyone) : 0, buf, len, &rp);
 
 	CHILD_CHECK(!UCS_PTR_IS_ERR(r));
 	while (r && ucp_request_check_status(r) == UCS_INPROGRESS) {
@@ -716,6 +720,127 @@ static int hostile_peer(void *arg)
 	return 0;
 }
 
+/* A link to `peer` on hub h: LISTEN when `listen`, else CONNECT to `addr`;
+ * every size at its default. */
+static struct shoal__link *named_link(struct shoal__link_hub *h, bool listen, const char *peer,
+				      const char *addr)
+{
+	struct shoal__link_opts o = { .role = listen ? SHOAL__LINK_LISTEN : SHOAL__LINK_CONNECT,
+				      .addr = addr, .peer = peer,
+				      .keepalive_ns = 50 * NS_PER_MS,
+				      .backoff_ns = 20 * NS_PER_MS,
+				      .max_backoff_ns = 200 * NS_PER_MS };
+	struct shoal__link *l;
+	struct shoal_err err;
+
+	if (shoal__link_add(h, &l, &o, &err) < 0) {
+		fprintf(stderr, "link to %s: %s\n", peer, err.msg);
+		_exit(1);
+	}
+	return l;
+}
+
+/* A named hub on LOCAL_ADDR's host, listening when `listen`, with one link
+ * to `peer` (CONNECT to LOCAL_ADDR when not listening). */
+static struct shoal__link_hub *named_hub(const char *name, bool listen, const char *peer,
+					 struct shoal__link **l)
+{
+	struct shoal__link_hub_opts ho = { .name = name, .listen = listen ? LOCAL_ADDR : NULL,
+					   .transports = "tcp" };
+	struct shoal__link_hub *h;
+	struct shoal_err err;
+
+	if (shoal__link_hub_create(&h, &ho, &err) < 0) {
+		fprintf(stderr, "hub %s: %s\n", name, err.msg);
+		_exit(1);
+	}
+	*l = named_link(h, listen, peer, LOCAL_ADDR);
+	return h;
+}
+
+static uint64_t hub_refused(struct shoal__link_hub *h, struct shoal__link_hub_stats *st)
+{
+	shoal__link_hub_stats(h, st);
+	return st->refused;
+}
+
+#define PUMP_HUBS_UNTIL(x, y, z, cond, ms)                                           \
+	({                                                                           \
+		uint64_t end_ = now_ns() + (uint64_t)(ms) * NS_PER_MS;               \
+		bool ok_;                                                            \
+		while (!(ok_ = (cond)) && now_ns() < end_) {                         \
+			shoal__link_hub_poll((x), now_ns());                         \
+			shoal__link_hub_poll((y), now_ns());                         \
+			shoal__link_hub_poll((z), now_ns());                         \
+			usleep(200);                                                 \
+		}                                                                    \
+		ok_;                                                                 \
+	})
+
+/* Hub b listens for a. A host it has no link to is refused, counted, and
+ * so is a second "a" while the first is alive; the real a comes up, with
+ * every size at its default (the default record fits the default window). */
+static int hub_names_its_peers(void *arg)
+{
+	struct shoal__link *lb, *la, *lx, *la2;
+	struct shoal__link_hub *b, *a, *x, *a2;
+	struct shoal__link_hub_stats st;
+
+	(void)arg;
+	CHILD_CHECK(test_netns_enter(&hosts, 0) == 0);
+	b = named_hub("b", true, "a", &lb);
+	x = named_hub("x", false, "b", &lx);
+	a = named_hub("a", false, "b", &la);
+	CHILD_CHECK(PUMP_HUBS_UNTIL(a, b, x, hub_refused(b, &st) >= 1 &&
+				    state_of(la) == SHOAL__LINK_UP && state_of(lb) ==
+				    SHOAL__LINK_UP, 10000));
+	CHILD_CHECK(strstr(st.last_refusal.msg, "host 'x', which has no link here") != NULL);
+	CHILD_CHECK(state_of(lx) != SHOAL__LINK_UP);
+	shoal__link_destroy(lx);
+	shoal__link_hub_destroy(x);
+	/* A second a while the first keeps its connection alive. */
+	a2 = named_hub("a", false, "b", &la2);
+	CHILD_CHECK(PUMP_HUBS_UNTIL(a, b, a2, hub_refused(b, &st) >= 2, 10000));
+	CHILD_CHECK(strstr(st.last_refusal.msg, "second connection from host 'a'") != NULL);
+	CHILD_CHECK(state_of(la) == SHOAL__LINK_UP && state_of(la2) != SHOAL__LINK_UP);
+	CHILD_CHECK(st.accepted == 1);
+	shoal__link_destroy(la2);
+	shoal__link_hub_destroy(a2);
+	shoal__link_destroy(la);
+	shoal__link_hub_destroy(a);
+	shoal__link_destroy(lb);
+	shoal__link_hub_destroy(b);
+	return 0;
+}
+
+/* Hub a dials b and c, where nobody listens for c: its link to c fails
+ * again and again, and records flow to b all the while. */
+static int hub_links_are_independent(void *arg)
+{
+	struct shoal__link *ab, *ac, *ba;
+	struct shoal__link_hub *a, *b;
+	struct shoal__link_stats st;
+
+	(void)arg;
+	CHILD_CHECK(test_netns_enter(&hosts, 0) == 0);
+	b = named_hub("b", true, "a", &ba);
+	a = named_hub("a", false, "b", &ab);
+	ac = named_link(a, false, "c", "127.0.0.1:7409");
+	CHILD_CHECK(PUMP_UNTIL(ab, ba, state_of(ab) == SHOAL__LINK_UP &&
+			       state_of(ba) == SHOAL__LINK_UP &&
+			       (shoal__link_stats(ac, &st), st.broken >= 2), 10000));
+	send_range(ab, ba, 0, 500);
+	(void)shoal__link_flush(ab);
+	take_range(ba, ab, 0, 500);
+	CHILD_CHECK(state_of(ac) != SHOAL__LINK_UP);
+	shoal__link_destroy(ac);
+	shoal__link_destroy(ab);
+	shoal__link_hub_destroy(a);
+	shoal__link_destroy(ba);
+	shoal__link_hub_destroy(b);
+	return 0;
+}
+
 /* The cases whose both ends run in one child: the test runs the child. */
 struct child_case {
 	int (*fn)(void *arg);
@@ -725,6 +850,8 @@ static const struct child_case slow_receiver_case = { slow_receiver };
 static const struct child_case peer_restart_case = { peer_restart };
 static const struct child_case connector_restart_case = { connector_restart };
 static const struct child_case hostile_peer_case = { hostile_peer };
+static const struct child_case hub_names_case = { hub_names_its_peers };
+static const struct child_case hub_independent_case = { hub_links_are_independent };
 
 static void run_child_case(void **state)
 {
@@ -746,6 +873,8 @@ int main(void)
 		CHILD_CASE("link_connector_restart_counts_and_goes_on_both_ways",
 			   connector_restart_case),
 		CHILD_CASE("link_refuses_and_counts_a_hostile_peers_frames", hostile_peer_case),
+		CHILD_CASE("link_hub_refuses_unknown_and_duplicate_peers", hub_names_case),
+		CHILD_CASE("link_hub_one_link_failing_stalls_no_other", hub_independent_case),
 	};
 	const char *why = test_netns_unavailable();
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Network namespaces joined by a veth pair, for the tests (see netns.h). */
+/* Network namespaces joined by a veth pair or a switch, for the tests (see netns.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -139,36 +139,78 @@ static void reap_stale(void)
 	closedir(d);
 }
 
-int test_netns_create(struct test_netns *n, const char *tag, unsigned octet)
+/* Join the two sides with one veth pair. */
+static int join_pair(struct test_netns *n)
 {
-	char cidr[2][24];
+	return ip_checked("link add ... type veth",
+			  ip("-n", n->ns[0], "link", "add", n->dev[0], "type", "veth", "peer",
+			     "name", n->dev[1], "netns", n->ns[1], (char *)NULL));
+}
+
+/* Join every side to a bridge device in a namespace of its own: a veth per
+ * side, its switch end (p0, p1 ...) on the bridge. */
+static int join_switch(struct test_netns *n, const char *tag)
+{
+	snprintf(n->sw, sizeof(n->sw), NETNS_PREFIX "%d-%s-sw", (int)getpid(), tag);
+	if (ip_checked("netns add", ip("netns", "add", n->sw, (char *)NULL)) < 0)
+		return -1;
+	n->made_sw = true;
+	if (ip_checked("link add ... type bridge", ip("-n", n->sw, "link", "add", "br0", "type",
+						      "bridge", (char *)NULL)) < 0 ||
+	    ip_checked("link set br0 up", ip("-n", n->sw, "link", "set", "br0", "up",
+					     (char *)NULL)) < 0)
+		return -1;
+	for (unsigned s = 0; s < n->n; s++) {
+		char port[16];
+
+		snprintf(port, sizeof(port), "p%u", s);
+		if (ip_checked("link add ... type veth",
+			       ip("-n", n->sw, "link", "add", port, "type", "veth", "peer", "name",
+				  n->dev[s], "netns", n->ns[s], (char *)NULL)) < 0 ||
+		    ip_checked("link set ... master br0",
+			       ip("-n", n->sw, "link", "set", port, "master", "br0",
+				  (char *)NULL)) < 0 ||
+		    ip_checked("link set ... up", ip("-n", n->sw, "link", "set", port, "up",
+						      (char *)NULL)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+int test_netns_create_hosts(struct test_netns *n, const char *tag, unsigned octet,
+			    unsigned hosts)
+{
+	char cidr[TEST_NETNS_MAX][24];
 
 	memset(n, 0, sizeof(*n));
+	if (hosts < 2 || hosts > TEST_NETNS_MAX) {
+		fprintf(stderr, "netns: %u hosts (2 or 3)\n", hosts);
+		return -1;
+	}
+	n->n = hosts;
 	reap_stale();
-	for (int s = 0; s < 2; s++) {
+	for (unsigned s = 0; s < n->n; s++) {
 		snprintf(n->ns[s], sizeof(n->ns[s]), NETNS_PREFIX "%d-%s-%c", (int)getpid(), tag,
 			 'a' + s);
 		snprintf(n->dev[s], sizeof(n->dev[s]), "veth-%c", 'a' + s);
-		snprintf(n->addr[s], sizeof(n->addr[s]), "169.254.%u.%d", octet & 255, s + 1);
+		snprintf(n->addr[s], sizeof(n->addr[s]), "169.254.%u.%u", octet & 255, s + 1);
 		snprintf(cidr[s], sizeof(cidr[s]), "%s/24", n->addr[s]);
 		if (ip_checked("netns add", ip("netns", "add", n->ns[s], (char *)NULL)) < 0)
 			goto fail;
 		n->made[s] = true;
 	}
-	if (ip_checked("link add ... type veth",
-		       ip("-n", n->ns[0], "link", "add", n->dev[0], "type", "veth", "peer", "name",
-			  n->dev[1], "netns", n->ns[1], (char *)NULL)) < 0)
+	if ((n->n == 2 ? join_pair(n) : join_switch(n, tag)) < 0)
 		goto fail;
-	for (int s = 0; s < 2; s++) {
+	for (unsigned s = 0; s < n->n; s++) {
 		if (ip_checked("addr add", ip("-n", n->ns[s], "addr", "add", cidr[s], "dev",
 					      n->dev[s], (char *)NULL)) < 0 ||
 		    ip_checked("link set lo up", ip("-n", n->ns[s], "link", "set", "lo", "up",
 						     (char *)NULL)) < 0 ||
-		    test_netns_link(n, s, true) < 0)
+		    test_netns_link(n, (int)s, true) < 0)
 			goto fail;
 	}
-	for (int s = 0; s < 2; s++)
-		if (wait_carrier(n, s) < 0)
+	for (unsigned s = 0; s < n->n; s++)
+		if (wait_carrier(n, (int)s) < 0)
 			goto fail;
 	return 0;
 fail:
@@ -176,13 +218,21 @@ fail:
 	return -1;
 }
 
+int test_netns_create(struct test_netns *n, const char *tag, unsigned octet)
+{
+	return test_netns_create_hosts(n, tag, octet, 2);
+}
+
 void test_netns_destroy(struct test_netns *n)
 {
-	for (int s = 0; s < 2; s++) {
+	for (unsigned s = 0; s < TEST_NETNS_MAX; s++) {
 		if (n->made[s])
 			ip("netns", "del", n->ns[s], (char *)NULL);
 		n->made[s] = false;
 	}
+	if (n->made_sw)
+		ip("netns", "del", n->sw, (char *)NULL);
+	n->made_sw = false;
 }
 
 int test_netns_enter(const struct test_netns *n, int side)
@@ -203,7 +253,7 @@ int test_netns_enter(const struct test_netns *n, int side)
 	 * mounted from, and UCX finds its TCP devices there: remount sysfs in
 	 * a private mount namespace, as `ip netns exec` does, or UCX sees the
 	 * old namespace's interfaces and none of the veth. */
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0 ||
+	if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", "none", MS_SLAVE | MS_REC, NULL) < 0 ||
 	    umount2("/sys", MNT_DETACH) < 0 || mount("sysfs", "/sys", "sysfs", 0, NULL) < 0)
 		return -errno;
 	return 0;
@@ -213,4 +263,44 @@ int test_netns_link(const struct test_netns *n, int side, bool up)
 {
 	return ip_checked("link set", ip("-n", n->ns[side], "link", "set", n->dev[side],
 					 up ? "up" : "down", (char *)NULL));
+}
+
+pid_t test_netns_spawn(const struct test_netns *n, int side, const char *shm, const char *out,
+		       const char *const *argv)
+{
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid != 0)
+		return pid;
+	{
+		int fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+
+		if (fd < 0 || test_netns_enter(n, side) < 0)
+			_exit(126);
+		setenv("SHOAL_SHM_DIR", shm, 1);
+		setenv("UCX_TLS", "tcp", 1);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+}
+
+char *test_netns_slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *text = calloc(1, 1 << 20);
+	size_t got;
+
+	if (text == NULL || f == NULL) {
+		if (f != NULL)
+			fclose(f);
+		return text;
+	}
+	got = fread(text, 1, (1 << 20) - 1, f);
+	text[got] = '\0';
+	fclose(f);
+	return text;
 }

@@ -1,27 +1,36 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Hosts for the tests of systems that span hosts: two network namespaces
- * joined by a veth pair, with link-local addresses (169.254.0.0/16) only,
- * made and removed by the test itself with iproute2's `ip`.
+ * Hosts for the tests of systems that span hosts: two or three network
+ * namespaces, with link-local addresses (169.254.0.0/16) only, made and
+ * removed by the test itself with iproute2's `ip`. Two hosts are joined by
+ * a veth pair; three by a veth each to a bridge device (a switch) in a
+ * namespace of its own, so that every host reaches every other on one
+ * subnet, each at one address.
  *
- * Namespaces are named shoal-t<pid>-<tag>-a and -b, so that parallel tests
- * and runs never meet, and creating a pair first removes the pairs of test
- * processes that no longer exist (a run killed before its cleanup). Nothing
- * is created in the namespace the test runs in: the veth pair is made
- * inside namespace a with its peer end moved straight into b.
+ * Namespaces are named shoal-t<pid>-<tag>-a, -b, -c (and -sw for the
+ * switch), so that parallel tests and runs never meet, and creating hosts
+ * first removes those of test processes that no longer exist (a run killed
+ * before its cleanup). Nothing is created in the namespace the test runs
+ * in: each veth is made inside one test namespace with its other end
+ * moved straight into another.
  */
 #ifndef SHOAL_TESTS_NETNS_H
 #define SHOAL_TESTS_NETNS_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #define TEST_NETNS_NAME_MAX 48
+#define TEST_NETNS_MAX 3                   /* hosts */
 
 struct test_netns {
-	char ns[2][TEST_NETNS_NAME_MAX];   /* namespace of side 0 (a) and 1 (b) */
-	char dev[2][16];                   /* the veth end in each */
-	char addr[2][16];                  /* its IPv4 address, without the prefix */
-	bool made[2];
+	unsigned n;                        /* hosts: 2 or 3 */
+	char ns[TEST_NETNS_MAX][TEST_NETNS_NAME_MAX];   /* namespace of side 0 (a), 1 (b) ... */
+	char dev[TEST_NETNS_MAX][16];      /* the veth end in each */
+	char addr[TEST_NETNS_MAX][16];     /* its IPv4 address, without the prefix */
+	bool made[TEST_NETNS_MAX];
+	char sw[TEST_NETNS_NAME_MAX];      /* three hosts: the switch's namespace */
+	bool made_sw;
 };
 
 /*
@@ -38,7 +47,14 @@ const char *test_netns_unavailable(void);
  */
 int test_netns_create(struct test_netns *n, const char *tag, unsigned octet);
 
-/* Remove both namespaces (the veth goes with them). Idempotent. */
+/*
+ * The same with `hosts` sides (2 or 3): side s at 169.254.<octet>.<s + 1>.
+ * Three hosts meet at a switch (a bridge device in its own namespace).
+ */
+int test_netns_create_hosts(struct test_netns *n, const char *tag, unsigned octet,
+			    unsigned hosts);
+
+/* Remove every namespace (the veths go with them). Idempotent. */
 void test_netns_destroy(struct test_netns *n);
 
 /* Move the calling process into side `side`'s network namespace, and into
@@ -48,5 +64,19 @@ int test_netns_enter(const struct test_netns *n, int side);
 
 /* Set side `side`'s veth end down or up: 0, or -1 (said on stderr). */
 int test_netns_link(const struct test_netns *n, int side, bool up);
+
+/*
+ * Fork a child that enters side `side`'s namespace and runs argv[0] with
+ * argv, its shared-memory folder `shm` ($SHOAL_SHM_DIR), UCX on TCP alone
+ * (the transport between hosts, whatever else UCX finds on one machine),
+ * and its output appended to the file `out`. Returns the child's pid, or
+ * -1. The child exits 126 if it could not enter, 127 if it could not run.
+ */
+pid_t test_netns_spawn(const struct test_netns *n, int side, const char *shm, const char *out,
+		       const char *const *argv);
+
+/* The file at `path`, its first MiB, NUL-terminated ("" if it cannot be
+ * read), to free(); NULL only when out of memory. */
+char *test_netns_slurp(const char *path);
 
 #endif

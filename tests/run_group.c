@@ -11,6 +11,9 @@
  *        seq % K (so that workers forward to each other)
  *   --role crasher
  *        exits with status 3 right after attaching
+ *   --role asker --to GROUP
+ *        sends requests with no timeout to actor 0 of GROUP, one after the
+ *        other, until one ends with -ESHUTDOWN (then exits 0)
  *   --trap-term
  *        SIGTERM only sets a flag the producer reads between sends (as
  *        examples/fanout.c does), so it cannot end a blocked send or wait
@@ -148,9 +151,46 @@ static int producer(uint64_t n, uint64_t first, uint64_t rate, int alternate)
 	return 0;
 }
 
+static int asker(const char *to)
+{
+	struct shoal_group_desc d = { .types = types, .n_types = 2, .node = -1,
+				      .on_message = on_message };
+	struct shoal_err err = { { 0 } };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	uint64_t dest = 0;
+	int ret = 0;
+
+	if (shoal_group_attach(&g, &d, NULL, &err) < 0) {
+		fprintf(stderr, "asker: %s\n", err.msg);
+		return 1;
+	}
+	ctx = shoal_group_worker(g, 0);
+	do {
+		char ping[16] = "ping", buf[16];
+		struct shoal_reply r = { .buf = buf, .cap = sizeof(buf) };
+
+		/* An address names one process of the group: looked up again
+		 * after that process is gone (-ESTALE, -EOWNERDEAD), and until
+		 * the group has one (a lookup before it first attached names
+		 * no process that will ever answer). */
+		if (dest == 0 || ret == -ESTALE || ret == -EOWNERDEAD)
+			dest = shoal_group_lookup(g, to, 0);
+		ret = dest == 0 ? -ENOENT : shoal_request(ctx, dest, 1, ping, sizeof(ping), -1, &r);
+		/* Unanswered (the consumer does not respond) is the common
+		 * case; anything else waits a little, which also notices a
+		 * router gone. */
+		if (ret < 0 && ret != -ECANCELED && ret != -ENOMSG && ret != -ESHUTDOWN &&
+		    shoal_poll(ctx, 0, 1000000) == -ESHUTDOWN)
+			ret = -ESHUTDOWN;
+	} while (ret != -ESHUTDOWN);
+	shoal_group_detach(g);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	const char *role = "", *log = NULL;
+	const char *role = "", *log = NULL, *to = "";
 	uint64_t n = 0, first = 0, rate = 0;
 	int alternate = 0;
 	struct shoal_group_desc d = { .types = types, .n_types = 2, .node = -1,
@@ -167,6 +207,8 @@ int main(int argc, char **argv)
 			first = strtoull(v, NULL, 10);
 		else if (strcmp(argv[i], "--rate") == 0)
 			rate = strtoull(v, NULL, 10);
+		else if (strcmp(argv[i], "--to") == 0)
+			to = v;
 		else if (strcmp(argv[i], "--log") == 0)
 			log = v;
 		else if (strcmp(argv[i], "--stop-file") == 0)
@@ -180,6 +222,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(role, "producer") == 0)
 		return producer(n, first, rate, alternate);
+	if (strcmp(role, "asker") == 0)
+		return asker(to);
 	if (strcmp(role, "crasher") == 0) {
 		struct shoal_group *g;
 
@@ -212,6 +256,6 @@ int main(int argc, char **argv)
 			d.route = spread_route;
 		return shoal_group_main(&d, argc, argv);   /* our --role etc. are left to us */
 	}
-	fprintf(stderr, "usage: %s --role producer|consumer|holder|crasher ...\n", argv[0]);
+	fprintf(stderr, "usage: %s --role producer|consumer|holder|crasher|asker ...\n", argv[0]);
 	return 2;
 }

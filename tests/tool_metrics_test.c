@@ -29,6 +29,7 @@
 
 #include "runtime/layout.h"
 #include "tests/jsoncheck.h"
+#include "tests/jsonvalue.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
 #include "tests/toolrun.h"
@@ -58,6 +59,13 @@ struct om_check {
 	char *seen[MAX_SAMPLES]; /* name{labels} of the family's samples so far */
 	unsigned n_seen;
 	unsigned samples;
+	/* A histogram's series being read: its labels but le, and what of it
+	 * was seen (buckets in increasing le with cumulative counts, +Inf,
+	 * _count equal to +Inf's, _sum). */
+	char series[1024];
+	bool in_series, inf, count, sum;
+	double le, below, inf_value;
+	unsigned histograms;     /* series checked whole */
 };
 
 static bool is_name(const char *s, size_t n, bool colon)
@@ -89,6 +97,17 @@ static const char *escaped_string(const char *s, char end)
 static void om_fail(const char *line, const char *why)
 {
 	fail_msg("OpenMetrics: %s in line: %s", why, line);
+}
+
+/* The end of a histogram's series: it must have had all its parts. */
+static void om_series_end(struct om_check *c, const char *line)
+{
+	if (!c->in_series)
+		return;
+	if (!c->inf || !c->count || !c->sum)
+		om_fail(line, "a histogram series without its +Inf bucket, _count or _sum");
+	c->in_series = false;
+	c->histograms++;
 }
 
 static void om_seen_reset(struct om_check *c)
@@ -123,6 +142,7 @@ static void om_descriptor(struct om_check *c, const char *line)
 		c->families[c->n_families++][n] = '\0';
 		memcpy(c->family, name, n);
 		c->family[n] = '\0';
+		om_series_end(c, line);
 		snprintf(c->type, sizeof(c->type), "%s", sp + 1);
 		om_seen_reset(c);
 		return;
@@ -168,12 +188,75 @@ static const char *om_labels(const struct om_check *c, const char *line, const c
 	return p;
 }
 
+/*
+ * A histogram's sample, its suffix `kind` (_bucket, _count, _sum) and its
+ * labels from `labels` to the closing brace (NULL: none): _bucket has an le
+ * label, a float or +Inf, increasing within the series, and cumulative
+ * counts; the series (the other labels) ends with +Inf, then _count, which
+ * equals +Inf's count, and _sum.
+ */
+static void om_histogram(struct om_check *c, const char *line, const char *kind,
+			 const char *labels, double v)
+{
+	char series[sizeof(c->series)] = "", le[64] = "";
+	const char *p = labels;
+
+	/* The labels but le, and le's value. */
+	while (p != NULL && *p != '}') {
+		const char *end = escaped_string(strchr(p, '=') + 2, '"') + 1;
+		size_t n = (size_t)(end - p);
+
+		if (strncmp(p, "le=\"", 4) == 0 && n - 5 < sizeof(le))
+			memcpy(le, p + 4, n - 5);
+		else if (strlen(series) + n + 1 < sizeof(series))
+			strncat(series, p, n);
+		p = *end == ',' ? end + 1 : end;
+	}
+	if (strcmp(kind, "_bucket") == 0) {
+		char *e;
+		double bound = strcmp(le, "+Inf") == 0 ? 1.0 / 0.0 : strtod(le, &e);
+
+		if (le[0] == '\0' || (strcmp(le, "+Inf") != 0 && (e == le || *e != '\0')))
+			om_fail(line, "a bucket without a float le");
+		if (!c->in_series || strcmp(series, c->series) != 0) {
+			om_series_end(c, line);
+			snprintf(c->series, sizeof(c->series), "%s", series);
+			c->in_series = true;
+			c->inf = c->count = c->sum = false;
+			c->le = -1.0 / 0.0;
+			c->below = 0;
+		}
+		if (c->inf || bound <= c->le)
+			om_fail(line, "buckets not in increasing le");
+		if (v < c->below || v != (double)(uint64_t)v)
+			om_fail(line, "a bucket count that is not cumulative");
+		c->le = bound;
+		c->below = v;
+		c->inf = bound == 1.0 / 0.0;
+		c->inf_value = v;
+		return;
+	}
+	if (!c->in_series || strcmp(series, c->series) != 0 || le[0] != '\0')
+		om_fail(line, "_count or _sum outside its series' buckets, or with an le");
+	if (strcmp(kind, "_count") == 0) {
+		if (!c->inf || v != c->inf_value)
+			om_fail(line, "_count is not the +Inf bucket's count");
+		c->count = true;
+	} else {
+		if (v < 0)
+			om_fail(line, "a negative _sum");
+		c->sum = true;
+	}
+}
+
 static void om_sample(struct om_check *c, const char *line)
 {
 	const char *p = line, *key_end, *value;
 	const char *suffix = strcmp(c->type, "counter") == 0 ? "_total" :
 			     strcmp(c->type, "info") == 0 ? "_info" : "";
+	bool histogram = strcmp(c->type, "histogram") == 0;
 	size_t fl = strlen(c->family);
+	const char *labels = NULL;
 	char *end;
 	double v;
 
@@ -181,11 +264,24 @@ static void om_sample(struct om_check *c, const char *line)
 		om_fail(line, "sample before any TYPE");
 	while (isalnum((unsigned char)*p) || *p == '_' || *p == ':')
 		p++;
+	if (histogram) {
+		static const char *const kinds[] = { "_bucket", "_count", "_sum" };
+
+		suffix = NULL;
+		for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+			if ((size_t)(p - line) == fl + strlen(kinds[i]) &&
+			    strncmp(line + fl, kinds[i], strlen(kinds[i])) == 0)
+				suffix = kinds[i];
+		if (suffix == NULL)
+			om_fail(line, "a histogram's sample is not _bucket, _count or _sum");
+	}
 	if (!is_name(line, (size_t)(p - line), true) || (size_t)(p - line) != fl + strlen(suffix) ||
 	    strncmp(line, c->family, fl) != 0 || strncmp(line + fl, suffix, strlen(suffix)) != 0)
 		om_fail(line, "sample name is not its family's name with the type's suffix");
-	if (*p == '{')
+	if (*p == '{') {
+		labels = p + 1;
 		p = om_labels(c, line, p + 1) + 1;
+	}
 	key_end = p;
 	if (*p != ' ')
 		om_fail(line, "no space before the value");
@@ -193,6 +289,8 @@ static void om_sample(struct om_check *c, const char *line)
 	v = strtod(value, &end);
 	if (end == value || *end != '\0' || (strcmp(c->type, "counter") == 0 && v < 0))
 		om_fail(line, "bad value");
+	if (histogram)
+		om_histogram(c, line, suffix, labels, v);
 	for (unsigned i = 0; i < c->n_seen; i++)
 		if (strlen(c->seen[i]) == (size_t)(key_end - line) &&
 		    strncmp(c->seen[i], line, (size_t)(key_end - line)) == 0)
@@ -204,8 +302,9 @@ static void om_sample(struct om_check *c, const char *line)
 	c->samples++;
 }
 
-/* Hold `text` to the rules; returns how many samples it has. */
-static unsigned assert_openmetrics(const char *text)
+/* Hold `text` to the rules; returns how many samples it has, and in
+ * *histograms (if not NULL) how many histogram series. */
+static unsigned assert_openmetrics_h(const char *text, unsigned *histograms)
 {
 	struct om_check *c = calloc(1, sizeof(*c));
 	size_t len = strlen(text);
@@ -230,11 +329,19 @@ static unsigned assert_openmetrics(const char *text)
 		else
 			om_sample(c, line);
 	}
+	om_series_end(c, "# EOF");
 	om_seen_reset(c);
 	samples = c->samples;
+	if (histograms != NULL)
+		*histograms = c->histograms;
 	free(copy);
 	free(c);
 	return samples;
+}
+
+static unsigned assert_openmetrics(const char *text)
+{
+	return assert_openmetrics_h(text, NULL);
 }
 
 /* The value of sample `key` (name{labels}, exactly); fails if absent. */
@@ -331,30 +438,20 @@ static char *metrics_when_handled(uint64_t n)
 	return NULL;
 }
 
-/* The first "key": number after `"name": "group"` in stat's JSON. */
-static uint64_t stat_json_group_value(const char *json, const char *group, const char *key)
-{
-	char at[64], k[64];
-	const char *p;
-
-	snprintf(at, sizeof(at), "\"name\": \"%s\",", group);
-	snprintf(k, sizeof(k), "\"%s\": ", key);
-	p = strstr(json, at);
-	assert_non_null(p);
-	p = strstr(p, k);
-	assert_non_null(p);
-	return strtoull(p + strlen(k), NULL, 10);
-}
-
 /* ---- Printing ---- */
 
 static void tool_metrics_output_follows_the_text_format(void **state)
 {
 	char *text = metrics_when_handled(N_SENT);
+	unsigned histograms;
 
 	(void)state;
 	/* System, dispatcher, types, three groups, three workers, nine rings. */
-	assert_true(assert_openmetrics(text) > 100);
+	assert_true(assert_openmetrics_h(text, &histograms) > 100);
+	/* A latency histogram per group with a mailbox. */
+	assert_int_equal(histograms, 3);
+	assert_has(text, "# TYPE shoal_group_latency_seconds histogram\n"
+			 "# UNIT shoal_group_latency_seconds seconds\n");
 	free(text);
 }
 
@@ -401,14 +498,38 @@ static void tool_metrics_values_match_the_system(void **state)
 			 metric(text, "shoal_ring_in_records_total{group=\"sink\",ring=\"in.1.d0\","
 				"role=\"dispatched\"}"), N_SENT);
 	assert_has(text, "# UNIT shoal_ring_in_bytes bytes\n");
+	/* Latency: one per handler run, none out of range, all under 275 s. */
+	assert_int_equal(metric(text, "shoal_group_latency_seconds_count{group=\"sink\"}"), N_SENT);
+	assert_int_equal(metric(text, "shoal_group_latency_seconds_bucket{group=\"sink\","
+				"le=\"+Inf\"}"), N_SENT);
+	assert_int_equal(metric(text, "shoal_group_latency_seconds_bucket{group=\"sink\","
+				"le=\"274.877906944\"}"), N_SENT);
+	assert_int_equal(metric(text, "shoal_group_latency_seconds_count{group=\"idle\"}"), 0);
+	assert_int_equal(metric(text, "shoal_group_latency_out_of_range_total{group=\"sink\"}"), 0);
+	/* Nothing waits for sink: no oldest age. */
+	assert_lacks(text, "shoal_group_oldest_age_seconds{group=\"sink\"}");
+	/* What the other counters in shared memory say: per dispatcher, the
+	 * copies forwarded between sink's two workers, doorbells. */
+	assert_int_equal(metric(text, "shoal_group_dispatcher_delivered_total{group=\"sink\","
+				"dispatcher=\"0\"}"), N_SENT);
+	assert_int_equal(metric(text, "shoal_type_live_routes{type=\"ping\",type_id=\"1\"}"), 1);
+	/* A copy counts as taken only after its handler returned. */
+	assert_true(worker_sum(text, "forward_taken", "sink", SINK_WORKERS) <=
+		    worker_sum(text, "forward_sent", "sink", SINK_WORKERS));
+	assert_has(text, "shoal_worker_doorbell_sleeps_total{group=\"sink\",worker=\"1\","
+			 "doorbell=\"space\"} ");
+	assert_has(text, "shoal_dispatcher_doorbell_wakes_total{dispatcher=\"0\",node=\"0\"} ");
+	assert_has(text, "shoal_system_waker_sleeps_total ");
 
 	/* At this quiet moment `shoal stat --json` says the same. */
 	tool_expect(&r, 0, (const char *const[]){ "stat", "--json", SYSTEM, NULL });
 	assert_json_object(r.out);
-	assert_int_equal(stat_json_group_value(r.out, "sink", "handled"),
+	assert_int_equal(json_value_after(r.out, "sink", "handled"),
 			 worker_sum(text, "handled", "sink", SINK_WORKERS));
-	assert_int_equal(stat_json_group_value(r.out, "sink", "delivered"),
+	assert_int_equal(json_value_after(r.out, "sink", "delivered"),
 			 metric(text, "shoal_group_delivered_total{group=\"sink\"}"));
+	assert_int_equal(json_value_after(r.out, "sink", "count"),
+			 metric(text, "shoal_group_latency_seconds_count{group=\"sink\"}"));
 	snprintf(want, sizeof(want), "shoal_group_pid{group=\"sink\"} %d\n", (int)fx.sink);
 	assert_has(text, want);
 	tool_free(&r);

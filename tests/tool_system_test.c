@@ -26,6 +26,7 @@
 #include "runtime/layout.h"
 #include "shm/ring_layout.h"
 #include "tests/jsoncheck.h"
+#include "tests/jsonvalue.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
 #include "tests/toolrun.h"
@@ -326,6 +327,43 @@ static void tool_stat_json_counts_what_is_queued(void **state)
 	tool_free(&r);
 }
 
+/*
+ * The gated consumer holds the first message in its handler: the ten stay
+ * in its ring (the held one is not released), the oldest at least as old as
+ * the pause below, and one handler started (its latency counted).
+ */
+static void tool_stat_shows_lag_and_the_oldest_age(void **state)
+{
+	struct tool_run r;
+	uint64_t age;
+
+	(void)state;
+	usleep(200000);
+	tool_expect(&r, 0, (const char *const[]){ "stat", "--json", SYSTEM, NULL });
+	assert_json_documents(r.out, 1, false);
+	age = json_value_after(r.out, "gated", "oldest_age_ns");
+	assert_true(age >= 200000000u && age < 3600000000000u);
+	assert_int_equal(json_value_after(r.out, "gated", "queued"), N_QUEUED);
+	/* The ring's own line agrees with the group's. */
+	assert_true(json_value_after(r.out, "in.0.d0", "oldest_age_ns") <= age);
+	assert_true(json_value_after(r.out, "in.0.d0", "oldest_age_ns") >= 200000000u);
+	assert_int_equal(json_value_after(r.out, "gated", "count"), 1);
+	assert_int_equal(json_value_after(r.out, "gated", "out_of_range"), 0);
+	/* Nothing handled by idle: no percentiles, and nothing waits. */
+	assert_int_equal(json_value_after(r.out, "idle", "count"), 0);
+	assert_int_equal(json_value_after(r.out, "idle", "p50_ns"), UINT64_MAX);
+	assert_int_equal(json_value_after(r.out, "idle", "oldest_age_ns"), UINT64_MAX);
+	tool_free(&r);
+
+	tool_expect(&r, 0, (const char *const[]){ "stat", SYSTEM, NULL });
+	assert_has(r.out, "  lag           10 messages (");
+	assert_has(r.out, " not taken, the oldest sent ");
+	assert_has(r.out, "  latency       p50 ");
+	assert_has(r.out, " over 1 messages (0 out of range)\n");
+	assert_has(r.out, " PENDING  OLDEST ");
+	tool_free(&r);
+}
+
 /* ---- dump ---- */
 
 static void tool_dump_shows_every_queued_message(void **state)
@@ -425,6 +463,7 @@ static void tool_top_prints_each_refresh(void **state)
 	assert_int_equal(assert_json_documents(r.out, 1, true), 2);
 	assert_int_equal(count_of(r.out, "\"name\": \"gated\", \"state\": \"running\""), 2);
 	assert_int_equal(count_of(r.out, "\"queued\": 10"), 2);
+	assert_int_equal(count_of(r.out, "\"oldest_age_ns\": null"), 4);   /* prod and idle */
 	assert_has(r.out, "\"refresh\": 2");
 	tool_free(&r);
 }
@@ -854,6 +893,108 @@ static void tool_help_lists_commands_in_order(void **state)
 	}
 }
 
+/*
+ * A consumer stopped for a known time: group "late", attached in this
+ * process and not polled while a producer sends it N_LATE messages, then
+ * LATE_NS later drained in one poll. Every one waited at least LATE_NS
+ * before its handler, so the percentiles are at least that, less the
+ * histogram's 6.25 %; loose above, for a loaded machine. Then forged send
+ * times count as out of range.
+ */
+#define N_LATE 8u
+#define LATE_NS 300000000u
+#define N_FORGED 2u
+
+/*
+ * A sender whose envelopes lie (shared memory is untrusted): group "prod"
+ * again, sending N_FORGED routed T_PONGs with a send_ns in the future, an
+ * hour ahead and the largest there is, written over the envelope that
+ * shoal_reserve() made before the commit.
+ */
+static int forger_main(void *arg)
+{
+	static const uint64_t ahead[N_FORGED] = { 3600000000000u, UINT64_MAX };
+	struct shoal_group_desc d = {
+		.name = "prod", .n_workers = 1, .n_actors = 1, .node = -1,
+		.types = rt_types, .n_types = RT_N_TYPES,
+	};
+	struct shoal_err err = { { 0 } };
+	struct shoal_group *g;
+
+	(void)arg;
+	if (shoal_group_attach(&g, &d, NULL, &err) < 0) {
+		fprintf(stderr, "forger: %s\n", err.msg);
+		return 10;
+	}
+	for (unsigned i = 0; i < N_FORGED; i++) {
+		struct shoal_ctx *ctx = shoal_group_worker(g, 0);
+		struct msg v = { .seq = i };
+		struct shoal_envelope env;
+		void *buf;
+
+		if (shoal_reserve(ctx, SHOAL_ADDR_NONE, T_PONG, sizeof(v), &buf) < 0)
+			return 11;
+		memcpy(buf, &v, sizeof(v));
+		memcpy(&env, (char *)buf - sizeof(env), sizeof(env));
+		env.send_ns = i == 0 ? env.send_ns + ahead[i] : ahead[i];
+		memcpy((char *)buf - sizeof(env), &env, sizeof(env));
+		shoal_commit(ctx);
+	}
+	shoal_group_detach(g);
+	return 0;
+}
+
+static void tool_stat_latency_counts_a_stopped_consumer(void **state)
+{
+	struct child prod = { .index = 2, .name = "prod", .n = N_LATE, .type = T_PONG };
+	struct shoal_group *g;
+	struct tool_run r;
+	uint64_t p50, p99, p999;
+	int id;
+
+	(void)state;
+	id = rt_declare("late", 1, 1);
+	rt_route(id, T_PONG, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	g = rt_attach_here("late", 1, 1);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
+					 60000), 0);
+	wait_delivered(id, N_LATE);
+	usleep(LATE_NS / 1000);
+	for (int i = 0; i < 10000 && atomic_load(&rt_res->count[0]) < N_LATE; i++)
+		shoal_poll(shoal_group_worker(g, 0), 0, 1000000);
+	assert_int_equal(atomic_load(&rt_res->count[0]), N_LATE);
+
+	tool_expect(&r, 0, (const char *const[]){ "stat", "--json", SYSTEM, NULL });
+	assert_int_equal(json_value_after(r.out, "late", "count"), N_LATE);
+	assert_int_equal(json_value_after(r.out, "late", "out_of_range"), 0);
+	p50 = json_value_after(r.out, "late", "p50_ns");
+	p99 = json_value_after(r.out, "late", "p99_ns");
+	p999 = json_value_after(r.out, "late", "p999_ns");
+	assert_true(p50 >= LATE_NS - LATE_NS / 16);
+	assert_true(p50 <= p99 && p99 <= p999);
+	assert_true(p999 < 600000000000u);
+	assert_true(json_value_after(r.out, "late", "sum_ns") >= (uint64_t)N_LATE * LATE_NS);
+	tool_free(&r);
+
+	tool_expect(&r, 0, (const char *const[]){ "stat", SYSTEM, NULL });
+	assert_has(r.out, "\nGroup late (id 3)\n");
+	assert_has(r.out, " over 8 messages (0 out of range)\n");
+	tool_free(&r);
+
+	/* Send times in the future are counted apart, never bucketed. */
+	test_assert_exited(test_wait_pid(test_spawn(forger_main, NULL, 0), 60000), 0);
+	wait_delivered(id, N_LATE + N_FORGED);
+	for (int i = 0; i < 10000 && atomic_load(&rt_res->count[0]) < N_LATE + N_FORGED; i++)
+		shoal_poll(shoal_group_worker(g, 0), 0, 1000000);
+	assert_int_equal(atomic_load(&rt_res->count[0]), N_LATE + N_FORGED);
+	tool_expect(&r, 0, (const char *const[]){ "stat", "--json", SYSTEM, NULL });
+	assert_int_equal(json_value_after(r.out, "late", "count"), N_LATE);
+	assert_int_equal(json_value_after(r.out, "late", "out_of_range"), N_FORGED);
+	assert_int_equal(json_value_after(r.out, "late", "p50_ns"), p50);
+	tool_free(&r);
+	shoal_group_detach(g);
+}
+
 /* Last: takes the system down while `top` watches it. */
 static void tool_top_says_when_the_system_goes_away(void **state)
 {
@@ -882,6 +1023,7 @@ int main(void)
 		cmocka_unit_test(tool_ls_lists_the_system_and_strays),
 		cmocka_unit_test(tool_stat_shows_router_types_and_groups),
 		cmocka_unit_test(tool_stat_json_counts_what_is_queued),
+		cmocka_unit_test(tool_stat_shows_lag_and_the_oldest_age),
 		cmocka_unit_test(tool_dump_shows_every_queued_message),
 		cmocka_unit_test(tool_dump_json_has_one_record_per_message),
 		cmocka_unit_test(tool_dump_names_what_it_cannot_find),
@@ -900,6 +1042,7 @@ int main(void)
 		cmocka_unit_test(tool_lifecycle_rejects_bad_command_lines),
 		cmocka_unit_test(tool_json_errors_are_documents),
 		cmocka_unit_test(tool_help_lists_commands_in_order),
+		cmocka_unit_test(tool_stat_latency_counts_a_stopped_consumer),
 		cmocka_unit_test(tool_top_says_when_the_system_goes_away),
 	};
 

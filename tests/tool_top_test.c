@@ -277,7 +277,9 @@ static void top_plain_sorts_and_filters(void **state)
 	tool_expect(&r, 0, (const char *const[]){ "top", "--count", "1", "--interval", "10",
 						 "--sort", "name", SYSTEM, NULL });
 	assert_has(r.out, "\nGroups (by name)\n");
-	assert_has(r.out, " QUEUED  FILL  RESTARTS ");
+	assert_has(r.out, " QUEUED  FILL  ");
+	assert_has(r.out, " OLDEST  ");
+	assert_has(r.out, " P99  RESTARTS ");
 	a = strstr(r.out, "  alpha ");
 	b = strstr(r.out, "  zeta ");
 	assert_true(a != NULL && b != NULL && a < b);

@@ -4,8 +4,9 @@
  * Shoal segments no system owns (leftovers of crashed processes, mostly).
  *
  * A system S is the set of files shoal.S.reg (its registry), shoal.S.bell,
- * shoal.S.g.GROUP (one mailbox per declared group) and the control socket
- * shoal.S.ctl (runtime/layout.h). A file named like one of these whose
+ * shoal.S.g.GROUP (one mailbox per declared group), the control socket
+ * shoal.S.ctl (runtime/layout.h) and, on a system that spans hosts, its
+ * bridge's link view shoal.S.links (runtime/bridge/view.h). A file named like one of these whose
  * system has no registry, or a mailbox of a group the registry does not
  * declare, is stray; so is any other file that carries a Shoal segment
  * header. Only regular files and sockets are looked at: opening anything
@@ -35,7 +36,7 @@
 
 #define NAME_SIZE SHOAL_FMT_PRINTABLE_SIZE(SHOAL_SEG_NAME_MAX)
 
-enum role { ROLE_NONE, ROLE_REGISTRY, ROLE_BELL, ROLE_SOCKET, ROLE_MAILBOX };
+enum role { ROLE_NONE, ROLE_REGISTRY, ROLE_BELL, ROLE_SOCKET, ROLE_MAILBOX, ROLE_LINKS };
 
 struct entry {
 	char name[SHOAL_SEG_NAME_MAX];
@@ -99,6 +100,8 @@ static enum role parse_name(const char *name, char *system, char *group)
 		return ROLE_BELL;
 	if (strcmp(dot, ".ctl") == 0)
 		return ROLE_SOCKET;
+	if (strcmp(dot, ".links") == 0)
+		return ROLE_LINKS;
 	if (strncmp(dot, ".g.", 3) != 0 || strlen(dot + 3) >= SHOAL_NAME_MAX)
 		return ROLE_NONE;
 	strcpy(group, dot + 3);

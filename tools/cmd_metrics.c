@@ -10,11 +10,12 @@
  * The format's rules this follows (docs/metrics.md lists the families):
  * every family is announced once by `# TYPE` (then `# UNIT` where it has
  * one, then `# HELP`) and all its samples follow it at once; a counter's
- * samples end in `_total`, an info's in `_info`, and a stateset's carry a
- * label named after the family; label values escape backslash, double quote
- * and newline, and bytes outside printable ASCII (names read from shared
- * memory are untrusted) are written as the text \xNN; the exposition ends
- * with `# EOF`.
+ * samples end in `_total`, an info's in `_info`, a histogram's in `_bucket`
+ * (cumulative, in increasing `le`, `+Inf` last), `_count` and `_sum`, and a
+ * stateset's carry a label named after the family; label values escape
+ * backslash, double quote and newline, and bytes outside printable ASCII
+ * (names read from shared memory are untrusted) are written as the text
+ * \xNN; the exposition ends with `# EOF`.
  *
  * Serving: libmicrohttpd answers on its own single polling thread, so views
  * are never taken concurrently (the SIGBUS guard of tools/snapshot.c is
@@ -36,8 +37,10 @@
 #include <microhttpd.h>
 #endif
 
+#include "runtime/bridge/view.h"
 #include "tools/cli.h"
 #include "tools/format.h"
+#include "tools/snapshot.h"
 #include "tools/sysview.h"
 
 #define CONTENT_TYPE "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -58,7 +61,7 @@ enum {
 
 /* ---- Families and samples ---- */
 
-enum fam_type { COUNTER, GAUGE, INFO, STATESET };
+enum fam_type { COUNTER, GAUGE, INFO, STATESET, HISTOGRAM };
 
 struct fam {
 	const char *name;                /* without the _total or _info of its samples */
@@ -72,6 +75,7 @@ static void fam_begin(FILE *out, const struct fam *f)
 {
 	static const char *const types[] = {
 		[COUNTER] = "counter", [GAUGE] = "gauge", [INFO] = "info", [STATESET] = "stateset",
+		[HISTOGRAM] = "histogram",
 	};
 
 	fprintf(out, "# TYPE %s %s\n", f->name, types[f->type]);
@@ -135,7 +139,7 @@ static void label_int(char buf[LABELS_MAX], const char *name, int64_t value)
  * labels and values, or returns false at the end. A value not known for
  * one thing (have[i] false) is left out of its family.
  */
-#define SCOPE_MAX_FAMS 20
+#define SCOPE_MAX_FAMS 24
 
 struct cursor {
 	uint32_t a, b;                   /* position; both 0 at the start */
@@ -193,6 +197,10 @@ static const struct fam disp_fams[] = {
 	{ "shoal_dispatcher_sleeps", COUNTER, NULL, "Times the dispatcher went to sleep idle" },
 	{ "shoal_dispatcher_busy_seconds", COUNTER, "seconds",
 	  "Time spent in passes that moved messages", true },
+	{ "shoal_dispatcher_doorbell_sleeps", COUNTER, NULL,
+	  "Futex waits the dispatcher entered on its doorbell" },
+	{ "shoal_dispatcher_doorbell_wakes", COUNTER, NULL,
+	  "Futex wakes producers made on the dispatcher's doorbell" },
 };
 
 static bool disp_next(const struct shoal__sys_view *v, struct cursor *c)
@@ -210,6 +218,8 @@ static bool disp_next(const struct shoal__sys_view *v, struct cursor *c)
 	x[4] = d->dropped_full, x[5] = d->dropped_dead, x[6] = d->dropped_corrupt;
 	x[7] = d->malformed, x[8] = d->discarded, x[9] = d->corrupt, x[10] = d->sleeps;
 	x[11] = d->busy_ns;
+	x[12] = d->doorbell.sleeps, x[13] = d->doorbell.wakes;
+	c->have[12] = c->have[13] = v->have_bells;
 	c->a++;
 	return true;
 }
@@ -221,6 +231,8 @@ static const struct scope disp_scope = SCOPE(disp_fams, disp_next);
 static const struct fam type_fams[] = {
 	{ "shoal_type_routes", GAUGE, NULL, "Filters that list the message type" },
 	{ "shoal_type_max_size_bytes", GAUGE, "bytes", "Largest payload of the message type" },
+	{ "shoal_type_live_routes", GAUGE, NULL,
+	  "Filters that list the message type, less those to a failed group" },
 };
 
 static bool type_next(const struct shoal__sys_view *v, struct cursor *c)
@@ -235,6 +247,7 @@ static bool type_next(const struct shoal__sys_view *v, struct cursor *c)
 	label_int(c->labels, "type_id", t->id);
 	c->val[0] = t->routes;
 	c->val[1] = t->max_size;
+	c->val[2] = t->live_routes;
 	return true;
 }
 
@@ -271,6 +284,11 @@ static const struct fam group_fams[] = {
 	  "Bytes in use in the group's inbound rings" },
 	{ "shoal_group_corrupt", GAUGE, NULL,
 	  "1 when something read about the group looks corrupted" },
+	{ "shoal_group_oldest_age_seconds", GAUGE, "seconds",
+	  "How long the oldest message in the group's inbound rings has waited", true },
+	{ "shoal_group_latency_out_of_range", COUNTER, NULL,
+	  "Messages whose send time was ahead of the handler's clock or 2^40 ns behind it, "
+	  "left out of shoal_group_latency_seconds" },
 };
 
 /* The next declared group at or after c->a, or NULL. */
@@ -306,10 +324,109 @@ static bool group_next(const struct shoal__sys_view *v, struct cursor *c)
 	x[15] = queued, x[16] = bytes;
 	c->have[15] = c->have[16] = g->have_rings;
 	x[17] = shoal__group_view_corrupt(g);
+	c->have[18] = shoal__group_view_oldest(g, &x[18]);
+	x[19] = g->lat != NULL ? g->lat->out_of_range : 0;
+	c->have[19] = g->lat != NULL;
 	return true;
 }
 
 static const struct scope group_scope = SCOPE(group_fams, group_next);
+
+/* ---- Groups, per dispatcher ---- */
+
+static const struct fam gdisp_fams[] = {
+	{ "shoal_group_dispatcher_delivered", COUNTER, NULL,
+	  "Routed copies one dispatcher wrote into the group's rings, since the group got "
+	  "its slot" },
+	{ "shoal_group_dispatcher_dropped_full", COUNTER, NULL,
+	  "Routed try_send copies one dispatcher dropped because the group's ring was full" },
+	{ "shoal_group_dispatcher_dropped_dead", COUNTER, NULL,
+	  "Routed copies one dispatcher dropped because the group had failed" },
+	{ "shoal_group_dispatcher_dropped_corrupt", COUNTER, NULL,
+	  "Routed copies one dispatcher dropped because the group's ring was corrupted" },
+};
+
+static bool gdisp_next(const struct shoal__sys_view *v, struct cursor *c)
+{
+	const struct shoal__group_view *g;
+	const struct shoal__gstat_view *s;
+
+	for (;;) {
+		g = next_group(v, &c->a);
+		if (g == NULL)
+			return false;
+		if (c->b < v->n_dispatchers)
+			break;
+		c->a++;
+		c->b = 0;
+	}
+	s = &g->per_disp[c->b];
+	cursor_clear(c);
+	label(c->labels, "group", g->name);
+	label_int(c->labels, "dispatcher", c->b);
+	c->b++;
+	c->val[0] = s->delivered, c->val[1] = s->dropped_full, c->val[2] = s->dropped_dead;
+	c->val[3] = s->dropped_corrupt;
+	return true;
+}
+
+static const struct scope gdisp_scope = SCOPE(gdisp_fams, gdisp_next);
+
+/* ---- Latency: one histogram per group ---- */
+
+/*
+ * The buckets shown: le at each power of two of nanoseconds from 2^LE_FIRST
+ * to 2^LE_LAST (256 ns to 275 s), every one a bound of the histogram's own
+ * buckets (runtime/layout.h), so each cumulative count is exact; then +Inf.
+ */
+#define LE_FIRST 8u
+#define LE_LAST 38u
+
+static void ns_seconds(char *buf, size_t cap, uint64_t ns)
+{
+	snprintf(buf, cap, "%llu.%09llu", (unsigned long long)(ns / 1000000000u),
+		 (unsigned long long)(ns % 1000000000u));
+}
+
+static void latency_sample(FILE *out, const char *suffix, const char *labels, const char *le,
+			   const char *value)
+{
+	fprintf(out, "shoal_group_latency_seconds%s{%s%s%s%s} %s\n", suffix, labels,
+		le != NULL ? ",le=\"" : "", le != NULL ? le : "", le != NULL ? "\"" : "", value);
+}
+
+static void print_latency(FILE *out, const struct shoal__sys_view *v)
+{
+	static const struct fam f = { "shoal_group_latency_seconds", HISTOGRAM, "seconds",
+		"Time from a message's send to the start of its handler, per handler run" };
+	const struct shoal__group_view *g;
+
+	fam_begin(out, &f);
+	for (uint32_t a = 0; (g = next_group(v, &a)) != NULL; a++) {
+		const struct shoal__lat_sums *l = g->lat;
+		char labels[LABELS_MAX] = "", le[32], num[32];
+		uint64_t below = 0;
+		uint32_t b = 0;
+
+		if (l == NULL)
+			continue;
+		label(labels, "group", g->name);
+		for (uint32_t k = LE_FIRST; k <= LE_LAST; k++) {
+			uint64_t bound = UINT64_C(1) << k;
+
+			for (; b < SHOAL__LAT_BUCKETS && shoal__lat_lower(b + 1) <= bound; b++)
+				below += l->bucket[b];
+			ns_seconds(le, sizeof(le), bound);
+			snprintf(num, sizeof(num), "%llu", (unsigned long long)below);
+			latency_sample(out, "_bucket", labels, le, num);
+		}
+		snprintf(num, sizeof(num), "%llu", (unsigned long long)l->count);
+		latency_sample(out, "_bucket", labels, "+Inf", num);
+		latency_sample(out, "_count", labels, NULL, num);
+		ns_seconds(num, sizeof(num), l->sum_ns);
+		latency_sample(out, "_sum", labels, NULL, num);
+	}
+}
 
 /* ---- Workers ---- */
 
@@ -337,23 +454,39 @@ static const struct fam worker_fams[] = {
 	  "Records of the worker's uplink rejected for a bad envelope" },
 	{ "shoal_worker_lost_corrupt", COUNTER, NULL,
 	  "Records left in an uplink condemned under the worker" },
+	{ "shoal_worker_forward_sent", COUNTER, NULL,
+	  "Copies the worker held in process memory: forwarded to the group's other "
+	  "workers, or deferred during a request" },
+	{ "shoal_worker_forward_taken", COUNTER, NULL,
+	  "Such copies the worker handled" },
+	{ "shoal_worker_crashes", GAUGE, NULL,
+	  "Processes of the group that died in a row handling the worker's same record" },
 };
 
-static bool worker_next(const struct shoal__sys_view *v, struct cursor *c)
+/* The group at or after c->a with worker counters and `per` things a
+ * worker, of which c->b (from 0) is not past the last; NULL at the end. */
+static const struct shoal__group_view *next_worker_group(const struct shoal__sys_view *v,
+							 struct cursor *c, uint32_t per)
 {
 	const struct shoal__group_view *g;
-	const struct shoal__worker_sums *w;
-	uint64_t *x = c->val;
 
-	for (;;) {
-		g = next_group(v, &c->a);
-		if (g == NULL)
-			return false;
-		if (g->workers != NULL && c->b < g->n_worker_counts)
-			break;
+	while ((g = next_group(v, &c->a)) != NULL) {
+		if (g->workers != NULL && c->b < per * g->n_worker_counts)
+			return g;
 		c->a++;
 		c->b = 0;
 	}
+	return NULL;
+}
+
+static bool worker_next(const struct shoal__sys_view *v, struct cursor *c)
+{
+	const struct shoal__group_view *g = next_worker_group(v, c, 1);
+	const struct shoal__worker_sums *w;
+	uint64_t *x = c->val;
+
+	if (g == NULL)
+		return false;
 	w = &g->workers[c->b];
 	cursor_clear(c);
 	label(c->labels, "group", g->name);
@@ -363,10 +496,46 @@ static bool worker_next(const struct shoal__sys_view *v, struct cursor *c)
 	x[4] = w->try_failed, x[5] = w->stale, x[6] = w->malformed, x[7] = w->discarded;
 	x[8] = w->fwd_lost, x[9] = w->set_aside, x[10] = w->up_no_route;
 	x[11] = w->up_dropped_full, x[12] = w->up_malformed, x[13] = w->lost_corrupt;
+	x[14] = w->fwd_sent, x[15] = w->fwd_taken, x[16] = w->crashes;
 	return true;
 }
 
 static const struct scope worker_scope = SCOPE(worker_fams, worker_next);
+
+/* ---- Workers' doorbells ---- */
+
+static const struct fam wbell_fams[] = {
+	{ "shoal_worker_doorbell_sleeps", COUNTER, NULL,
+	  "Futex waits entered on one of the worker's doorbells: in (idle), up (its uplink "
+	  "full), space (direct senders waiting for room in its rings)" },
+	{ "shoal_worker_doorbell_wakes", COUNTER, NULL,
+	  "Futex wakes made on one of the worker's doorbells" },
+};
+
+static bool wbell_next(const struct shoal__sys_view *v, struct cursor *c)
+{
+	static const char *const names[] = { "in", "up", "space" };
+	const struct shoal__group_view *g = next_worker_group(v, c, 3);
+	const struct shoal__worker_sums *w;
+	const struct shoal__bell_counts *db;
+	uint32_t worker, which;
+
+	if (g == NULL)
+		return false;
+	worker = c->b / 3;
+	which = c->b % 3;
+	w = &g->workers[worker];
+	db = which == 0 ? &w->in_db : which == 1 ? &w->up_db : &w->space_db;
+	cursor_clear(c);
+	label(c->labels, "group", g->name);
+	label_int(c->labels, "worker", worker);
+	label(c->labels, "doorbell", names[which]);
+	c->b++;
+	c->val[0] = db->sleeps, c->val[1] = db->wakes;
+	return true;
+}
+
+static const struct scope wbell_scope = SCOPE(wbell_fams, wbell_next);
 
 /* ---- Rings ---- */
 
@@ -383,6 +552,8 @@ static const struct fam ring_fams[] = {
 	  "Most bytes in use the ring's producer has seen" },
 	{ "shoal_ring_pending", GAUGE, NULL, "Records waiting in the ring" },
 	{ "shoal_ring_corrupt", GAUGE, NULL, "1 when the ring failed its check" },
+	{ "shoal_ring_oldest_age_seconds", GAUGE, "seconds",
+	  "How long the oldest record of an inbound ring has waited", true },
 };
 
 static bool ring_next(const struct shoal__sys_view *v, struct cursor *c)
@@ -423,6 +594,14 @@ static bool ring_next(const struct shoal__sys_view *v, struct cursor *c)
 	x[8] = r->pending >= 0 ? (uint64_t)r->pending : 0;
 	c->have[8] = r->pending >= 0;
 	x[9] = r->corrupt;
+	if (g->ages != NULL) {
+		const struct shoal__ring_age *age = &g->ages[r - g->rings.regions];
+
+		x[10] = age->age_ns;
+		c->have[10] = age->known;
+	} else {
+		c->have[10] = false;
+	}
 	return true;
 }
 
@@ -461,6 +640,10 @@ static void print_system(FILE *out, const struct shoal__sys_view *v)
 		{ "shoal_system_lost_released", COUNTER, NULL,
 		  "Messages lost by groups freed when their process left: queued then, or "
 		  "counted lost before" },
+		{ "shoal_system_waker_sleeps", COUNTER, NULL,
+		  "Futex waits entered on the doorbell of held wake-ups" },
+		{ "shoal_system_waker_wakes", COUNTER, NULL,
+		  "Futex wakes made on the doorbell of held wake-ups" },
 	};
 	char labels[LABELS_MAX] = "";
 	const char *now = shoal__system_state_name(v->state);
@@ -487,6 +670,12 @@ static void print_system(FILE *out, const struct shoal__sys_view *v)
 	one(out, &fams[7], "", shoal__sys_view_corrupt(v));
 	one(out, &fams[8], "", v->released);
 	one(out, &fams[9], "", v->lost_released);
+	fam_begin(out, &fams[10]);
+	if (v->have_bells)
+		sample(out, &fams[10], "", v->waker.sleeps);
+	fam_begin(out, &fams[11]);
+	if (v->have_bells)
+		sample(out, &fams[11], "", v->waker.wakes);
 }
 
 static void print_dispatcher_info(FILE *out, const struct shoal__sys_view *v)
@@ -541,6 +730,89 @@ static void print_group_info(FILE *out, const struct shoal__sys_view *v)
 	}
 }
 
+/* ---- Links: this host's bridge's (runtime/bridge/view.h) ---- */
+
+/* The families of the link view's counters, in its order, each sample
+ * labelled with the other host: `peer`. */
+static const struct fam link_fams[SHOAL__LC_N] = {
+	[SHOAL__LC_RTT_NS] = { "shoal_link_rtt_seconds", GAUGE, "seconds",
+		"Smoothed round trip: a frame sent to its messages acknowledged", true },
+	[SHOAL__LC_FRAMES_SENT] = { "shoal_link_frames_sent", COUNTER, NULL,
+		"Frames sent to the peer" },
+	[SHOAL__LC_FRAMES_RECV] = { "shoal_link_frames_received", COUNTER, NULL,
+		"Frames accepted from the peer" },
+	[SHOAL__LC_RECORDS_SENT] = { "shoal_link_messages_sent", COUNTER, NULL,
+		"Messages sent to the peer, resends not included" },
+	[SHOAL__LC_RECORDS_RECV] = { "shoal_link_messages_received", COUNTER, NULL,
+		"Messages accepted from the peer, duplicates not included" },
+	[SHOAL__LC_IN_FLIGHT] = { "shoal_link_in_flight", GAUGE, NULL,
+		"Messages queued or sent to the peer, not yet acknowledged" },
+	[SHOAL__LC_CREDITS] = { "shoal_link_credits_bytes", GAUGE, "bytes",
+		"Bytes the link may still send before the peer acknowledges more" },
+	[SHOAL__LC_RESENT] = { "shoal_link_resent", COUNTER, NULL,
+		"Messages sent again after a reconnect" },
+	[SHOAL__LC_DUPLICATES] = { "shoal_link_duplicates", COUNTER, NULL,
+		"Messages received again and dropped" },
+	[SHOAL__LC_GAPS] = { "shoal_link_gaps", COUNTER, NULL,
+		"Message numbers the peer skipped (counted lost there)" },
+	[SHOAL__LC_REFUSED] = { "shoal_link_refused_frames", COUNTER, NULL,
+		"Frames from the peer refused: bad bytes, bad ack, stale epoch" },
+	[SHOAL__LC_CONNECTS] = { "shoal_link_connects", COUNTER, NULL,
+		"Handshakes completed with the peer" },
+	[SHOAL__LC_BROKEN] = { "shoal_link_broken", COUNTER, NULL,
+		"Connections and attempts dropped: failed or silent" },
+	[SHOAL__LC_LOST_LINK] = { "shoal_link_lost_link", COUNTER, NULL,
+		"Messages lost: the peer restarted before acknowledging them" },
+	[SHOAL__LC_LOST_DOWN] = { "shoal_link_lost_down", COUNTER, NULL,
+		"Messages lost: the peer was down longer than hosts.down_after" },
+	[SHOAL__LC_CREDIT_WAITS] = { "shoal_link_credit_waits", COUNTER, NULL,
+		"Sends refused for want of credit" },
+	[SHOAL__LC_DOWN_NS] = { "shoal_link_down_seconds", GAUGE, "seconds",
+		"How long the link has not been up; 0 while it is", true },
+};
+
+static void print_links(FILE *out, const char *system)
+{
+	static const struct fam info = { "shoal_link", INFO, NULL,
+		"A link of this host's bridge: this host, the peer, who dials, the address" };
+	static const struct fam state = { "shoal_link_state", STATESET, NULL,
+		"State of the link" };
+	static const struct fam refused = { "shoal_bridge_refused_connections", COUNTER, NULL,
+		"Connections the bridge refused: unknown or duplicate peers, misdirected ones" };
+	static struct shoal__links_view lv;   /* 16 KiB: not on the stack */
+	char labels[LABELS_MAX];
+
+	shoal__links_view_take(&lv, system, shoal__snap_guard);
+	if (!lv.present)
+		return;
+	fam_begin(out, &info);
+	for (uint32_t i = 0; i < lv.n; i++) {
+		labels[0] = '\0';
+		label(labels, "host", lv.host);
+		label(labels, "peer", lv.links[i].peer);
+		label(labels, "role", lv.links[i].role == 2 ? "dials" : "listens");
+		label(labels, "address", lv.links[i].addr);
+		sample(out, &info, labels, 1);
+	}
+	fam_begin(out, &state);
+	for (uint32_t i = 0; i < lv.n; i++)
+		for (uint32_t st = 1; st <= 3; st++) {
+			labels[0] = '\0';
+			label(labels, "peer", lv.links[i].peer);
+			label(labels, state.name, shoal__link_state_name(st));
+			sample(out, &state, labels, lv.links[i].state == st);
+		}
+	for (unsigned k = 0; k < SHOAL__LC_N; k++) {
+		fam_begin(out, &link_fams[k]);
+		for (uint32_t i = 0; i < lv.n; i++) {
+			labels[0] = '\0';
+			label(labels, "peer", lv.links[i].peer);
+			sample(out, &link_fams[k], labels, lv.links[i].c[k]);
+		}
+	}
+	one(out, &refused, "", lv.refused_conns);
+}
+
 /* The whole exposition of a view; false if writing it failed. */
 static bool print_metrics(FILE *out, const struct shoal__sys_view *v)
 {
@@ -550,8 +822,12 @@ static bool print_metrics(FILE *out, const struct shoal__sys_view *v)
 	print_scope(out, v, &type_scope);
 	print_group_info(out, v);
 	print_scope(out, v, &group_scope);
+	print_scope(out, v, &gdisp_scope);
+	print_latency(out, v);
 	print_scope(out, v, &worker_scope);
+	print_scope(out, v, &wbell_scope);
 	print_scope(out, v, &ring_scope);
+	print_links(out, v->system);
 	fputs("# EOF\n", out);
 	return fflush(out) == 0 && !ferror(out);
 }
@@ -794,10 +1070,14 @@ const struct shoal__cmd shoal__cmd_metrics = {
 	"Print every counter of the running system SYSTEM in the OpenMetrics text\n"
 	"format that Prometheus and other scrapers read: the system and its router,\n"
 	"each dispatcher, message type, group (state, restarts, deliveries, drops,\n"
-	"damage, what is queued), worker (sent, received, handled, refused,\n"
-	"dropped) and mailbox ring (records and bytes in and out, full events, bytes\n"
-	"in use, high water). Counters are printed as they stand: rates are left to\n"
-	"the scraper. docs/metrics.md lists the metrics.\n"
+	"damage, what is queued and how long the oldest has waited, and a histogram\n"
+	"of the latency from send to handler), worker (sent, received, handled,\n"
+	"refused, dropped, forwarded, doorbells) and mailbox ring (records and bytes\n"
+	"in and out, full events, bytes in use, high water, the oldest record's\n"
+	"age), and on a system that spans hosts each link of this host's bridge\n"
+	"(shoal_link_*, labelled by peer: state, round trip, frames and messages\n"
+	"each way, in flight, credits, lost, refused). Counters are printed as they\n"
+	"stand: rates are left to the scraper. docs/metrics.md lists the metrics.\n"
 	"Read-only, as 'shoal stat': safe on a live system.\n"
 	"\n"
 	"With --listen, serve the same text over HTTP at http://ADDR:PORT/metrics,\n"

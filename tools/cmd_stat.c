@@ -13,9 +13,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "runtime/bridge/view.h"
 #include "tools/cli.h"
 #include "tools/format.h"
 #include "tools/json.h"
+#include "tools/snapshot.h"
 #include "tools/sysview.h"
 #include "tools/table.h"
 
@@ -268,11 +270,12 @@ static int text_groups(const struct shoal__sys_view *v)
 	return 0;
 }
 
-static void ring_row(struct shoal__table *t, const struct shoal__region_snap *r)
+static void ring_row(struct shoal__table *t, const struct shoal__region_snap *r,
+		     const struct shoal__ring_age *age)
 {
 	const struct shoal_ring_stats *st = &r->ring;
 	char name[NAME_SIZE], cap[SHOAL_FMT_SHORT_SIZE], used[SHOAL_FMT_SHORT_SIZE];
-	char high[SHOAL_FMT_SHORT_SIZE], path[64];
+	char high[SHOAL_FMT_SHORT_SIZE], path[64], oldest[SHOAL_FMT_SHORT_SIZE];
 
 	shoal__table_row(t);
 	if (r->entry_ok) {
@@ -284,33 +287,37 @@ static void ring_row(struct shoal__table *t, const struct shoal__region_snap *r)
 		shoal__table_cell(t, "-");
 	}
 	if (!r->have_ring) {
-		for (int c = 0; c < 5; c++)
+		for (int c = 0; c < 6; c++)
 			shoal__table_cell(t, "-");
 	} else {
 		shoal__table_cell(t, "%s", shoal__fmt_bytes(cap, sizeof(cap), st->capacity));
 		shoal__table_cell(t, "%s (%.1f%%)", shoal__fmt_bytes(used, sizeof(used), st->used),
 				  shoal__fmt_percent(st->used, st->capacity));
 		count_cell(t, r->pending >= 0, r->pending);
+		shoal__table_cell(t, "%s", age->known ? shoal__fmt_duration(oldest, sizeof(oldest),
+									   age->age_ns) : "-");
 		shoal__table_cell(t, "%llu", (unsigned long long)st->full_events);
 		shoal__table_cell(t, "%s", shoal__fmt_bytes(high, sizeof(high), st->high_water));
 	}
 	shoal__table_cell(t, "%s", r->corrupt ? "CORRUPT" : "OK");
 }
 
-static int text_rings(const struct shoal__seg_snap *s)
+static int text_rings(const struct shoal__group_view *g)
 {
 	static const struct shoal__column cols[] = {
 		{ "RING", 'l' }, { "PATH", 'l' }, { "CAPACITY", 'r' }, { "USED", 'r' },
-		{ "PENDING", 'r' }, { "FULL_EVENTS", 'r' }, { "HIGH_WATER", 'r' },
-		{ "STATUS", 'l' },
+		{ "PENDING", 'r' }, { "OLDEST", 'r' }, { "FULL_EVENTS", 'r' },
+		{ "HIGH_WATER", 'r' }, { "STATUS", 'l' },
 	};
+	static const struct shoal__ring_age unknown;
+	const struct shoal__seg_snap *s = &g->rings;
 	struct shoal__table t;
 
 	if (shoal__table_init(&t, cols, sizeof(cols) / sizeof(cols[0]), s->n_regions) < 0)
 		return -1;
 	for (uint32_t i = 0; i < s->n_regions; i++)
 		if (region_is_ring(&s->regions[i]) || !s->regions[i].entry_ok)
-			ring_row(&t, &s->regions[i]);
+			ring_row(&t, &s->regions[i], g->ages != NULL ? &g->ages[i] : &unknown);
 	shoal__table_print(&t, stdout, "    ");
 	shoal__table_free(&t);
 	if (s->dir_corrupt)
@@ -352,6 +359,36 @@ static void text_counters(const struct shoal__group_view *g)
 		      "replaced mailbox)", (unsigned long long)w->lost_corrupt);
 }
 
+/* Percentiles of the latency histogram, and the oldest message waiting. */
+static void text_latency(const struct shoal__group_view *g)
+{
+	const struct shoal__lat_sums *l = g->lat;
+	char p50[SHOAL_FMT_SHORT_SIZE], p99[SHOAL_FMT_SHORT_SIZE], p999[SHOAL_FMT_SHORT_SIZE];
+	char oldest[SHOAL_FMT_SHORT_SIZE];
+	uint64_t age, queued, bytes;
+
+	if (l != NULL && l->count > 0)
+		field("latency", "p50 %s, p99 %s, p99.9 %s, send to handler, over %llu messages "
+		      "(%llu out of range)",
+		      shoal__fmt_duration(p50, sizeof(p50), shoal__lat_quantile(l, 0.5)),
+		      shoal__fmt_duration(p99, sizeof(p99), shoal__lat_quantile(l, 0.99)),
+		      shoal__fmt_duration(p999, sizeof(p999), shoal__lat_quantile(l, 0.999)),
+		      (unsigned long long)l->count, (unsigned long long)l->out_of_range);
+	else if (l != NULL)
+		field("latency", "none yet: no handler has run (%llu out of range)",
+		      (unsigned long long)l->out_of_range);
+	if (!g->have_rings)
+		return;
+	shoal__group_view_queued(g, &queued, &bytes);
+	if (shoal__group_view_oldest(g, &age))
+		field("lag", "%llu messages (%llu bytes) not taken, the oldest sent %s ago",
+		      (unsigned long long)queued, (unsigned long long)bytes,
+		      shoal__fmt_duration(oldest, sizeof(oldest), age));
+	else
+		field("lag", "%llu messages (%llu bytes) not taken", (unsigned long long)queued,
+		      (unsigned long long)bytes);
+}
+
 static int text_group(const struct shoal__group_view *g)
 {
 	char name[NAME_SIZE], mbx[NAME_SIZE], size[SHOAL_FMT_SHORT_SIZE], state[32];
@@ -382,10 +419,11 @@ static int text_group(const struct shoal__group_view *g)
 	      shoal__fmt_bytes(size, sizeof(size), g->mailbox_size));
 	if (g->have_counters)
 		text_counters(g);
+	text_latency(g);
 	if (!g->have_rings)
 		return 0;
 	printf("  rings\n");
-	return text_rings(&g->rings);
+	return text_rings(g);
 }
 
 static int print_text(const struct shoal__sys_view *v)
@@ -399,7 +437,92 @@ static int print_text(const struct shoal__sys_view *v)
 	return 0;
 }
 
+/* The links of a host's bridge to the other hosts (runtime/bridge/view.h),
+ * when the system has them. */
+static int text_links(const struct shoal__links_view *lv)
+{
+	static const struct shoal__column cols[] = {
+		{ "PEER", 'l' }, { "STATE", 'l' }, { "ROLE", 'l' }, { "ADDRESS", 'l' },
+		{ "RTT", 'r' }, { "FRAMES_OUT", 'r' }, { "FRAMES_IN", 'r' }, { "MSGS_OUT", 'r' },
+		{ "MSGS_IN", 'r' }, { "IN_FLIGHT", 'r' }, { "CREDITS", 'r' }, { "LOST_LINK", 'r' },
+		{ "LOST_DOWN", 'r' }, { "REFUSED", 'r' },
+	};
+	char host[NAME_SIZE];
+	struct shoal__table t;
+
+	if (!lv->present) {
+		if (lv->reason[0] != '\0')
+			printf("\nLinks: cannot be read: %s\n", lv->reason);
+		return 0;
+	}
+	if (shoal__table_init(&t, cols, sizeof(cols) / sizeof(cols[0]), lv->n) < 0)
+		return -1;
+	for (uint32_t i = 0; i < lv->n; i++) {
+		const struct shoal__link_view *l = &lv->links[i];
+		char peer[NAME_SIZE], addr[SHOAL_FMT_PRINTABLE_SIZE(SHOAL__LINKS_ADDR_MAX)];
+		char rtt[SHOAL_FMT_SHORT_SIZE], credits[SHOAL_FMT_SHORT_SIZE];
+
+		shoal__table_row(&t);
+		shoal__table_cell(&t, "%s", shoal__fmt_printable(peer, sizeof(peer), l->peer));
+		shoal__table_cell(&t, "%s", shoal__link_state_name(l->state));
+		shoal__table_cell(&t, "%s", l->role == 2 ? "dials" : "listens");
+		shoal__table_cell(&t, "%s", shoal__fmt_printable(addr, sizeof(addr), l->addr));
+		shoal__table_cell(&t, "%s", l->c[SHOAL__LC_RTT_NS] == 0 ? "-" :
+				  shoal__fmt_duration(rtt, sizeof(rtt), l->c[SHOAL__LC_RTT_NS]));
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_FRAMES_SENT]);
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_FRAMES_RECV]);
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_RECORDS_SENT]);
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_RECORDS_RECV]);
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_IN_FLIGHT]);
+		shoal__table_cell(&t, "%s", shoal__fmt_bytes(credits, sizeof(credits),
+							     l->c[SHOAL__LC_CREDITS]));
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_LOST_LINK]);
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_LOST_DOWN]);
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_REFUSED]);
+	}
+	printf("\nLinks of host %s (bridge pid %d; %llu connections refused)\n",
+	       shoal__fmt_printable(host, sizeof(host), lv->host), lv->bridge_pid,
+	       (unsigned long long)lv->refused_conns);
+	shoal__table_print(&t, stdout, "  ");
+	shoal__table_free(&t);
+	return 0;
+}
+
 /* ---- JSON output ---- */
+
+/* "links": the bridge's view, when the system has one (or why it cannot be
+ * read); nothing for a system on one host. */
+static void json_links(struct shoal__json *j, const struct shoal__links_view *lv)
+{
+	if (!lv->present && lv->reason[0] == '\0')
+		return;
+	shoal__json_object_begin(j, "links");
+	if (!lv->present) {
+		shoal__json_string(j, "reason", lv->reason);
+		shoal__json_object_end(j);
+		return;
+	}
+	shoal__json_string(j, "host", lv->host);
+	shoal__json_int(j, "bridge_pid", lv->bridge_pid);
+	shoal__json_uint(j, "refused_connections", lv->refused_conns);
+	shoal__json_uint(j, "ucx_messages", lv->ucx_messages);
+	shoal__json_array_begin(j, "peers");
+	for (uint32_t i = 0; i < lv->n; i++) {
+		const struct shoal__link_view *l = &lv->links[i];
+
+		shoal__json_object_begin(j, NULL);
+		shoal__json_string(j, "peer", l->peer);
+		shoal__json_string(j, "state", shoal__link_state_name(l->state));
+		shoal__json_string(j, "role", l->role == 2 ? "dials" : "listens");
+		shoal__json_string(j, "address", l->addr);
+		shoal__json_uint(j, "peer_epoch", l->peer_epoch);
+		for (unsigned k = 0; k < SHOAL__LC_N; k++)
+			shoal__json_uint(j, shoal__link_counter_name[k], l->c[k]);
+		shoal__json_object_end(j);
+	}
+	shoal__json_array_end(j);
+	shoal__json_object_end(j);
+}
 
 static void json_state(struct shoal__json *j, const char *key, const char *name, uint32_t v)
 {
@@ -508,7 +631,8 @@ static void json_counters(struct shoal__json *j, const struct shoal__worker_sums
 	shoal__json_object_end(j);
 }
 
-static void json_ring(struct shoal__json *j, const struct shoal__region_snap *r)
+static void json_ring(struct shoal__json *j, const struct shoal__region_snap *r,
+		      const struct shoal__ring_age *age)
 {
 	shoal__json_object_begin(j, NULL);
 	if (r->entry_ok) {
@@ -520,8 +644,37 @@ static void json_ring(struct shoal__json *j, const struct shoal__region_snap *r)
 	shoal__json_string(j, "status", r->corrupt ? "corrupt" : "ok");
 	if (r->corrupt)
 		shoal__json_string(j, "reason", r->reason);
-	if (r->have_ring)
+	if (r->have_ring) {
 		shoal__json_ring_fields(j, &r->ring, r->pending, false);
+		if (age != NULL && age->known)
+			shoal__json_uint(j, "oldest_age_ns", age->age_ns);
+		else
+			shoal__json_null(j, "oldest_age_ns");
+	}
+	shoal__json_object_end(j);
+}
+
+/* The latency histogram's percentiles, in nanoseconds (null when empty). */
+static void json_latency(struct shoal__json *j, const struct shoal__lat_sums *l)
+{
+	static const struct { const char *key; double q; } pct[] = {
+		{ "p50_ns", 0.5 }, { "p99_ns", 0.99 }, { "p999_ns", 0.999 },
+	};
+
+	if (l == NULL) {
+		shoal__json_null(j, "latency");
+		return;
+	}
+	shoal__json_object_begin(j, "latency");
+	shoal__json_uint(j, "count", l->count);
+	shoal__json_uint(j, "sum_ns", l->sum_ns);
+	shoal__json_uint(j, "out_of_range", l->out_of_range);
+	for (size_t i = 0; i < sizeof(pct) / sizeof(pct[0]); i++) {
+		if (l->count > 0)
+			shoal__json_uint(j, pct[i].key, shoal__lat_quantile(l, pct[i].q));
+		else
+			shoal__json_null(j, pct[i].key);
+	}
 	shoal__json_object_end(j);
 }
 
@@ -533,7 +686,7 @@ static void json_mailbox(struct shoal__json *j, const struct shoal__group_view *
 	shoal__json_array_begin(j, "rings");
 	for (uint32_t i = 0; g->have_rings && i < g->rings.n_regions; i++)
 		if (region_is_ring(&g->rings.regions[i]) || !g->rings.regions[i].entry_ok)
-			json_ring(j, &g->rings.regions[i]);
+			json_ring(j, &g->rings.regions[i], g->ages != NULL ? &g->ages[i] : NULL);
 	shoal__json_array_end(j);
 	shoal__json_object_end(j);
 }
@@ -566,9 +719,16 @@ static void json_group(struct shoal__json *j, const struct shoal__group_view *g)
 		json_counters(j, &g->w);
 	else
 		shoal__json_null(j, "counters");
+	json_latency(j, g->lat);
 	if (g->have_rings) {
+		uint64_t age;
+
 		shoal__json_uint(j, "queued", queued);
 		shoal__json_uint(j, "queued_bytes", bytes);
+		if (shoal__group_view_oldest(g, &age))
+			shoal__json_uint(j, "oldest_age_ns", age);
+		else
+			shoal__json_null(j, "oldest_age_ns");
 	}
 	if (g->mailbox[0] != '\0')
 		json_mailbox(j, g);
@@ -578,7 +738,7 @@ static void json_group(struct shoal__json *j, const struct shoal__group_view *g)
 	shoal__json_object_end(j);
 }
 
-static void print_json(const struct shoal__sys_view *v)
+static void print_json(const struct shoal__sys_view *v, const struct shoal__links_view *lv)
 {
 	struct shoal__json j;
 
@@ -592,6 +752,7 @@ static void print_json(const struct shoal__sys_view *v)
 		if (v->groups[id].state != SHOAL_GROUP_EMPTY)
 			json_group(&j, &v->groups[id]);
 	shoal__json_array_end(&j);
+	json_links(&j, lv);
 	/* A dead router first: what it left may well look damaged. */
 	shoal__json_string(&j, "status", v->router_alive == 0     ? "router_gone" :
 					 shoal__sys_view_corrupt(v) ? "corrupt" :
@@ -606,6 +767,7 @@ static int cmd_stat(const struct shoal__cmd *cmd, int argc, char **argv)
 	struct shoal__sys_view_opts o = { .mailboxes = true, .rings = true };
 	struct shoal_err err = {{0}};
 	struct shoal__sys_view v;
+	static struct shoal__links_view lv;   /* 16 KiB: not on the stack */
 	struct stat_args a;
 	int ret = parse_args(cmd, argc, argv, &a);
 
@@ -615,9 +777,10 @@ static int cmd_stat(const struct shoal__cmd *cmd, int argc, char **argv)
 	ret = shoal__sys_view_take(&v, a.system, &o, &err);
 	if (ret < 0)
 		return shoal__sys_view_fail(cmd->name, a.system, ret, &err);
+	shoal__links_view_take(&lv, a.system, shoal__snap_guard);
 	if (a.json) {
-		print_json(&v);
-	} else if (print_text(&v) < 0) {
+		print_json(&v, &lv);
+	} else if (print_text(&v) < 0 || text_links(&lv) < 0) {
 		shoal__sys_view_free(&v);
 		return shoal__cli_fail(cmd->name, SHOAL_EXIT_CORRUPT, -ENOMEM, "out of memory");
 	}
@@ -637,8 +800,13 @@ const struct shoal__cmd shoal__cmd_stat = {
 	"Show one snapshot of the running system SYSTEM: its router and each\n"
 	"dispatcher (node, CPUs, messages, deliveries, drops, sleeps, busy time),\n"
 	"its message types, and every group (state, pid, generation, restarts,\n"
-	"placement, its workers' counters summed, and for each ring of its mailbox\n"
-	"the bytes in use, the records pending, full events and high water).\n"
+	"placement, its workers' counters summed, the latency from send to handler\n"
+	"as p50/p99/p99.9, the messages not taken yet and how long the oldest has\n"
+	"waited, and for each ring of its mailbox the bytes in use, the records\n"
+	"pending, the age of the oldest, full events and high water), and, on a\n"
+	"system that spans hosts, each link of this host's bridge (peer, state,\n"
+	"round trip, frames and messages each way, in flight, credits, messages\n"
+	"lost, frames refused).\n"
 	"Read-only: the segments are mapped read-only and the router is not asked\n"
 	"anything, so it is safe on a live system. Values are read one after the\n"
 	"other while the system runs, so they may not add up exactly.\n"

@@ -25,9 +25,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/bridge/view.h"
 #include "tools/cli.h"
 #include "tools/format.h"
 #include "tools/json.h"
+#include "tools/snapshot.h"
 #include "tools/sysview.h"
 #include "tools/table.h"
 #include "tools/top.h"
@@ -162,6 +164,35 @@ static double group_fill(const struct shoal__group_view *g)
 	return most;
 }
 
+/*
+ * The latency of the messages handled between the two views: the
+ * difference of their histograms; the whole histogram at the first view,
+ * or when it went back (the group's mailbox was replaced by a fresh one).
+ */
+static void group_latency(const struct shoal__group_view *g, const struct shoal__group_view *was,
+			  bool known, struct shoal__top_rates *r)
+{
+	struct shoal__lat_sums d;
+	bool back = false;
+
+	if (g->lat == NULL)
+		return;
+	d = *g->lat;
+	for (uint32_t b = 0; known && was->lat != NULL && !back && b < SHOAL__LAT_BUCKETS; b++) {
+		back = g->lat->bucket[b] < was->lat->bucket[b];
+		d.bucket[b] -= back ? 0 : was->lat->bucket[b];
+	}
+	if (back)
+		d = *g->lat;
+	d.count = 0;
+	for (uint32_t b = 0; b < SHOAL__LAT_BUCKETS; b++)
+		d.count += d.bucket[b];
+	r->have_lat = d.count > 0;
+	r->p50_ns = shoal__lat_quantile(&d, 0.5);
+	r->p99_ns = shoal__lat_quantile(&d, 0.99);
+	r->p999_ns = shoal__lat_quantile(&d, 0.999);
+}
+
 static void group_rates(const struct shoal__group_view *g, const struct shoal__group_view *was,
 			double secs, struct shoal__top_rates *r)
 {
@@ -172,11 +203,13 @@ static void group_rates(const struct shoal__group_view *g, const struct shoal__g
 	r->name = g->name;
 	shoal__group_view_queued(g, &r->queued, &bytes);
 	r->fill_pct = group_fill(g);
+	r->have_oldest = shoal__group_view_oldest(g, &r->oldest_ns);
 	/* The same owner of the slot (a freed slot given to a group of the same
 	 * name starts its counters again), read both times: comparable. */
 	r->known = secs > 0 && was != NULL && was->state != SHOAL_GROUP_EMPTY && g->have_counters &&
 		   was->have_counters && was->slot_seq == g->slot_seq &&
 		   strcmp(was->name, g->name) == 0;
+	group_latency(g, was, r->known, r);
 	if (!r->known)
 		return;
 	r->in = per_s(g->w.received, was->w.received, secs);
@@ -349,6 +382,132 @@ static void frame_make(struct shoal__top_frame *f, const struct shoal__sys_view 
 				    &f->groups[f->n_groups++]);
 }
 
+/* ---- Links: this host's bridge's, when the system spans hosts ---- */
+
+/*
+ * The link views (runtime/bridge/view.h) of this refresh and the one
+ * before, taken with the system's views (next_view()). They live here,
+ * beside the frame rather than in it, and only the plain and JSON outputs
+ * show them: the screen draws what the frame holds.
+ */
+static struct shoal__links_view link_views[2];
+static struct shoal__links_view *links_now = &link_views[0], *links_was = &link_views[1];
+
+static void links_take(const char *system)
+{
+	struct shoal__links_view *tmp = links_was;
+
+	links_was = links_now;
+	links_now = tmp;
+	shoal__links_view_take(links_now, system, shoal__snap_guard);
+}
+
+/* Counter k of link l per second since the refresh before; false when that
+ * refresh did not see the link of the same bridge. */
+static bool link_rate(const struct shoal__link_view *l, unsigned k, double secs, double *rate)
+{
+	if (!links_was->present || links_was->bridge_pid != links_now->bridge_pid || secs <= 0)
+		return false;
+	for (uint32_t i = 0; i < links_was->n; i++) {
+		const struct shoal__link_view *w = &links_was->links[i];
+
+		if (strcmp(w->peer, l->peer) == 0 && l->c[k] >= w->c[k]) {
+			*rate = (double)(l->c[k] - w->c[k]) / secs;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void link_rate_cell(struct shoal__table *t, const struct shoal__link_view *l, unsigned k,
+			   double secs)
+{
+	char buf[SHOAL_FMT_SHORT_SIZE];
+	double rate;
+
+	if (link_rate(l, k, secs, &rate))
+		shoal__table_cell(t, "%s", shoal__fmt_rate(buf, sizeof(buf), rate));
+	else
+		shoal__table_cell(t, "-");
+}
+
+static int print_links(FILE *out, double secs)
+{
+	static const struct shoal__column cols[] = {
+		{ "PEER", 'l' }, { "STATE", 'l' }, { "RTT", 'r' }, { "MSG_OUT/S", 'r' },
+		{ "MSG_IN/S", 'r' }, { "FRAMES_OUT/S", 'r' }, { "FRAMES_IN/S", 'r' },
+		{ "IN_FLIGHT", 'r' }, { "CREDITS", 'r' }, { "LOST", 'r' }, { "REFUSED", 'r' },
+	};
+	struct shoal__table t;
+
+	if (!links_now->present)
+		return 0;
+	if (shoal__table_init(&t, cols, sizeof(cols) / sizeof(cols[0]), links_now->n) < 0)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < links_now->n; i++) {
+		const struct shoal__link_view *l = &links_now->links[i];
+		char peer[NAME_SIZE], rtt[SHOAL_FMT_SHORT_SIZE], credits[SHOAL_FMT_SHORT_SIZE];
+
+		shoal__table_row(&t);
+		shoal__table_cell(&t, "%s", shoal__fmt_printable(peer, sizeof(peer), l->peer));
+		shoal__table_cell(&t, "%s", shoal__link_state_name(l->state));
+		shoal__table_cell(&t, "%s", l->c[SHOAL__LC_RTT_NS] == 0 ? "-" :
+				  shoal__fmt_duration(rtt, sizeof(rtt), l->c[SHOAL__LC_RTT_NS]));
+		link_rate_cell(&t, l, SHOAL__LC_RECORDS_SENT, secs);
+		link_rate_cell(&t, l, SHOAL__LC_RECORDS_RECV, secs);
+		link_rate_cell(&t, l, SHOAL__LC_FRAMES_SENT, secs);
+		link_rate_cell(&t, l, SHOAL__LC_FRAMES_RECV, secs);
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_IN_FLIGHT]);
+		shoal__table_cell(&t, "%s", shoal__fmt_bytes(credits, sizeof(credits),
+							     l->c[SHOAL__LC_CREDITS]));
+		shoal__table_cell(&t, "%llu", (unsigned long long)(l->c[SHOAL__LC_LOST_LINK] +
+								   l->c[SHOAL__LC_LOST_DOWN]));
+		shoal__table_cell(&t, "%llu", (unsigned long long)l->c[SHOAL__LC_REFUSED]);
+	}
+	fprintf(out, "\nLinks to other hosts\n");
+	shoal__table_print(&t, out, "  ");
+	shoal__table_free(&t);
+	return 0;
+}
+
+static void json_link_rate(struct shoal__json *j, const char *key,
+			   const struct shoal__link_view *l, unsigned k, double secs)
+{
+	double rate;
+
+	if (link_rate(l, k, secs, &rate))
+		shoal__json_real(j, key, rate, 1);
+	else
+		shoal__json_null(j, key);
+}
+
+/* "links": one object per link, when the system has a bridge here. */
+static void json_links(struct shoal__json *j, double secs)
+{
+	if (!links_now->present)
+		return;
+	shoal__json_array_begin(j, "links");
+	for (uint32_t i = 0; i < links_now->n; i++) {
+		const struct shoal__link_view *l = &links_now->links[i];
+
+		shoal__json_object_begin(j, NULL);
+		shoal__json_string(j, "peer", l->peer);
+		shoal__json_string(j, "state", shoal__link_state_name(l->state));
+		shoal__json_uint(j, "rtt_ns", l->c[SHOAL__LC_RTT_NS]);
+		json_link_rate(j, "messages_sent_per_s", l, SHOAL__LC_RECORDS_SENT, secs);
+		json_link_rate(j, "messages_received_per_s", l, SHOAL__LC_RECORDS_RECV, secs);
+		json_link_rate(j, "frames_sent_per_s", l, SHOAL__LC_FRAMES_SENT, secs);
+		json_link_rate(j, "frames_received_per_s", l, SHOAL__LC_FRAMES_RECV, secs);
+		shoal__json_uint(j, "in_flight", l->c[SHOAL__LC_IN_FLIGHT]);
+		shoal__json_uint(j, "credits", l->c[SHOAL__LC_CREDITS]);
+		shoal__json_uint(j, "lost_link", l->c[SHOAL__LC_LOST_LINK]);
+		shoal__json_uint(j, "lost_down", l->c[SHOAL__LC_LOST_DOWN]);
+		shoal__json_uint(j, "refused", l->c[SHOAL__LC_REFUSED]);
+		shoal__json_object_end(j);
+	}
+	shoal__json_array_end(j);
+}
+
 /* ---- Text output ---- */
 
 static void rate_cell(struct shoal__table *t, const struct shoal__top_rates *r, double v)
@@ -397,7 +556,7 @@ int shoal__top_print_dispatchers(FILE *out, const struct shoal__top_frame *f)
 static void group_row(struct shoal__table *t, const struct shoal__group_view *g,
 		      const struct shoal__top_rates *r)
 {
-	char name[NAME_SIZE], state[32];
+	char name[NAME_SIZE], state[32], oldest[SHOAL_FMT_SHORT_SIZE], p99[SHOAL_FMT_SHORT_SIZE];
 	const char *s = shoal__group_state_name(g->state);
 
 	if (s == NULL)
@@ -420,6 +579,10 @@ static void group_row(struct shoal__table *t, const struct shoal__group_view *g,
 		shoal__table_cell(t, "%.0f%%", r->fill_pct);
 	else
 		shoal__table_cell(t, "-");
+	shoal__table_cell(t, "%s", r->have_oldest ? shoal__fmt_duration(oldest, sizeof(oldest),
+									 r->oldest_ns) : "-");
+	shoal__table_cell(t, "%s", r->have_lat ? shoal__fmt_duration(p99, sizeof(p99),
+								      r->p99_ns) : "-");
 	shoal__table_cell(t, "%u", shoal__group_view_restarts(g));
 	shoal__table_cell(t, "%s", shoal__group_view_corrupt(g) ? "CORRUPT" : "OK");
 }
@@ -429,7 +592,7 @@ int shoal__top_print_groups(FILE *out, const struct shoal__top_frame *f)
 	static const struct shoal__column cols[] = {
 		{ "GROUP", 'l' }, { "STATE", 'l' }, { "PID", 'r' }, { "IN/S", 'r' },
 		{ "OUT/S", 'r' }, { "DROPPED/S", 'r' }, { "QUEUED", 'r' }, { "FILL", 'r' },
-		{ "RESTARTS", 'r' }, { "STATUS", 'l' },
+		{ "OLDEST", 'r' }, { "P99", 'r' }, { "RESTARTS", 'r' }, { "STATUS", 'l' },
 	};
 	struct shoal__table t;
 
@@ -480,6 +643,8 @@ static int print_text(const struct shoal__top_frame *f, const struct shoal__top_
 		putchar('\n');
 		ret = shoal__top_print_groups(stdout, f);
 	}
+	if (ret == 0)
+		ret = print_links(stdout, f->secs);
 	if (ret == 0 && f->v->corrupt)
 		printf("\nregistry CORRUPT: %s\n", f->v->reason);
 	fflush(stdout);
@@ -515,6 +680,20 @@ static void json_dispatchers(struct shoal__json *j, const struct shoal__top_fram
 	shoal__json_array_end(j);
 }
 
+/* The latency percentiles since the last refresh (null when none was handled). */
+static void json_latency(struct shoal__json *j, const struct shoal__top_rates *r)
+{
+	const char *keys[] = { "p50_ns", "p99_ns", "p999_ns" };
+	uint64_t vals[] = { r->p50_ns, r->p99_ns, r->p999_ns };
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		if (r->have_lat)
+			shoal__json_uint(j, keys[i], vals[i]);
+		else
+			shoal__json_null(j, keys[i]);
+	}
+}
+
 static void json_group(struct shoal__json *j, const struct shoal__group_view *g,
 		       const struct shoal__top_rates *r)
 {
@@ -539,6 +718,11 @@ static void json_group(struct shoal__json *j, const struct shoal__group_view *g,
 		shoal__json_real(j, "fill_pct", r->fill_pct, 1);
 	else
 		shoal__json_null(j, "fill_pct");
+	if (r->have_oldest)
+		shoal__json_uint(j, "oldest_age_ns", r->oldest_ns);
+	else
+		shoal__json_null(j, "oldest_age_ns");
+	json_latency(j, r);
 	shoal__json_uint(j, "restarts", shoal__group_view_restarts(g));
 	shoal__json_string(j, "status", shoal__group_view_corrupt(g) ? "corrupt" : "ok");
 	shoal__json_object_end(j);
@@ -559,6 +743,7 @@ static void print_json(const struct shoal__top_frame *f)
 	for (uint32_t i = 0; i < f->n_shown; i++)
 		json_group(&j, &f->v->groups[f->shown[i]->index], f->shown[i]);
 	shoal__json_array_end(&j);
+	json_links(&j, f->secs);
 	shoal__json_string(&j, "status", shoal__sys_view_corrupt(f->v) ? "corrupt" : "ok");
 	shoal__json_object_end(&j);
 	fflush(stdout);
@@ -654,6 +839,7 @@ static int next_view(const struct shoal__cmd *cmd, const char *system,
 	int ret = shoal__sys_view_take(v, system, &o, &err);
 	pid_t pid;
 
+	links_take(system);
 	if (ret == 0 && v->router_alive != 0)
 		return -1;
 	shoal__top_screen_close(scr);
@@ -774,9 +960,14 @@ const struct shoal__cmd shoal__cmd_top = {
 	"the messages it took from uplinks, delivered and dropped per second and how\n"
 	"busy it was; for each group the messages it received and sent per second,\n"
 	"the copies dropped for it per second, what waits in its inbound rings\n"
-	"(QUEUED messages, and FILL: the bytes in use of its fullest inbound ring),\n"
-	"and its restarts. Rates come from the difference between two readings of\n"
-	"the counters the system keeps in shared memory. Read-only, like 'shoal stat'.\n"
+	"(QUEUED messages, FILL: the bytes in use of its fullest inbound ring, and\n"
+	"OLDEST: how long the oldest message there has waited), P99: the latency\n"
+	"from send to handler of 99 % of the messages it handled since the last\n"
+	"refresh, and its restarts; on a system that spans hosts, each link of this\n"
+	"host's bridge: its state, round trip, messages and frames sent and received\n"
+	"per second, in flight, credits, lost and refused (not yet on the full\n"
+	"screen). Rates come from the difference between two readings of the\n"
+	"counters the system keeps in shared memory. Read-only, like 'shoal stat'.\n"
 	"\n"
 	"When standard input and output are terminals (and no --count), the screen\n"
 	"is redrawn at every refresh, each line cut to the window's width, and\n"

@@ -246,6 +246,7 @@ static void read_types(struct shoal__sys_view *v, struct shoal__reg_type *types)
 		t->id = id;
 		t->max_size = types[i].max_size;
 		t->routes = shoal_load_relaxed(&types[i].routes);
+		t->live_routes = shoal_load_relaxed(&types[i].live_routes);
 		if (!copy_name(t->name, types[i].name, sizeof(t->name)))
 			problem(&v->corrupt, v->reason, "the name of message type %u is not "
 				"terminated", id);
@@ -316,10 +317,16 @@ static void read_group_once(struct shoal__sys_view *v, uint32_t id, struct shoal
 	g->lost_queued = shoal_load_relaxed(&rg->lost_queued);
 	/* Unused dispatcher slots hold zeros: summing all of them is exact. */
 	for (int d = 0; d < SHOAL_MAX_NODES; d++) {
-		g->delivered += shoal_load_relaxed(&rg->stats[d].delivered);
-		g->dropped_full += shoal_load_relaxed(&rg->stats[d].dropped_full);
-		g->dropped_dead += shoal_load_relaxed(&rg->stats[d].dropped_dead);
-		g->dropped_corrupt += shoal_load_relaxed(&rg->stats[d].dropped_corrupt);
+		struct shoal__gstat_view *one = &g->per_disp[d];
+
+		one->delivered = shoal_load_relaxed(&rg->stats[d].delivered);
+		one->dropped_full = shoal_load_relaxed(&rg->stats[d].dropped_full);
+		one->dropped_dead = shoal_load_relaxed(&rg->stats[d].dropped_dead);
+		one->dropped_corrupt = shoal_load_relaxed(&rg->stats[d].dropped_corrupt);
+		g->delivered += one->delivered;
+		g->dropped_full += one->dropped_full;
+		g->dropped_dead += one->dropped_dead;
+		g->dropped_corrupt += one->dropped_corrupt;
 	}
 	g->damaged = shoal_load_relaxed(&rg->damaged);
 	g->replaced = shoal_load_relaxed(&rg->replaced);
@@ -387,6 +394,19 @@ struct mbx_read {
 	struct shoal__group_view *g;
 };
 
+static void read_bell(struct shoal__bell_counts *c, const struct shoal_doorbell *db)
+{
+	/* Relaxed: display values. */
+	c->sleeps = shoal_load_relaxed(&db->sleeps);
+	c->wakes = shoal_load_relaxed(&db->wakes);
+}
+
+static void add_bell(struct shoal__bell_counts *sum, const struct shoal__bell_counts *one)
+{
+	sum->sleeps += one->sleeps;
+	sum->wakes += one->wakes;
+}
+
 static void read_worker(struct shoal__worker_sums *s, struct shoal__mbx_worker *w)
 {
 	s->sent_routed = shoal_load_relaxed(&w->sent_routed);
@@ -403,6 +423,12 @@ static void read_worker(struct shoal__worker_sums *s, struct shoal__mbx_worker *
 	s->up_dropped_full = shoal_load_relaxed(&w->up_dropped_full);
 	s->up_malformed = shoal_load_relaxed(&w->up_malformed);
 	s->lost_corrupt = shoal_load_relaxed(&w->lost_corrupt);
+	s->fwd_sent = shoal_load_relaxed(&w->fwd_sent);
+	s->fwd_taken = shoal_load_relaxed(&w->fwd_taken);
+	s->crashes = shoal_load_relaxed(&w->crashes);
+	read_bell(&s->in_db, &w->in_db);
+	read_bell(&s->up_db, &w->up_db);
+	read_bell(&s->space_db, &w->space_db);
 }
 
 static void add_worker(struct shoal__worker_sums *sum, const struct shoal__worker_sums *one)
@@ -421,6 +447,29 @@ static void add_worker(struct shoal__worker_sums *sum, const struct shoal__worke
 	sum->up_dropped_full += one->up_dropped_full;
 	sum->up_malformed += one->up_malformed;
 	sum->lost_corrupt += one->lost_corrupt;
+	sum->fwd_sent += one->fwd_sent;
+	sum->fwd_taken += one->fwd_taken;
+	sum->crashes += one->crashes;
+	add_bell(&sum->in_db, &one->in_db);
+	add_bell(&sum->up_db, &one->up_db);
+	add_bell(&sum->space_db, &one->space_db);
+}
+
+/* Add the latency histograms of the n workers of mailbox h to *l. */
+static void read_latency(struct shoal__lat_sums *l, struct shoal__mbx_hdr *h, uint16_t n)
+{
+	for (uint16_t i = 0; i < n; i++) {
+		struct shoal__mbx_lat *one = &h->lat[i];
+
+		for (uint32_t b = 0; b < SHOAL__LAT_BUCKETS; b++) {
+			uint64_t c = shoal_load_relaxed(&one->bucket[b]);
+
+			l->bucket[b] += c;
+			l->count += c;
+		}
+		l->sum_ns += shoal_load_relaxed(&one->sum_ns);
+		l->out_of_range += shoal_load_relaxed(&one->out_of_range);
+	}
 }
 
 static void read_mailbox(void *arg)
@@ -455,7 +504,80 @@ static void read_mailbox(void *arg)
 	}
 	if (g->workers != NULL)
 		g->n_worker_counts = n;
+	if (g->lat != NULL)
+		read_latency(g->lat, h, n);
 	g->have_counters = true;
+}
+
+/* ---- The oldest record of each inbound ring ---- */
+
+#define AGE_PASSES 8   /* walks overtaken by the consumer before giving up */
+
+struct age_read {
+	const struct shoal_seg *seg;
+	struct shoal__group_view *g;
+};
+
+/*
+ * The send_ns of the first record of the ring in `mem`: with shm/'s
+ * read-only walker, as `shoal dump` reads them, a pass begun again when the
+ * consumer overtakes it. False when the ring holds none, a record too short
+ * for an envelope, or damage (which the ring's check reports).
+ */
+static bool oldest_send_ns(const void *mem, uint64_t len, uint64_t *send_ns)
+{
+	for (int pass = 0; pass < AGE_PASSES; pass++) {
+		struct shoal_ring_walk w;
+		struct shoal_ring_walk_rec rec;
+		struct shoal_envelope env;
+		int ret;
+
+		if (shoal_ring_walk_begin(&w, mem, len, NULL) < 0)
+			return false;
+		ret = shoal_ring_walk_next(&w, &rec, &env, sizeof(env), NULL);
+		if (ret == -EAGAIN)
+			continue;
+		if (ret <= 0 || rec.copied < sizeof(env))
+			return false;
+		*send_ns = env.send_ns;
+		return true;
+	}
+	return false;
+}
+
+static void read_ages(void *arg)
+{
+	struct age_read *a = arg;
+	struct shoal__group_view *g = a->g;
+
+	for (uint32_t i = 0; i < g->rings.n_regions; i++) {
+		const struct shoal__region_snap *r = &g->rings.regions[i];
+		const void *mem;
+		uint64_t sent, now;
+
+		if (!r->entry_ok || r->region.kind != SHOAL_SEG_KIND_RING || !r->have_ring ||
+		    !shoal__ring_is_inbound(&r->region.tag) || r->pending <= 0)
+			continue;
+		mem = shoal_seg_ptr(a->seg, r->region.off, r->region.len, 8);
+		if (mem == NULL || !oldest_send_ns(mem, r->region.len, &sent))
+			continue;
+		/* After the walk: a record sent since it began is not older. */
+		now = shoal__now_ns();
+		/* Untrusted: a send_ns ahead of our clock is no age at all. */
+		if (sent <= now) {
+			g->ages[i].known = true;
+			g->ages[i].age_ns = now - sent;
+		}
+	}
+}
+
+static void view_ages(struct shoal__group_view *g, const struct shoal_seg *seg)
+{
+	struct age_read a = { .seg = seg, .g = g };
+
+	/* Ages are an addition to the snapshot: a mailbox that shrinks now
+	 * leaves them partly unknown, which the next look reports. */
+	(void)shoal__snap_guard(read_ages, &a);
 }
 
 static int view_mailbox(struct shoal__group_view *g, const struct shoal__sys_view_opts *opts)
@@ -481,8 +603,17 @@ static int view_mailbox(struct shoal__group_view *g, const struct shoal__sys_vie
 			return -ENOMEM;
 		}
 	}
+	g->lat = calloc(1, sizeof(*g->lat));
+	if (g->lat == NULL) {
+		shoal_seg_detach(&seg);
+		return -ENOMEM;
+	}
 	if (shoal__snap_guard(read_mailbox, &m) < 0)
 		problem(&g->corrupt, g->reason, "mailbox %s shrank while it was read", g->mailbox);
+	if (!g->have_counters) {
+		free(g->lat);
+		g->lat = NULL;
+	}
 	ret = 0;
 	if (opts->rings) {
 		ret = shoal__seg_snap_take(&g->rings, &seg, &so);
@@ -492,8 +623,52 @@ static int view_mailbox(struct shoal__group_view *g, const struct shoal__sys_vie
 		g->have_rings = ret == 0;
 		ret = ret == -ENOMEM ? ret : 0;
 	}
+	if (g->have_rings) {
+		g->ages = calloc(g->rings.n_regions ? g->rings.n_regions : 1, sizeof(*g->ages));
+		if (g->ages == NULL)
+			ret = -ENOMEM;
+		else
+			view_ages(g, &seg);
+	}
 	shoal_seg_detach(&seg);
 	return ret;
+}
+
+/* ---- The doorbells of the dispatchers ---- */
+
+struct bell_read {
+	const struct shoal__bell *bell;
+	struct shoal__sys_view *v;
+};
+
+static void read_bells(void *arg)
+{
+	struct bell_read *b = arg;
+
+	for (uint32_t d = 0; d < b->v->n_dispatchers; d++)
+		read_bell(&b->v->disp[d].doorbell, &b->bell->disp[d]);
+	read_bell(&b->v->waker, &b->bell->waker);
+	b->v->have_bells = true;
+}
+
+/* The doorbell segment's counters, when it can be read: the router makes it
+ * with the registry, so a system without it is in the making or the
+ * unmaking, and its counters are only left out. */
+static void view_bells(struct shoal__sys_view *v)
+{
+	char name[SHOAL_SEG_NAME_MAX];
+	struct shoal_seg seg;
+	struct shoal_seg_region r;
+	struct bell_read b = { .v = v };
+
+	if (shoal__name_bell(name, v->system) < 0 ||
+	    shoal_seg_attach(&seg, name, ATTACH_FLAGS, NULL) < 0)
+		return;
+	/* A file that shrinks under the read cuts it short before have_bells. */
+	if (shoal_seg_find(&seg, SHOAL__KIND_BELL, "bell", &r) == 0 &&
+	    (b.bell = shoal_seg_ptr(&seg, r.off, sizeof(*b.bell), 64)) != NULL)
+		(void)shoal__snap_guard(read_bells, &b);
+	shoal_seg_detach(&seg);
 }
 
 /* ---- The view ---- */
@@ -527,6 +702,8 @@ int shoal__sys_view_take(struct shoal__sys_view *v, const char *system,
 		shoal_seg_detach(&r.reg.seg);
 	if (ret < 0)
 		goto fail;
+	if (opts->mailboxes || opts->rings || opts->workers)
+		view_bells(v);
 	for (uint32_t id = 0; id < v->n_groups && (opts->mailboxes || opts->rings ||
 						     opts->workers); id++) {
 		struct shoal__group_view *g = &v->groups[id];
@@ -549,6 +726,8 @@ void shoal__sys_view_free(struct shoal__sys_view *v)
 		if (v->groups[id].have_rings)
 			shoal__seg_snap_free(&v->groups[id].rings);
 		free(v->groups[id].workers);
+		free(v->groups[id].ages);
+		free(v->groups[id].lat);
 	}
 	free(v->groups);
 	free(v->types);
@@ -643,4 +822,36 @@ void shoal__group_view_queued(const struct shoal__group_view *g, uint64_t *recor
 		*records += r->pending > 0 ? (uint64_t)r->pending : 0;
 		*bytes += r->ring.used;
 	}
+}
+
+uint64_t shoal__lat_quantile(const struct shoal__lat_sums *l, double q)
+{
+	/* The rank of the message sought: at least the first, at most the last. */
+	double want = q < 1 ? q * (double)l->count : (double)l->count;
+	uint64_t seen = 0;
+
+	for (uint32_t b = 0; b < SHOAL__LAT_BUCKETS; b++) {
+		seen += l->bucket[b];
+		if (seen > 0 && (double)seen >= want) {
+			uint64_t lo = shoal__lat_lower(b), hi = shoal__lat_lower(b + 1);
+
+			return lo + (hi - lo) / 2;
+		}
+	}
+	return 0;   /* empty: the buckets sum to count */
+}
+
+bool shoal__group_view_oldest(const struct shoal__group_view *g, uint64_t *age_ns)
+{
+	bool any = false;
+
+	*age_ns = 0;
+	for (uint32_t i = 0; g->have_rings && g->ages != NULL && i < g->rings.n_regions; i++) {
+		if (!g->ages[i].known)
+			continue;
+		if (!any || g->ages[i].age_ns > *age_ns)
+			*age_ns = g->ages[i].age_ns;
+		any = true;
+	}
+	return any;
 }

@@ -30,18 +30,25 @@
 #include "tools/json.h"
 #include "tools/snapshot.h"
 
+/* A doorbell's counters: futex waits its consumer entered, wakes its producers made. */
+struct shoal__bell_counts {
+	uint64_t sleeps, wakes;
+};
+
 struct shoal__disp_view {
 	int32_t node;
 	uint64_t cpus[SHOAL__CPU_WORDS_MAX];   /* its CPU set: the view's cpu_words words */
 	uint64_t batches, messages, delivered, no_route, dropped_full, dropped_dead;
 	uint64_t malformed, sleeps, busy_ns, discarded;
 	uint64_t corrupt, dropped_corrupt;   /* rings condemned; copies dropped for them */
+	struct shoal__bell_counts doorbell;  /* when the view has_bells */
 };
 
 struct shoal__type_view {
 	uint32_t id;
 	uint32_t max_size;
 	uint32_t routes;
+	uint32_t live_routes;            /* of those, the ones not to a failed group */
 	char name[SHOAL_NAME_MAX];
 };
 
@@ -51,6 +58,32 @@ struct shoal__worker_sums {
 	uint64_t try_failed, stale, malformed, discarded, fwd_lost, set_aside;
 	uint64_t up_no_route, up_dropped_full, up_malformed;   /* dispatcher-written */
 	uint64_t lost_corrupt;          /* left in an uplink condemned under the worker */
+	uint64_t fwd_sent, fwd_taken;   /* copies held in process memory: made, handled */
+	uint64_t crashes;               /* processes that died in a row on one record */
+	/* Its doorbells: idle (in), uplink full (up), direct senders waiting (space). */
+	struct shoal__bell_counts in_db, up_db, space_db;
+};
+
+/* What one dispatcher did for a group (the registry slot's counts for its
+ * present owner). */
+struct shoal__gstat_view {
+	uint64_t delivered, dropped_full, dropped_dead, dropped_corrupt;
+};
+
+/*
+ * A group's latency histogram (runtime/layout.h struct shoal__mbx_lat),
+ * summed over its workers: `count` is the sum of the buckets.
+ */
+struct shoal__lat_sums {
+	uint64_t bucket[SHOAL__LAT_BUCKETS];
+	uint64_t count, sum_ns, out_of_range;
+};
+
+/* How long the oldest record of an inbound ring has waited, from its
+ * envelope's send_ns to when the view read it. */
+struct shoal__ring_age {
+	bool known;                     /* the ring held a record with a send_ns in the past */
+	uint64_t age_ns;
 };
 
 struct shoal__group_view {
@@ -65,8 +98,9 @@ struct shoal__group_view {
 	int32_t node;
 	uint32_t dispatcher;
 	uint32_t attaches;
-	/* Registry counters, summed over dispatchers. */
+	/* Registry counters, summed over dispatchers, and each one's. */
 	uint64_t delivered, dropped_full, dropped_dead, dropped_corrupt;
+	struct shoal__gstat_view per_disp[SHOAL_MAX_NODES];
 	/* Damage (DESIGN invariant 10): rings and mailboxes found corrupted,
 	 * how many were replaced, and the messages they held. A group with
 	 * damage is "damaged" (its view is corrupt: the tools exit 1). */
@@ -84,6 +118,11 @@ struct shoal__group_view {
 	uint16_t n_worker_counts;
 	bool have_rings;                /* `rings` holds the mailbox's snapshot */
 	struct shoal__seg_snap rings;
+	/* With `rings`: the age of each ring's oldest record, by the index of
+	 * rings.regions (inbound rings only; unknown for the others). */
+	struct shoal__ring_age *ages;
+	/* With the counters: the latency histogram, or NULL. */
+	struct shoal__lat_sums *lat;
 
 	bool corrupt;                   /* something about this group does not add up */
 	char reason[SHOAL_ERR_MSG_MAX]; /* the first such thing */
@@ -105,6 +144,10 @@ struct shoal__sys_view {
 	uint32_t released;              /* run-time groups freed when their process left */
 	uint64_t lost_released;         /* messages they lost: queued then, or counted before */
 	struct shoal__disp_view disp[SHOAL_MAX_NODES];
+	/* The doorbell segment (shoal.S.bell) was read: each dispatcher's
+	 * doorbell in disp[].doorbell, and the one of held wake-ups here. */
+	bool have_bells;
+	struct shoal__bell_counts waker;
 	uint32_t n_types;
 	struct shoal__type_view *types;
 	uint32_t n_groups;              /* bounded by SHOAL_MAX_GROUPS */
@@ -171,6 +214,17 @@ const struct shoal__type_view *shoal__sys_view_type(const struct shoal__sys_view
 /* Messages waiting in a group's inbound rings (shoal__ring_is_inbound()), and their bytes. */
 void shoal__group_view_queued(const struct shoal__group_view *g, uint64_t *records,
 			      uint64_t *bytes);
+
+/*
+ * The latency under which a fraction q (0 < q <= 1) of the histogram's
+ * messages fall: the midpoint of the bucket that holds the q-th one, within
+ * 6.25 % of its value (runtime/layout.h). 0 when the histogram is empty.
+ */
+uint64_t shoal__lat_quantile(const struct shoal__lat_sums *l, double q);
+
+/* The age of the oldest record in a group's inbound rings; false if none
+ * is known (no record waits, or none could be read). */
+bool shoal__group_view_oldest(const struct shoal__group_view *g, uint64_t *age_ns);
 
 /* "empty", "down", "running", "stopping", "failed", "stopped"; NULL for
  * another value. */

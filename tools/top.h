@@ -24,6 +24,10 @@ struct shoal__top_rates {
 	double busy_pct;                 /* dispatchers only */
 	uint64_t queued;                 /* groups: messages in its inbound rings */
 	double fill_pct;                 /* groups: its fullest inbound ring; -1 unknown */
+	bool have_oldest;                /* groups: oldest_ns is known */
+	uint64_t oldest_ns;              /* groups: age of the oldest message waiting */
+	bool have_lat;                   /* groups: messages handled since the last view */
+	uint64_t p50_ns, p99_ns, p999_ns;   /* groups: their latency, send to handler */
 	const char *name;                /* groups: as in the view, unescaped */
 };
 

@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The bridge process (bridge.h): one thread, one loop over the group's
- * mailbox and the links' event fds.
+ * mailbox and the hub of its links (one UCP worker, one event fd).
  *
- * Why one loop and no thread per link: a link is single-threaded (link.h
- * rule 2) and makes progress only inside its calls, so the loop polls
- * every link, then sleeps on their fds until the earliest link deadline,
- * at most WAKE_NS: the mailbox's doorbell is not among those fds, and a
- * stop asked through it is seen within that bound.
+ * Why one loop and no thread per link: a hub and its links are
+ * single-threaded (link.h rule 2) and make progress only inside their
+ * calls, so the loop polls the hub (every link), then sleeps on its fd
+ * until the earliest link deadline, at most WAKE_NS: the mailbox's doorbell
+ * is not that fd, and a stop asked through it is seen within that bound.
+ * Each turn also stores every link's counters in the link view
+ * (runtime/bridge/view.h) for the tools.
  *
  * Routed messages (docs/hosts.md): the router sends the bridge one copy of
  * every message of a type that a group of another host is routed (the
@@ -36,17 +38,21 @@
  * mailbox's hosts_down, which the router turns into its groups marked down
  * where senders see it (-EHOSTDOWN).
  */
+#include <assert.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <shoal/group.h>
 
 #include "runtime/bridge/bridge.h"
 #include "runtime/bridge/link.h"
+#include "runtime/bridge/view.h"
 #include "runtime/control/config.h"
 #include "runtime/data/relay.h"
 #include "runtime/route/route.h"
@@ -63,6 +69,8 @@ struct peer {
 	struct shoal__link *link;
 	struct shoal__link_stats seen;   /* as last told */
 	uint64_t told_failures;          /* connections broken when last told (tell()) */
+	uint64_t lost_down;              /* records given up on: the host down too long */
+	struct shoal__links_row *row;    /* its row of the link view; NULL: no view */
 };
 
 /* What the bridge counted besides its links' counters; told at its end. */
@@ -101,6 +109,12 @@ struct bridge {
 	const struct shoal__bridge_opts *o;
 	struct shoal__config *cfg;
 	int host;
+	struct shoal__link_hub *hub;     /* the UCP worker and listener of every link */
+	struct shoal__link_hub_stats hub_seen;   /* as last seen */
+	uint64_t told_refused;           /* connections refused when last told */
+	_Atomic uint64_t ucx_said;       /* UCX log messages (ucx_log()) */
+	struct shoal_seg view_seg;       /* the link view (runtime/bridge/view.h) */
+	struct shoal__links_hdr *view;   /* NULL: none (the bridge runs without) */
 	struct peer *peers;
 	uint32_t n_peers;
 	struct peer **by_host;           /* the peer of each host index; NULL for this one */
@@ -130,24 +144,16 @@ static void say(const struct bridge *b, const struct peer *p, const char *fmt, .
 	fflush(b->o->log);
 }
 
-/* The largest record a window takes: its frame size fits the window. */
-static uint32_t max_record(uint32_t window)
-{
-	uint32_t m = (window - SHOAL__FRAME_REC_HDR) & ~UINT32_C(7);
-
-	return m < SHOAL__FRAME_REC_MAX ? m : SHOAL__FRAME_REC_MAX;
-}
-
 static int open_link(struct bridge *b, struct peer *p, struct shoal_err *err)
 {
 	const struct shoal__cfg_link *c = &b->cfg->link;
 	uint32_t window = c->window;
 	struct shoal__link_opts lo = {
 		.role = p->role,
-		.addr = p->role == SHOAL__LINK_CONNECT ? p->h->reach
-						      : b->cfg->hosts[b->host].listen,
+		.addr = p->h->reach,
+		.peer = p->h->name,
 		.window = window,
-		.max_record = max_record(window),
+		.max_record = shoal__link_max_record(window),
 		.flush_bytes = c->flush_bytes,
 		.flush_ns = c->flush_ns,
 		.keepalive_ns = c->keepalive_ns,
@@ -155,23 +161,194 @@ static int open_link(struct bridge *b, struct peer *p, struct shoal_err *err)
 		.backoff_ns = c->backoff_ns,
 		.max_backoff_ns = c->max_backoff_ns,
 	};
-	int ret = shoal__link_create(&p->link, &lo, err);
+	int ret = shoal__link_add(b->hub, &p->link, &lo, err);
 
 	if (ret < 0)
 		return ret;
 	shoal__link_stats(p->link, &p->seen);
-	fprintf(b->o->log, "link %s: %s %s\n", p->h->name,
-		p->role == SHOAL__LINK_CONNECT ? "connecting to" : "listening on", lo.addr);
-	fflush(b->o->log);
+	if (p->role == SHOAL__LINK_CONNECT)
+		say(b, p, "connecting to %s", lo.addr);
+	else
+		say(b, p, "listening on %s", b->cfg->hosts[b->host].listen);
 	return 0;
 }
 
-/* One peer per other host; of two, the one whose name sorts first connects. */
+/*
+ * UCX's own log lines (a failed connect() at every attempt while a host is
+ * away): said as the bridge's, at the 1st, 2nd, 4th, 8th ... so that an
+ * outage reads as the links' lines, with UCX's reason, and does not flood
+ * the log. Called from UCX, maybe on a thread of its own.
+ */
+static void ucx_log(void *arg, const char *level, const char *message)
+{
+	struct bridge *b = arg;
+	uint64_t n = atomic_fetch_add_explicit(&b->ucx_said, 1, memory_order_relaxed) + 1;
+
+	if ((n & (n - 1)) != 0)
+		return;
+	if (n == 1)
+		fprintf(b->o->log, "ucx %s: %s\n", level, message);
+	else
+		fprintf(b->o->log, "ucx %s: %s (UCX message %llu)\n", level, message,
+			(unsigned long long)n);
+	fflush(b->o->log);
+}
+
+/* The hub: a listener when some host dials this one (docs/hosts.md: of two
+ * hosts, the one whose name sorts first dials). */
+static int open_hub(struct bridge *b, struct shoal_err *err)
+{
+	const struct shoal__cfg_host *me = &b->cfg->hosts[b->host];
+	struct shoal__link_hub_opts ho = {
+		.name = me->name,
+		.listen = shoal__config_connectors(b->cfg, b->host) > 0 ? me->listen : NULL,
+		.hello_ns = b->cfg->link.dead_ns,
+	};
+
+	shoal__link_log_to(ucx_log, b);
+	return shoal__link_hub_create(&b->hub, &ho, err);
+}
+
+/* ---- the link view ----------------------------------------------------------- */
+
+/* The system's name, as the group attached to it. */
+static const char *system_name(const struct bridge *b)
+{
+	const char *env = getenv("SHOAL_SYSTEM");
+
+	return b->o->system ? b->o->system : env ? env : b->cfg->system;
+}
+
+static int view_init(void *mem, uint64_t len, void *arg)
+{
+	const struct bridge *b = arg;
+	struct shoal__links_hdr *h = mem;
+	struct shoal__links_row *rows = (struct shoal__links_row *)(h + 1);
+
+	(void)len;
+	h->version = SHOAL__LINKS_VERSION;
+	snprintf(h->system, sizeof(h->system), "%s", system_name(b));
+	snprintf(h->host, sizeof(h->host), "%s", b->cfg->hosts[b->host].name);
+	h->bridge_pid = (int32_t)getpid();
+	h->n_links = b->n_peers;
+	for (uint32_t i = 0; i < b->n_peers; i++) {
+		const struct peer *p = &b->peers[i];
+
+		snprintf(rows[i].peer, sizeof(rows[i].peer), "%s", p->h->name);
+		snprintf(rows[i].addr, sizeof(rows[i].addr), "%s", p->role == SHOAL__LINK_CONNECT ?
+			 p->h->reach : b->cfg->hosts[b->host].listen);
+		rows[i].role = (uint32_t)p->role;
+		shoal_store_relaxed(&rows[i].state, SHOAL__LINK_DOWN);
+	}
+	/* R1: pairs with A1 in shoal__links_view_take(): names before magic. */
+	shoal_store_release(&h->magic, SHOAL__LINKS_MAGIC);
+	return 0;
+}
+
+/* Create shoal.S.links, replacing one whose bridge is dead. Said and
+ * skipped when it cannot be made: the links work without their view. */
+static void view_open(struct bridge *b)
+{
+	struct shoal_seg_opts so = { .mode = b->cfg->mode, .numa_node = -1, .dir_cap = 4 };
+	char name[SHOAL_SEG_NAME_MAX];
+	uint64_t size = shoal__links_size(b->n_peers), off;
+	/* The header and directory, the region's alignment, the region. */
+	uint64_t file = shoal_seg_overhead(so.dir_cap) + 64 + size;
+	struct shoal_err err;
+	int ret = shoal__name_links(name, system_name(b));
+
+	if (ret == 0) {
+		ret = shoal_seg_create(&b->view_seg, name, file, &so, &err);
+		if (ret == -EEXIST && shoal_seg_probe(name, NULL) == 0) {
+			shoal_seg_unlink(name);
+			ret = shoal_seg_create(&b->view_seg, name, file, &so, &err);
+		}
+	} else {
+		snprintf(err.msg, sizeof(err.msg), "system name too long");
+	}
+	if (ret == 0) {
+		ret = shoal_seg_alloc_init(&b->view_seg, SHOAL__KIND_LINKS, "links", NULL, size, 64,
+					   view_init, b, &off);
+		if (ret < 0) {
+			snprintf(err.msg, sizeof(err.msg), "%s", strerror(-ret));
+			shoal_seg_detach(&b->view_seg);
+			shoal_seg_unlink(name);
+		}
+	}
+	if (ret < 0) {
+		fprintf(b->o->log, "no link view for the tools (%s): %s\n", name, err.msg);
+		fflush(b->o->log);
+		return;
+	}
+	b->view = shoal_seg_ptr(&b->view_seg, off, size, 64);
+	for (uint32_t i = 0; i < b->n_peers; i++)
+		b->peers[i].row = (struct shoal__links_row *)(b->view + 1) + i;
+}
+
+/* Store p's counters in its row: each alone, relaxed (view.h). */
+static void view_write(const struct peer *p)
+{
+	struct shoal__links_row *r = p->row;
+	struct shoal__link_stats st;
+	uint64_t c[SHOAL__LC_N], now;
+
+	if (r == NULL)
+		return;
+	shoal__link_stats(p->link, &st);
+	now = shoal__now_ns();
+	c[SHOAL__LC_RTT_NS] = st.rtt_ns;
+	c[SHOAL__LC_FRAMES_SENT] = st.frames_sent;
+	c[SHOAL__LC_FRAMES_RECV] = st.frames_recv;
+	c[SHOAL__LC_RECORDS_SENT] = st.records_sent;
+	c[SHOAL__LC_RECORDS_RECV] = st.records_recv;
+	c[SHOAL__LC_IN_FLIGHT] = st.next_seq - st.acked;
+	c[SHOAL__LC_CREDITS] = st.peer_credits > st.unacked_bytes ?
+			       st.peer_credits - st.unacked_bytes : 0;
+	c[SHOAL__LC_RESENT] = st.resent;
+	c[SHOAL__LC_DUPLICATES] = st.duplicates;
+	c[SHOAL__LC_GAPS] = st.gaps;
+	c[SHOAL__LC_REFUSED] = st.refused;
+	c[SHOAL__LC_CONNECTS] = st.connects;
+	c[SHOAL__LC_BROKEN] = st.broken;
+	c[SHOAL__LC_LOST_LINK] = st.lost_link;
+	c[SHOAL__LC_LOST_DOWN] = p->lost_down;
+	c[SHOAL__LC_CREDIT_WAITS] = st.credit_waits;
+	c[SHOAL__LC_DOWN_NS] = st.state == SHOAL__LINK_UP || now < st.down_since_ns ? 0 :
+			       now - st.down_since_ns;
+	shoal_store_relaxed(&r->state, st.state);
+	shoal_store_relaxed(&r->peer_epoch, st.peer_epoch);
+	for (unsigned k = 0; k < SHOAL__LC_N; k++)
+		shoal_store_relaxed(&r->c[k], c[k]);
+}
+
+static void view_write_hub(const struct bridge *b)
+{
+	if (b->view == NULL)
+		return;
+	shoal_store_relaxed(&b->view->refused_conns, b->hub_seen.refused);
+	shoal_store_relaxed(&b->view->ucx_messages,
+			    atomic_load_explicit(&b->ucx_said, memory_order_relaxed));
+}
+
+static void view_close(struct bridge *b)
+{
+	char name[SHOAL_SEG_NAME_MAX];
+
+	if (b->view == NULL)
+		return;
+	shoal_seg_detach(&b->view_seg);
+	if (shoal__name_links(name, system_name(b)) == 0)
+		shoal_seg_unlink(name);
+	b->view = NULL;
+}
+
+/* One hub, and on it one link per other host; of two hosts, the one whose
+ * name sorts first connects. */
 static int make_peers(struct bridge *b, struct shoal_err *err)
 {
 	const struct shoal__config *c = b->cfg;
 	const char *me = c->hosts[b->host].name;
-	uint32_t listening = shoal__config_connectors(c, b->host);
+	int ret;
 
 	if (c->n_hosts < 2)
 		return shoal__fail(err, -ENXIO, "host %s has no other host to link to", me);
@@ -189,19 +366,12 @@ static int make_peers(struct bridge *b, struct shoal_err *err)
 		b->by_host[i] = p;
 		b->n_peers++;
 	}
-	/* A listening link takes whoever connects: two on one address could
-	 * not tell their peers apart (docs/hosts.md, next: one worker). */
-	if (listening > 1)
-		return shoal__fail(err, -ENOTSUP, "host %s would listen for %u hosts whose names "
-				   "sort before its own; a bridge listens for one host for now",
-				   me, listening);
-	for (uint32_t i = 0; i < b->n_peers; i++) {
-		int ret = open_link(b, &b->peers[i], err);
-
-		if (ret < 0)
-			return ret;
-	}
-	return 0;
+	ret = open_hub(b, err);
+	for (uint32_t i = 0; ret == 0 && i < b->n_peers; i++)
+		ret = open_link(b, &b->peers[i], err);
+	if (ret == 0)
+		view_open(b);
+	return ret;
 }
 
 /*
@@ -240,6 +410,25 @@ static void tell(const struct bridge *b, struct peer *p)
 	p->seen = st;
 }
 
+/* Connections the hub refused: unknown or duplicate peers, misdirected
+ * ones, ones that never said who they are. Said at about the 1st, 2nd,
+ * 4th ... with the last reason, so that a host that keeps trying does not flood
+ * the log. */
+static void tell_hub(struct bridge *b)
+{
+	struct shoal__link_hub_stats st;
+
+	shoal__link_hub_stats(b->hub, &st);
+	if (st.refused > b->hub_seen.refused && st.refused >= 2 * b->told_refused) {
+		b->told_refused = st.refused;
+		fprintf(b->o->log, "refused %llu connection%s so far, the last: %s\n",
+			(unsigned long long)st.refused, st.refused == 1 ? "" : "s",
+			st.last_refusal.msg);
+		fflush(b->o->log);
+	}
+	b->hub_seen = st;
+}
+
 /* ---- messages -------------------------------------------------------------- */
 
 /*
@@ -248,6 +437,8 @@ static void tell(const struct bridge *b, struct peer *p)
  * a restarted bridge stays as its predecessor left it until its own link
  * says otherwise.
  */
+static_assert(SHOAL__MAX_HOSTS <= 64, "hosts_down has one bit a host");
+
 static void note_down(struct bridge *b, const struct peer *p)
 {
 	struct shoal__link_stats st;
@@ -416,6 +607,7 @@ static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t ta
 		now = shoal__now_ns();
 		if (ret != -EAGAIN || (st.state != SHOAL__LINK_UP &&
 				       now - st.down_since_ns > b->cfg->down_after_ns)) {
+			p->lost_down++;
 			if (b->n.lost_down++ == 0 || ret != -EAGAIN)
 				say(b, p, "a record of %u bytes not sent: %s", len, ret == -EAGAIN ?
 				    "the host is down past hosts.down_after" : strerror(-ret));
@@ -445,7 +637,7 @@ static void carry_direct(struct bridge *b, const struct shoal_msg *m)
 	int h = host_of(b, shoal_addr_group(m->env->dest));
 
 	if (h < 0 || h == b->host || b->by_host[h] == NULL ||
-	    len > max_record(b->cfg->link.window)) {
+	    len > shoal__link_max_record(b->cfg->link.window)) {
 		/* Only a sender that skipped send.c's checks gets here. */
 		b->n.no_group++;
 		return;
@@ -480,7 +672,7 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 		b->n.no_host++;
 		return;
 	}
-	if (len > max_record(b->cfg->link.window)) {
+	if (len > shoal__link_max_record(b->cfg->link.window)) {
 		/* A type the file does not declare (declared ones fit: config.c). */
 		b->n.lost_down++;
 		return;
@@ -525,7 +717,7 @@ static int remote_routes(struct bridge *b, struct shoal_err *err)
 		return ret;
 	b->cap_matches = shoal__route_max_matches(b->remote) + 1;
 	b->matches = calloc(b->cap_matches, sizeof(*b->matches));
-	b->rec = malloc(max_record(b->cfg->link.window));
+	b->rec = malloc(shoal__link_max_record(b->cfg->link.window));
 	b->types = calloc(c->n_types + 1, sizeof(*b->types));
 	b->pending = calloc(PENDING_MAX, sizeof(*b->pending));
 	if (b->matches == NULL || b->rec == NULL || b->types == NULL || b->pending == NULL)
@@ -538,38 +730,41 @@ static int remote_routes(struct bridge *b, struct shoal_err *err)
 
 static void serve(struct bridge *b)
 {
-	struct pollfd pfd[SHOAL__MAX_HOSTS];
+	struct pollfd pfd = { .fd = shoal__link_hub_fd(b->hub), .events = POLLIN };
 
 	for (;;) {
-		uint64_t now = shoal__now_ns(), wake = now + WAKE_NS;
+		uint64_t now = shoal__now_ns(), wake = now + WAKE_NS, due;
 
 		if (shoal_poll(b->ctx, MAILBOX_BUDGET, 0) == -ESHUTDOWN)
 			return;
+		shoal__link_hub_poll(b->hub, now);
 		for (uint32_t i = 0; i < b->n_peers; i++) {
-			struct peer *p = &b->peers[i];
-			uint64_t due;
-
-			shoal__link_poll(p->link, now);
-			take_records(b, p);
-			tell(b, p);
-			due = shoal__link_deadline(p->link);
-			if (due < wake)
-				wake = due;
-			if (shoal__link_arm(p->link) == -EAGAIN)
-				wake = now;
-			pfd[i] = (struct pollfd){ .fd = shoal__link_fd(p->link), .events = POLLIN };
+			take_records(b, &b->peers[i]);
+			tell(b, &b->peers[i]);
+			view_write(&b->peers[i]);
 		}
+		tell_hub(b);
+		view_write_hub(b);
+		due = shoal__link_hub_deadline(b->hub);
+		if (due < wake)
+			wake = due;
+		if (shoal__link_hub_arm(b->hub) == -EAGAIN)
+			wake = now;
 		now = shoal__now_ns();
 		if (wake > now)
-			poll(pfd, b->n_peers, (int)((wake - now + 999999) / 1000000));
+			poll(&pfd, 1, (int)((wake - now + 999999) / 1000000));
 	}
 }
 
 static void close_all(struct bridge *b)
 {
+	view_close(b);
 	for (uint32_t i = 0; i < b->n_peers; i++)
 		if (b->peers[i].link != NULL)
 			shoal__link_destroy(b->peers[i].link);
+	if (b->hub != NULL)
+		shoal__link_hub_destroy(b->hub);
+	shoal__link_log_to(NULL, NULL);
 	free(b->peers);
 	free(b->by_host);
 	shoal__route_free(b->remote);

@@ -3,10 +3,12 @@
  * The bridge of one host (docs/hosts.md): a group process that `shoal run
  * --host NAME` starts, as the built-in group `bridge`, when its file lists
  * other hosts, and restarts by the same policy code as any group. It opens
- * one link (runtime/bridge/link.h) to each other host, the host whose name
- * sorts first connecting, the other listening, and says on its output each
- * change of a link's state: up, down, a connection attempt that failed, a
- * frame refused, records lost to a peer's restart. It carries routed
+ * one link (runtime/bridge/link.h) to each other host, all on one hub (one
+ * UCP worker and listener), the host whose name sorts first connecting, the
+ * other listening, and says on its output each change of a link's state:
+ * up, down, a connection attempt that failed, a frame or a connection
+ * refused, records lost to a peer's restart, and UCX's own complaints. It
+ * keeps the links' counters in shoal.S.links for the tools (view.h). It carries routed
  * messages: what the router gives it goes to each host whose groups' routes
  * match it, once per host; what a peer sends is sent on, routed, here
  * (bridge.c says how, and docs/hosts.md what is not carried yet).
@@ -37,16 +39,16 @@ struct shoal__bridge_opts {
 /*
  * Run the bridge until the router stops its group. Returns 0, or a negative
  * errno with the reason in *err when it could not start: -ENXIO (the host
- * is not in the file, or has no other host to link to), -ENOTSUP (the
- * host would listen for more than one peer, which one link per listener
- * cannot tell apart yet), an error of the config, of shoal_group_attach()
- * or of shoal__link_create(). Blocks; single-threaded.
+ * is not in the file, or has no other host to link to), an error of the
+ * config, of shoal_group_attach(), of shoal__link_hub_create() or of
+ * shoal__link_add(). Blocks; single-threaded.
  */
 int shoal__bridge_run(const struct shoal__bridge_opts *o, struct shoal_err *err);
 
 /*
  * Concurrency: one bridge per process (it is the process's group); the
- * call keeps no global state besides the process's UCX environment.
+ * call keeps no global state besides the process's UCX environment and
+ * UCX's log, which it routes to `log` while it runs.
  */
 
 #endif

@@ -15,8 +15,8 @@
  *   rq     records received in order, held until the caller releases them;
  *   fbuf   NBUF frame buffers; one is busy while UCP holds its request.
  * sq and rq are queues of records with a 16-byte header (len, tag, flags,
- * seq), padded to 16 bytes, in a power-of-two byte area; positions are free-running 64-bit byte
- * counters, masked on access. A record never wraps: one that does not fit
+ * seq), padded to 16 bytes, in a power-of-two byte area; positions are
+ * free-running 64-bit byte counters, masked on access. A record never wraps: one that does not fit
  * before the end of the area is preceded by a PAD record to the end.
  *
  * Credits are counted in frame bytes (shoal__frame_rec_size()), the same on
@@ -29,17 +29,31 @@
  * records beside a new window's worth: rq is sized 4 x window plus two
  * largest records, sq 2 x window plus one.
  *
+ * The hub: one UCP context and worker for every link of a host, and one
+ * listener. Connections are told apart by endpoint: every frame goes with
+ * UCP_AM_SEND_FLAG_REPLY, so am_cb() gets the endpoint it came on and
+ * hands it to the link whose connection that is (link_of()), or to the
+ * pending slot of an accepted connection that has not named itself yet
+ * (pending_of()). A pending connection's HELLO is kept, and acted on by
+ * the poll after UCP's progress (adopt()), once failed connections are
+ * dropped: a peer's new connection and the failure of its old one often
+ * come in one progress, and the old one must not count as alive.
+ *
  * Single-threaded (link.h rule 2): UCP callbacks run inside
  * ucp_worker_progress(), called only from this file's functions, on the
- * caller's thread; they touch the link with no other code running.
+ * caller's thread; they touch the hub and its links with no other code
+ * running. Only UCX's log handler may run on a thread of UCX's own.
  *
  * Progress: no call waits for the peer. send, flush and poll do a bounded
  * amount of work (poll progresses UCP until it has nothing left, which is
- * bounded by what arrived); only two places wait for UCX itself, both for a
- * forced endpoint close, which completes locally: ep_close() when every
- * close slot is taken (a reconnect storm), and destroy (bounded at 2 s).
+ * bounded by what arrived); only three places wait for UCX itself, each
+ * for something that completes locally: ep_close() when every close slot
+ * is taken (a reconnect storm), a link's destroy for its frames in flight,
+ * and a hub's destroy for its closes (both bounded at 2 s).
  */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +63,7 @@
 #include <unistd.h>
 
 #include <ucp/api/ucp.h>
+#include <ucs/debug/log_def.h>
 
 #include "runtime/bridge/addr.h"
 #include "runtime/bridge/link.h"
@@ -56,6 +71,7 @@
 
 #define NBUF         4u           /* frame buffers: frames UCP may hold at once */
 #define NCLOSING     8u           /* endpoints being closed at once */
+#define NPENDING     8u           /* accepted connections not yet named at once */
 #define REC_PAD      1u           /* queue record flag: filler to the end of the area */
 
 #define DEF_WINDOW        (1u << 20)
@@ -65,6 +81,7 @@
 #define DEF_DEAD_NS       1000000000u
 #define DEF_BACKOFF_NS    50000000u
 #define DEF_MAX_BACKOFF_NS 1000000000u
+#define DEF_HELLO_NS      1000000000u
 
 /* ---- record queues ------------------------------------------------------- */
 
@@ -179,23 +196,23 @@ struct fbuf {
 
 struct shoal__link {
 	struct shoal__link_opts o;
-	struct sockaddr_storage addr;
+	struct shoal__link_hub *hub;
+	bool owns_hub;                  /* a link alone: its hub goes with it */
+	char peer[SHOAL__LINK_NAME_MAX];   /* "" : whoever connects */
+	/* Our HELLO's header; UCX 1.13 reads it when it sends, which may be
+	 * after ucp_am_send_nbx() returns, so it lives as long as the link. */
+	struct shoal__link_hello_id hello_id;
+	struct sockaddr_storage addr;   /* CONNECT: the peer's */
 	socklen_t addr_len;
-	ucp_context_h ctx;
-	ucp_worker_h worker;
-	ucp_listener_h listener;
-	int efd;
 
 	/* The connection. */
 	ucp_ep_h ep;
-	ucp_conn_request_h conn_req;    /* LISTEN: a peer waiting to be accepted */
 	bool ep_failed;                 /* UCP reported the current endpoint failed */
 	uint32_t state;
 	uint64_t now;                   /* of the poll in progress */
 	uint64_t last_rx, last_tx;
 	uint64_t retry_at;              /* CONNECT: next attempt while DOWN */
 	uint64_t backoff;
-	void *closing[NCLOSING];        /* endpoint close requests not yet done */
 
 	/* Send side. */
 	struct recq sq;
@@ -208,6 +225,8 @@ struct shoal__link {
 	uint64_t unsent_since;          /* when the oldest unsent record was queued */
 	uint32_t peer_credits;
 	bool hello_due;
+	uint64_t probe_seq;             /* 0, or the ack that ends the round trip timed */
+	uint64_t probe_at;              /* when that frame went */
 
 	/* Receive side. */
 	struct recq rq;
@@ -223,6 +242,37 @@ struct shoal__link {
 	struct fbuf fb[NBUF];
 	uint32_t fbuf_cap;
 	struct shoal__link_stats st;
+};
+
+/* An accepted connection that has not named itself yet. */
+struct pending {
+	ucp_ep_h ep;                    /* NULL: the slot is free */
+	uint64_t since;
+	bool failed;
+	bool named;                     /* its HELLO came: `hello` and `id` are set */
+	struct shoal__frame_hdr hello;
+	struct shoal__link_hello_id id;
+};
+
+struct shoal__link_hub {
+	char name[SHOAL__LINK_NAME_MAX];
+	uint64_t hello_ns;
+	struct sockaddr_storage addr;
+	socklen_t addr_len;
+	bool listening;
+	ucp_context_h ctx;
+	ucp_worker_h worker;
+	ucp_listener_h listener;
+	int efd;
+	uint64_t now;
+	struct shoal__link *links[SHOAL__LINK_HUB_MAX];
+	uint32_t n_links;
+	struct shoal__link *last;       /* the link the last frame went to */
+	ucp_conn_request_h conn_req[NPENDING];   /* offered by UCP, not yet accepted */
+	uint32_t n_conn_req;
+	struct pending pend[NPENDING];
+	void *closing[NCLOSING];        /* endpoint close requests not yet done */
+	struct shoal__link_hub_stats st;
 };
 
 static int ucs_errno(ucs_status_t s)
@@ -276,19 +326,24 @@ static struct fbuf *fbuf_free(struct shoal__link *l)
 	return NULL;
 }
 
-/* Hand a finished frame to UCP. Returns 0, or -ENOTCONN after marking the
+/* Hand a finished frame to UCP, with `hdr` as the active message's header
+ * (a HELLO's identity, else none). Returns 0, or -ENOTCONN after marking the
  * endpoint failed (the poll then drops the connection). */
-static int frame_out(struct shoal__link *l, struct fbuf *f, uint32_t len)
+static int frame_out(struct shoal__link *l, struct fbuf *f, uint32_t len, const void *hdr,
+		     size_t hdr_len)
 {
 	ucp_request_param_t p = {
 		.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
 				UCP_OP_ATTR_FIELD_FLAGS,
-		.flags = UCP_AM_SEND_FLAG_EAGER,
+		.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY,
 		.cb.send = sent_cb,
 		.user_data = f,
 	};
-	ucs_status_ptr_t r = ucp_am_send_nbx(l->ep, SHOAL__LINK_AM_ID, NULL, 0, f->buf, len, &p);
+	ucs_status_ptr_t r;
 
+	if (l->ep == NULL)
+		return -ENOTCONN;
+	r = ucp_am_send_nbx(l->ep, SHOAL__LINK_AM_ID, hdr, hdr_len, f->buf, len, &p);
 	if (UCS_PTR_IS_ERR(r)) {
 		l->ep_failed = true;
 		return -ENOTCONN;
@@ -318,7 +373,9 @@ static int send_control(struct shoal__link *l, uint8_t kind)
 	if (!f || !l->ep)
 		return -EAGAIN;
 	SHOAL_ASSERT(shoal__frame_begin(&e, f->buf, l->fbuf_cap, kind) == 0);
-	return frame_out(l, f, end_frame(l, &e, first));
+	if (kind != SHOAL__FRAME_HELLO)
+		return frame_out(l, f, end_frame(l, &e, first), NULL, 0);
+	return frame_out(l, f, end_frame(l, &e, first), &l->hello_id, sizeof(l->hello_id));
 }
 
 /* One DATA frame from the unsent records. Returns 1 when one went, 0 when
@@ -356,10 +413,15 @@ static int send_data(struct shoal__link *l)
 	}
 	/* The buffer holds the largest record: a frame is never empty. */
 	SHOAL_ASSERT(e.count > 0);
-	ret = frame_out(l, f, end_frame(l, &e, first));
+	ret = frame_out(l, f, end_frame(l, &e, first), NULL, 0);
 	if (ret < 0)
 		return ret;
 	l->unsent_since = l->now;
+	/* One round trip timed at a time: this frame's, until its ack. */
+	if (l->probe_seq == 0) {
+		l->probe_seq = l->sent;
+		l->probe_at = l->now;
+	}
 	return 1;
 }
 
@@ -377,49 +439,66 @@ static int flush(struct shoal__link *l)
 
 /* ---- connections --------------------------------------------------------- */
 
+static struct shoal__link *link_of(struct shoal__link_hub *h, ucp_ep_h ep)
+{
+	if (h->last != NULL && h->last->ep == ep)
+		return h->last;
+	for (uint32_t i = 0; i < h->n_links; i++)
+		if (h->links[i]->ep == ep)
+			return h->last = h->links[i];
+	return NULL;
+}
+
+static struct pending *pending_of(struct shoal__link_hub *h, ucp_ep_h ep)
+{
+	for (unsigned i = 0; i < NPENDING; i++)
+		if (h->pend[i].ep == ep)
+			return &h->pend[i];
+	return NULL;
+}
+
 static void ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
-	struct shoal__link *l = arg;
+	struct shoal__link_hub *h = arg;
+	struct shoal__link *l = link_of(h, ep);
+	struct pending *p = l == NULL ? pending_of(h, ep) : NULL;
 
 	(void)status;
-	if (ep == l->ep)
+	if (l != NULL)
 		l->ep_failed = true;
+	if (p != NULL)
+		p->failed = true;
+}
+
+static void reap_closing(struct shoal__link_hub *h)
+{
+	for (unsigned i = 0; i < NCLOSING; i++)
+		if (h->closing[i] && ucp_request_check_status(h->closing[i]) != UCS_INPROGRESS) {
+			ucp_request_free(h->closing[i]);
+			h->closing[i] = NULL;
+		}
 }
 
 /* Start closing `ep`, forced: its frames in flight are dropped (their
  * records are still in sq). */
-static void ep_close(struct shoal__link *l, ucp_ep_h ep)
+static void ep_close(struct shoal__link_hub *h, ucp_ep_h ep)
 {
 	ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
 				  .flags = UCP_EP_CLOSE_FLAG_FORCE };
 	ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &p);
-	unsigned slot;
 
 	if (r == NULL || UCS_PTR_IS_ERR(r))
 		return;
 	for (;;) {
-		for (slot = 0; slot < NCLOSING; slot++)
-			if (!l->closing[slot]) {
-				l->closing[slot] = r;
+		for (unsigned slot = 0; slot < NCLOSING; slot++)
+			if (!h->closing[slot]) {
+				h->closing[slot] = r;
 				return;
 			}
 		/* Every slot in use: a reconnect storm. Wait for one. */
-		ucp_worker_progress(l->worker);
-		for (slot = 0; slot < NCLOSING; slot++)
-			if (ucp_request_check_status(l->closing[slot]) != UCS_INPROGRESS) {
-				ucp_request_free(l->closing[slot]);
-				l->closing[slot] = NULL;
-			}
+		ucp_worker_progress(h->worker);
+		reap_closing(h);
 	}
-}
-
-static void reap_closing(struct shoal__link *l)
-{
-	for (unsigned i = 0; i < NCLOSING; i++)
-		if (l->closing[i] && ucp_request_check_status(l->closing[i]) != UCS_INPROGRESS) {
-			ucp_request_free(l->closing[i]);
-			l->closing[i] = NULL;
-		}
 }
 
 /* The connection is gone: close it and, when connecting, try again after
@@ -429,33 +508,33 @@ static void conn_drop(struct shoal__link *l)
 	if (l->state == SHOAL__LINK_UP)
 		l->st.down_since_ns = l->now;
 	if (l->ep) {
-		ep_close(l, l->ep);
+		ep_close(l->hub, l->ep);
 		l->ep = NULL;
 		l->st.broken++;
 	}
 	l->ep_failed = false;
 	l->state = SHOAL__LINK_DOWN;
 	l->hello_due = false;
+	l->probe_seq = 0;
 	l->retry_at = l->now + l->backoff;
 	l->backoff = l->backoff * 2 < l->o.max_backoff_ns ? l->backoff * 2 : l->o.max_backoff_ns;
 }
 
-static void conn_begin(struct shoal__link *l, ucp_ep_params_t *p)
+static void ep_params_errors(struct shoal__link_hub *h, ucp_ep_params_t *p)
 {
-	ucs_status_t s;
-
 	p->field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
 	p->err_mode = UCP_ERR_HANDLING_MODE_PEER;
 	p->err_handler.cb = ep_err_cb;
-	p->err_handler.arg = l;
-	s = ucp_ep_create(l->worker, p, &l->ep);
-	if (s != UCS_OK) {
-		l->ep = NULL;
-		conn_drop(l);
-		return;
-	}
+	p->err_handler.arg = h;
+}
+
+/* The link takes connection `ep`, whose HELLO comes first (CONNECT: ours;
+ * LISTEN: the peer's, already received: the caller takes it next). */
+static void conn_begin(struct shoal__link *l, ucp_ep_h ep)
+{
 	if (l->state == SHOAL__LINK_UP)
 		l->st.down_since_ns = l->now;
+	l->ep = ep;
 	l->state = SHOAL__LINK_CONNECTING;
 	l->last_rx = l->now;
 	l->hello_due = true;
@@ -468,31 +547,69 @@ static void conn_connect(struct shoal__link *l)
 		.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
 		.sockaddr = { .addr = (const struct sockaddr *)&l->addr, .addrlen = l->addr_len },
 	};
+	ucp_ep_h ep;
 
-	conn_begin(l, &p);
+	ep_params_errors(l->hub, &p);
+	if (ucp_ep_create(l->hub->worker, &p, &ep) != UCS_OK) {
+		l->st.broken++;
+		conn_drop(l);
+		return;
+	}
+	conn_begin(l, ep);
 }
 
-static void conn_accept(struct shoal__link *l)
+__attribute__((format(printf, 2, 3)))
+static void hub_refuse(struct shoal__link_hub *h, const char *fmt, ...)
 {
-	ucp_ep_params_t p = {
-		.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST,
-		.conn_request = l->conn_req,
-	};
+	va_list ap;
 
-	l->conn_req = NULL;
-	/* A peer that connects again has given up on the connection we have. */
-	if (l->ep)
-		conn_drop(l);
-	conn_begin(l, &p);
+	h->st.refused++;
+	va_start(ap, fmt);
+	vsnprintf(h->st.last_refusal.msg, sizeof(h->st.last_refusal.msg), fmt, ap);
+	va_end(ap);
 }
 
 static void conn_cb(ucp_conn_request_h req, void *arg)
 {
-	struct shoal__link *l = arg;
+	struct shoal__link_hub *h = arg;
 
-	if (l->conn_req)
-		ucp_listener_reject(l->listener, l->conn_req);
-	l->conn_req = req;
+	if (h->n_conn_req == NPENDING) {
+		ucp_listener_reject(h->listener, req);
+		hub_refuse(h, "%u connections waiting to be accepted already", NPENDING);
+		return;
+	}
+	h->conn_req[h->n_conn_req++] = req;
+}
+
+static void pending_close(struct shoal__link_hub *h, struct pending *p)
+{
+	ep_close(h, p->ep);
+	memset(p, 0, sizeof(*p));
+}
+
+/* Accept the connections UCP offered, each into a free pending slot. */
+static void accept_all(struct shoal__link_hub *h)
+{
+	for (uint32_t i = 0; i < h->n_conn_req; i++) {
+		ucp_ep_params_t p = { .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST,
+				      .conn_request = h->conn_req[i] };
+		struct pending *slot = pending_of(h, NULL);
+
+		if (slot == NULL) {
+			ucp_listener_reject(h->listener, h->conn_req[i]);
+			hub_refuse(h, "%u connections waiting to name themselves already",
+				   NPENDING);
+			continue;
+		}
+		ep_params_errors(h, &p);
+		if (ucp_ep_create(h->worker, &p, &slot->ep) != UCS_OK) {
+			slot->ep = NULL;
+			hub_refuse(h, "a connection UCX could not accept");
+			continue;
+		}
+		slot->since = h->now;
+	}
+	h->n_conn_req = 0;
 }
 
 /* ---- receiving frames ---------------------------------------------------- */
@@ -503,7 +620,7 @@ static void refuse(struct shoal__link *l, const struct shoal_err *why)
 	l->st.last_refusal = *why;
 }
 
-/* The peer's ack (at most sent_max, checked by frame_in()) and credit. */
+/* The peer's ack (at most sent_max, checked by frame_take()) and credit. */
 static void take_ack(struct shoal__link *l, uint64_t ack, uint32_t credits)
 {
 	/* An ack below ours is older news (a frame from before a reconnect, or
@@ -523,6 +640,13 @@ static void take_ack(struct shoal__link *l, uint64_t ack, uint32_t credits)
 			recq_pop(&l->sq);
 		}
 		l->acked++;
+	}
+	if (l->probe_seq != 0 && ack >= l->probe_seq) {
+		uint64_t rtt = l->now - l->probe_at;
+
+		/* Smoothed as TCP does (RFC 6298): 7/8 old, 1/8 new. */
+		l->st.rtt_ns = l->st.rtt_ns ? l->st.rtt_ns - l->st.rtt_ns / 8 + rtt / 8 : rtt;
+		l->probe_seq = 0;
 	}
 	l->peer_credits = credits;
 }
@@ -570,8 +694,11 @@ static void recv_jump(struct shoal__link *l, uint64_t first)
 	}
 }
 
+/* Only ever called for a frame of the link's current connection (am_cb,
+ * adopt()), so the link goes UP with an endpoint to send on. */
 static void take_hello(struct shoal__link *l, const struct shoal__frame_hdr *h)
 {
+	SHOAL_ASSERT(l->ep != NULL);
 	if (l->peer_epoch != h->epoch) {
 		if (l->peer_epoch != 0) {
 			/* The peer restarted: what it had not acked may have been
@@ -601,29 +728,27 @@ static void take_hello(struct shoal__link *l, const struct shoal__frame_hdr *h)
 	l->send_pos = l->sq.head;
 	l->unsent_bytes = l->sq.bytes;
 	l->unsent_since = l->now;
+	l->probe_seq = 0;
 	if (l->state != SHOAL__LINK_UP)
 		l->st.connects++;
 	l->state = SHOAL__LINK_UP;
 	l->backoff = l->o.backoff_ns;
 }
 
-static void frame_in(struct shoal__link *l, const void *buf, size_t len)
+/* A frame decoded into *h, from the link's connection: check it against
+ * the link's state and take it. */
+static void frame_take(struct shoal__link *l, const void *buf, struct shoal__frame_hdr *h)
 {
-	struct shoal__frame_hdr h;
 	struct shoal_err why;
-	int ret = shoal__frame_decode(buf, len, &h, &why);
+	int ret;
 
-	if (ret < 0) {
-		refuse(l, &why);
-		return;
-	}
-	if (h.kind != SHOAL__FRAME_HELLO && h.epoch != l->peer_epoch) {
-		shoal__fail(&why, -ESTALE, "frame of epoch %08x, the peer's is %08x", h.epoch,
+	if (h->kind != SHOAL__FRAME_HELLO && h->epoch != l->peer_epoch) {
+		shoal__fail(&why, -ESTALE, "frame of epoch %08x, the peer's is %08x", h->epoch,
 			    l->peer_epoch);
 		refuse(l, &why);
 		return;
 	}
-	if (h.kind == SHOAL__FRAME_DATA && h.first_seq > UINT64_MAX - h.count) {
+	if (h->kind == SHOAL__FRAME_DATA && h->first_seq > UINT64_MAX - h->count) {
 		shoal__fail(&why, -EBADMSG, "records numbered past 2^64");
 		refuse(l, &why);
 		return;
@@ -633,19 +758,19 @@ static void frame_in(struct shoal__link *l, const void *buf, size_t len)
 	 * HELLO, which never goes past sent_max. But if *we* restarted, the
 	 * peer's first HELLO acks our previous life's numbers: that ack is
 	 * ignored (the HELLO it sends on seeing our new epoch is right). */
-	if (h.ack > l->sent_max && h.kind == SHOAL__FRAME_HELLO)
-		h.ack = 0;
-	if (h.ack > l->sent_max) {
+	if (h->ack > l->sent_max && h->kind == SHOAL__FRAME_HELLO)
+		h->ack = 0;
+	if (h->ack > l->sent_max) {
 		shoal__fail(&why, -EBADMSG, "ack %llu of records never sent (%llu were)",
-			    (unsigned long long)h.ack, (unsigned long long)l->sent_max);
+			    (unsigned long long)h->ack, (unsigned long long)l->sent_max);
 		refuse(l, &why);
 		return;
 	}
-	if (h.kind == SHOAL__FRAME_HELLO)
-		take_hello(l, &h);
-	take_ack(l, h.ack, h.credits);
-	if (h.kind == SHOAL__FRAME_DATA) {
-		ret = take_records(l, buf, &h);
+	if (h->kind == SHOAL__FRAME_HELLO)
+		take_hello(l, h);
+	take_ack(l, h->ack, h->credits);
+	if (h->kind == SHOAL__FRAME_DATA) {
+		ret = take_records(l, buf, h);
 		if (ret < 0) {
 			shoal__fail(&why, ret, "records beyond the credit or the size limit");
 			refuse(l, &why);
@@ -656,32 +781,315 @@ static void frame_in(struct shoal__link *l, const void *buf, size_t len)
 	l->last_rx = l->now;
 }
 
+/* Check a HELLO's identity header: two NUL-terminated names. */
+static int hello_id(const void *header, size_t header_len, struct shoal__link_hello_id *id,
+		    struct shoal_err *why)
+{
+	if (header_len != sizeof(*id))
+		return shoal__fail(why, -EPROTO, "a HELLO whose identity is %zu bytes, not %zu",
+				   header_len, sizeof(*id));
+	memcpy(id, header, sizeof(*id));
+	if (memchr(id->from, '\0', sizeof(id->from)) == NULL ||
+	    memchr(id->to, '\0', sizeof(id->to)) == NULL)
+		return shoal__fail(why, -EPROTO, "a HELLO whose names are not terminated");
+	return 0;
+}
+
+/* Decode what UCP delivered as one frame, its header into *h (and a
+ * HELLO's identity into *id). Returns 0, or -errno with the reason. */
+static int frame_decode(const void *header, size_t header_len, const void *data, size_t len,
+			const ucp_am_recv_param_t *param, struct shoal__frame_hdr *h,
+			struct shoal__link_hello_id *id, struct shoal_err *why)
+{
+	int ret;
+
+	if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)
+		/* Our frames go eager; a rendezvous message would make us
+		 * fetch bytes we did not bound. */
+		return shoal__fail(why, -EPROTO, "active message not sent as a link frame");
+	ret = shoal__frame_decode(data, len, h, why);
+	if (ret < 0)
+		return ret;
+	if (h->kind == SHOAL__FRAME_HELLO)
+		return hello_id(header, header_len, id, why);
+	if (header_len != 0)
+		return shoal__fail(why, -EPROTO, "a frame with an active-message header");
+	return 0;
+}
+
+/* A frame of link l's connection. A HELLO must name the peer and us; one
+ * that does not drops the connection (an address that reaches someone
+ * else). */
+static void link_frame(struct shoal__link *l, const void *header, size_t header_len,
+		       const void *data, size_t len, const ucp_am_recv_param_t *param)
+{
+	struct shoal__frame_hdr h;
+	struct shoal__link_hello_id id;
+	struct shoal_err why;
+
+	if (frame_decode(header, header_len, data, len, param, &h, &id, &why) < 0) {
+		refuse(l, &why);
+		return;
+	}
+	if (h.kind == SHOAL__FRAME_HELLO &&
+	    ((l->peer[0] && strcmp(id.from, l->peer) != 0) ||
+	     (l->hub->name[0] && id.to[0] && strcmp(id.to, l->hub->name) != 0))) {
+		shoal__fail(&why, -EPROTO, "a HELLO from host '%.31s' to '%.31s' on the link to "
+			    "'%s'", id.from, id.to, l->peer);
+		refuse(l, &why);
+		l->ep_failed = true;
+		return;
+	}
+	frame_take(l, data, &h);
+}
+
+/* The first frame of an accepted connection: its HELLO, kept until the
+ * poll hands the connection to its link (adopt()). Anything else refuses
+ * the connection. */
+static void pending_frame(struct shoal__link_hub *h, struct pending *p, const void *header,
+			  size_t header_len, const void *data, size_t len,
+			  const ucp_am_recv_param_t *param)
+{
+	struct shoal_err why;
+
+	if (p->named || p->failed)
+		return;
+	if (frame_decode(header, header_len, data, len, param, &p->hello, &p->id, &why) < 0) {
+		hub_refuse(h, "a connection whose first frame is refused: %s", why.msg);
+		p->failed = true;
+	} else if (p->hello.kind != SHOAL__FRAME_HELLO) {
+		hub_refuse(h, "a connection whose first frame is no HELLO");
+		p->failed = true;
+	} else {
+		p->named = true;
+	}
+}
+
 static ucs_status_t am_cb(void *arg, const void *header, size_t header_len, void *data,
 			  size_t len, const ucp_am_recv_param_t *param)
 {
-	struct shoal__link *l = arg;
-	struct shoal_err why;
+	struct shoal__link_hub *h = arg;
+	ucp_ep_h ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep
+									    : NULL;
+	struct shoal__link *l = ep != NULL ? link_of(h, ep) : NULL;
+	struct pending *p;
 
-	(void)header;
-	if (header_len != 0 || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
-		/* Our frames carry no AM header and go eager; a rendezvous
-		 * message would make us fetch bytes we did not bound. */
-		shoal__fail(&why, -EPROTO, "active message not sent as a link frame");
-		refuse(l, &why);
+	if (l != NULL) {
+		link_frame(l, header, header_len, data, len, param);
 		return UCS_OK;
 	}
-	frame_in(l, data, len);
+	p = ep != NULL ? pending_of(h, ep) : NULL;
+	if (p != NULL)
+		pending_frame(h, p, header, header_len, data, len, param);
+	else if (ep == NULL)
+		hub_refuse(h, "a frame that does not say its connection");
+	else
+		/* Its connection was dropped while the frame was on its way. */
+		h->st.stray++;
 	return UCS_OK;
 }
 
-/* ---- public calls -------------------------------------------------------- */
+/* The link named `name`, or NULL. */
+static struct shoal__link *link_named(struct shoal__link_hub *h, const char *name)
+{
+	for (uint32_t i = 0; i < h->n_links; i++)
+		if (h->links[i]->peer[0] == '\0' || strcmp(h->links[i]->peer, name) == 0)
+			return h->links[i];
+	return NULL;
+}
+
+/* Does l's connection show signs of life? Its peer sends at least every
+ * keepalive: nothing for two of them, and the peer has likely given up on
+ * it (an outage's far side reconnecting before this side noticed). */
+static bool conn_alive(const struct shoal__link *l, uint64_t now)
+{
+	return l->ep != NULL && !l->ep_failed && now - l->last_rx < 2 * l->o.keepalive_ns;
+}
+
+/* Hand pending connection p, named by its HELLO, to its link, or refuse it. */
+static void adopt(struct shoal__link_hub *h, struct pending *p)
+{
+	struct shoal__link *l = link_named(h, p->id.from);
+	struct shoal__frame_hdr hello = p->hello;
+	ucp_ep_h ep = p->ep;
+
+	if (l == NULL) {
+		hub_refuse(h, "a connection from host '%s', which has no link here",
+			   p->id.from);
+	} else if (l->o.role != SHOAL__LINK_LISTEN) {
+		hub_refuse(h, "a connection from host '%s', which this host dials "
+			   "itself", p->id.from);
+	} else if (h->name[0] && p->id.to[0] && strcmp(p->id.to, h->name) != 0) {
+		hub_refuse(h, "a connection from host '%s' meant for host '%s'",
+			   p->id.from, p->id.to);
+	} else if (conn_alive(l, h->now)) {
+		hub_refuse(h, "a second connection from host '%s' while its first "
+			   "is alive (two hosts of that name?)", p->id.from);
+	} else {
+		/* The peer dialed again: it gave up on the connection we had. */
+		if (l->ep != NULL)
+			conn_drop(l);
+		memset(p, 0, sizeof(*p));
+		h->st.accepted++;
+		conn_begin(l, ep);
+		frame_take(l, NULL, &hello);
+		return;
+	}
+	pending_close(h, p);
+}
+
+/* ---- polling --------------------------------------------------------------- */
+
+/* Drop l's connection if UCP said it failed or it went silent. */
+static void link_check(struct shoal__link *l)
+{
+	if (l->ep_failed || (l->state != SHOAL__LINK_DOWN && l->now - l->last_rx > l->o.dead_ns))
+		conn_drop(l);
+}
+
+/* Everything due on l: a connection attempt, HELLO, frames, acks. */
+static void link_tick(struct shoal__link *l)
+{
+	uint64_t now = l->now;
+
+	if (l->state == SHOAL__LINK_DOWN && l->o.role == SHOAL__LINK_CONNECT &&
+	    now >= l->retry_at)
+		conn_connect(l);
+	if (l->hello_due && send_control(l, SHOAL__FRAME_HELLO) == 0)
+		l->hello_due = false;
+	if (l->state != SHOAL__LINK_UP)
+		return;
+	if (l->unsent_bytes && (l->unsent_bytes >= l->o.flush_bytes ||
+				now - l->unsent_since >= l->o.flush_ns))
+		flush(l);
+	if ((l->ack_due && now >= l->ack_due) || now - l->last_tx >= l->o.keepalive_ns)
+		send_control(l, SHOAL__FRAME_ACK);
+	if (l->ep_failed)
+		conn_drop(l);
+}
+
+void shoal__link_hub_poll(struct shoal__link_hub *h, uint64_t now_ns)
+{
+	/* Time never goes back for the hub, whatever clock reading the
+	 * caller took before its last send: timers compare by subtraction. */
+	if (now_ns < h->now)
+		now_ns = h->now;
+	h->now = now_ns;
+	for (uint32_t i = 0; i < h->n_links; i++)
+		if (h->links[i]->now < now_ns)
+			h->links[i]->now = now_ns;
+	while (ucp_worker_progress(h->worker))
+		;
+	reap_closing(h);
+	accept_all(h);
+	/* Failed connections first, so that a peer's new connection finds
+	 * its old one gone when both came in one progress. */
+	for (uint32_t i = 0; i < h->n_links; i++)
+		link_check(h->links[i]);
+	for (unsigned i = 0; i < NPENDING; i++) {
+		struct pending *p = &h->pend[i];
+
+		if (p->ep == NULL)
+			continue;
+		if (p->failed) {
+			pending_close(h, p);
+		} else if (p->named) {
+			adopt(h, p);
+		} else if (now_ns - p->since > h->hello_ns) {
+			hub_refuse(h, "a connection that sent no HELLO in time");
+			pending_close(h, p);
+		}
+	}
+	for (uint32_t i = 0; i < h->n_links; i++)
+		link_tick(h->links[i]);
+}
+
+int shoal__link_hub_fd(const struct shoal__link_hub *h)
+{
+	return h->efd;
+}
+
+int shoal__link_hub_arm(struct shoal__link_hub *h)
+{
+	ucs_status_t s = ucp_worker_arm(h->worker);
+
+	if (s == UCS_OK)
+		return 0;
+	return s == UCS_ERR_BUSY ? -EAGAIN : ucs_errno(s);
+}
+
+static uint64_t earliest(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static uint64_t link_deadline(const struct shoal__link *l)
+{
+	uint64_t t;
+
+	if (l->hello_due || l->ep_failed)
+		return l->now;
+	if (l->state == SHOAL__LINK_DOWN)
+		return l->o.role == SHOAL__LINK_CONNECT ? l->retry_at : UINT64_MAX;
+	t = l->last_rx + l->o.dead_ns;
+	if (l->state != SHOAL__LINK_UP)
+		return t;
+	t = earliest(t, l->last_tx + l->o.keepalive_ns);
+	if (l->unsent_bytes)
+		t = earliest(t, l->unsent_since + l->o.flush_ns);
+	if (l->ack_due)
+		t = earliest(t, l->ack_due);
+	return t;
+}
+
+uint64_t shoal__link_hub_deadline(const struct shoal__link_hub *h)
+{
+	uint64_t t = h->n_conn_req ? h->now : UINT64_MAX;
+
+	for (unsigned i = 0; i < NPENDING; i++) {
+		const struct pending *p = &h->pend[i];
+
+		if (p->ep != NULL)
+			t = earliest(t, p->failed || p->named ? h->now : p->since + h->hello_ns);
+	}
+	for (uint32_t i = 0; i < h->n_links; i++)
+		t = earliest(t, link_deadline(h->links[i]));
+	return t;
+}
+
+void shoal__link_hub_stats(const struct shoal__link_hub *h, struct shoal__link_hub_stats *st)
+{
+	*st = h->st;
+}
+
+void shoal__link_poll(struct shoal__link *l, uint64_t now_ns)
+{
+	shoal__link_hub_poll(l->hub, now_ns);
+}
+
+int shoal__link_fd(const struct shoal__link *l)
+{
+	return shoal__link_hub_fd(l->hub);
+}
+
+int shoal__link_arm(struct shoal__link *l)
+{
+	return shoal__link_hub_arm(l->hub);
+}
+
+uint64_t shoal__link_deadline(const struct shoal__link *l)
+{
+	return shoal__link_hub_deadline(l->hub);
+}
+
+/* ---- creating and destroying ------------------------------------------------ */
 
 static void set_defaults(struct shoal__link_opts *o)
 {
 	if (!o->window)
 		o->window = DEF_WINDOW;
 	if (!o->max_record)
-		o->max_record = SHOAL__FRAME_REC_MAX;
+		o->max_record = shoal__link_max_record(o->window);
 	if (!o->flush_bytes)
 		o->flush_bytes = DEF_FLUSH_BYTES;
 	if (!o->flush_ns)
@@ -696,10 +1104,31 @@ static void set_defaults(struct shoal__link_opts *o)
 		o->max_backoff_ns = DEF_MAX_BACKOFF_NS;
 }
 
-static int check_opts(const struct shoal__link_opts *o, struct shoal_err *err)
+/* A host name as a HELLO carries it: NULL or "" (nobody in particular), or
+ * 1..31 bytes. */
+static int check_name(const char *name, const char *what, struct shoal_err *err)
+{
+	if (name != NULL && strlen(name) >= SHOAL__LINK_NAME_MAX)
+		return shoal__fail(err, -EINVAL, "%s name '%.40s...' longer than %u bytes", what,
+				   name, SHOAL__LINK_NAME_MAX - 1);
+	return 0;
+}
+
+static int check_opts(const struct shoal__link_hub *h, const struct shoal__link_opts *o,
+		      struct shoal_err *err)
 {
 	if (o->role != SHOAL__LINK_LISTEN && o->role != SHOAL__LINK_CONNECT)
 		return shoal__fail(err, -EINVAL, "link role %d", o->role);
+	if (o->role == SHOAL__LINK_LISTEN && !h->listening)
+		return shoal__fail(err, -EINVAL, "a listening link on a hub that does not listen");
+	if (check_name(o->peer, "peer", err) < 0)
+		return -EINVAL;
+	if (h->n_links == SHOAL__LINK_HUB_MAX)
+		return shoal__fail(err, -ENOSPC, "a hub has %u links at most", SHOAL__LINK_HUB_MAX);
+	for (uint32_t i = 0; i < h->n_links; i++)
+		if (!o->peer || !h->links[i]->peer[0] || strcmp(h->links[i]->peer, o->peer) == 0)
+			return shoal__fail(err, -EINVAL, "two links to host '%s' on one hub",
+					   o->peer ? o->peer : "(anyone)");
 	if (o->max_record > SHOAL__FRAME_REC_MAX)
 		return shoal__fail(err, -EINVAL, "max_record %u above the frame limit %u",
 				   o->max_record, SHOAL__FRAME_REC_MAX);
@@ -718,7 +1147,7 @@ static int ucx_fail(struct shoal_err *err, ucs_status_t s, const char *what)
 	return shoal__fail(err, ucs_errno(s), "%s: %s", what, ucs_status_string(s));
 }
 
-static int ucx_open(struct shoal__link *l, struct shoal_err *err)
+static int ucx_open(struct shoal__link_hub *h, const char *transports, struct shoal_err *err)
 {
 	ucp_params_t cp = { .field_mask = UCP_PARAM_FIELD_FEATURES,
 			    .features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP };
@@ -730,7 +1159,7 @@ static int ucx_open(struct shoal__link *l, struct shoal_err *err)
 		.id = SHOAL__LINK_AM_ID,
 		.flags = UCP_AM_FLAG_WHOLE_MSG,
 		.cb = am_cb,
-		.arg = l,
+		.arg = h,
 	};
 	ucp_config_t *cfg;
 	ucs_status_t s;
@@ -740,40 +1169,97 @@ static int ucx_open(struct shoal__link *l, struct shoal_err *err)
 	 * UCX 1.13 reads that option of its TCP connection manager from the
 	 * environment only (ucp_config_modify() does not reach it); a value
 	 * the user set is kept. */
-	if (l->o.role == SHOAL__LINK_LISTEN && setenv("UCX_TCP_CM_REUSEADDR", "y", 0) < 0)
+	if (h->listening && setenv("UCX_TCP_CM_REUSEADDR", "y", 0) < 0)
 		return shoal__fail(err, -errno, "setenv UCX_TCP_CM_REUSEADDR");
 	s = ucp_config_read(NULL, NULL, &cfg);
 	if (s != UCS_OK)
 		return ucx_fail(err, s, "UCX configuration");
-	if (l->o.transports)
-		s = ucp_config_modify(cfg, "TLS", l->o.transports);
+	if (transports)
+		s = ucp_config_modify(cfg, "TLS", transports);
 	if (s == UCS_OK)
-		s = ucp_init(&cp, cfg, &l->ctx);
+		s = ucp_init(&cp, cfg, &h->ctx);
 	ucp_config_release(cfg);
 	if (s != UCS_OK)
 		return ucx_fail(err, s, "UCX context");
-	s = ucp_worker_create(l->ctx, &wp, &l->worker);
+	s = ucp_worker_create(h->ctx, &wp, &h->worker);
 	if (s != UCS_OK)
 		return ucx_fail(err, s, "UCX worker");
-	s = ucp_worker_set_am_recv_handler(l->worker, &ap);
+	s = ucp_worker_set_am_recv_handler(h->worker, &ap);
 	if (s == UCS_OK)
-		s = ucp_worker_get_efd(l->worker, &l->efd);
+		s = ucp_worker_get_efd(h->worker, &h->efd);
 	if (s != UCS_OK)
 		return ucx_fail(err, s, "UCX worker setup");
-	if (l->o.role == SHOAL__LINK_LISTEN) {
+	if (h->listening) {
 		ucp_listener_params_t lp = {
 			.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
 				      UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
-			.sockaddr = { .addr = (const struct sockaddr *)&l->addr,
-				      .addrlen = l->addr_len },
-			.conn_handler = { .cb = conn_cb, .arg = l },
+			.sockaddr = { .addr = (const struct sockaddr *)&h->addr,
+				      .addrlen = h->addr_len },
+			.conn_handler = { .cb = conn_cb, .arg = h },
 		};
 
-		s = ucp_listener_create(l->worker, &lp, &l->listener);
+		s = ucp_listener_create(h->worker, &lp, &h->listener);
 		if (s != UCS_OK)
 			return ucx_fail(err, s, "UCX listener");
 	}
 	return 0;
+}
+
+int shoal__link_hub_create(struct shoal__link_hub **out, const struct shoal__link_hub_opts *o,
+			   struct shoal_err *err)
+{
+	struct shoal__link_hub *h = calloc(1, sizeof(*h));
+	int ret;
+
+	if (!h)
+		return shoal__fail(err, -ENOMEM, "out of memory for a link hub");
+	h->efd = -1;
+	h->hello_ns = o->hello_ns ? o->hello_ns : DEF_HELLO_NS;
+	h->listening = o->listen != NULL;
+	h->now = shoal__now_ns();
+	ret = check_name(o->name, "host", err);
+	if (ret == 0 && o->name)
+		memcpy(h->name, o->name, strlen(o->name) + 1);
+	if (ret == 0 && o->listen)
+		ret = shoal__addr_parse(o->listen, &h->addr, &h->addr_len, err);
+	if (ret == 0)
+		ret = ucx_open(h, o->transports, err);
+	if (ret < 0) {
+		shoal__link_hub_destroy(h);
+		return ret;
+	}
+	*out = h;
+	return 0;
+}
+
+void shoal__link_hub_destroy(struct shoal__link_hub *h)
+{
+	uint64_t give_up = shoal__now_ns() + 2000000000u;
+	bool busy = true;
+
+	SHOAL_ASSERT(h->n_links == 0);
+	if (h->worker) {
+		for (uint32_t i = 0; i < h->n_conn_req; i++)
+			ucp_listener_reject(h->listener, h->conn_req[i]);
+		for (unsigned i = 0; i < NPENDING; i++)
+			if (h->pend[i].ep != NULL)
+				pending_close(h, &h->pend[i]);
+		if (h->listener)
+			ucp_listener_destroy(h->listener);
+		/* Bounded: a forced close completes locally; the bound only
+		 * keeps a UCX bug from hanging the caller. */
+		while (busy && shoal__now_ns() < give_up) {
+			ucp_worker_progress(h->worker);
+			reap_closing(h);
+			busy = false;
+			for (unsigned i = 0; i < NCLOSING; i++)
+				busy |= h->closing[i] != NULL;
+		}
+		ucp_worker_destroy(h->worker);
+	}
+	if (h->ctx)
+		ucp_cleanup(h->ctx);
+	free(h);
 }
 
 static int alloc_buffers(struct shoal__link *l)
@@ -795,8 +1281,17 @@ static int alloc_buffers(struct shoal__link *l)
 	return 0;
 }
 
-int shoal__link_create(struct shoal__link **out, const struct shoal__link_opts *o,
-		       struct shoal_err *err)
+static void link_free(struct shoal__link *l)
+{
+	for (unsigned i = 0; i < NBUF; i++)
+		free(l->fb[i].buf);
+	free(l->sq.buf);
+	free(l->rq.buf);
+	free(l);
+}
+
+int shoal__link_add(struct shoal__link_hub *h, struct shoal__link **out,
+		    const struct shoal__link_opts *o, struct shoal_err *err)
 {
 	struct shoal__link *l = calloc(1, sizeof(*l));
 	int ret;
@@ -804,62 +1299,86 @@ int shoal__link_create(struct shoal__link **out, const struct shoal__link_opts *
 	if (!l)
 		return shoal__fail(err, -ENOMEM, "out of memory for a link");
 	l->o = *o;
-	l->efd = -1;
+	l->hub = h;
 	set_defaults(&l->o);
-	ret = check_opts(&l->o, err);
-	if (ret == 0)
+	ret = check_opts(h, &l->o, err);
+	if (ret == 0 && o->role == SHOAL__LINK_CONNECT)
 		ret = shoal__addr_parse(o->addr, &l->addr, &l->addr_len, err);
 	if (ret == 0 && alloc_buffers(l) < 0)
 		ret = shoal__fail(err, -ENOMEM, "out of memory for a link's buffers");
-	if (ret == 0)
-		ret = ucx_open(l, err);
 	if (ret < 0) {
-		shoal__link_destroy(l);
+		link_free(l);
 		return ret;
 	}
+	if (o->peer)
+		memcpy(l->peer, o->peer, strlen(o->peer) + 1);
+	memcpy(l->hello_id.from, h->name, sizeof(h->name));
+	memcpy(l->hello_id.to, l->peer, sizeof(l->peer));
+	l->o.peer = NULL;
+	l->o.addr = NULL;
+	l->o.transports = NULL;
 	l->st.epoch = o->epoch ? o->epoch : draw_epoch();
 	l->state = SHOAL__LINK_DOWN;
 	l->backoff = l->o.backoff_ns;
 	l->now = shoal__now_ns();
 	l->st.down_since_ns = l->now;
+	h->links[h->n_links++] = l;
 	if (l->o.role == SHOAL__LINK_CONNECT)
 		conn_connect(l);
 	*out = l;
 	return 0;
 }
 
+int shoal__link_create(struct shoal__link **out, const struct shoal__link_opts *o,
+		       struct shoal_err *err)
+{
+	struct shoal__link_hub_opts ho = {
+		.listen = o->role == SHOAL__LINK_LISTEN ? o->addr : NULL,
+		.transports = o->transports,
+	};
+	struct shoal__link_hub *h;
+	int ret = shoal__link_hub_create(&h, &ho, err);
+
+	if (ret < 0)
+		return ret;
+	ret = shoal__link_add(h, out, o, err);
+	if (ret < 0) {
+		shoal__link_hub_destroy(h);
+		return ret;
+	}
+	(*out)->owns_hub = true;
+	return 0;
+}
+
 void shoal__link_destroy(struct shoal__link *l)
 {
+	struct shoal__link_hub *h = l->hub;
 	uint64_t give_up = shoal__now_ns() + 2000000000u;
 	bool busy = true;
 
-	if (l->worker) {
-		if (l->ep)
-			ep_close(l, l->ep);
-		if (l->conn_req)
-			ucp_listener_reject(l->listener, l->conn_req);
-		if (l->listener)
-			ucp_listener_destroy(l->listener);
-		/* Bounded: a forced close completes locally; the bound only
-		 * keeps a UCX bug from hanging the caller. */
-		while (busy && shoal__now_ns() < give_up) {
-			ucp_worker_progress(l->worker);
-			reap_closing(l);
-			busy = false;
-			for (unsigned i = 0; i < NCLOSING; i++)
-				busy |= l->closing[i] != NULL;
-			for (unsigned i = 0; i < NBUF; i++)
-				busy |= l->fb[i].busy;
-		}
-		ucp_worker_destroy(l->worker);
+	if (l->ep)
+		ep_close(h, l->ep);
+	/* Frames still arriving for it are strays now. */
+	l->ep = NULL;
+	/* Its frame buffers are UCP's until their sends complete (forced
+	 * closes complete them locally). */
+	while (busy && shoal__now_ns() < give_up) {
+		ucp_worker_progress(h->worker);
+		reap_closing(h);
+		busy = false;
+		for (unsigned i = 0; i < NBUF; i++)
+			busy |= l->fb[i].busy;
 	}
-	if (l->ctx)
-		ucp_cleanup(l->ctx);
-	for (unsigned i = 0; i < NBUF; i++)
-		free(l->fb[i].buf);
-	free(l->sq.buf);
-	free(l->rq.buf);
-	free(l);
+	for (uint32_t i = 0; i < h->n_links; i++)
+		if (h->links[i] == l) {
+			h->links[i] = h->links[--h->n_links];
+			break;
+		}
+	if (h->last == l)
+		h->last = NULL;
+	if (l->owns_hub)
+		shoal__link_hub_destroy(h);
+	link_free(l);
 }
 
 int shoal__link_send(struct shoal__link *l, const void *data, uint32_t len, uint16_t tag)
@@ -888,75 +1407,6 @@ int shoal__link_flush(struct shoal__link *l)
 {
 	l->now = shoal__now_ns();
 	return flush(l) < 0 ? -EAGAIN : 0;
-}
-
-void shoal__link_poll(struct shoal__link *l, uint64_t now_ns)
-{
-	/* Time never goes back for the link, whatever clock reading the
-	 * caller took before its last send: timers compare by subtraction. */
-	if (now_ns < l->now)
-		now_ns = l->now;
-	l->now = now_ns;
-	while (ucp_worker_progress(l->worker))
-		;
-	reap_closing(l);
-	if (l->conn_req)
-		conn_accept(l);
-	if (l->ep_failed ||
-	    (l->state != SHOAL__LINK_DOWN && now_ns - l->last_rx > l->o.dead_ns))
-		conn_drop(l);
-	if (l->state == SHOAL__LINK_DOWN && l->o.role == SHOAL__LINK_CONNECT &&
-	    now_ns >= l->retry_at)
-		conn_connect(l);
-	if (l->hello_due && send_control(l, SHOAL__FRAME_HELLO) == 0)
-		l->hello_due = false;
-	if (l->state != SHOAL__LINK_UP)
-		return;
-	if (l->unsent_bytes && (l->unsent_bytes >= l->o.flush_bytes ||
-				now_ns - l->unsent_since >= l->o.flush_ns))
-		flush(l);
-	if ((l->ack_due && now_ns >= l->ack_due) || now_ns - l->last_tx >= l->o.keepalive_ns)
-		send_control(l, SHOAL__FRAME_ACK);
-	if (l->ep_failed)
-		conn_drop(l);
-}
-
-int shoal__link_fd(const struct shoal__link *l)
-{
-	return l->efd;
-}
-
-int shoal__link_arm(struct shoal__link *l)
-{
-	ucs_status_t s = ucp_worker_arm(l->worker);
-
-	if (s == UCS_OK)
-		return 0;
-	return s == UCS_ERR_BUSY ? -EAGAIN : ucs_errno(s);
-}
-
-static uint64_t earliest(uint64_t a, uint64_t b)
-{
-	return a < b ? a : b;
-}
-
-uint64_t shoal__link_deadline(const struct shoal__link *l)
-{
-	uint64_t t = UINT64_MAX;
-
-	if (l->hello_due || l->conn_req || l->ep_failed)
-		return l->now;
-	if (l->state == SHOAL__LINK_DOWN)
-		return l->o.role == SHOAL__LINK_CONNECT ? l->retry_at : UINT64_MAX;
-	t = l->last_rx + l->o.dead_ns;
-	if (l->state != SHOAL__LINK_UP)
-		return t;
-	t = earliest(t, l->last_tx + l->o.keepalive_ns);
-	if (l->unsent_bytes)
-		t = earliest(t, l->unsent_since + l->o.flush_ns);
-	if (l->ack_due)
-		t = earliest(t, l->ack_due);
-	return t;
 }
 
 int shoal__link_recv_peek(struct shoal__link *l, struct shoal__frame_rec *rec)
@@ -1008,4 +1458,43 @@ void shoal__link_stats(const struct shoal__link *l, struct shoal__link_stats *st
 	st->unacked_bytes = l->sq.bytes;
 	st->recv_next = l->recv_next;
 	st->recv_held = l->rq.n;
+}
+
+/* ---- UCX's log ---------------------------------------------------------- */
+
+static void (*log_sink)(void *arg, const char *level, const char *message);
+static void *log_arg;
+
+static ucs_log_func_rc_t log_handler(const char *file, unsigned line, const char *function,
+				     ucs_log_level_t level,
+				     const ucs_log_component_config_t *comp_conf,
+				     const char *message, va_list ap)
+{
+	char text[SHOAL_ERR_MSG_MAX];
+	size_t n;
+
+	(void)file, (void)line, (void)function, (void)comp_conf;
+	if (log_sink == NULL)
+		return UCS_LOG_FUNC_RC_CONTINUE;
+	vsnprintf(text, sizeof(text), message, ap);
+	n = strlen(text);
+	while (n > 0 && text[n - 1] == '\n')
+		text[--n] = '\0';
+	log_sink(log_arg, ucs_log_level_names[level], text);
+	return UCS_LOG_FUNC_RC_STOP;
+}
+
+void shoal__link_log_to(void (*sink)(void *arg, const char *level, const char *message),
+			void *arg)
+{
+	static bool pushed;
+
+	log_sink = sink;
+	log_arg = arg;
+	/* UCX calls the handlers pushed last first; ours stays pushed and
+	 * passes messages on to UCX's printing while it has no sink. */
+	if (!pushed && sink != NULL) {
+		ucs_log_push_handler(log_handler);
+		pushed = true;
+	}
 }

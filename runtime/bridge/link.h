@@ -5,17 +5,29 @@
  * reconnect, bounded by the receiver's credit. Nothing here knows actors:
  * a record is bytes and a 16-bit tag.
  *
+ * A host's links share one **hub**: one UCP context and worker, with one
+ * listener that accepts every peer. A peer names itself in its HELLO (in
+ * the active message's header: who sends it, and whom it means to reach),
+ * and the hub hands the connection to the link of that name, or refuses
+ * it, counted, when no link has that name, the link is the one that dials,
+ * or it already has a live connection.
+ *
  * Lifecycle rules:
- *  1. shoal__link_create() either returns 0 with a link that must be passed
- *     to shoal__link_destroy() once, or fails and leaves nothing to undo.
- *  2. A link is used by one thread at a time (the bridge's loop); it owns
- *     its own UCP context and worker, so links never share state.
+ *  1. shoal__link_hub_create() and shoal__link_create() either return 0
+ *     with an object that must be destroyed once (shoal__link_hub_destroy(),
+ *     shoal__link_destroy()), or fail and leave nothing to undo. Every link
+ *     of a hub is destroyed before the hub.
+ *  2. A hub and its links are used by one thread at a time (the bridge's
+ *     loop); hubs share no state, so two hubs may live in one process.
+ *     A link made with shoal__link_create() alone has a hub of its own.
  *  3. Nothing happens between calls: UCP makes progress, frames are sent
- *     on their deadline, acks and keepalives go out, dead connections are
- *     noticed and reconnected only inside shoal__link_poll() (and sends of
- *     full frames inside shoal__link_send() and shoal__link_flush()). The
- *     caller sleeps on shoal__link_fd() after shoal__link_arm() returned 0,
- *     until shoal__link_deadline() at the latest.
+ *     on their deadline, acks and keepalives go out, connections are
+ *     accepted, dead ones noticed and reconnected only inside
+ *     shoal__link_hub_poll() (or shoal__link_poll(), which polls the
+ *     link's hub), and sends of full frames inside shoal__link_send() and
+ *     shoal__link_flush(). The caller sleeps on the hub's fd after
+ *     shoal__link_hub_arm() returned 0, until shoal__link_hub_deadline() at
+ *     the latest. A link's connection failing never stalls another's.
  *  4. A record accepted by shoal__link_send() is delivered to the peer's
  *     shoal__link_recv_peek() exactly once, in order, or counted in the
  *     sender's `lost_link` (the peer restarted before acknowledging it).
@@ -35,13 +47,44 @@
 #include "runtime/bridge/frame.h"
 
 struct shoal__link;
+struct shoal__link_hub;
 
-/* The UCP active-message id of link frames (each frame one message, eager,
- * no AM header). */
+/* The UCP active-message id of link frames: each frame one message, eager,
+ * sent with UCP_AM_SEND_FLAG_REPLY (the receiver tells connections apart by
+ * it), with no AM header but on a HELLO, whose header is its identity. */
 #define SHOAL__LINK_AM_ID 0x5348u
 
+/* The longest host name a HELLO carries, NUL included. */
+#define SHOAL__LINK_NAME_MAX 32u
+
+/* A HELLO's active-message header: NUL-terminated names, zero-padded. */
+struct shoal__link_hello_id {
+	char from[SHOAL__LINK_NAME_MAX];   /* the sender's host */
+	char to[SHOAL__LINK_NAME_MAX];     /* the host it means to reach */
+};
+
+/* What a hub is given at creation; a 0 field takes the default named. */
+struct shoal__link_hub_opts {
+	const char *name;          /* this host, said in HELLO; NULL or "": unnamed */
+	const char *listen;        /* "IPv4:port" or "[IPv6]:port"; NULL: no listener */
+	/* UCX_TLS for the hub's context; NULL: UCX's choice. The tests,
+	 * whose hosts are namespaces of one machine, set "tcp" so that what
+	 * they exercise is the transport between hosts, whatever else UCX
+	 * finds on that machine (with NULL the tests pass too, 2026-12-03). */
+	const char *transports;
+	uint64_t hello_ns;         /* an accepted connection must name itself in this (1 s) */
+};
+
+/* The hub's own counters (shoal__link_hub_stats()). */
+struct shoal__link_hub_stats {
+	uint64_t accepted;         /* connections named by their HELLO, given to their link */
+	uint64_t refused;          /* connections refused: unknown or duplicate peer ... */
+	uint64_t stray;            /* frames of connections already closed, dropped */
+	struct shoal_err last_refusal;   /* why the last connection was refused */
+};
+
 enum shoal__link_role {
-	SHOAL__LINK_LISTEN = 1,    /* wait for the peer on `addr` */
+	SHOAL__LINK_LISTEN = 1,    /* wait for the peer: its hub's listener takes it */
 	SHOAL__LINK_CONNECT = 2,   /* reach the peer at `addr`, reconnect with backoff */
 };
 
@@ -54,15 +97,18 @@ enum shoal__link_state {
 /* What a link is given at creation; a 0 field takes the default named. */
 struct shoal__link_opts {
 	int role;                  /* enum shoal__link_role */
-	const char *addr;          /* "IPv4:port" or "[IPv6]:port", numeric */
-	/* UCX_TLS for this link's context; NULL: UCX's choice. The tests,
-	 * whose hosts are namespaces of one machine, set "tcp" so that what
-	 * they exercise is the transport between hosts, whatever else UCX
-	 * finds on that machine (with NULL the tests pass too, 2026-12-03). */
-	const char *transports;
+	/* CONNECT: where the peer listens; LISTEN: where to listen, for a
+	 * link alone (on a hub, the hub listens). "IPv4:port" or
+	 * "[IPv6]:port", numeric. */
+	const char *addr;
+	/* The peer's host name, checked against its HELLO; NULL: whoever
+	 * connects (a link alone). */
+	const char *peer;
+	const char *transports;    /* a link alone: its hub's (struct shoal__link_hub_opts) */
 	uint32_t epoch;            /* 0: drawn at random (tests set it to fake a restart) */
 	uint32_t window;           /* credit, bytes of records in frames (1 MiB) */
-	uint32_t max_record;       /* largest record (SHOAL__FRAME_REC_MAX); <= window */
+	uint32_t max_record;       /* largest record (what the window holds:
+				    * shoal__link_max_record()) */
 	uint32_t flush_bytes;      /* send a frame once this much waits (16 KiB) */
 	uint64_t flush_ns;         /* ... or once its first record waited this long (50 us) */
 	uint64_t keepalive_ns;     /* send an ACK after this long without sending (100 ms) */
@@ -97,28 +143,65 @@ struct shoal__link_stats {
 	uint64_t broken;           /* connections and attempts dropped: failed or silent */
 	uint64_t lost_link;        /* records dropped unacked: the peer restarted */
 	uint64_t credit_waits;     /* shoal__link_send() calls refused -EAGAIN */
+	uint64_t rtt_ns;           /* smoothed time from a frame sent to its records
+				    * acked (the peer's hand-on included); 0: none yet */
 	struct shoal_err last_refusal;   /* why the last frame was refused ("" if none) */
 };
 
+/* The largest record a window of `window` bytes holds (its frame size fits
+ * it), at most SHOAL__FRAME_REC_MAX. Pure. */
+static inline uint32_t shoal__link_max_record(uint32_t window)
+{
+	uint32_t m = window > SHOAL__FRAME_REC_HDR ? (window - SHOAL__FRAME_REC_HDR) & ~7u : 0;
+
+	return m < SHOAL__FRAME_REC_MAX ? m : SHOAL__FRAME_REC_MAX;
+}
+
 /*
- * Create a link: a UCP context and worker, and a listener (LISTEN) or a
- * first connection attempt (CONNECT). Allocates every buffer the link will
- * use (about 6 x window + 4 frames); nothing is allocated after. Returns 0
- * with *out set, or a negative errno with a reason in *err (may be NULL):
- *   -EINVAL      bad role, address, or sizes (max_record > window ...);
- *   -ENOMEM      out of memory;
- *   -EADDRINUSE  (LISTEN) the address is taken;
- *   -EIO         UCX refused for another reason (named in *err).
- * A LISTEN link sets UCX_TCP_CM_REUSEADDR=y in the environment unless set
+ * Create a hub: a UCP context and worker, and a listener when o->listen is
+ * given. Returns 0 with *out set, or a negative errno with a reason in *err
+ * (may be NULL): -EINVAL (bad address or name), -ENOMEM, -EADDRINUSE (the
+ * address is taken), -EIO (UCX refused for another reason, named in *err).
+ * A listening hub sets UCX_TCP_CM_REUSEADDR=y in the environment unless set
  * (link.c says why): do not create one while another thread reads it.
+ */
+int shoal__link_hub_create(struct shoal__link_hub **out, const struct shoal__link_hub_opts *o,
+			   struct shoal_err *err);
+
+/*
+ * Free the hub: its connections not yet named are closed. Its links must
+ * be destroyed first (a broken invariant aborts). Progresses UCP until its
+ * requests are released: may wait, briefly (2 s at most). Never fails.
+ */
+void shoal__link_hub_destroy(struct shoal__link_hub *h);
+
+/*
+ * Add a link to the peer o->peer on hub `h`: a CONNECT link makes its first
+ * connection attempt; a LISTEN link waits for the hub to hand it the peer's
+ * connection. Allocates every buffer the link will use (about 6 x window +
+ * 4 frames); nothing is allocated after. Returns 0 with *out set, or:
+ *   -EINVAL  bad role, address, peer name, or sizes (max_record > what
+ *            the window holds ...), a LISTEN link on a hub that does not
+ *            listen, or a peer name that a link of the hub has already;
+ *   -ENOSPC  the hub has SHOAL__LINK_HUB_MAX links already;
+ *   -ENOMEM  out of memory.
+ */
+#define SHOAL__LINK_HUB_MAX 64u
+int shoal__link_add(struct shoal__link_hub *h, struct shoal__link **out,
+		    const struct shoal__link_opts *o, struct shoal_err *err);
+
+/*
+ * A link alone, on a hub of its own (named by nobody; listening on o->addr
+ * for a LISTEN link) that shoal__link_destroy() frees with it. Returns what
+ * shoal__link_hub_create() and shoal__link_add() return.
  */
 int shoal__link_create(struct shoal__link **out, const struct shoal__link_opts *o,
 		       struct shoal_err *err);
 
 /*
  * Close the connection (forced: frames in flight are dropped, records kept
- * are counted nowhere, since the link ends) and free everything. Progresses
- * UCP until its requests are released: may wait, briefly. Never fails.
+ * are counted nowhere, since the link ends) and free everything, with the
+ * hub of a link alone. May progress UCP: may wait, briefly. Never fails.
  */
 void shoal__link_destroy(struct shoal__link *l);
 
@@ -141,24 +224,35 @@ int shoal__link_flush(struct shoal__link *l);
 
 /*
  * Do everything due at `now_ns` (CLOCK_MONOTONIC; a reading older than the
- * link's last counts as that one): progress UCP (which receives frames),
- * accept or retry a connection, send due frames, acks and keepalives, drop
- * a dead connection. Every failure is the connection's: it is dropped,
- * counted in `broken` and tried again, so the call itself never fails.
+ * hub's last counts as that one), for every link of the hub: progress UCP
+ * (which receives frames), accept connections and hand each to the link
+ * its HELLO names (or refuse it, counted in the hub's `refused`), retry
+ * connections, send due frames, acks and keepalives, drop dead
+ * connections. Every failure is one connection's: it is dropped, counted
+ * in its link's `broken` and tried again, so the call itself never fails.
  * Makes system calls; never sleeps.
  */
-void shoal__link_poll(struct shoal__link *l, uint64_t now_ns);
+void shoal__link_hub_poll(struct shoal__link_hub *h, uint64_t now_ns);
 
-/* The event fd of the link's UCP worker, for poll(2)/epoll. Never fails. */
-int shoal__link_fd(const struct shoal__link *l);
+/* The event fd of the hub's UCP worker, for poll(2)/epoll. Never fails. */
+int shoal__link_hub_fd(const struct shoal__link_hub *h);
 
 /*
  * Arm the fd before sleeping on it: 0 when it will signal new events,
  * -EAGAIN when events are pending (poll again instead of sleeping).
  */
-int shoal__link_arm(struct shoal__link *l);
+int shoal__link_hub_arm(struct shoal__link_hub *h);
 
-/* The latest CLOCK_MONOTONIC time at which shoal__link_poll() must run. */
+/* The latest CLOCK_MONOTONIC time at which shoal__link_hub_poll() must run. */
+uint64_t shoal__link_hub_deadline(const struct shoal__link_hub *h);
+
+/* Copy the hub's counters into *st. Never fails. */
+void shoal__link_hub_stats(const struct shoal__link_hub *h, struct shoal__link_hub_stats *st);
+
+/* The same calls on the hub of link `l` (every link of it is polled). */
+void shoal__link_poll(struct shoal__link *l, uint64_t now_ns);
+int shoal__link_fd(const struct shoal__link *l);
+int shoal__link_arm(struct shoal__link *l);
 uint64_t shoal__link_deadline(const struct shoal__link *l);
 
 /*
@@ -179,11 +273,24 @@ void shoal__link_recv_release(struct shoal__link *l);
 void shoal__link_stats(const struct shoal__link *l, struct shoal__link_stats *st);
 
 /*
- * Concurrency: a link is single-threaded (rule 2): no two calls on one link
- * may run together ("X" everywhere); calls on different links may ("-").
+ * Send UCX's log messages of this process (errors and warnings, or what
+ * UCX_LOG_LEVEL lets through) to sink(arg, level, message) instead of
+ * UCX's own printing on stderr: `level` is UCX's name for it ("ERROR",
+ * "WARN" ...), `message` the text alone, without UCX's prefix or a
+ * newline. sink NULL: UCX prints again. Process-wide; UCX may log from a
+ * thread of its own, so the sink must be thread-safe. Call it before
+ * creating hubs, from one thread. Never fails.
+ */
+void shoal__link_log_to(void (*sink)(void *arg, const char *level, const char *message),
+			void *arg);
+
+/*
+ * Concurrency: a hub and its links are single-threaded (rule 2): no two
+ * calls on one hub or its links may run together ("X"); calls on different
+ * hubs may ("-"). shoal__link_max_record() may run with anything.
  *
- *                 any call on link A   any call on link B
- *   link A              X                     -
+ *                          hub H or its links   hub K or its links
+ *   hub H or its links            X                     -
  */
 
 #endif

@@ -1062,12 +1062,6 @@ static int add_bridge(const struct sup *s, struct shoal__config *c, struct shoal
 		return shoal__fail(err, -ENOTSUP, "%s lists other hosts, but this shoal is built "
 				   "without the link layer (UCX): it has no bridge to run",
 				   c->path);
-	/* Refused here too, not only by the bridge: its restarts would not end. */
-	if (shoal__config_connectors(c, s->host) > 1)
-		return shoal__fail(err, -ENOTSUP, "%s: host %s would listen for %u hosts whose "
-				   "names sort before its own; a bridge listens for one host for "
-				   "now (docs/hosts.md)", c->path, s->o->host,
-				   shoal__config_connectors(c, s->host));
 	if (c->n_groups >= SHOAL_MAX_GROUPS)
 		return shoal__fail(err, -ENOSPC, "%s: with its bridge, host %s would have more "
 				   "than %d groups", c->path, s->o->host, SHOAL_MAX_GROUPS);

@@ -21,7 +21,55 @@
 
 /* ---- receiving ------------------------------------------------------------- */
 
-static inline void invoke(struct shoal_ctx *ctx, uint16_t slot,
+/*
+ * The latency histogram (struct shoal__mbx_lat in runtime/layout.h): from
+ * a message's send_ns to the start of its handler, once per handler run (so
+ * its count follows `handled`). The clock is read at most once per ring
+ * batch: between batches lat_bound is 0 (as the context starts, and set
+ * again by scan_rings() and handle_deferred() after each batch), so the
+ * first handler of a batch reads the clock here. A message later in the
+ * batch is measured against that read: it reads short by the time the
+ * handlers before it in the batch took (at most POLL_BATCH - 1 of them; a
+ * few microseconds for handlers that do not block). One sent after the read
+ * (it came in while the batch ran) looks out of range against it and gets a
+ * read of its own.
+ *
+ * In range: d = now - send_ns below both 2^SHOAL__LAT_MAX_BITS and now + 1.
+ * A send_ns after now wraps d to more than now, so one compare against
+ * lat_bound, the lower of the two, catches the future, the absurdly old
+ * and a stale clock at once.
+ */
+__attribute__((noinline)) static uint64_t lat_clock(struct shoal_ctx *ctx, uint64_t send_ns)
+{
+	uint64_t now = shoal__now_ns();
+
+	ctx->lat_now = now;
+	ctx->lat_bound = now < (UINT64_C(1) << SHOAL__LAT_MAX_BITS) ? now + 1 :
+			 UINT64_C(1) << SHOAL__LAT_MAX_BITS;
+	return now - send_ns;
+}
+
+static inline void lat_record(struct shoal_ctx *ctx, uint64_t send_ns)
+{
+	struct shoal__mbx_lat *h = ctx->lat;
+	uint64_t d = ctx->lat_now - send_ns;
+	uint32_t b;
+
+	if (SHOAL_UNLIKELY(d >= ctx->lat_bound)) {
+		d = lat_clock(ctx, send_ns);
+		if (d >= ctx->lat_bound) {
+			/* Relaxed, here and below: the worker is the only writer. */
+			shoal_store_relaxed(&h->out_of_range,
+					    shoal_load_relaxed(&h->out_of_range) + 1);
+			return;
+		}
+	}
+	b = shoal__lat_bucket(d);   /* < SHOAL__LAT_BUCKETS: d < 2^SHOAL__LAT_MAX_BITS */
+	shoal_store_relaxed(&h->bucket[b], shoal_load_relaxed(&h->bucket[b]) + 1);
+	shoal_store_relaxed(&h->sum_ns, shoal_load_relaxed(&h->sum_ns) + d);
+}
+
+__attribute__((always_inline)) static inline void invoke(struct shoal_ctx *ctx, uint16_t slot,
 			  const struct shoal_envelope *env, const void *payload)
 {
 	struct shoal_group *g = ctx->g;
@@ -33,6 +81,7 @@ static inline void invoke(struct shoal_ctx *ctx, uint16_t slot,
 	ctx->cur_req = (env->flags & SHOAL_ENV_REQUEST) ? env : NULL;
 	ctx->responded = false;
 	if (SHOAL_LIKELY(g->desc.on_message != NULL)) {
+		lat_record(ctx, env->send_ns);
 		g->desc.on_message(ctx->cur, &m);
 		COUNT(ctx, handled);
 	} else {
@@ -121,7 +170,7 @@ static void forward(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_env
 }
 
 /* Deliver to one slot: here if this worker owns it, else forward. */
-static inline void deliver_slot(struct shoal_ctx *ctx, uint16_t slot,
+__attribute__((always_inline)) static inline void deliver_slot(struct shoal_ctx *ctx, uint16_t slot,
 				const struct shoal_envelope *env, const void *payload)
 {
 	if (slot % ctx->g->n_workers == ctx->w)
@@ -316,6 +365,7 @@ static uint32_t handle_deferred(struct shoal_ctx *ctx, uint32_t budget)
 		free(d);
 		n++;
 	}
+	ctx->lat_bound = 0;   /* these were a batch for lat_record() */
 	return n;
 }
 
@@ -386,6 +436,7 @@ __attribute__((noinline)) static uint32_t scan_rings(struct shoal_ctx *ctx, uint
 				break;   /* release this record before its copies go */
 		}
 		if (taken > 0) {
+			ctx->lat_bound = 0;   /* the next batch reads the clock afresh */
 			shoal_ring_release(&in->c);
 			if (outer && mailbox)
 				shoal_store_relaxed(&ctx->mw->inflight, 0);

@@ -248,6 +248,7 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	ctx->g = g;
 	ctx->w = w;
 	ctx->mw = &g->mbx->w[w];
+	ctx->lat = &g->mbx->lat[w];
 	ctx->bell = &g->bell->disp[g->reg.groups[g->id].dispatcher % SHOAL_MAX_NODES];
 	ctx->next_rid = 1;
 	ctx->trace_base = (uint64_t)(g->id + 1u) << 48 | (uint64_t)w << 40;

@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A system on three hosts: three network namespaces joined by a switch
+ * (tests/netns.c), each running `shoal run --host a|b|c` on one file, each
+ * with its own shared-memory folder. Every pair of bridges links, on one
+ * listener per host (c is dialed by both a and b). A producer on a whose
+ * messages a filter routes to a consumer on b and one on c (fan-out: one
+ * copy per host), and producers on b and c whose messages are routed back
+ * to a consumer on a, all at once, through links whose window is far
+ * smaller than what crosses: each consumer gets every message of each
+ * sender exactly once and in the order it was sent. Then a's bridge, which
+ * dials both others, is killed: restarted by its supervisor, it links
+ * again to b and c, whose one listener each takes it back.
+ *
+ * Runs as root; skips visibly (exit 77) otherwise, or when namespaces
+ * cannot be made. Every wait has a deadline; nothing asserts a duration.
+ */
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/netns.h"
+#include "tests/testutil.h"
+#include "tests/toolrun.h"
+
+#define PORT 7410
+#define WAIT_MS 60000
+#define ROUTED 1500            /* messages each producer sends */
+#define HOSTS 3
+
+/* Where each producer's keys (and sequence numbers) start. */
+static const unsigned long long first_key[HOSTS] = { 0, 100000, 200000 };
+static const char *const name[HOSTS] = { "a", "b", "c" };
+
+static struct test_netns hosts;
+static const char *skip_reason;
+static char dir[64], shm[HOSTS][96], out[HOSTS][128], cfg[128], consumer_log[HOSTS][128];
+static pid_t run[HOSTS];
+
+static int setup(void **state)
+{
+	const char *group = getenv("SHOAL_TEST_GROUP");
+	char text[4096];
+	int n = 0;
+	FILE *f;
+
+	(void)state;
+	if (test_netns_create_hosts(&hosts, "fan", 79, HOSTS) < 0) {
+		skip_reason = "could not make the namespaces (see above)";
+		return 0;
+	}
+	snprintf(dir, sizeof(dir), "/tmp/shoal-test-fanout-%d", (int)getpid());
+	if (mkdir(dir, 0700) != 0)
+		return -1;
+	for (int s = 0; s < HOSTS; s++) {
+		snprintf(shm[s], sizeof(shm[s]), "/dev/shm/shoal-test-fanout-%d-%s", (int)getpid(),
+			 name[s]);
+		snprintf(out[s], sizeof(out[s]), "%s/%s.out", dir, name[s]);
+		snprintf(consumer_log[s], sizeof(consumer_log[s]), "%s/c%s.log", dir, name[s]);
+		if (mkdir(shm[s], 0700) != 0)
+			return -1;
+	}
+	/* 64 KiB of window against 1500 records of 80 bytes (120 KB) per
+	 * producer, on every link. */
+	n += snprintf(text + n, sizeof(text) - (size_t)n, "system: fan\nhosts:\n"
+		      "  link: { window: 64KiB, keepalive: 50ms, dead_after: 500ms }\n  list:\n");
+	for (int s = 0; s < HOSTS; s++)
+		n += snprintf(text + n, sizeof(text) - (size_t)n,
+			      "    - { name: %s, listen: '%s:%d' }\n", name[s], hosts.addr[s],
+			      PORT);
+	n += snprintf(text + n, sizeof(text) - (size_t)n,
+		      "types:\n  - { id: 1, name: ping, max_size: 16 }\n"
+		      "  - { id: 3, name: work, max_size: 64 }\ngroups:\n");
+	for (int s = 0; s < HOSTS; s++)
+		n += snprintf(text + n, sizeof(text) - (size_t)n,
+			      "  - { name: p%s, program: %s, host: %s,\n"
+			      "      args: [--role, producer, --n, %d, --first, %llu] }\n",
+			      name[s], group, name[s], ROUTED, first_key[s]);
+	/* a's consumer takes what b and c produce; b's and c's, what a does. */
+	for (int s = 0; s < HOSTS; s++)
+		n += snprintf(text + n, sizeof(text) - (size_t)n,
+			      "  - { name: c%s, program: %s, host: %s,\n"
+			      "      args: [--role, consumer, --log, '%s'],\n"
+			      "      routes: [ { types: [work], key: { offset: 0, width: 8 },\n"
+			      "                  match: { range: [%llu, %llu] } } ] }\n",
+			      name[s], group, name[s], consumer_log[s],
+			      s == 0 ? first_key[1] : first_key[0],
+			      s == 0 ? first_key[2] + ROUTED - 1 : first_key[0] + ROUTED - 1);
+	snprintf(cfg, sizeof(cfg), "%s/fan.yaml", dir);
+	f = fopen(cfg, "w");
+	if (f == NULL)
+		return -1;
+	fputs(text, f);
+	return fclose(f) == 0 && n < (int)sizeof(text) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[512];
+
+	(void)state;
+	for (int s = 0; s < HOSTS; s++)
+		if (run[s] > 0) {
+			kill(run[s], SIGKILL);
+			test_wait_pid(run[s], 5000);
+		}
+	test_netns_destroy(&hosts);
+	if (dir[0] != '\0') {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s' '%s' '%s'", dir, shm[0], shm[1],
+			 shm[2]);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", cmd);
+	}
+	return 0;
+}
+
+/* What a consumer's log holds, per sender (the host whose producer's keys
+ * the line's falls in): lines, and whether each sender's keys came once
+ * each, in order, from its first on. */
+struct tally {
+	unsigned lines[HOSTS];
+	bool in_order[HOSTS];
+	unsigned strangers;          /* lines of no sender, or not "3 KEY" */
+};
+
+static void tally(int side, struct tally *t)
+{
+	char *text = test_netns_slurp(consumer_log[side]), *p = text;
+	unsigned long long next[HOSTS];
+
+	assert_non_null(text);
+	memset(t, 0, sizeof(*t));
+	for (int s = 0; s < HOSTS; s++) {
+		next[s] = first_key[s];
+		t->in_order[s] = true;
+	}
+	while (*p != '\0') {
+		unsigned type;
+		unsigned long long key;
+		int s = -1;
+
+		if (sscanf(p, "%u %llu", &type, &key) == 2 && type == 3)
+			for (int h = 0; h < HOSTS; h++)
+				if (key >= first_key[h] && key < first_key[h] + ROUTED)
+					s = h;
+		if (s < 0) {
+			t->strangers++;
+		} else {
+			t->in_order[s] &= key == next[s];
+			next[s] = key + 1;
+			t->lines[s]++;
+		}
+		p = strchr(p, '\n');
+		if (p == NULL)
+			break;
+		p++;
+	}
+	free(text);
+}
+
+/* Does side's consumer have what it should: from a (b and c's consumers),
+ * or from b and c (a's)? */
+static bool complete(int side, const struct tally *t)
+{
+	for (int s = 0; s < HOSTS; s++) {
+		unsigned want = (side == 0) == (s != 0) ? ROUTED : 0;
+
+		if (t->lines[s] != want || !t->in_order[s])
+			return false;
+	}
+	return t->strangers == 0;
+}
+
+static void fail_with_outputs(const char *what)
+{
+	char *o[HOSTS];
+
+	for (int s = 0; s < HOSTS; s++)
+		o[s] = test_netns_slurp(out[s]);
+	fail_msg("%s\n--- a:\n%s\n--- b:\n%s\n--- c:\n%s", what, o[0], o[1], o[2]);
+}
+
+/* Wait until side's output says `needle` `n` times; fail past WAIT_MS. */
+static void expect(int side, const char *needle, unsigned n)
+{
+	char why[160];
+
+	for (int ms = 0; ms < WAIT_MS; ms += 50) {
+		char *text = test_netns_slurp(out[side]);
+		bool seen = text != NULL && count_of(text, needle) >= n;
+
+		free(text);
+		if (seen)
+			return;
+		usleep(50000);
+	}
+	snprintf(why, sizeof(why), "host %s: '%s' not seen %u times in time", name[side], needle,
+		 n);
+	fail_with_outputs(why);
+}
+
+/* The pid `shoal run` on side says it started for the bridge, first. */
+static pid_t bridge_pid(int side)
+{
+	static const char started[] = "group bridge: started pid ";
+	char *text = test_netns_slurp(out[side]), *p;
+	pid_t pid = 0;
+
+	assert_non_null(text);
+	p = strstr(text, started);
+	if (p != NULL)
+		pid = (pid_t)atoi(p + strlen(started));
+	free(text);
+	return pid;
+}
+
+static void stop_cleanly(int side)
+{
+	int status;
+	char *text;
+
+	assert_int_equal(kill(run[side], SIGTERM), 0);
+	status = test_wait_pid(run[side], WAIT_MS);
+	run[side] = 0;
+	text = test_netns_slurp(out[side]);
+	assert_non_null(text);
+	if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		fail_msg("host %s: shoal run ended with status 0x%x; its output:\n%s", name[side],
+			 status, text);
+	assert_has(text, "group bridge: exited with status 0");
+	assert_has(text, "system fan stopped\n");
+	free(text);
+}
+
+static void fanout_three_hosts_once_in_order_and_a_bridge_restarts(void **state)
+{
+	struct tally t[HOSTS];
+	bool done = false;
+
+	(void)state;
+	if (skip_reason) {
+		fprintf(stderr, "skipped: %s\n", skip_reason);
+		skip();
+	}
+	for (int s = 0; s < HOSTS; s++) {
+		const char *argv[] = { getenv("SHOAL_BIN"), "run", "--status", "plain", "--host",
+				       name[s], cfg, NULL };
+
+		run[s] = test_netns_spawn(&hosts, s, shm[s], out[s], argv);
+		assert_true(run[s] > 0);
+	}
+	/* Every pair links: c is dialed by a and b on its one listener. */
+	expect(0, "bridge | link b: up (peer epoch ", 1);
+	expect(0, "bridge | link c: up (peer epoch ", 1);
+	expect(1, "bridge | link a: up (peer epoch ", 1);
+	expect(1, "bridge | link c: up (peer epoch ", 1);
+	expect(2, "bridge | link a: up (peer epoch ", 1);
+	expect(2, "bridge | link b: up (peer epoch ", 1);
+	for (int ms = 0; ms < WAIT_MS && !done; ms += 100) {
+		usleep(100000);
+		done = true;
+		for (int s = 0; s < HOSTS; s++) {
+			tally(s, &t[s]);
+			done &= complete(s, &t[s]);
+		}
+	}
+	/* a's bridge killed: restarted, it dials b and c again. */
+	assert_true(bridge_pid(0) > 0);
+	assert_int_equal(kill(bridge_pid(0), SIGKILL), 0);
+	expect(0, "group bridge: restart 1 in ", 1);
+	expect(0, "bridge | link b: up (peer epoch ", 2);
+	expect(0, "bridge | link c: up (peer epoch ", 2);
+	expect(1, "bridge | link a: up (peer epoch ", 2);
+	expect(2, "bridge | link a: up (peer epoch ", 2);
+	for (int s = 0; s < HOSTS; s++)
+		stop_cleanly(s);
+	for (int s = 0; s < HOSTS; s++) {
+		char why[256];
+
+		tally(s, &t[s]);
+		if (complete(s, &t[s]))
+			continue;
+		snprintf(why, sizeof(why), "consumer on %s: from a %u (%s), b %u (%s), c %u (%s), "
+			 "%u strangers; expected %d from each of %s, in order", name[s],
+			 t[s].lines[0], t[s].in_order[0] ? "in order" : "out of order",
+			 t[s].lines[1], t[s].in_order[1] ? "in order" : "out of order",
+			 t[s].lines[2], t[s].in_order[2] ? "in order" : "out of order",
+			 t[s].strangers, ROUTED, s == 0 ? "b and c" : "a");
+		fail_with_outputs(why);
+	}
+	/* No connection was refused: every host named itself as the file says. */
+	for (int s = 0; s < HOSTS; s++) {
+		char *text = test_netns_slurp(out[s]);
+
+		assert_non_null(text);
+		assert_lacks(text, "bridge | refused");
+		free(text);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(fanout_three_hosts_once_in_order_and_a_bridge_restarts),
+	};
+	const char *why = test_netns_unavailable();
+
+	if (why) {
+		printf("bridge_fanout: skipped: %s\n", why);
+		return TEST_CHILD_SKIP;   /* meson's "skipped" */
+	}
+	if (getenv("SHOAL_BIN") == NULL || getenv("SHOAL_TEST_GROUP") == NULL) {
+		printf("bridge_fanout: skipped: SHOAL_BIN and SHOAL_TEST_GROUP are not set\n");
+		return TEST_CHILD_SKIP;
+	}
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -225,18 +225,12 @@ static char log_req[128], log_resp[128], stall[128];
 static pid_t run[2];
 static const char *const name[2] = { "a", "b" };
 
+/* The file at `path` (test_netns_slurp()), to free(). */
 static char *slurp(const char *path)
 {
-	FILE *f = fopen(path, "r");
-	char *text = calloc(1, 1 << 20);
-	size_t n;
+	char *text = test_netns_slurp(path);
 
 	assert_non_null(text);
-	if (f == NULL)
-		return text;
-	n = fread(text, 1, (1 << 20) - 1, f);
-	text[n] = '\0';
-	fclose(f);
 	return text;
 }
 
@@ -275,24 +269,11 @@ static void expect_in(const char *path, const char *needle)
 /* `shoal run --host NAME` in side's namespace, with its own shm folder. */
 static pid_t start(int side, const char *file)
 {
-	pid_t pid;
+	const char *argv[] = { getenv("SHOAL_BIN"), "run", "--status", "plain", "--host",
+			       name[side], file, NULL };
+	pid_t pid = test_netns_spawn(&hosts, side, shm[side], out[side], argv);
 
-	fflush(NULL);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		int fd = open(out[side], O_WRONLY | O_CREAT | O_APPEND, 0600);
-
-		if (fd < 0 || test_netns_enter(&hosts, side) < 0)
-			_exit(126);
-		setenv("SHOAL_SHM_DIR", shm[side], 1);
-		setenv("UCX_TLS", "tcp", 1);
-		dup2(fd, 1);
-		dup2(fd, 2);
-		execl(getenv("SHOAL_BIN"), "shoal", "run", "--status", "plain", "--host",
-		      name[side], file, (char *)NULL);
-		_exit(127);
-	}
+	assert_true(pid > 0);
 	return pid;
 }
 

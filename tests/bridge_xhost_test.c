@@ -5,11 +5,13 @@
  * --host a|b` on one file with its own shared-memory folder, as
  * bridge_hosts does. A requester on a asks a responder on b; the envelope
  * crosses unchanged (the responder sees the requester's own address, and
- * answers it through its bridge); direct messages from a to b arrive once
- * each, in order; the host of the responder killed with SIGKILL (its `shoal
- * run`, its bridge and the responder) while a request waits ends that
- * request with -EHOSTDOWN before its timeout, and later sends to that
- * host's group fail with -EHOSTDOWN, direct and routed.
+ * answers it through its bridge); direct and routed messages from a to b
+ * arrive once each, in order, from that address; a responder that takes
+ * nothing pushes back on its sender on a; the responder's process killed
+ * with SIGKILL while a request waits ends that request with -EOWNERDEAD,
+ * and its whole host killed (its `shoal run`, its bridge and the
+ * responder) with -EHOSTDOWN, both before the timeout; later sends to that
+ * host's group fail with -EHOSTDOWN, direct and routed, until it is back.
  *
  * This program is also the groups' program (`--role requester|responder`),
  * so that the test needs nothing beside itself and `shoal`. The groups
@@ -40,6 +42,7 @@
 #define WAIT_MS 60000
 #define REQUESTS 200
 #define NOTES 1000
+#define FEEDS 500                   /* routed messages, after the notes */
 #define HOLD UINT64_C(999999)       /* the request the responder never answers */
 #define HOLD_TIMEOUT_S 300          /* that request's timeout: far beyond what it takes */
 #define FLOOD_MAX 1000000           /* try_send_to's that never meet a full ring: a failure */
@@ -101,6 +104,9 @@ static void responder_msg(struct shoal_actor *a, const struct shoal_msg *m)
 		while (stall_file != NULL && access(stall_file, F_OK) != 0)
 			usleep(10000);
 		logf_line("note %llu from %d\n", (unsigned long long)seq,
+			  shoal_addr_group(m->env->sender));
+	} else if (m->type == T_FEED) {
+		logf_line("feed %llu from %d\n", (unsigned long long)seq,
 			  shoal_addr_group(m->env->sender));
 	}
 }
@@ -171,6 +177,9 @@ static int requester(const char *mode)
 		for (uint64_t i = 0; i < NOTES && ret == 0; i++)
 			ret = shoal_send_to(ctx, dest, T_NOTE, &i, sizeof(i));
 		logf_line("notes %d\n", ret);
+		for (uint64_t i = 0; i < FEEDS && ret == 0; i++)
+			ret = shoal_send(ctx, T_FEED, &i, sizeof(i));
+		logf_line("feeds %d\n", ret);
 	} else if (ret == 0) {
 		uint64_t seq = HOLD;
 
@@ -440,12 +449,12 @@ static void hold_result(const char *text, int *ret, unsigned long long *ms)
 
 /*
  * After both hosts stopped: the responder saw the requester's own address
- * (not its bridge's) in a request, and notes 0 .. n - 1 from it, each once,
- * in order.
+ * (not its bridge's) in a request, and `kind`s ("note": direct, "feed":
+ * routed) 0 .. n - 1 from it, each once, in order.
  */
-static void check_notes(uint64_t n)
+static void check_seq(const char *kind, uint64_t n)
 {
-	char *text, *p;
+	char *text, *p, line[16];
 	int me = -1, asker = -1;
 	uint64_t next = 0;
 
@@ -457,15 +466,16 @@ static void check_notes(uint64_t n)
 	assert_non_null(p);
 	assert_int_equal(sscanf(p, "asker %d", &asker), 1);
 	assert_int_equal(asker, me);
-	for (p = text; (p = strstr(p, "note ")) != NULL; p++) {
+	snprintf(line, sizeof(line), "\n%s ", kind);
+	for (p = text; (p = strstr(p, line)) != NULL; p++) {
 		unsigned long long seq;
 		int from;
 
-		assert_int_equal(sscanf(p, "note %llu from %d", &seq, &from), 2);
+		assert_int_equal(sscanf(p + strlen(line), "%llu from %d", &seq, &from), 2);
 		if (seq != next || from != me) {
 			show_outputs();
-			fail_msg("note %llu from %d where note %llu from %d was due", seq, from,
-				 (unsigned long long)next, me);
+			fail_msg("%s %llu from %d where %s %llu from %d was due", kind, seq, from,
+				 kind, (unsigned long long)next, me);
 		}
 		next++;
 	}
@@ -473,12 +483,12 @@ static void check_notes(uint64_t n)
 	free(text);
 }
 
-/* Wait until the responder logged note `seq`. */
-static void expect_note(uint64_t seq)
+/* Wait until the responder logged `kind` `seq`. */
+static void expect_seq(const char *kind, uint64_t seq)
 {
 	char last[64];
 
-	snprintf(last, sizeof(last), "note %llu from ", (unsigned long long)seq);
+	snprintf(last, sizeof(last), "\n%s %llu from ", kind, (unsigned long long)seq);
 	expect_in(log_resp, last);
 }
 
@@ -488,10 +498,13 @@ static void xhost_requests_and_notes_cross_with_their_envelope(void **state)
 	begin(cfg_notes);
 	expect_in(log_req, "requests 0\n");
 	expect_in(log_req, "notes 0\n");
-	expect_note(NOTES - 1);
+	expect_in(log_req, "feeds 0\n");
+	expect_seq("note", NOTES - 1);
+	expect_seq("feed", FEEDS - 1);
 	stop_run(0);
 	stop_run(1);
-	check_notes(NOTES);
+	check_seq("note", NOTES);
+	check_seq("feed", FEEDS);
 }
 
 /*
@@ -528,10 +541,10 @@ static void xhost_full_responder_pushes_back_on_the_sender(void **state)
 	free(text);
 	assert_int_equal(ret, 0);
 	assert_int_equal(total, full + FLOOD_MORE);
-	expect_note(total - 1);
+	expect_seq("note", total - 1);
 	stop_run(0);
 	stop_run(1);
-	check_notes(total);
+	check_seq("note", total);
 }
 
 static void xhost_host_killed_ends_request_with_hostdown(void **state)

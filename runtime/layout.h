@@ -55,8 +55,10 @@ enum shoal__ring_role {
  * 4: slots of run-time groups freed and reused (slot_seq, released);
  * 5: first_gen and mbx_gen on the group's first line;
  * 6: dispatchers' CPU sets of any size, in their own table (cpus_off), and
- *    a latency histogram per worker (struct shoal__mbx_lat) */
-#define SHOAL__LAYOUT_VERSION 6u
+ *    a latency histogram per worker (struct shoal__mbx_lat);
+ * 7: groups of other hosts and their hosts marked down (remote_host, bridge,
+ *    hosts_down) */
+#define SHOAL__LAYOUT_VERSION 7u
 #define SHOAL__MAX_TYPES 1024u
 #define SHOAL__SYSTEM_MAX 32u
 
@@ -121,7 +123,11 @@ struct shoal__reg_hdr {
 	 * in the region. */
 	uint32_t cpus_off;
 	uint32_t cpu_words;
-	uint8_t pad0[SHOAL_FALSE_SHARING - 116];
+	/* 0, or 1 + the group id of this host's bridge (docs/hosts.md), to
+	 * which direct messages for groups of other hosts go. Router-written
+	 * before any group process starts. */
+	_Atomic uint32_t bridge;
+	uint8_t pad0[SHOAL_FALSE_SHARING - 120];
 	struct shoal__reg_dispatcher disp[SHOAL_MAX_NODES];
 };
 
@@ -172,7 +178,14 @@ struct shoal__reg_group {
 	_Atomic uint64_t lost_queued;
 	uint32_t dispatcher;
 	_Atomic uint32_t attaches;       /* processes that attached (restarts + 1) */
-	uint8_t pad1[32];
+	/* 0: the group runs on this host; else 1 + the index of its host in
+	 * the system file: its slot here is declared (ids agree on every host)
+	 * but never attached, and direct messages for it go to the bridge.
+	 * Router-written when the group is declared. While its host is marked
+	 * down, `state` is SHOAL_GROUP_FAILED (sends fail with -EHOSTDOWN),
+	 * DOWN again when the host comes back. */
+	_Atomic uint32_t remote_host;
+	uint8_t pad1[28];
 	struct shoal__reg_gstat stats[SHOAL_MAX_NODES];
 };
 
@@ -287,7 +300,14 @@ struct shoal__mbx_hdr {
 	uint16_t n_actors;
 	uint16_t pad0;
 	_Atomic uint32_t stop;           /* router -> group: drain and leave */
-	uint8_t pad1[SHOAL_FALSE_SHARING - 20];
+	/* Only in the bridge's mailbox: bit h (of at most 64 hosts) set
+	 * while the link to host h has been down longer than
+	 * hosts.down_after. Bridge-written; the router reads it
+	 * (runtime/control/router.c) and marks that host's groups down in the
+	 * registry, where senders see it. */
+	uint32_t pad2;
+	_Atomic uint64_t hosts_down;
+	uint8_t pad1[SHOAL_FALSE_SHARING - 32];
 	struct shoal__mbx_worker w[SHOAL_MAX_WORKERS];
 	struct shoal__mbx_aside aside[SHOAL_MAX_WORKERS];
 	struct shoal__mbx_lat lat[SHOAL_MAX_WORKERS];
@@ -313,6 +333,9 @@ static_assert(offsetof(struct shoal__mbx_worker, sent_routed) == 2 * SHOAL_FALSE
 static_assert(offsetof(struct shoal__mbx_worker, up_no_route) == 3 * SHOAL_FALSE_SHARING,
 	      "mailbox ABI");
 static_assert(offsetof(struct shoal__mbx_hdr, w) == SHOAL_FALSE_SHARING, "mailbox ABI");
+static_assert(offsetof(struct shoal__mbx_hdr, hosts_down) == 24, "mailbox ABI");
+static_assert(offsetof(struct shoal__reg_group, remote_host) == 160, "registry ABI");
+static_assert(offsetof(struct shoal__reg_hdr, bridge) == 116, "registry ABI");
 static_assert(sizeof(struct shoal__mbx_aside) == 256, "mailbox ABI");
 static_assert(offsetof(struct shoal__mbx_hdr, aside) ==
 	      SHOAL_FALSE_SHARING + SHOAL_MAX_WORKERS * sizeof(struct shoal__mbx_worker),

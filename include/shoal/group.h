@@ -206,7 +206,11 @@ SHOAL_API int shoal_try_send(struct shoal_ctx *ctx, uint32_t type, const void *b
  * send_to() waits while the destination ring is full (until room,
  * -EHOSTDOWN when the destination is marked failed, or -ESHUTDOWN). To
  * SHOAL_SLOT_ALL both are all or nothing: on an error no actor got the
- * message, so a retry never duplicates.
+ * message, so a retry never duplicates. To a group of another host
+ * (docs/hosts.md) the link and the ring are into this host's bridge, which
+ * carries the message there: a full ring is also a full way to that host,
+ * and -EHOSTDOWN also means its host has been unreachable longer than
+ * hosts.down_after.
  */
 SHOAL_API int shoal_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type,
 			    const void *buf, uint32_t len);
@@ -280,7 +284,11 @@ SHOAL_API void shoal_commit(struct shoal_ctx *ctx);
  * (-ETIMEDOUT) or when the responder dies (-EOWNERDEAD) or fails
  * (-EHOSTDOWN), with nothing sent. -ESHUTDOWN if the router died
  * meanwhile (noticed within about 100 ms), since nothing would then tell
- * the responder's death.
+ * the responder's death. A responder of another host (docs/hosts.md): the
+ * request and its response go through the bridges; -EHOSTDOWN, promptly,
+ * when its host is marked unreachable (longer than hosts.down_after), and
+ * the death of its process is the error -EOWNERDEAD that its host's
+ * bridge answers (reply->from_responder then true).
  */
 SHOAL_API int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type,
 			    const void *buf, uint32_t len, int64_t timeout_ns,

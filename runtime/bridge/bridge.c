@@ -16,12 +16,29 @@
  * supervisor's bridge routes). The handler matches it against those
  * groups' routes, kept here as a table whose filters name a host instead
  * of a group, and queues one record per host that has a match, the
- * envelope and payload as they were. A record from a peer is sent on,
- * routed, from the bridge's own group: its host's router matches it
- * against the same routes and delivers it to the groups there. What the
- * bridge itself sent comes back to it by those same bridge routes: it is
- * never sent to a link again (no loops), only counted.
+ * envelope and payload as the producer wrote them into its uplink. A
+ * record from a peer goes into the bridge's own uplink with that envelope
+ * (runtime/data/relay.h): its host's router matches it against the same
+ * routes and delivers it to the groups there, the sender being the
+ * original one. What came from another host comes back to the bridge by
+ * those same bridge routes: it is never sent to a link again (no loops),
+ * only counted.
+ *
+ * Direct messages and responses: a send to a group of another host goes
+ * into a direct ring of this bridge (runtime/data/send.c); the handler
+ * queues it on the link to that group's host, and the far bridge writes it
+ * into the group's mailbox with its envelope unchanged, so that the
+ * responder answers the original requester, through its own bridge.
+ *
+ * Back-pressure: a record the link cannot take keeps the handler (and so
+ * the mailbox's rings) waiting; a record the mailbox or uplink here cannot
+ * take stays held by the link, whose credit then stops the far sender.
+ *
+ * A link down longer than hosts.down_after: its host's bit in the
+ * mailbox's hosts_down, which the router turns into its groups marked down
+ * where senders see it (-EHOSTDOWN).
  */
+#include <assert.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdatomic.h>
@@ -37,11 +54,14 @@
 #include "runtime/bridge/link.h"
 #include "runtime/bridge/view.h"
 #include "runtime/control/config.h"
+#include "runtime/data/relay.h"
 #include "runtime/route/route.h"
 #include "shm/util.h"
 
 #define WAKE_NS (10 * UINT64_C(1000000))
 #define MAILBOX_BUDGET 64u
+#define PENDING_MAX 4096u
+#define ENV_BYTES sizeof(struct shoal_envelope)
 
 struct peer {
 	const struct shoal__cfg_host *h;
@@ -59,8 +79,30 @@ struct counts {
 	uint64_t no_host;        /* messages no route of another host matched */
 	uint64_t returned;       /* what the bridge sent itself, come back: dropped */
 	uint64_t lost_down;      /* records a link down past down_after refused */
-	uint64_t received;       /* records from peers sent on, routed, here */
+	uint64_t received;       /* records from peers sent on here */
 	uint64_t refused_in;     /* records from peers that are no message of this system */
+	uint64_t direct;         /* of `forwarded`, direct messages and responses */
+	uint64_t no_group;       /* direct messages for no group of another host */
+	uint64_t ended;          /* requests brought in, answered -EOWNERDEAD here */
+	uint64_t untracked;      /* requests brought in while PENDING_MAX were watched */
+};
+
+/*
+ * A request brought in from another host, for a group of this host: watched
+ * until its response goes back through this bridge (carry_direct()), or
+ * until its responder's process ends, or if none ran when it came: then
+ * the bridge answers the requester -EOWNERDEAD, as a requester of this
+ * host would be told (shoal_request()), instead of leaving it to its
+ * timeout.
+ */
+struct pending {
+	uint64_t requester;      /* the request's sender */
+	uint64_t responder;      /* its dest */
+	uint64_t rid;
+	uint64_t trace_id;
+	uint32_t type;
+	uint32_t gen;            /* the responder group's incarnation when it came */
+	bool none;               /* no process of the responder's group ran then */
 };
 
 struct bridge {
@@ -83,6 +125,9 @@ struct bridge {
 	struct shoal_type *types;
 	struct shoal_group *g;
 	struct shoal_ctx *ctx;
+	struct pending *pending;         /* PENDING_MAX; n_pending of them in use */
+	uint32_t n_pending;
+	bool putting;                    /* in link_put(): b->rec is in use */
 	struct counts n;
 };
 
@@ -384,32 +429,148 @@ static void tell_hub(struct bridge *b)
 	b->hub_seen = st;
 }
 
-/* ---- routed messages -------------------------------------------------------- */
+/* ---- messages -------------------------------------------------------------- */
 
 /*
- * Records from p's peer, sent on as routed messages from this host's
- * bridge. A record the uplink has no room for stays held, so the link's
- * credit pushes back on the peer; one that is not a message of this
- * system's types (DESIGN invariant 1: a peer's bytes are checked like a
- * ring's) is dropped and counted.
+ * Tell the router (the mailbox's hosts_down, docs/hosts.md) whether p's
+ * host has been away longer than hosts.down_after, or is back. The bit of
+ * a restarted bridge stays as its predecessor left it until its own link
+ * says otherwise.
+ */
+static_assert(SHOAL__MAX_HOSTS <= 64, "hosts_down has one bit a host");
+
+static void note_down(struct bridge *b, const struct peer *p)
+{
+	struct shoal__link_stats st;
+	uint64_t bit = UINT64_C(1) << (p->h - b->cfg->hosts), set = 0, clear = 0, was;
+
+	shoal__link_stats(p->link, &st);
+	if (st.state == SHOAL__LINK_UP)
+		clear = bit;
+	else if (shoal__now_ns() - st.down_since_ns > b->cfg->down_after_ns)
+		set = bit;
+	was = shoal__bridge_hosts_down(b->ctx, set, clear);
+	if (((was & ~clear) | set) != was)
+		say(b, p, "%s", set ? "down longer than hosts.down_after: sends to its groups fail "
+			"with -EHOSTDOWN" : "its host reachable again");
+}
+
+/* The host of group `g` of the file; -1 for the bridge or no group. */
+static int host_of(const struct bridge *b, int g)
+{
+	return g >= 0 && (uint32_t)g < b->cfg->n_groups ? b->cfg->groups[g].host : -1;
+}
+
+/* Watch request `env`, just brought in (struct pending). */
+static void track(struct bridge *b, const struct shoal_envelope *env, uint32_t gen, bool none)
+{
+	if (b->n_pending == PENDING_MAX) {
+		b->n.untracked++;
+		return;
+	}
+	b->pending[b->n_pending++] = (struct pending){ env->sender, env->dest, env->request_id,
+						       env->trace_id, env->type, gen, none };
+}
+
+/* Its response went back: stop watching it. */
+static void untrack(struct bridge *b, uint64_t requester, uint64_t rid)
+{
+	for (uint32_t i = 0; i < b->n_pending; i++)
+		if (b->pending[i].rid == rid && b->pending[i].requester == requester) {
+			b->pending[i] = b->pending[--b->n_pending];
+			return;
+		}
+}
+
+/*
+ * A record from another host into this host's system (take_records()). A
+ * request for a group none of whose processes runs is not written: its
+ * requester is answered at once (check_requests()), as shoal_request()
+ * answers a requester here.
+ */
+static int bring_in(struct bridge *b, const struct shoal_envelope *env, const void *payload)
+{
+	uint32_t gen = 0;
+	int running, ret;
+
+	if (env->dest == SHOAL_ADDR_NONE)
+		return shoal__send_routed_env(b->ctx, env, payload);
+	if (!(env->flags & SHOAL_ENV_REQUEST))
+		return shoal__send_env(b->ctx, env, payload);
+	running = shoal__group_running(b->ctx, shoal_addr_group(env->dest), &gen);
+	if (running == 0 && host_of(b, shoal_addr_group(env->dest)) == b->host) {
+		track(b, env, 0, true);
+		return 0;
+	}
+	ret = shoal__send_env(b->ctx, env, payload);
+	if (ret == 0)
+		track(b, env, gen, false);
+	return ret;
+}
+
+/* Defined below: it takes records (take_records()) while it waits for credit. */
+static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t tag);
+
+/*
+ * Answer the requests whose responder's process ended (or never ran) with
+ * -EOWNERDEAD, through the link to the requester's host. Not while a
+ * record is being put on a link (b->putting): b->rec holds it.
+ */
+static void check_requests(struct bridge *b)
+{
+	for (uint32_t i = 0; i < b->n_pending;) {
+		struct pending *q = &b->pending[i];
+		int32_t e = -EOWNERDEAD;
+		uint32_t gen = 0;
+		int h = host_of(b, shoal_addr_group(q->requester));
+		struct shoal_envelope env = { .type = q->type, .len = sizeof(e),
+					      .sender = q->responder, .dest = q->requester,
+					      .trace_id = q->trace_id, .request_id = q->rid,
+					      .send_ns = shoal__now_ns(),
+					      .flags = SHOAL_ENV_RESPONSE | SHOAL_ENV_ERROR };
+
+		if (!q->none &&
+		    shoal__group_running(b->ctx, shoal_addr_group(q->responder), &gen) == 1 &&
+		    gen == q->gen) {
+			i++;
+			continue;
+		}
+		*q = b->pending[--b->n_pending];
+		if (h < 0 || h == b->host || b->by_host[h] == NULL)
+			continue;
+		memcpy(b->rec, &env, sizeof(env));
+		memcpy(b->rec + sizeof(env), &e, sizeof(e));
+		b->n.ended++;
+		link_put(b, b->by_host[h], (uint32_t)(sizeof(env) + sizeof(e)), 0);
+	}
+}
+
+/*
+ * Records from p's peer, put into this host's system with their envelope
+ * as it was: a routed one (dest SHOAL_ADDR_NONE) into the bridge's
+ * uplink, a direct message or a response into its destination's mailbox.
+ * A record there is no room for yet (or whose direct link is being
+ * opened) stays held, so the link's credit pushes back on the peer; one
+ * that is not a message of this system (DESIGN invariant 1: a peer's bytes
+ * are checked like a ring's) is dropped and counted.
  */
 static void take_records(struct bridge *b, struct peer *p)
 {
 	struct shoal__frame_rec r;
 
+	note_down(b, p);
 	while (shoal__link_recv_peek(p->link, &r) == 0) {
+		const unsigned char *payload = (const unsigned char *)r.data + ENV_BYTES;
 		struct shoal_envelope env;
 		int ret = -EPROTO;
 
 		if (r.len >= sizeof(env)) {
 			memcpy(&env, r.data, sizeof(env));
 			if (env.len == r.len - sizeof(env))
-				ret = shoal_try_send(b->ctx, env.type,
-						     (const unsigned char *)r.data + sizeof(env),
-						     env.len);
+				ret = bring_in(b, &env, payload);
 		}
 		if (ret == -EAGAIN)
-			return;
+			break;
 		if (ret == 0) {
 			b->n.received++;
 		} else if (b->n.refused_in++ == 0) {
@@ -417,6 +578,8 @@ static void take_records(struct bridge *b, struct peer *p)
 		}
 		shoal__link_recv_release(p->link);
 	}
+	if (!b->putting && b->n_pending > 0)
+		check_requests(b);
 }
 
 /*
@@ -430,6 +593,7 @@ static void take_records(struct bridge *b, struct peer *p)
  */
 static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t tag)
 {
+	b->putting = true;
 	for (;;) {
 		struct shoal__link_stats st;
 		uint64_t now;
@@ -437,7 +601,7 @@ static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t ta
 
 		if (ret == 0) {
 			b->n.forwarded++;
-			return;
+			break;
 		}
 		shoal__link_stats(p->link, &st);
 		now = shoal__now_ns();
@@ -447,7 +611,7 @@ static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t ta
 			if (b->n.lost_down++ == 0 || ret != -EAGAIN)
 				say(b, p, "a record of %u bytes not sent: %s", len, ret == -EAGAIN ?
 				    "the host is down past hosts.down_after" : strerror(-ret));
-			return;
+			break;
 		}
 		for (uint32_t i = 0; i < b->n_peers; i++) {
 			shoal__link_poll(b->peers[i].link, now);
@@ -459,6 +623,31 @@ static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t ta
 			poll(&pfd, 1, 1);
 		}
 	}
+	b->putting = false;
+}
+
+/*
+ * A direct message or a response for a group of another host (the sender
+ * sent it to this bridge, runtime/data/send.c): to that group's host, its
+ * envelope as it is.
+ */
+static void carry_direct(struct bridge *b, const struct shoal_msg *m)
+{
+	uint32_t len = (uint32_t)sizeof(*m->env) + m->len;
+	int h = host_of(b, shoal_addr_group(m->env->dest));
+
+	if (h < 0 || h == b->host || b->by_host[h] == NULL ||
+	    len > shoal__link_max_record(b->cfg->link.window)) {
+		/* Only a sender that skipped send.c's checks gets here. */
+		b->n.no_group++;
+		return;
+	}
+	if (m->env->flags & SHOAL_ENV_RESPONSE)
+		untrack(b, m->env->dest, m->env->request_id);
+	memcpy(b->rec, m->env, sizeof(*m->env));
+	memcpy(b->rec + sizeof(*m->env), m->data, m->len);
+	b->n.direct++;
+	link_put(b, b->by_host[h], len, 0);
 }
 
 static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
@@ -466,8 +655,15 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 	struct bridge *b = a->user;
 	uint32_t n, len = (uint32_t)sizeof(*m->env) + m->len;
 	bool sent[SHOAL__MAX_HOSTS] = { false };
+	struct shoal_envelope env = *m->env;
 
-	if (shoal_addr_group(m->env->sender) == shoal_group_id(b->g)) {
+	if (shoal_addr_group(env.dest) != shoal_group_id(b->g)) {
+		carry_direct(b, m);
+		return;
+	}
+	/* Sent by a group of another host (or by no group of the file):
+	 * it came through a bridge, and goes to none again. */
+	if (host_of(b, shoal_addr_group(env.sender)) != b->host) {
 		b->n.returned++;
 		return;
 	}
@@ -481,8 +677,12 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 		b->n.lost_down++;
 		return;
 	}
-	memcpy(b->rec, m->env, sizeof(*m->env));
-	memcpy(b->rec + sizeof(*m->env), m->data, m->len);
+	/* As its producer wrote it into its uplink, before this host's
+	 * router addressed the copy to the bridge. */
+	env.dest = SHOAL_ADDR_NONE;
+	env.flags &= ~SHOAL_ENV_ROUTED;
+	memcpy(b->rec, &env, sizeof(env));
+	memcpy(b->rec + sizeof(env), m->data, m->len);
 	for (uint32_t i = 0; i < n; i++) {
 		uint16_t h = shoal__route_filter(b->remote, b->matches[i])->group;
 
@@ -519,7 +719,8 @@ static int remote_routes(struct bridge *b, struct shoal_err *err)
 	b->matches = calloc(b->cap_matches, sizeof(*b->matches));
 	b->rec = malloc(shoal__link_max_record(b->cfg->link.window));
 	b->types = calloc(c->n_types + 1, sizeof(*b->types));
-	if (b->matches == NULL || b->rec == NULL || b->types == NULL)
+	b->pending = calloc(PENDING_MAX, sizeof(*b->pending));
+	if (b->matches == NULL || b->rec == NULL || b->types == NULL || b->pending == NULL)
 		return shoal__fail(err, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < c->n_types; i++)
 		b->types[i] = (struct shoal_type){ c->types[i].id, c->types[i].max_size,
@@ -570,6 +771,7 @@ static void close_all(struct bridge *b)
 	free(b->matches);
 	free(b->rec);
 	free(b->types);
+	free(b->pending);
 	if (b->g != NULL)
 		shoal_group_detach(b->g);
 	shoal__config_free(b->cfg);
@@ -602,10 +804,14 @@ int shoal__bridge_run(const struct shoal__bridge_opts *o, struct shoal_err *err)
 		serve(&b);
 		fprintf(o->log, "stopped: %llu records sent to other hosts, %llu received and "
 			"sent on here; %llu messages for no other host, %llu of its own come back, "
-			"%llu lost to a host down, %llu received records refused\n",
+			"%llu lost to a host down, %llu received records refused; %llu of those "
+			"sent direct, %llu direct for no group of another host; %llu requests "
+			"brought in answered -EOWNERDEAD, %llu not watched\n",
 			(unsigned long long)b.n.forwarded, (unsigned long long)b.n.received,
 			(unsigned long long)b.n.no_host, (unsigned long long)b.n.returned,
-			(unsigned long long)b.n.lost_down, (unsigned long long)b.n.refused_in);
+			(unsigned long long)b.n.lost_down, (unsigned long long)b.n.refused_in,
+			(unsigned long long)b.n.direct, (unsigned long long)b.n.no_group,
+			(unsigned long long)b.n.ended, (unsigned long long)b.n.untracked);
 	}
 	close_all(&b);
 	return ret;

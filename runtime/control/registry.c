@@ -444,14 +444,16 @@ int shoal__release_group(struct shoal_router *r, int g)
 	       shoal_load_relaxed(&rg->lost_corrupt);
 	for (unsigned w = 0; w < s->n_workers; w++)
 		shoal_doorbell_notify(&s->hdr->w[w].space_db);
-	/* Relaxed: counters for the tools; this thread is their only writer. */
-	shoal_store_relaxed(&r->reg->lost_released,
-			    shoal_load_relaxed(&r->reg->lost_released) + lost);
-	shoal_store_relaxed(&r->reg->released, shoal_load_relaxed(&r->reg->released) + 1);
 	slot_rewrite_begin(rg);
 	slot_clear(rg);
 	slot_rewrite_end(rg);
 	mailbox_bury(r, s);
+	/* Relaxed: counters for the tools; this thread is their only writer.
+	 * After the burial: a reader that sees the group counted released
+	 * finds its mailbox file gone. */
+	shoal_store_relaxed(&r->reg->lost_released,
+			    shoal_load_relaxed(&r->reg->lost_released) + lost);
+	shoal_store_relaxed(&r->reg->released, shoal_load_relaxed(&r->reg->released) + 1);
 	free(s->dir);
 	s->dir = NULL;
 	s->n_dir = s->cap_dir = 0;

@@ -198,6 +198,64 @@ int shoal_router_group(struct shoal_router *r, const struct shoal_group_spec *sp
 	return ret;
 }
 
+void shoal__router_group_remote(struct shoal_router *r, int id, int host)
+{
+	pthread_mutex_lock(&r->lock);
+	if (id >= 0 && (uint32_t)id < r->n_groups && r->groups[id].used)
+		/* Relaxed: set before any process attaches (the supervisor
+		 * declares the groups, then starts them); the attach's control
+		 * reply orders it before a sender's first look. */
+		shoal_store_relaxed(&r->regg[id].remote_host, host < 0 ? 0u : (uint32_t)host + 1);
+	pthread_mutex_unlock(&r->lock);
+}
+
+void shoal__router_set_bridge(struct shoal_router *r, int id)
+{
+	/* Relaxed: as remote_host above. */
+	shoal_store_relaxed(&r->reg->bridge, id < 0 ? 0u : (uint32_t)id + 1);
+}
+
+uint64_t shoal__router_hosts_down(struct shoal_router *r, int bridge)
+{
+	uint64_t down = 0;
+
+	pthread_mutex_lock(&r->lock);
+	if (bridge >= 0 && (uint32_t)bridge < r->n_groups && r->groups[bridge].used &&
+	    r->groups[bridge].hdr != NULL)
+		/* Relaxed: a hint the bridge keeps up to date; the caller
+		 * bounds it to the file's hosts (it is the bridge's word). */
+		down = shoal_load_relaxed(&r->groups[bridge].hdr->hosts_down);
+	pthread_mutex_unlock(&r->lock);
+	return down;
+}
+
+void shoal__router_mark_host(struct shoal_router *r, const int *ids, uint32_t n, bool down)
+{
+	pthread_mutex_lock(&r->lock);
+	for (uint32_t i = 0; i < n; i++)
+		if (ids[i] >= 0 && (uint32_t)ids[i] < r->n_groups && r->groups[ids[i]].used &&
+		    shoal_load_relaxed(&r->regg[ids[i]].remote_host) != 0)
+			r->groups[ids[i]].host_down = down;
+	pthread_mutex_unlock(&r->lock);
+}
+
+void shoal__router_show_hosts(struct shoal_router *r)
+{
+	pthread_mutex_lock(&r->lock);
+	for (uint32_t g = 0; g < r->n_groups; g++) {
+		if (!r->groups[g].used || shoal_load_relaxed(&r->regg[g].remote_host) == 0)
+			continue;
+		/* Relaxed: senders read it as a hint, as they read live_routes,
+		 * which the publish before this call already set; waiting
+		 * requesters re-check it when woken below. */
+		shoal_store_relaxed(&r->regg[g].state, r->groups[g].host_down ? SHOAL_GROUP_FAILED :
+										 SHOAL_GROUP_DOWN);
+	}
+	shoal__wake_all_workers(r);
+	shoal__note_change(r);
+	pthread_mutex_unlock(&r->lock);
+}
+
 int shoal_router_group_id(struct shoal_router *r, const char *name)
 {
 	int ret;

@@ -55,6 +55,11 @@ struct shoal__group_slot {
 	uint32_t in_cap;                /* inbound ring bytes */
 	uint8_t overflow;
 	int conn;                       /* control connection of the attached process, -1 */
+	/* A group of another host whose host is marked down: failed in what
+	 * is published (snapshot.c) before its registry state says so
+	 * (router.c shoal__router_show_hosts()), so that a sender that sees
+	 * the state also sees the routes that go with it. */
+	bool host_down;
 	bool stop_wanted;               /* asked to stop: holds until a process leaves
 					 * or shoal_router_resume_group() */
 	bool runtime;                   /* registered by a process, never declared */

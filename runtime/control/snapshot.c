@@ -88,7 +88,8 @@ static int snapshot_build(struct shoal_router *r, struct shoal__snapshot **out,
 		if (!gs->used)
 			continue;
 		sg->used = true;
-		sg->state = (uint8_t)shoal_load_relaxed(&r->regg[g].state);
+		sg->state = gs->host_down ? SHOAL_GROUP_FAILED :
+					    (uint8_t)shoal_load_relaxed(&r->regg[g].state);
 		sg->n_workers = gs->n_workers;
 		sg->n_actors = gs->n_actors;
 		sg->overflow = gs->overflow;
@@ -117,7 +118,8 @@ static int snapshot_build(struct shoal_router *r, struct shoal__snapshot **out,
 	return 0;
 }
 
-/* Routes listing type `id` that lead somewhere: not to a failed group. */
+/* Routes listing type `id` that lead somewhere: not to a failed group, nor
+ * to one of a host marked down. */
 static uint32_t live_routes(const struct shoal_router *r, uint32_t id)
 {
 	uint32_t n = 0;
@@ -130,7 +132,8 @@ static uint32_t live_routes(const struct shoal_router *r, uint32_t id)
 			lists = lists || f->types[k] == id;
 		if (lists && (f->mode == SHOAL_ROUTE_DISCARD ||
 			      (f->group < r->n_groups &&
-			       shoal_load_relaxed(&r->regg[f->group].state) != SHOAL_GROUP_FAILED)))
+			       shoal_load_relaxed(&r->regg[f->group].state) != SHOAL_GROUP_FAILED &&
+			       !r->groups[f->group].host_down)))
 			n++;
 	}
 	return n;

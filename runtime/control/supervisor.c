@@ -157,6 +157,7 @@ struct sup {
 	struct outq q;               /* our output */
 	struct shoal__config *cfg;
 	int host;                    /* this host's index in cfg->hosts; -1: the file lists none */
+	uint64_t hosts_down;         /* hosts marked down here (bit = index in cfg->hosts) */
 	struct proc *procs;          /* one per cfg->groups[i] */
 	struct shoal_router *router;
 	int sigfd;
@@ -1410,6 +1411,12 @@ static int declare_types(struct sup *s, const struct shoal__config *c, struct sh
 	return 0;
 }
 
+/* The host of group i of c if it is another host's (its index), else -1. */
+static int remote_host(const struct sup *s, const struct shoal__config *c, uint32_t i)
+{
+	return shoal__config_runs(c, s->host, i) ? -1 : c->groups[i].host;
+}
+
 static int declare_groups(struct sup *s, struct shoal_err *err)
 {
 	for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
@@ -1420,6 +1427,7 @@ static int declare_groups(struct sup *s, struct shoal_err *err)
 
 		if (id < 0)
 			return id;
+		shoal__router_group_remote(s->router, id, remote_host(s, s->cfg, i));
 		s->procs[i].id = id;
 		s->procs[i].backoff_ms = g->backoff_ms;
 		s->procs[i].out = out_new(s, g->name, s->log_dir);
@@ -1435,15 +1443,22 @@ static int bridge_of(const struct sup *s, const struct shoal__config *c)
 	return s->host >= 0 && c->n_hosts > 1 ? (int)c->n_groups - 1 : -1;
 }
 
+/* Is group i of c on a host marked down (s->hosts_down)? */
+static bool host_down(const struct sup *s, const struct shoal__config *c, uint32_t i)
+{
+	return !shoal__config_runs(c, s->host, i) && (s->hosts_down >> c->groups[i].host & 1);
+}
+
 /*
  * Routes of groups on other hosts become routes to the bridge: one filter
  * per SHOAL_FILTER_MAX_TYPES of the types they name, matching any key, so
  * that a message reaches the bridge once whatever number of remote routes
  * it matches (the dispatcher delivers a copy per matching filter). The
  * bridge matches it against those routes to find the hosts that get it,
- * one copy each (docs/hosts.md). Appends to f[*n]; returns nothing.
+ * one copy each (docs/hosts.md). Routes of groups on a host marked down
+ * are left to apply_routes(). Appends to f[*n]; returns nothing.
  */
-static void bridge_routes(const struct shoal__config *c, int host, uint16_t bridge_id,
+static void bridge_routes(const struct sup *s, const struct shoal__config *c, uint16_t bridge_id,
 			  struct shoal_filter *f, uint32_t *n)
 {
 	struct shoal_filter *cur = NULL;
@@ -1451,7 +1466,8 @@ static void bridge_routes(const struct shoal__config *c, int host, uint16_t brid
 	for (uint32_t i = 0; i < c->n_routes; i++) {
 		const struct shoal_filter *r = &c->routes[i].f;
 
-		if (shoal__config_runs(c, host, r->group) || r->mode == SHOAL_ROUTE_DISCARD)
+		if (shoal__config_runs(c, s->host, r->group) || r->mode == SHOAL_ROUTE_DISCARD ||
+		    host_down(s, c, r->group))
 			continue;
 		for (uint32_t k = 0; k < r->n_types; k++) {
 			bool seen = false;
@@ -1475,7 +1491,11 @@ static void bridge_routes(const struct shoal__config *c, int host, uint16_t brid
 }
 
 /* The config's routes with group indices turned into router ids; those of
- * groups on other hosts go to the bridge (bridge_routes()). */
+ * groups on other hosts go to the bridge (bridge_routes()), but those of a
+ * host marked down stay routes to its groups, which are marked failed here
+ * (check_hosts()): the dispatcher counts what they would get as
+ * dropped_dead, and a send that only they would get fails with -EHOSTDOWN,
+ * as for failed groups of this host. */
 static int apply_routes(struct sup *s, const struct shoal__config *c, const struct proc *procs,
 			struct shoal_err *err)
 {
@@ -1488,13 +1508,14 @@ static int apply_routes(struct sup *s, const struct shoal__config *c, const stru
 	if (f == NULL)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < c->n_routes; i++) {
-		if (!shoal__config_runs(c, s->host, c->routes[i].f.group))
+		if (!shoal__config_runs(c, s->host, c->routes[i].f.group) &&
+		    !host_down(s, c, c->routes[i].f.group))
 			continue;
 		f[n] = c->routes[i].f;
 		f[n++].group = (uint16_t)procs[c->routes[i].f.group].id;
 	}
 	if (bridge >= 0)
-		bridge_routes(c, s->host, (uint16_t)procs[bridge].id, f, &n);
+		bridge_routes(s, c, (uint16_t)procs[bridge].id, f, &n);
 	ret = shoal_router_set_routes(s->router, f, n, err);
 	free(f);
 	return ret;
@@ -1651,6 +1672,8 @@ static int reload_file(struct sup *s, struct shoal_err *err)
 		np[i].backoff_ms = g->backoff_ms;
 		np[i].out = out_new(s, g->name, s->log_dir);
 		np[i].id = np[i].out == NULL ? -ENOMEM : shoal_router_group(s->router, &spec, err);
+		if (np[i].id >= 0)
+			shoal__router_group_remote(s->router, np[i].id, remote_host(s, n, i));
 		if (np[i].id < 0) {
 			ret = np[i].out == NULL ? -ENOMEM : np[i].id;
 			free_new_outs(s, n, np, i + 1);
@@ -1870,6 +1893,54 @@ static void on_signal(struct sup *s)
 	}
 }
 
+/*
+ * Take the bridge's word on which hosts have been away longer than
+ * hosts.down_after (bounded to the file's other hosts: the bridge's
+ * mailbox is shared memory), and mark their groups down, or up again, where
+ * senders see it: the routes that go with it first (apply_routes()), then
+ * the groups' state.
+ */
+static void check_hosts(struct sup *s)
+{
+	int bridge = bridge_of(s, s->cfg);
+	uint64_t mask, down, changed;
+	struct shoal_err err = { 0 };
+	int *ids;
+
+	if (bridge < 0)
+		return;
+	mask = s->cfg->n_hosts >= 64 ? UINT64_MAX : (UINT64_C(1) << s->cfg->n_hosts) - 1;
+	mask &= ~(UINT64_C(1) << s->host);
+	down = shoal__router_hosts_down(s->router, s->procs[bridge].id) & mask;
+	changed = down ^ s->hosts_down;
+	if (changed == 0)
+		return;
+	ids = calloc(s->cfg->n_groups, sizeof(*ids));
+	if (ids == NULL)
+		return;   /* looked at again at the next pass */
+	for (uint32_t h = 0; h < s->cfg->n_hosts; h++) {
+		bool now_down = down >> h & 1;
+		uint32_t n = 0;
+
+		if (!(changed >> h & 1))
+			continue;
+		for (uint32_t i = 0; i < s->cfg->n_groups; i++)
+			if (remote_host(s, s->cfg, i) == (int)h)
+				ids[n++] = s->procs[i].id;
+		shoal__router_mark_host(s->router, ids, n, now_down);
+		event(s, now_down ? "host %s: away longer than hosts.down_after; sends to its "
+				    "groups fail with -EHOSTDOWN" :
+				    "host %s: back; its groups reachable again",
+		      s->cfg->hosts[h].name);
+	}
+	free(ids);
+	s->hosts_down = down;
+	if (apply_routes(s, s->cfg, s->procs, &err) < 0)
+		event(s, "routes not republished after a host change: %s",
+		      err.msg[0] ? err.msg : "out of memory");
+	shoal__router_show_hosts(s->router);
+}
+
 static void run_loop(struct sup *s)
 {
 	while (!s->stop_requested) {
@@ -1908,8 +1979,10 @@ static void run_loop(struct sup *s)
 		}
 		if (s->o->duration_ns > 0 && now - s->start_ns >= (uint64_t)s->o->duration_ns)
 			begin_stop(s, "the requested duration has passed", false);
-		if (!s->stop_requested)
+		if (!s->stop_requested) {
 			check_ready(s);
+			check_hosts(s);
+		}
 		if (now - s->last_tick_ns >= TICK_NS)
 			status(s, now);
 	}
@@ -1997,8 +2070,12 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	}
 	if (ret == 0)
 		ret = declare_groups(&s, err);
-	if (ret == 0)
+	if (ret == 0) {
+		int bridge = bridge_of(&s, s.cfg);
+
+		shoal__router_set_bridge(s.router, bridge < 0 ? -1 : s.procs[bridge].id);
 		ret = apply_routes(&s, s.cfg, s.procs, err);
+	}
 	if (ret < 0)
 		goto out;
 	s.start_ns = shoal__now_ns();

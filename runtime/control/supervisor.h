@@ -7,6 +7,7 @@
 #ifndef SHOAL_RUNTIME_SUPERVISOR_H
 #define SHOAL_RUNTIME_SUPERVISOR_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -106,5 +107,32 @@ void shoal__control_admin(const struct shoal_router *r, int fd);
  * once, after the last group process has ended.
  */
 uint64_t shoal__router_count_stranded(struct shoal_router *r);
+
+/*
+ * router.c, for a host with peers (docs/hosts.md). Every group of the file
+ * is declared on every host, so that ids agree; a group of another host is
+ * never attached here, and senders send its direct messages to the bridge.
+ *  - group_remote: group `id` runs on host `host` (its index in the file),
+ *    or here (-1). Call it after declaring the group, before any group
+ *    process starts.
+ *  - set_bridge: `id` is this host's bridge (-1: none).
+ *  - hosts_down: the hosts (bit = index in the file) the bridge `bridge`
+ *    says its links to have been down past hosts.down_after; 0 when it has
+ *    not said. Its word: the caller keeps the bits of the file's hosts.
+ *  - mark_host: mark the groups `ids` (of another host) down, or up again:
+ *    the next publish of the routes treats them as failed (the dispatcher
+ *    counts their copies dropped_dead; a send only they would get fails
+ *    with -EHOSTDOWN).
+ *  - show_hosts: then, once the routes are published, show the marks in
+ *    the registry: the state of a group marked down is SHOAL_GROUP_FAILED
+ *    (direct sends to it fail with -EHOSTDOWN, requests waiting on it end
+ *    with it: every worker is woken), else SHOAL_GROUP_DOWN.
+ * None fails; none blocks beyond the router's lock.
+ */
+void shoal__router_group_remote(struct shoal_router *r, int id, int host);
+void shoal__router_set_bridge(struct shoal_router *r, int id);
+uint64_t shoal__router_hosts_down(struct shoal_router *r, int bridge);
+void shoal__router_mark_host(struct shoal_router *r, const int *ids, uint32_t n, bool down);
+void shoal__router_show_hosts(struct shoal_router *r);
 
 #endif

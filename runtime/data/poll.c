@@ -264,6 +264,34 @@ static void take_response(struct shoal_ctx *ctx, const struct shoal_envelope *en
 	ctx->wait_status = env->len > r->cap ? -EMSGSIZE : 0;
 }
 
+/*
+ * Is this group its host's bridge, whose mailbox takes the direct messages
+ * and responses for groups of other hosts (docs/hosts.md)? Relaxed:
+ * router-written before any group process started.
+ */
+static bool relays(const struct shoal_group *g)
+{
+	return shoal_load_relaxed(&g->reg.hdr->bridge) == g->id + 1u;
+}
+
+/*
+ * A record for a group of another host, in the bridge's mailbox: handed to
+ * the bridge's handler as it is. Not as a message to one of its actors: a
+ * request is answered by its responder on the far host, never here.
+ */
+static void relay(struct shoal_ctx *ctx, const struct shoal_envelope *env, const void *payload)
+{
+	struct shoal_group *g = ctx->g;
+	struct shoal_msg m = { env, payload, env->len, env->type };
+
+	if (g->desc.on_message == NULL) {
+		COUNT(ctx, discarded);
+		return;
+	}
+	g->desc.on_message(&g->actors[0], &m);
+	COUNT(ctx, handled);
+}
+
 /* Handle one record (envelope + payload) from an inbound ring. */
 static inline void handle_record(struct shoal_ctx *ctx, const void *rec, uint32_t len)
 {
@@ -283,6 +311,9 @@ static inline void handle_record(struct shoal_ctx *ctx, const void *rec, uint32_
 		if (ctx->wait_rid != 0 && env.request_id == ctx->wait_rid && !ctx->wait_done) {
 			COUNT(ctx, received);
 			take_response(ctx, &env, payload);
+		} else if (shoal_addr_group(env.dest) != g->id && relays(g)) {
+			COUNT(ctx, received);
+			relay(ctx, &env, payload);
 		} else {
 			COUNT(ctx, discarded);   /* a late response: its request gave up */
 		}
@@ -293,8 +324,12 @@ static inline void handle_record(struct shoal_ctx *ctx, const void *rec, uint32_
 		return;
 	}
 	COUNT(ctx, received);
-	if (shoal_addr_group(env.dest) != g->id)
-		goto malformed;
+	if (shoal_addr_group(env.dest) != g->id) {
+		if (!relays(g))
+			goto malformed;
+		relay(ctx, &env, payload);
+		return;
+	}
 	slot = shoal_addr_slot(env.dest);
 	if (slot < SHOAL_MAX_ACTORS && !(env.flags & SHOAL_ENV_ROUTED) &&
 	    shoal_addr_gen(env.dest) != g->gen) {

@@ -4,6 +4,13 @@
  * requester then polls only the rings the response can come on (and keeps
  * other messages aside) until it arrives, the responder's incarnation ends,
  * the deadline passes or the router goes.
+ *
+ * A responder of another host (docs/hosts.md): the request goes through
+ * this host's bridge, and the response comes back on a ring the bridge
+ * writes. Its incarnations are its host's, unknown here: the wait ends
+ * with the response, the deadline, or its host marked down (-EHOSTDOWN:
+ * its link down past hosts.down_after), which the router tells by marking
+ * the group failed and waking us.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -12,6 +19,7 @@
 #include <shoal/doorbell.h>
 #include <shoal/group.h>
 
+#include "runtime/data/relay.h"
 #include "runtime/data/worker.h"
 #include "shm/util.h"
 
@@ -29,15 +37,42 @@ struct req_wait {
 	struct shoal_ctx *ctx;
 	const struct shoal__reg_group *rg;
 	uint32_t gen;
-	int group;        /* the responder's */
+	int group;        /* whose ring brings the response: the responder's, or the bridge's */
+	bool remote;      /* the responder is of another host */
 };
 
 static bool responder_gone(const struct req_wait *rw)
 {
 	/* Relaxed: the router updates these when the process dies or comes
-	 * back, and rings our doorbell right after. */
+	 * back, or its host is marked down, and rings our doorbell right
+	 * after. */
+	if (rw->remote)
+		return shoal_load_relaxed(&rw->rg->state) == SHOAL_GROUP_FAILED;
 	return shoal_load_relaxed(&rw->rg->state) != SHOAL_GROUP_RUNNING ||
 	       shoal_load_relaxed(&rw->rg->gen) != rw->gen;
+}
+
+/* A responder of another host: checked as a send to it would be; the
+ * response comes through the bridge. 0 or -errno. */
+static int remote_responder(struct shoal_ctx *ctx, struct req_wait *rw, struct send_wait *sw)
+{
+	/* Relaxed: router-written before any group process started. */
+	uint32_t b = shoal_load_relaxed(&ctx->g->reg.hdr->bridge);
+
+	switch (shoal_load_relaxed(&rw->rg->state)) {
+	case SHOAL_GROUP_EMPTY:
+		return -EINVAL;
+	case SHOAL_GROUP_FAILED:
+		return -EHOSTDOWN;   /* its host is marked down */
+	default:
+		break;
+	}
+	if (b == 0 || b > SHOAL_MAX_GROUPS)
+		return -EHOSTUNREACH;
+	rw->remote = true;
+	rw->group = (int)b - 1;
+	sw->incarnation = false;
+	return 0;
 }
 
 static bool response_ready(void *arg)
@@ -51,7 +86,7 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 		  uint32_t len, int64_t timeout_ns, struct shoal_reply *reply)
 {
 	uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : shoal__now_ns() + (uint64_t)timeout_ns;
-	struct req_wait rw = { ctx, NULL, 0, 0 };
+	struct req_wait rw = { ctx, NULL, 0, 0, false };
 	struct send_wait sw = { NULL, UINT64_MAX, true, 0 };
 	int dg = shoal_addr_group(dest), ret;
 	uint64_t rid;
@@ -64,15 +99,22 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 	rw.rg = &ctx->g->reg.groups[dg];
 	rw.group = dg;
 	rw.gen = shoal_load_relaxed(&rw.rg->gen);
-	switch (shoal_load_relaxed(&rw.rg->state)) {
-	case SHOAL_GROUP_RUNNING:
-		break;
-	case SHOAL_GROUP_EMPTY:
-		return -EINVAL;   /* no such group, as send_to() says */
-	case SHOAL_GROUP_FAILED:
-		return -EHOSTDOWN;
-	default:
-		return -EOWNERDEAD;
+	/* Relaxed: router-written when the group was declared. */
+	if (shoal_load_relaxed(&rw.rg->remote_host) != 0) {
+		ret = remote_responder(ctx, &rw, &sw);
+		if (ret < 0)
+			return ret;
+	} else {
+		switch (shoal_load_relaxed(&rw.rg->state)) {
+		case SHOAL_GROUP_RUNNING:
+			break;
+		case SHOAL_GROUP_EMPTY:
+			return -EINVAL;   /* no such group, as send_to() says */
+		case SHOAL_GROUP_FAILED:
+			return -EHOSTDOWN;
+		default:
+			return -EOWNERDEAD;
+		}
 	}
 	rid = (uint64_t)ctx->w << 48 | (ctx->next_rid++ & ((UINT64_C(1) << 48) - 1));
 	/* Waiting for room in the responder's ring counts against the
@@ -95,7 +137,7 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 			break;
 		}
 		if (responder_gone(&rw)) {
-			ret = -EOWNERDEAD;
+			ret = rw.remote ? -EHOSTDOWN : -EOWNERDEAD;
 			break;
 		}
 		now = shoal__now_ns();
@@ -116,6 +158,20 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 	ctx->wait_rid = 0;
 	ctx->wait_reply = NULL;
 	return ret;
+}
+
+int shoal__group_running(const struct shoal_ctx *ctx, int group, uint32_t *gen)
+{
+	const struct shoal__reg_group *rg;
+
+	/* A3: pairs with R3 in registry.c shoal__declare_group(). */
+	if (group < 0 || group >= SHOAL_MAX_GROUPS ||
+	    (uint32_t)group >= shoal_load_acquire(&ctx->g->reg.hdr->n_groups))
+		return -EINVAL;
+	rg = &ctx->g->reg.groups[group];
+	/* Relaxed: as responder_gone() reads them. */
+	*gen = shoal_load_relaxed(&rg->gen);
+	return shoal_load_relaxed(&rg->state) == SHOAL_GROUP_RUNNING;
 }
 
 int shoal_respond(struct shoal_ctx *ctx, const struct shoal_msg *req, uint32_t type,

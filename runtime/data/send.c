@@ -20,6 +20,7 @@
 #include <shoal/doorbell.h>
 #include <shoal/group.h>
 
+#include "runtime/data/relay.h"
 #include "runtime/data/worker.h"
 #include "shm/util.h"
 
@@ -635,15 +636,59 @@ static struct shoal__dout *dout_wait(struct shoal_ctx *ctx, uint16_t dg, uint32_
 }
 
 /*
- * Validate a destination against the registry. Returns the registry entry,
- * or NULL with the error in *err.
+ * Where a direct message goes: its destination group's registry entry, and
+ * the mailbox that takes it: the group's own, or for a group of another
+ * host, this host's bridge's (docs/hosts.md), which carries it there with
+ * its envelope as it is.
+ */
+struct dest_to {
+	const struct shoal__reg_group *rg;    /* the destination group's */
+	const struct shoal__reg_group *mrg;   /* the mailbox's group */
+	uint16_t mg;                          /* its id */
+};
+
+/*
+ * A group of another host (registry entry `rg`): its messages go to the
+ * bridge. Its generations are its host's, checked there (the far bridge
+ * writes it into the group's mailbox as a local sender would). Returns the
+ * bridge's group id, or -EINVAL (no such actor), -EHOSTUNREACH (no bridge),
+ * -EHOSTDOWN (the bridge is marked failed). Out of line and returning a
+ * value, so that check_dest() stays small and its answer in registers.
+ */
+static __attribute__((noinline, cold)) int remote_dest(struct shoal_ctx *ctx,
+						       const struct shoal__reg_group *rg,
+						       uint16_t slot)
+{
+	/* Relaxed: router-written before any group process started. */
+	uint32_t b = shoal_load_relaxed(&ctx->g->reg.hdr->bridge);
+
+	if (slot != SHOAL_SLOT_GROUP && slot != SHOAL_SLOT_ALL && slot >= rg->n_actors)
+		return -EINVAL;
+	/* A3, as in check_dest(). */
+	if (b == 0 || b > SHOAL_MAX_GROUPS || b > shoal_load_acquire(&ctx->g->reg.hdr->n_groups))
+		return -EHOSTUNREACH;
+	switch (shoal_load_relaxed(&ctx->g->reg.groups[b - 1].state)) {
+	case SHOAL_GROUP_EMPTY:
+		return -EHOSTUNREACH;
+	case SHOAL_GROUP_FAILED:
+		return -EHOSTDOWN;
+	default:
+		return (int)b - 1;
+	}
+}
+
+/*
+ * Validate a destination against the registry. Returns the destination's
+ * registry entry, with where its message goes in *to, or NULL with the
+ * error in *err.
  */
 static inline const struct shoal__reg_group *check_dest(struct shoal_ctx *ctx, uint64_t dest,
-							int *err)
+							struct dest_to *to, int *err)
 {
 	int dg = shoal_addr_group(dest);
 	uint16_t slot = shoal_addr_slot(dest);
 	const struct shoal__reg_group *rg;
+	uint32_t state;
 
 	/* A3: pairs with R3 in registry.c shoal__declare_group(). */
 	if (dg < 0 || dg >= SHOAL_MAX_GROUPS ||
@@ -652,15 +697,37 @@ static inline const struct shoal__reg_group *check_dest(struct shoal_ctx *ctx, u
 		return NULL;
 	}
 	rg = &ctx->g->reg.groups[dg];
-	switch (shoal_load_relaxed(&rg->state)) {
-	case SHOAL_GROUP_EMPTY:
-		*err = -EINVAL;
-		return NULL;
-	case SHOAL_GROUP_FAILED:
-		*err = -EHOSTDOWN;
-		return NULL;
-	default:
-		break;
+	state = shoal_load_relaxed(&rg->state);
+	/* Running or stopping, the common case, in one test. */
+	if (SHOAL_UNLIKELY(state - SHOAL_GROUP_RUNNING >
+			   SHOAL_GROUP_STOPPING - SHOAL_GROUP_RUNNING)) {
+		switch (state) {
+		case SHOAL_GROUP_EMPTY:
+			*err = -EINVAL;
+			return NULL;
+		case SHOAL_GROUP_FAILED:
+			*err = -EHOSTDOWN;
+			return NULL;
+		case SHOAL_GROUP_DOWN:
+			/* Relaxed: router-written when the group was declared.
+			 * A group of another host is always DOWN here (or
+			 * FAILED while its host is marked down). */
+			if (shoal_load_relaxed(&rg->remote_host) != 0) {
+				int b = remote_dest(ctx, rg, slot);
+
+				if (b < 0) {
+					*err = b;
+					return NULL;
+				}
+				to->rg = rg;
+				to->mrg = &ctx->g->reg.groups[b];
+				to->mg = (uint16_t)b;
+				return rg;
+			}
+			break;
+		default:
+			break;
+		}
 	}
 	if (slot != SHOAL_SLOT_GROUP && slot != SHOAL_SLOT_ALL && slot >= rg->n_actors) {
 		*err = -EINVAL;
@@ -677,6 +744,9 @@ static inline const struct shoal__reg_group *check_dest(struct shoal_ctx *ctx, u
 		*err = -ESTALE;
 		return NULL;
 	}
+	to->rg = rg;
+	to->mrg = rg;
+	to->mg = (uint16_t)dg;
 	return rg;
 }
 
@@ -699,12 +769,12 @@ static inline struct shoal__dout *dout_ready(struct shoal_ctx *ctx,
 /*
  * The direct link into worker `w` of group `dg` (registry entry `rg`;
  * waiting as `sw` says, NULL: never), in *out, with room reserved there for
- * `len`: the record's address, or NULL with the error in *err.
+ * `len`: the record's address, or NULL with the error in *err. Always
+ * inlined: see send_direct().
  */
-static inline unsigned char *direct_reserve(struct shoal_ctx *ctx,
-					    const struct shoal__reg_group *rg, uint16_t dg,
-					    uint32_t w, uint32_t len, struct send_wait *sw,
-					    struct shoal__dout **out, int *err)
+static inline __attribute__((always_inline)) unsigned char *
+direct_reserve(struct shoal_ctx *ctx, const struct shoal__reg_group *rg, uint16_t dg, uint32_t w,
+	       uint32_t len, struct send_wait *sw, struct shoal__dout **out, int *err)
 {
 	struct shoal__dout *o = dout_ready(ctx, rg, dg, w, sw, err);
 	unsigned char *dst;
@@ -720,26 +790,27 @@ static inline unsigned char *direct_reserve(struct shoal_ctx *ctx,
 
 /*
  * To SHOAL_SLOT_ALL: all or nothing. A record is reserved in the ring of
- * every worker of the destination before any is committed, so a refusal
- * (or a wait that gives up) leaves nothing delivered and a retry
- * duplicates nothing.
+ * every worker of mailbox group `mg` (entry `mrg`: the destination's, or
+ * the bridge's) before any is committed, so a refusal (or a wait that
+ * gives up) leaves nothing delivered and a retry duplicates nothing.
+ * `given`: as send_direct() says.
  */
-static int send_all(struct shoal_ctx *ctx, const struct shoal__reg_group *rg, uint64_t dest,
-		    uint32_t nw, uint32_t type, const void *buf, uint32_t len, struct send_wait *sw,
-		    uint32_t flags, uint64_t rid)
+static int send_all(struct shoal_ctx *ctx, const struct shoal__reg_group *mrg, uint16_t mg,
+		    uint64_t dest, uint32_t nw, uint32_t type, const void *buf, uint32_t len,
+		    struct send_wait *sw, uint32_t flags, uint64_t rid,
+		    const struct shoal_envelope *given)
 {
 	struct shoal__dout *outs[SHOAL_MAX_WORKERS];
 	unsigned char *dsts[SHOAL_MAX_WORKERS];
-	uint16_t dg = (uint16_t)shoal_addr_group(dest);
 	struct shoal_envelope env;
 	uint32_t n;
 	int ret = 0;
 
 	for (n = 0; n < nw; n++) {
-		dsts[n] = direct_reserve(ctx, rg, dg, n, len, sw, &outs[n], &ret);
+		dsts[n] = direct_reserve(ctx, mrg, mg, n, len, sw, &outs[n], &ret);
 		if (dsts[n] == NULL) {
 			if (ret == -EAGAIN && outs[n] == NULL)
-				dout_ask_rest(ctx, dg, n + 1, nw);
+				dout_ask_rest(ctx, mg, n + 1, nw);
 			for (uint32_t i = 0; i < n; i++)
 				shoal_ring_cancel(&outs[i]->p);
 			return ret;
@@ -747,7 +818,10 @@ static int send_all(struct shoal_ctx *ctx, const struct shoal__reg_group *rg, ui
 	}
 	env_begin(ctx, &env, shoal_ctx_self(ctx), dest, flags, rid, shoal__now_ns());
 	for (uint32_t i = 0; i < n; i++) {
-		env_put(ctx, &env, dsts[i], type, len, 0);
+		if (given != NULL)
+			memcpy(dsts[i], given, sizeof(*given));
+		else
+			env_put(ctx, &env, dsts[i], type, len, 0);
 		memcpy(dsts[i] + ENV_SIZE, buf, len);
 		shoal_ring_commit(&outs[i]->p);
 	}
@@ -760,15 +834,24 @@ static int send_all(struct shoal_ctx *ctx, const struct shoal__reg_group *rg, ui
 
 /*
  * A direct send. `sw` NULL: try_ (never waits); else wait as it says, its
- * rg set here. To one worker's ring, or to every worker's (send_all()).
+ * rg set here (the destination's entry). To one worker's ring, or to every
+ * worker's (send_all()). `given`: an envelope to write as it is (a record
+ * the bridge brings from another host, shoal__send_env()), else one is
+ * made here from flags and rid. Always inlined, with direct_reserve():
+ * each caller's constant `given` removes its branches, and the compiler,
+ * left to itself, calls one or the other out of line (bench/instr-count:
+ * 300 or 330 instructions a try_send_to, 294 inlined).
  */
-int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
-		       uint32_t len, struct send_wait *sw, uint32_t flags, uint64_t rid)
+static inline __attribute__((always_inline)) int
+send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf, uint32_t len,
+	    struct send_wait *sw, uint32_t flags, uint64_t rid,
+	    const struct shoal_envelope *given)
 {
 	const struct shoal__reg_group *rg;
 	const struct shoal__ltype *t;
 	struct shoal_envelope env;
 	struct shoal__dout *o;
+	struct dest_to to;
 	unsigned char *dst;
 	uint16_t slot = shoal_addr_slot(dest);
 	uint64_t self;
@@ -777,10 +860,16 @@ int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, cons
 
 	if (!(flags & SHOAL_ENV_ERROR))
 		ret = check_type(ctx, type, len, &t);
-	rg = ret == 0 ? check_dest(ctx, dest, &ret) : NULL;
+	rg = ret == 0 ? check_dest(ctx, dest, &to, &ret) : NULL;
 	if (rg == NULL)
 		goto fail;
-	nw = dest_workers(rg);
+	/* What a bridge brings from another host is for a group of its own
+	 * host: one for a third host would go round (docs/hosts.md). */
+	if (given != NULL && to.mrg != rg) {
+		ret = -EHOSTUNREACH;
+		goto fail;
+	}
+	nw = dest_workers(to.mrg);
 	if (nw == 0) {
 		ret = -EUCLEAN;
 		goto fail;
@@ -788,19 +877,23 @@ int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, cons
 	if (sw != NULL)
 		sw->rg = rg;
 	if (slot == SHOAL_SLOT_ALL) {
-		ret = send_all(ctx, rg, dest, nw, type, buf, len, sw, flags, rid);
+		ret = send_all(ctx, to.mrg, to.mg, dest, nw, type, buf, len, sw, flags, rid, given);
 		if (ret < 0)
 			goto fail;
 		COUNT(ctx, sent_direct);
 		return 0;
 	}
-	self = shoal_ctx_self(ctx);
-	dst = direct_reserve(ctx, rg, (uint16_t)shoal_addr_group(dest),
-			     dest_worker(nw, slot, self, rid, flags), len, sw, &o, &ret);
+	self = given != NULL ? given->sender : shoal_ctx_self(ctx);
+	dst = direct_reserve(ctx, to.mrg, to.mg, dest_worker(nw, slot, self, rid, flags), len, sw,
+			     &o, &ret);
 	if (dst == NULL)
 		goto fail;
-	env_begin(ctx, &env, self, dest, flags, rid, shoal__now_ns());
-	env_put(ctx, &env, dst, type, len, 0);
+	if (given != NULL) {
+		memcpy(dst, given, sizeof(*given));
+	} else {
+		env_begin(ctx, &env, self, dest, flags, rid, shoal__now_ns());
+		env_put(ctx, &env, dst, type, len, 0);
+	}
 	memcpy(dst + ENV_SIZE, buf, len);
 	shoal_ring_commit(&o->p);
 	shoal_doorbell_fence_for(&o->dst->in_db);   /* F2, unless its consumer polls */
@@ -811,6 +904,67 @@ fail:
 	if (sw == NULL)
 		COUNT(ctx, try_failed);
 	return ret;
+}
+
+int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
+		       uint32_t len, struct send_wait *sw, uint32_t flags, uint64_t rid)
+{
+	return send_direct(ctx, dest, type, buf, len, sw, flags, rid, NULL);
+}
+
+int shoal__send_env(struct shoal_ctx *ctx, const struct shoal_envelope *env, const void *payload)
+{
+	/* Its bytes came from another host: checked as a ring's would be
+	 * (DESIGN invariant 1), and an error response carries an int32. */
+	if (env->dest == SHOAL_ADDR_NONE || env->type == 0 ||
+	    (env->flags & ~(SHOAL_ENV_FLAGS & ~(SHOAL_ENV_ROUTED | SHOAL_ENV_TRY))) ||
+	    ((env->flags & SHOAL_ENV_ERROR) && env->len != sizeof(int32_t))) {
+		COUNT(ctx, try_failed);
+		return -EINVAL;
+	}
+	return send_direct(ctx, env->dest, env->type, payload, env->len, NULL, env->flags,
+			   env->request_id, env);
+}
+
+int shoal__send_routed_env(struct shoal_ctx *ctx, const struct shoal_envelope *env,
+			   const void *payload)
+{
+	const struct shoal__ltype *t = NULL;
+	unsigned char *dst;
+	int ret = -EINVAL;
+
+	/* As shoal__send_env(): a record as its producer put it in its
+	 * uplink, before any router set dest and SHOAL_ENV_ROUTED. */
+	if (env->dest == SHOAL_ADDR_NONE &&
+	    !(env->flags & ~(SHOAL_ENV_FLAGS & ~SHOAL_ENV_ROUTED)) &&
+	    !(env->flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE | SHOAL_ENV_ERROR)))
+		ret = check_type(ctx, env->type, env->len, &t);
+	if (ret == 0)
+		ret = routes_of(t);
+	if (ret == 0) {
+		dst = reserve_fast(ctx, &ctx->up, &ctx->mw->up_db, NULL, env->len, NULL, &ret);
+		if (dst != NULL) {
+			memcpy(dst, env, sizeof(*env));
+			memcpy(dst + ENV_SIZE, payload, env->len);
+			shoal_ring_commit(&ctx->up);
+			shoal_doorbell_notify(ctx->bell);
+			COUNT(ctx, sent_routed);
+			return 0;
+		}
+	}
+	COUNT(ctx, try_failed);
+	return ret;
+}
+
+uint64_t shoal__bridge_hosts_down(struct shoal_ctx *ctx, uint64_t set, uint64_t clear)
+{
+	/* Relaxed: a hint the router polls (runtime/control/router.c);
+	 * nothing else is published with it, and the bridge's worker is its
+	 * only writer, so a load and a store are enough. */
+	uint64_t old = shoal_load_relaxed(&ctx->g->mbx->hosts_down);
+
+	shoal_store_relaxed(&ctx->g->mbx->hosts_down, (old & ~clear) | set);
+	return old;
 }
 
 int shoal_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
@@ -931,25 +1085,25 @@ static int send_to_burst(struct shoal_ctx *ctx, uint64_t dest, const struct shoa
 	struct send_wait sw = WAIT_FOREVER;
 	struct burst b = { NULL, NULL, dest, 0 };
 	const struct shoal__reg_group *rg;
-	uint16_t dg = (uint16_t)shoal_addr_group(dest);
+	struct dest_to to;
 	uint32_t nw;
 	int ret = 0;
 
 	*sent = 0;
-	rg = check_dest(ctx, dest, &ret);
+	rg = check_dest(ctx, dest, &to, &ret);
 	if (rg == NULL)
 		goto fail;
 	if (shoal_addr_slot(dest) == SHOAL_SLOT_ALL) {
 		ret = -EINVAL;   /* a burst is one ring: send_to() each to all */
 		goto fail;
 	}
-	nw = dest_workers(rg);
+	nw = dest_workers(to.mrg);
 	if (nw == 0) {
 		ret = -EUCLEAN;
 		goto fail;
 	}
 	sw.rg = rg;
-	b.o = dout_ready(ctx, rg, dg,
+	b.o = dout_ready(ctx, to.mrg, to.mg,
 			 dest_worker(nw, shoal_addr_slot(dest), shoal_ctx_self(ctx), 0, 0),
 			 wait ? &sw : NULL, &ret);
 	if (b.o == NULL)
@@ -981,15 +1135,16 @@ int shoal_try_send_to_burst(struct shoal_ctx *ctx, uint64_t dest,
 int shoal_connect(struct shoal_ctx *ctx, uint64_t dest, int64_t timeout_ns)
 {
 	struct send_wait sw = WAIT_FOREVER;
+	struct dest_to to;
 	uint32_t nw, w0, w1;
 	int ret = 0;
 
 	if (timeout_ns >= 0)
 		sw.deadline = shoal__now_ns() + (uint64_t)timeout_ns;
-	sw.rg = check_dest(ctx, dest, &ret);
+	sw.rg = check_dest(ctx, dest, &to, &ret);
 	if (sw.rg == NULL)
 		return ret;
-	nw = dest_workers(sw.rg);
+	nw = dest_workers(to.mrg);
 	if (nw == 0)
 		return -EUCLEAN;
 	w0 = dest_worker(nw, shoal_addr_slot(dest), shoal_ctx_self(ctx), 0, 0);
@@ -998,9 +1153,9 @@ int shoal_connect(struct shoal_ctx *ctx, uint64_t dest, int64_t timeout_ns)
 		w0 = 0;
 		w1 = nw;
 	}
-	dout_ask_rest(ctx, (uint16_t)shoal_addr_group(dest), w0, w1);
+	dout_ask_rest(ctx, to.mg, w0, w1);
 	for (uint32_t w = w0; w < w1; w++)
-		if (dout_wait(ctx, (uint16_t)shoal_addr_group(dest), w, &sw, &ret) == NULL)
+		if (dout_wait(ctx, to.mg, w, &sw, &ret) == NULL)
 			return ret;
 	return 0;
 }
@@ -1011,6 +1166,7 @@ int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t 
 	const struct shoal__reg_group *rg;
 	struct shoal__dout *o = NULL;
 	struct shoal_ring_prod *p;
+	struct dest_to to;
 	unsigned char *dst;
 	int ret;
 
@@ -1025,17 +1181,17 @@ int shoal_reserve(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, uint32_t 
 			goto fail;
 		p = &ctx->up;
 	} else {
-		rg = check_dest(ctx, dest, &ret);
+		rg = check_dest(ctx, dest, &to, &ret);
 		if (rg == NULL || shoal_addr_slot(dest) == SHOAL_SLOT_ALL) {
 			ret = rg == NULL ? ret : -EINVAL;   /* zero-copy is one ring */
 			goto fail;
 		}
-		if (dest_workers(rg) == 0) {
+		if (dest_workers(to.mrg) == 0) {
 			ret = -EUCLEAN;
 			goto fail;
 		}
-		o = dout_get(ctx, (uint16_t)shoal_addr_group(dest),
-			     dest_worker(dest_workers(rg), shoal_addr_slot(dest),
+		o = dout_get(ctx, to.mg,
+			     dest_worker(dest_workers(to.mrg), shoal_addr_slot(dest),
 					 shoal_ctx_self(ctx), 0, 0), false, &ret);
 		if (o == NULL)
 			goto fail;

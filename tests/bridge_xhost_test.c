@@ -1,0 +1,646 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Requests, responses and direct messages between two hosts: two network
+ * namespaces joined by a veth pair (tests/netns.c), each running `shoal run
+ * --host a|b` on one file with its own shared-memory folder, as
+ * bridge_hosts does. A requester on a asks a responder on b; the envelope
+ * crosses unchanged (the responder sees the requester's own address, and
+ * answers it through its bridge); direct and routed messages from a to b
+ * arrive once each, in order, from that address; a responder that takes
+ * nothing pushes back on its sender on a; the responder's process killed
+ * with SIGKILL while a request waits ends that request with -EOWNERDEAD,
+ * and its whole host killed (its `shoal run`, its bridge and the
+ * responder) with -EHOSTDOWN, both before the timeout; later sends to that
+ * host's group fail with -EHOSTDOWN, direct and routed, until it is back.
+ *
+ * This program is also the groups' program (`--role requester|responder`),
+ * so that the test needs nothing beside itself and `shoal`. The groups
+ * write what they saw into log files the test reads. Runs as root; skips
+ * visibly (exit 77) otherwise. Every wait has a deadline; the one duration
+ * asserted ("before the timeout") has a margin of minutes against seconds.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <shoal/group.h>
+
+#include "tests/netns.h"
+#include "tests/testutil.h"
+
+#define PORT 7410
+#define WAIT_MS 60000
+#define REQUESTS 200
+#define NOTES 1000
+#define FEEDS 500                   /* routed messages, after the notes */
+#define HOLD UINT64_C(999999)       /* the request the responder never answers */
+#define HOLD_TIMEOUT_S 300          /* that request's timeout: far beyond what it takes */
+#define FLOOD_MAX 1000000           /* try_send_to's that never meet a full ring: a failure */
+#define FLOOD_MORE 2000             /* blocking sends after the first full ring */
+#define FULL_MS 2000                /* -EAGAIN this long in a row: the way is full */
+
+enum { T_ASK = 1, T_NOTE = 2, T_FEED = 3 };
+
+/* ---- the groups --------------------------------------------------------------- */
+
+static const struct shoal_type types[] = {
+	{ T_ASK, 8, "ask" }, { T_NOTE, 8, "note" }, { T_FEED, 8, "feed" },
+};
+static int log_fd = -1;
+static const char *stall_file;   /* the responder takes no note until it exists */
+
+__attribute__((format(printf, 1, 2)))
+static void logf_line(const char *fmt, ...)
+{
+	char line[256];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (log_fd >= 0 && n > 0 && write(log_fd, line, (size_t)n) != n)
+		_exit(5);
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The responder: answers seq with seq + 1 (HOLD: never, it sleeps in the
+ * handler); logs every note with the group of its sender. */
+static void responder_msg(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	uint64_t seq = 0;
+
+	if (m->len == sizeof(seq))
+		memcpy(&seq, m->data, sizeof(seq));
+	if (m->type == T_ASK && (m->env->flags & SHOAL_ENV_REQUEST)) {
+		uint64_t r = seq + 1;
+
+		if (seq == HOLD) {
+			pid_t run_pid = getppid();
+
+			logf_line("holding\n");
+			/* Until killed, or its `shoal run` is gone (a failed case's
+			 * teardown kills that alone): never left behind. */
+			while (getppid() == run_pid)
+				usleep(100000);
+			_exit(0);
+		}
+		if (seq == 0)
+			logf_line("asker %d\n", shoal_addr_group(m->env->sender));
+		shoal_respond(a->ctx, m, T_ASK, &r, sizeof(r));
+	} else if (m->type == T_NOTE) {
+		while (stall_file != NULL && access(stall_file, F_OK) != 0)
+			usleep(10000);
+		logf_line("note %llu from %d\n", (unsigned long long)seq,
+			  shoal_addr_group(m->env->sender));
+	} else if (m->type == T_FEED) {
+		logf_line("feed %llu from %d\n", (unsigned long long)seq,
+			  shoal_addr_group(m->env->sender));
+	}
+}
+
+/* One request, tried again while host b is not reachable yet. */
+static int ask(struct shoal_ctx *ctx, uint64_t dest, uint64_t seq, int64_t timeout_ns)
+{
+	uint64_t r = 0, until = mono_ms() + WAIT_MS;
+	struct shoal_reply rep = { .buf = &r, .cap = sizeof(r) };
+	int ret;
+
+	for (;;) {
+		ret = shoal_request(ctx, dest, T_ASK, &seq, sizeof(seq), timeout_ns, &rep);
+		if ((ret != -EHOSTDOWN && ret != -ETIMEDOUT) || seq == HOLD || mono_ms() > until)
+			break;
+		usleep(100000);
+	}
+	if (ret == 0 && (rep.len != sizeof(r) || r != seq + 1))
+		return -EBADMSG;
+	return ret;
+}
+
+static int requester(const char *mode)
+{
+	struct shoal_group_desc d = { .types = types, .n_types = 3, .node = -1 };
+	struct shoal_err err = { { 0 } };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	uint64_t dest, t0;
+	int ret = 0;
+
+	if (shoal_group_attach(&g, &d, NULL, &err) < 0) {
+		fprintf(stderr, "requester: %s\n", err.msg);
+		return 1;
+	}
+	ctx = shoal_group_worker(g, 0);
+	dest = shoal_group_lookup(g, "resp", SHOAL_SLOT_GROUP);
+	logf_line("me %d\n", shoal_group_id(g));
+	for (uint64_t i = 0; i < REQUESTS && ret == 0; i++)
+		ret = ask(ctx, dest, i, 10 * INT64_C(1000000000));
+	logf_line("requests %d\n", ret);
+	if (strcmp(mode, "flood") == 0) {
+		uint64_t seq = 0, failing = 0;
+
+		/* Until the way to the stalled responder is full: try_send_to
+		 * refused for FULL_MS in a row. */
+		while (ret == 0 && seq < FLOOD_MAX) {
+			int r = shoal_try_send_to(ctx, dest, T_NOTE, &seq, sizeof(seq));
+
+			if (r == 0) {
+				seq++;
+				failing = 0;
+			} else if (r != -EAGAIN) {
+				ret = r;
+			} else if (failing == 0) {
+				failing = mono_ms();
+			} else if (mono_ms() - failing > FULL_MS) {
+				break;
+			} else {
+				usleep(1000);
+			}
+		}
+		logf_line("full after %llu %d\n", (unsigned long long)seq, ret);
+		for (uint64_t i = 0; i < FLOOD_MORE && ret == 0; i++, seq++)
+			ret = shoal_send_to(ctx, dest, T_NOTE, &seq, sizeof(seq));
+		logf_line("flood %llu %d\n", (unsigned long long)seq, ret);
+	} else if (strcmp(mode, "notes") == 0) {
+		for (uint64_t i = 0; i < NOTES && ret == 0; i++)
+			ret = shoal_send_to(ctx, dest, T_NOTE, &i, sizeof(i));
+		logf_line("notes %d\n", ret);
+		for (uint64_t i = 0; i < FEEDS && ret == 0; i++)
+			ret = shoal_send(ctx, T_FEED, &i, sizeof(i));
+		logf_line("feeds %d\n", ret);
+	} else if (ret == 0) {
+		uint64_t seq = HOLD;
+
+		logf_line("hold start\n");
+		t0 = mono_ms();
+		ret = ask(ctx, dest, seq, HOLD_TIMEOUT_S * INT64_C(1000000000));
+		logf_line("hold %d after %llu ms\n", ret, (unsigned long long)(mono_ms() - t0));
+		logf_line("after %d %d %d\n", shoal_send_to(ctx, dest, T_NOTE, &seq, sizeof(seq)),
+			  shoal_try_send_to(ctx, dest, T_NOTE, &seq, sizeof(seq)),
+			  shoal_send(ctx, T_FEED, &seq, sizeof(seq)));
+	}
+	while (shoal_poll(ctx, 0, 100000000) != -ESHUTDOWN)
+		;
+	shoal_group_detach(g);
+	return 0;
+}
+
+static int group_main(int argc, char **argv)
+{
+	const char *role = "", *log = NULL, *mode = "notes";
+	struct shoal_group_desc d = { .types = types, .n_types = 3, .node = -1,
+				      .on_message = responder_msg };
+
+	for (int i = 1; i + 1 < argc; i++) {
+		if (strcmp(argv[i], "--role") == 0)
+			role = argv[i + 1];
+		else if (strcmp(argv[i], "--log") == 0)
+			log = argv[i + 1];
+		else if (strcmp(argv[i], "--mode") == 0)
+			mode = argv[i + 1];
+		else if (strcmp(argv[i], "--stall") == 0)
+			stall_file = argv[i + 1];
+	}
+	if (log != NULL)
+		log_fd = open(log, O_WRONLY | O_APPEND | O_CREAT, 0600);
+	if (strcmp(role, "requester") == 0)
+		return requester(mode);
+	if (strcmp(role, "responder") == 0)
+		return shoal_group_main(&d, argc, argv);
+	fprintf(stderr, "usage: %s --role requester|responder --log FILE "
+		"[--mode notes|hold|flood] [--stall FILE]\n", argv[0]);
+	return 2;
+}
+
+/* ---- the test ---------------------------------------------------------------- */
+
+static struct test_netns hosts;
+static const char *skip_reason;
+static char self[PATH_MAX], dir[64], shm[2][96], out[2][128], cfg_notes[128], cfg_hold[128],
+	    cfg_proc[128], cfg_flood[128];
+static char log_req[128], log_resp[128], stall[128];
+static pid_t run[2];
+static const char *const name[2] = { "a", "b" };
+
+/* The file at `path` (test_netns_slurp()), to free(). */
+static char *slurp(const char *path)
+{
+	char *text = test_netns_slurp(path);
+
+	assert_non_null(text);
+	return text;
+}
+
+static void show_outputs(void)
+{
+	for (int s = 0; s < 2; s++) {
+		char *text = slurp(out[s]);
+
+		fprintf(stderr, "--- host %s:\n%s\n", name[s], text);
+		free(text);
+	}
+	for (int i = 0; i < 2; i++) {
+		char *text = slurp(i == 0 ? log_req : log_resp);
+
+		fprintf(stderr, "--- %s log:\n%s\n", i == 0 ? "requester" : "responder", text);
+		free(text);
+	}
+}
+
+/* Wait until file `path` holds `needle`; fail past WAIT_MS. */
+static void expect_in(const char *path, const char *needle)
+{
+	for (int ms = 0; ms < WAIT_MS; ms += 50) {
+		char *text = slurp(path);
+		bool seen = strstr(text, needle) != NULL;
+
+		free(text);
+		if (seen)
+			return;
+		usleep(50000);
+	}
+	show_outputs();
+	fail_msg("'%s' not seen in %s in time", needle, path);
+}
+
+/* `shoal run --host NAME` in side's namespace, with its own shm folder. */
+static pid_t start(int side, const char *file)
+{
+	const char *argv[] = { getenv("SHOAL_BIN"), "run", "--status", "plain", "--host",
+			       name[side], file, NULL };
+	pid_t pid = test_netns_spawn(&hosts, side, shm[side], out[side], argv);
+
+	assert_true(pid > 0);
+	return pid;
+}
+
+static int write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	int ret = f != NULL && fputs(text, f) >= 0 ? 0 : -1;
+
+	if (f != NULL)
+		fclose(f);
+	return ret;
+}
+
+/* The system file: requester on a (in `mode`), responder on b (stalled
+ * until `stall` exists, if given); links of `window` bytes. */
+static int write_cfg(const char *path, const char *system, int port, const char *mode,
+		     const char *window, const char *stall_on)
+{
+	char extra[160] = "";
+
+	static char text[2 * PATH_MAX + 1024];
+
+	if (stall_on != NULL)
+		snprintf(extra, sizeof(extra), ", --stall, '%s'", stall_on);
+	snprintf(text, sizeof(text),
+		 "system: %s\nhosts:\n  down_after: 1s\n"
+		 "  link: { window: %s, keepalive: 50ms, dead_after: 500ms, backoff: 20ms,\n"
+		 "          max_backoff: 200ms }\n"
+		 "  list:\n    - { name: a, listen: '%s:%d' }\n    - { name: b, listen: '%s:%d' }\n"
+		 "types:\n  - { id: 1, name: ask, max_size: 8 }\n"
+		 "  - { id: 2, name: note, max_size: 8 }\n  - { id: 3, name: feed, max_size: 8 }\n"
+		 "groups:\n"
+		 "  - { name: req, program: '%s',\n"
+		 "      args: [--role, requester, --mode, %s, --log, '%s'], host: a }\n"
+		 "  - { name: resp, program: '%s', args: [--role, responder, --log, '%s'%s],\n"
+		 "      host: b, routes: [ { types: [feed] } ] }\n",
+		 system, window, hosts.addr[0], port, hosts.addr[1], port, self, mode, log_req,
+		 self, log_resp, extra);
+	return write_text(path, text);
+}
+
+static int setup(void **state)
+{
+	ssize_t n;
+
+	(void)state;
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0)
+		return -1;
+	self[n] = '\0';
+	if (test_netns_create(&hosts, "xhost", 79) < 0) {
+		skip_reason = "could not make the namespaces (see above)";
+		return 0;
+	}
+	snprintf(dir, sizeof(dir), "/tmp/shoal-test-xhost-%d", (int)getpid());
+	if (mkdir(dir, 0700) != 0)
+		return -1;
+	for (int s = 0; s < 2; s++) {
+		snprintf(shm[s], sizeof(shm[s]), "/dev/shm/shoal-test-xhost-%d-%s", (int)getpid(),
+			 name[s]);
+		snprintf(out[s], sizeof(out[s]), "%s/%s.out", dir, name[s]);
+		if (mkdir(shm[s], 0700) != 0)
+			return -1;
+	}
+	snprintf(log_req, sizeof(log_req), "%s/req.log", dir);
+	snprintf(log_resp, sizeof(log_resp), "%s/resp.log", dir);
+	snprintf(cfg_notes, sizeof(cfg_notes), "%s/xn.yaml", dir);
+	snprintf(cfg_hold, sizeof(cfg_hold), "%s/xh.yaml", dir);
+	snprintf(cfg_proc, sizeof(cfg_proc), "%s/xp.yaml", dir);
+	snprintf(cfg_flood, sizeof(cfg_flood), "%s/xf.yaml", dir);
+	snprintf(stall, sizeof(stall), "%s/go", dir);
+	if (write_cfg(cfg_notes, "xn", PORT, "notes", "1MiB", NULL) < 0 ||
+	    write_cfg(cfg_hold, "xh", PORT + 1, "hold", "1MiB", NULL) < 0 ||
+	    write_cfg(cfg_proc, "xp", PORT + 2, "hold", "1MiB", NULL) < 0)
+		return -1;
+	return write_cfg(cfg_flood, "xf", PORT + 3, "flood", "64KiB", stall);
+}
+
+static void stop_run(int side)
+{
+	if (run[side] > 0) {
+		kill(run[side], SIGTERM);
+		if (test_wait_pid(run[side], WAIT_MS) == -1) {
+			kill(run[side], SIGKILL);
+			test_wait_pid(run[side], 5000);
+		}
+		run[side] = 0;
+	}
+}
+
+static int teardown(void **state)
+{
+	char cmd[512];
+
+	(void)state;
+	for (int s = 0; s < 2; s++)
+		if (run[s] > 0) {
+			kill(run[s], SIGKILL);
+			test_wait_pid(run[s], 5000);
+		}
+	test_netns_destroy(&hosts);
+	if (dir[0] != '\0') {
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s' '%s'", dir, shm[0], shm[1]);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", cmd);
+	}
+	return 0;
+}
+
+/* Fresh logs and outputs for a case. */
+static void reset(void)
+{
+	const char *files[] = { out[0], out[1], log_req, log_resp };
+
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		unlink(files[i]);
+}
+
+/* The pid `shoal run` of side says it started for group `group` first. */
+static pid_t started_pid(int side, const char *group)
+{
+	char needle[64], *text = slurp(out[side]), *p;
+	pid_t pid = 0;
+
+	snprintf(needle, sizeof(needle), "group %s: started pid ", group);
+	p = strstr(text, needle);
+	if (p != NULL)
+		pid = (pid_t)atoi(p + strlen(needle));
+	free(text);
+	return pid;
+}
+
+/* A case's start: skipped without namespaces; else fresh logs and both
+ * hosts running `file`. */
+static void begin(const char *file)
+{
+	if (skip_reason) {
+		fprintf(stderr, "skipped: %s\n", skip_reason);
+		skip();
+	}
+	reset();
+	run[0] = start(0, file);
+	run[1] = start(1, file);
+}
+
+/* begin(), then until the requester's hold request waits on the responder. */
+static void begin_hold(const char *file)
+{
+	begin(file);
+	expect_in(log_req, "hold start\n");
+	expect_in(log_resp, "holding\n");
+}
+
+/* What the request held by the responder returned, and after how long. */
+static void hold_result(const char *text, int *ret, unsigned long long *ms)
+{
+	const char *p = strstr(text, "hold start\n");
+
+	assert_non_null(p);
+	p = strstr(p, "\nhold ");
+	assert_non_null(p);
+	assert_int_equal(sscanf(p + 1, "hold %d after %llu ms", ret, ms), 2);
+}
+
+/*
+ * After both hosts stopped: the responder saw the requester's own address
+ * (not its bridge's) in a request, and `kind`s ("note": direct, "feed":
+ * routed) 0 .. n - 1 from it, each once, in order.
+ */
+static void check_seq(const char *kind, uint64_t n)
+{
+	char *text, *p, line[16];
+	int me = -1, asker = -1;
+	uint64_t next = 0;
+
+	text = slurp(log_req);
+	assert_int_equal(sscanf(text, "me %d", &me), 1);
+	free(text);
+	text = slurp(log_resp);
+	p = strstr(text, "asker ");
+	assert_non_null(p);
+	assert_int_equal(sscanf(p, "asker %d", &asker), 1);
+	assert_int_equal(asker, me);
+	snprintf(line, sizeof(line), "\n%s ", kind);
+	for (p = text; (p = strstr(p, line)) != NULL; p++) {
+		unsigned long long seq;
+		int from;
+
+		assert_int_equal(sscanf(p + strlen(line), "%llu from %d", &seq, &from), 2);
+		if (seq != next || from != me) {
+			show_outputs();
+			fail_msg("%s %llu from %d where %s %llu from %d was due", kind, seq, from,
+				 kind, (unsigned long long)next, me);
+		}
+		next++;
+	}
+	assert_int_equal(next, n);
+	free(text);
+}
+
+/* Wait until the responder logged `kind` `seq`. */
+static void expect_seq(const char *kind, uint64_t seq)
+{
+	char last[64];
+
+	snprintf(last, sizeof(last), "\n%s %llu from ", kind, (unsigned long long)seq);
+	expect_in(log_resp, last);
+}
+
+static void xhost_requests_and_notes_cross_with_their_envelope(void **state)
+{
+	(void)state;
+	begin(cfg_notes);
+	expect_in(log_req, "requests 0\n");
+	expect_in(log_req, "notes 0\n");
+	expect_in(log_req, "feeds 0\n");
+	expect_seq("note", NOTES - 1);
+	expect_seq("feed", FEEDS - 1);
+	stop_run(0);
+	stop_run(1);
+	check_seq("note", NOTES);
+	check_seq("feed", FEEDS);
+}
+
+/*
+ * A responder that takes nothing: its ring on b fills, then the link's
+ * window (the far bridge holds what it cannot write), then the bridge's
+ * ring on a, and try_send_to says -EAGAIN at the sender; blocking sends
+ * wait. Once the responder takes again, every note accepted arrives once,
+ * in order.
+ */
+static void xhost_full_responder_pushes_back_on_the_sender(void **state)
+{
+	char *text, *p;
+	unsigned long long full = 0, total = 0;
+	int ret = 1;
+
+	(void)state;
+	unlink(stall);
+	begin(cfg_flood);
+	expect_in(log_req, "full after ");
+	text = slurp(log_req);
+	p = strstr(text, "full after ");
+	assert_int_equal(sscanf(p, "full after %llu %d", &full, &ret), 2);
+	free(text);
+	assert_int_equal(ret, 0);
+	if (full == 0 || full >= FLOOD_MAX) {
+		show_outputs();
+		fail_msg("%llu notes taken before the way was full", full);
+	}
+	assert_int_equal(write_text(stall, "go\n"), 0);
+	expect_in(log_req, "\nflood ");
+	text = slurp(log_req);
+	p = strstr(text, "\nflood ");
+	assert_int_equal(sscanf(p + 1, "flood %llu %d", &total, &ret), 2);
+	free(text);
+	assert_int_equal(ret, 0);
+	assert_int_equal(total, full + FLOOD_MORE);
+	expect_seq("note", total - 1);
+	stop_run(0);
+	stop_run(1);
+	check_seq("note", total);
+}
+
+static void xhost_host_killed_ends_request_with_hostdown(void **state)
+{
+	char *text, *p;
+	pid_t victims[3];
+	int ret = 0, s1 = 0, s2 = 0, s3 = 0;
+	unsigned long long ms = 0;
+
+	(void)state;
+	begin_hold(cfg_hold);
+	/* Host b goes at once: its shoal run, its bridge, the responder. */
+	victims[0] = started_pid(1, "bridge");
+	victims[1] = started_pid(1, "resp");
+	victims[2] = run[1];
+	for (int i = 0; i < 3; i++) {
+		assert_true(victims[i] > 0);
+		kill(victims[i], SIGKILL);
+	}
+	test_wait_pid(run[1], 5000);
+	run[1] = 0;
+	expect_in(log_req, "\nafter ");
+	expect_in(out[0], "host b: away longer than hosts.down_after");
+	text = slurp(log_req);
+	hold_result(text, &ret, &ms);
+	assert_int_equal(ret, -EHOSTDOWN);
+	/* Before the timeout: minutes of margin against the seconds it takes. */
+	assert_true(ms < HOLD_TIMEOUT_S * 1000ULL / 2);
+	p = strstr(text, "\nafter ");
+	assert_non_null(p);
+	assert_int_equal(sscanf(p, "\nafter %d %d %d", &s1, &s2, &s3), 3);
+	assert_int_equal(s1, -EHOSTDOWN);
+	assert_int_equal(s2, -EHOSTDOWN);
+	assert_int_equal(s3, -EHOSTDOWN);
+	free(text);
+	/* Host b again: the link comes back, and with it its groups. */
+	run[1] = start(1, cfg_hold);
+	expect_in(out[0], "host b: back; its groups reachable again");
+	stop_run(0);
+	stop_run(1);
+}
+
+static void xhost_responder_killed_ends_request_with_ownerdead(void **state)
+{
+	char *text;
+	pid_t victim;
+	int ret = 0;
+	unsigned long long ms = 0;
+
+	(void)state;
+	begin_hold(cfg_proc);
+	/* Only the responder's process: its host and its bridge stay. */
+	victim = started_pid(1, "resp");
+	assert_true(victim > 0);
+	kill(victim, SIGKILL);
+	expect_in(log_req, "\nafter ");
+	text = slurp(log_req);
+	hold_result(text, &ret, &ms);
+	assert_int_equal(ret, -EOWNERDEAD);
+	assert_true(ms < HOLD_TIMEOUT_S * 1000ULL / 2);
+	free(text);
+	stop_run(0);
+	stop_run(1);
+	text = slurp(out[1]);
+	if (strstr(text, "1 requests brought in answered -EOWNERDEAD") == NULL) {
+		show_outputs();
+		fail_msg("the bridge of b did not count one request answered -EOWNERDEAD");
+	}
+	free(text);
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(xhost_requests_and_notes_cross_with_their_envelope),
+		cmocka_unit_test(xhost_full_responder_pushes_back_on_the_sender),
+		cmocka_unit_test(xhost_host_killed_ends_request_with_hostdown),
+		cmocka_unit_test(xhost_responder_killed_ends_request_with_ownerdead),
+	};
+	const char *why;
+
+	if (argc > 1 && strcmp(argv[1], "--role") == 0)
+		return group_main(argc, argv);
+	why = test_netns_unavailable();
+	if (why) {
+		printf("bridge_xhost: skipped: %s\n", why);
+		return TEST_CHILD_SKIP;   /* meson's "skipped" */
+	}
+	if (getenv("SHOAL_BIN") == NULL) {
+		printf("bridge_xhost: skipped: SHOAL_BIN is not set\n");
+		return TEST_CHILD_SKIP;
+	}
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -166,9 +166,6 @@ uint64_t shoal__group_count_stranded(struct shoal_router *r, int g);
 int shoal__topology_read(struct shoal_router *r, const struct shoal_topology *given,
 			 struct shoal_err *err);
 void shoal__topology_free(struct shoal_router *r);
-/* The part of `cpus` below CPU 64, as the data plane's threads take it
- * (data/dispatch.h shoal__thread_start()). */
-uint64_t shoal__cpus_low64(const struct bitmask *cpus);
 /* The node with the fewest groups (ties: the lowest). */
 int shoal__place_group(const struct shoal_router *r);
 /* The dispatcher of `node`, or -1 if none is started. */

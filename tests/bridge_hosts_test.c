@@ -84,22 +84,10 @@ static void expect(int side, const char *needle, unsigned n)
 /* `shoal run --host NAME` in side's namespace, with its own shm folder. */
 static pid_t start(int side, const char *file)
 {
-	const char *argv[] = { getenv("SHOAL_BIN"), "run", "--status", "plain", "--host",
-			       name[side], file, NULL };
-	pid_t pid = test_netns_spawn(&hosts, side, shm[side], out[side], argv);
+	pid_t pid = test_netns_run_host(&hosts, side, name[side], shm[side], out[side], file);
 
 	assert_true(pid > 0);
 	return pid;
-}
-
-static int write_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	int ret = f != NULL && fputs(text, f) >= 0 ? 0 : -1;
-
-	if (f != NULL)
-		fclose(f);
-	return ret;
 }
 
 /* A system file's start: its name, and both hosts on `port` with `link`. */
@@ -139,7 +127,7 @@ static int setup(void **state)
 		 "  - { name: cb, program: %s, args: [--role, consumer], host: b }\n",
 		 head("hx", PORT, "  link: { keepalive: 50ms, dead_after: 500ms, backoff: 20ms,\n"
 		      "          max_backoff: 200ms }\n"), group, group);
-	if (write_text(cfg, text) < 0)
+	if (test_netns_write(cfg, text) < 0)
 		return -1;
 	snprintf(cfg_routed, sizeof(cfg_routed), "%s/hr.yaml", dir);
 	for (int s = 0; s < 2; s++)
@@ -161,7 +149,7 @@ static int setup(void **state)
 		 head("hr", PORT + 1, "  link: { window: 64KiB }\n"), group, ROUTED, group, ROUTED,
 		 FIRST_B, group, consumer_log[0], FIRST_B, FIRST_B + ROUTED - 1, group,
 		 consumer_log[1], ROUTED - 1);
-	if (write_text(cfg_routed, text) < 0)
+	if (test_netns_write(cfg_routed, text) < 0)
 		return -1;
 	/* The same both ways, at 500 messages a second, over a link that
 	 * notices a silent peer within half a second. */
@@ -184,25 +172,13 @@ static int setup(void **state)
 		      "          max_backoff: 200ms }\n"), group, ROUTED, group, ROUTED, FIRST_B,
 		 group, consumer_log[0], FIRST_B, FIRST_B + ROUTED - 1, group, consumer_log[1],
 		 ROUTED - 1);
-	return write_text(cfg_outage, text);
+	return test_netns_write(cfg_outage, text);
 }
 
 static int teardown(void **state)
 {
-	char cmd[512];
-
 	(void)state;
-	for (int s = 0; s < 2; s++)
-		if (run[s] > 0) {
-			kill(run[s], SIGKILL);
-			test_wait_pid(run[s], 5000);
-		}
-	test_netns_destroy(&hosts);
-	if (dir[0] != '\0') {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s' '%s'", dir, shm[0], shm[1]);
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", cmd);
-	}
+	test_netns_teardown(&hosts, run, 2, (const char *const[]){ dir, shm[0], shm[1], NULL });
 	return 0;
 }
 
@@ -298,6 +274,24 @@ static unsigned consumer_lines(int side, unsigned first, bool *exact)
 	return n;
 }
 
+/* Each side's consumer has every message of the other side's producer
+ * (first[side] on), once each; fails with both outputs otherwise. */
+static void consumers_have_all_once(const unsigned first[2])
+{
+	for (int s = 0; s < 2; s++) {
+		bool exact;
+		unsigned n = consumer_lines(s, first[s], &exact);
+
+		if (n != ROUTED || !exact) {
+			char *a = slurp(out[0]), *b = slurp(out[1]);
+
+			fail_msg("consumer on %s: %u lines (%s), expected %d once each\n"
+				 "--- a:\n%s\n--- b:\n%s", name[s], n,
+				 exact ? "no duplicate" : "duplicates or strangers", ROUTED, a, b);
+		}
+	}
+}
+
 /* `shoal stat --json hr` of side's system: its link to the other host is
  * up and has carried `n` messages each way (read from the bridge's link
  * view, which the bridge refreshes once a turn of its loop: waited for). */
@@ -363,17 +357,7 @@ static void hosts_routed_messages_cross_both_ways_once_each(void **state)
 		stat_shows_link_up(s, 2000);
 	stop_cleanly(0, "hr");
 	stop_cleanly(1, "hr");
-	for (int s = 0; s < 2; s++) {
-		n[s] = consumer_lines(s, first[s], &exact[s]);
-		if (n[s] != ROUTED || !exact[s]) {
-			char *a = slurp(out[0]), *b = slurp(out[1]);
-
-			fail_msg("consumer on %s: %u lines (%s), expected %d once each\n"
-				 "--- a:\n%s\n--- b:\n%s", name[s], n[s],
-				 exact[s] ? "no duplicate" : "duplicates or strangers", ROUTED,
-				 a, b);
-		}
-	}
+	consumers_have_all_once(first);
 	/* What each bridge sent on here comes back to it by its bridge route:
 	 * dropped, never sent again. */
 	for (int s = 0; s < 2; s++)
@@ -438,17 +422,7 @@ static void hosts_link_down_two_seconds_under_load_loses_nothing(void **state)
 	}
 	stop_cleanly(0, "ho");
 	stop_cleanly(1, "ho");
-	for (int s = 0; s < 2; s++) {
-		n[s] = consumer_lines(s, first[s], &exact[s]);
-		if (n[s] != ROUTED || !exact[s]) {
-			char *a = slurp(out[0]), *b = slurp(out[1]);
-
-			fail_msg("consumer on %s after the outage: %u lines (%s), expected %d once "
-				 "each\n--- a:\n%s\n--- b:\n%s", name[s], n[s],
-				 exact[s] ? "no duplicate" : "duplicates or strangers", ROUTED,
-				 a, b);
-		}
-	}
+	consumers_have_all_once(first);
 }
 
 int main(void)

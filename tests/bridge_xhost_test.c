@@ -283,22 +283,10 @@ static void expect_in(const char *path, const char *needle)
 /* `shoal run --host NAME` in side's namespace, with its own shm folder. */
 static pid_t start(int side, const char *file)
 {
-	const char *argv[] = { getenv("SHOAL_BIN"), "run", "--status", "plain", "--host",
-			       name[side], file, NULL };
-	pid_t pid = test_netns_spawn(&hosts, side, shm[side], out[side], argv);
+	pid_t pid = test_netns_run_host(&hosts, side, name[side], shm[side], out[side], file);
 
 	assert_true(pid > 0);
 	return pid;
-}
-
-static int write_text(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "w");
-	int ret = f != NULL && fputs(text, f) >= 0 ? 0 : -1;
-
-	if (f != NULL)
-		fclose(f);
-	return ret;
 }
 
 /* The system file: requester on a (in `mode`), responder on b (stalled
@@ -326,7 +314,7 @@ static int write_cfg(const char *path, const char *system, int port, const char 
 		 "      host: b, routes: [ { types: [feed] } ] }\n",
 		 system, window, hosts.addr[0], port, hosts.addr[1], port, self, mode, log_req,
 		 self, log_resp, extra);
-	return write_text(path, text);
+	return test_netns_write(path, text);
 }
 
 static int setup(void **state)
@@ -380,20 +368,8 @@ static void stop_run(int side)
 
 static int teardown(void **state)
 {
-	char cmd[512];
-
 	(void)state;
-	for (int s = 0; s < 2; s++)
-		if (run[s] > 0) {
-			kill(run[s], SIGKILL);
-			test_wait_pid(run[s], 5000);
-		}
-	test_netns_destroy(&hosts);
-	if (dir[0] != '\0') {
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s' '%s'", dir, shm[0], shm[1]);
-		if (system(cmd) != 0)
-			fprintf(stderr, "could not remove %s\n", cmd);
-	}
+	test_netns_teardown(&hosts, run, 2, (const char *const[]){ dir, shm[0], shm[1], NULL });
 	return 0;
 }
 
@@ -538,7 +514,7 @@ static void xhost_full_responder_pushes_back_on_the_sender(void **state)
 		show_outputs();
 		fail_msg("%llu notes taken before the way was full", full);
 	}
-	assert_int_equal(write_text(stall, "go\n"), 0);
+	assert_int_equal(test_netns_write(stall, "go\n"), 0);
 	expect_in(log_req, "\nflood ");
 	text = slurp(log_req);
 	p = strstr(text, "\nflood ");

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -303,4 +304,46 @@ char *test_netns_slurp(const char *path)
 	text[got] = '\0';
 	fclose(f);
 	return text;
+}
+
+pid_t test_netns_run_host(const struct test_netns *n, int side, const char *host,
+			  const char *shm, const char *out, const char *file)
+{
+	const char *argv[] = { getenv("SHOAL_BIN"), "run", "--status", "plain", "--host", host,
+			       file, NULL };
+
+	return argv[0] != NULL ? test_netns_spawn(n, side, shm, out, argv) : -1;
+}
+
+int test_netns_write(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	int ret = f != NULL && fputs(text, f) >= 0 ? 0 : -1;
+
+	if (f != NULL && fclose(f) != 0)
+		ret = -1;
+	return ret;
+}
+
+void test_netns_teardown(struct test_netns *n, pid_t *runs, unsigned n_runs,
+			 const char *const *paths)
+{
+	for (unsigned i = 0; i < n_runs; i++)
+		if (runs[i] > 0) {
+			int status;
+
+			kill(runs[i], SIGKILL);
+			waitpid(runs[i], &status, 0);
+			runs[i] = 0;
+		}
+	test_netns_destroy(n);
+	for (; paths != NULL && *paths != NULL; paths++) {
+		char cmd[PATH_MAX + 16];
+
+		if ((*paths)[0] == '\0' || strchr(*paths, '\'') != NULL)
+			continue;
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", *paths);
+		if (system(cmd) != 0)
+			fprintf(stderr, "could not remove %s\n", *paths);
+	}
 }

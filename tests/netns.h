@@ -79,4 +79,20 @@ pid_t test_netns_spawn(const struct test_netns *n, int side, const char *shm, co
  * read), to free(); NULL only when out of memory. */
 char *test_netns_slurp(const char *path);
 
+/* `$SHOAL_BIN run --status plain --host HOST FILE` in side's namespace, as
+ * test_netns_spawn() runs a program: the child's pid, or -1. */
+pid_t test_netns_run_host(const struct test_netns *n, int side, const char *host,
+			  const char *shm, const char *out, const char *file);
+
+/* A new file at `path` holding `text`: 0, or -1. */
+int test_netns_write(const char *path, const char *text);
+
+/*
+ * The end of a test of hosts: each `shoal run` still in runs[0 .. n_runs)
+ * (0: none) killed with SIGKILL and reaped, the namespaces removed, then
+ * every path of `paths` (NULL-terminated) with all it holds.
+ */
+void test_netns_teardown(struct test_netns *n, pid_t *runs, unsigned n_runs,
+			 const char *const *paths);
+
 #endif

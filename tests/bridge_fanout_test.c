@@ -54,17 +54,11 @@ static int setup(void **state)
 		skip_reason = "could not make the namespaces (see above)";
 		return 0;
 	}
-	snprintf(dir, sizeof(dir), "/tmp/shoal-test-fanout-%d", (int)getpid());
-	if (mkdir(dir, 0700) != 0)
+	if (test_netns_dirs("fanout", HOSTS, dir, sizeof(dir), shm[0], sizeof(shm[0]), out[0],
+			    sizeof(out[0])) < 0)
 		return -1;
-	for (int s = 0; s < HOSTS; s++) {
-		snprintf(shm[s], sizeof(shm[s]), "/dev/shm/shoal-test-fanout-%d-%s", (int)getpid(),
-			 name[s]);
-		snprintf(out[s], sizeof(out[s]), "%s/%s.out", dir, name[s]);
+	for (int s = 0; s < HOSTS; s++)
 		snprintf(consumer_log[s], sizeof(consumer_log[s]), "%s/c%s.log", dir, name[s]);
-		if (mkdir(shm[s], 0700) != 0)
-			return -1;
-	}
 	/* 64 KiB of window against 1500 records of 80 bytes (120 KB) per
 	 * producer, on every link. */
 	n += snprintf(text + n, sizeof(text) - (size_t)n, "system: fan\nhosts:\n"

@@ -101,6 +101,34 @@ static const char *head(const char *system, int port, const char *link)
 	return text;
 }
 
+/* System `system` in `path`: a producer on each host, routed by key to the
+ * consumer of the other host, ROUTED messages each (`rate`: more producer
+ * arguments, "" for none); links as `link` says. */
+static int write_routed(const char *path, const char *system, int port, const char *link,
+			const char *rate)
+{
+	const char *group = getenv("SHOAL_TEST_GROUP");
+	char text[2048];
+
+	snprintf(text, sizeof(text), "%s"
+		 "types:\n  - { id: 1, name: ping, max_size: 16 }\n"
+		 "  - { id: 3, name: work, max_size: 64 }\n"
+		 "groups:\n"
+		 "  - { name: pa, program: %s, args: [--role, producer, --n, %d%s], host: a }\n"
+		 "  - { name: pb, program: %s, args: [--role, producer, --n, %d, --first, %d%s],\n"
+		 "      host: b }\n"
+		 "  - { name: ca, program: %s, args: [--role, consumer, --log, '%s'], host: a,\n"
+		 "      routes: [ { types: [work], key: { offset: 0, width: 8 },\n"
+		 "                  match: { range: [%d, %d] } } ] }\n"
+		 "  - { name: cb, program: %s, args: [--role, consumer, --log, '%s'], host: b,\n"
+		 "      routes: [ { types: [work], key: { offset: 0, width: 8 },\n"
+		 "                  match: { range: [0, %d] } } ] }\n",
+		 head(system, port, link), group, ROUTED, rate, group, ROUTED, FIRST_B, rate,
+		 group, consumer_log[0], FIRST_B, FIRST_B + ROUTED - 1, group, consumer_log[1],
+		 ROUTED - 1);
+	return test_netns_write(path, text);
+}
+
 static int setup(void **state)
 {
 	const char *group = getenv("SHOAL_TEST_GROUP");
@@ -111,16 +139,9 @@ static int setup(void **state)
 		skip_reason = "could not make the namespaces (see above)";
 		return 0;
 	}
-	snprintf(dir, sizeof(dir), "/tmp/shoal-test-hosts-%d", (int)getpid());
-	if (mkdir(dir, 0700) != 0)
+	if (test_netns_dirs("hosts", 2, dir, sizeof(dir), shm[0], sizeof(shm[0]), out[0],
+			    sizeof(out[0])) < 0)
 		return -1;
-	for (int s = 0; s < 2; s++) {
-		snprintf(shm[s], sizeof(shm[s]), "/dev/shm/shoal-test-hosts-%d-%s", (int)getpid(),
-			 name[s]);
-		snprintf(out[s], sizeof(out[s]), "%s/%s.out", dir, name[s]);
-		if (mkdir(shm[s], 0700) != 0)
-			return -1;
-	}
 	snprintf(cfg, sizeof(cfg), "%s/hx.yaml", dir);
 	snprintf(text, sizeof(text), "%sgroups:\n"
 		 "  - { name: ca, program: %s, args: [--role, consumer], host: a }\n"
@@ -130,49 +151,17 @@ static int setup(void **state)
 	if (test_netns_write(cfg, text) < 0)
 		return -1;
 	snprintf(cfg_routed, sizeof(cfg_routed), "%s/hr.yaml", dir);
+	snprintf(cfg_outage, sizeof(cfg_outage), "%s/ho.yaml", dir);
 	for (int s = 0; s < 2; s++)
 		snprintf(consumer_log[s], sizeof(consumer_log[s]), "%s/c%s.log", dir, name[s]);
-	/* 64 KiB of window against 2000 records of 80 bytes (160 KB) each way. */
-	snprintf(text, sizeof(text), "%s"
-		 "types:\n  - { id: 1, name: ping, max_size: 16 }\n"
-		 "  - { id: 3, name: work, max_size: 64 }\n"
-		 "groups:\n"
-		 "  - { name: pa, program: %s, args: [--role, producer, --n, %d], host: a }\n"
-		 "  - { name: pb, program: %s, args: [--role, producer, --n, %d, --first, %d],\n"
-		 "      host: b }\n"
-		 "  - { name: ca, program: %s, args: [--role, consumer, --log, '%s'], host: a,\n"
-		 "      routes: [ { types: [work], key: { offset: 0, width: 8 },\n"
-		 "                  match: { range: [%d, %d] } } ] }\n"
-		 "  - { name: cb, program: %s, args: [--role, consumer, --log, '%s'], host: b,\n"
-		 "      routes: [ { types: [work], key: { offset: 0, width: 8 },\n"
-		 "                  match: { range: [0, %d] } } ] }\n",
-		 head("hr", PORT + 1, "  link: { window: 64KiB }\n"), group, ROUTED, group, ROUTED,
-		 FIRST_B, group, consumer_log[0], FIRST_B, FIRST_B + ROUTED - 1, group,
-		 consumer_log[1], ROUTED - 1);
-	if (test_netns_write(cfg_routed, text) < 0)
+	/* 64 KiB of window against 2000 records of 80 bytes (160 KB) each way;
+	 * then the same at 500 messages a second, over a link that notices a
+	 * silent peer within half a second. */
+	if (write_routed(cfg_routed, "hr", PORT + 1, "  link: { window: 64KiB }\n", "") < 0)
 		return -1;
-	/* The same both ways, at 500 messages a second, over a link that
-	 * notices a silent peer within half a second. */
-	snprintf(cfg_outage, sizeof(cfg_outage), "%s/ho.yaml", dir);
-	snprintf(text, sizeof(text), "%s"
-		 "types:\n  - { id: 1, name: ping, max_size: 16 }\n"
-		 "  - { id: 3, name: work, max_size: 64 }\n"
-		 "groups:\n"
-		 "  - { name: pa, program: %s, args: [--role, producer, --n, %d, --rate, 500],\n"
-		 "      host: a }\n"
-		 "  - { name: pb, program: %s, args: [--role, producer, --n, %d, --first, %d,\n"
-		 "      --rate, 500], host: b }\n"
-		 "  - { name: ca, program: %s, args: [--role, consumer, --log, '%s'], host: a,\n"
-		 "      routes: [ { types: [work], key: { offset: 0, width: 8 },\n"
-		 "                  match: { range: [%d, %d] } } ] }\n"
-		 "  - { name: cb, program: %s, args: [--role, consumer, --log, '%s'], host: b,\n"
-		 "      routes: [ { types: [work], key: { offset: 0, width: 8 },\n"
-		 "                  match: { range: [0, %d] } } ] }\n",
-		 head("ho", PORT + 2, "  link: { keepalive: 50ms, dead_after: 500ms, backoff: 20ms,\n"
-		      "          max_backoff: 200ms }\n"), group, ROUTED, group, ROUTED, FIRST_B,
-		 group, consumer_log[0], FIRST_B, FIRST_B + ROUTED - 1, group, consumer_log[1],
-		 ROUTED - 1);
-	return test_netns_write(cfg_outage, text);
+	return write_routed(cfg_outage, "ho", PORT + 2,
+			    "  link: { keepalive: 50ms, dead_after: 500ms, backoff: 20ms,\n"
+			    "          max_backoff: 200ms }\n", ", --rate, 500");
 }
 
 static int teardown(void **state)

@@ -330,16 +330,9 @@ static int setup(void **state)
 		skip_reason = "could not make the namespaces (see above)";
 		return 0;
 	}
-	snprintf(dir, sizeof(dir), "/tmp/shoal-test-xhost-%d", (int)getpid());
-	if (mkdir(dir, 0700) != 0)
+	if (test_netns_dirs("xhost", 2, dir, sizeof(dir), shm[0], sizeof(shm[0]), out[0],
+			    sizeof(out[0])) < 0)
 		return -1;
-	for (int s = 0; s < 2; s++) {
-		snprintf(shm[s], sizeof(shm[s]), "/dev/shm/shoal-test-xhost-%d-%s", (int)getpid(),
-			 name[s]);
-		snprintf(out[s], sizeof(out[s]), "%s/%s.out", dir, name[s]);
-		if (mkdir(shm[s], 0700) != 0)
-			return -1;
-	}
 	snprintf(log_req, sizeof(log_req), "%s/req.log", dir);
 	snprintf(log_resp, sizeof(log_resp), "%s/resp.log", dir);
 	snprintf(cfg_notes, sizeof(cfg_notes), "%s/xn.yaml", dir);

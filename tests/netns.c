@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -313,6 +314,22 @@ pid_t test_netns_run_host(const struct test_netns *n, int side, const char *host
 			       file, NULL };
 
 	return argv[0] != NULL ? test_netns_spawn(n, side, shm, out, argv) : -1;
+}
+
+int test_netns_dirs(const char *tag, unsigned hosts, char *dir, size_t dir_len, char *shm,
+		    size_t shm_len, char *out, size_t out_len)
+{
+	snprintf(dir, dir_len, "/tmp/shoal-test-%s-%d", tag, (int)getpid());
+	if (mkdir(dir, 0700) != 0)
+		return -1;
+	for (unsigned s = 0; s < hosts; s++) {
+		snprintf(shm + s * shm_len, shm_len, "/dev/shm/shoal-test-%s-%d-%c", tag,
+			 (int)getpid(), 'a' + s);
+		snprintf(out + s * out_len, out_len, "%s/%c.out", dir, 'a' + s);
+		if (mkdir(shm + s * shm_len, 0700) != 0)
+			return -1;
+	}
+	return 0;
 }
 
 int test_netns_write(const char *path, const char *text)

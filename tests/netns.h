@@ -18,6 +18,7 @@
 #define SHOAL_TESTS_NETNS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 #define TEST_NETNS_NAME_MAX 48
@@ -83,6 +84,16 @@ char *test_netns_slurp(const char *path);
  * test_netns_spawn() runs a program: the child's pid, or -1. */
 pid_t test_netns_run_host(const struct test_netns *n, int side, const char *host,
 			  const char *shm, const char *out, const char *file);
+
+/*
+ * The folders of a test of `hosts` hosts named a, b, c: `dir`
+ * (/tmp/shoal-test-TAG-PID) for its files, and for host s a shared-memory
+ * folder at shm + s * shm_len (/dev/shm/shoal-test-TAG-PID-a ...) and the
+ * path of its output at out + s * out_len (DIR/a.out ...). The folders are
+ * made mode 0700. Returns 0, or -1.
+ */
+int test_netns_dirs(const char *tag, unsigned hosts, char *dir, size_t dir_len, char *shm,
+		    size_t shm_len, char *out, size_t out_len);
 
 /* A new file at `path` holding `text`: 0, or -1. */
 int test_netns_write(const char *path, const char *text);

@@ -493,7 +493,9 @@ static bool rings_ready(void *arg)
 	return shoal__rings_ready_from(arg, ANY_SOURCE);
 }
 
-int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns)
+/* shoal_poll() but its empty-poll shortcut: pass, and wait if asked. */
+__attribute__((noinline)) static int poll_pass(struct shoal_ctx *ctx, uint32_t budget,
+					       int64_t timeout_ns)
 {
 	/* Set at the first empty pass: a poll that finds work, or a busy
 	 * poller's timeout 0, reads no clock. */
@@ -528,4 +530,18 @@ int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns)
 		 * pass over them whatever the summary says. */
 		ctx->rescan = true;
 	}
+}
+
+int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns)
+{
+	/* A busy poller's empty poll, here: what poll_pass() would do for it,
+	 * without its frame (99.7 instructions a poll before, bench/
+	 * instr-count). A summary that says "look" is taken here: the pass
+	 * looks then. */
+	if (timeout_ns == 0 && ctx->def_head == NULL) {
+		if (!worth_a_pass(ctx))
+			return shoal__stop_flagged(ctx->g) ? -ESHUTDOWN : 0;
+		ctx->rescan = true;
+	}
+	return poll_pass(ctx, budget, timeout_ns);
 }

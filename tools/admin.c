@@ -151,15 +151,12 @@ int shoal__admin_cmd(const struct shoal__cmd *cmd, int argc, char **argv, uint32
 	const char *system, *group;
 	uint32_t secs = 60;
 	bool json = false;
-	int c, code;
+	int c, code, end;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = shoal__cli_next_option(cmd, argc, argv, "", longopts, &end)) != -1) {
 		switch (c) {
-		case 'h':
-		case OPT_HELP:
-			shoal__cli_help(cmd);
-			return SHOAL_EXIT_OK;
+		case SHOAL_CLI_OPT_END:
+			return end;
 		case OPT_JSON:
 			json = true;
 			break;
@@ -169,8 +166,6 @@ int shoal__admin_cmd(const struct shoal__cmd *cmd, int argc, char **argv, uint32
 							      "seconds from 1 to 86400, not '%s'",
 							      optarg);
 			break;
-		default:
-			return shoal__cli_option_error(cmd, argv, c);
 		}
 	}
 	code = shoal__cli_system_group_args(cmd, argc, argv, group_arg, &system, &group);

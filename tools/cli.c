@@ -86,7 +86,9 @@ int shoal__cli_usage_error(const struct shoal__cmd *cmd, const char *fmt, ...)
 	return SHOAL_EXIT_USAGE;
 }
 
-int shoal__cli_option_error(const struct shoal__cmd *cmd, char **argv, int c)
+/* The usage error of option error `c` ('?' or ':') that getopt_long() just
+ * returned. */
+static int option_error(const struct shoal__cmd *cmd, char **argv, int c)
 {
 	/* For a long option, getopt_long() has moved optind just past it. */
 	const char *arg = argv[optind - 1];
@@ -99,6 +101,27 @@ int shoal__cli_option_error(const struct shoal__cmd *cmd, char **argv, int c)
 	if (optopt != 0)
 		return shoal__cli_usage_error(cmd, "option '%s' takes no value", arg);
 	return shoal__cli_usage_error(cmd, "unknown option '%s'", arg);
+}
+
+int shoal__cli_next_option(const struct shoal__cmd *cmd, int argc, char **argv,
+			   const char *shortopts, const struct option *longopts, int *code)
+{
+	int c, index = -1;
+	char opts[32];
+
+	snprintf(opts, sizeof(opts), ":h%s", shortopts);
+	opterr = 0;
+	c = getopt_long(argc, argv, opts, longopts, &index);
+	if (c == 'h' || (index >= 0 && strcmp(longopts[index].name, "help") == 0)) {
+		shoal__cli_help(cmd);
+		*code = SHOAL_EXIT_OK;
+		return SHOAL_CLI_OPT_END;
+	}
+	if (c == '?' || c == ':') {
+		*code = option_error(cmd, argv, c);
+		return SHOAL_CLI_OPT_END;
+	}
+	return c;
 }
 
 int shoal__cli_parse_uint(const char *s, uint32_t max, uint32_t *out)

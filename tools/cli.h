@@ -54,6 +54,22 @@ extern const struct shoal__cmd shoal__cmd_logs;
 /* Print the subcommand's help text on stdout. */
 void shoal__cli_help(const struct shoal__cmd *cmd);
 
+/* What shoal__cli_next_option() returns when the subcommand ends there. */
+#define SHOAL_CLI_OPT_END (-2)
+
+/*
+ * The next option of a subcommand's arguments, read with getopt_long() (no
+ * message of its own): -h and the short options `shortopts` ("" for none,
+ * getopt's syntax), and `longopts` (valued from SHOAL_CLI_OPT_LONG up) with
+ * their "help". Returns an option for the caller's switch, -1 after
+ * the last one, or SHOAL_CLI_OPT_END with *code set when the subcommand
+ * ends here: its help printed (SHOAL_EXIT_OK), or a bad option or a missing
+ * value said as a usage error (SHOAL_EXIT_USAGE).
+ */
+struct option;
+int shoal__cli_next_option(const struct shoal__cmd *cmd, int argc, char **argv,
+			   const char *shortopts, const struct option *longopts, int *code);
+
 /*
  * Under --json, errors are JSON too: main() calls this before running `cmd`
  * with its arguments; when `cmd` has --json and one argument before any
@@ -87,15 +103,6 @@ int shoal__cli_usage_error(const struct shoal__cmd *cmd, const char *fmt, ...);
  * getopt_long() error can tell a short option from a long one (optopt).
  */
 #define SHOAL_CLI_OPT_LONG 256
-
-/*
- * Report what getopt_long() objected to, after it returned '?' (unknown
- * option, or a value given to a long option that takes none) or ':' (missing
- * value; the option string must start with ':'). Callers set opterr = 0 so
- * that getopt_long() prints nothing itself, and give long options values
- * from SHOAL_CLI_OPT_LONG up. Returns SHOAL_EXIT_USAGE.
- */
-int shoal__cli_option_error(const struct shoal__cmd *cmd, char **argv, int c);
 
 /*
  * Parse a decimal number in [0, max] that fills the whole string. Returns 0,

@@ -24,20 +24,15 @@ static int cmd_bridge(const struct shoal__cmd *cmd, int argc, char **argv)
 	};
 	struct shoal__bridge_opts o = { .log = stdout };
 	struct shoal_err err = { { 0 } };
-	int c, ret;
+	int c, ret, end;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = shoal__cli_next_option(cmd, argc, argv, "", longopts, &end)) != -1) {
 		switch (c) {
-		case 'h':
-		case OPT_HELP:
-			shoal__cli_help(cmd);
-			return SHOAL_EXIT_OK;
+		case SHOAL_CLI_OPT_END:
+			return end;
 		case OPT_HOST:
 			o.host = optarg;
 			break;
-		default:
-			return shoal__cli_option_error(cmd, argv, c);
 		}
 	}
 	if (o.host == NULL)

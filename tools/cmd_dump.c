@@ -91,17 +91,14 @@ static int parse_args(const struct shoal__cmd *cmd, int argc, char **argv, struc
 		{ "limit", required_argument, NULL, OPT_LIMIT },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
+	int c, end;
 
 	memset(a, 0, sizeof(*a));
 	a->limit = DEFAULT_LIMIT;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = shoal__cli_next_option(cmd, argc, argv, "", longopts, &end)) != -1) {
 		switch (c) {
-		case 'h':
-		case OPT_HELP:
-			shoal__cli_help(cmd);
-			return SHOAL_EXIT_OK;
+		case SHOAL_CLI_OPT_END:
+			return end;
 		case OPT_JSON:
 			a->json = true;
 			break;
@@ -120,8 +117,6 @@ static int parse_args(const struct shoal__cmd *cmd, int argc, char **argv, struc
 				return shoal__cli_usage_error(cmd, "--limit takes a number from 0 "
 							      "to %u, not '%s'", MAX_LIMIT, optarg);
 			break;
-		default:
-			return shoal__cli_option_error(cmd, argv, c);
 		}
 	}
 	if (argc - optind < 2)

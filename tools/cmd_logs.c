@@ -70,17 +70,14 @@ static int parse_args(const struct shoal__cmd *cmd, int argc, char **argv, struc
 		{ "timestamps", no_argument, NULL, OPT_TIMESTAMPS },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
+	int c, end;
 
 	memset(a, 0, sizeof(*a));
 	a->tail = UINT32_MAX;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":hft", longopts, NULL)) != -1) {
+	while ((c = shoal__cli_next_option(cmd, argc, argv, "ft", longopts, &end)) != -1) {
 		switch (c) {
-		case 'h':
-		case OPT_HELP:
-			shoal__cli_help(cmd);
-			return SHOAL_EXIT_OK;
+		case SHOAL_CLI_OPT_END:
+			return end;
 		case 'f':
 		case OPT_FOLLOW:
 			a->follow = true;
@@ -102,8 +99,6 @@ static int parse_args(const struct shoal__cmd *cmd, int argc, char **argv, struc
 		case OPT_TIMESTAMPS:
 			a->stamps = true;
 			break;
-		default:
-			return shoal__cli_option_error(cmd, argv, c);
 		}
 	}
 	return shoal__cli_system_group_args(cmd, argc, argv, 1, &a->system, &a->group);

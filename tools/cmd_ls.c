@@ -572,21 +572,16 @@ static int parse_args(const struct shoal__cmd *cmd, int argc, char **argv, bool 
 		{ "json", no_argument, NULL, OPT_JSON },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
+	int c, end;
 
 	*json = false;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = shoal__cli_next_option(cmd, argc, argv, "", longopts, &end)) != -1) {
 		switch (c) {
-		case 'h':
-		case OPT_HELP:
-			shoal__cli_help(cmd);
-			return SHOAL_EXIT_OK;
+		case SHOAL_CLI_OPT_END:
+			return end;
 		case OPT_JSON:
 			*json = true;
 			break;
-		default:
-			return shoal__cli_option_error(cmd, argv, c);
 		}
 	}
 	if (optind < argc)

@@ -1007,16 +1007,13 @@ static int parse_args(const struct shoal__cmd *cmd, int argc, char **argv,
 		{ "listen", required_argument, NULL, OPT_LISTEN },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
+	int c, end;
 
 	memset(a, 0, sizeof(*a));
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = shoal__cli_next_option(cmd, argc, argv, "", longopts, &end)) != -1) {
 		switch (c) {
-		case 'h':
-		case OPT_HELP:
-			shoal__cli_help(cmd);
-			return SHOAL_EXIT_OK;
+		case SHOAL_CLI_OPT_END:
+			return end;
 		case OPT_LISTEN:
 			if (parse_listen(a, optarg) < 0)
 				return shoal__cli_usage_error(cmd, "--listen takes ADDR:PORT (an "
@@ -1024,8 +1021,6 @@ static int parse_args(const struct shoal__cmd *cmd, int argc, char **argv,
 							      "brackets, and a port from 1 to "
 							      "65535), not '%s'", optarg);
 			break;
-		default:
-			return shoal__cli_option_error(cmd, argv, c);
 		}
 	}
 	return shoal__cli_system_arg(cmd, argc, argv, &a->system);

@@ -179,15 +179,12 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 	struct shoal_err err = { { 0 } };
 	bool check = false;
 	uint32_t secs;
-	int c, ret;
+	int c, ret, end;
 
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = shoal__cli_next_option(cmd, argc, argv, "", longopts, &end)) != -1) {
 		switch (c) {
-		case 'h':
-		case OPT_HELP:
-			shoal__cli_help(cmd);
-			return 0;
+		case SHOAL_CLI_OPT_END:
+			return end;
 		case OPT_CHECK:
 			check = true;
 			break;
@@ -220,8 +217,6 @@ static int cmd_run(const struct shoal__cmd *cmd, int argc, char **argv)
 				return name_error(cmd, "--host", "host", optarg);
 			o.host = optarg;
 			break;
-		default:
-			return shoal__cli_option_error(cmd, argv, c);
 		}
 	}
 	if (optind != argc - 1)

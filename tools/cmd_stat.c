@@ -51,17 +51,14 @@ static int parse_args(const struct shoal__cmd *cmd, int argc, char **argv, struc
 		{ "check-retries", required_argument, NULL, OPT_CHECK_RETRIES },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
+	int c, end;
 
 	memset(a, 0, sizeof(*a));
 	a->check_retries = DEFAULT_CHECK_RETRIES;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = shoal__cli_next_option(cmd, argc, argv, "", longopts, &end)) != -1) {
 		switch (c) {
-		case 'h':
-		case OPT_HELP:
-			shoal__cli_help(cmd);
-			return SHOAL_EXIT_OK;
+		case SHOAL_CLI_OPT_END:
+			return end;
 		case OPT_JSON:
 			a->json = true;
 			break;
@@ -71,8 +68,6 @@ static int parse_args(const struct shoal__cmd *cmd, int argc, char **argv, struc
 							      "from 0 to %u, not '%s'",
 							      MAX_CHECK_RETRIES, optarg);
 			break;
-		default:
-			return shoal__cli_option_error(cmd, argv, c);
 		}
 	}
 	return shoal__cli_system_arg(cmd, argc, argv, &a->system);

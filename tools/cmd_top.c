@@ -83,18 +83,15 @@ static int parse_args(const struct shoal__cmd *cmd, int argc, char **argv, struc
 		{ NULL, 0, NULL, 0 },
 	};
 	char why[128];
-	int c;
+	int c, end;
 
 	memset(a, 0, sizeof(*a));
 	a->interval_ms = DEFAULT_INTERVAL_MS;
 	show->sort = &shoal__top_sorts[0];
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = shoal__cli_next_option(cmd, argc, argv, "", longopts, &end)) != -1) {
 		switch (c) {
-		case 'h':
-		case OPT_HELP:
-			shoal__cli_help(cmd);
-			return SHOAL_EXIT_OK;
+		case SHOAL_CLI_OPT_END:
+			return end;
 		case OPT_JSON:
 			a->json = true;
 			break;
@@ -125,8 +122,6 @@ static int parse_args(const struct shoal__cmd *cmd, int argc, char **argv, struc
 							      "regular expression: %s", optarg,
 							      why);
 			break;
-		default:
-			return shoal__cli_option_error(cmd, argv, c);
 		}
 	}
 	return shoal__cli_system_arg(cmd, argc, argv, &a->system);

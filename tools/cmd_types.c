@@ -127,14 +127,12 @@ static int cmd_types(const struct shoal__cmd *cmd, int argc, char **argv)
 	const char *prefix = "MSG", *out = NULL;
 	struct shoal__config *c;
 	struct shoal_err err = { { 0 } };
-	int opt, ret;
+	int opt, ret, end;
 
-	opterr = 0;
-	while ((opt = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
+	while ((opt = shoal__cli_next_option(cmd, argc, argv, "o:", longopts, &end)) != -1) {
 		switch (opt) {
-		case 'h':
-			shoal__cli_help(cmd);
-			return SHOAL_EXIT_OK;
+		case SHOAL_CLI_OPT_END:
+			return end;
 		case 'o':
 			out = optarg;
 			break;
@@ -144,8 +142,6 @@ static int cmd_types(const struct shoal__cmd *cmd, int argc, char **argv)
 				return shoal__cli_usage_error(cmd, "--prefix must be a C identifier "
 							      "of at most 31 characters");
 			break;
-		default:
-			return shoal__cli_option_error(cmd, argv, opt);
 		}
 	}
 	if (optind != argc - 1)

@@ -45,8 +45,7 @@
  * running. Only UCX's log handler may run on a thread of UCX's own.
  *
  * Progress: no call waits for the peer. send, flush and poll do a bounded
- * amount of work (poll progresses UCP until it has nothing left, which is
- * bounded by what arrived); only three places wait for UCX itself, each
+ * amount of work (poll progresses UCP once); only three places wait for UCX itself, each
  * for something that completes locally: ep_close() when every close slot
  * is taken (a reconnect storm), a link's destroy for its frames in flight,
  * and a hub's destroy for its closes (both bounded at 2 s).
@@ -272,6 +271,7 @@ struct shoal__link_hub {
 	uint32_t n_conn_req;
 	struct pending pend[NPENDING];
 	void *closing[NCLOSING];        /* endpoint close requests not yet done */
+	uint32_t n_closing;             /* of them */
 	struct shoal__link_hub_stats st;
 };
 
@@ -437,6 +437,17 @@ static int flush(struct shoal__link *l)
 	return ret;
 }
 
+/* Send full frames only: what is left, less than flush_bytes, waits for
+ * more records or the flush deadline. Flushing the remainder too sent a
+ * frame of one record after every full one (bench/SUITE.md, "What the link
+ * costs"): twice the UCX sends, and two frame buffers taken per flush. */
+static void flush_full(struct shoal__link *l)
+{
+	while (l->state == SHOAL__LINK_UP && l->unsent_bytes >= l->o.flush_bytes &&
+	       send_data(l) > 0)
+		;
+}
+
 /* ---- connections --------------------------------------------------------- */
 
 static struct shoal__link *link_of(struct shoal__link_hub *h, ucp_ep_h ep)
@@ -476,6 +487,7 @@ static void reap_closing(struct shoal__link_hub *h)
 		if (h->closing[i] && ucp_request_check_status(h->closing[i]) != UCS_INPROGRESS) {
 			ucp_request_free(h->closing[i]);
 			h->closing[i] = NULL;
+			h->n_closing--;
 		}
 }
 
@@ -493,6 +505,7 @@ static void ep_close(struct shoal__link_hub *h, ucp_ep_h ep)
 		for (unsigned slot = 0; slot < NCLOSING; slot++)
 			if (!h->closing[slot]) {
 				h->closing[slot] = r;
+				h->n_closing++;
 				return;
 			}
 		/* Every slot in use: a reconnect storm. Wait for one. */
@@ -959,9 +972,10 @@ static void link_tick(struct shoal__link *l)
 		l->hello_due = false;
 	if (l->state != SHOAL__LINK_UP)
 		return;
-	if (l->unsent_bytes && (l->unsent_bytes >= l->o.flush_bytes ||
-				now - l->unsent_since >= l->o.flush_ns))
+	if (l->unsent_bytes && now - l->unsent_since >= l->o.flush_ns)
 		flush(l);
+	else
+		flush_full(l);
 	if ((l->ack_due && now >= l->ack_due) || now - l->last_tx >= l->o.keepalive_ns)
 		send_control(l, SHOAL__FRAME_ACK);
 	if (l->ep_failed)
@@ -978,9 +992,14 @@ void shoal__link_hub_poll(struct shoal__link_hub *h, uint64_t now_ns)
 	for (uint32_t i = 0; i < h->n_links; i++)
 		if (h->links[i]->now < now_ns)
 			h->links[i]->now = now_ns;
-	while (ucp_worker_progress(h->worker))
-		;
-	reap_closing(h);
+	/* Once: over TCP every progress is an epoll_wait(), and draining
+	 * until UCP has nothing left put a second one on every poll and on
+	 * the round trip's critical path. What is left is reported by
+	 * shoal__link_hub_arm() (-EAGAIN), so a caller polls again before
+	 * it sleeps. */
+	ucp_worker_progress(h->worker);
+	if (h->n_closing)
+		reap_closing(h);
 	accept_all(h);
 	/* Failed connections first, so that a peer's new connection finds
 	 * its old one gone when both came in one progress. */
@@ -1251,9 +1270,7 @@ void shoal__link_hub_destroy(struct shoal__link_hub *h)
 		while (busy && shoal__now_ns() < give_up) {
 			ucp_worker_progress(h->worker);
 			reap_closing(h);
-			busy = false;
-			for (unsigned i = 0; i < NCLOSING; i++)
-				busy |= h->closing[i] != NULL;
+			busy = h->n_closing != 0;
 		}
 		ucp_worker_destroy(h->worker);
 	}
@@ -1398,7 +1415,7 @@ int shoal__link_send(struct shoal__link *l, const void *data, uint32_t len, uint
 	l->unsent_bytes += size;
 	if (l->unsent_bytes >= l->o.flush_bytes && l->state == SHOAL__LINK_UP) {
 		l->now = shoal__now_ns();
-		flush(l);
+		flush_full(l);
 	}
 	return 0;
 }

@@ -12,22 +12,31 @@
  * Memory picture, all allocated at create:
  *   sq     records queued for the peer, kept until acked: [acked, sent) went
  *          out in frames, [sent, next_seq) wait for the next frame;
- *   rq     records received in order, held until the caller releases them;
+ *   rx     records received in order, held until the caller releases them,
+ *          as runs of a frame's records in frame encoding: in UCX's own
+ *          buffer when UCX lets us keep it (UCP_AM_FLAG_PERSISTENT_DATA,
+ *          at most NHELD frames, released with ucp_am_data_release()
+ *          after their last record), else copied whole, one memcpy() per
+ *          frame, into the link's receive area;
  *   fbuf   NBUF frame buffers; one is busy while UCP holds its request.
- * sq and rq are queues of records with a 16-byte header (len, tag, flags,
- * seq), padded to 16 bytes, in a power-of-two byte area; positions are
- * free-running 64-bit byte counters, masked on access. A record never wraps: one that does not fit
- * before the end of the area is preceded by a PAD record to the end.
+ * sq is a queue of records with a 16-byte header (len, tag, flags, seq),
+ * padded to 16 bytes, in a power-of-two byte area; positions are
+ * free-running 64-bit byte counters, masked on access. A record never
+ * wraps: one that does not fit before the end of the area is preceded by a
+ * PAD record to the end. The receive area works the same way with runs
+ * for records: a run that does not fit before the end starts the next lap.
  *
  * Credits are counted in frame bytes (shoal__frame_rec_size()), the same on
  * both sides whatever the queues' padding. The receiver's credit is its
  * window, constant, measured from its ack (records released): everything
- * beyond the ack is in the receiver's rq or still in flight, so a sender
- * that keeps its unacked bytes within the credit never overruns the rq.
- * A stored record takes at most twice its frame size (16-byte header
- * against 8), and after a peer restart rq may hold the old incarnation's
- * records beside a new window's worth: rq is sized 4 x window plus two
- * largest records, sq 2 x window plus one.
+ * beyond the ack is held by the receiver or still in flight, so a sender
+ * that keeps its unacked bytes within the credit never overruns the
+ * receive area. After a peer restart the receiver may hold the old
+ * incarnation's records beside a new window's worth, and a run that does
+ * not fit before the area's end leaves that room unused for a lap: the
+ * area is sized 4 x window plus two largest records. A record in sq takes
+ * at most twice its frame size (16-byte header against 8): sq is sized
+ * 2 x window plus one largest record.
  *
  * The hub: one UCP context and worker for every link of a host, and one
  * listener. Connections are told apart by endpoint: every frame goes with
@@ -71,6 +80,12 @@
 #define NBUF         4u           /* frame buffers: frames UCP may hold at once */
 #define NCLOSING     8u           /* endpoints being closed at once */
 #define NPENDING     8u           /* accepted connections not yet named at once */
+#define NHELD        64u          /* frames kept in UCX's buffers at once */
+/* Runs of received records: held frames, copies between them (consecutive
+ * copies join into one run), and the few that a lap of the area or a gap
+ * in the numbers splits. An honest peer cannot fill it; a hostile one only
+ * gets its frames refused. */
+#define NRUN         (4u * NHELD)
 #define REC_PAD      1u           /* queue record flag: filler to the end of the area */
 
 #define DEF_WINDOW        (1u << 20)
@@ -186,6 +201,47 @@ static struct qrec *recq_front(const struct recq *q)
 	return q->n ? recq_next(q, &pos) : NULL;
 }
 
+/* ---- received records ---------------------------------------------------- */
+
+/* Records of one frame, in frame encoding, released in order. */
+struct rrun {
+	const unsigned char *p;    /* the next record's header */
+	uint32_t left;             /* records not yet released */
+	uint64_t seq;              /* the next record's number */
+	void *ucx;                 /* UCX's buffer, released after the last record; or NULL */
+	uint64_t area_end;         /* a copy: the area's position after it */
+};
+
+struct rxq {
+	struct rrun *runs;         /* NRUN */
+	uint64_t run_head, run_tail;
+	unsigned char *area;
+	uint64_t cap;              /* power of two */
+	uint64_t head, tail;       /* free-running byte positions */
+	uint64_t n;                /* records held */
+	uint32_t n_ucx;            /* runs in UCX's buffers */
+};
+
+static struct rrun *rx_front(const struct rxq *q)
+{
+	return &q->runs[q->run_head & (NRUN - 1)];
+}
+
+/* `bytes` contiguous in the area, at the tail or at the start of the next
+ * lap: where, with the tail after them in *end; NULL when they do not fit. */
+static unsigned char *area_take(const struct rxq *q, uint64_t bytes, uint64_t *end)
+{
+	uint64_t start = q->tail;
+	uint64_t off = start & (q->cap - 1);
+
+	if (off + bytes > q->cap)
+		start += q->cap - off;
+	if (start + bytes - q->head > q->cap)
+		return NULL;
+	*end = start + bytes;
+	return q->area + (start & (q->cap - 1));
+}
+
 /* ---- the link ------------------------------------------------------------ */
 
 struct fbuf {
@@ -228,15 +284,15 @@ struct shoal__link {
 	uint64_t probe_at;              /* when that frame went */
 
 	/* Receive side. */
-	struct recq rq;
+	struct rxq rx;
 	uint32_t peer_epoch;
 	uint64_t recv_next;             /* next seq expected */
 	uint64_t recv_ack;              /* every seq below it is released (or skipped) */
 	uint64_t ack_sent;              /* recv_ack as last told to the peer */
 	uint64_t ack_due;               /* 0, or when an ACK must go out */
 	uint64_t released_bytes;        /* frame bytes released since the last ack sent */
-	uint64_t rq_old;                /* records in rq from the peer's previous epoch */
-	bool peeked;
+	uint64_t rq_old;                /* records held from the peer's previous epoch */
+	uint32_t peek_size;             /* frame bytes of the record peeked; 0: none */
 
 	struct fbuf fb[NBUF];
 	uint32_t fbuf_cap;
@@ -267,6 +323,7 @@ struct shoal__link_hub {
 	struct shoal__link *links[SHOAL__LINK_HUB_MAX];
 	uint32_t n_links;
 	struct shoal__link *last;       /* the link the last frame went to */
+	bool kept;                      /* the frame in am_cb() stays in UCX's buffer */
 	ucp_conn_request_h conn_req[NPENDING];   /* offered by UCP, not yet accepted */
 	uint32_t n_conn_req;
 	struct pending pend[NPENDING];
@@ -664,12 +721,62 @@ static void take_ack(struct shoal__link *l, uint64_t ack, uint32_t credits)
 	l->peer_credits = credits;
 }
 
-/* A frame's records from `first` on, in order into rq. */
-static int take_records(struct shoal__link *l, const void *buf, const struct shoal__frame_hdr *h)
+/* Hold `n` records numbered from `first`, the `bytes` at p of a frame:
+ * in UCX's buffer `ucx` (NULL: UCX keeps it) when allowed, else copied.
+ * Returns 0, or -ENOBUFS (nothing changed) when no room is left, which an
+ * honest peer never causes (the credit bounds it). */
+static int run_add(struct shoal__link *l, const unsigned char *p, uint64_t bytes, uint32_t n,
+		   uint64_t first, void *ucx)
+{
+	struct rxq *q = &l->rx;
+	uint64_t runs = q->run_tail - q->run_head;
+	struct rrun *last = runs ? &q->runs[(q->run_tail - 1) & (NRUN - 1)] : NULL;
+	unsigned char *dst;
+	uint64_t end;
+
+	/* Records must stay 8-byte aligned (docs/hosts.md, "A frame"): an
+	 * odd buffer of UCX's is copied into the area, which is. */
+	if (ucx != NULL && q->n_ucx < NHELD && runs < NRUN && ((uintptr_t)p & 7u) == 0) {
+		q->runs[q->run_tail++ & (NRUN - 1)] =
+			(struct rrun){ .p = p, .left = n, .seq = first, .ucx = ucx };
+		q->n_ucx++;
+		l->hub->kept = true;
+	} else {
+		dst = area_take(q, bytes, &end);
+		if (dst == NULL)
+			return -ENOBUFS;
+		if (last != NULL && last->ucx == NULL && last->area_end == end - bytes &&
+		    last->seq + last->left == first) {
+			last->left += n;
+			last->area_end = end;
+		} else if (runs < NRUN) {
+			q->runs[q->run_tail++ & (NRUN - 1)] =
+				(struct rrun){ .p = dst, .left = n, .seq = first, .area_end = end };
+		} else {
+			return -ENOBUFS;
+		}
+		memcpy(dst, p, bytes);
+		q->tail = end;
+	}
+	if (q->n == l->rq_old)
+		l->recv_ack = first;
+	q->n += n;
+	return 0;
+}
+
+/* A frame's records from recv_next on (those below are duplicates), held
+ * as one run; `ucx` as for run_add(). A record over the size limits is
+ * refused with those after it. */
+static int take_records(struct shoal__link *l, const void *buf, const struct shoal__frame_hdr *h,
+			void *ucx)
 {
 	struct shoal__frame_iter it;
 	struct shoal__frame_rec r;
 	uint64_t seq = h->first_seq;
+	const unsigned char *start = NULL;
+	uint64_t first = 0, bytes = 0;
+	uint32_t n = 0;
+	int ret = 0;
 
 	shoal__frame_iter_init(&it, buf, h);
 	for (; shoal__frame_next(&it, &r); seq++) {
@@ -677,20 +784,25 @@ static int take_records(struct shoal__link *l, const void *buf, const struct sho
 			l->st.duplicates++;
 			continue;
 		}
-		if (r.len > l->o.max_record || shoal__frame_rec_size(r.len) > l->o.window)
-			return -EMSGSIZE;
-		if (seq > l->recv_next) {
-			l->st.gaps += seq - l->recv_next;
-			l->recv_next = seq;
+		if (r.len > l->o.max_record || shoal__frame_rec_size(r.len) > l->o.window) {
+			ret = -EMSGSIZE;
+			break;
 		}
-		if (recq_push(&l->rq, r.data, r.len, r.tag, seq) < 0)
-			return -ENOBUFS;
-		if (l->rq.n - l->rq_old == 1)
-			l->recv_ack = seq;
-		l->recv_next++;
-		l->st.records_recv++;
+		if (n++ == 0) {
+			start = (const unsigned char *)r.data - SHOAL__FRAME_REC_HDR;
+			first = seq;
+		}
+		bytes += shoal__frame_rec_size(r.len);
 	}
-	return 0;
+	if (n == 0)
+		return ret;
+	if (run_add(l, start, bytes, n, first, ucx) < 0)
+		return -ENOBUFS;
+	if (first > l->recv_next)
+		l->st.gaps += first - l->recv_next;
+	l->recv_next = first + n;
+	l->st.records_recv += n;
+	return ret;
 }
 
 /* The receive side restarts from `first`: what is held stays; anything
@@ -701,7 +813,7 @@ static void recv_jump(struct shoal__link *l, uint64_t first)
 		l->st.gaps += first - l->recv_next;
 		l->recv_next = first;
 	}
-	if (l->rq.n == l->rq_old && l->recv_ack != l->recv_next) {
+	if (l->rx.n == l->rq_old && l->recv_ack != l->recv_next) {
 		l->recv_ack = l->recv_next;
 		l->ack_due = l->now;
 	}
@@ -727,7 +839,7 @@ static void take_hello(struct shoal__link *l, const struct shoal__frame_hdr *h)
 			l->hello_due = true;
 			/* What we hold of its previous life is still handed on,
 			 * but our acks now count in its new numbering. */
-			l->rq_old = l->rq.n;
+			l->rq_old = l->rx.n;
 			l->recv_next = h->first_seq;
 		} else {
 			l->recv_next = h->first_seq;
@@ -749,8 +861,9 @@ static void take_hello(struct shoal__link *l, const struct shoal__frame_hdr *h)
 }
 
 /* A frame decoded into *h, from the link's connection: check it against
- * the link's state and take it. */
-static void frame_take(struct shoal__link *l, const void *buf, struct shoal__frame_hdr *h)
+ * the link's state and take it. `ucx`: as for run_add(). */
+static void frame_take(struct shoal__link *l, const void *buf, struct shoal__frame_hdr *h,
+		       void *ucx)
 {
 	struct shoal_err why;
 	int ret;
@@ -783,7 +896,7 @@ static void frame_take(struct shoal__link *l, const void *buf, struct shoal__fra
 		take_hello(l, h);
 	take_ack(l, h->ack, h->credits);
 	if (h->kind == SHOAL__FRAME_DATA) {
-		ret = take_records(l, buf, h);
+		ret = take_records(l, buf, h, ucx);
 		if (ret < 0) {
 			shoal__fail(&why, ret, "records beyond the credit or the size limit");
 			refuse(l, &why);
@@ -834,7 +947,7 @@ static int frame_decode(const void *header, size_t header_len, const void *data,
  * that does not drops the connection (an address that reaches someone
  * else). */
 static void link_frame(struct shoal__link *l, const void *header, size_t header_len,
-		       const void *data, size_t len, const ucp_am_recv_param_t *param)
+		       void *data, size_t len, const ucp_am_recv_param_t *param)
 {
 	struct shoal__frame_hdr h;
 	struct shoal__link_hello_id id;
@@ -853,7 +966,8 @@ static void link_frame(struct shoal__link *l, const void *header, size_t header_
 		l->ep_failed = true;
 		return;
 	}
-	frame_take(l, data, &h);
+	/* UCX lets us keep the bytes only when it says so. */
+	frame_take(l, data, &h, (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) ? data : NULL);
 }
 
 /* The first frame of an accepted connection: its HELLO, kept until the
@@ -888,8 +1002,10 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_len, void
 	struct pending *p;
 
 	if (l != NULL) {
+		h->kept = false;
 		link_frame(l, header, header_len, data, len, param);
-		return UCS_OK;
+		/* Kept: released by ucp_am_data_release() after its last record. */
+		return h->kept ? UCS_INPROGRESS : UCS_OK;
 	}
 	p = ep != NULL ? pending_of(h, ep) : NULL;
 	if (p != NULL)
@@ -945,7 +1061,7 @@ static void adopt(struct shoal__link_hub *h, struct pending *p)
 		memset(p, 0, sizeof(*p));
 		h->st.accepted++;
 		conn_begin(l, ep);
-		frame_take(l, NULL, &hello);
+		frame_take(l, NULL, &hello, NULL);
 		return;
 	}
 	pending_close(h, p);
@@ -1176,7 +1292,7 @@ static int ucx_open(struct shoal__link_hub *h, const char *transports, struct sh
 		.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
 			      UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
 		.id = SHOAL__LINK_AM_ID,
-		.flags = UCP_AM_FLAG_WHOLE_MSG,
+		.flags = UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA,
 		.cb = am_cb,
 		.arg = h,
 	};
@@ -1292,10 +1408,14 @@ static int alloc_buffers(struct shoal__link *l)
 		if (!l->fb[i].buf)
 			return -ENOMEM;
 	}
-	if (recq_init(&l->sq, 2 * (uint64_t)l->o.window + big) < 0 ||
-	    recq_init(&l->rq, 4 * (uint64_t)l->o.window + 2 * big) < 0)
+	if (recq_init(&l->sq, 2 * (uint64_t)l->o.window + big) < 0)
 		return -ENOMEM;
-	return 0;
+	l->rx.cap = 4096;
+	while (l->rx.cap < 4 * (uint64_t)l->o.window + 2 * big)
+		l->rx.cap <<= 1;
+	l->rx.area = aligned_alloc(64, l->rx.cap);
+	l->rx.runs = calloc(NRUN, sizeof(*l->rx.runs));
+	return l->rx.area != NULL && l->rx.runs != NULL ? 0 : -ENOMEM;
 }
 
 static void link_free(struct shoal__link *l)
@@ -1303,7 +1423,8 @@ static void link_free(struct shoal__link *l)
 	for (unsigned i = 0; i < NBUF; i++)
 		free(l->fb[i].buf);
 	free(l->sq.buf);
-	free(l->rq.buf);
+	free(l->rx.area);
+	free(l->rx.runs);
 	free(l);
 }
 
@@ -1373,6 +1494,9 @@ void shoal__link_destroy(struct shoal__link *l)
 	uint64_t give_up = shoal__now_ns() + 2000000000u;
 	bool busy = true;
 
+	for (uint64_t i = l->rx.run_head; i != l->rx.run_tail; i++)
+		if (l->rx.runs[i & (NRUN - 1)].ucx != NULL)
+			ucp_am_data_release(h->worker, l->rx.runs[i & (NRUN - 1)].ucx);
 	if (l->ep)
 		ep_close(h, l->ep);
 	/* Frames still arriving for it are strays now. */
@@ -1428,32 +1552,42 @@ int shoal__link_flush(struct shoal__link *l)
 
 int shoal__link_recv_peek(struct shoal__link *l, struct shoal__frame_rec *rec)
 {
-	struct qrec *r = recq_front(&l->rq);
+	struct shoal__frame_iter it;
 
-	if (!r)
+	if (l->rx.n == 0)
 		return -EAGAIN;
-	rec->data = r + 1;
-	rec->len = r->len;
-	rec->tag = r->tag;
-	l->peeked = true;
+	/* Checked when the frame came (shoal__frame_decode()): a walk of one. */
+	it = (struct shoal__frame_iter){ .p = rx_front(&l->rx)->p, .left = 1 };
+	shoal__frame_next(&it, rec);
+	l->peek_size = shoal__frame_rec_size(rec->len);
 	return 0;
 }
 
 void shoal__link_recv_release(struct shoal__link *l)
 {
-	struct qrec *r = recq_front(&l->rq);
+	struct rxq *q = &l->rx;
+	struct rrun *r = rx_front(q);
 
-	SHOAL_ASSERT(r != NULL && l->peeked);
-	l->peeked = false;
-	l->released_bytes += shoal__frame_rec_size(r->len);
-	recq_pop(&l->rq);
-	if (l->rq_old) {
-		l->rq_old--;
-	} else if (l->rq.n == 0) {
-		l->recv_ack = l->recv_next;
-	} else {
-		l->recv_ack = recq_front(&l->rq)->seq;
+	SHOAL_ASSERT(q->n != 0 && l->peek_size != 0);
+	r->p += l->peek_size;
+	r->seq++;
+	q->n--;
+	l->released_bytes += l->peek_size;
+	l->peek_size = 0;
+	if (--r->left == 0) {
+		if (r->ucx != NULL) {
+			ucp_am_data_release(l->hub->worker, r->ucx);
+			q->n_ucx--;
+		} else {
+			q->head = r->area_end;
+		}
+		q->run_head++;
+		r = rx_front(q);
 	}
+	if (l->rq_old)
+		l->rq_old--;
+	else
+		l->recv_ack = q->n == 0 ? l->recv_next : r->seq;
 	/* The credit comes back with the next frame; an ACK goes alone after
 	 * the flush deadline, or at the next poll once a quarter of the
 	 * window was released, so that a sender waiting for credit does not
@@ -1474,7 +1608,7 @@ void shoal__link_stats(const struct shoal__link *l, struct shoal__link_stats *st
 	st->acked = l->acked;
 	st->unacked_bytes = l->sq.bytes;
 	st->recv_next = l->recv_next;
-	st->recv_held = l->rq.n;
+	st->recv_held = l->rx.n;
 }
 
 /* ---- UCX's log ---------------------------------------------------------- */

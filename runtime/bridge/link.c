@@ -209,6 +209,7 @@ struct rrun {
 	uint32_t left;             /* records not yet released */
 	uint64_t seq;              /* the next record's number */
 	void *ucx;                 /* UCX's buffer, released after the last record; or NULL */
+	uint32_t ucx_len;          /* its bytes, the whole frame */
 	uint64_t area_end;         /* a copy: the area's position after it */
 };
 
@@ -220,6 +221,7 @@ struct rxq {
 	uint64_t head, tail;       /* free-running byte positions */
 	uint64_t n;                /* records held */
 	uint32_t n_ucx;            /* runs in UCX's buffers */
+	uint64_t ucx_bytes;        /* their frames' bytes: at most cap */
 };
 
 static struct rrun *rx_front(const struct rxq *q)
@@ -722,11 +724,13 @@ static void take_ack(struct shoal__link *l, uint64_t ack, uint32_t credits)
 }
 
 /* Hold `n` records numbered from `first`, the `bytes` at p of a frame:
- * in UCX's buffer `ucx` (NULL: UCX keeps it) when allowed, else copied.
+ * in UCX's buffer `ucx` of `len` bytes (NULL: UCX keeps it) when allowed,
+ * else copied. What UCX keeps for us is bounded as the area is, so that a
+ * peer's frames of few new records never pin more than that.
  * Returns 0, or -ENOBUFS (nothing changed) when no room is left, which an
  * honest peer never causes (the credit bounds it). */
 static int run_add(struct shoal__link *l, const unsigned char *p, uint64_t bytes, uint32_t n,
-		   uint64_t first, void *ucx)
+		   uint64_t first, void *ucx, uint32_t len)
 {
 	struct rxq *q = &l->rx;
 	uint64_t runs = q->run_tail - q->run_head;
@@ -736,10 +740,12 @@ static int run_add(struct shoal__link *l, const unsigned char *p, uint64_t bytes
 
 	/* Records must stay 8-byte aligned (docs/hosts.md, "A frame"): an
 	 * odd buffer of UCX's is copied into the area, which is. */
-	if (ucx != NULL && q->n_ucx < NHELD && runs < NRUN && ((uintptr_t)p & 7u) == 0) {
-		q->runs[q->run_tail++ & (NRUN - 1)] =
-			(struct rrun){ .p = p, .left = n, .seq = first, .ucx = ucx };
+	if (ucx != NULL && q->n_ucx < NHELD && runs < NRUN && ((uintptr_t)p & 7u) == 0 &&
+	    q->ucx_bytes + len <= q->cap) {
+		q->runs[q->run_tail++ & (NRUN - 1)] = (struct rrun){
+			.p = p, .left = n, .seq = first, .ucx = ucx, .ucx_len = len };
 		q->n_ucx++;
+		q->ucx_bytes += len;
 		l->hub->kept = true;
 	} else {
 		dst = area_take(q, bytes, &end);
@@ -796,7 +802,7 @@ static int take_records(struct shoal__link *l, const void *buf, const struct sho
 	}
 	if (n == 0)
 		return ret;
-	if (run_add(l, start, bytes, n, first, ucx) < 0)
+	if (run_add(l, start, bytes, n, first, ucx, h->len) < 0)
 		return -ENOBUFS;
 	if (first > l->recv_next)
 		l->st.gaps += first - l->recv_next;
@@ -1578,6 +1584,7 @@ void shoal__link_recv_release(struct shoal__link *l)
 		if (r->ucx != NULL) {
 			ucp_am_data_release(l->hub->worker, r->ucx);
 			q->n_ucx--;
+			q->ucx_bytes -= r->ucx_len;
 		} else {
 			q->head = r->area_end;
 		}

@@ -18,12 +18,13 @@
  *          at most NHELD frames, released with ucp_am_data_release()
  *          after their last record), else copied whole, one memcpy() per
  *          frame, into the link's receive area;
- *   fbuf   NBUF frame buffers; one is busy while UCP holds its request.
- * sq is a queue of records with a 16-byte header (len, tag, flags, seq),
- * padded to 16 bytes, in a power-of-two byte area; positions are
- * free-running 64-bit byte counters, masked on access. A record never
- * wraps: one that does not fit before the end of the area is preceded by a
- * PAD record to the end. The receive area works the same way with runs
+ *   fbuf   NBUF frames in flight: a header each, the records gathered from
+ *          sq; one is busy while UCP holds its request.
+ * sq holds records as a frame does (8-byte header, padded to 8 bytes), in
+ * a power-of-two byte area, so that frames go out from it with no copy;
+ * positions are free-running 64-bit byte counters, masked on access. A
+ * record never wraps: one that does not fit before the end of the area is
+ * preceded by a PAD record to the end (a flag of sq's own, never sent). The receive area works the same way with runs
  * for records: a run that does not fit before the end starts the next lap.
  *
  * Credits are counted in frame bytes (shoal__frame_rec_size()), the same on
@@ -34,9 +35,8 @@
  * receive area. After a peer restart the receiver may hold the old
  * incarnation's records beside a new window's worth, and a run that does
  * not fit before the area's end leaves that room unused for a lap: the
- * area is sized 4 x window plus two largest records. A record in sq takes
- * at most twice its frame size (16-byte header against 8): sq is sized
- * 2 x window plus one largest record.
+ * area is sized 4 x window plus two largest records, sq 2 x window plus
+ * one.
  *
  * The hub: one UCP context and worker for every link of a host, and one
  * listener. Connections are told apart by endpoint: every frame goes with
@@ -97,17 +97,10 @@
 #define DEF_MAX_BACKOFF_NS 1000000000u
 #define DEF_HELLO_NS      1000000000u
 
-/* ---- record queues ------------------------------------------------------- */
+/* ---- the send queue ------------------------------------------------------ */
 
-struct qrec {
-	uint32_t len;
-	uint16_t tag;
-	uint16_t flags;    /* REC_PAD */
-	uint64_t seq;
-};
-
-#define QREC_HDR ((uint64_t)sizeof(struct qrec))
-
+/* Records as a frame holds them (shoal__frame_rec_write()), so that a
+ * frame is sent from here, gathered, with no copy of its own. */
 struct recq {
 	unsigned char *buf;
 	uint64_t cap;      /* power of two */
@@ -116,13 +109,6 @@ struct recq {
 	uint64_t n;        /* live records, PADs not counted */
 	uint64_t bytes;    /* their frame sizes (credit accounting) */
 };
-
-/* Sizes are multiples of the header's, so that the room left before the
- * end of the area always holds at least a PAD header. */
-static uint64_t qrec_size(uint32_t len)
-{
-	return QREC_HDR + shoal__align_up(len, QREC_HDR);
-}
 
 static int recq_init(struct recq *q, uint64_t min_cap)
 {
@@ -138,67 +124,60 @@ static int recq_init(struct recq *q, uint64_t min_cap)
 	return 0;
 }
 
-static struct qrec *recq_at(const struct recq *q, uint64_t pos)
+static unsigned char *recq_at(const struct recq *q, uint64_t pos)
 {
-	return (struct qrec *)(q->buf + (pos & (q->cap - 1)));
+	return q->buf + (pos & (q->cap - 1));
 }
 
-/* Append a record; -ENOSPC (nothing changed) when it does not fit. */
-static int recq_push(struct recq *q, const void *data, uint32_t len, uint16_t tag, uint64_t seq)
+/* The size of the record at p, PAD or not. */
+static uint64_t recq_size(const unsigned char *p)
 {
-	uint64_t size = qrec_size(len);
+	return shoal__frame_rec_size(shoal__frame_rec_len(p));
+}
+
+/* Append a record; -ENOSPC (nothing changed) when it does not fit. Sizes
+ * are multiples of the record header's, so the room left before the end of
+ * the area always holds at least a PAD's header. */
+static int recq_push(struct recq *q, const void *data, uint32_t len, uint16_t tag)
+{
+	uint64_t size = shoal__frame_rec_size(len);
 	uint64_t room_to_end = q->cap - (q->tail & (q->cap - 1));
 	uint64_t pad = room_to_end < size ? room_to_end : 0;
-	struct qrec *r;
 
 	if (q->tail + pad + size - q->head > q->cap)
 		return -ENOSPC;
 	if (pad) {
-		r = recq_at(q, q->tail);
-		r->len = (uint32_t)(pad - QREC_HDR);
-		r->flags = REC_PAD;
+		shoal__frame_rec_write(recq_at(q, q->tail), NULL,
+				       (uint32_t)(pad - SHOAL__FRAME_REC_HDR), 0, REC_PAD);
 		q->tail += pad;
 	}
-	r = recq_at(q, q->tail);
-	*r = (struct qrec){ .len = len, .tag = tag, .seq = seq };
-	if (len)
-		memcpy(r + 1, data, len);
+	shoal__frame_rec_write(recq_at(q, q->tail), data, len, tag, 0);
 	q->tail += size;
 	q->n++;
-	q->bytes += shoal__frame_rec_size(len);
+	q->bytes += size;
 	return 0;
 }
 
-/* The record at `*pos` (skipping a PAD); *pos moves past it. */
-static struct qrec *recq_next(const struct recq *q, uint64_t *pos)
+/* Skip a PAD at *pos: the position of the record there. */
+static uint64_t recq_skip_pad(const struct recq *q, uint64_t pos)
 {
-	struct qrec *r = recq_at(q, *pos);
+	const unsigned char *p = recq_at(q, pos);
 
-	if (r->flags & REC_PAD) {
-		*pos += QREC_HDR + r->len;
-		r = recq_at(q, *pos);
-	}
-	SHOAL_ASSERT(*pos < q->tail);
-	*pos += qrec_size(r->len);
-	return r;
+	return shoal__frame_rec_flags(p) & REC_PAD ? pos + recq_size(p) : pos;
 }
 
-static void recq_pop(struct recq *q)
+/* Drop the first record; its frame size. */
+static uint64_t recq_pop(struct recq *q)
 {
-	uint64_t pos = q->head;
-	struct qrec *r = recq_next(q, &pos);
+	uint64_t pos = recq_skip_pad(q, q->head);
+	uint64_t size;
 
-	q->head = pos;
+	SHOAL_ASSERT(pos < q->tail);
+	size = recq_size(recq_at(q, pos));
+	q->head = pos + size;
 	q->n--;
-	q->bytes -= shoal__frame_rec_size(r->len);
-}
-
-/* The first live record, or NULL. */
-static struct qrec *recq_front(const struct recq *q)
-{
-	uint64_t pos = q->head;
-
-	return q->n ? recq_next(q, &pos) : NULL;
+	q->bytes -= size;
+	return size;
 }
 
 /* ---- received records ---------------------------------------------------- */
@@ -246,8 +225,11 @@ static unsigned char *area_take(const struct rxq *q, uint64_t bytes, uint64_t *e
 
 /* ---- the link ------------------------------------------------------------ */
 
+/* A frame in flight: its header here, its records in sq (at most two
+ * pieces: a frame spans at most one end of the area). */
 struct fbuf {
-	unsigned char *buf;
+	unsigned char hdr[SHOAL__FRAME_HDR];
+	ucp_dt_iov_t iov[3];
 	bool busy;         /* UCP holds it: a request in flight */
 };
 
@@ -297,7 +279,7 @@ struct shoal__link {
 	uint32_t peek_size;             /* frame bytes of the record peeked; 0: none */
 
 	struct fbuf fb[NBUF];
-	uint32_t fbuf_cap;
+	uint32_t fbuf_cap;              /* a frame's largest size */
 	struct shoal__link_stats st;
 };
 
@@ -385,24 +367,31 @@ static struct fbuf *fbuf_free(struct shoal__link *l)
 	return NULL;
 }
 
-/* Hand a finished frame to UCP, with `hdr` as the active message's header
- * (a HELLO's identity, else none). Returns 0, or -ENOTCONN after marking the
- * endpoint failed (the poll then drops the connection). */
-static int frame_out(struct shoal__link *l, struct fbuf *f, uint32_t len, const void *hdr,
+/* Hand a finished frame to UCP: f's `niov` pieces (its header, then its
+ * records in sq), with `hdr` as the active message's header (a HELLO's
+ * identity, else none). Returns 0, or -ENOTCONN after marking the endpoint
+ * failed (the poll then drops the connection).
+ *
+ * The records' bytes stay in sq, unchanged, until the peer acks them,
+ * which it cannot before UCP sent them; or until the peer restarted,
+ * which it says on a new connection, after the one these went on was
+ * closed, forced, which drops its sends unsent. */
+static int frame_out(struct shoal__link *l, struct fbuf *f, unsigned niov, const void *hdr,
 		     size_t hdr_len)
 {
 	ucp_request_param_t p = {
 		.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-				UCP_OP_ATTR_FIELD_FLAGS,
+				UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_DATATYPE,
 		.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY,
 		.cb.send = sent_cb,
 		.user_data = f,
+		.datatype = ucp_dt_make_iov(),
 	};
 	ucs_status_ptr_t r;
 
 	if (l->ep == NULL)
 		return -ENOTCONN;
-	r = ucp_am_send_nbx(l->ep, SHOAL__LINK_AM_ID, hdr, hdr_len, f->buf, len, &p);
+	r = ucp_am_send_nbx(l->ep, SHOAL__LINK_AM_ID, hdr, hdr_len, f->iov, niov, &p);
 	if (UCS_PTR_IS_ERR(r)) {
 		l->ep_failed = true;
 		return -ENOTCONN;
@@ -414,12 +403,15 @@ static int frame_out(struct shoal__link *l, struct fbuf *f, uint32_t len, const 
 	return 0;
 }
 
-static uint32_t end_frame(struct shoal__link *l, struct shoal__frame_enc *e, uint64_t first_seq)
+/* Write the header into f, its first piece. */
+static void end_frame(struct shoal__link *l, struct fbuf *f, struct shoal__frame_enc *e,
+		      uint64_t first_seq)
 {
 	l->ack_sent = l->recv_ack;
 	l->ack_due = 0;
 	l->released_bytes = 0;
-	return shoal__frame_end(e, l->st.epoch, first_seq, l->recv_ack, l->o.window);
+	shoal__frame_end(e, l->st.epoch, first_seq, l->recv_ack, l->o.window);
+	f->iov[0] = (ucp_dt_iov_t){ .buffer = f->hdr, .length = SHOAL__FRAME_HDR };
 }
 
 /* A HELLO or an ACK: no records. */
@@ -431,19 +423,23 @@ static int send_control(struct shoal__link *l, uint8_t kind)
 
 	if (!f || !l->ep)
 		return -EAGAIN;
-	SHOAL_ASSERT(shoal__frame_begin(&e, f->buf, l->fbuf_cap, kind) == 0);
+	SHOAL_ASSERT(shoal__frame_begin(&e, f->hdr, SHOAL__FRAME_HDR, kind) == 0);
+	end_frame(l, f, &e, first);
 	if (kind != SHOAL__FRAME_HELLO)
-		return frame_out(l, f, end_frame(l, &e, first), NULL, 0);
-	return frame_out(l, f, end_frame(l, &e, first), &l->hello_id, sizeof(l->hello_id));
+		return frame_out(l, f, 1, NULL, 0);
+	return frame_out(l, f, 1, &l->hello_id, sizeof(l->hello_id));
 }
 
 /* One DATA frame from the unsent records. Returns 1 when one went, 0 when
  * nothing was unsent, -EAGAIN without a free buffer, -ENOTCONN. */
 static int send_data(struct shoal__link *l)
 {
+	struct recq *q = &l->sq;
 	struct fbuf *f;
 	struct shoal__frame_enc e;
-	uint64_t first = l->sent;
+	uint64_t first = l->sent, pos, piece;
+	uint32_t room = l->fbuf_cap - SHOAL__FRAME_HDR, bytes = 0;
+	unsigned niov = 1;
 	int ret;
 
 	if (l->sent == l->next_seq)
@@ -451,28 +447,47 @@ static int send_data(struct shoal__link *l)
 	f = fbuf_free(l);
 	if (!f)
 		return -EAGAIN;
-	SHOAL_ASSERT(shoal__frame_begin(&e, f->buf, l->fbuf_cap, SHOAL__FRAME_DATA) == 0);
+	SHOAL_ASSERT(shoal__frame_begin(&e, f->hdr, l->fbuf_cap, SHOAL__FRAME_DATA) == 0);
+	pos = piece = recq_skip_pad(q, l->send_pos);
 	while (l->sent < l->next_seq) {
-		uint64_t pos = l->send_pos;
-		struct qrec *r = recq_next(&l->sq, &pos);
+		uint64_t size = recq_size(recq_at(q, pos));
 
-		if (!shoal__frame_fits(&e, r->len))
+		if (size > room - bytes)
 			break;
-		SHOAL_ASSERT(r->seq == l->sent);
-		SHOAL_ASSERT(shoal__frame_add(&e, r + 1, r->len, r->tag) == 0);
-		if (r->seq < l->sent_max) {
-			l->st.resent++;
-		} else {
-			l->st.records_sent++;
-			l->sent_max = r->seq + 1;
-		}
-		l->send_pos = pos;
+		bytes += (uint32_t)size;
+		pos += size;
 		l->sent++;
-		l->unsent_bytes -= shoal__frame_rec_size(r->len);
+		if (l->sent < l->next_seq && (pos & (q->cap - 1)) == 0) {
+			/* The end of the area: the frame goes on at its start. */
+			f->iov[niov++] = (ucp_dt_iov_t){ .buffer = recq_at(q, piece),
+							 .length = pos - piece };
+			piece = pos;
+		} else if (l->sent < l->next_seq) {
+			uint64_t next = recq_skip_pad(q, pos);
+
+			if (next != pos) {
+				f->iov[niov++] = (ucp_dt_iov_t){ .buffer = recq_at(q, piece),
+								 .length = pos - piece };
+				pos = piece = next;
+			}
+		}
 	}
-	/* The buffer holds the largest record: a frame is never empty. */
-	SHOAL_ASSERT(e.count > 0);
-	ret = frame_out(l, f, end_frame(l, &e, first), NULL, 0);
+	/* The frame holds the largest record: it is never empty. It spans
+	 * the area's end at most once: sq holds less than a lap. */
+	SHOAL_ASSERT(bytes > 0 && niov < 3);
+	if (pos != piece)
+		f->iov[niov++] = (ucp_dt_iov_t){ .buffer = recq_at(q, piece), .length = pos - piece };
+	SHOAL_ASSERT(shoal__frame_add_laid(&e, (uint32_t)(l->sent - first), bytes) == 0);
+	l->send_pos = pos;
+	l->unsent_bytes -= bytes;
+	if (l->sent > l->sent_max) {
+		l->st.records_sent += l->sent - (first > l->sent_max ? first : l->sent_max);
+		l->sent_max = l->sent;
+	}
+	l->st.resent += (l->sent < l->sent_max ? l->sent : l->sent_max) -
+			(first < l->sent_max ? first : l->sent_max);
+	end_frame(l, f, &e, first);
+	ret = frame_out(l, f, niov, NULL, 0);
 	if (ret < 0)
 		return ret;
 	l->unsent_since = l->now;
@@ -704,9 +719,8 @@ static void take_ack(struct shoal__link *l, uint64_t ack, uint32_t credits)
 		if (l->sent == l->acked) {
 			/* Acked before this connection sent it again: it
 			 * went on the connection before. */
-			l->unsent_bytes -= shoal__frame_rec_size(recq_front(&l->sq)->len);
+			l->unsent_bytes -= recq_pop(&l->sq);
 			l->sent++;
-			recq_pop(&l->sq);
 			l->send_pos = l->sq.head;
 		} else {
 			recq_pop(&l->sq);
@@ -835,8 +849,8 @@ static void take_hello(struct shoal__link *l, const struct shoal__frame_hdr *h)
 			/* The peer restarted: what it had not acked may have been
 			 * handed on or not. Counted, never sent twice. */
 			l->st.lost_link += l->next_seq - l->acked;
-			while (l->sq.n)
-				recq_pop(&l->sq);
+			l->sq.head = l->sq.tail;
+			l->sq.n = l->sq.bytes = 0;
 			l->acked = l->sent = l->sent_max = l->next_seq;
 			l->send_pos = l->sq.head;
 			l->unsent_bytes = 0;
@@ -1403,17 +1417,12 @@ void shoal__link_hub_destroy(struct shoal__link_hub *h)
 
 static int alloc_buffers(struct shoal__link *l)
 {
-	uint64_t big = qrec_size(l->o.max_record);
+	uint64_t big = shoal__frame_rec_size(l->o.max_record);
 	uint32_t fcap = SHOAL__FRAME_HDR + shoal__frame_rec_size(l->o.max_record);
 
 	if (fcap < SHOAL__FRAME_HDR + l->o.flush_bytes)
 		fcap = SHOAL__FRAME_HDR + l->o.flush_bytes;
 	l->fbuf_cap = fcap;
-	for (unsigned i = 0; i < NBUF; i++) {
-		l->fb[i].buf = malloc(fcap);
-		if (!l->fb[i].buf)
-			return -ENOMEM;
-	}
 	if (recq_init(&l->sq, 2 * (uint64_t)l->o.window + big) < 0)
 		return -ENOMEM;
 	l->rx.cap = 4096;
@@ -1426,8 +1435,6 @@ static int alloc_buffers(struct shoal__link *l)
 
 static void link_free(struct shoal__link *l)
 {
-	for (unsigned i = 0; i < NBUF; i++)
-		free(l->fb[i].buf);
 	free(l->sq.buf);
 	free(l->rx.area);
 	free(l->rx.runs);
@@ -1535,7 +1542,7 @@ int shoal__link_send(struct shoal__link *l, const void *data, uint32_t len, uint
 	if (len > l->o.max_record)
 		return -EMSGSIZE;
 	if (l->sq.bytes + size > l->peer_credits ||
-	    recq_push(&l->sq, data, len, tag, l->next_seq) < 0) {
+	    recq_push(&l->sq, data, len, tag) < 0) {
 		l->st.credit_waits++;
 		return -EAGAIN;
 	}

@@ -46,10 +46,18 @@ static void put32(unsigned char *p, uint32_t v)
 	put16(p + 2, (uint16_t)(v >> 16));
 }
 
+/* Byte by byte from one value: compilers merge these stores into one on a
+ * little-endian host. */
 static void put64(unsigned char *p, uint64_t v)
 {
-	put32(p, (uint32_t)v);
-	put32(p + 4, (uint32_t)(v >> 32));
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+	p[2] = (unsigned char)(v >> 16);
+	p[3] = (unsigned char)(v >> 24);
+	p[4] = (unsigned char)(v >> 32);
+	p[5] = (unsigned char)(v >> 40);
+	p[6] = (unsigned char)(v >> 48);
+	p[7] = (unsigned char)(v >> 56);
 }
 
 static int check_header(const unsigned char *b, size_t len, struct shoal__frame_hdr *h,
@@ -173,13 +181,14 @@ void shoal__frame_rec_write(void *p, const void *data, uint32_t len, uint16_t ta
 	unsigned char *b = p;
 	uint32_t size = shoal__frame_rec_size(len);
 
-	put32(b, len);
-	put16(b + 4, tag);
-	put16(b + 6, flags);
+	/* Zero padding, so that a frame's bytes depend only on its content:
+	 * the padding is under 8 bytes, so zeroing the record's last 8 (one
+	 * store, not a memset() call of a computed length) before the header
+	 * and the bytes are written over them leaves exactly it zero. */
+	memset(b + size - SHOAL__FRAME_REC_HDR, 0, SHOAL__FRAME_REC_HDR);
+	put64(b, (uint64_t)len | (uint64_t)tag << 32 | (uint64_t)flags << 48);
 	if (len && data)   /* an empty record may come with data NULL */
 		memcpy(b + SHOAL__FRAME_REC_HDR, data, len);
-	/* Zero padding, so that a frame's bytes depend only on its content. */
-	memset(b + SHOAL__FRAME_REC_HDR + len, 0, size - SHOAL__FRAME_REC_HDR - len);
 }
 
 int shoal__frame_add(struct shoal__frame_enc *e, const void *data, uint32_t len, uint16_t tag)

@@ -790,29 +790,34 @@ static int run_add(struct shoal__link *l, const unsigned char *p, uint64_t bytes
 static int take_records(struct shoal__link *l, const void *buf, const struct shoal__frame_hdr *h,
 			void *ucx)
 {
-	struct shoal__frame_iter it;
-	struct shoal__frame_rec r;
-	uint64_t seq = h->first_seq;
+	/* The frame decoded: every record's bounds hold, so the walk reads
+	 * lengths only (peek reads the rest). */
+	const unsigned char *p = (const unsigned char *)buf + SHOAL__FRAME_HDR;
 	const unsigned char *start = NULL;
+	uint64_t seq = h->first_seq;
 	uint64_t first = 0, bytes = 0;
 	uint32_t n = 0;
 	int ret = 0;
 
-	shoal__frame_iter_init(&it, buf, h);
-	for (; shoal__frame_next(&it, &r); seq++) {
+	for (uint32_t i = 0; i < h->count; i++, seq++) {
+		uint32_t len = shoal__frame_rec_len(p);
+		uint32_t size = shoal__frame_rec_size(len);
+
 		if (seq < l->recv_next) {
 			l->st.duplicates++;
+			p += size;
 			continue;
 		}
-		if (r.len > l->o.max_record || shoal__frame_rec_size(r.len) > l->o.window) {
+		if (len > l->o.max_record || size > l->o.window) {
 			ret = -EMSGSIZE;
 			break;
 		}
 		if (n++ == 0) {
-			start = (const unsigned char *)r.data - SHOAL__FRAME_REC_HDR;
+			start = p;
 			first = seq;
 		}
-		bytes += shoal__frame_rec_size(r.len);
+		bytes += size;
+		p += size;
 	}
 	if (n == 0)
 		return ret;

@@ -155,7 +155,7 @@ bool shoal__frame_next(struct shoal__frame_iter *it, struct shoal__frame_rec *re
 	if (it->left == 0)
 		return false;
 	rec->len = shoal__frame_rec_len(it->p);
-	rec->tag = get16(it->p + 4);
+	rec->tag = shoal__frame_rec_tag(it->p);
 	rec->data = it->p + SHOAL__FRAME_REC_HDR;
 	it->p += shoal__frame_rec_size(rec->len);
 	it->left--;

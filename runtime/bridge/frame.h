@@ -91,6 +91,14 @@ static inline uint32_t shoal__frame_rec_len(const void *p)
 	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
 }
 
+/* A record header's tag field, at p. */
+static inline uint16_t shoal__frame_rec_tag(const void *p)
+{
+	const unsigned char *b = p;
+
+	return (uint16_t)(b[4] | b[5] << 8);
+}
+
 /* A record header's flags field, at p. */
 static inline uint16_t shoal__frame_rec_flags(const void *p)
 {

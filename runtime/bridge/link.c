@@ -1570,13 +1570,15 @@ int shoal__link_flush(struct shoal__link *l)
 
 int shoal__link_recv_peek(struct shoal__link *l, struct shoal__frame_rec *rec)
 {
-	struct shoal__frame_iter it;
+	const unsigned char *p;
 
 	if (l->rx.n == 0)
 		return -EAGAIN;
-	/* Checked when the frame came (shoal__frame_decode()): a walk of one. */
-	it = (struct shoal__frame_iter){ .p = rx_front(&l->rx)->p, .left = 1 };
-	shoal__frame_next(&it, rec);
+	/* Checked when the frame came (shoal__frame_decode()). */
+	p = rx_front(&l->rx)->p;
+	rec->len = shoal__frame_rec_len(p);
+	rec->tag = shoal__frame_rec_tag(p);
+	rec->data = p + SHOAL__FRAME_REC_HDR;
 	l->peek_size = shoal__frame_rec_size(rec->len);
 	return 0;
 }

@@ -480,12 +480,14 @@ static int send_data(struct shoal__link *l)
 	SHOAL_ASSERT(shoal__frame_add_laid(&e, (uint32_t)(l->sent - first), bytes) == 0);
 	l->send_pos = pos;
 	l->unsent_bytes -= bytes;
+	/* [first, sent_max) went before, on an earlier connection. */
 	if (l->sent > l->sent_max) {
-		l->st.records_sent += l->sent - (first > l->sent_max ? first : l->sent_max);
+		l->st.resent += l->sent_max - first;
+		l->st.records_sent += l->sent - l->sent_max;
 		l->sent_max = l->sent;
+	} else {
+		l->st.resent += l->sent - first;
 	}
-	l->st.resent += (l->sent < l->sent_max ? l->sent : l->sent_max) -
-			(first < l->sent_max ? first : l->sent_max);
 	end_frame(l, f, &e, first);
 	ret = frame_out(l, f, niov, NULL, 0);
 	if (ret < 0)

@@ -24,8 +24,10 @@
  * a power-of-two byte area, so that frames go out from it with no copy;
  * positions are free-running 64-bit byte counters, masked on access. A
  * record never wraps: one that does not fit before the end of the area is
- * preceded by a PAD record to the end (a flag of sq's own, never sent). The receive area works the same way with runs
- * for records: a run that does not fit before the end starts the next lap.
+ * preceded by a PAD record to the end (a flag of sq's own, never sent).
+ * The receive area works the same way with runs for records: a run that
+ * does not fit before the end starts the next lap. What UCX keeps for the
+ * link is bounded by the area's size too.
  *
  * Credits are counted in frame bytes (shoal__frame_rec_size()), the same on
  * both sides whatever the queues' padding. The receiver's credit is its

@@ -5,9 +5,13 @@
  *
  * Why one loop and no thread per link: a hub and its links are
  * single-threaded (link.h rule 2) and make progress only inside their
- * calls, so the loop polls the hub (every link), then sleeps on its fd
- * until the earliest link deadline, at most WAKE_NS: the mailbox's doorbell
- * is not that fd, and a stop asked through it is seen within that bound.
+ * calls, so the loop polls the hub (every link) and the mailbox, goes round
+ * again at once while either had work, and only when both were idle sleeps
+ * on the hub's fd until the earliest link deadline, at most WAKE_NS: the
+ * mailbox's doorbell is not that fd, so a message (or a stop) that comes to
+ * an idle bridge waits up to that bound. Sleeping between turns of a busy
+ * mailbox held a bridge to 64 messages a wake (27 000 messages a second
+ * across loopback, the link alone carrying 16 million).
  * Each turn also stores every link's counters in the link view
  * (runtime/bridge/view.h) for the tools.
  *
@@ -58,7 +62,7 @@
 #include "runtime/route/route.h"
 #include "shm/util.h"
 
-#define WAKE_NS (10 * UINT64_C(1000000))
+#define WAKE_NS UINT64_C(1000000)
 #define MAILBOX_BUDGET 64u
 #define PENDING_MAX 4096u
 #define ENV_BYTES sizeof(struct shoal_envelope)
@@ -85,6 +89,7 @@ struct counts {
 	uint64_t no_group;       /* direct messages for no group of another host */
 	uint64_t ended;          /* requests brought in, answered -EOWNERDEAD here */
 	uint64_t untracked;      /* requests brought in while PENDING_MAX were watched */
+	uint64_t lost_stop;      /* records no peer acknowledged when the bridge stopped */
 };
 
 /*
@@ -734,9 +739,12 @@ static void serve(struct bridge *b)
 
 	for (;;) {
 		uint64_t now = shoal__now_ns(), wake = now + WAKE_NS, due;
+		int took = shoal_poll(b->ctx, MAILBOX_BUDGET, 0);
 
-		if (shoal_poll(b->ctx, MAILBOX_BUDGET, 0) == -ESHUTDOWN)
+		if (took == -ESHUTDOWN)
 			return;
+		if (took > 0)
+			wake = now;   /* more may wait: no sleep this turn */
 		shoal__link_hub_poll(b->hub, now);
 		for (uint32_t i = 0; i < b->n_peers; i++) {
 			take_records(b, &b->peers[i]);
@@ -753,6 +761,46 @@ static void serve(struct bridge *b)
 		now = shoal__now_ns();
 		if (wake > now)
 			poll(&pfd, 1, (int)((wake - now + 999999) / 1000000));
+	}
+}
+
+/*
+ * At stop, what the links still hold for their peers goes out and is
+ * acknowledged first: the hub is polled until no link that is up has a
+ * record unacknowledged, for at most STOP_DRAIN_NS. What is left then (a
+ * link down, a peer that does not release) is counted lost (lost_stop)
+ * and said: the peer may have had it, but never said so. Before this, a
+ * host stopped under load lost what was in flight without a count (5 728
+ * of 17.5 million, loopback, at 1.4 million a second).
+ */
+#define STOP_DRAIN_NS (2 * UINT64_C(1000000000))
+
+static void drain_links(struct bridge *b)
+{
+	struct pollfd pfd = { .fd = shoal__link_hub_fd(b->hub), .events = POLLIN };
+	uint64_t end = shoal__now_ns() + STOP_DRAIN_NS;
+
+	for (;;) {
+		uint64_t now = shoal__now_ns(), left = 0;
+		bool waiting = false;
+
+		shoal__link_hub_poll(b->hub, now);
+		for (uint32_t i = 0; i < b->n_peers; i++) {
+			struct shoal__link_stats st;
+
+			if (b->peers[i].link == NULL)
+				continue;
+			(void)shoal__link_flush(b->peers[i].link);
+			shoal__link_stats(b->peers[i].link, &st);
+			left += st.next_seq - st.acked;
+			waiting |= st.state == SHOAL__LINK_UP && st.next_seq != st.acked;
+		}
+		if (!waiting || now >= end) {
+			b->n.lost_stop = left;
+			return;
+		}
+		if (shoal__link_hub_arm(b->hub) != -EAGAIN)
+			(void)poll(&pfd, 1, 1);
 	}
 }
 
@@ -802,16 +850,19 @@ int shoal__bridge_run(const struct shoal__bridge_opts *o, struct shoal_err *err)
 	}
 	if (ret == 0) {
 		serve(&b);
+		drain_links(&b);
 		fprintf(o->log, "stopped: %llu records sent to other hosts, %llu received and "
 			"sent on here; %llu messages for no other host, %llu of its own come back, "
 			"%llu lost to a host down, %llu received records refused; %llu of those "
 			"sent direct, %llu direct for no group of another host; %llu requests "
-			"brought in answered -EOWNERDEAD, %llu not watched\n",
+			"brought in answered -EOWNERDEAD, %llu not watched; %llu unacknowledged "
+			"at the stop, counted lost\n",
 			(unsigned long long)b.n.forwarded, (unsigned long long)b.n.received,
 			(unsigned long long)b.n.no_host, (unsigned long long)b.n.returned,
 			(unsigned long long)b.n.lost_down, (unsigned long long)b.n.refused_in,
 			(unsigned long long)b.n.direct, (unsigned long long)b.n.no_group,
-			(unsigned long long)b.n.ended, (unsigned long long)b.n.untracked);
+			(unsigned long long)b.n.ended, (unsigned long long)b.n.untracked,
+			(unsigned long long)b.n.lost_stop);
 	}
 	close_all(&b);
 	return ret;

@@ -2008,9 +2008,10 @@ static void run_host_starts_only_the_groups_of_that_host(void **state)
 }
 
 /*
- * The README's system across hosts, as it says to run it: examples/hosts.yaml,
- * host b (the consumers) and host a (the producer) on this machine's
- * loopback, each with a shared-memory folder of its own. Every message the
+ * The README's system across hosts, as it says to run it: examples/hosts.yaml
+ * (on two ports of the test's own), host b (the consumers) and host a (the
+ * producer) on this machine's loopback, each with a shared-memory folder of
+ * its own. Every message the
  * producer says it sent reaches one consumer, in order, through the two
  * bridges; both systems stop cleanly.
  */
@@ -2029,14 +2030,26 @@ static void across_two_hosts(bool full_rate)
 	saved_dir = strdup(saved);
 	assert_non_null(saved_dir);
 	snprintf(cfg, sizeof(cfg), "%s/hosts.yaml", ex);
-	if (full_rate) {
-		/* The example with its producer unthrottled. */
-		char *yaml = read_file(cfg), *rate = strstr(yaml, ", --rate, \"20000\"");
+	{
+		/* The example as it is but for its two ports (ours, so that
+		 * nothing else on the machine holds them), and, at full rate,
+		 * its producer unthrottled. */
+		char *yaml = read_file(cfg), *p, digits[8];
+		unsigned port = 8000 + 2 * ((unsigned)getpid() % 990);
 
-		assert_non_null(rate);
-		memmove(rate, rate + strlen(", --rate, \"20000\""),
-			strlen(rate + strlen(", --rate, \"20000\"")) + 1);
-		snprintf(cfg, sizeof(cfg), "%s", in_dir("hosts-full.yaml"));
+		for (int h = 0; h < 2; h++) {
+			p = strstr(yaml, h == 0 ? "127.0.0.1:7411" : "127.0.0.1:7412");
+			assert_non_null(p);
+			/* In place: four digits for four. */
+			snprintf(digits, sizeof(digits), "%04u", port + (unsigned)h);
+			memcpy(p + strlen("127.0.0.1:"), digits, 4);
+		}
+		p = strstr(yaml, ", --rate, \"20000\"");
+		assert_non_null(p);
+		if (full_rate)
+			memmove(p, p + strlen(", --rate, \"20000\""),
+				strlen(p + strlen(", --rate, \"20000\"")) + 1);
+		snprintf(cfg, sizeof(cfg), "%s", in_dir(full_rate ? "hosts-full.yaml" : "hosts.yaml"));
 		write_file(cfg, yaml);
 		free(yaml);
 		unlink(out[0]);

@@ -4,8 +4,9 @@
  * link end per host, driven as a bridge's loop drives it, with nothing of
  * the bridge around it (no rings, no routing). What separates this row from
  * `ucx-batched` is what the link adds to UCX: record headers, sequence
- * numbers, the copy into its send queue and out of it into a frame, the
- * copy of every received record into its receive queue, acks and credits.
+ * numbers, the copy of every record into its send queue (frames are
+ * gathered from there), the receive side's hold on UCX's buffers (or one
+ * copy per frame when UCX cannot leave one), acks and credits.
  *
  * The link's options are its defaults except where a default cannot hold
  * the benchmark: max_record is NET_PAYLOAD_MAX (the default, the largest

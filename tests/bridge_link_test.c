@@ -292,6 +292,9 @@ static void link_delivers_every_record_once_in_order(void **state)
 	assert_int_equal(rep->tx.next_seq, n);
 	assert_int_equal(rep->tx.lost_link, 0);
 	assert_int_equal(rep->received, n);
+	/* One connection: every record sent once, none counted resent. */
+	assert_int_equal(rep->tx.records_sent, n);
+	assert_int_equal(rep->tx.resent, 0);
 }
 
 static void link_down_for_two_seconds_loses_nothing_uncounted(void **state)

@@ -46,10 +46,18 @@ static void put32(unsigned char *p, uint32_t v)
 	put16(p + 2, (uint16_t)(v >> 16));
 }
 
+/* Byte by byte from one value: compilers merge these stores into one on a
+ * little-endian host. */
 static void put64(unsigned char *p, uint64_t v)
 {
-	put32(p, (uint32_t)v);
-	put32(p + 4, (uint32_t)(v >> 32));
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+	p[2] = (unsigned char)(v >> 16);
+	p[3] = (unsigned char)(v >> 24);
+	p[4] = (unsigned char)(v >> 32);
+	p[5] = (unsigned char)(v >> 40);
+	p[6] = (unsigned char)(v >> 48);
+	p[7] = (unsigned char)(v >> 56);
 }
 
 static int check_header(const unsigned char *b, size_t len, struct shoal__frame_hdr *h,
@@ -115,8 +123,8 @@ int shoal__frame_decode(const void *buf, size_t len, struct shoal__frame_hdr *h,
 			return shoal__fail(err, -EBADMSG,
 					   "record %u of %u: header past the frame's end", i,
 					   h->count);
-		rlen = get32(b + off);
-		rflags = get16(b + off + 6);
+		rlen = shoal__frame_rec_len(b + off);
+		rflags = shoal__frame_rec_flags(b + off);
 		if (rlen > SHOAL__FRAME_REC_MAX)
 			return shoal__fail(err, -EMSGSIZE, "record %u: %u bytes, the limit is %u",
 					   i, rlen, SHOAL__FRAME_REC_MAX);
@@ -146,8 +154,8 @@ bool shoal__frame_next(struct shoal__frame_iter *it, struct shoal__frame_rec *re
 {
 	if (it->left == 0)
 		return false;
-	rec->len = get32(it->p);
-	rec->tag = get16(it->p + 4);
+	rec->len = shoal__frame_rec_len(it->p);
+	rec->tag = shoal__frame_rec_tag(it->p);
 	rec->data = it->p + SHOAL__FRAME_REC_HDR;
 	it->p += shoal__frame_rec_size(rec->len);
 	it->left--;
@@ -167,28 +175,44 @@ int shoal__frame_begin(struct shoal__frame_enc *e, void *buf, uint32_t cap, uint
 	return 0;
 }
 
+void shoal__frame_rec_write(void *p, const void *data, uint32_t len, uint16_t tag,
+			    uint16_t flags)
+{
+	unsigned char *b = p;
+	uint32_t size = shoal__frame_rec_size(len);
+
+	/* Zero padding, so that a frame's bytes depend only on its content:
+	 * the padding is under 8 bytes, so zeroing the record's last 8 (one
+	 * store, not a memset() call of a computed length) before the header
+	 * and the bytes are written over them leaves exactly it zero. */
+	memset(b + size - SHOAL__FRAME_REC_HDR, 0, SHOAL__FRAME_REC_HDR);
+	put64(b, (uint64_t)len | (uint64_t)tag << 32 | (uint64_t)flags << 48);
+	if (len && data)   /* an empty record may come with data NULL */
+		memcpy(b + SHOAL__FRAME_REC_HDR, data, len);
+}
+
 int shoal__frame_add(struct shoal__frame_enc *e, const void *data, uint32_t len, uint16_t tag)
 {
-	unsigned char *p;
-	uint32_t size;
-
 	if (e->kind != SHOAL__FRAME_DATA)
 		return -EINVAL;
 	if (len > SHOAL__FRAME_REC_MAX)
 		return -EMSGSIZE;
 	if (!shoal__frame_fits(e, len))
 		return -ENOSPC;
-	size = shoal__frame_rec_size(len);
-	p = e->buf + e->len;
-	put32(p, len);
-	put16(p + 4, tag);
-	put16(p + 6, 0);
-	if (len)   /* an empty record may come with data NULL */
-		memcpy(p + SHOAL__FRAME_REC_HDR, data, len);
-	/* Zero padding, so that a frame's bytes depend only on its content. */
-	memset(p + SHOAL__FRAME_REC_HDR + len, 0, size - SHOAL__FRAME_REC_HDR - len);
-	e->len += size;
+	shoal__frame_rec_write(e->buf + e->len, data, len, tag, 0);
+	e->len += shoal__frame_rec_size(len);
 	e->count++;
+	return 0;
+}
+
+int shoal__frame_add_laid(struct shoal__frame_enc *e, uint32_t n, uint32_t bytes)
+{
+	if (e->kind != SHOAL__FRAME_DATA)
+		return -EINVAL;
+	if (bytes > e->cap - e->len)
+		return -ENOSPC;
+	e->len += bytes;
+	e->count += n;
 	return 0;
 }
 

@@ -83,6 +83,30 @@ static inline uint32_t shoal__frame_rec_size(uint32_t len)
 	return SHOAL__FRAME_REC_HDR + ((len + 7u) & ~7u);
 }
 
+/* A record header's length field, at p (little-endian, any alignment). */
+static inline uint32_t shoal__frame_rec_len(const void *p)
+{
+	const unsigned char *b = p;
+
+	return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+/* A record header's tag field, at p. */
+static inline uint16_t shoal__frame_rec_tag(const void *p)
+{
+	const unsigned char *b = p;
+
+	return (uint16_t)(b[4] | b[5] << 8);
+}
+
+/* A record header's flags field, at p. */
+static inline uint16_t shoal__frame_rec_flags(const void *p)
+{
+	const unsigned char *b = p;
+
+	return (uint16_t)(b[6] | b[7] << 8);
+}
+
 /*
  * Check `len` bytes received from a peer as one frame and decode its header
  * into *h. Every record is checked too: its header lies inside the frame,
@@ -128,6 +152,25 @@ int shoal__frame_begin(struct shoal__frame_enc *e, void *buf, uint32_t cap, uint
  * the frame is not DATA.
  */
 int shoal__frame_add(struct shoal__frame_enc *e, const void *data, uint32_t len, uint16_t tag);
+
+/*
+ * Write one record at p as a frame holds it: header, `len` bytes of data,
+ * zero padding; shoal__frame_rec_size(len) bytes in all. `flags` other
+ * than 0 only for a writer's own layout (the link's send queue marks its
+ * fillers), never in a frame. For a writer that lays records out itself
+ * and sends them with shoal__frame_add_laid().
+ */
+void shoal__frame_rec_write(void *p, const void *data, uint32_t len, uint16_t tag,
+			    uint16_t flags);
+
+/*
+ * Count `n` records of `bytes` in all, written with shoal__frame_rec_write()
+ * and sent right after the header from elsewhere (a gathered send): the
+ * encoder's buffer then holds only the header. Returns 0, or -ENOSPC (the
+ * frame is unchanged) when they do not fit in the frame's capacity, or
+ * -EINVAL if the frame is not DATA.
+ */
+int shoal__frame_add_laid(struct shoal__frame_enc *e, uint32_t n, uint32_t bytes);
 
 /*
  * Whether a record of `len` bytes fits in what is left of the frame: true

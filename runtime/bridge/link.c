@@ -12,22 +12,33 @@
  * Memory picture, all allocated at create:
  *   sq     records queued for the peer, kept until acked: [acked, sent) went
  *          out in frames, [sent, next_seq) wait for the next frame;
- *   rq     records received in order, held until the caller releases them;
- *   fbuf   NBUF frame buffers; one is busy while UCP holds its request.
- * sq and rq are queues of records with a 16-byte header (len, tag, flags,
- * seq), padded to 16 bytes, in a power-of-two byte area; positions are
- * free-running 64-bit byte counters, masked on access. A record never wraps: one that does not fit
- * before the end of the area is preceded by a PAD record to the end.
+ *   rx     records received in order, held until the caller releases them,
+ *          as runs of a frame's records in frame encoding: in UCX's own
+ *          buffer when UCX lets us keep it (UCP_AM_FLAG_PERSISTENT_DATA,
+ *          at most NHELD frames, released with ucp_am_data_release()
+ *          after their last record), else copied whole, one memcpy() per
+ *          frame, into the link's receive area;
+ *   fbuf   NBUF frames in flight: a header each, the records gathered from
+ *          sq; one is busy while UCP holds its request.
+ * sq holds records as a frame does (8-byte header, padded to 8 bytes), in
+ * a power-of-two byte area, so that frames go out from it with no copy;
+ * positions are free-running 64-bit byte counters, masked on access. A
+ * record never wraps: one that does not fit before the end of the area is
+ * preceded by a PAD record to the end (a flag of sq's own, never sent).
+ * The receive area works the same way with runs for records: a run that
+ * does not fit before the end starts the next lap. What UCX keeps for the
+ * link is bounded by the area's size too.
  *
  * Credits are counted in frame bytes (shoal__frame_rec_size()), the same on
  * both sides whatever the queues' padding. The receiver's credit is its
  * window, constant, measured from its ack (records released): everything
- * beyond the ack is in the receiver's rq or still in flight, so a sender
- * that keeps its unacked bytes within the credit never overruns the rq.
- * A stored record takes at most twice its frame size (16-byte header
- * against 8), and after a peer restart rq may hold the old incarnation's
- * records beside a new window's worth: rq is sized 4 x window plus two
- * largest records, sq 2 x window plus one.
+ * beyond the ack is held by the receiver or still in flight, so a sender
+ * that keeps its unacked bytes within the credit never overruns the
+ * receive area. After a peer restart the receiver may hold the old
+ * incarnation's records beside a new window's worth, and a run that does
+ * not fit before the area's end leaves that room unused for a lap: the
+ * area is sized 4 x window plus two largest records, sq 2 x window plus
+ * one.
  *
  * The hub: one UCP context and worker for every link of a host, and one
  * listener. Connections are told apart by endpoint: every frame goes with
@@ -45,8 +56,7 @@
  * running. Only UCX's log handler may run on a thread of UCX's own.
  *
  * Progress: no call waits for the peer. send, flush and poll do a bounded
- * amount of work (poll progresses UCP until it has nothing left, which is
- * bounded by what arrived); only three places wait for UCX itself, each
+ * amount of work (poll progresses UCP once); only three places wait for UCX itself, each
  * for something that completes locally: ep_close() when every close slot
  * is taken (a reconnect storm), a link's destroy for its frames in flight,
  * and a hub's destroy for its closes (both bounded at 2 s).
@@ -72,6 +82,12 @@
 #define NBUF         4u           /* frame buffers: frames UCP may hold at once */
 #define NCLOSING     8u           /* endpoints being closed at once */
 #define NPENDING     8u           /* accepted connections not yet named at once */
+#define NHELD        64u          /* frames kept in UCX's buffers at once */
+/* Runs of received records: held frames, copies between them (consecutive
+ * copies join into one run), and the few that a lap of the area or a gap
+ * in the numbers splits. An honest peer cannot fill it; a hostile one only
+ * gets its frames refused. */
+#define NRUN         (4u * NHELD)
 #define REC_PAD      1u           /* queue record flag: filler to the end of the area */
 
 #define DEF_WINDOW        (1u << 20)
@@ -83,17 +99,10 @@
 #define DEF_MAX_BACKOFF_NS 1000000000u
 #define DEF_HELLO_NS      1000000000u
 
-/* ---- record queues ------------------------------------------------------- */
+/* ---- the send queue ------------------------------------------------------ */
 
-struct qrec {
-	uint32_t len;
-	uint16_t tag;
-	uint16_t flags;    /* REC_PAD */
-	uint64_t seq;
-};
-
-#define QREC_HDR ((uint64_t)sizeof(struct qrec))
-
+/* Records as a frame holds them (shoal__frame_rec_write()), so that a
+ * frame is sent from here, gathered, with no copy of its own. */
 struct recq {
 	unsigned char *buf;
 	uint64_t cap;      /* power of two */
@@ -102,13 +111,6 @@ struct recq {
 	uint64_t n;        /* live records, PADs not counted */
 	uint64_t bytes;    /* their frame sizes (credit accounting) */
 };
-
-/* Sizes are multiples of the header's, so that the room left before the
- * end of the area always holds at least a PAD header. */
-static uint64_t qrec_size(uint32_t len)
-{
-	return QREC_HDR + shoal__align_up(len, QREC_HDR);
-}
 
 static int recq_init(struct recq *q, uint64_t min_cap)
 {
@@ -124,73 +126,112 @@ static int recq_init(struct recq *q, uint64_t min_cap)
 	return 0;
 }
 
-static struct qrec *recq_at(const struct recq *q, uint64_t pos)
+static unsigned char *recq_at(const struct recq *q, uint64_t pos)
 {
-	return (struct qrec *)(q->buf + (pos & (q->cap - 1)));
+	return q->buf + (pos & (q->cap - 1));
 }
 
-/* Append a record; -ENOSPC (nothing changed) when it does not fit. */
-static int recq_push(struct recq *q, const void *data, uint32_t len, uint16_t tag, uint64_t seq)
+/* The size of the record at p, PAD or not. */
+static uint64_t recq_size(const unsigned char *p)
 {
-	uint64_t size = qrec_size(len);
+	return shoal__frame_rec_size(shoal__frame_rec_len(p));
+}
+
+/* Append a record; -ENOSPC (nothing changed) when it does not fit. Sizes
+ * are multiples of the record header's, so the room left before the end of
+ * the area always holds at least a PAD's header. */
+static int recq_push(struct recq *q, const void *data, uint32_t len, uint16_t tag)
+{
+	uint64_t size = shoal__frame_rec_size(len);
 	uint64_t room_to_end = q->cap - (q->tail & (q->cap - 1));
 	uint64_t pad = room_to_end < size ? room_to_end : 0;
-	struct qrec *r;
 
 	if (q->tail + pad + size - q->head > q->cap)
 		return -ENOSPC;
 	if (pad) {
-		r = recq_at(q, q->tail);
-		r->len = (uint32_t)(pad - QREC_HDR);
-		r->flags = REC_PAD;
+		shoal__frame_rec_write(recq_at(q, q->tail), NULL,
+				       (uint32_t)(pad - SHOAL__FRAME_REC_HDR), 0, REC_PAD);
 		q->tail += pad;
 	}
-	r = recq_at(q, q->tail);
-	*r = (struct qrec){ .len = len, .tag = tag, .seq = seq };
-	if (len)
-		memcpy(r + 1, data, len);
+	shoal__frame_rec_write(recq_at(q, q->tail), data, len, tag, 0);
 	q->tail += size;
 	q->n++;
-	q->bytes += shoal__frame_rec_size(len);
+	q->bytes += size;
 	return 0;
 }
 
-/* The record at `*pos` (skipping a PAD); *pos moves past it. */
-static struct qrec *recq_next(const struct recq *q, uint64_t *pos)
+/* Skip a PAD at *pos: the position of the record there. */
+static uint64_t recq_skip_pad(const struct recq *q, uint64_t pos)
 {
-	struct qrec *r = recq_at(q, *pos);
+	const unsigned char *p = recq_at(q, pos);
 
-	if (r->flags & REC_PAD) {
-		*pos += QREC_HDR + r->len;
-		r = recq_at(q, *pos);
-	}
-	SHOAL_ASSERT(*pos < q->tail);
-	*pos += qrec_size(r->len);
-	return r;
+	return shoal__frame_rec_flags(p) & REC_PAD ? pos + recq_size(p) : pos;
 }
 
-static void recq_pop(struct recq *q)
+/* Drop the first record; its frame size. */
+static uint64_t recq_pop(struct recq *q)
 {
-	uint64_t pos = q->head;
-	struct qrec *r = recq_next(q, &pos);
+	uint64_t pos = recq_skip_pad(q, q->head);
+	uint64_t size;
 
-	q->head = pos;
+	SHOAL_ASSERT(pos < q->tail);
+	size = recq_size(recq_at(q, pos));
+	q->head = pos + size;
 	q->n--;
-	q->bytes -= shoal__frame_rec_size(r->len);
+	q->bytes -= size;
+	return size;
 }
 
-/* The first live record, or NULL. */
-static struct qrec *recq_front(const struct recq *q)
-{
-	uint64_t pos = q->head;
+/* ---- received records ---------------------------------------------------- */
 
-	return q->n ? recq_next(q, &pos) : NULL;
+/* Records of one frame, in frame encoding, released in order. */
+struct rrun {
+	const unsigned char *p;    /* the next record's header */
+	uint32_t left;             /* records not yet released */
+	uint64_t seq;              /* the next record's number */
+	void *ucx;                 /* UCX's buffer, released after the last record; or NULL */
+	uint32_t ucx_len;          /* its bytes, the whole frame */
+	uint64_t area_end;         /* a copy: the area's position after it */
+};
+
+struct rxq {
+	struct rrun *runs;         /* NRUN */
+	uint64_t run_head, run_tail;
+	unsigned char *area;
+	uint64_t cap;              /* power of two */
+	uint64_t head, tail;       /* free-running byte positions */
+	uint64_t n;                /* records held */
+	uint32_t n_ucx;            /* runs in UCX's buffers */
+	uint64_t ucx_bytes;        /* their frames' bytes: at most cap */
+};
+
+static struct rrun *rx_front(const struct rxq *q)
+{
+	return &q->runs[q->run_head & (NRUN - 1)];
+}
+
+/* `bytes` contiguous in the area, at the tail or at the start of the next
+ * lap: where, with the tail after them in *end; NULL when they do not fit. */
+static unsigned char *area_take(const struct rxq *q, uint64_t bytes, uint64_t *end)
+{
+	uint64_t start = q->tail;
+	uint64_t off = start & (q->cap - 1);
+
+	if (off + bytes > q->cap)
+		start += q->cap - off;
+	if (start + bytes - q->head > q->cap)
+		return NULL;
+	*end = start + bytes;
+	return q->area + (start & (q->cap - 1));
 }
 
 /* ---- the link ------------------------------------------------------------ */
 
+/* A frame in flight: its header here, its records in sq (at most two
+ * pieces: a frame spans at most one end of the area). */
 struct fbuf {
-	unsigned char *buf;
+	unsigned char hdr[SHOAL__FRAME_HDR];
+	ucp_dt_iov_t iov[3];
 	bool busy;         /* UCP holds it: a request in flight */
 };
 
@@ -229,18 +270,18 @@ struct shoal__link {
 	uint64_t probe_at;              /* when that frame went */
 
 	/* Receive side. */
-	struct recq rq;
+	struct rxq rx;
 	uint32_t peer_epoch;
 	uint64_t recv_next;             /* next seq expected */
 	uint64_t recv_ack;              /* every seq below it is released (or skipped) */
 	uint64_t ack_sent;              /* recv_ack as last told to the peer */
 	uint64_t ack_due;               /* 0, or when an ACK must go out */
 	uint64_t released_bytes;        /* frame bytes released since the last ack sent */
-	uint64_t rq_old;                /* records in rq from the peer's previous epoch */
-	bool peeked;
+	uint64_t rq_old;                /* records held from the peer's previous epoch */
+	uint32_t peek_size;             /* frame bytes of the record peeked; 0: none */
 
 	struct fbuf fb[NBUF];
-	uint32_t fbuf_cap;
+	uint32_t fbuf_cap;              /* a frame's largest size */
 	struct shoal__link_stats st;
 };
 
@@ -268,10 +309,12 @@ struct shoal__link_hub {
 	struct shoal__link *links[SHOAL__LINK_HUB_MAX];
 	uint32_t n_links;
 	struct shoal__link *last;       /* the link the last frame went to */
+	bool kept;                      /* the frame in am_cb() stays in UCX's buffer */
 	ucp_conn_request_h conn_req[NPENDING];   /* offered by UCP, not yet accepted */
 	uint32_t n_conn_req;
 	struct pending pend[NPENDING];
 	void *closing[NCLOSING];        /* endpoint close requests not yet done */
+	uint32_t n_closing;             /* of them */
 	struct shoal__link_hub_stats st;
 };
 
@@ -326,24 +369,31 @@ static struct fbuf *fbuf_free(struct shoal__link *l)
 	return NULL;
 }
 
-/* Hand a finished frame to UCP, with `hdr` as the active message's header
- * (a HELLO's identity, else none). Returns 0, or -ENOTCONN after marking the
- * endpoint failed (the poll then drops the connection). */
-static int frame_out(struct shoal__link *l, struct fbuf *f, uint32_t len, const void *hdr,
+/* Hand a finished frame to UCP: f's `niov` pieces (its header, then its
+ * records in sq), with `hdr` as the active message's header (a HELLO's
+ * identity, else none). Returns 0, or -ENOTCONN after marking the endpoint
+ * failed (the poll then drops the connection).
+ *
+ * The records' bytes stay in sq, unchanged, until the peer acks them,
+ * which it cannot before UCP sent them; or until the peer restarted,
+ * which it says on a new connection, after the one these went on was
+ * closed, forced, which drops its sends unsent. */
+static int frame_out(struct shoal__link *l, struct fbuf *f, unsigned niov, const void *hdr,
 		     size_t hdr_len)
 {
 	ucp_request_param_t p = {
 		.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
-				UCP_OP_ATTR_FIELD_FLAGS,
+				UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_DATATYPE,
 		.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY,
 		.cb.send = sent_cb,
 		.user_data = f,
+		.datatype = ucp_dt_make_iov(),
 	};
 	ucs_status_ptr_t r;
 
 	if (l->ep == NULL)
 		return -ENOTCONN;
-	r = ucp_am_send_nbx(l->ep, SHOAL__LINK_AM_ID, hdr, hdr_len, f->buf, len, &p);
+	r = ucp_am_send_nbx(l->ep, SHOAL__LINK_AM_ID, hdr, hdr_len, f->iov, niov, &p);
 	if (UCS_PTR_IS_ERR(r)) {
 		l->ep_failed = true;
 		return -ENOTCONN;
@@ -355,12 +405,15 @@ static int frame_out(struct shoal__link *l, struct fbuf *f, uint32_t len, const 
 	return 0;
 }
 
-static uint32_t end_frame(struct shoal__link *l, struct shoal__frame_enc *e, uint64_t first_seq)
+/* Write the header into f, its first piece. */
+static void end_frame(struct shoal__link *l, struct fbuf *f, struct shoal__frame_enc *e,
+		      uint64_t first_seq)
 {
 	l->ack_sent = l->recv_ack;
 	l->ack_due = 0;
 	l->released_bytes = 0;
-	return shoal__frame_end(e, l->st.epoch, first_seq, l->recv_ack, l->o.window);
+	shoal__frame_end(e, l->st.epoch, first_seq, l->recv_ack, l->o.window);
+	f->iov[0] = (ucp_dt_iov_t){ .buffer = f->hdr, .length = SHOAL__FRAME_HDR };
 }
 
 /* A HELLO or an ACK: no records. */
@@ -372,19 +425,23 @@ static int send_control(struct shoal__link *l, uint8_t kind)
 
 	if (!f || !l->ep)
 		return -EAGAIN;
-	SHOAL_ASSERT(shoal__frame_begin(&e, f->buf, l->fbuf_cap, kind) == 0);
+	SHOAL_ASSERT(shoal__frame_begin(&e, f->hdr, SHOAL__FRAME_HDR, kind) == 0);
+	end_frame(l, f, &e, first);
 	if (kind != SHOAL__FRAME_HELLO)
-		return frame_out(l, f, end_frame(l, &e, first), NULL, 0);
-	return frame_out(l, f, end_frame(l, &e, first), &l->hello_id, sizeof(l->hello_id));
+		return frame_out(l, f, 1, NULL, 0);
+	return frame_out(l, f, 1, &l->hello_id, sizeof(l->hello_id));
 }
 
 /* One DATA frame from the unsent records. Returns 1 when one went, 0 when
  * nothing was unsent, -EAGAIN without a free buffer, -ENOTCONN. */
 static int send_data(struct shoal__link *l)
 {
+	struct recq *q = &l->sq;
 	struct fbuf *f;
 	struct shoal__frame_enc e;
-	uint64_t first = l->sent;
+	uint64_t first = l->sent, pos, piece;
+	uint32_t room = l->fbuf_cap - SHOAL__FRAME_HDR, bytes = 0;
+	unsigned niov = 1;
 	int ret;
 
 	if (l->sent == l->next_seq)
@@ -392,28 +449,49 @@ static int send_data(struct shoal__link *l)
 	f = fbuf_free(l);
 	if (!f)
 		return -EAGAIN;
-	SHOAL_ASSERT(shoal__frame_begin(&e, f->buf, l->fbuf_cap, SHOAL__FRAME_DATA) == 0);
+	SHOAL_ASSERT(shoal__frame_begin(&e, f->hdr, l->fbuf_cap, SHOAL__FRAME_DATA) == 0);
+	pos = piece = recq_skip_pad(q, l->send_pos);
 	while (l->sent < l->next_seq) {
-		uint64_t pos = l->send_pos;
-		struct qrec *r = recq_next(&l->sq, &pos);
+		uint64_t size = recq_size(recq_at(q, pos));
 
-		if (!shoal__frame_fits(&e, r->len))
+		if (size > room - bytes)
 			break;
-		SHOAL_ASSERT(r->seq == l->sent);
-		SHOAL_ASSERT(shoal__frame_add(&e, r + 1, r->len, r->tag) == 0);
-		if (r->seq < l->sent_max) {
-			l->st.resent++;
-		} else {
-			l->st.records_sent++;
-			l->sent_max = r->seq + 1;
-		}
-		l->send_pos = pos;
+		bytes += (uint32_t)size;
+		pos += size;
 		l->sent++;
-		l->unsent_bytes -= shoal__frame_rec_size(r->len);
+		if (l->sent < l->next_seq && (pos & (q->cap - 1)) == 0) {
+			/* The end of the area: the frame goes on at its start. */
+			f->iov[niov++] = (ucp_dt_iov_t){ .buffer = recq_at(q, piece),
+							 .length = pos - piece };
+			piece = pos;
+		} else if (l->sent < l->next_seq) {
+			uint64_t next = recq_skip_pad(q, pos);
+
+			if (next != pos) {
+				f->iov[niov++] = (ucp_dt_iov_t){ .buffer = recq_at(q, piece),
+								 .length = pos - piece };
+				pos = piece = next;
+			}
+		}
 	}
-	/* The buffer holds the largest record: a frame is never empty. */
-	SHOAL_ASSERT(e.count > 0);
-	ret = frame_out(l, f, end_frame(l, &e, first), NULL, 0);
+	/* The frame holds the largest record: it is never empty. It spans
+	 * the area's end at most once: sq holds less than a lap. */
+	SHOAL_ASSERT(bytes > 0 && niov < 3);
+	if (pos != piece)
+		f->iov[niov++] = (ucp_dt_iov_t){ .buffer = recq_at(q, piece), .length = pos - piece };
+	SHOAL_ASSERT(shoal__frame_add_laid(&e, (uint32_t)(l->sent - first), bytes) == 0);
+	l->send_pos = pos;
+	l->unsent_bytes -= bytes;
+	/* [first, sent_max) went before, on an earlier connection. */
+	if (l->sent > l->sent_max) {
+		l->st.resent += l->sent_max - first;
+		l->st.records_sent += l->sent - l->sent_max;
+		l->sent_max = l->sent;
+	} else {
+		l->st.resent += l->sent - first;
+	}
+	end_frame(l, f, &e, first);
+	ret = frame_out(l, f, niov, NULL, 0);
 	if (ret < 0)
 		return ret;
 	l->unsent_since = l->now;
@@ -435,6 +513,17 @@ static int flush(struct shoal__link *l)
 	while ((ret = send_data(l)) > 0)
 		;
 	return ret;
+}
+
+/* Send full frames only: what is left, less than flush_bytes, waits for
+ * more records or the flush deadline. Flushing the remainder too sent a
+ * frame of one record after every full one (bench/SUITE.md, "What the link
+ * costs"): twice the UCX sends, and two frame buffers taken per flush. */
+static void flush_full(struct shoal__link *l)
+{
+	while (l->state == SHOAL__LINK_UP && l->unsent_bytes >= l->o.flush_bytes &&
+	       send_data(l) > 0)
+		;
 }
 
 /* ---- connections --------------------------------------------------------- */
@@ -476,6 +565,7 @@ static void reap_closing(struct shoal__link_hub *h)
 		if (h->closing[i] && ucp_request_check_status(h->closing[i]) != UCS_INPROGRESS) {
 			ucp_request_free(h->closing[i]);
 			h->closing[i] = NULL;
+			h->n_closing--;
 		}
 }
 
@@ -493,6 +583,7 @@ static void ep_close(struct shoal__link_hub *h, ucp_ep_h ep)
 		for (unsigned slot = 0; slot < NCLOSING; slot++)
 			if (!h->closing[slot]) {
 				h->closing[slot] = r;
+				h->n_closing++;
 				return;
 			}
 		/* Every slot in use: a reconnect storm. Wait for one. */
@@ -632,9 +723,8 @@ static void take_ack(struct shoal__link *l, uint64_t ack, uint32_t credits)
 		if (l->sent == l->acked) {
 			/* Acked before this connection sent it again: it
 			 * went on the connection before. */
-			l->unsent_bytes -= shoal__frame_rec_size(recq_front(&l->sq)->len);
+			l->unsent_bytes -= recq_pop(&l->sq);
 			l->sent++;
-			recq_pop(&l->sq);
 			l->send_pos = l->sq.head;
 		} else {
 			recq_pop(&l->sq);
@@ -651,33 +741,97 @@ static void take_ack(struct shoal__link *l, uint64_t ack, uint32_t credits)
 	l->peer_credits = credits;
 }
 
-/* A frame's records from `first` on, in order into rq. */
-static int take_records(struct shoal__link *l, const void *buf, const struct shoal__frame_hdr *h)
+/* Hold `n` records numbered from `first`, the `bytes` at p of a frame:
+ * in UCX's buffer `ucx` of `len` bytes (NULL: UCX keeps it) when allowed,
+ * else copied. What UCX keeps for us is bounded as the area is, so that a
+ * peer's frames of few new records never pin more than that.
+ * Returns 0, or -ENOBUFS (nothing changed) when no room is left, which an
+ * honest peer never causes (the credit bounds it). */
+static int run_add(struct shoal__link *l, const unsigned char *p, uint64_t bytes, uint32_t n,
+		   uint64_t first, void *ucx, uint32_t len)
 {
-	struct shoal__frame_iter it;
-	struct shoal__frame_rec r;
-	uint64_t seq = h->first_seq;
+	struct rxq *q = &l->rx;
+	uint64_t runs = q->run_tail - q->run_head;
+	struct rrun *last = runs ? &q->runs[(q->run_tail - 1) & (NRUN - 1)] : NULL;
+	unsigned char *dst;
+	uint64_t end;
 
-	shoal__frame_iter_init(&it, buf, h);
-	for (; shoal__frame_next(&it, &r); seq++) {
+	/* Records must stay 8-byte aligned (docs/hosts.md, "A frame"): an
+	 * odd buffer of UCX's is copied into the area, which is. */
+	if (ucx != NULL && q->n_ucx < NHELD && runs < NRUN && ((uintptr_t)p & 7u) == 0 &&
+	    q->ucx_bytes + len <= q->cap) {
+		q->runs[q->run_tail++ & (NRUN - 1)] = (struct rrun){
+			.p = p, .left = n, .seq = first, .ucx = ucx, .ucx_len = len };
+		q->n_ucx++;
+		q->ucx_bytes += len;
+		l->hub->kept = true;
+	} else {
+		dst = area_take(q, bytes, &end);
+		if (dst == NULL)
+			return -ENOBUFS;
+		if (last != NULL && last->ucx == NULL && last->area_end == end - bytes &&
+		    last->seq + last->left == first) {
+			last->left += n;
+			last->area_end = end;
+		} else if (runs < NRUN) {
+			q->runs[q->run_tail++ & (NRUN - 1)] =
+				(struct rrun){ .p = dst, .left = n, .seq = first, .area_end = end };
+		} else {
+			return -ENOBUFS;
+		}
+		memcpy(dst, p, bytes);
+		q->tail = end;
+	}
+	if (q->n == l->rq_old)
+		l->recv_ack = first;
+	q->n += n;
+	return 0;
+}
+
+/* A frame's records from recv_next on (those below are duplicates), held
+ * as one run; `ucx` as for run_add(). A record over the size limits is
+ * refused with those after it. */
+static int take_records(struct shoal__link *l, const void *buf, const struct shoal__frame_hdr *h,
+			void *ucx)
+{
+	/* The frame decoded: every record's bounds hold, so the walk reads
+	 * lengths only (peek reads the rest). */
+	const unsigned char *p = (const unsigned char *)buf + SHOAL__FRAME_HDR;
+	const unsigned char *start = NULL;
+	uint64_t seq = h->first_seq;
+	uint64_t first = 0, bytes = 0;
+	uint32_t n = 0;
+	int ret = 0;
+
+	for (uint32_t i = 0; i < h->count; i++, seq++) {
+		uint32_t len = shoal__frame_rec_len(p);
+		uint32_t size = shoal__frame_rec_size(len);
+
 		if (seq < l->recv_next) {
 			l->st.duplicates++;
+			p += size;
 			continue;
 		}
-		if (r.len > l->o.max_record || shoal__frame_rec_size(r.len) > l->o.window)
-			return -EMSGSIZE;
-		if (seq > l->recv_next) {
-			l->st.gaps += seq - l->recv_next;
-			l->recv_next = seq;
+		if (len > l->o.max_record || size > l->o.window) {
+			ret = -EMSGSIZE;
+			break;
 		}
-		if (recq_push(&l->rq, r.data, r.len, r.tag, seq) < 0)
-			return -ENOBUFS;
-		if (l->rq.n - l->rq_old == 1)
-			l->recv_ack = seq;
-		l->recv_next++;
-		l->st.records_recv++;
+		if (n++ == 0) {
+			start = p;
+			first = seq;
+		}
+		bytes += size;
+		p += size;
 	}
-	return 0;
+	if (n == 0)
+		return ret;
+	if (run_add(l, start, bytes, n, first, ucx, h->len) < 0)
+		return -ENOBUFS;
+	if (first > l->recv_next)
+		l->st.gaps += first - l->recv_next;
+	l->recv_next = first + n;
+	l->st.records_recv += n;
+	return ret;
 }
 
 /* The receive side restarts from `first`: what is held stays; anything
@@ -688,7 +842,7 @@ static void recv_jump(struct shoal__link *l, uint64_t first)
 		l->st.gaps += first - l->recv_next;
 		l->recv_next = first;
 	}
-	if (l->rq.n == l->rq_old && l->recv_ack != l->recv_next) {
+	if (l->rx.n == l->rq_old && l->recv_ack != l->recv_next) {
 		l->recv_ack = l->recv_next;
 		l->ack_due = l->now;
 	}
@@ -704,8 +858,8 @@ static void take_hello(struct shoal__link *l, const struct shoal__frame_hdr *h)
 			/* The peer restarted: what it had not acked may have been
 			 * handed on or not. Counted, never sent twice. */
 			l->st.lost_link += l->next_seq - l->acked;
-			while (l->sq.n)
-				recq_pop(&l->sq);
+			l->sq.head = l->sq.tail;
+			l->sq.n = l->sq.bytes = 0;
 			l->acked = l->sent = l->sent_max = l->next_seq;
 			l->send_pos = l->sq.head;
 			l->unsent_bytes = 0;
@@ -714,7 +868,7 @@ static void take_hello(struct shoal__link *l, const struct shoal__frame_hdr *h)
 			l->hello_due = true;
 			/* What we hold of its previous life is still handed on,
 			 * but our acks now count in its new numbering. */
-			l->rq_old = l->rq.n;
+			l->rq_old = l->rx.n;
 			l->recv_next = h->first_seq;
 		} else {
 			l->recv_next = h->first_seq;
@@ -736,8 +890,9 @@ static void take_hello(struct shoal__link *l, const struct shoal__frame_hdr *h)
 }
 
 /* A frame decoded into *h, from the link's connection: check it against
- * the link's state and take it. */
-static void frame_take(struct shoal__link *l, const void *buf, struct shoal__frame_hdr *h)
+ * the link's state and take it. `ucx`: as for run_add(). */
+static void frame_take(struct shoal__link *l, const void *buf, struct shoal__frame_hdr *h,
+		       void *ucx)
 {
 	struct shoal_err why;
 	int ret;
@@ -770,7 +925,7 @@ static void frame_take(struct shoal__link *l, const void *buf, struct shoal__fra
 		take_hello(l, h);
 	take_ack(l, h->ack, h->credits);
 	if (h->kind == SHOAL__FRAME_DATA) {
-		ret = take_records(l, buf, h);
+		ret = take_records(l, buf, h, ucx);
 		if (ret < 0) {
 			shoal__fail(&why, ret, "records beyond the credit or the size limit");
 			refuse(l, &why);
@@ -821,7 +976,7 @@ static int frame_decode(const void *header, size_t header_len, const void *data,
  * that does not drops the connection (an address that reaches someone
  * else). */
 static void link_frame(struct shoal__link *l, const void *header, size_t header_len,
-		       const void *data, size_t len, const ucp_am_recv_param_t *param)
+		       void *data, size_t len, const ucp_am_recv_param_t *param)
 {
 	struct shoal__frame_hdr h;
 	struct shoal__link_hello_id id;
@@ -840,7 +995,8 @@ static void link_frame(struct shoal__link *l, const void *header, size_t header_
 		l->ep_failed = true;
 		return;
 	}
-	frame_take(l, data, &h);
+	/* UCX lets us keep the bytes only when it says so. */
+	frame_take(l, data, &h, (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) ? data : NULL);
 }
 
 /* The first frame of an accepted connection: its HELLO, kept until the
@@ -875,8 +1031,10 @@ static ucs_status_t am_cb(void *arg, const void *header, size_t header_len, void
 	struct pending *p;
 
 	if (l != NULL) {
+		h->kept = false;
 		link_frame(l, header, header_len, data, len, param);
-		return UCS_OK;
+		/* Kept: released by ucp_am_data_release() after its last record. */
+		return h->kept ? UCS_INPROGRESS : UCS_OK;
 	}
 	p = ep != NULL ? pending_of(h, ep) : NULL;
 	if (p != NULL)
@@ -932,7 +1090,7 @@ static void adopt(struct shoal__link_hub *h, struct pending *p)
 		memset(p, 0, sizeof(*p));
 		h->st.accepted++;
 		conn_begin(l, ep);
-		frame_take(l, NULL, &hello);
+		frame_take(l, NULL, &hello, NULL);
 		return;
 	}
 	pending_close(h, p);
@@ -959,9 +1117,10 @@ static void link_tick(struct shoal__link *l)
 		l->hello_due = false;
 	if (l->state != SHOAL__LINK_UP)
 		return;
-	if (l->unsent_bytes && (l->unsent_bytes >= l->o.flush_bytes ||
-				now - l->unsent_since >= l->o.flush_ns))
+	if (l->unsent_bytes && now - l->unsent_since >= l->o.flush_ns)
 		flush(l);
+	else
+		flush_full(l);
 	if ((l->ack_due && now >= l->ack_due) || now - l->last_tx >= l->o.keepalive_ns)
 		send_control(l, SHOAL__FRAME_ACK);
 	if (l->ep_failed)
@@ -978,9 +1137,14 @@ void shoal__link_hub_poll(struct shoal__link_hub *h, uint64_t now_ns)
 	for (uint32_t i = 0; i < h->n_links; i++)
 		if (h->links[i]->now < now_ns)
 			h->links[i]->now = now_ns;
-	while (ucp_worker_progress(h->worker))
-		;
-	reap_closing(h);
+	/* Once: over TCP every progress is an epoll_wait(), and draining
+	 * until UCP has nothing left put a second one on every poll and on
+	 * the round trip's critical path. What is left is reported by
+	 * shoal__link_hub_arm() (-EAGAIN), so a caller polls again before
+	 * it sleeps. */
+	ucp_worker_progress(h->worker);
+	if (h->n_closing)
+		reap_closing(h);
 	accept_all(h);
 	/* Failed connections first, so that a peer's new connection finds
 	 * its old one gone when both came in one progress. */
@@ -1157,7 +1321,7 @@ static int ucx_open(struct shoal__link_hub *h, const char *transports, struct sh
 		.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
 			      UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
 		.id = SHOAL__LINK_AM_ID,
-		.flags = UCP_AM_FLAG_WHOLE_MSG,
+		.flags = UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA,
 		.cb = am_cb,
 		.arg = h,
 	};
@@ -1251,9 +1415,7 @@ void shoal__link_hub_destroy(struct shoal__link_hub *h)
 		while (busy && shoal__now_ns() < give_up) {
 			ucp_worker_progress(h->worker);
 			reap_closing(h);
-			busy = false;
-			for (unsigned i = 0; i < NCLOSING; i++)
-				busy |= h->closing[i] != NULL;
+			busy = h->n_closing != 0;
 		}
 		ucp_worker_destroy(h->worker);
 	}
@@ -1264,29 +1426,27 @@ void shoal__link_hub_destroy(struct shoal__link_hub *h)
 
 static int alloc_buffers(struct shoal__link *l)
 {
-	uint64_t big = qrec_size(l->o.max_record);
+	uint64_t big = shoal__frame_rec_size(l->o.max_record);
 	uint32_t fcap = SHOAL__FRAME_HDR + shoal__frame_rec_size(l->o.max_record);
 
 	if (fcap < SHOAL__FRAME_HDR + l->o.flush_bytes)
 		fcap = SHOAL__FRAME_HDR + l->o.flush_bytes;
 	l->fbuf_cap = fcap;
-	for (unsigned i = 0; i < NBUF; i++) {
-		l->fb[i].buf = malloc(fcap);
-		if (!l->fb[i].buf)
-			return -ENOMEM;
-	}
-	if (recq_init(&l->sq, 2 * (uint64_t)l->o.window + big) < 0 ||
-	    recq_init(&l->rq, 4 * (uint64_t)l->o.window + 2 * big) < 0)
+	if (recq_init(&l->sq, 2 * (uint64_t)l->o.window + big) < 0)
 		return -ENOMEM;
-	return 0;
+	l->rx.cap = 4096;
+	while (l->rx.cap < 4 * (uint64_t)l->o.window + 2 * big)
+		l->rx.cap <<= 1;
+	l->rx.area = aligned_alloc(64, l->rx.cap);
+	l->rx.runs = calloc(NRUN, sizeof(*l->rx.runs));
+	return l->rx.area != NULL && l->rx.runs != NULL ? 0 : -ENOMEM;
 }
 
 static void link_free(struct shoal__link *l)
 {
-	for (unsigned i = 0; i < NBUF; i++)
-		free(l->fb[i].buf);
 	free(l->sq.buf);
-	free(l->rq.buf);
+	free(l->rx.area);
+	free(l->rx.runs);
 	free(l);
 }
 
@@ -1356,6 +1516,9 @@ void shoal__link_destroy(struct shoal__link *l)
 	uint64_t give_up = shoal__now_ns() + 2000000000u;
 	bool busy = true;
 
+	for (uint64_t i = l->rx.run_head; i != l->rx.run_tail; i++)
+		if (l->rx.runs[i & (NRUN - 1)].ucx != NULL)
+			ucp_am_data_release(h->worker, l->rx.runs[i & (NRUN - 1)].ucx);
 	if (l->ep)
 		ep_close(h, l->ep);
 	/* Frames still arriving for it are strays now. */
@@ -1388,7 +1551,7 @@ int shoal__link_send(struct shoal__link *l, const void *data, uint32_t len, uint
 	if (len > l->o.max_record)
 		return -EMSGSIZE;
 	if (l->sq.bytes + size > l->peer_credits ||
-	    recq_push(&l->sq, data, len, tag, l->next_seq) < 0) {
+	    recq_push(&l->sq, data, len, tag) < 0) {
 		l->st.credit_waits++;
 		return -EAGAIN;
 	}
@@ -1398,7 +1561,7 @@ int shoal__link_send(struct shoal__link *l, const void *data, uint32_t len, uint
 	l->unsent_bytes += size;
 	if (l->unsent_bytes >= l->o.flush_bytes && l->state == SHOAL__LINK_UP) {
 		l->now = shoal__now_ns();
-		flush(l);
+		flush_full(l);
 	}
 	return 0;
 }
@@ -1411,32 +1574,45 @@ int shoal__link_flush(struct shoal__link *l)
 
 int shoal__link_recv_peek(struct shoal__link *l, struct shoal__frame_rec *rec)
 {
-	struct qrec *r = recq_front(&l->rq);
+	const unsigned char *p;
 
-	if (!r)
+	if (l->rx.n == 0)
 		return -EAGAIN;
-	rec->data = r + 1;
-	rec->len = r->len;
-	rec->tag = r->tag;
-	l->peeked = true;
+	/* Checked when the frame came (shoal__frame_decode()). */
+	p = rx_front(&l->rx)->p;
+	rec->len = shoal__frame_rec_len(p);
+	rec->tag = shoal__frame_rec_tag(p);
+	rec->data = p + SHOAL__FRAME_REC_HDR;
+	l->peek_size = shoal__frame_rec_size(rec->len);
 	return 0;
 }
 
 void shoal__link_recv_release(struct shoal__link *l)
 {
-	struct qrec *r = recq_front(&l->rq);
+	struct rxq *q = &l->rx;
+	struct rrun *r = rx_front(q);
 
-	SHOAL_ASSERT(r != NULL && l->peeked);
-	l->peeked = false;
-	l->released_bytes += shoal__frame_rec_size(r->len);
-	recq_pop(&l->rq);
-	if (l->rq_old) {
-		l->rq_old--;
-	} else if (l->rq.n == 0) {
-		l->recv_ack = l->recv_next;
-	} else {
-		l->recv_ack = recq_front(&l->rq)->seq;
+	SHOAL_ASSERT(q->n != 0 && l->peek_size != 0);
+	r->p += l->peek_size;
+	r->seq++;
+	q->n--;
+	l->released_bytes += l->peek_size;
+	l->peek_size = 0;
+	if (--r->left == 0) {
+		if (r->ucx != NULL) {
+			ucp_am_data_release(l->hub->worker, r->ucx);
+			q->n_ucx--;
+			q->ucx_bytes -= r->ucx_len;
+		} else {
+			q->head = r->area_end;
+		}
+		q->run_head++;
+		r = rx_front(q);
 	}
+	if (l->rq_old)
+		l->rq_old--;
+	else
+		l->recv_ack = q->n == 0 ? l->recv_next : r->seq;
 	/* The credit comes back with the next frame; an ACK goes alone after
 	 * the flush deadline, or at the next poll once a quarter of the
 	 * window was released, so that a sender waiting for credit does not
@@ -1457,7 +1633,7 @@ void shoal__link_stats(const struct shoal__link *l, struct shoal__link_stats *st
 	st->acked = l->acked;
 	st->unacked_bytes = l->sq.bytes;
 	st->recv_next = l->recv_next;
-	st->recv_held = l->rq.n;
+	st->recv_held = l->rx.n;
 }
 
 /* ---- UCX's log ---------------------------------------------------------- */

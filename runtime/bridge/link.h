@@ -225,7 +225,8 @@ int shoal__link_flush(struct shoal__link *l);
 /*
  * Do everything due at `now_ns` (CLOCK_MONOTONIC; a reading older than the
  * hub's last counts as that one), for every link of the hub: progress UCP
- * (which receives frames), accept connections and hand each to the link
+ * once (which receives frames; shoal__link_hub_arm() says -EAGAIN while
+ * more wait, so a caller polls again before it sleeps), accept connections and hand each to the link
  * its HELLO names (or refuse it, counted in the hub's `refused`), retry
  * connections, send due frames, acks and keepalives, drop dead
  * connections. Every failure is one connection's: it is dropped, counted

@@ -769,8 +769,11 @@ static int run_add(struct shoal__link *l, const unsigned char *p, uint64_t bytes
 		dst = area_take(q, bytes, &end);
 		if (dst == NULL)
 			return -ENOBUFS;
+		/* Joined to the run before when it follows it in the area,
+		 * but never across the area's end: a run is walked straight
+		 * on in memory. */
 		if (last != NULL && last->ucx == NULL && last->area_end == end - bytes &&
-		    last->seq + last->left == first) {
+		    ((end - bytes) & (q->cap - 1)) != 0 && last->seq + last->left == first) {
 			last->left += n;
 			last->area_end = end;
 		} else if (runs < NRUN) {

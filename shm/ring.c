@@ -79,16 +79,6 @@
 #include "shm/ring_layout.h"
 #include "shm/util.h"
 
-static inline uint32_t rec_size(uint32_t len)
-{
-	return (uint32_t)shoal__align_up((uint64_t)len + SHOAL_RING_REC_HDR, 8);
-}
-
-static inline uint64_t hdr_pack(uint32_t len, uint16_t tag, uint16_t flags)
-{
-	return (uint64_t)len | ((uint64_t)tag << 32) | ((uint64_t)flags << 48);
-}
-
 static inline struct shoal__rec_hdr hdr_unpack(uint64_t w)
 {
 	struct shoal__rec_hdr h = {
@@ -405,7 +395,7 @@ void *shoal__ring_reserve_slow(struct shoal_ring_prod *p, uint32_t len, uint16_t
 
 	if (SHOAL_UNLIKELY(len > p->max_payload || p->err))
 		return NULL;
-	need = rec_size(len);
+	need = shoal__ring_rec_size(len);
 	off = p->tail & p->mask;
 	contig = cap - off;
 	total = need <= contig ? need : contig + need;
@@ -420,12 +410,12 @@ void *shoal__ring_reserve_slow(struct shoal_ring_prod *p, uint32_t len, uint16_t
 	if (need > contig) {
 		/* Relaxed: published by R1 at commit, like the payload. */
 		shoal_store_relaxed(hdr_at(p->data, off),
-				    hdr_pack(contig - SHOAL_RING_REC_HDR, 0, SHOAL__REC_PAD));
+				    shoal__ring_hdr(contig - SHOAL_RING_REC_HDR, 0, SHOAL__REC_PAD));
 		p->tail += contig;
 		off = 0;
 	}
 	/* Relaxed: published by R1 at commit. */
-	shoal_store_relaxed(hdr_at(p->data, off), hdr_pack(len, tag, 0));
+	shoal_store_relaxed(hdr_at(p->data, off), shoal__ring_hdr(len, tag, 0));
 	p->tail += need;
 	p->pending++;
 	p->bytes_in += len;
@@ -570,7 +560,7 @@ bool shoal_ring_peek(struct shoal_ring_cons *c, struct shoal_rec *rec)
 	}
 	if (SHOAL_UNLIKELY(h.flags != 0 || h.len > c->max_payload))
 		goto corrupt;
-	need = rec_size(h.len);
+	need = shoal__ring_rec_size(h.len);
 	if (SHOAL_UNLIKELY(need > avail || need > cap - off))
 		goto corrupt;
 	rec->data = c->data + off + SHOAL_RING_REC_HDR;
@@ -628,7 +618,7 @@ unsigned shoal_ring_peek_burst(struct shoal_ring_cons *c, struct shoal_rec *recs
 		}
 		if (SHOAL_UNLIKELY(h.flags != 0 || h.len > max))
 			goto corrupt;
-		need = rec_size(h.len);
+		need = shoal__ring_rec_size(h.len);
 		if (SHOAL_UNLIKELY(need > tail - head || need > cap - off))
 			goto corrupt;
 		recs[i].data = data + off + SHOAL_RING_REC_HDR;
@@ -841,7 +831,7 @@ static int rec_read(const unsigned char *data, uint32_t cap, uint32_t pos, uint3
 	if (h->len > max)
 		return shoal__fail(err, -EUCLEAN, "record at index %u has length %u, more than "
 				   "the largest payload %u", pos, h->len, max);
-	*need = rec_size(h->len);
+	*need = shoal__ring_rec_size(h->len);
 	if (*need > cap - off)
 		return shoal__fail(err, -EUCLEAN, "record at offset %u of length %u runs past "
 				   "the end of the data area (%u bytes)", off, h->len, cap);

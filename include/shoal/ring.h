@@ -173,6 +173,19 @@ SHOAL_API int shoal_ring_cons_attach(struct shoal_ring_cons *c, void *mem, uint6
  */
 SHOAL_API uint64_t shoal_ring_cons_skipped(const struct shoal_ring_cons *c);
 
+/* The ring's record layout (shm/ring.c), for the inline reserve below: the
+ * bytes a record of `len` payload bytes takes (header and padding; `len`
+ * at most SHOAL_RING_MAX_CAPACITY / 2), and its header as one 64-bit word. */
+static inline uint32_t shoal__ring_rec_size(uint32_t len)
+{
+	return (len + SHOAL_RING_REC_HDR + 7u) & ~7u;
+}
+
+static inline uint64_t shoal__ring_hdr(uint32_t len, uint16_t tag, uint16_t flags)
+{
+	return (uint64_t)len | (uint64_t)tag << 32 | (uint64_t)flags << 48;
+}
+
 /* The part of shoal_ring_reserve() that is not inline: a record that would
  * cross the end of the data area, a ring the cached head says is full, an
  * oversized record, a handle in its error state. */
@@ -191,15 +204,15 @@ SHOAL_API void *shoal__ring_reserve_slow(struct shoal_ring_prod *p, uint32_t len
  */
 static inline void *shoal_ring_reserve(struct shoal_ring_prod *p, uint32_t len, uint16_t tag)
 {
-	uint32_t off = p->tail & p->mask, need = (len + SHOAL_RING_REC_HDR + 7u) & ~7u;
+	uint32_t off = p->tail & p->mask, need = shoal__ring_rec_size(len);
 
 	/* len <= max_payload < 2^30 first, so `need` did not wrap. */
 	if (__builtin_expect(len <= p->max_payload && need <= p->mask + 1 - off &&
 			     need <= p->mask + 1 - (p->tail - p->head_cache) && p->err == 0, 1)) {
-		/* Relaxed, one 64-bit store (len, tag, no flags: ring.c
-		 * hdr_pack()); published by R1 at commit, like the payload. */
-		__atomic_store_n((uint64_t *)(void *)(p->data + off),
-				 (uint64_t)len | (uint64_t)tag << 32, __ATOMIC_RELAXED);
+		/* Relaxed, one 64-bit store; published by R1 at commit,
+		 * like the payload. */
+		__atomic_store_n((uint64_t *)(void *)(p->data + off), shoal__ring_hdr(len, tag, 0),
+				 __ATOMIC_RELAXED);
 		p->tail += need;
 		p->pending++;
 		p->bytes_in += len;

@@ -173,7 +173,8 @@ static void forward(struct shoal_ctx *ctx, uint16_t slot, const struct shoal_env
 __attribute__((always_inline)) static inline void deliver_slot(struct shoal_ctx *ctx, uint16_t slot,
 				const struct shoal_envelope *env, const void *payload)
 {
-	if (slot % ctx->g->n_workers == ctx->w)
+	/* One worker owns every slot: no division (20-40 cycles) for it. */
+	if (ctx->g->n_workers == 1 || slot % ctx->g->n_workers == ctx->w)
 		invoke(ctx, slot, env, payload);
 	else
 		forward(ctx, slot, env, payload);
@@ -292,8 +293,10 @@ static void relay(struct shoal_ctx *ctx, const struct shoal_envelope *env, const
 	COUNT(ctx, handled);
 }
 
-/* Handle one record (envelope + payload) from an inbound ring. */
-static inline void handle_record(struct shoal_ctx *ctx, const void *rec, uint32_t len)
+/* Handle one record (envelope + payload) from an inbound ring. Inline in
+ * the pass: a call per record saved and restored six registers. */
+__attribute__((always_inline)) static inline void handle_record(struct shoal_ctx *ctx,
+								 const void *rec, uint32_t len)
 {
 	struct shoal_group *g = ctx->g;
 	struct shoal_envelope env;

@@ -616,6 +616,10 @@ static void responder_handler(struct shoal_actor *a, const struct shoal_msg *m)
 		return;                            /* drop it: answered -ECANCELED */
 	if (c->mode == 3)
 		usleep(300000);                    /* slow: the asker waits 300 ms */
+	for (int i = 0; c->mode == 4 && atomic_load(&rt_res->ready[2]) != 2 && i < 20000; i++)
+		usleep(1000);                      /* until the new senders sent */
+	if (c->mode == 4)
+		usleep(200000);                    /* and the asker saw their rings */
 	v.seq++;
 	shoal_respond(a->ctx, m, T_RESP, &v, sizeof(v));
 }
@@ -629,6 +633,19 @@ static int responder_main(void *arg)
 	if (g == NULL)
 		return 10;
 	atomic_store(&rt_res->ready[c->index], 1);
+	if (c->mode == 4) {
+		/* The asker's first message, whose handler asks us. */
+		struct shoal_ctx *ctx = shoal_group_worker(g, 0);
+		struct msg v = { .seq = 1 };
+		uint64_t dest = SHOAL_ADDR_NONE;
+
+		for (int i = 0; i < 20000 && !atomic_load(&rt_res->ready[1]); i++)
+			usleep(1000);
+		dest = shoal_group_lookup(g, "asker", 0);
+		if (shoal_connect(ctx, dest, 10 * INT64_C(1000000000)) < 0 ||
+		    shoal_send_to(ctx, dest, T_PING, &v, sizeof(v)) < 0)
+			return 11;
+	}
 	shoal_group_run(g);
 	shoal_group_detach(g);
 	return 0;
@@ -703,6 +720,107 @@ static void runtime_request_gets_response(void **state)
 	test_assert_exited(test_wait_pid(pq, 20000), 0);
 	assert_int_equal(atomic_load(&rt_res->status[1]), 0);
 	assert_int_equal(atomic_load(&rt_res->last_seq[1]), 42);
+	rt_stop_and_reap(&pr, 1);
+	rt_stop_router();
+}
+
+/*
+ * A request from inside a handler while new senders appear: the rings they
+ * open grow the asker's ring table (a reallocation: it moves) during the
+ * handler, and the pass that called it goes on with that table. Child 0
+ * answers (mode 4) once child 2's twelve workers, each a new direct sender,
+ * sent to the asker; child 1 asks from the handler of child 0's first
+ * message. Under ASan a pass holding on to the old table is a
+ * use-after-free; everywhere, each message must be handled once.
+ */
+#define GROWERS 12u
+
+static struct shoal_group *grow_g;
+
+static void grow_asker_handler(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	static bool asked;
+	const struct child *c = a->user;
+	struct msg v = { .seq = 7 }, out;
+	struct shoal_reply reply = { .buf = &out, .cap = sizeof(out) };
+
+	(void)m;
+	atomic_fetch_add(&rt_res->count[c->index], 1);
+	if (asked)
+		return;
+	asked = true;
+	atomic_store(&rt_res->status[c->index],
+		     shoal_request(a->ctx, shoal_group_lookup(grow_g, "responder", 0), T_REQ,
+				   &v, sizeof(v), 20 * INT64_C(1000000000), &reply));
+}
+
+static int grow_asker_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group *g = rt_child_attach(c, "asker", grow_asker_handler);
+	struct shoal_ctx *ctx;
+
+	if (g == NULL)
+		return 10;
+	grow_g = g;
+	ctx = shoal_group_worker(g, 0);
+	atomic_store(&rt_res->ready[c->index], 1);
+	while (atomic_load(&rt_res->count[c->index]) < 1 + GROWERS)
+		if (shoal_poll(ctx, 0, 10000000) < 0)
+			return 11;
+	shoal_group_detach(g);
+	return 0;
+}
+
+static int grow_senders_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group *g = rt_child_attach(c, "growers", rt_count_handler);
+	struct msg v = { .from = 2 };
+	uint64_t dest;
+
+	if (g == NULL)
+		return 10;
+	atomic_store(&rt_res->ready[c->index], 1);
+	for (int i = 0; atomic_load(&rt_res->ready[0]) != 2; i++) {
+		if (i > 20000)
+			return 11;
+		usleep(1000);
+	}
+	dest = shoal_group_lookup(g, "asker", 0);
+	for (unsigned w = 0; w < GROWERS; w++) {
+		struct shoal_ctx *ctx = shoal_group_worker(g, w);
+
+		if (shoal_connect(ctx, dest, 10 * INT64_C(1000000000)) < 0 ||
+		    shoal_send_to(ctx, dest, T_PING, &v, sizeof(v)) < 0)
+			return 12;
+	}
+	atomic_store(&rt_res->ready[c->index], 2);
+	while (!atomic_load(&rt_res->go))
+		usleep(1000);
+	shoal_group_detach(g);
+	return 0;
+}
+
+static void runtime_request_in_a_handler_survives_its_ring_table_growing(void **state)
+{
+	struct child resp = { .index = 0, .mode = 4 };
+	struct child asker = { .index = 1 };
+	struct child growers = { .index = 2 };
+	pid_t pr, pq, pg;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-grow", NULL, 0), 0);
+	assert_true(rt_declare("growers", GROWERS, 1) >= 0);
+	pr = test_spawn(responder_main, &resp, sizeof(resp));
+	pq = test_spawn(grow_asker_main, &asker, sizeof(asker));
+	pg = test_spawn(grow_senders_main, &growers, sizeof(growers));
+	rt_wait_ready(3);
+	test_assert_exited(test_wait_pid(pq, 60000), 0);
+	assert_int_equal(atomic_load(&rt_res->status[1]), 0);   /* answered */
+	assert_int_equal(atomic_load(&rt_res->count[1]), 1 + GROWERS);   /* each once */
+	atomic_store(&rt_res->go, 1);
+	test_assert_exited(test_wait_pid(pg, 20000), 0);
 	rt_stop_and_reap(&pr, 1);
 	rt_stop_router();
 }
@@ -813,6 +931,7 @@ int main(void)
 		cmocka_unit_test(runtime_lookup_waits_for_a_group_to_come_up),
 		cmocka_unit_test(runtime_type_over_max_size_refused_at_declare),
 		cmocka_unit_test(runtime_discard_route_is_counted),
+		cmocka_unit_test(runtime_request_in_a_handler_survives_its_ring_table_growing),
 	};
 
 	rt_init();

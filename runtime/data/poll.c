@@ -433,6 +433,9 @@ __attribute__((noinline)) static uint32_t scan_rings(struct shoal_ctx *ctx, uint
 			if (mailbox && outer && shoal__set_aside(ctx, in, &rec))
 				continue;
 			handle_record(ctx, rec.data, rec.len);
+			/* A pass in the handler (a request waiting) may have
+			 * grown the ring table, moving it: by index, not pointer. */
+			in = &ctx->in[i];
 			if (!mailbox)
 				COUNT(ctx, fwd_taken);
 			else if (outer && ctx->fwd_any > 0)

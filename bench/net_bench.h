@@ -54,6 +54,9 @@ struct net_ctl {
 	 * (A), t_end (B for throughput, A for ping-pong), msgs, lat (A,
 	 * ping-pong), probe_ns, waited_ns, cpu, err and msg. */
 	struct bench_result res[2];
+	/* The bridge contender (net_bridge.c): each side's group sets its
+	 * word, 1 done or 2 failed, once it has met NET_ROUND_DONE. */
+	_Alignas(128) _Atomic uint32_t group_done[2];
 };
 
 /*
@@ -107,6 +110,16 @@ extern const struct net_contender net_ucx_batched;
 extern const struct net_contender net_zmq;
 /* Shoal's link layer alone (net_link.c), built with the bridge. */
 extern const struct net_contender net_link;
+/* Shoal's whole bridge, two `shoal run --host` systems (net_bridge.c). */
+extern const struct net_contender net_bridge;
+
+/* The environment variable that makes this program a group of the bridge
+ * contender's systems: the descriptor of the control block, inherited. */
+#define NET_BRIDGE_CTL_ENV "SHOAL_BENCH_NET_CTL"
+
+/* This program as group bench-a or bench-b ($SHOAL_GROUP) of a bridge
+ * sample, on the control block at descriptor `ctl_fd`. Exit status. */
+int net_bridge_group_main(const char *ctl_fd);
 
 /* Record why a role failed in side->res; evaluates to `code` (a negative
  * errno). The format must be a string literal. */

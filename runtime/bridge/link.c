@@ -1575,6 +1575,13 @@ int shoal__link_flush(struct shoal__link *l)
 	return flush(l) < 0 ? -EAGAIN : 0;
 }
 
+int shoal__link_flush_idle(struct shoal__link *l)
+{
+	if (l->unsent_bytes == 0 || l->sent != l->acked)
+		return 0;
+	return shoal__link_flush(l);
+}
+
 int shoal__link_recv_peek(struct shoal__link *l, struct shoal__frame_rec *rec)
 {
 	const unsigned char *p;

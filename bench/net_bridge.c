@@ -57,6 +57,7 @@
  * sample, it does not hang it), and how long a system may take to stop. */
 #define REQUEST_NS (INT64_C(5) * 1000000000)
 #define STOP_TRIES 1000u
+#define POLL_NS INT64_C(1000000)
 
 static const struct shoal_type types[] = {
 	{ MSG_DATA, NET_PAYLOAD_MAX, "data" },
@@ -122,13 +123,16 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 		(void)shoal_respond(k->ctx, m, MSG_READY, m->data, m->len);
 }
 
-/* Poll until *flag or a handler failure; -ETIMEDOUT after REQUEST_NS. */
+/* Poll until *flag or a handler failure; -ETIMEDOUT after REQUEST_NS.
+ * Each poll spins, then sleeps (up to POLL_NS) as any group's does: six
+ * processes share two CPUs here, and a group that spun would take one of
+ * them from the bridges. */
 static int poll_until(struct bgroup *k, const bool *flag)
 {
 	uint64_t limit = shoal__now_ns() + REQUEST_NS;
 
 	while (!*flag && k->err == 0) {
-		int ret = shoal_poll(k->ctx, 0, 0);
+		int ret = shoal_poll(k->ctx, 0, POLL_NS);
 
 		if (ret < 0)
 			return net_fail(&k->s, ret, "bridge: poll: %s", shoal_strerror(ret));
@@ -190,7 +194,7 @@ static int tput_recv(struct bgroup *k)
 		return ret;
 	net_side_ready(&k->s);
 	while (!k->last && k->err == 0)
-		if ((ret = shoal_poll(k->ctx, 0, 1000000)) < 0)
+		if ((ret = shoal_poll(k->ctx, 0, POLL_NS)) < 0)
 			return net_fail(&k->s, ret, "bridge: poll: %s", shoal_strerror(ret));
 	if (k->err != 0)
 		return k->err;

@@ -3,9 +3,9 @@
  * shoal-bench-net: across hosts, the transport's limit. UCX alone (a
  * minimal UCP program, net_ucx.c: one message per active message, and
  * messages packed into frames, the batched limit) and ZeroMQ (net_zmq.c)
- * between two "hosts", measured in one run with interleaved samples, so
- * that Shoal's bridge can later be put beside them (the contender table
- * below).
+ * between two "hosts", measured in one run with interleaved samples beside
+ * Shoal's bridge end to end (net_bridge.c) and its link layer alone
+ * (net_link.c): the contender table below.
  *
  * The hosts: two network namespaces joined by a veth pair, which the
  * benchmark makes itself (it needs root) and which vanish with it. Each

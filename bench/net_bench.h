@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The cross-host benchmark (net_bench.c): what the driver and the
- * contenders (net_ucx.c, net_zmq.c, net_link.c) share. Private to bench/.
+ * contenders (net_ucx.c, net_zmq.c, net_link.c, net_bridge.c) share.
+ * Private to bench/.
  *
  * Two "hosts" are two network namespaces joined by a veth pair. One sample
  * = one contender doing one measurement once: the driver forks a client
@@ -10,6 +11,9 @@
  * nothing but the control block (an anonymous shared mapping made before
  * fork), which carries the parameters in, the results out and a barrier;
  * every message crosses the veth pair through the contender's transport.
+ * The bridge contender's sides each run a system instead, whose groups
+ * (this program, started by `shoal run`) play the sides' roles on the same
+ * control block, shared as a memfd (net_bridge.c).
  */
 #ifndef SHOAL_BENCH_NET_H
 #define SHOAL_BENCH_NET_H

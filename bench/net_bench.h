@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The cross-host benchmark (net_bench.c): what the driver and the
- * contenders (net_ucx.c, net_zmq.c, net_link.c) share. Private to bench/.
+ * contenders (net_ucx.c, net_zmq.c, net_link.c, net_bridge.c) share.
+ * Private to bench/.
  *
  * Two "hosts" are two network namespaces joined by a veth pair. One sample
  * = one contender doing one measurement once: the driver forks a client
@@ -10,6 +11,9 @@
  * nothing but the control block (an anonymous shared mapping made before
  * fork), which carries the parameters in, the results out and a barrier;
  * every message crosses the veth pair through the contender's transport.
+ * The bridge contender's sides each run a system instead, whose groups
+ * (this program, started by `shoal run`) play the sides' roles on the same
+ * control block, shared as a memfd (net_bridge.c).
  */
 #ifndef SHOAL_BENCH_NET_H
 #define SHOAL_BENCH_NET_H
@@ -54,6 +58,9 @@ struct net_ctl {
 	 * (A), t_end (B for throughput, A for ping-pong), msgs, lat (A,
 	 * ping-pong), probe_ns, waited_ns, cpu, err and msg. */
 	struct bench_result res[2];
+	/* The bridge contender (net_bridge.c): each side's group sets its
+	 * word, 1 done or 2 failed, once it has met NET_ROUND_DONE. */
+	_Alignas(128) _Atomic uint32_t group_done[2];
 };
 
 /*
@@ -107,6 +114,16 @@ extern const struct net_contender net_ucx_batched;
 extern const struct net_contender net_zmq;
 /* Shoal's link layer alone (net_link.c), built with the bridge. */
 extern const struct net_contender net_link;
+/* Shoal's whole bridge, two `shoal run --host` systems (net_bridge.c). */
+extern const struct net_contender net_bridge;
+
+/* The environment variable that makes this program a group of the bridge
+ * contender's systems: the descriptor of the control block, inherited. */
+#define NET_BRIDGE_CTL_ENV "SHOAL_BENCH_NET_CTL"
+
+/* This program as group bench-a or bench-b ($SHOAL_GROUP) of a bridge
+ * sample, on the control block at descriptor `ctl_fd`. Exit status. */
+int net_bridge_group_main(const char *ctl_fd);
 
 /* Record why a role failed in side->res; evaluates to `code` (a negative
  * errno). The format must be a string literal. */

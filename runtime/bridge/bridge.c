@@ -6,12 +6,18 @@
  * Why one loop and no thread per link: a hub and its links are
  * single-threaded (link.h rule 2) and make progress only inside their
  * calls, so the loop polls the hub (every link) and the mailbox, goes round
- * again at once while either had work, and only when both were idle sleeps
- * on the hub's fd until the earliest link deadline, at most WAKE_NS: the
- * mailbox's doorbell is not that fd, so a message (or a stop) that comes to
- * an idle bridge waits up to that bound. Sleeping between turns of a busy
- * mailbox held a bridge to 64 messages a wake (27 000 messages a second
- * across loopback, the link alone carrying 16 million).
+ * again at once while either had work or had some less than SPIN_NS ago,
+ * and only then sleeps on the hub's fd until the earliest link deadline, at
+ * most WAKE_NS: the mailbox's doorbell is not that fd, so a message (or a
+ * stop) that comes to a bridge idle for longer waits up to that bound.
+ * Sleeping between turns of a busy mailbox held a bridge to 64 messages a
+ * wake (27 000 messages a second across loopback, the link alone carrying
+ * 16 million); sleeping at once after each turn with work held a request
+ * and its response to that bound each way (a round trip of 2.2 ms,
+ * bench/SUITE.md). A turn whose mailbox ran dry sends what its links
+ * queued when nothing they sent before is unacknowledged
+ * (shoal__link_flush_idle()): a lone message does not wait for the flush
+ * deadline, while a steady flow still gathers into frames.
  * Each turn also stores every link's counters in the link view
  * (runtime/bridge/view.h) for the tools.
  *
@@ -50,6 +56,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <shoal/group.h>
@@ -63,6 +70,9 @@
 #include "shm/util.h"
 
 #define WAKE_NS UINT64_C(1000000)
+/* About a round trip across hosts, which a response takes to come back
+ * and the next request from the same requester takes to follow it. */
+#define SPIN_NS UINT64_C(50000)
 #define MAILBOX_BUDGET 64u
 #define PENDING_MAX 4096u
 #define ENV_BYTES sizeof(struct shoal_envelope)
@@ -736,31 +746,44 @@ static int remote_routes(struct bridge *b, struct shoal_err *err)
 static void serve(struct bridge *b)
 {
 	struct pollfd pfd = { .fd = shoal__link_hub_fd(b->hub), .events = POLLIN };
+	uint64_t busy = shoal__now_ns();   /* the last turn that had work */
 
 	for (;;) {
-		uint64_t now = shoal__now_ns(), wake = now + WAKE_NS, due;
+		uint64_t now = shoal__now_ns(), wake, received = b->n.received;
 		int took = shoal_poll(b->ctx, MAILBOX_BUDGET, 0);
+		struct timespec ts;
 
 		if (took == -ESHUTDOWN)
 			return;
-		if (took > 0)
-			wake = now;   /* more may wait: no sleep this turn */
 		shoal__link_hub_poll(b->hub, now);
 		for (uint32_t i = 0; i < b->n_peers; i++) {
 			take_records(b, &b->peers[i]);
+			if (took < (int)MAILBOX_BUDGET)
+				(void)shoal__link_flush_idle(b->peers[i].link);
 			tell(b, &b->peers[i]);
 			view_write(&b->peers[i]);
 		}
 		tell_hub(b);
 		view_write_hub(b);
-		due = shoal__link_hub_deadline(b->hub);
-		if (due < wake)
-			wake = due;
+		if (took > 0 || b->n.received != received)
+			busy = now;
+		/* Round again at once, without arming: arming is two system
+		 * calls (a read and an epoll_wait) that only a sleep needs. */
+		if (now - busy < SPIN_NS)
+			continue;
+		wake = shoal__link_hub_deadline(b->hub);
+		if (wake > now + WAKE_NS)
+			wake = now + WAKE_NS;
 		if (shoal__link_hub_arm(b->hub) == -EAGAIN)
-			wake = now;
+			continue;
 		now = shoal__now_ns();
-		if (wake > now)
-			poll(&pfd, 1, (int)((wake - now + 999999) / 1000000));
+		if (wake <= now)
+			continue;
+		/* To the nanosecond: a flush deadline of 50 us is not a
+		 * millisecond's sleep. */
+		ts.tv_sec = (time_t)((wake - now) / 1000000000u);
+		ts.tv_nsec = (long)((wake - now) % 1000000000u);
+		(void)ppoll(&pfd, 1, &ts, NULL);
 	}
 }
 

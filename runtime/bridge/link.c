@@ -1558,8 +1558,14 @@ int shoal__link_send(struct shoal__link *l, const void *data, uint32_t len, uint
 		l->st.credit_waits++;
 		return -EAGAIN;
 	}
-	if (l->unsent_bytes == 0)
-		l->unsent_since = shoal__now_ns();
+	/* Through l->now, which never goes back (shoal__link_hub_poll()):
+	 * a reading newer than the clock the next poll is given made the
+	 * deadline's subtraction wrap, and every poll flushed what its turn
+	 * had queued (frames of one bridge turn, 32 messages, at any rate). */
+	if (l->unsent_bytes == 0) {
+		l->now = shoal__now_ns();
+		l->unsent_since = l->now;
+	}
 	l->next_seq++;
 	l->unsent_bytes += size;
 	if (l->unsent_bytes >= l->o.flush_bytes && l->state == SHOAL__LINK_UP) {
@@ -1573,6 +1579,13 @@ int shoal__link_flush(struct shoal__link *l)
 {
 	l->now = shoal__now_ns();
 	return flush(l) < 0 ? -EAGAIN : 0;
+}
+
+int shoal__link_flush_idle(struct shoal__link *l)
+{
+	if (l->unsent_bytes == 0 || l->sent != l->acked)
+		return 0;
+	return shoal__link_flush(l);
 }
 
 int shoal__link_recv_peek(struct shoal__link *l, struct shoal__frame_rec *rec)

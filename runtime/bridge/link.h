@@ -223,6 +223,16 @@ int shoal__link_send(struct shoal__link *l, const void *data, uint32_t len, uint
 int shoal__link_flush(struct shoal__link *l);
 
 /*
+ * As shoal__link_flush(), but only when every record sent before is
+ * acknowledged (Nagle's rule): for a caller whose input ran dry, so that a
+ * record alone (a request, its response) goes now instead of at the flush
+ * deadline, while records that come with frames in flight still gather
+ * into full frames. Returns 0 (sent, or nothing to do) or -EAGAIN as
+ * shoal__link_flush().
+ */
+int shoal__link_flush_idle(struct shoal__link *l);
+
+/*
  * Do everything due at `now_ns` (CLOCK_MONOTONIC; a reading older than the
  * hub's last counts as that one), for every link of the hub: progress UCP
  * once (which receives frames; shoal__link_hub_arm() says -EAGAIN while

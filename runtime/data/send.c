@@ -28,6 +28,9 @@
 
 static const struct shoal__ltype *type_of(const struct shoal_group *g, uint32_t id)
 {
+	/* 0 is no type, and the id of an empty slot: never found. */
+	if (SHOAL_UNLIKELY(id == 0))
+		return NULL;
 	for (uint32_t h = id & g->types_mask;; h = (h + 1) & g->types_mask) {
 		if (g->types[h].id == id)
 			return &g->types[h];

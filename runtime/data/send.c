@@ -46,49 +46,64 @@ uint64_t shoal_ctx_self(const struct shoal_ctx *ctx)
 	return shoal_addr_make(ctx->g->id, SHOAL_SLOT_GROUP, ctx->g->gen);
 }
 
-static uint64_t new_trace_id(struct shoal_ctx *ctx, uint32_t k)
+/*
+ * What the envelopes of one send have in common, worked out once (a burst
+ * writes many): the sender, destination, flags, request id, the send time
+ * (one clock read per send), and how trace ids are made. A handler's
+ * messages carry its trace id (mask 0); others get new ones, unique per
+ * system: group and worker (trace_base) and the worker's count of messages
+ * sent, the k-th message of a send numbered `next + k`.
+ */
+struct env_common {
+	uint64_t self, dest, rid, now;
+	uint64_t trace, next, mask;
+	uint32_t flags;
+};
+
+static inline void env_common(const struct shoal_ctx *ctx, struct env_common *ec, uint64_t self,
+			      uint64_t dest, uint32_t flags, uint64_t rid)
 {
-	/* Unique per system: group, worker and a per-worker counter (k: the
-	 * message's place in a burst, whose count is added after it). */
-	return ctx->trace_base |
-	       ((ctx->sent_routed + ctx->sent_direct + 1 + k) & ((UINT64_C(1) << 40) - 1));
+	bool carried = ctx->cur != NULL;
+
+	ec->self = self;
+	ec->dest = dest;
+	ec->rid = rid;
+	ec->flags = flags;
+	ec->trace = carried ? ctx->cur_trace : ctx->trace_base;
+	ec->next = ctx->sent_routed + ctx->sent_direct + 1;
+	ec->mask = carried ? 0 : (UINT64_C(1) << 40) - 1;
+	ec->now = shoal__now_ns();
 }
 
 /*
- * Envelopes: what the messages of one send have in common is set once
- * (env_begin), then each message's own fields as it is written (env_put).
+ * The envelope of the k-th message of a send (0 for a single one), written
+ * in place into its reserved record `dst`: the commit's R1 publishes it
+ * with the payload, so it needs no copy through the stack.
  */
-static void env_begin(const struct shoal_ctx *ctx, struct shoal_envelope *env, uint64_t self,
-		      uint64_t dest, uint32_t flags, uint64_t rid, uint64_t now)
+static inline void env_put(const struct env_common *ec, unsigned char *dst, uint32_t type,
+			   uint32_t len, uint32_t k)
 {
-	env->sender = self;
-	env->dest = dest;
-	env->trace_id = ctx->cur != NULL ? ctx->cur_trace : 0;
-	env->request_id = rid;
-	env->send_ns = now;
-	env->flags = flags;
+	struct shoal_envelope *env = (struct shoal_envelope *)(void *)dst;
+
+	env->type = type;
+	env->len = len;
+	env->sender = ec->self;
+	env->dest = ec->dest;
+	env->trace_id = ec->trace | ((ec->next + k) & ec->mask);
+	env->request_id = ec->rid;
+	env->send_ns = ec->now;
+	env->flags = ec->flags;
 	env->reserved = 0;
 }
 
-/* The k-th message of the send (0 for a single one). */
-static inline void env_put(struct shoal_ctx *ctx, struct shoal_envelope *env, void *dst,
-			   uint32_t type, uint32_t len, uint32_t k)
-{
-	env->type = type;
-	env->len = len;
-	if (ctx->cur == NULL)
-		env->trace_id = new_trace_id(ctx, k);
-	memcpy(dst, env, sizeof(*env));
-}
-
 /* The envelope of a single message, made now. */
-static void fill_env(struct shoal_ctx *ctx, void *dst, uint32_t type, uint32_t len, uint64_t dest,
-		     uint32_t flags, uint64_t rid)
+static void fill_env(const struct shoal_ctx *ctx, unsigned char *dst, uint32_t type,
+		     uint32_t len, uint64_t dest, uint32_t flags, uint64_t rid)
 {
-	struct shoal_envelope env;
+	struct env_common ec;
 
-	env_begin(ctx, &env, shoal_ctx_self(ctx), dest, flags, rid, shoal__now_ns());
-	env_put(ctx, &env, dst, type, len, 0);
+	env_common(ctx, &ec, shoal_ctx_self(ctx), dest, flags, rid);
+	env_put(&ec, dst, type, len, 0);
 }
 
 static int check_type(struct shoal_ctx *ctx, uint32_t type, uint32_t len,
@@ -805,7 +820,7 @@ static int send_all(struct shoal_ctx *ctx, const struct shoal__reg_group *mrg, u
 {
 	struct shoal__dout *outs[SHOAL_MAX_WORKERS];
 	unsigned char *dsts[SHOAL_MAX_WORKERS];
-	struct shoal_envelope env;
+	struct env_common ec;
 	uint32_t n;
 	int ret = 0;
 
@@ -819,12 +834,13 @@ static int send_all(struct shoal_ctx *ctx, const struct shoal__reg_group *mrg, u
 			return ret;
 		}
 	}
-	env_begin(ctx, &env, shoal_ctx_self(ctx), dest, flags, rid, shoal__now_ns());
+	if (given == NULL)
+		env_common(ctx, &ec, shoal_ctx_self(ctx), dest, flags, rid);
 	for (uint32_t i = 0; i < n; i++) {
 		if (given != NULL)
 			memcpy(dsts[i], given, sizeof(*given));
 		else
-			env_put(ctx, &env, dsts[i], type, len, 0);
+			env_put(&ec, dsts[i], type, len, 0);
 		memcpy(dsts[i] + ENV_SIZE, buf, len);
 		shoal_ring_commit(&outs[i]->p);
 	}
@@ -852,7 +868,6 @@ send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf
 {
 	const struct shoal__reg_group *rg;
 	const struct shoal__ltype *t;
-	struct shoal_envelope env;
 	struct shoal__dout *o;
 	struct dest_to to;
 	unsigned char *dst;
@@ -894,8 +909,10 @@ send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf
 	if (given != NULL) {
 		memcpy(dst, given, sizeof(*given));
 	} else {
-		env_begin(ctx, &env, self, dest, flags, rid, shoal__now_ns());
-		env_put(ctx, &env, dst, type, len, 0);
+		struct env_common ec;
+
+		env_common(ctx, &ec, self, dest, flags, rid);
+		env_put(&ec, dst, type, len, 0);
 	}
 	memcpy(dst + ENV_SIZE, buf, len);
 	shoal_ring_commit(&o->p);
@@ -991,65 +1008,71 @@ struct burst {
 	struct shoal_ring_prod *p;
 	struct shoal__dout *o;
 	uint64_t dest;             /* SHOAL_ADDR_NONE: routed */
-	uint32_t pending;          /* reserved since the last publication */
 };
 
-/* Publish what the burst reserved: one commit, one fence, one doorbell. */
-static void burst_publish(struct shoal_ctx *ctx, struct burst *b)
+/* Publish the k records the burst reserved since its last publication:
+ * one commit, one fence, one doorbell. */
+static void burst_publish(struct shoal_ctx *ctx, const struct burst *b, uint32_t k)
 {
-	if (b->pending == 0)
-		return;
-	publish(ctx, b->p, b->o, b->pending);
-	b->pending = 0;
+	if (k > 0)
+		publish(ctx, b->p, b->o, k);
 }
 
 /*
  * Send msgs[0..n) into b's ring, in order, each checked as its single form
  * checks it. A ring that fills is published, then waited on as `sw` says
  * (NULL: the burst stops there). Returns 0 or why it stopped; *sent: how
- * many were sent, all of them published.
+ * many were sent, all of them published. The loop keeps what it needs in
+ * locals: its stores into the ring may alias anything behind a pointer.
  */
-static int burst_send(struct shoal_ctx *ctx, struct burst *b, const struct shoal_burst_msg *msgs,
-		      uint32_t n, struct send_wait *sw, uint32_t *sent)
+static int burst_send(struct shoal_ctx *ctx, const struct burst *b,
+		      const struct shoal_burst_msg *msgs, uint32_t n, struct send_wait *sw,
+		      uint32_t *sent)
 {
-	struct shoal_doorbell *db = b->o == NULL ? &ctx->mw->up_db : &b->o->dst->space_db;
-	struct shoal_doorbell *peer = b->o == NULL ? NULL : &b->o->dst->in_db;
+	struct shoal_ring_prod *p = b->p;
 	const struct shoal__ltype *t = NULL;
-	struct shoal_envelope env;
-	uint32_t i;
+	struct env_common ec;
+	uint32_t i, pending = 0, tid = 0, tlim = 0;
 	int ret = 0;
 
 	/* The messages of a burst share their send time: one clock read. */
-	env_begin(ctx, &env, shoal_ctx_self(ctx), b->dest,
-		  b->o == NULL && sw == NULL ? SHOAL_ENV_TRY : 0, 0, shoal__now_ns());
+	env_common(ctx, &ec, shoal_ctx_self(ctx), b->dest,
+		   b->o == NULL && sw == NULL ? SHOAL_ENV_TRY : 0, 0);
 	for (i = 0; i < n; i++) {
+		uint32_t type = msgs[i].type, len = msgs[i].len;
 		unsigned char *dst;
 
-		/* A burst is often of one type: looked up when it changes. */
-		if (t == NULL || t->id != msgs[i].type) {
-			ret = check_type(ctx, msgs[i].type, msgs[i].len, &t);
+		/* A burst is often of one type: looked up when it changes, or
+		 * for a length past the last one's size (which check_type()
+		 * refuses). Before the first lookup every length is past it. */
+		if (SHOAL_UNLIKELY(type != tid || len >= tlim)) {
+			ret = check_type(ctx, type, len, &t);
 			if (ret == 0 && b->o == NULL)
 				ret = routes_of(t);
 			if (ret < 0)
 				break;
-		} else if (SHOAL_UNLIKELY(msgs[i].len > t->max_size)) {
-			ret = -EMSGSIZE;
-			break;
+			tid = type;
+			tlim = t->max_size + 1;
 		}
-		dst = shoal_ring_reserve(b->p, ENV_SIZE + msgs[i].len, 0);
+		dst = shoal_ring_reserve(p, ENV_SIZE + len, 0);
 		if (dst == NULL) {
 			/* Full, or an error: what is reserved goes first (a wait
 			 * cancels reservations), then the single form's path. */
-			burst_publish(ctx, b);
-			dst = shoal__reserve_in(ctx, b->p, db, peer, msgs[i].len, sw, &ret);
+			burst_publish(ctx, b, pending);
+			pending = 0;
+			dst = shoal__reserve_in(ctx, p,
+						b->o == NULL ? &ctx->mw->up_db : &b->o->dst->space_db,
+						b->o == NULL ? NULL : &b->o->dst->in_db, len, sw, &ret);
 			if (dst == NULL)
 				break;
 		}
-		env_put(ctx, &env, dst, msgs[i].type, msgs[i].len, b->pending);
-		memcpy(dst + ENV_SIZE, msgs[i].buf, msgs[i].len);
-		b->pending++;
+		/* The i-th of the burst: its messages before it are counted
+		 * sent, or pending. */
+		env_put(&ec, dst, type, len, i);
+		memcpy(dst + ENV_SIZE, msgs[i].buf, len);
+		pending++;
 	}
-	burst_publish(ctx, b);
+	burst_publish(ctx, b, pending);
 	*sent = i;
 	if (ret == -EUCLEAN && b->o != NULL)
 		dout_condemned(ctx, b->o);
@@ -1061,7 +1084,7 @@ static int burst_send(struct shoal_ctx *ctx, struct burst *b, const struct shoal
 static int send_burst(struct shoal_ctx *ctx, const struct shoal_burst_msg *msgs, uint32_t n,
 		      uint32_t *sent, bool wait)
 {
-	struct burst b = { &ctx->up, NULL, SHOAL_ADDR_NONE, 0 };
+	struct burst b = { &ctx->up, NULL, SHOAL_ADDR_NONE };
 	struct send_wait sw = WAIT_FOREVER;
 
 	*sent = 0;
@@ -1086,7 +1109,7 @@ static int send_to_burst(struct shoal_ctx *ctx, uint64_t dest, const struct shoa
 			 uint32_t n, uint32_t *sent, bool wait)
 {
 	struct send_wait sw = WAIT_FOREVER;
-	struct burst b = { NULL, NULL, dest, 0 };
+	struct burst b = { NULL, NULL, dest };
 	const struct shoal__reg_group *rg;
 	struct dest_to to;
 	uint32_t nw;

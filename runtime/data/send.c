@@ -361,32 +361,41 @@ int shoal_try_send(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32
 	return send_routed(ctx, type, buf, len, false);
 }
 
-/*
- * Ring the consumer of a direct link after a commit and a fence (F2),
- * moderated (shm/doorbell.c): a flood's wake-ups may be held, and the
- * router's waker (data/waker.c) makes them by the deadline; a first hold
- * rings it. A request or a response has someone waiting for it: never held.
- */
-static inline void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o, bool urgent,
-			     uint32_t k)
+/* dout_ring()'s wake-up that the doorbell held (r: SHOAL_WAKE_HELD or
+ * _HELD_FIRST): a first hold rings the waker, and the link is remembered
+ * for shoal__wake_flush() (past the list, a full scan). */
+static __attribute__((noinline)) void dout_held(struct shoal_ctx *ctx, struct shoal__dout *o,
+						int r, uint32_t k)
 {
-	int r;
-
-	o->unann = urgent ? SHOAL_WAKE_BATCH : o->unann + k;
-	r = shoal_doorbell_wake_mod(&o->dst->in_db, &ctx->wmod, o->unann);
-	if (r == SHOAL_WAKE_DONE) {
-		o->unann = 0;
-		return;
-	}
 	if (r == SHOAL_WAKE_HELD_FIRST)
 		shoal_doorbell_notify(&ctx->g->bell->waker);
-	/* Remembered for shoal__wake_flush(); past the list, a full scan. */
 	if (o->unann == k) {
 		if (ctx->n_held < SHOAL__HELD_MAX)
 			ctx->held[ctx->n_held++] = o;
 		else
 			ctx->held_all = true;
 	}
+}
+
+/*
+ * Ring the consumer of a direct link after k commits, moderated
+ * (shm/doorbell.c): a flood's wake-ups may be held, and the router's waker
+ * (data/waker.c) makes them by the deadline. F2 first, unless its consumer
+ * polls, or (`fenced`) the caller made one for several links. A request or
+ * a response has someone waiting for it: never held.
+ */
+static inline void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o, bool urgent,
+			     uint32_t k, bool fenced)
+{
+	int r;
+
+	o->unann = urgent ? SHOAL_WAKE_BATCH : o->unann + k;
+	r = fenced ? shoal_doorbell_wake_mod(&o->dst->in_db, &ctx->wmod, o->unann) :
+		     shoal_doorbell_notify_mod(&o->dst->in_db, &ctx->wmod, o->unann);
+	if (SHOAL_LIKELY(r == SHOAL_WAKE_DONE))
+		o->unann = 0;
+	else
+		dout_held(ctx, o, r, k);
 }
 
 /*
@@ -402,8 +411,7 @@ static void publish(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct sho
 		shoal_doorbell_notify(ctx->bell);
 		COUNT_N(ctx, sent_routed, k);
 	} else {
-		shoal_doorbell_fence_for(&o->dst->in_db);   /* F2, unless its consumer polls */
-		dout_ring(ctx, o, false, k);
+		dout_ring(ctx, o, false, k, false);
 		COUNT_N(ctx, sent_direct, k);
 	}
 }
@@ -847,7 +855,7 @@ static int send_all(struct shoal_ctx *ctx, const struct shoal__reg_group *mrg, u
 	/* One fence (F2) for every commit above, then moderated wake-ups. */
 	shoal_doorbell_fence();
 	for (uint32_t i = 0; i < n; i++)
-		dout_ring(ctx, outs[i], flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE), 1);
+		dout_ring(ctx, outs[i], flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE), 1, true);
 	return 0;
 }
 
@@ -916,8 +924,7 @@ send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf
 	}
 	memcpy(dst + ENV_SIZE, buf, len);
 	shoal_ring_commit(&o->p);
-	shoal_doorbell_fence_for(&o->dst->in_db);   /* F2, unless its consumer polls */
-	dout_ring(ctx, o, flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE), 1);
+	dout_ring(ctx, o, flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE), 1, false);
 	COUNT(ctx, sent_direct);
 	return 0;
 fail:

@@ -458,6 +458,10 @@ static uint32_t dest_workers(const struct shoal__reg_group *rg)
 static uint32_t dest_worker(uint32_t nw, uint16_t slot, uint64_t self, uint64_t rid,
 			    uint32_t flags)
 {
+	/* A group of one worker (the default) needs no division: the
+	 * link's address waits on its result. */
+	if (nw == 1)
+		return 0;
 	if (flags & SHOAL_ENV_RESPONSE)
 		return (uint32_t)(rid >> 48) % nw;   /* the requester's worker */
 	if (slot < SHOAL_MAX_ACTORS)

@@ -61,7 +61,7 @@ struct env_common {
 };
 
 static inline void env_common(const struct shoal_ctx *ctx, struct env_common *ec, uint64_t self,
-			      uint64_t dest, uint32_t flags, uint64_t rid)
+			      uint64_t dest, uint32_t flags, uint64_t rid, uint64_t now)
 {
 	bool carried = ctx->cur != NULL;
 
@@ -72,7 +72,7 @@ static inline void env_common(const struct shoal_ctx *ctx, struct env_common *ec
 	ec->trace = carried ? ctx->cur_trace : ctx->trace_base;
 	ec->next = ctx->sent_routed + ctx->sent_direct + 1;
 	ec->mask = carried ? 0 : (UINT64_C(1) << 40) - 1;
-	ec->now = shoal__now_ns();
+	ec->now = now;
 }
 
 /*
@@ -102,7 +102,7 @@ static void fill_env(const struct shoal_ctx *ctx, unsigned char *dst, uint32_t t
 {
 	struct env_common ec;
 
-	env_common(ctx, &ec, shoal_ctx_self(ctx), dest, flags, rid);
+	env_common(ctx, &ec, shoal_ctx_self(ctx), dest, flags, rid, shoal__now_ns());
 	env_put(&ec, dst, type, len, 0);
 }
 
@@ -847,7 +847,7 @@ static int send_all(struct shoal_ctx *ctx, const struct shoal__reg_group *mrg, u
 		}
 	}
 	if (given == NULL)
-		env_common(ctx, &ec, shoal_ctx_self(ctx), dest, flags, rid);
+		env_common(ctx, &ec, shoal_ctx_self(ctx), dest, flags, rid, shoal__now_ns());
 	for (uint32_t i = 0; i < n; i++) {
 		if (given != NULL)
 			memcpy(dsts[i], given, sizeof(*given));
@@ -924,7 +924,7 @@ send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf
 	} else {
 		struct env_common ec;
 
-		env_common(ctx, &ec, self, dest, flags, rid);
+		env_common(ctx, &ec, self, dest, flags, rid, shoal__now_ns());
 		env_put(&ec, dst, type, len, 0);
 	}
 	memcpy(dst + ENV_SIZE, buf, len);
@@ -1051,7 +1051,7 @@ static int burst_send(struct shoal_ctx *ctx, const struct burst *b,
 
 	/* The messages of a burst share their send time: one clock read. */
 	env_common(ctx, &ec, shoal_ctx_self(ctx), b->dest,
-		   b->o == NULL && sw == NULL ? SHOAL_ENV_TRY : 0, 0);
+		   b->o == NULL && sw == NULL ? SHOAL_ENV_TRY : 0, 0, shoal__now_ns());
 	for (i = 0; i < n; i++) {
 		uint32_t type = msgs[i].type, len = msgs[i].len;
 		unsigned char *dst;

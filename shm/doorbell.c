@@ -142,12 +142,6 @@ void shoal_doorbell_fence(void)
 	shoal_fence_full();
 }
 
-void shoal_doorbell_notify(struct shoal_doorbell *db)
-{
-	shoal_doorbell_fence_for(db);
-	shoal_doorbell_wake(db);
-}
-
 int shoal_doorbell_asym_join(void)
 {
 	if (atomic_load_explicit(&asym_joined, memory_order_relaxed))
@@ -177,12 +171,19 @@ bool shoal_doorbell_fence_needed(const struct shoal_doorbell *db)
 	return fence_needed(db);
 }
 
-void shoal_doorbell_fence_for(const struct shoal_doorbell *db)
+/* The bodies of the producer's calls, inline here so that the exported
+ * calls made after each commit (notify, notify_mod) are one call each. */
+static inline void fence_for(const struct shoal_doorbell *db)
 {
 	if (fence_needed(db))
 		shoal_fence_full();   /* F2, as shoal_doorbell_fence() */
 	else
 		atomic_signal_fence(memory_order_seq_cst);   /* the compiler keeps the order */
+}
+
+void shoal_doorbell_fence_for(const struct shoal_doorbell *db)
+{
+	fence_for(db);
 }
 
 void shoal_doorbell_unfence(struct shoal_doorbell *db)
@@ -264,7 +265,7 @@ bool shoal_doorbell_ready_take(struct shoal_doorbell *db)
 	return true;
 }
 
-void shoal_doorbell_wake(struct shoal_doorbell *db)
+static inline void wake(struct shoal_doorbell *db)
 {
 	mark_ready(db);
 	/* Relaxed: ordered by F2 in shoal_doorbell_fence(); the exchange below
@@ -272,6 +273,17 @@ void shoal_doorbell_wake(struct shoal_doorbell *db)
 	if (SHOAL_LIKELY(shoal_load_relaxed(&db->state) == DB_AWAKE))
 		return;
 	(void)wake_now(db);
+}
+
+void shoal_doorbell_wake(struct shoal_doorbell *db)
+{
+	wake(db);
+}
+
+void shoal_doorbell_notify(struct shoal_doorbell *db)
+{
+	fence_for(db);
+	wake(db);
 }
 
 void shoal_wake_mod_init(struct shoal_wake_mod *m, uint64_t window_ns)
@@ -302,15 +314,13 @@ static bool heavy(struct shoal_wake_mod *m)
 	return m->heavy || m->count > m->light;
 }
 
-int shoal_doorbell_wake_mod(struct shoal_doorbell *db, struct shoal_wake_mod *m,
-			    uint32_t unannounced)
+/* wake_mod() for a consumer found asleep: wake it now, or hold. */
+static __attribute__((noinline)) int wake_mod_sleeper(struct shoal_doorbell *db,
+						      struct shoal_wake_mod *m,
+						      uint32_t unannounced)
 {
 	uint64_t zero = 0;
 
-	mark_ready(db);
-	/* Relaxed: ordered by F2 in shoal_doorbell_fence(), as in wake(). */
-	if (SHOAL_LIKELY(shoal_load_relaxed(&db->state) == DB_AWAKE))
-		return SHOAL_WAKE_DONE;
 	if (unannounced >= SHOAL_WAKE_BATCH || m->window_ns == 0 || !heavy(m)) {
 		m->wakes += wake_now(db);
 		return SHOAL_WAKE_DONE;
@@ -324,6 +334,29 @@ int shoal_doorbell_wake_mod(struct shoal_doorbell *db, struct shoal_wake_mod *m,
 						     memory_order_release, memory_order_relaxed))
 		return SHOAL_WAKE_HELD;
 	return SHOAL_WAKE_HELD_FIRST;
+}
+
+static inline int wake_mod(struct shoal_doorbell *db, struct shoal_wake_mod *m,
+			   uint32_t unannounced)
+{
+	mark_ready(db);
+	/* Relaxed: ordered by F2 in shoal_doorbell_fence(), as in wake(). */
+	if (SHOAL_LIKELY(shoal_load_relaxed(&db->state) == DB_AWAKE))
+		return SHOAL_WAKE_DONE;
+	return wake_mod_sleeper(db, m, unannounced);
+}
+
+int shoal_doorbell_wake_mod(struct shoal_doorbell *db, struct shoal_wake_mod *m,
+			    uint32_t unannounced)
+{
+	return wake_mod(db, m, unannounced);
+}
+
+int shoal_doorbell_notify_mod(struct shoal_doorbell *db, struct shoal_wake_mod *m,
+			      uint32_t unannounced)
+{
+	fence_for(db);
+	return wake_mod(db, m, unannounced);
 }
 
 uint64_t shoal_doorbell_wake_due(struct shoal_doorbell *db, uint64_t now, uint64_t age_ns)

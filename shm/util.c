@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <string.h>
-#include <time.h>
 
 #include <shoal/api.h>
 
@@ -38,14 +37,6 @@ void *shoal__grow(void *arr, uint32_t *cap, uint32_t n, size_t elem, uint32_t fi
 	if (a != NULL)
 		*cap = c;
 	return a;
-}
-
-uint64_t shoal__now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 const char *shoal_strerror(int err)

@@ -118,6 +118,40 @@ static void runtime_try_send_reports_each_failure(void **state)
 	rt_stop_router();
 }
 
+/* Type id 0 is no type: every send form refuses it, even with no payload
+ * (an empty slot of the group's type table has id 0 and size 0). */
+static void runtime_type_zero_is_refused_by_every_send(void **state)
+{
+	struct shoal_group_desc d = { .name = "zero", .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = rt_count_handler, .node = -1 };
+	struct shoal_burst_msg b[2] = { { 0, 0, NULL }, { T_PING, 0, NULL } };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	uint64_t self;
+	uint32_t sent = 1;
+	void *buf;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-zero", NULL, 0), 0);
+	assert_int_equal(shoal_group_attach(&g, &d, NULL, NULL), 0);
+	ctx = shoal_group_worker(g, 0);
+	self = shoal_group_lookup(g, "zero", 0);
+	assert_int_equal(shoal_connect(ctx, self, 10000000000ll), 0);
+	assert_int_equal(shoal_try_send(ctx, 0, NULL, 0), -ENOMSG);
+	assert_int_equal(shoal_try_send_to(ctx, self, 0, NULL, 0), -ENOMSG);
+	assert_int_equal(shoal_send_to(ctx, self, 0, NULL, 0), -ENOMSG);
+	assert_int_equal(shoal_reserve(ctx, self, 0, 0, &buf), -ENOMSG);
+	assert_int_equal(shoal_try_send_burst(ctx, b, 2, &sent), -ENOMSG);
+	assert_int_equal(sent, 0);
+	sent = 1;
+	assert_int_equal(shoal_try_send_to_burst(ctx, self, b, 2, &sent), -ENOMSG);
+	assert_int_equal(sent, 0);
+	/* Nothing went anywhere. */
+	assert_int_equal(shoal_poll(ctx, 0, 0), 0);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
 static void runtime_type_conflict_refused_at_attach(void **state)
 {
 	static const struct shoal_type other[] = { { T_PING, 32, "not-ping" } };
@@ -915,6 +949,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(runtime_routed_delivery_reaches_exactly_matching_groups),
 		cmocka_unit_test(runtime_try_send_reports_each_failure),
+		cmocka_unit_test(runtime_type_zero_is_refused_by_every_send),
 		cmocka_unit_test(runtime_type_conflict_refused_at_attach),
 		cmocka_unit_test(runtime_other_user_refused_at_control_socket),
 		cmocka_unit_test(runtime_request_gets_response),

@@ -177,6 +177,14 @@ SHOAL_API int shoal_doorbell_wake_mod(struct shoal_doorbell *db, struct shoal_wa
 				      uint32_t unannounced);
 
 /*
+ * shoal_doorbell_fence_for(db) then shoal_doorbell_wake_mod(): what a
+ * producer does after each commit to one consumer, in one call. Returns as
+ * shoal_doorbell_wake_mod().
+ */
+SHOAL_API int shoal_doorbell_notify_mod(struct shoal_doorbell *db, struct shoal_wake_mod *m,
+					uint32_t unannounced);
+
+/*
  * Waker side: if db holds a wake-up at least `age_ns` old at `now`, make
  * it. Returns when db's held wake-up falls due (UINT64_MAX: none held).
  */
@@ -255,9 +263,9 @@ SHOAL_API int shoal_doorbell_idle_wait(struct shoal_doorbell *db, struct shoal_i
  * may, with the cost below. Calls on different doorbells never conflict.
  *
  *   [1] shoal_doorbell_init
- *   [2] shoal_doorbell_notify, shoal_doorbell_wake, shoal_doorbell_wake_mod
- *       (after a shoal_doorbell_fence(), which touches no doorbell),
- *       shoal_doorbell_wake_due
+ *   [2] shoal_doorbell_notify, shoal_doorbell_notify_mod, shoal_doorbell_wake,
+ *       shoal_doorbell_wake_mod (after a shoal_doorbell_fence(), which
+ *       touches no doorbell), shoal_doorbell_wake_due
  *   [3] shoal_doorbell_prepare, shoal_doorbell_cancel, shoal_doorbell_wait,
  *       shoal_doorbell_poll_wait, shoal_doorbell_idle_wait
  *

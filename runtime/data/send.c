@@ -28,6 +28,9 @@
 
 static const struct shoal__ltype *type_of(const struct shoal_group *g, uint32_t id)
 {
+	/* 0 is no type, and the id of an empty slot: never found. */
+	if (SHOAL_UNLIKELY(id == 0))
+		return NULL;
 	for (uint32_t h = id & g->types_mask;; h = (h + 1) & g->types_mask) {
 		if (g->types[h].id == id)
 			return &g->types[h];
@@ -43,49 +46,64 @@ uint64_t shoal_ctx_self(const struct shoal_ctx *ctx)
 	return shoal_addr_make(ctx->g->id, SHOAL_SLOT_GROUP, ctx->g->gen);
 }
 
-static uint64_t new_trace_id(struct shoal_ctx *ctx, uint32_t k)
+/*
+ * What the envelopes of one send have in common, worked out once (a burst
+ * writes many): the sender, destination, flags, request id, the send time
+ * (one clock read per send), and how trace ids are made. A handler's
+ * messages carry its trace id (mask 0); others get new ones, unique per
+ * system: group and worker (trace_base) and the worker's count of messages
+ * sent, the k-th message of a send numbered `next + k`.
+ */
+struct env_common {
+	uint64_t self, dest, rid, now;
+	uint64_t trace, next, mask;
+	uint32_t flags;
+};
+
+static inline void env_common(const struct shoal_ctx *ctx, struct env_common *ec, uint64_t self,
+			      uint64_t dest, uint32_t flags, uint64_t rid, uint64_t now)
 {
-	/* Unique per system: group, worker and a per-worker counter (k: the
-	 * message's place in a burst, whose count is added after it). */
-	return ctx->trace_base |
-	       ((ctx->sent_routed + ctx->sent_direct + 1 + k) & ((UINT64_C(1) << 40) - 1));
+	bool carried = ctx->cur != NULL;
+
+	ec->self = self;
+	ec->dest = dest;
+	ec->rid = rid;
+	ec->flags = flags;
+	ec->trace = carried ? ctx->cur_trace : ctx->trace_base;
+	ec->next = ctx->sent_routed + ctx->sent_direct + 1;
+	ec->mask = carried ? 0 : (UINT64_C(1) << 40) - 1;
+	ec->now = now;
 }
 
 /*
- * Envelopes: what the messages of one send have in common is set once
- * (env_begin), then each message's own fields as it is written (env_put).
+ * The envelope of the k-th message of a send (0 for a single one), written
+ * in place into its reserved record `dst`: the commit's R1 publishes it
+ * with the payload, so it needs no copy through the stack.
  */
-static void env_begin(const struct shoal_ctx *ctx, struct shoal_envelope *env, uint64_t self,
-		      uint64_t dest, uint32_t flags, uint64_t rid, uint64_t now)
+static inline void env_put(const struct env_common *ec, unsigned char *dst, uint32_t type,
+			   uint32_t len, uint32_t k)
 {
-	env->sender = self;
-	env->dest = dest;
-	env->trace_id = ctx->cur != NULL ? ctx->cur_trace : 0;
-	env->request_id = rid;
-	env->send_ns = now;
-	env->flags = flags;
+	struct shoal_envelope *env = (struct shoal_envelope *)(void *)dst;
+
+	env->type = type;
+	env->len = len;
+	env->sender = ec->self;
+	env->dest = ec->dest;
+	env->trace_id = ec->trace | ((ec->next + k) & ec->mask);
+	env->request_id = ec->rid;
+	env->send_ns = ec->now;
+	env->flags = ec->flags;
 	env->reserved = 0;
 }
 
-/* The k-th message of the send (0 for a single one). */
-static inline void env_put(struct shoal_ctx *ctx, struct shoal_envelope *env, void *dst,
-			   uint32_t type, uint32_t len, uint32_t k)
-{
-	env->type = type;
-	env->len = len;
-	if (ctx->cur == NULL)
-		env->trace_id = new_trace_id(ctx, k);
-	memcpy(dst, env, sizeof(*env));
-}
-
 /* The envelope of a single message, made now. */
-static void fill_env(struct shoal_ctx *ctx, void *dst, uint32_t type, uint32_t len, uint64_t dest,
-		     uint32_t flags, uint64_t rid)
+static void fill_env(const struct shoal_ctx *ctx, unsigned char *dst, uint32_t type,
+		     uint32_t len, uint64_t dest, uint32_t flags, uint64_t rid)
 {
-	struct shoal_envelope env;
+	struct env_common ec;
 
-	env_begin(ctx, &env, shoal_ctx_self(ctx), dest, flags, rid, shoal__now_ns());
-	env_put(ctx, &env, dst, type, len, 0);
+	env_common(ctx, &ec, shoal_ctx_self(ctx), dest, flags, rid, shoal__now_ns());
+	env_put(&ec, dst, type, len, 0);
 }
 
 static int check_type(struct shoal_ctx *ctx, uint32_t type, uint32_t len,
@@ -343,32 +361,41 @@ int shoal_try_send(struct shoal_ctx *ctx, uint32_t type, const void *buf, uint32
 	return send_routed(ctx, type, buf, len, false);
 }
 
-/*
- * Ring the consumer of a direct link after a commit and a fence (F2),
- * moderated (shm/doorbell.c): a flood's wake-ups may be held, and the
- * router's waker (data/waker.c) makes them by the deadline; a first hold
- * rings it. A request or a response has someone waiting for it: never held.
- */
-static inline void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o, bool urgent,
-			     uint32_t k)
+/* dout_ring()'s wake-up that the doorbell held (r: SHOAL_WAKE_HELD or
+ * _HELD_FIRST): a first hold rings the waker, and the link is remembered
+ * for shoal__wake_flush() (past the list, a full scan). */
+static __attribute__((noinline)) void dout_held(struct shoal_ctx *ctx, struct shoal__dout *o,
+						int r, uint32_t k)
 {
-	int r;
-
-	o->unann = urgent ? SHOAL_WAKE_BATCH : o->unann + k;
-	r = shoal_doorbell_wake_mod(&o->dst->in_db, &ctx->wmod, o->unann);
-	if (r == SHOAL_WAKE_DONE) {
-		o->unann = 0;
-		return;
-	}
 	if (r == SHOAL_WAKE_HELD_FIRST)
 		shoal_doorbell_notify(&ctx->g->bell->waker);
-	/* Remembered for shoal__wake_flush(); past the list, a full scan. */
 	if (o->unann == k) {
 		if (ctx->n_held < SHOAL__HELD_MAX)
 			ctx->held[ctx->n_held++] = o;
 		else
 			ctx->held_all = true;
 	}
+}
+
+/*
+ * Ring the consumer of a direct link after k commits, moderated
+ * (shm/doorbell.c): a flood's wake-ups may be held, and the router's waker
+ * (data/waker.c) makes them by the deadline. F2 first, unless its consumer
+ * polls, or (`fenced`) the caller made one for several links. A request or
+ * a response has someone waiting for it: never held.
+ */
+static inline void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o, bool urgent,
+			     uint32_t k, bool fenced)
+{
+	int r;
+
+	o->unann = urgent ? SHOAL_WAKE_BATCH : o->unann + k;
+	r = fenced ? shoal_doorbell_wake_mod(&o->dst->in_db, &ctx->wmod, o->unann) :
+		     shoal_doorbell_notify_mod(&o->dst->in_db, &ctx->wmod, o->unann);
+	if (SHOAL_LIKELY(r == SHOAL_WAKE_DONE))
+		o->unann = 0;
+	else
+		dout_held(ctx, o, r, k);
 }
 
 /*
@@ -384,8 +411,7 @@ static void publish(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct sho
 		shoal_doorbell_notify(ctx->bell);
 		COUNT_N(ctx, sent_routed, k);
 	} else {
-		shoal_doorbell_fence_for(&o->dst->in_db);   /* F2, unless its consumer polls */
-		dout_ring(ctx, o, false, k);
+		dout_ring(ctx, o, false, k, false);
 		COUNT_N(ctx, sent_direct, k);
 	}
 }
@@ -432,6 +458,10 @@ static uint32_t dest_workers(const struct shoal__reg_group *rg)
 static uint32_t dest_worker(uint32_t nw, uint16_t slot, uint64_t self, uint64_t rid,
 			    uint32_t flags)
 {
+	/* A group of one worker (the default) needs no division: the
+	 * link's address waits on its result. */
+	if (nw == 1)
+		return 0;
 	if (flags & SHOAL_ENV_RESPONSE)
 		return (uint32_t)(rid >> 48) % nw;   /* the requester's worker */
 	if (slot < SHOAL_MAX_ACTORS)
@@ -802,7 +832,7 @@ static int send_all(struct shoal_ctx *ctx, const struct shoal__reg_group *mrg, u
 {
 	struct shoal__dout *outs[SHOAL_MAX_WORKERS];
 	unsigned char *dsts[SHOAL_MAX_WORKERS];
-	struct shoal_envelope env;
+	struct env_common ec;
 	uint32_t n;
 	int ret = 0;
 
@@ -816,19 +846,20 @@ static int send_all(struct shoal_ctx *ctx, const struct shoal__reg_group *mrg, u
 			return ret;
 		}
 	}
-	env_begin(ctx, &env, shoal_ctx_self(ctx), dest, flags, rid, shoal__now_ns());
+	if (given == NULL)
+		env_common(ctx, &ec, shoal_ctx_self(ctx), dest, flags, rid, shoal__now_ns());
 	for (uint32_t i = 0; i < n; i++) {
 		if (given != NULL)
 			memcpy(dsts[i], given, sizeof(*given));
 		else
-			env_put(ctx, &env, dsts[i], type, len, 0);
+			env_put(&ec, dsts[i], type, len, 0);
 		memcpy(dsts[i] + ENV_SIZE, buf, len);
 		shoal_ring_commit(&outs[i]->p);
 	}
 	/* One fence (F2) for every commit above, then moderated wake-ups. */
 	shoal_doorbell_fence();
 	for (uint32_t i = 0; i < n; i++)
-		dout_ring(ctx, outs[i], flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE), 1);
+		dout_ring(ctx, outs[i], flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE), 1, true);
 	return 0;
 }
 
@@ -838,9 +869,10 @@ static int send_all(struct shoal_ctx *ctx, const struct shoal__reg_group *mrg, u
  * worker's (send_all()). `given`: an envelope to write as it is (a record
  * the bridge brings from another host, shoal__send_env()), else one is
  * made here from flags and rid. Always inlined, with direct_reserve():
- * each caller's constant `given` removes its branches, and the compiler,
- * left to itself, calls one or the other out of line (bench/instr-count:
- * 300 or 330 instructions a try_send_to, 294 inlined).
+ * each caller's constants (`given`; for shoal_try_send_to() also sw, flags
+ * and rid) remove their branches, and the compiler, left to itself, calls
+ * one or the other out of line (bench/instr-count: 300 or 330 instructions
+ * a try_send_to, 294 inlined, 261 with its own instance).
  */
 static inline __attribute__((always_inline)) int
 send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf, uint32_t len,
@@ -849,7 +881,6 @@ send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf
 {
 	const struct shoal__reg_group *rg;
 	const struct shoal__ltype *t;
-	struct shoal_envelope env;
 	struct shoal__dout *o;
 	struct dest_to to;
 	unsigned char *dst;
@@ -891,13 +922,14 @@ send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf
 	if (given != NULL) {
 		memcpy(dst, given, sizeof(*given));
 	} else {
-		env_begin(ctx, &env, self, dest, flags, rid, shoal__now_ns());
-		env_put(ctx, &env, dst, type, len, 0);
+		struct env_common ec;
+
+		env_common(ctx, &ec, self, dest, flags, rid, shoal__now_ns());
+		env_put(&ec, dst, type, len, 0);
 	}
 	memcpy(dst + ENV_SIZE, buf, len);
 	shoal_ring_commit(&o->p);
-	shoal_doorbell_fence_for(&o->dst->in_db);   /* F2, unless its consumer polls */
-	dout_ring(ctx, o, flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE), 1);
+	dout_ring(ctx, o, flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE), 1, false);
 	COUNT(ctx, sent_direct);
 	return 0;
 fail:
@@ -975,10 +1007,12 @@ int shoal_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 	return shoal__send_direct(ctx, dest, type, buf, len, &sw, 0, 0);
 }
 
+/* An instance of its own: without a wait, flags or a request id, the
+ * compiler drops their branches from the hot path. */
 int shoal_try_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
 		      uint32_t len)
 {
-	return shoal__send_direct(ctx, dest, type, buf, len, NULL, 0, 0);
+	return send_direct(ctx, dest, type, buf, len, NULL, 0, 0, NULL);
 }
 
 /* ---- bursts ------------------------------------------------------------------ */
@@ -988,65 +1022,71 @@ struct burst {
 	struct shoal_ring_prod *p;
 	struct shoal__dout *o;
 	uint64_t dest;             /* SHOAL_ADDR_NONE: routed */
-	uint32_t pending;          /* reserved since the last publication */
 };
 
-/* Publish what the burst reserved: one commit, one fence, one doorbell. */
-static void burst_publish(struct shoal_ctx *ctx, struct burst *b)
+/* Publish the k records the burst reserved since its last publication:
+ * one commit, one fence, one doorbell. */
+static void burst_publish(struct shoal_ctx *ctx, const struct burst *b, uint32_t k)
 {
-	if (b->pending == 0)
-		return;
-	publish(ctx, b->p, b->o, b->pending);
-	b->pending = 0;
+	if (k > 0)
+		publish(ctx, b->p, b->o, k);
 }
 
 /*
  * Send msgs[0..n) into b's ring, in order, each checked as its single form
  * checks it. A ring that fills is published, then waited on as `sw` says
  * (NULL: the burst stops there). Returns 0 or why it stopped; *sent: how
- * many were sent, all of them published.
+ * many were sent, all of them published. The loop keeps what it needs in
+ * locals: its stores into the ring may alias anything behind a pointer.
  */
-static int burst_send(struct shoal_ctx *ctx, struct burst *b, const struct shoal_burst_msg *msgs,
-		      uint32_t n, struct send_wait *sw, uint32_t *sent)
+static int burst_send(struct shoal_ctx *ctx, const struct burst *b,
+		      const struct shoal_burst_msg *msgs, uint32_t n, struct send_wait *sw,
+		      uint32_t *sent)
 {
-	struct shoal_doorbell *db = b->o == NULL ? &ctx->mw->up_db : &b->o->dst->space_db;
-	struct shoal_doorbell *peer = b->o == NULL ? NULL : &b->o->dst->in_db;
+	struct shoal_ring_prod *p = b->p;
 	const struct shoal__ltype *t = NULL;
-	struct shoal_envelope env;
-	uint32_t i;
+	struct env_common ec;
+	uint32_t i, pending = 0, tid = 0, tlim = 0;
 	int ret = 0;
 
 	/* The messages of a burst share their send time: one clock read. */
-	env_begin(ctx, &env, shoal_ctx_self(ctx), b->dest,
-		  b->o == NULL && sw == NULL ? SHOAL_ENV_TRY : 0, 0, shoal__now_ns());
+	env_common(ctx, &ec, shoal_ctx_self(ctx), b->dest,
+		   b->o == NULL && sw == NULL ? SHOAL_ENV_TRY : 0, 0, shoal__now_ns());
 	for (i = 0; i < n; i++) {
+		uint32_t type = msgs[i].type, len = msgs[i].len;
 		unsigned char *dst;
 
-		/* A burst is often of one type: looked up when it changes. */
-		if (t == NULL || t->id != msgs[i].type) {
-			ret = check_type(ctx, msgs[i].type, msgs[i].len, &t);
+		/* A burst is often of one type: looked up when it changes, or
+		 * for a length past the last one's size (which check_type()
+		 * refuses). Before the first lookup every length is past it. */
+		if (SHOAL_UNLIKELY(type != tid || len >= tlim)) {
+			ret = check_type(ctx, type, len, &t);
 			if (ret == 0 && b->o == NULL)
 				ret = routes_of(t);
 			if (ret < 0)
 				break;
-		} else if (SHOAL_UNLIKELY(msgs[i].len > t->max_size)) {
-			ret = -EMSGSIZE;
-			break;
+			tid = type;
+			tlim = t->max_size + 1;
 		}
-		dst = shoal_ring_reserve(b->p, ENV_SIZE + msgs[i].len, 0);
+		dst = shoal_ring_reserve(p, ENV_SIZE + len, 0);
 		if (dst == NULL) {
 			/* Full, or an error: what is reserved goes first (a wait
 			 * cancels reservations), then the single form's path. */
-			burst_publish(ctx, b);
-			dst = shoal__reserve_in(ctx, b->p, db, peer, msgs[i].len, sw, &ret);
+			burst_publish(ctx, b, pending);
+			pending = 0;
+			dst = shoal__reserve_in(ctx, p,
+						b->o == NULL ? &ctx->mw->up_db : &b->o->dst->space_db,
+						b->o == NULL ? NULL : &b->o->dst->in_db, len, sw, &ret);
 			if (dst == NULL)
 				break;
 		}
-		env_put(ctx, &env, dst, msgs[i].type, msgs[i].len, b->pending);
-		memcpy(dst + ENV_SIZE, msgs[i].buf, msgs[i].len);
-		b->pending++;
+		/* The i-th of the burst: its messages before it are counted
+		 * sent, or pending. */
+		env_put(&ec, dst, type, len, i);
+		memcpy(dst + ENV_SIZE, msgs[i].buf, len);
+		pending++;
 	}
-	burst_publish(ctx, b);
+	burst_publish(ctx, b, pending);
 	*sent = i;
 	if (ret == -EUCLEAN && b->o != NULL)
 		dout_condemned(ctx, b->o);
@@ -1058,7 +1098,7 @@ static int burst_send(struct shoal_ctx *ctx, struct burst *b, const struct shoal
 static int send_burst(struct shoal_ctx *ctx, const struct shoal_burst_msg *msgs, uint32_t n,
 		      uint32_t *sent, bool wait)
 {
-	struct burst b = { &ctx->up, NULL, SHOAL_ADDR_NONE, 0 };
+	struct burst b = { &ctx->up, NULL, SHOAL_ADDR_NONE };
 	struct send_wait sw = WAIT_FOREVER;
 
 	*sent = 0;
@@ -1083,7 +1123,7 @@ static int send_to_burst(struct shoal_ctx *ctx, uint64_t dest, const struct shoa
 			 uint32_t n, uint32_t *sent, bool wait)
 {
 	struct send_wait sw = WAIT_FOREVER;
-	struct burst b = { NULL, NULL, dest, 0 };
+	struct burst b = { NULL, NULL, dest };
 	const struct shoal__reg_group *rg;
 	struct dest_to to;
 	uint32_t nw;

@@ -455,7 +455,7 @@ unsigned shoal_ring_reserve_run(struct shoal_ring_prod *p, uint32_t len, uint16_
 {
 	uint32_t cap = p->mask + 1, need, off;
 	uint64_t hdr = shoal__ring_hdr(len, tag, 0);
-	unsigned char *run, *one = NULL;
+	unsigned char *run, *h, *end, *one = NULL;
 	unsigned k;
 
 	if (SHOAL_UNLIKELY(n == 0 || len > p->max_payload || p->err))
@@ -484,7 +484,16 @@ unsigned shoal_ring_reserve_run(struct shoal_ring_prod *p, uint32_t len, uint16_
 	run = p->data + off;
 	/* Relaxed, one 64-bit store each: published by R1 at commit, like the
 	 * payload. k * need <= cap - off, so the run stays in the data area. */
-	for (unsigned char *h = run, *end = run + k * need; h != end; h += need)
+	h = run;
+	end = run + k * need;
+	/* Four a step: one loop branch per four records. */
+	for (; (size_t)(end - h) >= 4 * (size_t)need; h += 4 * need) {
+		shoal_store_relaxed(hdr_at(h, 0), hdr);
+		shoal_store_relaxed(hdr_at(h, need), hdr);
+		shoal_store_relaxed(hdr_at(h, 2 * need), hdr);
+		shoal_store_relaxed(hdr_at(h, 3 * need), hdr);
+	}
+	for (; h != end; h += need)
 		shoal_store_relaxed(hdr_at(h, 0), hdr);
 	p->tail += k * need;
 	p->pending += k;
@@ -758,14 +767,24 @@ unsigned shoal_ring_peek_run(struct shoal_ring_cons *c, struct shoal_rec *first,
 	 * One division per run, and only for a short one. */
 	end = tail - head < c->mask + 1 - off ? tail - head : c->mask + 1 - off;
 	k = (uint64_t)n * need <= end ? n : end / need;
-	/* Each later header is read once and must equal the first, checked
-	 * one, word for word: the same length and tag, no flags. A header that
-	 * differs ends the run (the next peek reads and checks it alone). */
+	/* Each later header must equal the first, checked one, word for word:
+	 * the same length and tag, no flags. Its value is only compared, never
+	 * used, so a header that changes between two reads can only move where
+	 * the run ends. A header that differs ends the run (the next peek reads
+	 * and checks it alone). */
 	word = shoal__ring_hdr(h.len, h.tag, 0);
 	run = data + off;
 	hdr = run + need;
 	stop = run + (size_t)k * need;
-	/* Relaxed: ordered by A1, as in cons_rec(). */
+	/* Relaxed: ordered by A1, as in cons_rec(). Four a step, their
+	 * differences or-ed, one branch per four; past a difference (or for
+	 * the last few) one at a time, to find where the run ends. */
+	for (; (size_t)(stop - hdr) >= 4 * (size_t)need; hdr += 4 * need)
+		if (((shoal_load_relaxed(hdr_at(hdr, 0)) ^ word) |
+		     (shoal_load_relaxed(hdr_at(hdr, need)) ^ word) |
+		     (shoal_load_relaxed(hdr_at(hdr, 2 * need)) ^ word) |
+		     (shoal_load_relaxed(hdr_at(hdr, 3 * need)) ^ word)) != 0)
+			break;
 	while (hdr != stop && shoal_load_relaxed(hdr_at(hdr, 0)) == word)
 		hdr += need;
 	/* A division only when a header ended the run early. */

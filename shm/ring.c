@@ -700,50 +700,97 @@ corrupt:
 }
 
 /*
+ * A record's length and tag into *out from its header word `w`, whose flags
+ * are 0. On a little-endian machine the word's low six bytes are the length
+ * and the tag, laid out as struct shoal_rec's len and tag, and its top two
+ * (the flags, 0) fall on the padding after tag: one store instead of two,
+ * and no shift, per record of a burst.
+ */
+static_assert(offsetof(struct shoal_rec, tag) == offsetof(struct shoal_rec, len) + 4 &&
+	      sizeof(struct shoal_rec) >= offsetof(struct shoal_rec, len) + 8,
+	      "len, tag and padding make one 8-byte word");
+
+static inline void rec_len_tag(struct shoal_rec *out, uint64_t w)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	memcpy((unsigned char *)out + offsetof(struct shoal_rec, len), &w, sizeof(w));
+#else
+	out->len = (uint32_t)w;
+	out->tag = (uint16_t)(w >> 32);
+#endif
+}
+
+/*
  * shoal_ring_peek() n times, with the walk in locals: the handle's fields
  * are written once at the end, not once per record (63 instructions per
- * record of a 64-byte burst of 32 before, bench/instr-count). The checks
- * are shoal_ring_peek()'s.
+ * record of a 64-byte burst of 32 before, bench/instr-count). A record that
+ * starts a stretch (the first, one after a pad or after the cached tail) is
+ * checked as shoal_ring_peek() checks it. The records after it, up to the
+ * published tail and the end of the data area, go through a shorter loop
+ * that applies the same rules with fewer branches: its bounds are taken
+ * once, so a header needs only "no flags, length within the largest
+ * payload" (one compare: the flags are the word's top bits) and "within the
+ * bounds" (one more). A header that fails either leaves the loop for the
+ * full checks, which tell a pad from damage.
  */
 unsigned shoal_ring_peek_burst(struct shoal_ring_cons *c, struct shoal_rec *recs, unsigned n)
 {
 	/* In locals: the stores into recs[] could alias the handle. */
-	const unsigned char *data = c->data;
+	const unsigned char *data = c->data, *rec, *start, *end;
 	uint32_t mask = c->mask, max = c->max_payload;
-	uint32_t head = c->head, tail = c->tail_cache, prev = c->head_prev;
-	uint32_t off, need, last_len = c->last_len;
-	uint64_t bytes = 0;
+	uint32_t head = c->head, tail = c->tail_cache, off, need;
+	uint64_t bytes = 0, w;
+	struct shoal_rec *out = recs, *out_end = recs + n;
 	struct shoal__rec_hdr h;
-	unsigned i = 0;
 
 	if (SHOAL_UNLIKELY(c->err))
 		return 0;
-	while (i < n) {
+	while (out != out_end) {
 		if (head == tail) {
 			c->head = head;
 			if (!cons_refresh(c) || head == c->tail_cache)
 				break;
 			tail = c->tail_cache;
 		}
-		prev = head;
 		if (SHOAL_UNLIKELY(!cons_rec(data, mask, max, &head, tail, &h, &off, &need))) {
 			c->err = -EUCLEAN;
 			break;
 		}
-		recs[i].data = data + off + SHOAL_RING_REC_HDR;
-		recs[i].len = h.len;
-		recs[i].tag = h.tag;
+		out->data = data + off + SHOAL_RING_REC_HDR;
+		out->len = h.len;
+		out->tag = h.tag;
+		out++;
 		head += need;
 		bytes += h.len;
-		last_len = h.len;
-		i++;
+		/* The stretch: every byte from start to end is published and
+		 * inside the data area (cons_rec() checked need against both). */
+		start = rec = data + off + need;
+		end = rec + (tail - head < mask + 1 - (off + need) ? tail - head
+								     : mask + 1 - (off + need));
+		for (; out != out_end && rec != end; out++, rec += need) {
+			/* Relaxed: ordered by A1, as in cons_rec(); one load. The
+			 * size is compared as a number, never added to rec
+			 * before it is known to fit. */
+			w = shoal_load_relaxed(hdr_at(rec, 0));
+			need = shoal__ring_rec_size((uint32_t)w);
+			if (SHOAL_UNLIKELY((w & ~(UINT64_C(0xffff) << 32)) > max ||
+					   need > (size_t)(end - rec)))
+				break;
+			out->data = rec + SHOAL_RING_REC_HDR;
+			rec_len_tag(out, w);
+			bytes += (uint32_t)w;
+		}
+		head += (uint32_t)(rec - start);
+	}
+	if (out != recs) {
+		/* For shoal_ring_unpeek(): the last record, found from its length. */
+		c->last_len = out[-1].len;
+		c->head_prev = head - shoal__ring_rec_size(c->last_len);
 	}
 	c->head = head;
-	c->head_prev = prev;
-	c->last_len = last_len;
-	c->pending += i;
+	c->pending += (uint32_t)(out - recs);
 	c->pending_bytes += bytes;
-	return i;
+	return (unsigned)(out - recs);
 }
 
 unsigned shoal_ring_peek_run(struct shoal_ring_cons *c, struct shoal_rec *first, unsigned n)

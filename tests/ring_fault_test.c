@@ -268,10 +268,10 @@ static void ring_condemned_ring_keeps_its_marks_and_counts(void **state)
 
 /*
  * A run of four 16-byte records whose third header a hostile producer
- * rewrote: the run delivers the two before it, whatever the forgery; the
- * next peek refuses the forged one (sticky -EUCLEAN), and the ring's
- * counters say that two records went in and never came out, so their loss
- * is counted, not silent. Nothing outside the data area is read.
+ * rewrote: a run, or a burst, delivers the two before it, whatever the
+ * forgery; the next peek refuses the forged one (sticky -EUCLEAN), and the
+ * ring's counters say that two records went in and never came out, so their
+ * loss is counted, not silent. Nothing outside the data area is read.
  */
 static void ring_hostile_header_inside_a_run_is_refused(void **state)
 {
@@ -283,11 +283,12 @@ static void ring_hostile_header_inside_a_run_is_refused(void **state)
 	};
 
 	(void)state;
-	for (size_t f = 0; f < sizeof(forged) / sizeof(forged[0]); f++) {
+	for (size_t f = 0; f < 2 * sizeof(forged) / sizeof(forged[0]); f++) {
 		struct ring_mem m = ring_new();
 		struct shoal_ring_prod p;
 		struct shoal_ring_cons c;
-		struct shoal_rec run;
+		struct shoal_rec run, recs[4];
+		bool burst = f % 2;
 		uint64_t in, out;
 		void *first;
 
@@ -296,14 +297,21 @@ static void ring_hostile_header_inside_a_run_is_refused(void **state)
 		for (int i = 0; i < 4; i++)
 			memset((char *)first + i * shoal_ring_stride(16), 'r', 16);
 		shoal_ring_commit(&p);
-		put_hdr(&m, 2 * shoal_ring_stride(16), forged[f].len, forged[f].tag,
-			forged[f].flags);
+		put_hdr(&m, 2 * shoal_ring_stride(16), forged[f / 2].len, forged[f / 2].tag,
+			forged[f / 2].flags);
 		assert_int_equal(shoal_ring_cons_attach(&c, m.r, m.len, NULL), 0);
-		assert_int_equal(shoal_ring_peek_run(&c, &run, 4), 2);
+		if (burst) {
+			assert_int_equal(shoal_ring_peek_burst(&c, recs, 4), 2);
+			run = recs[0];
+			assert_ptr_equal(recs[1].data, m.data + shoal_ring_stride(16) + 8);
+		} else {
+			assert_int_equal(shoal_ring_peek_run(&c, &run, 4), 2);
+		}
 		assert_ptr_equal(run.data, m.data + SHOAL_RING_REC_HDR);
 		assert_int_equal(run.len, 16);
 		shoal_ring_release(&c);
-		assert_int_equal(shoal_ring_peek_run(&c, &run, 4), 0);
+		assert_int_equal(burst ? shoal_ring_peek_burst(&c, recs, 4) :
+					 shoal_ring_peek_run(&c, &run, 4), 0);
 		assert_int_equal(shoal_ring_cons_error(&c), -EUCLEAN);
 		assert_int_equal(shoal_ring_peek_run(&c, &run, 4), 0);
 		assert_int_equal(shoal_ring_records(m.r, m.len, &in, &out), 0);
@@ -347,17 +355,24 @@ static void ring_random_corruption_stays_inside(void **state)
 			}
 		}
 		(void)shoal_ring_check(m.r, m.len, &st, NULL);
-		/* Odd rounds read in runs: each record of a run checked. */
+		/* By rounds, one peek at a time, in runs, or in bursts: each
+		 * record returned is checked. */
 		if (shoal_ring_cons_attach(&c, m.r, m.len, NULL) == 0) {
+			struct shoal_rec recs[8];
 			unsigned k;
 
-			while ((k = i % 2 ? shoal_ring_peek_run(&c, &rec, 8) :
-					    shoal_ring_peek(&c, &rec)) > 0) {
-				const unsigned char *d = rec.data;
+			while ((k = i % 3 == 0 ? shoal_ring_peek(&c, &rec) :
+				    i % 3 == 1 ? shoal_ring_peek_run(&c, &rec, 8) :
+						 shoal_ring_peek_burst(&c, recs, 8)) > 0) {
+				for (unsigned j = 0; j < k; j++) {
+					const unsigned char *d =
+						i % 3 == 2 ? recs[j].data :
+							     (const unsigned char *)rec.data +
+								     j * shoal_ring_stride(rec.len);
+					uint32_t len = i % 3 == 2 ? recs[j].len : rec.len;
 
-				for (; k > 0; k--, d += shoal_ring_stride(rec.len)) {
 					assert_true(d >= m.data);
-					assert_true(d + rec.len <= m.data + CAP);
+					assert_true(d + len <= m.data + CAP);
 					assert_true(++peeks <= (int)(CAP / 8));
 				}
 			}

@@ -177,8 +177,9 @@ static void ring_check_counts_pending_records(void **state)
 
 /*
  * The same fill and drain in runs: runs of up to 3 records, one tag per run,
- * reserved until the ring refuses; read back in runs of up to 8. Every record
- * comes back once, in order, inside the data area, with its run's tag.
+ * reserved until the ring refuses; read back by turns in runs of up to 8 and
+ * in bursts of up to 5. Every record comes back once, in order, inside the
+ * data area, with its run's tag.
  */
 static void ring_runs_fill_to_full_then_drain_in_order(void **state)
 {
@@ -209,15 +210,23 @@ static void ring_runs_fill_to_full_then_drain_in_order(void **state)
 	assert_int_equal(shoal_ring_stats(f->mem, shoal_ring_size(f->cap), &st, NULL), 0);
 	assert_true(st.full_events >= 1);
 	assert_int_equal(st.records_in - st.records_out, n);   /* the fillers went out */
-	while ((k = shoal_ring_peek_run(&f->c, &run, 8)) > 0) {
-		assert_true(got + k <= n);
-		assert_int_equal(run.len, f->len);
-		for (unsigned i = 0; i < k; i++, got++) {
-			const unsigned char *d = (const unsigned char *)run.data + i * stride;
+	for (unsigned turn = 0;; turn++) {
+		struct shoal_rec recs[5];
 
-			assert_int_equal(run.tag, tags[got]);
-			assert_true(check_pattern(d, run.len, got));
-			assert_true(d + run.len <= end);
+		k = turn % 2 ? shoal_ring_peek_burst(&f->c, recs, 5) :
+			       shoal_ring_peek_run(&f->c, &run, 8);
+		if (k == 0)
+			break;
+		assert_true(got + k <= n);
+		for (unsigned i = 0; i < k; i++, got++) {
+			struct shoal_rec r = turn % 2 ? recs[i] : run;
+
+			if (turn % 2 == 0)
+				r.data = (const unsigned char *)run.data + i * stride;
+			assert_int_equal(r.len, f->len);
+			assert_int_equal(r.tag, tags[got]);
+			assert_true(check_pattern(r.data, r.len, got));
+			assert_true((const unsigned char *)r.data + r.len <= end);
 		}
 		shoal_ring_release(&f->c);
 	}
@@ -426,12 +435,13 @@ static void ring_reserve_run_refuses_what_reserve_refuses(void **state)
 	fixture_free(f);
 }
 
-/* A run ends where the length or the tag changes; unpeek gives back its last record. */
+/* A run ends where the length or the tag changes; unpeek gives back the
+ * last record of a run or of a burst. */
 static void ring_peek_run_ends_at_another_length_or_tag(void **state)
 {
 	struct fixture *f = fixture_new(256);
 	uint64_t v[2] = { 1, 2 }, in, out;
-	struct shoal_rec run;
+	struct shoal_rec run, recs[8];
 
 	(void)state;
 	assert_int_equal(shoal_ring_enqueue(&f->p, v, 8, 1), 0);
@@ -454,6 +464,17 @@ static void ring_peek_run_ends_at_another_length_or_tag(void **state)
 	shoal_ring_release(&f->c);
 	assert_int_equal(shoal_ring_records(f->mem, shoal_ring_size(256), &in, &out), 0);
 	assert_int_equal(out, 5);
+	/* A burst gives back its last record the same way. */
+	assert_int_equal(shoal_ring_enqueue(&f->p, v, 8, 3), 0);
+	assert_int_equal(shoal_ring_enqueue(&f->p, v, 16, 4), 0);
+	assert_int_equal(shoal_ring_peek_burst(&f->c, recs, 8), 2);
+	shoal_ring_unpeek(&f->c);
+	assert_int_equal(shoal_ring_peek_burst(&f->c, recs, 8), 1);
+	assert_int_equal(recs[0].len, 16);
+	assert_int_equal(recs[0].tag, 4);
+	shoal_ring_release(&f->c);
+	assert_int_equal(shoal_ring_records(f->mem, shoal_ring_size(256), &in, &out), 0);
+	assert_int_equal(out, 7);
 	assert_true(shoal_ring_empty(&f->c));
 	fixture_free(f);
 }

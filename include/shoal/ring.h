@@ -299,8 +299,8 @@ SHOAL_API unsigned shoal_ring_peek_burst(struct shoal_ring_cons *c, struct shoal
  * and its length and tag are first's. A record of another length or tag, a
  * pad, or the published tail ends the run; the next peek starts there. The
  * first header is checked as shoal_ring_peek() checks it, and each later one
- * must equal it word for word: a run never reaches past the
- * published bytes nor the end of the data area. The records stay valid until
+ * must equal it word for word: a run never reaches past the published bytes
+ * nor the end of the data area. The records stay valid until
  * shoal_ring_release(); shoal_ring_unpeek() gives back the last of them.
  * A consumer call ([5] in the table above); wait-free, no system call.
  */

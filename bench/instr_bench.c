@@ -86,22 +86,51 @@ NOINLINE static int op_poll_empty(struct shoal_ctx *c)
  * The rings alone, beside the plain fixed-slot ring the benchmarks compare
  * them with (bench/plain_ring.h): a batch of BATCH 64-byte messages written
  * (a copy each, one publication) and read (a word of each summed, one
- * release), as shoal-bench-ring's throughput rows do.
+ * release), as shoal-bench-ring's throughput rows do. Each round puts two
+ * batches into the Shoal ring: one read in runs, one with peek_burst.
  */
 NOINLINE static int op_ring_put(struct shoal_ring_prod *p, const unsigned char (*b)[BYTES])
 {
-	for (uint32_t i = 0; i < BATCH; i++) {
-		void *dst = shoal_ring_reserve(p, BYTES, 0);
+	const uint32_t stride = shoal_ring_stride(BYTES);
 
-		if (dst == NULL)
+	/* Runs of records, as a producer of many messages of one size writes
+	 * them: more than one only where a run meets the end of the ring. */
+	for (uint32_t i = 0; i < BATCH;) {
+		void *first;
+		unsigned k = shoal_ring_reserve_run(p, BYTES, 0, BATCH - i, &first);
+
+		if (k == 0)
 			return -1;
-		memcpy(dst, b[i], BYTES);
+		for (unsigned char *dst = first; k > 0; k--, i++, dst += stride)
+			memcpy(dst, b[i], BYTES);
 	}
 	shoal_ring_commit(p);
 	KEEP_FRAME(0);
 }
 
 NOINLINE static int op_ring_take(struct shoal_ring_cons *c, uint64_t *sum)
+{
+	struct shoal_rec run;
+	unsigned n = 0, k;
+	uint64_t w;
+
+	/* Runs of records of one size, as they were written; more than one
+	 * where a run met the end of the ring. */
+	while (n < BATCH && (k = shoal_ring_peek_run(c, &run, BATCH - n)) > 0) {
+		const unsigned char *src = run.data;
+
+		for (n += k; k > 0; k--, src += shoal_ring_stride(run.len)) {
+			memcpy(&w, src, sizeof(w));
+			*sum += w;
+		}
+	}
+	shoal_ring_release(c);
+	KEEP_FRAME((int)n);
+}
+
+/* The same batch read as records of any size: a record array, one entry
+ * per record. */
+NOINLINE static int op_ring_take_burst(struct shoal_ring_cons *c, uint64_t *sum)
 {
 	struct shoal_rec recs[BATCH];
 	unsigned n = shoal_ring_peek_burst(c, recs, BATCH);
@@ -159,6 +188,7 @@ static int rings(uint64_t rounds, const unsigned char (*payload)[BYTES], uint64_
 		goto out;
 	for (uint64_t k = 0; k < rounds; k++)
 		if (op_ring_put(&p, payload) < 0 || op_ring_take(&c, sum) != (int)BATCH ||
+		    op_ring_put(&p, payload) < 0 || op_ring_take_burst(&c, sum) != (int)BATCH ||
 		    op_plain_put(&pp, payload) < 0 || op_plain_take(&pc, sum) != (int)BATCH)
 			goto out;
 	ret = 0;
@@ -271,9 +301,11 @@ int main(int argc, char **argv)
 	       (unsigned long long)(rounds * BATCH), (unsigned long long)(rounds * BATCH),
 	       (unsigned long long)(rounds * BATCH), (unsigned long long)(rounds * BATCH),
 	       (unsigned long long)(2 * rounds * BATCH), (unsigned long long)empty);
-	printf("op_ring_put %llu\nop_ring_take %llu\nop_plain_put %llu\nop_plain_take %llu\n",
+	printf("op_ring_put %llu\nop_ring_take %llu\nop_ring_take_burst %llu\n"
+	       "op_plain_put %llu\nop_plain_take %llu\n",
+	       (unsigned long long)(2 * rounds * BATCH), (unsigned long long)(rounds * BATCH),
 	       (unsigned long long)(rounds * BATCH), (unsigned long long)(rounds * BATCH),
-	       (unsigned long long)(rounds * BATCH), (unsigned long long)(rounds * BATCH));
+	       (unsigned long long)(rounds * BATCH));
 	/* Read, so that the reads of the rings are not optimised away. */
 	if (sum == 1)
 		printf("sum %llu\n", (unsigned long long)sum);

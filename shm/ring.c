@@ -25,7 +25,11 @@
  * of the data area, the producer fills the rest with a PAD record and starts
  * over at offset 0. A record takes at most capacity / 2 bytes, so whatever the
  * current offset, an empty ring always has room for it on one side or the
- * other of the wrap point.
+ * other of the wrap point. A run (shoal_ring_reserve_run(),
+ * shoal_ring_peek_run()) is records with one header word, back to back and
+ * never across the end: the consumer checks the first header by every rule
+ * and each later one by being equal to it, so a run is validated as its
+ * records would be one by one, with one compare each.
  *
  * Ordering guarantees:
  *   R1 (commit, tail store-release) pairs with A1 (consumer tail load-acquire):
@@ -422,6 +426,82 @@ void *shoal__ring_reserve_slow(struct shoal_ring_prod *p, uint32_t len, uint16_t
 	return p->data + off + SHOAL_RING_REC_HDR;
 }
 
+/*
+ * Records of `need` bytes that fit from the tail, at most `want`: before the
+ * end of the data area and within the room the head leaves. The cached head
+ * first; the shared one only when the cache leaves room for fewer than
+ * `want` (as shoal_ring_reserve() reloads it only when a record does not
+ * fit). Returns false if the consumer published an impossible head.
+ */
+static bool prod_run_room(struct shoal_ring_prod *p, uint32_t need, unsigned want, unsigned *k)
+{
+	uint32_t cap = p->mask + 1, contig = cap - (p->tail & p->mask);
+	uint32_t room = cap - (p->tail - p->head_cache);
+
+	if ((uint64_t)want * need > room) {
+		if (!prod_refresh(p))
+			return false;
+		room = cap - (p->tail - p->head_cache);
+	}
+	if (contig < room)
+		room = contig;
+	/* One division per run, and only for a short one. */
+	*k = (uint64_t)want * need <= room ? want : room / need;
+	return true;
+}
+
+unsigned shoal_ring_reserve_run(struct shoal_ring_prod *p, uint32_t len, uint16_t tag, unsigned n,
+				void **first)
+{
+	uint32_t cap = p->mask + 1, need, off;
+	uint64_t hdr = shoal__ring_hdr(len, tag, 0);
+	unsigned char *run, *h, *end, *one = NULL;
+	unsigned k;
+
+	if (SHOAL_UNLIKELY(n == 0 || len > p->max_payload || p->err))
+		return 0;
+	need = shoal__ring_rec_size(len);
+	off = p->tail & p->mask;
+	if (need > cap - off) {
+		/* Not one record before the end: the single reserve writes the
+		 * pad, refreshes the head or counts the ring full, and puts the
+		 * first record at offset 0; the run goes on after it. */
+		one = shoal__ring_reserve_slow(p, len, tag);
+		if (one == NULL)
+			return 0;
+		n--;
+		off = p->tail & p->mask;
+	}
+	/* An impossible head makes the error sticky; a record reserved before
+	 * it was found stays reserved, as with shoal_ring_reserve(). */
+	if (!prod_run_room(p, need, n, &k))
+		k = 0;
+	if (k == 0 && one == NULL) {
+		if (p->err == 0)
+			prod_note_full(p);
+		return 0;
+	}
+	run = p->data + off;
+	/* Relaxed, one 64-bit store each: published by R1 at commit, like the
+	 * payload. k * need <= cap - off, so the run stays in the data area. */
+	h = run;
+	end = run + k * need;
+	/* Four a step: one loop branch per four records. */
+	for (; (size_t)(end - h) >= 4 * (size_t)need; h += 4 * need) {
+		shoal_store_relaxed(hdr_at(h, 0), hdr);
+		shoal_store_relaxed(hdr_at(h, need), hdr);
+		shoal_store_relaxed(hdr_at(h, 2 * need), hdr);
+		shoal_store_relaxed(hdr_at(h, 3 * need), hdr);
+	}
+	for (; h != end; h += need)
+		shoal_store_relaxed(hdr_at(h, 0), hdr);
+	p->tail += k * need;
+	p->pending += k;
+	p->bytes_in += (uint64_t)k * len;
+	*first = one != NULL ? one : run + SHOAL_RING_REC_HDR;
+	return k + (one != NULL);
+}
+
 void shoal_ring_commit(struct shoal_ring_prod *p)
 {
 	struct shoal__ring *r = p->r;
@@ -532,6 +612,49 @@ static bool cons_refresh(struct shoal_ring_cons *c)
 	return true;
 }
 
+/*
+ * The record at *head of a consumer whose published end is `tail` (head !=
+ * tail): its header read once, as one word, and checked against the ring's
+ * rules; a PAD before it is checked and skipped, moving *head to the start of
+ * the data area. Returns true with the header in *h, its offset in *off and
+ * the bytes it takes in *need (within tail and the data area), or false if
+ * the producer broke a rule. Inline in each peek, so that their loops keep
+ * data, mask and max in registers.
+ */
+static inline bool cons_rec(const unsigned char *data, uint32_t mask, uint32_t max,
+			    uint32_t *head, uint32_t tail, struct shoal__rec_hdr *h, uint32_t *off,
+			    uint32_t *need)
+{
+	uint32_t cap = mask + 1, o = *head & mask;
+
+	/* Relaxed: ordered by A1 (cons_refresh()); one 64-bit load so the
+	 * header cannot change between the checks below and its use. */
+	*h = hdr_unpack(shoal_load_relaxed(hdr_at(data, o)));
+	if (h->flags & SHOAL__REC_PAD) {
+		if (SHOAL_UNLIKELY(h->flags != SHOAL__REC_PAD ||
+				   (uint64_t)h->len + SHOAL_RING_REC_HDR != cap - o ||
+				   tail - *head <= cap - o))
+			return false;
+		*head += cap - o;
+		o = 0;
+		*h = hdr_unpack(shoal_load_relaxed(hdr_at(data, 0)));
+	}
+	if (SHOAL_UNLIKELY(h->flags != 0 || h->len > max))
+		return false;
+	*need = shoal__ring_rec_size(h->len);
+	if (SHOAL_UNLIKELY(*need > tail - *head || *need > cap - o))
+		return false;
+	*off = o;
+	return true;
+}
+
+/* True if the consumer has a record to peek: its cached tail, else the
+ * shared one (A1). False when empty or on an impossible tail. */
+static inline bool cons_ready(struct shoal_ring_cons *c)
+{
+	return c->head != c->tail_cache || (cons_refresh(c) && c->head != c->tail_cache);
+}
+
 bool shoal_ring_peek(struct shoal_ring_cons *c, struct shoal_rec *rec)
 {
 	uint32_t cap = c->mask + 1;
@@ -577,67 +700,150 @@ corrupt:
 }
 
 /*
+ * A record's length and tag into *out from its header word `w`, whose flags
+ * are 0. On a little-endian machine the word's low six bytes are the length
+ * and the tag, laid out as struct shoal_rec's len and tag, and its top two
+ * (the flags, 0) fall on the padding after tag: one store instead of two,
+ * and no shift, per record of a burst.
+ */
+static_assert(offsetof(struct shoal_rec, tag) == offsetof(struct shoal_rec, len) + 4 &&
+	      sizeof(struct shoal_rec) >= offsetof(struct shoal_rec, len) + 8,
+	      "len, tag and padding make one 8-byte word");
+
+static inline void rec_len_tag(struct shoal_rec *out, uint64_t w)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	memcpy((unsigned char *)out + offsetof(struct shoal_rec, len), &w, sizeof(w));
+#else
+	out->len = (uint32_t)w;
+	out->tag = (uint16_t)(w >> 32);
+#endif
+}
+
+/*
  * shoal_ring_peek() n times, with the walk in locals: the handle's fields
  * are written once at the end, not once per record (63 instructions per
- * record of a 64-byte burst of 32 before, bench/instr-count). The checks
- * are shoal_ring_peek()'s, in the same order.
+ * record of a 64-byte burst of 32 before, bench/instr-count). A record that
+ * starts a stretch (the first, one after a pad or after the cached tail) is
+ * checked as shoal_ring_peek() checks it. The records after it, up to the
+ * published tail and the end of the data area, go through a shorter loop
+ * that applies the same rules with fewer branches: its bounds are taken
+ * once, so a header needs only "no flags, length within the largest
+ * payload" (one compare: the flags are the word's top bits) and "within the
+ * bounds" (one more). A header that fails either leaves the loop for the
+ * full checks, which tell a pad from damage.
  */
 unsigned shoal_ring_peek_burst(struct shoal_ring_cons *c, struct shoal_rec *recs, unsigned n)
 {
 	/* In locals: the stores into recs[] could alias the handle. */
-	const unsigned char *data = c->data;
-	uint32_t mask = c->mask, cap = mask + 1, max = c->max_payload;
-	uint32_t head = c->head, tail = c->tail_cache, prev = c->head_prev;
-	uint32_t off, need, last_len = c->last_len;
-	uint64_t bytes = 0;
+	const unsigned char *data = c->data, *rec, *start, *end;
+	uint32_t mask = c->mask, max = c->max_payload;
+	uint32_t head = c->head, tail = c->tail_cache, off, need;
+	uint64_t bytes = 0, w;
+	struct shoal_rec *out = recs, *out_end = recs + n;
 	struct shoal__rec_hdr h;
-	unsigned i = 0;
 
 	if (SHOAL_UNLIKELY(c->err))
 		return 0;
-	while (i < n) {
+	while (out != out_end) {
 		if (head == tail) {
 			c->head = head;
 			if (!cons_refresh(c) || head == c->tail_cache)
 				break;
 			tail = c->tail_cache;
 		}
-		prev = head;
-		off = head & mask;
-		/* Relaxed: ordered by A1 (cons_refresh()); one 64-bit load so the
-		 * header cannot change between the checks below and its use. */
-		h = hdr_unpack(shoal_load_relaxed(hdr_at(data, off)));
-		if (h.flags & SHOAL__REC_PAD) {
-			if (SHOAL_UNLIKELY(h.flags != SHOAL__REC_PAD ||
-					   (uint64_t)h.len + SHOAL_RING_REC_HDR != cap - off ||
-					   tail - head <= cap - off))
-				goto corrupt;
-			head += cap - off;
-			off = 0;
-			h = hdr_unpack(shoal_load_relaxed(hdr_at(data, 0)));
+		if (SHOAL_UNLIKELY(!cons_rec(data, mask, max, &head, tail, &h, &off, &need))) {
+			c->err = -EUCLEAN;
+			break;
 		}
-		if (SHOAL_UNLIKELY(h.flags != 0 || h.len > max))
-			goto corrupt;
-		need = shoal__ring_rec_size(h.len);
-		if (SHOAL_UNLIKELY(need > tail - head || need > cap - off))
-			goto corrupt;
-		recs[i].data = data + off + SHOAL_RING_REC_HDR;
-		recs[i].len = h.len;
-		recs[i].tag = h.tag;
+		out->data = data + off + SHOAL_RING_REC_HDR;
+		out->len = h.len;
+		out->tag = h.tag;
+		out++;
 		head += need;
 		bytes += h.len;
-		last_len = h.len;
-		i++;
+		/* The stretch: every byte from start to end is published and
+		 * inside the data area (cons_rec() checked need against both). */
+		start = rec = data + off + need;
+		end = rec + (tail - head < mask + 1 - (off + need) ? tail - head
+								     : mask + 1 - (off + need));
+		for (; out != out_end && rec != end; out++, rec += need) {
+			/* Relaxed: ordered by A1, as in cons_rec(); one load. The
+			 * size is compared as a number, never added to rec
+			 * before it is known to fit. */
+			w = shoal_load_relaxed(hdr_at(rec, 0));
+			need = shoal__ring_rec_size((uint32_t)w);
+			if (SHOAL_UNLIKELY((w & ~(UINT64_C(0xffff) << 32)) > max ||
+					   need > (size_t)(end - rec)))
+				break;
+			out->data = rec + SHOAL_RING_REC_HDR;
+			rec_len_tag(out, w);
+			bytes += (uint32_t)w;
+		}
+		head += (uint32_t)(rec - start);
 	}
-	goto done;
-corrupt:
-	c->err = -EUCLEAN;
-done:
+	if (out != recs) {
+		/* For shoal_ring_unpeek(): the last record, found from its length. */
+		c->last_len = out[-1].len;
+		c->head_prev = head - shoal__ring_rec_size(c->last_len);
+	}
 	c->head = head;
-	c->head_prev = prev;
-	c->last_len = last_len;
-	c->pending += i;
+	c->pending += (uint32_t)(out - recs);
 	c->pending_bytes += bytes;
+	return (unsigned)(out - recs);
+}
+
+unsigned shoal_ring_peek_run(struct shoal_ring_cons *c, struct shoal_rec *first, unsigned n)
+{
+	const unsigned char *data = c->data, *run, *hdr, *stop;
+	uint32_t head = c->head, tail, off, need, end;
+	struct shoal__rec_hdr h;
+	uint64_t word;
+	unsigned i, k;
+
+	if (SHOAL_UNLIKELY(c->err) || n == 0 || !cons_ready(c))
+		return 0;
+	tail = c->tail_cache;
+	if (SHOAL_UNLIKELY(!cons_rec(data, c->mask, c->max_payload, &head, tail, &h, &off,
+				     &need))) {
+		c->err = -EUCLEAN;
+		return 0;
+	}
+	/* The bytes published before the end of the data area bound the run,
+	 * so every record of it lies inside both (need <= end: cons_rec()).
+	 * One division per run, and only for a short one. */
+	end = tail - head < c->mask + 1 - off ? tail - head : c->mask + 1 - off;
+	k = (uint64_t)n * need <= end ? n : end / need;
+	/* Each later header must equal the first, checked one, word for word:
+	 * the same length and tag, no flags. Its value is only compared, never
+	 * used, so a header that changes between two reads can only move where
+	 * the run ends. A header that differs ends the run (the next peek reads
+	 * and checks it alone). */
+	word = shoal__ring_hdr(h.len, h.tag, 0);
+	run = data + off;
+	hdr = run + need;
+	stop = run + (size_t)k * need;
+	/* Relaxed: ordered by A1, as in cons_rec(). Four a step, their
+	 * differences or-ed, one branch per four; past a difference (or for
+	 * the last few) one at a time, to find where the run ends. */
+	for (; (size_t)(stop - hdr) >= 4 * (size_t)need; hdr += 4 * need)
+		if (((shoal_load_relaxed(hdr_at(hdr, 0)) ^ word) |
+		     (shoal_load_relaxed(hdr_at(hdr, need)) ^ word) |
+		     (shoal_load_relaxed(hdr_at(hdr, 2 * need)) ^ word) |
+		     (shoal_load_relaxed(hdr_at(hdr, 3 * need)) ^ word)) != 0)
+			break;
+	while (hdr != stop && shoal_load_relaxed(hdr_at(hdr, 0)) == word)
+		hdr += need;
+	/* A division only when a header ended the run early. */
+	i = hdr == stop ? k : (unsigned)((size_t)(hdr - run) / need);
+	first->data = run + SHOAL_RING_REC_HDR;
+	first->len = h.len;
+	first->tag = h.tag;
+	c->head_prev = head + (i - 1) * need;
+	c->head = head + i * need;
+	c->last_len = h.len;
+	c->pending += i;
+	c->pending_bytes += (uint64_t)i * h.len;
 	return i;
 }
 

@@ -267,6 +267,61 @@ static void ring_condemned_ring_keeps_its_marks_and_counts(void **state)
 }
 
 /*
+ * A run of four 16-byte records whose third header a hostile producer
+ * rewrote: a run, or a burst, delivers the two before it, whatever the
+ * forgery; the next peek refuses the forged one (sticky -EUCLEAN), and the
+ * ring's counters say that two records went in and never came out, so their
+ * loss is counted, not silent. Nothing outside the data area is read.
+ */
+static void ring_hostile_header_inside_a_run_is_refused(void **state)
+{
+	static const struct { uint32_t len; uint16_t tag, flags; } forged[] = {
+		{ 0xfffffff0u, 7, 0 },              /* over the largest payload */
+		{ CAP / 2 - 8, 7, 0 },              /* past the tail */
+		{ 16, 7, 0x40 },                    /* unknown flags */
+		{ 16, 7, SHOAL__REC_PAD },          /* a pad in mid-ring */
+	};
+
+	(void)state;
+	for (size_t f = 0; f < 2 * sizeof(forged) / sizeof(forged[0]); f++) {
+		struct ring_mem m = ring_new();
+		struct shoal_ring_prod p;
+		struct shoal_ring_cons c;
+		struct shoal_rec run, recs[4];
+		bool burst = f % 2;
+		uint64_t in, out;
+		void *first;
+
+		assert_int_equal(shoal_ring_prod_attach(&p, m.r, m.len, NULL), 0);
+		assert_int_equal(shoal_ring_reserve_run(&p, 16, 7, 4, &first), 4);
+		for (int i = 0; i < 4; i++)
+			memset((char *)first + i * shoal_ring_stride(16), 'r', 16);
+		shoal_ring_commit(&p);
+		put_hdr(&m, 2 * shoal_ring_stride(16), forged[f / 2].len, forged[f / 2].tag,
+			forged[f / 2].flags);
+		assert_int_equal(shoal_ring_cons_attach(&c, m.r, m.len, NULL), 0);
+		if (burst) {
+			assert_int_equal(shoal_ring_peek_burst(&c, recs, 4), 2);
+			run = recs[0];
+			assert_ptr_equal(recs[1].data, m.data + shoal_ring_stride(16) + 8);
+		} else {
+			assert_int_equal(shoal_ring_peek_run(&c, &run, 4), 2);
+		}
+		assert_ptr_equal(run.data, m.data + SHOAL_RING_REC_HDR);
+		assert_int_equal(run.len, 16);
+		shoal_ring_release(&c);
+		assert_int_equal(burst ? shoal_ring_peek_burst(&c, recs, 4) :
+					 shoal_ring_peek_run(&c, &run, 4), 0);
+		assert_int_equal(shoal_ring_cons_error(&c), -EUCLEAN);
+		assert_int_equal(shoal_ring_peek_run(&c, &run, 4), 0);
+		assert_int_equal(shoal_ring_records(m.r, m.len, &in, &out), 0);
+		assert_int_equal(in, 4);
+		assert_int_equal(out, 2);
+		free(m.r);
+	}
+}
+
+/*
  * Random garbage in the indices and the data area, many rounds: the consumer
  * may deliver garbage records or stop with -EUCLEAN, but every record it
  * returns lies inside the data area and it never loops forever.
@@ -300,11 +355,26 @@ static void ring_random_corruption_stays_inside(void **state)
 			}
 		}
 		(void)shoal_ring_check(m.r, m.len, &st, NULL);
+		/* By rounds, one peek at a time, in runs, or in bursts: each
+		 * record returned is checked. */
 		if (shoal_ring_cons_attach(&c, m.r, m.len, NULL) == 0) {
-			while (shoal_ring_peek(&c, &rec)) {
-				assert_true((const unsigned char *)rec.data >= m.data);
-				assert_true((const unsigned char *)rec.data + rec.len <= m.data + CAP);
-				assert_true(++peeks <= (int)(CAP / 8));
+			struct shoal_rec recs[8];
+			unsigned k;
+
+			while ((k = i % 3 == 0 ? shoal_ring_peek(&c, &rec) :
+				    i % 3 == 1 ? shoal_ring_peek_run(&c, &rec, 8) :
+						 shoal_ring_peek_burst(&c, recs, 8)) > 0) {
+				for (unsigned j = 0; j < k; j++) {
+					const unsigned char *d =
+						i % 3 == 2 ? recs[j].data :
+							     (const unsigned char *)rec.data +
+								     j * shoal_ring_stride(rec.len);
+					uint32_t len = i % 3 == 2 ? recs[j].len : rec.len;
+
+					assert_true(d >= m.data);
+					assert_true(d + len <= m.data + CAP);
+					assert_true(++peeks <= (int)(CAP / 8));
+				}
 			}
 		}
 		free(m.r);
@@ -322,6 +392,7 @@ int main(void)
 		cmocka_unit_test(ring_producer_refuses_head_past_tail),
 		cmocka_unit_test(ring_consumer_counts_records_a_forged_head_skipped),
 		cmocka_unit_test(ring_condemned_ring_keeps_its_marks_and_counts),
+		cmocka_unit_test(ring_hostile_header_inside_a_run_is_refused),
 		cmocka_unit_test(ring_random_corruption_stays_inside),
 	};
 	size_t n = 0;

@@ -175,6 +175,66 @@ static void ring_check_counts_pending_records(void **state)
 	assert_true(st.high_water >= st.used);
 }
 
+/*
+ * The same fill and drain in runs: runs of up to 3 records, one tag per run,
+ * reserved until the ring refuses; read back by turns in runs of up to 8 and
+ * in bursts of up to 5. Every record comes back once, in order, inside the
+ * data area, with its run's tag.
+ */
+static void ring_runs_fill_to_full_then_drain_in_order(void **state)
+{
+	struct fixture *f = *state;
+	const unsigned char *end = (const unsigned char *)f->mem + SHOAL__RING_DATA_OFF + f->cap;
+	uint32_t stride = shoal_ring_stride(f->len), n = 0, got = 0;
+	uint16_t tags[4096 / 8];
+	struct shoal_ring_stats st;
+	struct shoal_rec run;
+	unsigned k;
+	void *first;
+
+	for (uint16_t r = 0; (k = shoal_ring_reserve_run(&f->p, f->len, r, 1 + r % 3, &first)) > 0;
+	     r++) {
+		assert_true(k <= 1u + r % 3);
+		for (unsigned i = 0; i < k; i++, n++) {
+			fill_pattern((unsigned char *)first + i * stride, f->len, n);
+			tags[n] = r;
+		}
+		shoal_ring_commit(&f->p);
+		assert_true(n <= f->cap / 8);
+	}
+	assert_true(n >= 1);
+	assert_int_equal(shoal_ring_prod_error(&f->p), 0);
+	first = NULL;
+	assert_int_equal(shoal_ring_reserve_run(&f->p, f->len, 0, 2, &first), 0);
+	assert_null(first);   /* untouched on a refusal */
+	assert_int_equal(shoal_ring_stats(f->mem, shoal_ring_size(f->cap), &st, NULL), 0);
+	assert_true(st.full_events >= 1);
+	assert_int_equal(st.records_in - st.records_out, n);   /* the fillers went out */
+	for (unsigned turn = 0;; turn++) {
+		struct shoal_rec recs[5];
+
+		k = turn % 2 ? shoal_ring_peek_burst(&f->c, recs, 5) :
+			       shoal_ring_peek_run(&f->c, &run, 8);
+		if (k == 0)
+			break;
+		assert_true(got + k <= n);
+		for (unsigned i = 0; i < k; i++, got++) {
+			struct shoal_rec r = turn % 2 ? recs[i] : run;
+
+			if (turn % 2 == 0)
+				r.data = (const unsigned char *)run.data + i * stride;
+			assert_int_equal(r.len, f->len);
+			assert_int_equal(r.tag, tags[got]);
+			assert_true(check_pattern(r.data, r.len, got));
+			assert_true((const unsigned char *)r.data + r.len <= end);
+		}
+		shoal_ring_release(&f->c);
+	}
+	assert_int_equal(got, n);
+	assert_int_equal(shoal_ring_cons_error(&f->c), 0);
+	assert_true(shoal_ring_empty(&f->c));
+}
+
 #define CAPS_N 3
 static const uint32_t caps[CAPS_N] = { 64, 256, 4096 };
 static const uint32_t lens[] = { 0, 1, 7, 8, 9, 24, 56, 100, UINT32_MAX };
@@ -352,6 +412,73 @@ static void ring_zero_length_record_round_trips(void **state)
 	fixture_free(f);
 }
 
+static void ring_reserve_run_refuses_what_reserve_refuses(void **state)
+{
+	struct fixture *f = fixture_new(256);
+	uint32_t max = shoal_ring_max_payload(&f->p);
+	void *first = NULL;
+
+	(void)state;
+	assert_int_equal(shoal_ring_reserve_run(&f->p, 8, 0, 0, &first), 0);
+	assert_int_equal(shoal_ring_reserve_run(&f->p, max + 1, 0, 1, &first), 0);
+	assert_null(first);
+	assert_int_equal(shoal_ring_prod_error(&f->p), 0);
+	/* 64 bytes a record: 4 fit in 256, the rest of the run is refused. */
+	assert_int_equal(shoal_ring_reserve_run(&f->p, 56, 3, 8, &first), 4);
+	assert_ptr_equal(first, (unsigned char *)f->mem + SHOAL__RING_DATA_OFF + 8);
+	assert_int_equal(shoal_ring_reserve_run(&f->p, 56, 3, 1, &first), 0);
+	assert_true(shoal_ring_empty(&f->c));   /* nothing visible before commit */
+	shoal_ring_cancel(&f->p);
+	assert_int_equal(shoal_ring_reserve_run(&f->p, 56, 3, 2, &first), 2);
+	shoal_ring_commit(&f->p);
+	assert_false(shoal_ring_empty(&f->c));
+	fixture_free(f);
+}
+
+/* A run ends where the length or the tag changes; unpeek gives back the
+ * last record of a run or of a burst. */
+static void ring_peek_run_ends_at_another_length_or_tag(void **state)
+{
+	struct fixture *f = fixture_new(256);
+	uint64_t v[2] = { 1, 2 }, in, out;
+	struct shoal_rec run, recs[8];
+
+	(void)state;
+	assert_int_equal(shoal_ring_enqueue(&f->p, v, 8, 1), 0);
+	assert_int_equal(shoal_ring_enqueue(&f->p, v, 8, 1), 0);
+	assert_int_equal(shoal_ring_enqueue(&f->p, v, 8, 2), 0);
+	assert_int_equal(shoal_ring_enqueue(&f->p, v, 16, 2), 0);
+	assert_int_equal(shoal_ring_enqueue(&f->p, v, 16, 2), 0);
+	assert_int_equal(shoal_ring_peek_run(&f->c, &run, 0), 0);
+	assert_int_equal(shoal_ring_peek_run(&f->c, &run, 8), 2);
+	assert_int_equal(run.tag, 1);
+	assert_int_equal(shoal_ring_peek_run(&f->c, &run, 8), 1);
+	assert_int_equal(run.tag, 2);
+	assert_int_equal(shoal_ring_peek_run(&f->c, &run, 8), 2);
+	assert_int_equal(run.len, 16);
+	assert_memory_equal((const unsigned char *)run.data + shoal_ring_stride(16), v, 16);
+	shoal_ring_unpeek(&f->c);
+	assert_int_equal(shoal_ring_peek_run(&f->c, &run, 8), 1);
+	assert_int_equal(run.len, 16);
+	assert_int_equal(shoal_ring_peek_run(&f->c, &run, 8), 0);
+	shoal_ring_release(&f->c);
+	assert_int_equal(shoal_ring_records(f->mem, shoal_ring_size(256), &in, &out), 0);
+	assert_int_equal(out, 5);
+	/* A burst gives back its last record the same way. */
+	assert_int_equal(shoal_ring_enqueue(&f->p, v, 8, 3), 0);
+	assert_int_equal(shoal_ring_enqueue(&f->p, v, 16, 4), 0);
+	assert_int_equal(shoal_ring_peek_burst(&f->c, recs, 8), 2);
+	shoal_ring_unpeek(&f->c);
+	assert_int_equal(shoal_ring_peek_burst(&f->c, recs, 8), 1);
+	assert_int_equal(recs[0].len, 16);
+	assert_int_equal(recs[0].tag, 4);
+	shoal_ring_release(&f->c);
+	assert_int_equal(shoal_ring_records(f->mem, shoal_ring_size(256), &in, &out), 0);
+	assert_int_equal(out, 7);
+	assert_true(shoal_ring_empty(&f->c));
+	fixture_free(f);
+}
+
 /* The producer learns that its reader gave the ring up; its own mark is not that. */
 static void ring_prod_condemned_sees_only_the_consumer_mark(void **state)
 {
@@ -380,24 +507,28 @@ int main(void)
 		cmocka_unit_test(ring_new_consumer_resumes_at_released_head),
 		cmocka_unit_test(ring_zero_length_record_round_trips),
 		cmocka_unit_test(ring_prod_condemned_sees_only_the_consumer_mark),
+		cmocka_unit_test(ring_reserve_run_refuses_what_reserve_refuses),
+		cmocka_unit_test(ring_peek_run_ends_at_another_length_or_tag),
 	};
 	struct CMUnitTest *table;
 	size_t n = 0;
 	int failed;
 
 	build_variants();
-	table = calloc(n_variants * 3, sizeof(*table));
-	char (*names)[64] = calloc(n_variants * 3, 64);
+	table = calloc(n_variants * 4, sizeof(*table));
+	char (*names)[64] = calloc(n_variants * 4, 64);
 	for (size_t i = 0; i < n_variants; i++) {
 		static const struct {
 			const char *name;
 			CMUnitTestFunction fn;
-		} bodies[3] = {
+		} bodies[4] = {
 			{ "ring_fill_to_full_then_drain_in_order", ring_fill_to_full_then_drain_in_order },
 			{ "ring_record_wraps_through_pad", ring_record_wraps_through_pad },
 			{ "ring_check_counts_pending_records", ring_check_counts_pending_records },
+			{ "ring_runs_fill_to_full_then_drain_in_order",
+			  ring_runs_fill_to_full_then_drain_in_order },
 		};
-		for (int b = 0; b < 3; b++) {
+		for (int b = 0; b < 4; b++) {
 			char *nm = names[n];
 
 			snprintf(nm, 64, "%s/cap%u/len%d/at%u", bodies[b].name, variants[i].cap,

@@ -31,12 +31,12 @@
  *
  *   [1] shoal_ring_init
  *   [2] shoal_ring_prod_attach
- *   [3] producer calls: shoal_ring_reserve, _commit, _cancel, _enqueue,
- *       _enqueue_bulk, _enqueue_burst, _prod_error, _max_payload,
+ *   [3] producer calls: shoal_ring_reserve, _reserve_run, _commit, _cancel,
+ *       _enqueue, _enqueue_bulk, _enqueue_burst, _prod_error, _max_payload,
  *       _prod_condemned
  *   [4] shoal_ring_cons_attach
- *   [5] consumer calls: shoal_ring_peek, _peek_burst, _unpeek, _release,
- *       _dequeue, _empty, _cons_error
+ *   [5] consumer calls: shoal_ring_peek, _peek_burst, _peek_run, _unpeek,
+ *       _release, _dequeue, _empty, _cons_error
  *   [6] shoal_ring_condemn
  *   [7] readers: shoal_ring_stats, _check, _condemned, _records,
  *       _walk_begin, _walk_next
@@ -221,6 +221,38 @@ static inline void *shoal_ring_reserve(struct shoal_ring_prod *p, uint32_t len, 
 	return shoal__ring_reserve_slow(p, len, tag);
 }
 
+/*
+ * Bytes from one record's payload to the next's in a run of records of `len`
+ * payload bytes (shoal_ring_reserve_run(), shoal_ring_peek_run()): the
+ * record's header and its padding included, a multiple of 8.
+ */
+static inline uint32_t shoal_ring_stride(uint32_t len)
+{
+	return shoal__ring_rec_size(len);
+}
+
+/*
+ * Reserve a run: up to `n` records of `len` payload bytes, each with `tag`,
+ * one after the other in the data area, after any records already reserved.
+ * One space check for the run, one header store per record, and the handle's
+ * index and counters written once, where n calls of shoal_ring_reserve()
+ * would do each n times.
+ *
+ * Returns how many records were reserved, as many as fit (a burst), and sets
+ * *first to the payload of the first: record i's payload is at
+ * (unsigned char *)*first + i * shoal_ring_stride(len). A run never crosses
+ * the end of the data area, so it may come back shorter than `n` with room
+ * left: call again for the rest (it starts at offset 0). Returns 0, with
+ * *first unchanged, when the ring is full, when n is 0, when len exceeds the
+ * largest payload, or when the handle saw corruption (shoal_ring_prod_error()
+ * tells which).
+ * The records become visible at the next shoal_ring_commit(), with those
+ * reserved before them; shoal_ring_cancel() drops them all. A producer call
+ * ([3] in the table above); wait-free, no system call.
+ */
+SHOAL_API unsigned shoal_ring_reserve_run(struct shoal_ring_prod *p, uint32_t len, uint16_t tag,
+					  unsigned n, void **first);
+
 /* Publish every record reserved since the last commit (one release store). */
 SHOAL_API void shoal_ring_commit(struct shoal_ring_prod *p);
 
@@ -257,6 +289,23 @@ SHOAL_API bool shoal_ring_peek(struct shoal_ring_cons *c, struct shoal_rec *rec)
 /* Peek up to `n` records. Returns how many (0 when empty or corrupted). */
 SHOAL_API unsigned shoal_ring_peek_burst(struct shoal_ring_cons *c, struct shoal_rec *recs,
 					 unsigned n);
+
+/*
+ * Peek a run: up to `n` records after those already peeked, each with the
+ * same length and tag, one after the other in the data area. Returns how
+ * many (0 when the ring is empty, n is 0, or the handle saw corruption), and
+ * fills *first with the first: record i's payload is at
+ * (const unsigned char *)first->data + i * shoal_ring_stride(first->len),
+ * and its length and tag are first's. A record of another length or tag, a
+ * pad, or the published tail ends the run; the next peek starts there. The
+ * first header is checked as shoal_ring_peek() checks it, and each later one
+ * must equal it word for word: a run never reaches past the published bytes
+ * nor the end of the data area. The records stay valid until
+ * shoal_ring_release(); shoal_ring_unpeek() gives back the last of them.
+ * A consumer call ([5] in the table above); wait-free, no system call.
+ */
+SHOAL_API unsigned shoal_ring_peek_run(struct shoal_ring_cons *c, struct shoal_rec *first,
+				       unsigned n);
 
 /*
  * Give back the record returned by the last successful peek: the next peek

@@ -288,8 +288,10 @@ static uint32_t sender_hash(uint64_t sender)
 static bool dispatch_one(struct shoal__dispatcher *d, const struct shoal__snapshot *s,
 			 struct uplink *u, const struct shoal_rec *rec)
 {
+	const struct shoal_filter *filters = shoal__route_filters(s->routes);
 	struct shoal_envelope env;
 	const unsigned char *payload = (const unsigned char *)rec->data + sizeof(env);
+	const uint32_t *idx;
 	uint32_t n;
 	bool park = false;
 
@@ -300,14 +302,15 @@ static bool dispatch_one(struct shoal__dispatcher *d, const struct shoal__snapsh
 	if (SHOAL_UNLIKELY(env.len != rec->len - sizeof(env) || env.type == 0 ||
 			   (env.flags & ~SHOAL_ENV_FLAGS)))
 		goto malformed;
-	n = shoal__route_match(s->routes, env.type, payload, env.len, d->matches, d->cap_matches);
+	n = shoal__route_match_ref(s->routes, env.type, payload, env.len, d->matches,
+				   d->cap_matches, &idx);
 	if (n == 0) {
 		d->no_route++;
 		u->no_route++;
 		return true;
 	}
 	for (uint32_t i = 0; i < n; i++) {
-		const struct shoal_filter *f = shoal__route_filter(s->routes, d->matches[i]);
+		const struct shoal_filter *f = &filters[idx[i]];
 		const struct shoal__snap_group *sg = &s->groups[f->group];
 		uint32_t g = f->group, w0, w1, gen;
 		uint16_t slot;

@@ -56,6 +56,13 @@ uint32_t shoal__route_count(const struct shoal__route_table *t);
 const struct shoal_filter *shoal__route_filter(const struct shoal__route_table *t, uint32_t i);
 
 /*
+ * The table's vector: filter i at [i] for every i below
+ * shoal__route_count(), so every index the matchers return. For hot paths,
+ * which look it up once per table instead of once per match.
+ */
+const struct shoal_filter *shoal__route_filters(const struct shoal__route_table *t);
+
+/*
  * An upper bound of the number of filters any one message can match: the
  * size of the `out` array shoal__route_match() needs so that it never
  * truncates. At least 1 when the table holds a filter, 0 for an empty table.
@@ -80,5 +87,17 @@ uint32_t shoal__route_type_filters(const struct shoal__route_table *t, uint32_t 
  */
 uint32_t shoal__route_match(const struct shoal__route_table *t, uint32_t type,
 			    const void *payload, uint32_t len, uint32_t *out, uint32_t max);
+
+/*
+ * shoal__route_match() without the copy where it can: the same indices,
+ * the same count, but *res points at them. When they are one run of the
+ * table's own lists (the common shape: the type's filters form one
+ * partition, or the type has one filter), *res points into the table, valid
+ * as long as it; otherwise they are written to buf[0 .. max) and *res is
+ * buf. The same hot-path guarantees.
+ */
+uint32_t shoal__route_match_ref(const struct shoal__route_table *t, uint32_t type,
+				const void *payload, uint32_t len, uint32_t *buf, uint32_t max,
+				const uint32_t **res);
 
 #endif

@@ -168,7 +168,7 @@ static uint32_t chain_call(const struct shoal__chain_link *self, uint32_t type, 
 }
 
 /* More than one source for the type: merge them into out[0 .. max). */
-static uint32_t match_merge(const struct shoal__route_table *t, const struct rt_type *ty,
+static __attribute__((noinline)) uint32_t match_merge(const struct shoal__route_table *t, const struct rt_type *ty,
 			    const unsigned char *p, uint32_t len, uint32_t *out, uint32_t max)
 {
 	const uint32_t *lin = t->pool + ty->lin_off, *lin_end = lin + ty->lin_len;
@@ -202,6 +202,20 @@ static uint32_t match_merge(const struct shoal__route_table *t, const struct rt_
 	return n;
 }
 
+/* The baselines, and a caller with no room: out of the indexed path's way. */
+static __attribute__((noinline)) uint32_t match_other(const struct shoal__route_table *t,
+						      uint32_t type, const unsigned char *p,
+						      uint32_t len, uint32_t *out, uint32_t max)
+{
+	if (max == 0)
+		return 0;
+	if (t->mode == SHOAL__ROUTE_FLAT)
+		return match_flat(t, type, p, len, out, max);
+	return t->n_filters ? t->chain[t->n_filters - 1].call(&t->chain[t->n_filters - 1], type, p,
+							       len, out, max)
+			    : 0;
+}
+
 uint32_t shoal__route_match_ref(const struct shoal__route_table *t, uint32_t type,
 				const void *payload, uint32_t len, uint32_t *buf, uint32_t max,
 				const uint32_t **res)
@@ -213,14 +227,8 @@ uint32_t shoal__route_match_ref(const struct shoal__route_table *t, uint32_t typ
 	uint64_t key;
 
 	*res = buf;
-	if (SHOAL_UNLIKELY(max == 0))
-		return 0;
-	if (SHOAL_UNLIKELY(t->mode == SHOAL__ROUTE_FLAT))
-		return match_flat(t, type, p, len, buf, max);
-	if (SHOAL_UNLIKELY(t->mode == SHOAL__ROUTE_CHAIN))
-		return t->n_filters ? t->chain[t->n_filters - 1].call(&t->chain[t->n_filters - 1],
-								       type, p, len, buf, max)
-				    : 0;
+	if (SHOAL_UNLIKELY(t->mode != SHOAL__ROUTE_INDEXED || max == 0))
+		return match_other(t, type, p, len, buf, max);
 	ty = type_find(t, type);
 	if (ty == NULL)
 		return 0;

@@ -208,10 +208,10 @@ static void condemn(struct shoal__dispatcher *d, void **last, void *ring, uint64
 /* The producer handle of worker w of group g's inbound ring; NULL when that
  * ring is missing, does not attach, or its handle saw corruption. */
 static struct output *output_of(struct shoal__dispatcher *d, const struct shoal__snap_group *sg,
-				uint32_t g, uint32_t w)
+				uint32_t g, uint32_t w, uint32_t node)
 {
 	struct output *o = &d->out[SLOT(g, w)];
-	void *ring = sg->in[w * SHOAL_MAX_NODES + (uint32_t)d->index];
+	void *ring = sg->in[w * SHOAL_MAX_NODES + node];
 
 	if (SHOAL_UNLIKELY(o->ring != ring)) {
 		if (ring == NULL)
@@ -232,15 +232,15 @@ enum deliver_result { DELIVERED, SKIPPED, FULL, CORRUPT };
 /* Copy one message to worker w of group g, with `dest` set. */
 static enum deliver_result deliver(struct shoal__dispatcher *d, struct uplink *u,
 				   const struct shoal__snap_group *sg, uint32_t g, uint32_t w,
-				   const struct shoal_envelope *env, const void *payload)
+				   uint32_t node, const struct shoal_envelope *env,
+				   const void *payload)
 {
-	uint32_t key = g << 16 | w;
 	struct output *o;
 	unsigned char *dst;
 
-	if (u->parked && done_has(u, key))
+	if (SHOAL_UNLIKELY(u->parked) && done_has(u, g << 16 | w))
 		return SKIPPED;
-	o = output_of(d, sg, g, w);
+	o = output_of(d, sg, g, w, node);
 	if (SHOAL_UNLIKELY(o == NULL))
 		return CORRUPT;
 	dst = shoal_ring_reserve(&o->p, (uint32_t)sizeof(*env) + env->len, 0);
@@ -278,6 +278,30 @@ static enum deliver_result deliver(struct shoal__dispatcher *d, struct uplink *u
 	return DELIVERED;
 }
 
+/*
+ * What a copy that was not delivered leaves: counted, remembered, or a
+ * park (returns true). Out of line: the delivered case stays small.
+ */
+static __attribute__((noinline)) bool settle(struct shoal__dispatcher *d, struct uplink *u,
+					     const struct shoal__snap_group *sg, uint32_t g,
+					     uint32_t w, enum deliver_result res, uint32_t flags)
+{
+	if (res == CORRUPT) {
+		/* Counted once: a retry must not deliver it to the ring that
+		 * replaces this one. */
+		d->dropped_corrupt++;
+		d->gstat_corrupt[g]++;
+		done_add(u, g << 16 | w);
+	} else if (res == FULL && ((flags & SHOAL_ENV_TRY) || sg->overflow == SHOAL_OVERFLOW_DROP)) {
+		d->dropped_full++;
+		d->gstat_full[g]++;
+		u->dropped_full++;
+	} else if (res == FULL) {
+		return true;
+	}
+	return false;
+}
+
 static uint32_t sender_hash(uint64_t sender)
 {
 	uint64_t x = sender * UINT64_C(0x9e3779b97f4a7c15);
@@ -295,6 +319,7 @@ struct pass {
 	const struct shoal_filter *filters;   /* the vector, for the matches' indices */
 	uint32_t *matches;
 	uint32_t cap_matches;
+	uint32_t node;                        /* the dispatcher's index: its inbound rings */
 };
 
 /*
@@ -370,24 +395,16 @@ static bool dispatch_one(struct shoal__dispatcher *d, const struct pass *ps, str
 		}
 		env.dest = shoal_addr_make((uint16_t)g, slot, gen);
 		for (uint32_t w = w0; w < w1; w++) {
-			enum deliver_result res = deliver(d, u, sg, g, w, &env, payload);
+			enum deliver_result res = deliver(d, u, sg, g, w, ps->node, &env, payload);
 
-			if (res == DELIVERED) {
-				/* Remembered in case a later destination parks us. */
-				done_add(u, g << 16 | w);
-			} else if (res == CORRUPT) {
-				/* Counted once: a retry must not deliver it to the
-				 * ring that replaces this one. */
-				d->dropped_corrupt++;
-				d->gstat_corrupt[g]++;
-				done_add(u, g << 16 | w);
-			} else if (res == FULL && ((env.flags & SHOAL_ENV_TRY) ||
-						   sg->overflow == SHOAL_OVERFLOW_DROP)) {
-				d->dropped_full++;
-				d->gstat_full[g]++;
-				u->dropped_full++;
-			} else if (res == FULL) {
-				park = true;
+			if (SHOAL_LIKELY(res == DELIVERED)) {
+				/* Remembered for the retry if this message
+				 * parks: an earlier destination did, or a
+				 * later one may (the last has none after it). */
+				if (park || i + 1 < n || w + 1 < w1)
+					done_add(u, g << 16 | w);
+			} else {
+				park |= settle(d, u, sg, g, w, res, env.flags);
 			}
 		}
 	}
@@ -452,7 +469,7 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 						     struct uplink *u)
 {
 	const struct pass ps = { s, s->routes, shoal__route_filters(s->routes), d->matches,
-				 d->cap_matches };
+				 d->cap_matches, (uint32_t)d->index };
 	struct shoal_rec recs[PASS_BUDGET];
 	/* The handle before the peek: shoal_ring_unpeek() gives back one
 	 * record, and a park gives back every record from the parked one on. */

@@ -269,6 +269,14 @@ const struct shoal_filter *shoal__route_filter(const struct shoal__route_table *
 	return i < t->n_filters ? &t->filters[i] : NULL;
 }
 
+const struct shoal__route_quick *shoal__route_quick(const struct shoal__route_table *t,
+						    uint32_t type)
+{
+	const struct rt_type *ty = type_find(t, type);
+
+	return ty != NULL ? &ty->quick : NULL;
+}
+
 const struct shoal_filter *shoal__route_filters(const struct shoal__route_table *t)
 {
 	return t->filters;

@@ -320,13 +320,17 @@ struct pass {
 	uint32_t *matches;
 	uint32_t cap_matches;
 	uint32_t node;                        /* the dispatcher's index: its inbound rings */
+	/* The quick match's descriptor of the last type seen (0: none yet;
+	 * no envelope that gets here has type 0). */
+	uint32_t qtype;
+	const struct shoal__route_quick *q;
 };
 
 /*
  * Route one uplink record. Returns false if the uplink must park on it
  * (a blocking message found a destination full).
  */
-static bool dispatch_one(struct shoal__dispatcher *d, const struct pass *ps, struct uplink *u,
+static bool dispatch_one(struct shoal__dispatcher *d, struct pass *ps, struct uplink *u,
 			 const struct shoal_rec *rec)
 {
 	const struct shoal__snapshot *s = ps->s;
@@ -344,8 +348,17 @@ static bool dispatch_one(struct shoal__dispatcher *d, const struct pass *ps, str
 	if (SHOAL_UNLIKELY(env.len != rec->len - sizeof(env) || env.type == 0 ||
 			   (env.flags & ~SHOAL_ENV_FLAGS)))
 		goto malformed;
-	n = shoal__route_match_ref(ps->routes, env.type, payload, env.len, ps->matches,
-				   ps->cap_matches, &idx);
+	/* A pass's messages are mostly of one type: its descriptor is looked
+	 * up once, and the common shapes are matched inline. */
+	if (SHOAL_UNLIKELY(env.type != ps->qtype)) {
+		ps->q = shoal__route_quick(ps->routes, env.type);
+		ps->qtype = env.type;
+	}
+	if (SHOAL_LIKELY(ps->q != NULL && ps->q->kind != SHOAL__ROUTE_QUICK_NONE))
+		n = shoal__route_quick_match(ps->q, payload, env.len, &idx);
+	else
+		n = shoal__route_match_ref(ps->routes, env.type, payload, env.len, ps->matches,
+					   ps->cap_matches, &idx);
 	if (n == 0) {
 		d->no_route++;
 		u->no_route++;
@@ -468,8 +481,8 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 						     const struct shoal__snap_uplink *su,
 						     struct uplink *u)
 {
-	const struct pass ps = { s, s->routes, shoal__route_filters(s->routes), d->matches,
-				 d->cap_matches, (uint32_t)d->index };
+	struct pass ps = { s, s->routes, shoal__route_filters(s->routes), d->matches,
+			   d->cap_matches, (uint32_t)d->index, 0, NULL };
 	struct shoal_rec recs[PASS_BUDGET];
 	/* The handle before the peek: shoal_ring_unpeek() gives back one
 	 * record, and a park gives back every record from the parked one on. */

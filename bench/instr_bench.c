@@ -222,6 +222,7 @@ static int dispatch_alone(uint32_t groups, uint64_t rounds)
 	unsigned char payload[BYTES];
 	uint64_t key = 0;
 	struct shoal_ctx *c;
+	const char *why = "setting up";
 	char system[64];
 	int ret = 1;
 
@@ -241,7 +242,7 @@ static int dispatch_alone(uint32_t groups, uint64_t rounds)
 		snprintf(name, sizeof(name), "c%u", i);
 		id = shoal_router_group(r, &spec, &err);
 		if (id < 0)
-			goto failed;
+			goto out;
 		f[i] = (struct shoal_filter){ .types = { TYPE }, .n_types = 1,
 					      .mode = SHOAL_ROUTE_GROUP, .group = (uint16_t)id };
 		f[i].key = (struct shoal_key){ .offset = 0, .width = 8, .op = SHOAL_KEY_MOD,
@@ -250,8 +251,10 @@ static int dispatch_alone(uint32_t groups, uint64_t rounds)
 	if (shoal_router_group(r, &(struct shoal_group_spec){ .name = "p", .node = -1 }, &err) < 0 ||
 	    shoal_router_set_routes(r, f, groups, &err) < 0 ||
 	    shoal_group_attach(&g, &desc, system, &err) < 0)
-		goto failed;
+		goto out;
 	c = shoal_group_worker(g, 0);
+	why = "a send was refused or the dispatcher did not route it";
+	err.msg[0] = '\0';
 	for (uint64_t k = 0; k < rounds; k++) {
 		shoal_router_hold(r, true);
 		/* A pass that began before the hold ends in this sleep, before
@@ -260,21 +263,17 @@ static int dispatch_alone(uint32_t groups, uint64_t rounds)
 		for (uint32_t i = 0; i < DISPATCH_FILL; i++, key++) {
 			memcpy(payload, &key, sizeof(key));
 			if (shoal_try_send(c, TYPE, payload, BYTES) < 0)
-				goto refused;
+				goto out;
 		}
 		shoal_router_hold(r, false);
 		if (routed_to(r, key) < 0)
-			goto refused;
+			goto out;
 	}
 	printf("dispatch_pass %llu\n", (unsigned long long)key);
 	ret = 0;
-	goto out;
-failed:
-	fprintf(stderr, PROG ": setting up: %s\n", err.msg);
-	goto out;
-refused:
-	fprintf(stderr, PROG ": a send was refused or the dispatcher did not route it\n");
 out:
+	if (ret != 0)
+		fprintf(stderr, PROG ": %s%s%s\n", why, err.msg[0] ? ": " : "", err.msg);
 	if (g != NULL)
 		shoal_group_detach(g);
 	shoal_router_destroy(r);

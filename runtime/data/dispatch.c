@@ -96,7 +96,7 @@ struct shoal__dispatcher {
 	pthread_t thread;
 	struct uplink *up;
 	struct output *out;
-	uint32_t *dirty;
+	struct output **dirty;
 	uint32_t n_dirty;
 	uint32_t *matches;
 	uint32_t cap_matches;
@@ -274,7 +274,7 @@ static enum deliver_result deliver(struct shoal__dispatcher *d, struct uplink *u
 	memcpy(dst + sizeof(*env), payload, env->len);
 	if (!o->dirty) {
 		o->dirty = true;
-		d->dirty[d->n_dirty++] = SLOT(g, w);
+		d->dirty[d->n_dirty++] = o;
 	}
 	o->unann++;
 	d->delivered++;
@@ -439,7 +439,7 @@ malformed:
 static void fence_outputs(const struct shoal__dispatcher *d)
 {
 	for (uint32_t i = 0; i < d->n_dirty; i++)
-		if (shoal_doorbell_fence_needed(d->out[d->dirty[i]].db)) {
+		if (shoal_doorbell_fence_needed(d->dirty[i]->db)) {
 			shoal_doorbell_fence();
 			return;
 		}
@@ -455,17 +455,17 @@ static void fence_outputs(const struct shoal__dispatcher *d)
 static void flush_outputs(struct shoal__dispatcher *d)
 {
 	for (uint32_t i = 0; i < d->n_dirty; i++)
-		shoal_ring_commit(&d->out[d->dirty[i]].p);
+		shoal_ring_commit(&d->dirty[i]->p);
 	fence_outputs(d);
 	for (uint32_t i = 0; i < d->n_dirty; i++) {
-		struct output *o = &d->out[d->dirty[i]];
+		struct output *o = d->dirty[i];
 
 		int r = shoal_doorbell_wake_mod(o->db, &d->wmod, o->unann);
 
 		if (r == SHOAL_WAKE_DONE)
 			o->unann = 0;
 		else
-			note_held(d, d->dirty[i]);
+			note_held(d, (uint32_t)(o - d->out));
 		if (r == SHOAL_WAKE_HELD_FIRST)
 			shoal_doorbell_notify(d->sh->waker_bell);
 		o->dirty = false;

@@ -198,6 +198,118 @@ out:
 	return ret;
 }
 
+/*
+ * The dispatcher alone (--dispatch G), as shoal-bench-system's
+ * dispatcher-alone sections shape it: G groups with no process attached
+ * (their inbound rings keep what they get), group i taking the messages
+ * whose key % G == i, and a producer group of this process. Each round
+ * holds dispatch, fills the uplink with DISPATCH_FILL messages (keys
+ * counting up, so G > 1 spreads every pass over the groups), resumes, and
+ * waits until the router counts them routed: the dispatcher drains a
+ * backlog in passes of 64, however the threads are scheduled.
+ * bench/instr-count toggles on the dispatcher's pass (dispatch_pass() in
+ * runtime/data/dispatch.c) and divides by the messages printed here.
+ */
+#define DISPATCH_FILL 1024u         /* messages per round: half a 256 KiB uplink */
+#define DISPATCH_GROUPS_MAX 100u
+#define DISPATCH_ROUNDS_MAX 64u     /* a run's messages: 8 MiB of one group's inbound ring */
+#define DISPATCH_REC (BYTES + 64u)  /* ring bytes of a record: header, envelope, payload */
+
+/* Inbound bytes per group: every message of the run, from the default up. */
+static uint32_t dispatch_inbound(uint32_t groups, uint64_t rounds)
+{
+	uint64_t need = (rounds * DISPATCH_FILL / groups + 1) * DISPATCH_REC;
+	uint32_t cap = SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT;
+
+	while (cap < need)
+		cap *= 2;
+	return cap;
+}
+
+/* Wait (sleeping, not measured) until the router has routed `want`. */
+static int routed_to(struct shoal_router *r, uint64_t want)
+{
+	struct shoal_router_stats st;
+
+	for (int i = 0; i < 60000; i++) {
+		shoal_router_stats(r, &st);
+		if (st.routed >= want)
+			return st.routed == want ? 0 : -1;
+		usleep(1000);
+	}
+	return -1;
+}
+
+static int dispatch_alone(uint32_t groups, uint64_t rounds)
+{
+	struct shoal_group_desc desc = { .name = "p", .types = types, .n_types = 1, .node = -1,
+					 .on_message = on_message };
+	struct shoal_filter f[DISPATCH_GROUPS_MAX];
+	struct shoal_router_opts o = { 0 };
+	struct shoal_router *r = NULL;
+	struct shoal_group *g = NULL;
+	struct shoal_err err = { "" };
+	unsigned char payload[BYTES];
+	uint64_t key = 0;
+	struct shoal_ctx *c;
+	const char *why = "setting up";
+	char system[64];
+	int ret = 1;
+
+	memset(payload, 0x5a, sizeof(payload));
+	snprintf(system, sizeof(system), "ibench-d-%d", (int)getpid());
+	o.system = system;
+	if (shoal_router_start(&r, &o, &err) < 0) {
+		fprintf(stderr, PROG ": router: %s\n", err.msg);
+		return 1;
+	}
+	for (uint32_t i = 0; i < groups; i++) {
+		char name[16];
+		struct shoal_group_spec spec = { .name = name, .node = -1,
+						 .inbound_capacity = dispatch_inbound(groups, rounds) };
+		int id;
+
+		snprintf(name, sizeof(name), "c%u", i);
+		id = shoal_router_group(r, &spec, &err);
+		if (id < 0)
+			goto out;
+		f[i] = (struct shoal_filter){ .types = { TYPE }, .n_types = 1,
+					      .mode = SHOAL_ROUTE_GROUP, .group = (uint16_t)id };
+		f[i].key = (struct shoal_key){ .offset = 0, .width = 8, .op = SHOAL_KEY_MOD,
+					       .a = groups, .b = i };
+	}
+	if (shoal_router_group(r, &(struct shoal_group_spec){ .name = "p", .node = -1 }, &err) < 0 ||
+	    shoal_router_set_routes(r, f, groups, &err) < 0 ||
+	    shoal_group_attach(&g, &desc, system, &err) < 0)
+		goto out;
+	c = shoal_group_worker(g, 0);
+	why = "a send was refused or the dispatcher did not route it";
+	err.msg[0] = '\0';
+	for (uint64_t k = 0; k < rounds; k++) {
+		shoal_router_hold(r, true);
+		/* A pass that began before the hold ends in this sleep, before
+		 * the fill, so every pass of the round finds a backlog. */
+		usleep(10000);
+		for (uint32_t i = 0; i < DISPATCH_FILL; i++, key++) {
+			memcpy(payload, &key, sizeof(key));
+			if (shoal_try_send(c, TYPE, payload, BYTES) < 0)
+				goto out;
+		}
+		shoal_router_hold(r, false);
+		if (routed_to(r, key) < 0)
+			goto out;
+	}
+	printf("dispatch_pass %llu\n", (unsigned long long)key);
+	ret = 0;
+out:
+	if (ret != 0)
+		fprintf(stderr, PROG ": %s%s%s\n", why, err.msg[0] ? ": " : "", err.msg);
+	if (g != NULL)
+		shoal_group_detach(g);
+	shoal_router_destroy(r);
+	return ret;
+}
+
 /* Wait (polling, not measured) until `want` messages were handled. */
 static int drain_to(struct shoal_ctx *c, uint64_t want)
 {
@@ -209,16 +321,20 @@ static int drain_to(struct shoal_ctx *c, uint64_t want)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: " PROG " [--rounds N]\n"
+	fprintf(f, "usage: " PROG " [--rounds N] [--dispatch G]\n"
 		   "A fixed workload of try_send_to, try_send, both bursts and polls, for\n"
 		   "bench/instr-count (callgrind); prints how many messages each call made.\n"
-		   "  --rounds N  rounds of %u messages per form (default 2000)\n"
-		   "Exit: 0, 1 (a call failed, said on stderr), 2 (usage).\n", BATCH);
+		   "  --rounds N    rounds of %u messages per form (default 2000)\n"
+		   "  --dispatch G  instead, the dispatcher alone routing to G groups (1-%u):\n"
+		   "                N rounds of a backlog of %u messages\n"
+		   "Exit: 0, 1 (a call failed, said on stderr), 2 (usage).\n", BATCH,
+		DISPATCH_GROUPS_MAX, DISPATCH_FILL);
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = { { "rounds", required_argument, NULL, 'r' },
+						   { "dispatch", required_argument, NULL, 'd' },
 						   { "help", no_argument, NULL, 'h' },
 						   { NULL, 0, NULL, 0 } };
 	struct shoal_group_desc desc = { .name = "a", .types = types, .n_types = 1, .node = -1,
@@ -230,7 +346,7 @@ int main(int argc, char **argv)
 	struct shoal_group *g = NULL;
 	struct shoal_err err = { "" };
 	struct shoal_filter f = { .types = { TYPE }, .n_types = 1, .mode = SHOAL_ROUTE_GROUP };
-	uint64_t rounds = 2000, empty = 0, self, sum = 0;
+	uint64_t rounds = 2000, empty = 0, self, sum = 0, dispatch = 0;
 	struct shoal_ctx *c;
 	char system[64];
 	uint32_t sent;
@@ -239,15 +355,23 @@ int main(int argc, char **argv)
 	while ((opt = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (opt == 'r' && bench_parse_uint(optarg, 1, 1000000, &rounds) == 0)
 			continue;
+		if (opt == 'd' && bench_parse_uint(optarg, 1, DISPATCH_GROUPS_MAX, &dispatch) == 0)
+			continue;
 		if (opt == 'h') {
 			usage(stdout);
 			return 0;
 		}
-		if (opt == 'r')
+		if (opt == 'r' || opt == 'd')
 			return bench_bad_option(PROG, longopts, opt, optarg);
 		usage(stderr);
 		return 2;
 	}
+	if (dispatch > 0 && rounds > DISPATCH_ROUNDS_MAX) {
+		fprintf(stderr, PROG ": --dispatch takes at most %u rounds\n", DISPATCH_ROUNDS_MAX);
+		return 2;
+	}
+	if (dispatch > 0)
+		return dispatch_alone((uint32_t)dispatch, rounds);
 	memset(payload, 0x5a, sizeof(payload));
 	for (uint32_t i = 0; i < BATCH; i++)
 		msgs[i] = (struct shoal_burst_msg){ TYPE, BYTES, payload[i] };

@@ -53,17 +53,30 @@ static struct shoal__route_table *build_ok(const struct shoal_filter *f, uint32_
 	return t;
 }
 
-/* Match with the payload in a heap buffer of exactly `len` bytes. */
+/*
+ * Match with the payload in a heap buffer of exactly `len` bytes; where the
+ * type has a quick descriptor, the quick match must find the same filters
+ * (all of them: it has no bound but the table's).
+ */
 static uint32_t match_exact(const struct shoal__route_table *t, uint32_t type,
 			    const unsigned char *payload, uint32_t len, uint32_t *out, uint32_t max)
 {
+	const struct shoal__route_quick *q = shoal__route_quick(t, type);
 	unsigned char *copy = malloc(len ? len : 1);
-	uint32_t n;
+	const uint32_t *res;
+	uint32_t n, nq;
 
 	assert_non_null(copy);
 	if (len)
 		memcpy(copy, payload, len);
 	n = shoal__route_match(t, type, copy, len, out, max);
+	if (q != NULL && q->kind != SHOAL__ROUTE_QUICK_NONE) {
+		nq = shoal__route_quick_match(q, copy, len, &res);
+		assert_true(nq <= shoal__route_max_matches(t));
+		assert_int_equal(nq < max ? nq : max, n);
+		if (n > 0)
+			assert_memory_equal(res, out, n * sizeof(*out));
+	}
 	free(copy);
 	return n;
 }
@@ -572,6 +585,50 @@ static void route_unknown_type_matches_nothing(void **state)
 }
 
 /* Keys beyond the payload */
+
+/* The shapes the dispatcher matches inline get a quick descriptor, others none. */
+static void route_quick_descriptor_for_common_shapes_only(void **state)
+{
+	struct shoal_filter lone_mod = filt(2, SHOAL_KEY_MOD, 0, 8, 1, 0);
+	struct shoal_filter lone_eq = filt(3, SHOAL_KEY_EQ, 0, 8, 5, 0);
+	struct shoal_filter keyless[2] = { filt(4, SHOAL_KEY_ANY, 0, 0, 0, 0),
+					   filt(4, SHOAL_KEY_ANY, 0, 0, 0, 0) };
+	struct shoal_filter all[8];
+	uint32_t n = 0;
+
+	(void)state;
+	for (uint32_t i = 0; i < 4; i++)
+		all[n++] = filt(1, SHOAL_KEY_MOD, 0, 8, 4, i);
+	all[n++] = lone_mod;
+	all[n++] = lone_eq;
+	all[n++] = keyless[0];
+	all[n++] = keyless[1];
+	for (size_t md = 0; md < ARRAY_SIZE(modes); md++) {
+		struct shoal__route_table *t = build_ok(all, n, modes[md]);
+		bool indexed = modes[md] == SHOAL__ROUTE_INDEXED;
+
+		assert_null(shoal__route_quick(t, 9));
+		assert_int_equal(shoal__route_quick(t, 1)->kind,
+				 indexed ? SHOAL__ROUTE_QUICK_TABLE : SHOAL__ROUTE_QUICK_NONE);
+		assert_int_equal(shoal__route_quick(t, 2)->kind,
+				 indexed ? SHOAL__ROUTE_QUICK_LIST : SHOAL__ROUTE_QUICK_NONE);
+		assert_int_equal(shoal__route_quick(t, 3)->kind, SHOAL__ROUTE_QUICK_NONE);
+		assert_int_equal(shoal__route_quick(t, 4)->kind,
+				 indexed ? SHOAL__ROUTE_QUICK_LIST : SHOAL__ROUTE_QUICK_NONE);
+		for (uint64_t key = 0; key < 64; key++) {
+			unsigned char buf[8];
+			uint32_t out[8];
+
+			put_le(buf, 0, 8, key);
+			for (uint32_t type = 1; type <= 4; type++)
+				for (uint32_t len = 0; len <= 8; len++)
+					(void)match_exact(t, type, buf, len, out, 8);
+			assert_int_equal(match_exact(t, 1, buf, 8, out, 8), 1);
+			assert_int_equal(out[0], key % 4);
+		}
+		shoal__route_free(t);
+	}
+}
 
 static void route_key_past_payload_does_not_match(void **state)
 {
@@ -1083,6 +1140,7 @@ int main(void)
 		cmocka_unit_test(route_match_truncates_to_smallest_indices),
 		cmocka_unit_test(route_unknown_type_matches_nothing),
 		cmocka_unit_test(route_key_past_payload_does_not_match),
+		cmocka_unit_test(route_quick_descriptor_for_common_shapes_only),
 		cmocka_unit_test(route_fanout_matches_exactly_key_mod_n),
 		cmocka_unit_test(route_eq_with_many_values),
 		cmocka_unit_test(route_many_partitions_on_one_type_stay_correct),

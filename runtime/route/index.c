@@ -383,6 +383,50 @@ push:
 	return 0;
 }
 
+/*
+ * The quick match's descriptor of type `ty` (route.h) in the built table
+ * `t`: one partition by MOD (TABLE) or ANY (LIST), or one ANY or MOD
+ * filter alone (LIST); any other shape, or a baseline mode, QUICK_NONE.
+ */
+static struct shoal__route_quick quick_of(const struct shoal__route_table *t,
+					  const struct rt_type *ty)
+{
+	struct shoal__route_quick q = { .kind = SHOAL__ROUTE_QUICK_NONE, .pool = t->pool };
+	const struct rt_group *g = &t->groups[ty->group_first];
+	const struct shoal_key *k;
+
+	if (t->mode != SHOAL__ROUTE_INDEXED)
+		return q;
+	if (ty->lin_len == 0 && ty->n_groups == 1 && (g->kind == G_TABLE || g->kind == G_LIST)) {
+		q.offset = g->offset;
+		q.width = g->width;
+		q.list = t->pool + g->off;
+		if (g->kind == G_TABLE) {
+			q.kind = SHOAL__ROUTE_QUICK_TABLE;
+			q.a = g->a;
+		} else {
+			q.kind = SHOAL__ROUTE_QUICK_LIST;
+			q.len = g->len;
+		}
+		return q;
+	}
+	if (ty->lin_len != 1 || ty->n_groups != 0)
+		return q;
+	k = &t->filters[t->pool[ty->lin_off]].key;
+	if (k->op != SHOAL_KEY_ANY && k->op != SHOAL_KEY_MOD)
+		return q;
+	q.kind = SHOAL__ROUTE_QUICK_LIST;
+	q.offset = k->width ? k->offset : 0;
+	q.width = k->width;
+	q.list = t->pool + ty->lin_off;
+	q.len = 1;
+	if (k->op == SHOAL_KEY_MOD) {
+		q.a = k->a;
+		q.b = k->b;
+	}
+	return q;
+}
+
 /* Copy the parts into one block and fill the type directory. */
 static int layout(struct builder *b, const struct shoal_filter *filters, uint32_t n,
 		  struct shoal__route_table **out)
@@ -444,6 +488,9 @@ static int layout(struct builder *b, const struct shoal_filter *filters, uint32_
 		.pool = (const uint32_t *)(base + pool_off),
 		.filters = (const struct shoal_filter *)(base + filters_off),
 	};
+	for (size_t i = 0; i < dir_cap; i++)
+		if (dir[i].type != 0)
+			dir[i].quick = quick_of(t, &dir[i]);
 	*out = t;
 	return 0;
 }

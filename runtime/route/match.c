@@ -53,6 +53,35 @@ struct run {
 	const uint32_t *end;
 };
 
+/* The run group `g` yields for key `key`; false when it is empty. */
+static inline bool group_run(const struct shoal__route_table *t, const struct rt_group *g,
+			     uint64_t key, struct run *r)
+{
+	const struct rt_slot *s;
+
+	switch (g->kind) {
+	case G_LIST:
+		r->p = t->pool + g->off;
+		r->end = r->p + g->len;
+		break;
+	case G_TABLE: {
+		const uint32_t *start = t->pool + g->off + key % g->a;
+
+		r->p = t->pool + start[0];
+		r->end = t->pool + start[1];
+		break;
+	}
+	default:
+		s = slot_find(t->slots + g->off, g->len, g->kind == G_HASH_MOD ? key % g->a : key);
+		if (s == NULL)
+			return false;
+		r->p = t->pool + s->off;
+		r->end = r->p + s->len;
+		break;
+	}
+	return r->p != r->end;
+}
+
 /* The non-empty runs the groups of `ty` yield for this payload; returns how many. */
 static inline uint32_t collect_runs(const struct shoal__route_table *t, const struct rt_type *ty,
 				    const unsigned char *p, uint32_t len, struct run *runs)
@@ -65,39 +94,13 @@ static inline uint32_t collect_runs(const struct shoal__route_table *t, const st
 	uint64_t key = 0;
 
 	for (; g < end; g++) {
-		const uint32_t *lo, *hi;
-		const struct rt_slot *s;
-
 		if (g->offset != koff || g->width != kw) {
 			koff = g->offset;
 			kw = g->width;
 			readable = key_read(p, len, koff, kw, &key);
 		}
-		if (!readable)
-			continue;
-		switch (g->kind) {
-		case G_LIST:
-			lo = t->pool + g->off;
-			hi = lo + g->len;
-			break;
-		case G_TABLE: {
-			const uint32_t *start = t->pool + g->off + key % g->a;
-
-			lo = t->pool + start[0];
-			hi = t->pool + start[1];
-			break;
-		}
-		default:
-			s = slot_find(t->slots + g->off, g->len,
-				      g->kind == G_HASH_MOD ? key % g->a : key);
-			if (s == NULL)
-				continue;
-			lo = t->pool + s->off;
-			hi = lo + s->len;
-			break;
-		}
-		if (lo != hi)
-			runs[nr++] = (struct run){ lo, hi };
+		if (readable && group_run(t, g, key, &runs[nr]))
+			nr++;
 	}
 	return nr;
 }
@@ -164,36 +167,14 @@ static uint32_t chain_call(const struct shoal__chain_link *self, uint32_t type, 
 	return n;
 }
 
-uint32_t shoal__route_match(const struct shoal__route_table *t, uint32_t type,
-			    const void *payload, uint32_t len, uint32_t *out, uint32_t max)
+/* More than one source for the type: merge them into out[0 .. max). */
+static __attribute__((noinline)) uint32_t match_merge(const struct shoal__route_table *t, const struct rt_type *ty,
+			    const unsigned char *p, uint32_t len, uint32_t *out, uint32_t max)
 {
-	const unsigned char *p = payload;
-	const struct rt_type *ty;
-	const uint32_t *lin, *lin_end;
+	const uint32_t *lin = t->pool + ty->lin_off, *lin_end = lin + ty->lin_len;
 	struct run runs[GROUPS_MAX];
-	uint32_t nr, n = 0, next;
+	uint32_t nr = collect_runs(t, ty, p, len, runs), n = 0, next;
 
-	if (SHOAL_UNLIKELY(max == 0))
-		return 0;
-	if (t->mode == SHOAL__ROUTE_FLAT)
-		return match_flat(t, type, p, len, out, max);
-	if (t->mode == SHOAL__ROUTE_CHAIN)
-		return t->n_filters ? t->chain[t->n_filters - 1].call(&t->chain[t->n_filters - 1],
-								       type, p, len, out, max)
-				    : 0;
-	ty = type_find(t, type);
-	if (ty == NULL)
-		return 0;
-	nr = collect_runs(t, ty, p, len, runs);
-	lin = t->pool + ty->lin_off;
-	lin_end = lin + ty->lin_len;
-	/* Most messages meet one source: copy it without merging. */
-	if (SHOAL_LIKELY(lin == lin_end && nr <= 1)) {
-		if (nr == 1)
-			for (const uint32_t *q = runs[0].p; q < runs[0].end && n < max; q++)
-				out[n++] = *q;
-		return n;
-	}
 	if (nr == 0) {
 		while (n < max && (next = linear_next(t, &lin, lin_end, p, len)) != NO_MATCH)
 			out[n++] = next;
@@ -221,6 +202,63 @@ uint32_t shoal__route_match(const struct shoal__route_table *t, uint32_t type,
 	return n;
 }
 
+/* The baselines, and a caller with no room: out of the indexed path's way. */
+static __attribute__((noinline)) uint32_t match_other(const struct shoal__route_table *t,
+						      uint32_t type, const unsigned char *p,
+						      uint32_t len, uint32_t *out, uint32_t max)
+{
+	if (max == 0)
+		return 0;
+	if (t->mode == SHOAL__ROUTE_FLAT)
+		return match_flat(t, type, p, len, out, max);
+	return t->n_filters ? t->chain[t->n_filters - 1].call(&t->chain[t->n_filters - 1], type, p,
+							       len, out, max)
+			    : 0;
+}
+
+uint32_t shoal__route_match_ref(const struct shoal__route_table *t, uint32_t type,
+				const void *payload, uint32_t len, uint32_t *buf, uint32_t max,
+				const uint32_t **res)
+{
+	const unsigned char *p = payload;
+	const struct rt_type *ty;
+	const struct rt_group *g;
+	struct run r;
+	uint64_t key;
+
+	*res = buf;
+	if (SHOAL_UNLIKELY(t->mode != SHOAL__ROUTE_INDEXED || max == 0))
+		return match_other(t, type, p, len, buf, max);
+	ty = type_find(t, type);
+	if (ty == NULL)
+		return 0;
+	/* Most types meet one source: one partition, or one filter alone.
+	 * Its run is the result, already ascending: point at it. */
+	if (SHOAL_LIKELY(ty->lin_len == 0 && ty->n_groups == 1)) {
+		g = t->groups + ty->group_first;
+		if (!key_read(p, len, g->offset, g->width, &key) || !group_run(t, g, key, &r))
+			return 0;
+		*res = r.p;
+		return (uint32_t)(r.end - r.p) < max ? (uint32_t)(r.end - r.p) : max;
+	}
+	if (ty->lin_len == 1 && ty->n_groups == 0) {
+		*res = t->pool + ty->lin_off;
+		return filter_pass(&t->filters[**res], p, len) ? 1 : 0;
+	}
+	return match_merge(t, ty, p, len, buf, max);
+}
+
+uint32_t shoal__route_match(const struct shoal__route_table *t, uint32_t type,
+			    const void *payload, uint32_t len, uint32_t *out, uint32_t max)
+{
+	const uint32_t *res;
+	uint32_t n = shoal__route_match_ref(t, type, payload, len, out, max, &res);
+
+	if (res != out)
+		memcpy(out, res, n * sizeof(*out));
+	return n;
+}
+
 uint32_t shoal__route_count(const struct shoal__route_table *t)
 {
 	return t->n_filters;
@@ -229,6 +267,19 @@ uint32_t shoal__route_count(const struct shoal__route_table *t)
 const struct shoal_filter *shoal__route_filter(const struct shoal__route_table *t, uint32_t i)
 {
 	return i < t->n_filters ? &t->filters[i] : NULL;
+}
+
+const struct shoal__route_quick *shoal__route_quick(const struct shoal__route_table *t,
+						    uint32_t type)
+{
+	const struct rt_type *ty = type_find(t, type);
+
+	return ty != NULL ? &ty->quick : NULL;
+}
+
+const struct shoal_filter *shoal__route_filters(const struct shoal__route_table *t)
+{
+	return t->filters;
 }
 
 uint32_t shoal__route_max_matches(const struct shoal__route_table *t)

@@ -15,7 +15,10 @@
 #ifndef SHOAL_RUNTIME_ROUTE_H
 #define SHOAL_RUNTIME_ROUTE_H
 
+#include <endian.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <shoal/api.h>
 #include <shoal/filter.h>
@@ -56,6 +59,13 @@ uint32_t shoal__route_count(const struct shoal__route_table *t);
 const struct shoal_filter *shoal__route_filter(const struct shoal__route_table *t, uint32_t i);
 
 /*
+ * The table's vector: filter i at [i] for every i below
+ * shoal__route_count(), so every index the matchers return. For hot paths,
+ * which look it up once per table instead of once per match.
+ */
+const struct shoal_filter *shoal__route_filters(const struct shoal__route_table *t);
+
+/*
  * An upper bound of the number of filters any one message can match: the
  * size of the `out` array shoal__route_match() needs so that it never
  * truncates. At least 1 when the table holds a filter, 0 for an empty table.
@@ -80,5 +90,112 @@ uint32_t shoal__route_type_filters(const struct shoal__route_table *t, uint32_t 
  */
 uint32_t shoal__route_match(const struct shoal__route_table *t, uint32_t type,
 			    const void *payload, uint32_t len, uint32_t *out, uint32_t max);
+
+/*
+ * shoal__route_match() without the copy where it can: the same indices,
+ * the same count, but *res points at them. When they are one run of the
+ * table's own lists (the common shape: the type's filters form one
+ * partition, or the type has one filter), *res points into the table, valid
+ * as long as it; otherwise they are written to buf[0 .. max) and *res is
+ * buf. The same hot-path guarantees.
+ */
+uint32_t shoal__route_match_ref(const struct shoal__route_table *t, uint32_t type,
+				const void *payload, uint32_t len, uint32_t *buf, uint32_t max,
+				const uint32_t **res);
+
+/*
+ * Read the `width`-byte little-endian key at `off`, if payload[0 .. len)
+ * holds it (written so that nothing overflows, whatever len and off are).
+ * Width 0 reads nothing and yields key 0. `width` must be 0, 1, 2, 4 or 8.
+ */
+static inline bool shoal__route_key_read(const unsigned char *p, uint32_t len, uint32_t off,
+					 uint32_t width, uint64_t *key)
+{
+	uint16_t v16;
+	uint32_t v32;
+	uint64_t v64;
+
+	if (width == 0) {
+		*key = 0;
+		return true;
+	}
+	if (width > len || off > len - width)
+		return false;
+	switch (width) {
+	case 1:
+		*key = p[off];
+		break;
+	case 2:
+		memcpy(&v16, p + off, sizeof(v16));
+		*key = le16toh(v16);
+		break;
+	case 4:
+		memcpy(&v32, p + off, sizeof(v32));
+		*key = le32toh(v32);
+		break;
+	default:
+		memcpy(&v64, p + off, sizeof(v64));
+		*key = le64toh(v64);
+		break;
+	}
+	return true;
+}
+
+/*
+ * The quick match: the shapes most message types have, derived at build
+ * for a matcher inlined into its caller (the dispatcher), with the same
+ * result as shoal__route_match_ref() for them. A type's descriptor:
+ *   SHOAL__ROUTE_QUICK_TABLE  its filters are one partition by key % a:
+ *       the filters of residue r are pool[list[r] .. list[r + 1]).
+ *   SHOAL__ROUTE_QUICK_LIST   one list, list[0 .. len), taken whole when the
+ *       key is readable and (a == 0 or key % a == b): a partition by a key
+ *       readable or not, or one filter alone (ANY or MOD).
+ *   SHOAL__ROUTE_QUICK_NONE   any other shape, and every type of the
+ *       baseline modes: match with shoal__route_match_ref().
+ * Part of its table: immutable, valid as long as the table.
+ */
+#define SHOAL__ROUTE_QUICK_NONE  0u
+#define SHOAL__ROUTE_QUICK_TABLE 1u
+#define SHOAL__ROUTE_QUICK_LIST  2u
+
+struct shoal__route_quick {
+	uint32_t kind;
+	uint32_t offset;            /* the key: offset and width (0: no key) */
+	uint32_t width;
+	uint32_t len;               /* LIST: its length */
+	uint64_t a, b;              /* TABLE: a buckets; LIST: the test, a = 0 none */
+	const uint32_t *list;
+	const uint32_t *pool;
+};
+
+/* The descriptor of message type `type`, or NULL when no filter lists it. */
+const struct shoal__route_quick *shoal__route_quick(const struct shoal__route_table *t,
+						    uint32_t type);
+
+/*
+ * Match a message of a type whose descriptor `q` is not QUICK_NONE: as
+ * shoal__route_match_ref(), with *res pointing into the table, and no
+ * bound but the table's shoal__route_max_matches(). The payload is
+ * untrusted: nothing outside payload[0 .. len) is read.
+ */
+static inline uint32_t shoal__route_quick_match(const struct shoal__route_quick *q,
+						const void *payload, uint32_t len,
+						const uint32_t **res)
+{
+	uint64_t key;
+	uint32_t r;
+
+	if (!shoal__route_key_read(payload, len, q->offset, q->width, &key))
+		return 0;
+	if (q->kind == SHOAL__ROUTE_QUICK_TABLE) {
+		r = (uint32_t)(key % q->a);
+		*res = q->pool + q->list[r];
+		return q->list[r + 1] - q->list[r];
+	}
+	if (q->a != 0 && key % q->a != q->b)
+		return 0;
+	*res = q->list;
+	return q->len;
+}
 
 #endif

@@ -91,6 +91,7 @@ struct rt_type {
 	uint32_t n_groups;
 	uint32_t lin_off;       /* pool[lin_off .. + lin_len): evaluated one by one */
 	uint32_t lin_len;
+	struct shoal__route_quick quick;   /* the inline matcher's view (route.h) */
 };
 
 /* One indexed partition of a type's filters. */
@@ -129,41 +130,11 @@ static inline bool width_valid(uint32_t width)
 	return width == 0 || width == 1 || width == 2 || width == 4 || width == 8;
 }
 
-/*
- * Read the `width`-byte little-endian key at `off`, if payload[0 .. len)
- * holds it. Width 0 reads nothing and yields key 0. `width` must be valid.
- */
+/* Read a key (route.h): the helpers below and the index's matcher use it. */
 static inline bool key_read(const unsigned char *p, uint32_t len, uint32_t off, uint32_t width,
 			    uint64_t *key)
 {
-	uint16_t v16;
-	uint32_t v32;
-	uint64_t v64;
-
-	if (width == 0) {
-		*key = 0;
-		return true;
-	}
-	if (width > len || off > len - width)
-		return false;
-	switch (width) {
-	case 1:
-		*key = p[off];
-		break;
-	case 2:
-		memcpy(&v16, p + off, sizeof(v16));
-		*key = le16toh(v16);
-		break;
-	case 4:
-		memcpy(&v32, p + off, sizeof(v32));
-		*key = le32toh(v32);
-		break;
-	default:
-		memcpy(&v64, p + off, sizeof(v64));
-		*key = le64toh(v64);
-		break;
-	}
-	return true;
+	return shoal__route_key_read(p, len, off, width, key);
 }
 
 static inline bool key_pass(const struct shoal_key *k, uint64_t key)

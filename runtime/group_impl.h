@@ -146,6 +146,14 @@ struct shoal_ctx {
 	int wait_status;
 	bool wait_done;
 	struct shoal__deferred *def_head, *def_tail;
+	/* The outer pass's run in hand (poll.c): records of ring in[ring]
+	 * peeked at once, `left` of them from `next` on not yet handled. */
+	struct {
+		const unsigned char *next;
+		uint32_t len, stride, left, ring;
+		bool active;
+		bool taken_over;             /* a request's pass took it over */
+	} run;
 
 	/* The latency histogram (runtime/data/poll.c lat_record()), the
 	 * clock it read for this ring batch, and the bound a latency measured

@@ -76,6 +76,13 @@ struct shoal__inring {
 			   * SHOAL__SRC_WORKERS: another worker of this process */
 };
 
+/* The message a handler runs with, and its payload's copy once a request
+ * of the handler moved it out of its ring (poll.c shoal__pin_message()). */
+struct shoal__held_msg {
+	struct shoal_msg m;
+	void *pin;
+};
+
 /* A message kept aside while the worker waits for a response. */
 struct shoal__deferred {
 	struct shoal__deferred *next;
@@ -131,8 +138,7 @@ struct shoal_ctx {
 
 	/* Handler context. */
 	struct shoal_actor *cur;
-	uint64_t cur_trace;
-	const struct shoal_envelope *cur_req;
+	struct shoal__held_msg *cur_msg; /* the message the handler was handed */
 	bool responded;
 
 	/* Zero-copy reservation. */

@@ -898,7 +898,8 @@ static void runtime_request_in_a_handler_survives_its_ring_table_growing(void **
  * after sending RUN_MID more, then sends RUN_N more; child 1 asks from the
  * handler of the first. The messages sent while it waits are more than the
  * ring holds: what the run had in hand must not be read from the ring
- * after them. Each message is handled once, in the order sent.
+ * after them, and the first's payload reads the same after the request.
+ * Each message is handled once, in the order sent.
  */
 static struct shoal_group *run_g;
 
@@ -914,10 +915,16 @@ static void run_asker_handler(struct shoal_actor *a, const struct shoal_msg *m)
 		atomic_fetch_add(&rt_res->order_errors[c->index], 1);
 	last = v.seq;
 	atomic_fetch_add(&rt_res->count[c->index], 1);
-	if (v.seq == 1)
-		atomic_store(&rt_res->status[c->index],
-			     shoal_request(a->ctx, shoal_group_lookup(run_g, "responder", 0),
-					   T_REQ, &q, sizeof(q), 20 * INT64_C(1000000000), &reply));
+	if (v.seq != 1)
+		return;
+	atomic_store(&rt_res->status[c->index],
+		     shoal_request(a->ctx, shoal_group_lookup(run_g, "responder", 0), T_REQ, &q,
+				   sizeof(q), 20 * INT64_C(1000000000), &reply));
+	/* Its sender has written over the ring space it came in since:
+	 * m->data is still this message (lifecycle rule 4). */
+	memcpy(&v, m->data, sizeof(v));
+	if (v.seq != 1)
+		atomic_store(&rt_res->last_seq[c->index], v.seq);
 }
 
 static int run_asker_main(void *arg)
@@ -956,6 +963,7 @@ static void runtime_request_to_the_sender_of_a_run_keeps_its_order(void **state)
 	assert_int_equal(atomic_load(&rt_res->status[1]), 0);   /* answered */
 	assert_int_equal(atomic_load(&rt_res->count[1]), RUN_ALL);
 	assert_int_equal(atomic_load(&rt_res->order_errors[1]), 0);
+	assert_int_equal(atomic_load(&rt_res->last_seq[1]), 0);   /* its data kept */
 	rt_stop_and_reap(&pr, 1);
 	rt_stop_router();
 }

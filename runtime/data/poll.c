@@ -73,24 +73,50 @@ __attribute__((always_inline)) static inline void invoke(struct shoal_ctx *ctx, 
 			  const struct shoal_envelope *env, const void *payload)
 {
 	struct shoal_group *g = ctx->g;
-	struct shoal_msg m = { env, payload, env->len, env->type };
+	struct shoal__held_msg held = { { env, payload, env->len, env->type }, NULL };
+	struct shoal_msg *m = &held.m;
 	struct shoal_actor *saved = ctx->cur;
+	struct shoal__held_msg *saved_msg = ctx->cur_msg;
 
 	ctx->cur = &g->actors[slot];
-	ctx->cur_trace = env->trace_id;
-	ctx->cur_req = (env->flags & SHOAL_ENV_REQUEST) ? env : NULL;
+	ctx->cur_msg = &held;
 	ctx->responded = false;
 	if (SHOAL_LIKELY(g->desc.on_message != NULL)) {
 		lat_record(ctx, env->send_ns);
-		g->desc.on_message(ctx->cur, &m);
+		g->desc.on_message(ctx->cur, m);
 		COUNT(ctx, handled);
 	} else {
 		COUNT(ctx, discarded);   /* a group that only sends: counted, not silent */
 	}
-	if (ctx->cur_req != NULL && !ctx->responded)
-		shoal_respond_error(ctx, &m, -ECANCELED);   /* lifecycle rule 5 */
-	ctx->cur_req = NULL;
+	if ((env->flags & SHOAL_ENV_REQUEST) && !ctx->responded)
+		shoal_respond_error(ctx, m, -ECANCELED);   /* lifecycle rule 5 */
+	if (SHOAL_UNLIKELY(held.pin != NULL))
+		free(held.pin);
+	ctx->cur_msg = saved_msg;
 	ctx->cur = saved;
+}
+
+/*
+ * A handler's request polls, and its pass releases the rings it reads:
+ * the record the handler has in hand among them, which its sender may then
+ * overwrite while the handler waits. Before that, the payload is copied
+ * into memory of ours and the handler's message points there (freed when
+ * the handler returns), so that what it reads after the request is what it
+ * was sent (group.h, lifecycle rule 4). Out of memory: left in place.
+ */
+void shoal__pin_message(struct shoal_ctx *ctx)
+{
+	struct shoal__held_msg *h = ctx->cur_msg;
+	void *copy;
+
+	if (h == NULL || h->pin != NULL || h->m.len == 0)
+		return;
+	copy = malloc(h->m.len);
+	if (copy == NULL)
+		return;
+	memcpy(copy, h->m.data, h->m.len);
+	h->m.data = copy;
+	h->pin = copy;
 }
 
 /*

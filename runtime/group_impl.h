@@ -76,6 +76,13 @@ struct shoal__inring {
 			   * SHOAL__SRC_WORKERS: another worker of this process */
 };
 
+/* The message a handler runs with, and its payload's copy once a request
+ * of the handler moved it out of its ring (poll.c shoal__pin_message()). */
+struct shoal__held_msg {
+	struct shoal_msg m;
+	void *pin;
+};
+
 /* A message kept aside while the worker waits for a response. */
 struct shoal__deferred {
 	struct shoal__deferred *next;
@@ -131,8 +138,7 @@ struct shoal_ctx {
 
 	/* Handler context. */
 	struct shoal_actor *cur;
-	uint64_t cur_trace;
-	const struct shoal_envelope *cur_req;
+	struct shoal__held_msg *cur_msg; /* the message the handler was handed */
 	bool responded;
 
 	/* Zero-copy reservation. */
@@ -146,6 +152,14 @@ struct shoal_ctx {
 	int wait_status;
 	bool wait_done;
 	struct shoal__deferred *def_head, *def_tail;
+	/* The outer pass's run in hand (poll.c): records of ring in[ring]
+	 * peeked at once, `left` of them from `next` on not yet handled. */
+	struct {
+		const unsigned char *next;
+		uint32_t len, stride, left, ring;
+		bool active;
+		bool taken_over;             /* a request's pass took it over */
+	} run;
 
 	/* The latency histogram (runtime/data/poll.c lat_record()), the
 	 * clock it read for this ring batch, and the bound a latency measured

@@ -635,6 +635,27 @@ static int flooder_main(void *arg)
 	return 0;
 }
 
+#define RUN_N 40u
+
+/* More than the asker's 16 KiB ring holds (rt_start_router): sent while
+ * the request waits, they overwrite what that ring held before. */
+#define RUN_MID (8 * RUN_N)
+#define RUN_ALL (2 * RUN_N + RUN_MID)
+
+/* Child 0, mode 5: messages seq first .. first + n - 1 to the asker. */
+static int send_run(struct shoal_ctx *ctx, uint64_t first, uint64_t n)
+{
+	uint64_t dest = shoal_lookup(ctx, "asker", 0, 10 * INT64_C(1000000000));
+
+	for (uint64_t s = first; s < first + n; s++) {
+		struct msg v = { .seq = s };
+
+		if (shoal_send_to(ctx, dest, T_PING, &v, sizeof(v)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* The responder: answers T_REQ, or (mode 1) hangs so the test can kill it. */
 static void responder_handler(struct shoal_actor *a, const struct shoal_msg *m)
 {
@@ -650,12 +671,16 @@ static void responder_handler(struct shoal_actor *a, const struct shoal_msg *m)
 		return;                            /* drop it: answered -ECANCELED */
 	if (c->mode == 3)
 		usleep(300000);                    /* slow: the asker waits 300 ms */
+	if (c->mode == 5 && send_run(a->ctx, RUN_N + 1, RUN_MID) < 0)
+		return;                            /* unanswered: the asker fails */
 	for (int i = 0; c->mode == 4 && atomic_load(&rt_res->ready[2]) != 2 && i < 20000; i++)
 		usleep(1000);                      /* until the new senders sent */
 	if (c->mode == 4)
 		usleep(200000);                    /* and the asker saw their rings */
 	v.seq++;
 	shoal_respond(a->ctx, m, T_RESP, &v, sizeof(v));
+	if (c->mode == 5)
+		(void)send_run(a->ctx, RUN_N + RUN_MID + 1, RUN_N);
 }
 
 static int responder_main(void *arg)
@@ -667,6 +692,13 @@ static int responder_main(void *arg)
 	if (g == NULL)
 		return 10;
 	atomic_store(&rt_res->ready[c->index], 1);
+	if (c->mode == 5) {
+		for (int i = 0; i < 20000 && !atomic_load(&rt_res->ready[1]); i++)
+			usleep(1000);
+		if (send_run(shoal_group_worker(g, 0), 1, RUN_N) < 0)
+			return 11;
+		atomic_store(&rt_res->ready[c->index], 3);
+	}
 	if (c->mode == 4) {
 		/* The asker's first message, whose handler asks us. */
 		struct shoal_ctx *ctx = shoal_group_worker(g, 0);
@@ -860,6 +892,83 @@ static void runtime_request_in_a_handler_survives_its_ring_table_growing(void **
 }
 
 /*
+ * A request from the handler of the first of a run of messages, to their
+ * sender, which sends more before and after it answers: the request's pass
+ * reads the ring the run came from. Child 0 (mode 5) sends RUN_N, answers
+ * after sending RUN_MID more, then sends RUN_N more; child 1 asks from the
+ * handler of the first. The messages sent while it waits are more than the
+ * ring holds: what the run had in hand must not be read from the ring
+ * after them, and the first's payload reads the same after the request.
+ * Each message is handled once, in the order sent.
+ */
+static struct shoal_group *run_g;
+
+static void run_asker_handler(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	static uint64_t last;
+	const struct child *c = a->user;
+	struct msg v, q = { .seq = 7 }, out;
+	struct shoal_reply reply = { .buf = &out, .cap = sizeof(out) };
+
+	memcpy(&v, m->data, sizeof(v));
+	if (v.seq != last + 1)
+		atomic_fetch_add(&rt_res->order_errors[c->index], 1);
+	last = v.seq;
+	atomic_fetch_add(&rt_res->count[c->index], 1);
+	if (v.seq != 1)
+		return;
+	atomic_store(&rt_res->status[c->index],
+		     shoal_request(a->ctx, shoal_group_lookup(run_g, "responder", 0), T_REQ, &q,
+				   sizeof(q), 20 * INT64_C(1000000000), &reply));
+	/* Its sender has written over the ring space it came in since:
+	 * m->data is still this message (lifecycle rule 4). */
+	memcpy(&v, m->data, sizeof(v));
+	if (v.seq != 1)
+		atomic_store(&rt_res->last_seq[c->index], v.seq);
+}
+
+static int run_asker_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group *g = rt_child_attach(c, "asker", run_asker_handler);
+	struct shoal_ctx *ctx;
+
+	if (g == NULL)
+		return 10;
+	run_g = g;
+	ctx = shoal_group_worker(g, 0);
+	atomic_store(&rt_res->ready[c->index], 1);
+	/* Until the responder sent the first RUN_N: one run, if the ring
+	 * holds them all. */
+	for (int i = 0; atomic_load(&rt_res->ready[0]) < 3 && i < 20000; i++)
+		usleep(1000);
+	while (atomic_load(&rt_res->count[c->index]) < RUN_ALL)
+		if (shoal_poll(ctx, 0, 10000000) < 0)
+			return 11;
+	shoal_group_detach(g);
+	return 0;
+}
+
+static void runtime_request_to_the_sender_of_a_run_keeps_its_order(void **state)
+{
+	struct child resp = { .index = 0, .mode = 5 };
+	struct child asker = { .index = 1 };
+	pid_t pr, pq;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-run", NULL, 0), 0);
+	pr = test_spawn(responder_main, &resp, sizeof(resp));
+	pq = test_spawn(run_asker_main, &asker, sizeof(asker));
+	test_assert_exited(test_wait_pid(pq, 60000), 0);
+	assert_int_equal(atomic_load(&rt_res->status[1]), 0);   /* answered */
+	assert_int_equal(atomic_load(&rt_res->count[1]), RUN_ALL);
+	assert_int_equal(atomic_load(&rt_res->order_errors[1]), 0);
+	assert_int_equal(atomic_load(&rt_res->last_seq[1]), 0);   /* its data kept */
+	rt_stop_and_reap(&pr, 1);
+	rt_stop_router();
+}
+
+/*
  * While a request waits, the asker drains only the responder's rings: a
  * third group sending to it meanwhile fills its ring and is refused
  * (back-pressure), instead of the asker setting aside all it sends; after
@@ -967,6 +1076,7 @@ int main(void)
 		cmocka_unit_test(runtime_type_over_max_size_refused_at_declare),
 		cmocka_unit_test(runtime_discard_route_is_counted),
 		cmocka_unit_test(runtime_request_in_a_handler_survives_its_ring_table_growing),
+		cmocka_unit_test(runtime_request_to_the_sender_of_a_run_keeps_its_order),
 	};
 
 	rt_init();

@@ -15,6 +15,9 @@
  *     each worker its own thread; handlers get the context of their worker.
  *  3. Handlers never run after shoal_group_run() or shoal_poll() returns.
  *  4. A message's `data` and `env` are valid only during the handler call.
+ *     A handler's shoal_request() may move its message's `data` out of the
+ *     ring it came in (the wait frees ring space its sender may reuse): read
+ *     it through `m->data` after the call, not through a copy of the pointer.
  *  5. A request is answered in its handler (shoal_respond()); a request the
  *     handler leaves unanswered is answered with -ECANCELED for it.
  *  6. A message queued in the group's mailbox outlives its process: the next

@@ -73,24 +73,50 @@ __attribute__((always_inline)) static inline void invoke(struct shoal_ctx *ctx, 
 			  const struct shoal_envelope *env, const void *payload)
 {
 	struct shoal_group *g = ctx->g;
-	struct shoal_msg m = { env, payload, env->len, env->type };
+	struct shoal__held_msg held = { { env, payload, env->len, env->type }, NULL };
+	struct shoal_msg *m = &held.m;
 	struct shoal_actor *saved = ctx->cur;
+	struct shoal__held_msg *saved_msg = ctx->cur_msg;
 
 	ctx->cur = &g->actors[slot];
-	ctx->cur_trace = env->trace_id;
-	ctx->cur_req = (env->flags & SHOAL_ENV_REQUEST) ? env : NULL;
+	ctx->cur_msg = &held;
 	ctx->responded = false;
 	if (SHOAL_LIKELY(g->desc.on_message != NULL)) {
 		lat_record(ctx, env->send_ns);
-		g->desc.on_message(ctx->cur, &m);
+		g->desc.on_message(ctx->cur, m);
 		COUNT(ctx, handled);
 	} else {
 		COUNT(ctx, discarded);   /* a group that only sends: counted, not silent */
 	}
-	if (ctx->cur_req != NULL && !ctx->responded)
-		shoal_respond_error(ctx, &m, -ECANCELED);   /* lifecycle rule 5 */
-	ctx->cur_req = NULL;
+	if ((env->flags & SHOAL_ENV_REQUEST) && !ctx->responded)
+		shoal_respond_error(ctx, m, -ECANCELED);   /* lifecycle rule 5 */
+	if (SHOAL_UNLIKELY(held.pin != NULL))
+		free(held.pin);
+	ctx->cur_msg = saved_msg;
 	ctx->cur = saved;
+}
+
+/*
+ * A handler's request polls, and its pass releases the rings it reads:
+ * the record the handler has in hand among them, which its sender may then
+ * overwrite while the handler waits. Before that, the payload is copied
+ * into memory of ours and the handler's message points there (freed when
+ * the handler returns), so that what it reads after the request is what it
+ * was sent (group.h, lifecycle rule 4). Out of memory: left in place.
+ */
+void shoal__pin_message(struct shoal_ctx *ctx)
+{
+	struct shoal__held_msg *h = ctx->cur_msg;
+	void *copy;
+
+	if (h == NULL || h->pin != NULL || h->m.len == 0)
+		return;
+	copy = malloc(h->m.len);
+	if (copy == NULL)
+		return;
+	memcpy(copy, h->m.data, h->m.len);
+	h->m.data = copy;
+	h->pin = copy;
 }
 
 /*
@@ -402,6 +428,89 @@ static inline bool worth_a_pass(struct shoal_ctx *ctx)
 }
 
 /*
+ * The records of a run are handled one by one from ctx->run, where a pass
+ * inside one of their handlers finds them: a request's pass that reads the
+ * same ring takes over the rest of the run (take_over()), so that the
+ * run's records, then those after them, wait in the deferred list in ring
+ * order; a plain poll in the handler leaves the ring to the run. Either
+ * way the run ends there: the records after it come after the deferred.
+ */
+static uint32_t take_over(struct shoal_ctx *ctx)
+{
+	uint32_t n = ctx->run.left;
+
+	for (; ctx->run.left > 0; ctx->run.left--, ctx->run.next += ctx->run.stride)
+		defer(ctx, ctx->run.next, ctx->run.len);
+	ctx->run.taken_over = true;
+	return n;
+}
+
+/*
+ * The outer pass over ring in[i]: runs of records of one length, up to
+ * POLL_BATCH and `budget` records. Returns how many it took.
+ */
+static uint32_t take_runs(struct shoal_ctx *ctx, uint32_t i, bool mailbox, uint32_t budget)
+{
+	/* A record whose handler forwards copies is released before they go
+	 * (forward()): one at a time where that can happen. */
+	bool one_by_one = mailbox && ctx->g->n_workers > 1;
+	uint32_t taken = 0, limit = budget < POLL_BATCH ? budget : POLL_BATCH;
+	struct shoal_rec first;
+
+	ctx->run.ring = i;
+	ctx->run.taken_over = false;
+	while (taken < limit) {
+		struct shoal__inring *in = &ctx->in[i];
+		unsigned got = shoal_ring_peek_run(&in->c, &first, one_by_one ? 1 : limit - taken);
+
+		if (got == 0)
+			break;
+		ctx->run.next = first.data;
+		ctx->run.len = first.len;
+		ctx->run.stride = shoal_ring_stride(first.len);
+		ctx->run.left = got;
+		ctx->run.active = true;
+		while (ctx->run.left > 0) {
+			struct shoal_rec rec = { ctx->run.next, ctx->run.len, first.tag };
+
+			ctx->run.next += ctx->run.stride;
+			ctx->run.left--;
+			taken++;
+			/* A pass in the last handler may have grown the ring
+			 * table, moving it: by index, not pointer. */
+			in = &ctx->in[i];
+			if (mailbox && shoal__set_aside(ctx, in, &rec))
+				continue;
+			handle_record(ctx, rec.data, rec.len);
+			if (!mailbox)
+				COUNT(ctx, fwd_taken);
+			else if (ctx->fwd_any > 0)
+				goto out;   /* release it before its copies go */
+		}
+		if (ctx->run.taken_over)
+			break;
+	}
+out:
+	ctx->run.active = false;
+	return taken;
+}
+
+/* A pass inside a handler (a request waiting): one record at a time. */
+static uint32_t take_one_by_one(struct shoal_ctx *ctx, uint32_t i, bool mailbox, uint32_t budget)
+{
+	uint32_t taken = 0;
+	struct shoal_rec rec;
+
+	while (taken < POLL_BATCH && taken < budget && shoal_ring_peek(&ctx->in[i].c, &rec)) {
+		taken++;
+		handle_record(ctx, rec.data, rec.len);
+		if (!mailbox)
+			COUNT(ctx, fwd_taken);
+	}
+	return taken;
+}
+
+/*
  * The pass itself. Not inlined: an empty poll that the summary answers
  * should not pay this function's register saves.
  */
@@ -421,26 +530,22 @@ __attribute__((noinline)) static uint32_t scan_rings(struct shoal_ctx *ctx, uint
 	for (uint32_t k = 0; k < ctx->n_in && n < budget; k++, i = i + 1 < ctx->n_in ? i + 1 : 0) {
 		struct shoal__inring *in = &ctx->in[i];
 		bool mailbox = in->src_group != SHOAL__SRC_WORKERS;
-		struct shoal_rec rec;
 		uint32_t taken = 0;
 
 		if (!reads(in, src))
 			continue;
+		if (!outer && ctx->run.active && ctx->run.ring == i) {
+			/* The ring whose run a handler of ours has in hand. */
+			if (ctx->wait_rid == 0)
+				continue;   /* a poll in the handler: the run goes first */
+			taken = take_over(ctx);
+		}
 		if (outer)
 			ctx->fwd_hold = mailbox;
-		while (taken < POLL_BATCH && n + taken < budget && shoal_ring_peek(&in->c, &rec)) {
-			taken++;
-			if (mailbox && outer && shoal__set_aside(ctx, in, &rec))
-				continue;
-			handle_record(ctx, rec.data, rec.len);
-			/* A pass in the handler (a request waiting) may have
-			 * grown the ring table, moving it: by index, not pointer. */
-			in = &ctx->in[i];
-			if (!mailbox)
-				COUNT(ctx, fwd_taken);
-			else if (outer && ctx->fwd_any > 0)
-				break;   /* release this record before its copies go */
-		}
+		if (budget - n > taken)
+			taken += outer ? take_runs(ctx, i, mailbox, budget - n) :
+					 take_one_by_one(ctx, i, mailbox, budget - n - taken);
+		in = &ctx->in[i];
 		if (taken > 0) {
 			ctx->lat_bound = 0;   /* the next batch reads the clock afresh */
 			shoal_ring_release(&in->c);

@@ -128,6 +128,7 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 	ctx->wait_rid = rid;
 	ctx->wait_reply = reply;
 	ctx->wait_done = false;
+	shoal__pin_message(ctx);
 	for (;;) {
 		uint64_t now;
 
@@ -184,7 +185,7 @@ int shoal_respond(struct shoal_ctx *ctx, const struct shoal_msg *req, uint32_t t
 		return -EINVAL;
 	ret = shoal__send_direct(ctx, req->env->sender, type, buf, len, &sw, SHOAL_ENV_RESPONSE,
 			  req->env->request_id);
-	if (req->env == ctx->cur_req)
+	if (ctx->cur_msg != NULL && req->env == ctx->cur_msg->m.env)
 		ctx->responded = true;
 	return ret;
 }
@@ -199,7 +200,7 @@ int shoal_respond_error(struct shoal_ctx *ctx, const struct shoal_msg *req, int 
 		return -EINVAL;
 	ret = shoal__send_direct(ctx, req->env->sender, req->env->type, &e, sizeof(e), &sw,
 			  SHOAL_ENV_RESPONSE | SHOAL_ENV_ERROR, req->env->request_id);
-	if (req->env == ctx->cur_req)
+	if (ctx->cur_msg != NULL && req->env == ctx->cur_msg->m.env)
 		ctx->responded = true;
 	return ret;
 }

@@ -69,7 +69,7 @@ static inline void env_common(const struct shoal_ctx *ctx, struct env_common *ec
 	ec->dest = dest;
 	ec->rid = rid;
 	ec->flags = flags;
-	ec->trace = carried ? ctx->cur_trace : ctx->trace_base;
+	ec->trace = carried ? ctx->cur_msg->m.env->trace_id : ctx->trace_base;
 	ec->next = ctx->sent_routed + ctx->sent_direct + 1;
 	ec->mask = carried ? 0 : (UINT64_C(1) << 40) - 1;
 	ec->now = now;

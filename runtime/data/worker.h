@@ -111,6 +111,9 @@ int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, cons
 /* poll.c: one pass over the rings (src: all, or those fed by group src and
  * this process's workers); returns messages handled. */
 uint32_t shoal__poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src);
+/* poll.c: copy the payload of the message a handler has in hand out of
+ * its ring, before a request's wait may release that ring. */
+void shoal__pin_message(struct shoal_ctx *ctx);
 /* poll.c: whether a ring poll_rings(src) reads holds a record. */
 bool shoal__rings_ready_from(struct shoal_ctx *ctx, int src);
 

@@ -415,3 +415,22 @@ char *rt_stderr_end(void)
 	stderr_file = -1;
 	return text;
 }
+
+void rt_released(uint32_t *n, uint64_t *lost)
+{
+	struct shoal__registry reg;
+
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	*n = atomic_load(&reg.hdr->released);
+	*lost = atomic_load(&reg.hdr->lost_released);
+	shoal_seg_detach(&reg.seg);
+}
+
+void rt_wait_released(uint32_t want, uint64_t *lost)
+{
+	uint32_t n = 0;
+
+	for (int i = 0; i < 60000 && (rt_released(&n, lost), n < want); i++)
+		usleep(1000);
+	assert_int_equal(n, want);
+}

@@ -126,6 +126,12 @@ void rt_mailbox_map(const char *group, struct shoal_seg *seg);
 /* Ring region `ring` of a mapped mailbox (fails the test if absent). */
 struct shoal__ring *rt_ring_of(struct shoal_seg *seg, const char *ring);
 
+/* Run-time groups the router freed, and the messages it counted lost with
+ * them (the registry's released and lost_released). */
+void rt_released(uint32_t *n, uint64_t *lost);
+/* Wait (up to 60 s) until `want` groups were freed; *lost as above. */
+void rt_wait_released(uint32_t want, uint64_t *lost);
+
 /* `shoal stat` and `shoal ls` (tool_bin) exit 1 and say DAMAGED. */
 void rt_tools_say_damaged(void);
 

@@ -246,25 +246,6 @@ static int register_and_leave_main(void *arg)
 }
 
 /* The registry's count of freed run-time groups and what they lost. */
-static void released(uint32_t *n, uint64_t *lost)
-{
-	struct shoal__registry reg;
-
-	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
-	*n = atomic_load(&reg.hdr->released);
-	*lost = atomic_load(&reg.hdr->lost_released);
-	shoal_seg_detach(&reg.seg);
-}
-
-static void wait_released(uint32_t want, uint64_t *lost)
-{
-	uint32_t n = 0;
-
-	for (int i = 0; i < 60000 && (released(&n, lost), n < want); i++)
-		usleep(1000);
-	assert_int_equal(n, want);
-}
-
 /* Mailbox files of system `system`'s groups named `group`... left in the
  * test's shm directory. */
 static int mailboxes_left(const char *system, const char *group)
@@ -309,14 +290,14 @@ static void runtime_undeclared_groups_are_freed_when_they_leave(void **state)
 	}
 	for (int i = 0; i < CYCLERS; i++)
 		test_assert_exited(test_wait_pid(pids[i], 120000), 0);
-	wait_released(CYCLERS * CYCLES, &lost);
+	rt_wait_released(CYCLERS * CYCLES, &lost);
 	assert_int_equal(lost, 0);
 	assert_int_equal(mailboxes_left("loss-free", ""), 0);
 	shoal_router_stats(rt_router, &st);
 	assert_int_equal(st.groups, 0);
 	pids[0] = test_spawn(register_and_leave_main, &c[0], sizeof(c[0]));
 	test_assert_exited(test_wait_pid(pids[0], 120000), 0);
-	wait_released(CYCLERS * CYCLES + CYCLES, &lost);
+	rt_wait_released(CYCLERS * CYCLES + CYCLES, &lost);
 	assert_int_equal(mailboxes_left("loss-free", ""), 0);
 	rt_stop_router();
 }
@@ -366,7 +347,7 @@ static void runtime_queued_messages_of_a_freed_group_are_counted(void **state)
 	pc = queue_for_stopped_runtime_group("loss-freed", &id);
 	kill(pc, SIGKILL);
 	assert_int_not_equal(test_wait_pid(pc, 10000), -1);
-	wait_released(1, &lost);
+	rt_wait_released(1, &lost);
 	assert_int_equal(lost, N_QUEUED);
 	assert_int_equal(mailboxes_left("loss-freed", "rt"), 0);
 	/* Shown by the tools too. */
@@ -408,7 +389,7 @@ static void runtime_group_parked_on_a_stopped_destination_is_freed(void **state)
 	kill(pc, SIGSTOP);
 	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
 					 60000), 0);
-	wait_released(1, &lost);
+	rt_wait_released(1, &lost);
 	group_counts(id, &delivered, &lost_q);
 	print_message("c took %llu before the sender's group was freed; %llu counted\n",
 		      (unsigned long long)delivered, (unsigned long long)lost);
@@ -459,7 +440,7 @@ static void runtime_freed_group_counts_its_quarantined_ring_once(void **state)
 	assert_int_equal(lost, N_QUEUED);
 	kill(pc, SIGKILL);
 	assert_int_not_equal(test_wait_pid(pc, 10000), -1);
-	wait_released(1, &lost);
+	rt_wait_released(1, &lost);
 	assert_int_equal(lost, N_QUEUED);
 	rt_stop_router();
 }
@@ -490,7 +471,7 @@ static void runtime_group_address_of_a_freed_group_is_stale_for_the_next(void **
 	assert_int_not_equal(kept, SHOAL_ADDR_NONE);
 	kill(pc, SIGKILL);
 	assert_int_not_equal(test_wait_pid(pc, 10000), -1);
-	wait_released(1, &lost);
+	rt_wait_released(1, &lost);
 	pc = test_spawn(rt_consumer_main, &next, sizeof(next));
 	rt_wait_ready(2);
 	assert_int_equal(shoal_addr_group(shoal_group_lookup(g, "next", SHOAL_SLOT_GROUP)),
@@ -554,7 +535,7 @@ static void runtime_slot_counts_start_again_for_its_next_owner(void **state)
 	assert_int_equal(delivered_settles_at(id, N_QUEUED), N_QUEUED);
 	kill(pc, SIGKILL);
 	assert_int_not_equal(test_wait_pid(pc, 10000), -1);
-	wait_released(1, &lost);
+	rt_wait_released(1, &lost);
 	pc = test_spawn(rt_consumer_main, &next, sizeof(next));
 	rt_wait_ready(2);
 	assert_int_equal(shoal_router_group_id(rt_router, "next"), id);

@@ -771,6 +771,30 @@ static void runtime_request_waiting_for_room_ends_when_responder_dies(void **sta
 	rt_stop_router();
 }
 
+/*
+ * The same, the asker held still until the router freed the responder's
+ * group (a run-time group, freed as its process leaves) and gave up the
+ * ring the asker waits on: as a loaded machine may order it. The wait ends
+ * as the responder's state says, not as a damaged ring (-EUCLEAN).
+ */
+static void runtime_request_waiting_for_room_outlives_its_ring_given_up(void **state)
+{
+	uint64_t lost;
+	pid_t pr, pq;
+
+	(void)state;
+	start_room_test("rt-room-g", &pr, &pq, 60000000000ull);   /* 60 s */
+	usleep(100000);   /* the asker is (almost surely) in its wait for room */
+	assert_int_equal(kill(pq, SIGSTOP), 0);
+	kill(pr, SIGKILL);
+	assert_int_not_equal(test_wait_pid(pr, 5000), -1);
+	rt_wait_released(1, &lost);
+	assert_int_equal(kill(pq, SIGCONT), 0);
+	test_assert_exited(test_wait_pid(pq, 20000), 0);
+	assert_int_equal(atomic_load(&rt_res->status[1]), -EOWNERDEAD);
+	rt_stop_router();
+}
+
 static void runtime_request_gets_response(void **state)
 {
 	struct child resp = { .index = 0, .mode = 0 };
@@ -1067,6 +1091,7 @@ int main(void)
 		cmocka_unit_test(runtime_waiting_request_back_pressures_other_senders),
 		cmocka_unit_test(runtime_request_waiting_for_room_keeps_its_timeout),
 		cmocka_unit_test(runtime_request_waiting_for_room_ends_when_responder_dies),
+		cmocka_unit_test(runtime_request_waiting_for_room_outlives_its_ring_given_up),
 		cmocka_unit_test(runtime_routed_send_to_only_failed_groups_says_ehostdown),
 		cmocka_unit_test(runtime_direct_send_bounds_registry_worker_count),
 		cmocka_unit_test(runtime_try_send_to_all_is_all_or_nothing),

@@ -138,6 +138,20 @@ static int wait_ended(const struct send_wait *sw)
 	return 0;
 }
 
+/*
+ * A direct ring whose reader gave it up: no room will come. The router
+ * gives up the rings of a group whose process left only after it marked
+ * the group (A3 in shoal_ring_condemned() orders that mark before the
+ * give-up for us): a wait for that group ends as its state says, -EOWNERDEAD
+ * or -EHOSTDOWN, and -EUCLEAN is left for a ring given up as damaged.
+ */
+static int condemned_why(const struct send_wait *sw)
+{
+	int end = wait_ended(sw);
+
+	return end < 0 && end != -ETIMEDOUT ? end : -EUCLEAN;
+}
+
 /* How long the next sleep of a wait may be: -ETIMEDOUT past its deadline. */
 static int64_t wait_slice(const struct send_wait *sw)
 {
@@ -211,7 +225,7 @@ static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct sh
 		if (p == &ctx->up && uplink_lost(ctx))
 			return -EUCLEAN;
 		if (p != &ctx->up && shoal_ring_prod_condemned(p))
-			return -EUCLEAN;   /* its reader gave it up: no room will come */
+			return condemned_why(sw);
 		if (shoal_ring_prod_error(p) && !condemned)
 			/* Our uplink went bad while we waited: shoal__reserve_in()
 			 * condemns it and waits for its replacement. */
@@ -255,7 +269,7 @@ void *shoal__reserve_in(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct
 			return NULL;
 		}
 		if (p != &ctx->up && shoal_ring_prod_condemned(p)) {
-			*err = -EUCLEAN;
+			*err = sw != NULL ? condemned_why(sw) : -EUCLEAN;
 			return NULL;
 		}
 		if (shoal_ring_prod_error(p)) {

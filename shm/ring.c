@@ -894,10 +894,8 @@ int shoal_ring_dequeue(struct shoal_ring_cons *c, void *buf, uint32_t cap, uint1
 	return (int)rec.len;
 }
 
-bool shoal_ring_empty(struct shoal_ring_cons *c)
+bool shoal__ring_empty_slow(struct shoal_ring_cons *c)
 {
-	if (c->head != c->tail_cache)
-		return false;
 	return !cons_refresh(c) || c->head == c->tail_cache;
 }
 

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <shoal/ring.h>
+
 #include "shm/atomic.h"
 
 #define SHOAL__RING_MAGIC   UINT32_C(0x474e4952) /* "RING" */
@@ -64,7 +66,7 @@ static_assert(offsetof(struct shoal__ring, magic) == 0, "ring ABI");
 static_assert(offsetof(struct shoal__ring, capacity) == 8, "ring ABI");
 static_assert(offsetof(struct shoal__ring, max_payload) == 16, "ring ABI");
 static_assert(offsetof(struct shoal__ring, data_off) == 20, "ring ABI");
-static_assert(offsetof(struct shoal__ring, tail) == 128, "ring ABI");
+static_assert(offsetof(struct shoal__ring, tail) == SHOAL__RING_TAIL_OFF, "ring ABI");
 static_assert(offsetof(struct shoal__ring, records_in) == 136, "ring ABI");
 static_assert(offsetof(struct shoal__ring, high_water) == 160, "ring ABI");
 static_assert(offsetof(struct shoal__ring, prod_condemned) == 164, "ring ABI");

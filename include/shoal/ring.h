@@ -325,8 +325,31 @@ SHOAL_API void shoal_ring_release(struct shoal_ring_cons *c);
 SHOAL_API int shoal_ring_dequeue(struct shoal_ring_cons *c, void *buf, uint32_t cap,
 				 uint16_t *tag);
 
-/* True if the consumer has nothing left to peek (reads the producer's tail). */
-SHOAL_API bool shoal_ring_empty(struct shoal_ring_cons *c);
+/* Where the producer's tail is in a ring's control block (shm/ring_layout.h
+ * asserts it), for the inline shoal_ring_empty() below. */
+#define SHOAL__RING_TAIL_OFF 128u
+
+/* The part of shoal_ring_empty() that is not inline: a tail that moved,
+ * checked and taken as the consumer's view of the ring. */
+SHOAL_API bool shoal__ring_empty_slow(struct shoal_ring_cons *c);
+
+/*
+ * True if the consumer has nothing left to peek (reads the producer's tail).
+ * Inline for a consumer that looks at many rings: a tail still at our head
+ * is an empty ring, which passes every check a moved tail gets.
+ */
+static inline bool shoal_ring_empty(struct shoal_ring_cons *c)
+{
+	const uint32_t *tail = (const uint32_t *)(const void *)((const unsigned char *)c->r +
+								SHOAL__RING_TAIL_OFF);
+
+	if (c->head != c->tail_cache)
+		return false;
+	/* Acquire: A1, as the slow path loads it (shm/ring.c). */
+	if (__atomic_load_n(tail, __ATOMIC_ACQUIRE) == c->head)
+		return true;
+	return shoal__ring_empty_slow(c);
+}
 
 /* The sticky error of a handle: 0 or -EUCLEAN. */
 SHOAL_API int shoal_ring_prod_error(const struct shoal_ring_prod *p);

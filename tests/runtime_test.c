@@ -844,22 +844,34 @@ static void grow_asker_handler(struct shoal_actor *a, const struct shoal_msg *m)
 				   &v, sizeof(v), 20 * INT64_C(1000000000), &reply));
 }
 
-static int grow_asker_main(void *arg)
+/*
+ * An asker group named "asker" with `handler`, *g set to it: says ready,
+ * waits until child 0's ready is at least `wait` (0: not), then polls
+ * until it handled `want` messages.
+ */
+static int asker_run(struct child *c, void (*handler)(struct shoal_actor *a,
+						      const struct shoal_msg *m),
+		     struct shoal_group **g, uint32_t wait, uint64_t want)
 {
-	struct child *c = arg;
-	struct shoal_group *g = rt_child_attach(c, "asker", grow_asker_handler);
 	struct shoal_ctx *ctx;
 
-	if (g == NULL)
+	*g = rt_child_attach(c, "asker", handler);
+	if (*g == NULL)
 		return 10;
-	grow_g = g;
-	ctx = shoal_group_worker(g, 0);
+	ctx = shoal_group_worker(*g, 0);
 	atomic_store(&rt_res->ready[c->index], 1);
-	while (atomic_load(&rt_res->count[c->index]) < 1 + GROWERS)
+	for (int i = 0; atomic_load(&rt_res->ready[0]) < wait && i < 20000; i++)
+		usleep(1000);
+	while (atomic_load(&rt_res->count[c->index]) < want)
 		if (shoal_poll(ctx, 0, 10000000) < 0)
 			return 11;
-	shoal_group_detach(g);
+	shoal_group_detach(*g);
 	return 0;
+}
+
+static int grow_asker_main(void *arg)
+{
+	return asker_run(arg, grow_asker_handler, &grow_g, 0, 1 + GROWERS);
 }
 
 static int grow_senders_main(void *arg)
@@ -953,24 +965,9 @@ static void run_asker_handler(struct shoal_actor *a, const struct shoal_msg *m)
 
 static int run_asker_main(void *arg)
 {
-	struct child *c = arg;
-	struct shoal_group *g = rt_child_attach(c, "asker", run_asker_handler);
-	struct shoal_ctx *ctx;
-
-	if (g == NULL)
-		return 10;
-	run_g = g;
-	ctx = shoal_group_worker(g, 0);
-	atomic_store(&rt_res->ready[c->index], 1);
-	/* Until the responder sent the first RUN_N: one run, if the ring
+	/* Once the responder sent the first RUN_N: one run, if the ring
 	 * holds them all. */
-	for (int i = 0; atomic_load(&rt_res->ready[0]) < 3 && i < 20000; i++)
-		usleep(1000);
-	while (atomic_load(&rt_res->count[c->index]) < RUN_ALL)
-		if (shoal_poll(ctx, 0, 10000000) < 0)
-			return 11;
-	shoal_group_detach(g);
-	return 0;
+	return asker_run(arg, run_asker_handler, &run_g, 3, RUN_ALL);
 }
 
 static void runtime_request_to_the_sender_of_a_run_keeps_its_order(void **state)

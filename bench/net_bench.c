@@ -1122,8 +1122,11 @@ int main(int argc, char **argv)
 	char fd_s[16];
 	int ret, fd;
 
+#ifdef SHOAL_BENCH_LINK
+	/* Started by `shoal run` as a group of the bridge contender. */
 	if (getenv(NET_BRIDGE_CTL_ENV) != NULL)
 		return net_bridge_group_main(getenv(NET_BRIDGE_CTL_ENV));
+#endif
 	ret = parse_opts(argc, argv, &o);
 	if (ret != 0)
 		return ret == 1 ? 0 : 2;

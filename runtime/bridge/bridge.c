@@ -7,9 +7,13 @@
  * single-threaded (link.h rule 2) and make progress only inside their
  * calls, so the loop polls the hub (every link) and the mailbox, goes round
  * again at once while either had work or had some less than SPIN_NS ago,
- * and only then sleeps on the hub's fd until the earliest link deadline, at
- * most WAKE_NS: the mailbox's doorbell is not that fd, so a message (or a
- * stop) that comes to a bridge idle for longer waits up to that bound.
+ * and only then sleeps, until the earliest link deadline, on both at once
+ * (sleep()): on the mailbox's doorbell, a futex, as any worker does, while
+ * a second thread (struct watch) waits for the hub's fd and rings that
+ * doorbell when the fd turns readable. So a message (or a stop) that
+ * comes to an idle bridge wakes it at once, from either side; before, the
+ * bridge slept on the fd alone, 1 ms at most, and a mailbox's message
+ * waited up to that.
  * Sleeping between turns of a busy mailbox held a bridge to 64 messages a
  * wake (27 000 messages a second across loopback, the link alone carrying
  * 16 million); sleeping at once after each turn with work held a request
@@ -51,14 +55,17 @@
 #include <assert.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <shoal/doorbell.h>
 #include <shoal/group.h>
 
 #include "runtime/bridge/bridge.h"
@@ -69,7 +76,6 @@
 #include "runtime/route/route.h"
 #include "shm/util.h"
 
-#define WAKE_NS UINT64_C(1000000)
 /* About a round trip across hosts, which a response takes to come back
  * and the next request from the same requester takes to follow it. */
 #define SPIN_NS UINT64_C(50000)
@@ -120,6 +126,24 @@ struct pending {
 	bool none;               /* no process of the responder's group ran then */
 };
 
+/*
+ * The thread that watches the hub's fd while the bridge sleeps on its
+ * mailbox's doorbell (sleep()). It waits for `asked` to move, then polls
+ * the fd (and `stop_fd`), and rings the doorbell once the fd is readable;
+ * then it waits for the next sleep. Never touches the hub or the ctx.
+ */
+struct watch {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint64_t asked;                  /* sleeps the bridge began; under mu */
+	bool quit;                       /* under mu */
+	int hub_fd;
+	int stop_fd;                     /* an eventfd: written at the bridge's end */
+	struct shoal_doorbell *bell;     /* the mailbox's */
+	bool running;
+};
+
 struct bridge {
 	const struct shoal__bridge_opts *o;
 	struct shoal__config *cfg;
@@ -143,6 +167,7 @@ struct bridge {
 	struct pending *pending;         /* PENDING_MAX; n_pending of them in use */
 	uint32_t n_pending;
 	bool putting;                    /* in link_put(): b->rec is in use */
+	struct watch watch;
 	struct counts n;
 };
 
@@ -743,15 +768,116 @@ static int remote_routes(struct bridge *b, struct shoal_err *err)
 	return 0;
 }
 
+/* ---- sleeping ---------------------------------------------------------------- */
+
+static void *watch_main(void *arg)
+{
+	struct watch *w = arg;
+	uint64_t seen = 0;
+
+	for (;;) {
+		struct pollfd pfd[2] = { { .fd = w->hub_fd, .events = POLLIN },
+					 { .fd = w->stop_fd, .events = POLLIN } };
+		bool quit;
+
+		pthread_mutex_lock(&w->mu);
+		while (w->asked == seen && !w->quit)
+			pthread_cond_wait(&w->cv, &w->mu);
+		seen = w->asked;
+		quit = w->quit;
+		pthread_mutex_unlock(&w->mu);
+		if (quit)
+			return NULL;
+		while (poll(pfd, 2, -1) < 0 && errno == EINTR)
+			;
+		/* A readable fd after this sleep's arm: the hub has an event.
+		 * (One left from an earlier sleep wakes the bridge for nothing,
+		 * once: it polls, and sleeps again.) */
+		shoal_doorbell_wake(w->bell);
+	}
+}
+
+static int watch_start(struct bridge *b, struct shoal_err *err)
+{
+	struct watch *w = &b->watch;
+	int ret;
+
+	w->hub_fd = shoal__link_hub_fd(b->hub);
+	w->bell = shoal__idle_bell(b->ctx);
+	w->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (w->stop_fd < 0)
+		return shoal__fail(err, -errno, "eventfd: %s", strerror(errno));
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	ret = pthread_create(&w->thread, NULL, watch_main, w);
+	if (ret != 0) {
+		pthread_cond_destroy(&w->cv);
+		pthread_mutex_destroy(&w->mu);
+		close(w->stop_fd);
+		return shoal__fail(err, -ret, "the hub's watcher thread: %s", strerror(ret));
+	}
+	w->running = true;
+	return 0;
+}
+
+static void watch_stop(struct watch *w)
+{
+	uint64_t one = 1;
+
+	if (!w->running)
+		return;
+	pthread_mutex_lock(&w->mu);
+	w->quit = true;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	(void)!write(w->stop_fd, &one, sizeof(one));
+	pthread_join(w->thread, NULL);
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+	close(w->stop_fd);
+	w->running = false;
+}
+
+/*
+ * Sleep until the mailbox or the hub has something, or until `wake` (the
+ * earliest link deadline; UINT64_MAX: none). No wake-up is lost from
+ * either side (docs/memory-ordering.md, "The bridge's sleep"):
+ * - the mailbox: shoal__idle_prepare() is the doorbell's own protocol
+ *   (SLEEPING, F1, a last look at every ring), on this thread;
+ * - the hub: it was armed before (an event after the arm makes its fd
+ *   readable, and it stays so until the next progress), and the watcher is
+ *   asked to look at the fd only after the doorbell says SLEEPING (the
+ *   mutex orders the two), so its shoal_doorbell_wake() either swaps
+ *   SLEEPING to AWAKE and wakes the futex, or finds AWAKE because a
+ *   producer woke us already; futex_wait() compares the word in the
+ *   kernel, so a wake between the last look and the sleep is not lost.
+ */
+static void sleep_until(struct bridge *b, uint64_t wake)
+{
+	struct watch *w = &b->watch;
+	uint64_t now;
+
+	if (!shoal__idle_prepare(b->ctx))
+		return;
+	now = shoal__now_ns();
+	if (wake <= now) {
+		shoal__idle_cancel(b->ctx);
+		return;
+	}
+	pthread_mutex_lock(&w->mu);
+	w->asked++;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	(void)shoal__idle_wait(b->ctx, wake == UINT64_MAX ? -1 : (int64_t)(wake - now));
+}
+
 static void serve(struct bridge *b)
 {
-	struct pollfd pfd = { .fd = shoal__link_hub_fd(b->hub), .events = POLLIN };
 	uint64_t busy = shoal__now_ns();   /* the last turn that had work */
 
 	for (;;) {
-		uint64_t now = shoal__now_ns(), wake, received = b->n.received;
+		uint64_t now = shoal__now_ns(), received = b->n.received;
 		int took = shoal_poll(b->ctx, MAILBOX_BUDGET, 0);
-		struct timespec ts;
 
 		if (took == -ESHUTDOWN)
 			return;
@@ -771,19 +897,9 @@ static void serve(struct bridge *b)
 		 * calls (a read and an epoll_wait) that only a sleep needs. */
 		if (now - busy < SPIN_NS)
 			continue;
-		wake = shoal__link_hub_deadline(b->hub);
-		if (wake > now + WAKE_NS)
-			wake = now + WAKE_NS;
 		if (shoal__link_hub_arm(b->hub) == -EAGAIN)
 			continue;
-		now = shoal__now_ns();
-		if (wake <= now)
-			continue;
-		/* To the nanosecond: a flush deadline of 50 us is not a
-		 * millisecond's sleep. */
-		ts.tv_sec = (time_t)((wake - now) / 1000000000u);
-		ts.tv_nsec = (long)((wake - now) % 1000000000u);
-		(void)ppoll(&pfd, 1, &ts, NULL);
+		sleep_until(b, shoal__link_hub_deadline(b->hub));
 	}
 }
 
@@ -829,6 +945,7 @@ static void drain_links(struct bridge *b)
 
 static void close_all(struct bridge *b)
 {
+	watch_stop(&b->watch);
 	view_close(b);
 	for (uint32_t i = 0; i < b->n_peers; i++)
 		if (b->peers[i].link != NULL)
@@ -871,6 +988,8 @@ int shoal__bridge_run(const struct shoal__bridge_opts *o, struct shoal_err *err)
 		b.ctx = shoal_group_worker(b.g, 0);
 		ret = make_peers(&b, err);
 	}
+	if (ret == 0)
+		ret = watch_start(&b, err);
 	if (ret == 0) {
 		serve(&b);
 		drain_links(&b);

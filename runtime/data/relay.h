@@ -17,6 +17,9 @@
 #ifndef SHOAL_RUNTIME_DATA_RELAY_H
 #define SHOAL_RUNTIME_DATA_RELAY_H
 
+#include <stdbool.h>
+
+#include <shoal/doorbell.h>
 #include <shoal/group.h>
 
 /*
@@ -54,6 +57,26 @@ int shoal__group_running(const struct shoal_ctx *ctx, int group, uint32_t *gen);
  * fails, never waits; the bridge's one worker only.
  */
 uint64_t shoal__bridge_hosts_down(struct shoal_ctx *ctx, uint64_t set, uint64_t clear);
+
+/*
+ * The bridge's idle sleep on its mailbox's doorbell, in steps, so that it
+ * can wait for its links' events (not a futex) at the same time
+ * (runtime/bridge/bridge.c, docs/memory-ordering.md): the worker's own idle
+ * protocol (shoal_doorbell_idle_wait()) without its spin.
+ *
+ * shoal__idle_prepare() makes the wake-ups this worker holds, announces
+ * the sleep (F1, and F4 if producers skipped F2) and looks at the rings
+ * once more: true if nothing is there, the doorbell then SLEEPING, and the
+ * caller must end with shoal__idle_wait() or shoal__idle_cancel(); false if
+ * something came (the doorbell left awake). Meanwhile any thread may wake
+ * the sleep with shoal_doorbell_wake() on shoal__idle_bell(). Never fails.
+ * shoal__idle_wait() sleeps until woken or for timeout_ns (negative: no
+ * limit), and returns as shoal_doorbell_wait(). Both on ctx's thread.
+ */
+bool shoal__idle_prepare(struct shoal_ctx *ctx);
+void shoal__idle_cancel(struct shoal_ctx *ctx);
+int shoal__idle_wait(struct shoal_ctx *ctx, int64_t timeout_ns);
+struct shoal_doorbell *shoal__idle_bell(struct shoal_ctx *ctx);
 
 /*
  * Concurrency: as the try_ sends: one thread per ctx; any number of ctxs

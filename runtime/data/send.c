@@ -999,6 +999,49 @@ uint64_t shoal__bridge_hosts_down(struct shoal_ctx *ctx, uint64_t set, uint64_t 
 	return old;
 }
 
+/* ---- the bridge's idle sleep (relay.h) ----------------------------------------- */
+
+/* poll.c's ANY_SOURCE, which worker.h does not export: every ring. */
+#define RINGS_ANY (-2)
+
+bool shoal__idle_prepare(struct shoal_ctx *ctx)
+{
+	struct shoal_doorbell *db = &ctx->mw->in_db;
+
+	shoal__wake_flush(ctx);
+	/* A new streak from here, as shoal_doorbell_idle_wait() starts one:
+	 * prepare takes back the producers' permission to skip F2. */
+	ctx->idle.streak = 0;
+	shoal_doorbell_prepare(db);
+	/* The last look after F1 (docs/memory-ordering.md): every ring, not
+	 * the ready summary, and what a request set aside. */
+	if (ctx->def_head != NULL || shoal__rings_ready_from(ctx, RINGS_ANY)) {
+		shoal_doorbell_cancel(db);
+		return false;
+	}
+	return true;
+}
+
+void shoal__idle_cancel(struct shoal_ctx *ctx)
+{
+	shoal_doorbell_cancel(&ctx->mw->in_db);
+}
+
+int shoal__idle_wait(struct shoal_ctx *ctx, int64_t timeout_ns)
+{
+	int ret = shoal_doorbell_wait(&ctx->mw->in_db, timeout_ns);
+
+	/* Woken by a commit whose ready mark we may not see yet: the next
+	 * poll scans whatever the summary says, as after poll.c's wait. */
+	ctx->rescan = true;
+	return ret;
+}
+
+struct shoal_doorbell *shoal__idle_bell(struct shoal_ctx *ctx)
+{
+	return &ctx->mw->in_db;
+}
+
 int shoal_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
 		  uint32_t len)
 {

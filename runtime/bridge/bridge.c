@@ -569,21 +569,22 @@ static void untrack(struct bridge *b, uint64_t requester, uint64_t rid)
  * requester is answered at once (check_requests()), as shoal_request()
  * answers a requester here.
  */
-static int bring_in(struct bridge *b, const struct shoal_envelope *env, const void *payload)
+static int bring_in(struct bridge *b, struct shoal__relay *rl, const struct shoal_envelope *env,
+		    const void *payload)
 {
 	uint32_t gen = 0;
 	int running, ret;
 
 	if (env->dest == SHOAL_ADDR_NONE)
-		return shoal__send_routed_env(b->ctx, env, payload);
+		return shoal__send_routed_env(b->ctx, rl, env, payload);
 	if (!(env->flags & SHOAL_ENV_REQUEST))
-		return shoal__send_env(b->ctx, env, payload);
+		return shoal__send_env(b->ctx, rl, env, payload);
 	running = shoal__group_running(b->ctx, shoal_addr_group(env->dest), &gen);
 	if (running == 0 && host_of(b, shoal_addr_group(env->dest)) == b->host) {
 		track(b, env, 0, true);
 		return 0;
 	}
-	ret = shoal__send_env(b->ctx, env, payload);
+	ret = shoal__send_env(b->ctx, rl, env, payload);
 	if (ret == 0)
 		track(b, env, gen, false);
 	return ret;
@@ -633,10 +634,15 @@ static void check_requests(struct bridge *b)
  * A record there is no room for yet (or whose direct link is being
  * opened) stays held, so the link's credit pushes back on the peer; one
  * that is not a message of this system (DESIGN invariant 1: a peer's bytes
- * are checked like a ring's) is dropped and counted.
+ * are checked like a ring's) is dropped and counted. Those for one ring
+ * are published together (relay.h), at most RELAY_MAX at a time, so that
+ * the consumer starts on the first while the rest are written.
  */
+#define RELAY_MAX 256u
+
 static void take_records(struct bridge *b, struct peer *p)
 {
+	struct shoal__relay rl = { 0 };
 	struct shoal__frame_rec r;
 
 	note_down(b, p);
@@ -648,7 +654,7 @@ static void take_records(struct bridge *b, struct peer *p)
 		if (r.len >= sizeof(env)) {
 			memcpy(&env, r.data, sizeof(env));
 			if (env.len == r.len - sizeof(env))
-				ret = bring_in(b, &env, payload);
+				ret = bring_in(b, &rl, &env, payload);
 		}
 		if (ret == -EAGAIN)
 			break;
@@ -658,7 +664,10 @@ static void take_records(struct bridge *b, struct peer *p)
 			say(b, p, "a record not sent on here: %s", strerror(-ret));
 		}
 		shoal__link_recv_release(p->link);
+		if (rl.k >= RELAY_MAX)
+			shoal__relay_publish(b->ctx, &rl);
 	}
+	shoal__relay_publish(b->ctx, &rl);
 	if (!b->putting && b->n_pending > 0)
 		check_requests(b);
 }

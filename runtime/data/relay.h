@@ -13,7 +13,29 @@
  * that env->len bytes of payload follow; the type must be one of the
  * group's, within its size, the flags known. On failure nothing is
  * written and try_failed is counted.
+ *
+ * Bursts: both write the record into its ring and leave it unpublished,
+ * held in `rl` (zeroed at first, then the caller's across calls), so that
+ * the records of a frame that go to one ring are published together: one
+ * commit, one fence and one doorbell (shoal__relay_publish()), as
+ * shoal_send_burst() does. A record for another ring than rl's, or one
+ * whose ring needs the slow path (full, a link to open or renew), has
+ * what rl holds published first. The caller publishes before it does
+ * anything that may wait, and at the end of each batch: records held are
+ * invisible to their consumer, and counted sent only then.
  */
+struct shoal__dout;
+
+struct shoal__relay {
+	struct shoal_ring_prod *p;     /* the ring of the records held; NULL: none */
+	struct shoal__dout *o;         /* its direct link; NULL: the uplink */
+	uint32_t k;                    /* records held */
+	bool urgent;                   /* a request or a response among them: never held
+					* back by wake moderation */
+};
+
+/* Publish what rl holds, and empty it. Never fails, never waits. */
+void shoal__relay_publish(struct shoal_ctx *ctx, struct shoal__relay *rl);
 #ifndef SHOAL_RUNTIME_DATA_RELAY_H
 #define SHOAL_RUNTIME_DATA_RELAY_H
 
@@ -29,7 +51,8 @@
  * for a bad envelope, -EHOSTUNREACH for a dest of another host (a record is
  * carried once: it never goes out to a bridge again).
  */
-int shoal__send_env(struct shoal_ctx *ctx, const struct shoal_envelope *env, const void *payload);
+int shoal__send_env(struct shoal_ctx *ctx, struct shoal__relay *rl,
+		    const struct shoal_envelope *env, const void *payload);
 
 /*
  * Into the caller's uplink (a routed message: env->dest SHOAL_ADDR_NONE, no
@@ -37,8 +60,8 @@ int shoal__send_env(struct shoal_ctx *ctx, const struct shoal_envelope *env, con
  * `env` as it is; its host's router matches it as any other. Returns 0, or
  * the errors of shoal_try_send(), -EINVAL for a bad envelope.
  */
-int shoal__send_routed_env(struct shoal_ctx *ctx, const struct shoal_envelope *env,
-			   const void *payload);
+int shoal__send_routed_env(struct shoal_ctx *ctx, struct shoal__relay *rl,
+			   const struct shoal_envelope *env, const void *payload);
 
 /*
  * Whether group `group` of this host has a process attached (RUNNING), with

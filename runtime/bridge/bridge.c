@@ -91,10 +91,10 @@
  * dispatched what they left in their uplinks: a bridge that keeps up with
  * its mailbox (its backlogs) would otherwise stop while the router still
  * has records for it, counted lost_queued (436 of 5.8 million at full
- * rate on loopback, in 2 of 4 runs). runtime/control should wait for
- * that instead.
+ * rate on loopback, in 2 of 4 runs). Only while every link is up
+ * (all_up()). runtime/control should wait for that instead.
  */
-#define STOP_QUIET_NS UINT64_C(100000000)
+#define STOP_QUIET_NS UINT64_C(20000000)
 #define PENDING_MAX 4096u
 #define ENV_BYTES sizeof(struct shoal_envelope)
 /* A peer's backlog holds this many of its link's windows (struct backlog). */
@@ -208,6 +208,7 @@ struct bridge {
 	struct pending *pending;         /* PENDING_MAX; n_pending of them in use */
 	uint32_t n_pending;
 	bool putting;                    /* in link_put(): b->rec is in use */
+	bool stopping;                   /* asked to stop: taking no more from peers */
 	struct watch watch;
 	struct counts n;
 };
@@ -645,6 +646,13 @@ static void take_records(struct bridge *b, struct peer *p)
 	struct shoal__relay rl = { 0 };
 	struct shoal__frame_rec r;
 
+	/* Stopping, the bridge only sends on what its mailbox still gets
+	 * (STOP_QUIET_NS): what a peer sends now (a peer's new incarnation,
+	 * dialing this one before it is gone, sent a request for a responder
+	 * that has stopped: -EOWNERDEAD) stays unacknowledged, and goes to
+	 * this host's next bridge, or is counted lost by the peer. */
+	if (b->stopping)
+		return;
 	note_down(b, p);
 	while (shoal__link_recv_peek(p->link, &r) == 0) {
 		const unsigned char *payload = (const unsigned char *)r.data + ENV_BYTES;
@@ -1036,6 +1044,21 @@ static uint64_t next_deadline(const struct bridge *b, uint64_t now)
 	return t;
 }
 
+/* Whether every link is up (a stopping bridge lingers only then: a peer
+ * that went away may come back as a new incarnation, which must not be
+ * sent what this one still holds for the old). */
+static bool all_up(const struct bridge *b)
+{
+	for (uint32_t i = 0; i < b->n_peers; i++) {
+		struct shoal__link_stats st;
+
+		shoal__link_stats(b->peers[i].link, &st);
+		if (st.state != SHOAL__LINK_UP)
+			return false;
+	}
+	return true;
+}
+
 static void serve(struct bridge *b)
 {
 	uint64_t busy = shoal__now_ns();   /* the last turn that had work */
@@ -1048,8 +1071,9 @@ static void serve(struct bridge *b)
 		if (took > 0)
 			took_at = now;
 		if (took == -ESHUTDOWN) {
-			if (now - took_at >= STOP_QUIET_NS)
+			if (now - took_at >= STOP_QUIET_NS || !all_up(b))
 				return;
+			b->stopping = true;
 			took = 0;
 		}
 		shoal__link_hub_poll(b->hub, now);

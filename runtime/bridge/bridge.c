@@ -6,14 +6,17 @@
  * Why one loop and no thread per link: a hub and its links are
  * single-threaded (link.h rule 2) and make progress only inside their
  * calls, so the loop polls the hub (every link) and the mailbox, goes round
- * again at once while either had work or had some less than SPIN_NS ago,
- * and only then sleeps, until the earliest link deadline, on both at once
- * (sleep()): on the mailbox's doorbell, a futex, as any worker does, while
+ * again at once while either had work, and only then sleeps, until the
+ * earliest link deadline, on both at once (sleep_until()): on the
+ * mailbox's doorbell, a futex, as any worker does, while
  * a second thread (struct watch) waits for the hub's fd and rings that
  * doorbell when the fd turns readable. So a message (or a stop) that
  * comes to an idle bridge wakes it at once, from either side; before, the
  * bridge slept on the fd alone, 1 ms at most, and a mailbox's message
- * waited up to that.
+ * waited up to that, which it spun for 50 us after each turn with work to
+ * hide: on two CPUs shared by the six processes of a round trip, the spin
+ * took their time (p99 of the round trip 1.4 ms with it, 0.43-0.46 ms
+ * without, bench/SUITE.md's command).
  * Sleeping between turns of a busy mailbox held a bridge to 64 messages a
  * wake (27 000 messages a second across loopback, the link alone carrying
  * 16 million); sleeping at once after each turn with work held a request
@@ -80,9 +83,6 @@
 #include "runtime/route/route.h"
 #include "shm/util.h"
 
-/* About a round trip across hosts, which a response takes to come back
- * and the next request from the same requester takes to follow it. */
-#define SPIN_NS UINT64_C(50000)
 #define MAILBOX_BUDGET 64u
 /*
  * Asked to stop, the bridge goes on taking its mailbox until nothing came
@@ -169,7 +169,7 @@ struct pending {
 
 /*
  * The thread that watches the hub's fd while the bridge sleeps on its
- * mailbox's doorbell (sleep()). It waits for `asked` to move, then polls
+ * mailbox's doorbell (sleep_until()). It waits for `asked` to move, then polls
  * the fd (and `stop_fd`), and rings the doorbell once the fd is readable;
  * then it waits for the next sleep. Never touches the hub or the ctx.
  */
@@ -1061,8 +1061,7 @@ static bool all_up(const struct bridge *b)
 
 static void serve(struct bridge *b)
 {
-	uint64_t busy = shoal__now_ns();   /* the last turn that had work */
-	uint64_t took_at = busy;           /* the last turn that took from the mailbox */
+	uint64_t took_at = shoal__now_ns();   /* the last turn that took from the mailbox */
 
 	for (;;) {
 		uint64_t now = shoal__now_ns(), received = b->n.received;
@@ -1087,11 +1086,9 @@ static void serve(struct bridge *b)
 		}
 		tell_hub(b);
 		view_write_hub(b);
-		if (took > 0 || b->n.received != received)
-			busy = now;
 		/* Round again at once, without arming: arming is two system
 		 * calls (a read and an epoll_wait) that only a sleep needs. */
-		if (now - busy < SPIN_NS)
+		if (took > 0 || b->n.received != received)
 			continue;
 		if (shoal__link_hub_arm(b->hub) == -EAGAIN)
 			continue;

@@ -175,6 +175,23 @@ static bool complete(int side, const struct tally *t)
 	return t->strangers == 0;
 }
 
+/* Wait until every consumer has what it should (complete()), WAIT_MS at
+ * most; t[] holds the last tally. */
+static bool all_complete(struct tally t[HOSTS])
+{
+	bool done = false;
+
+	for (int ms = 0; ms < WAIT_MS && !done; ms += 100) {
+		usleep(100000);
+		done = true;
+		for (int s = 0; s < HOSTS; s++) {
+			tally(s, &t[s]);
+			done &= complete(s, &t[s]);
+		}
+	}
+	return done;
+}
+
 static void fail_with_outputs(const char *what)
 {
 	char *o[HOSTS];
@@ -239,7 +256,6 @@ static void stop_cleanly(int side)
 static void fanout_three_hosts_once_in_order_and_a_bridge_restarts(void **state)
 {
 	struct tally t[HOSTS];
-	bool done = false;
 
 	(void)state;
 	if (skip_reason) {
@@ -260,14 +276,7 @@ static void fanout_three_hosts_once_in_order_and_a_bridge_restarts(void **state)
 	expect(1, "bridge | link c: up (peer epoch ", 1);
 	expect(2, "bridge | link a: up (peer epoch ", 1);
 	expect(2, "bridge | link b: up (peer epoch ", 1);
-	for (int ms = 0; ms < WAIT_MS && !done; ms += 100) {
-		usleep(100000);
-		done = true;
-		for (int s = 0; s < HOSTS; s++) {
-			tally(s, &t[s]);
-			done &= complete(s, &t[s]);
-		}
-	}
+	(void)all_complete(t);
 	/* a's bridge killed: restarted, it dials b and c again. */
 	assert_true(bridge_pid(0) > 0);
 	assert_int_equal(kill(bridge_pid(0), SIGKILL), 0);
@@ -347,15 +356,7 @@ static void fanout_host_not_up_does_not_hold_up_the_others(void **state)
 		run[s] = test_netns_spawn(&hosts, s, shm[s], out[s], argv);
 		assert_true(run[s] > 0);
 	}
-	done = false;
-	for (int ms = 0; ms < WAIT_MS && !done; ms += 100) {
-		usleep(100000);
-		done = true;
-		for (int s = 0; s < HOSTS; s++) {
-			tally(s, &t[s]);
-			done &= complete(s, &t[s]);
-		}
-	}
+	done = all_complete(t);
 	for (int s = 0; s < HOSTS; s++)
 		stop_cleanly(s);
 	if (!done)

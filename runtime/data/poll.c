@@ -398,9 +398,6 @@ static uint32_t handle_deferred(struct shoal_ctx *ctx, uint32_t budget)
 	return n;
 }
 
-/* One pass over every inbound ring. Returns records handled. */
-#define ANY_SOURCE (-2)
-
 /*
  * Does a wait for group `src` read ring `in`? The rings of the other
  * workers of this process always: a worker that stopped reading them could
@@ -408,7 +405,8 @@ static uint32_t handle_deferred(struct shoal_ctx *ctx, uint32_t budget)
  */
 static inline bool reads(const struct shoal__inring *in, int src)
 {
-	return src == ANY_SOURCE || in->src_group == src || in->src_group == SHOAL__SRC_WORKERS;
+	return src == SHOAL__ANY_SOURCE || in->src_group == src ||
+	       in->src_group == SHOAL__SRC_WORKERS;
 }
 
 /*
@@ -568,7 +566,7 @@ __attribute__((noinline)) static uint32_t scan_rings(struct shoal_ctx *ctx, uint
 	}
 	if (outer)
 		ctx->polling = false;
-	if (src == ANY_SOURCE)
+	if (src == SHOAL__ANY_SOURCE)
 		ctx->rescan = n > 0;
 	/* Streaming without sleep: let our producers skip their fence. */
 	if (n > 0 && ctx->idle.streak < SHOAL_UNFENCE_AFTER)
@@ -582,10 +580,10 @@ __attribute__((noinline)) static uint32_t scan_rings(struct shoal_ctx *ctx, uint
 	return n;
 }
 
-/* Drain the inbound rings written by group `src` (ANY_SOURCE: all). */
+/* Drain the inbound rings written by group `src` (SHOAL__ANY_SOURCE: all). */
 uint32_t shoal__poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
 {
-	if (src == ANY_SOURCE && !worth_a_pass(ctx))
+	if (src == SHOAL__ANY_SOURCE && !worth_a_pass(ctx))
 		return 0;
 	return scan_rings(ctx, budget, src);
 }
@@ -601,7 +599,7 @@ bool shoal__rings_ready_from(struct shoal_ctx *ctx, int src)
 
 static bool rings_ready(void *arg)
 {
-	return shoal__rings_ready_from(arg, ANY_SOURCE);
+	return shoal__rings_ready_from(arg, SHOAL__ANY_SOURCE);
 }
 
 /* shoal_poll() but its empty-poll shortcut: pass, and wait if asked. */
@@ -617,7 +615,7 @@ __attribute__((noinline)) static int poll_pass(struct shoal_ctx *ctx, uint32_t b
 		budget = UINT32_MAX;
 	for (;;) {
 		n = ctx->def_head != NULL ? handle_deferred(ctx, budget) : 0;
-		n += shoal__poll_rings(ctx, budget - n, ANY_SOURCE);
+		n += shoal__poll_rings(ctx, budget - n, SHOAL__ANY_SOURCE);
 		if (n > 0)
 			return (int)n;
 		if (shoal__stop_flagged(ctx->g))

@@ -1076,8 +1076,6 @@ uint64_t shoal__bridge_hosts_down(struct shoal_ctx *ctx, uint64_t set, uint64_t 
 
 /* ---- the bridge's idle sleep (relay.h) ----------------------------------------- */
 
-/* poll.c's ANY_SOURCE, which worker.h does not export: every ring. */
-#define RINGS_ANY (-2)
 
 bool shoal__idle_prepare(struct shoal_ctx *ctx)
 {
@@ -1090,7 +1088,7 @@ bool shoal__idle_prepare(struct shoal_ctx *ctx)
 	shoal_doorbell_prepare(db);
 	/* The last look after F1 (docs/memory-ordering.md): every ring, not
 	 * the ready summary, and what a request set aside. */
-	if (ctx->def_head != NULL || shoal__rings_ready_from(ctx, RINGS_ANY)) {
+	if (ctx->def_head != NULL || shoal__rings_ready_from(ctx, SHOAL__ANY_SOURCE)) {
 		shoal_doorbell_cancel(db);
 		return false;
 	}

@@ -108,6 +108,9 @@ void shoal__wake_flush(struct shoal_ctx *ctx);
 int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
 		       uint32_t len, struct send_wait *sw, uint32_t flags, uint64_t rid);
 
+/* A poll's source: every inbound ring, not only those one group feeds. */
+#define SHOAL__ANY_SOURCE (-2)
+
 /* poll.c: one pass over the rings (src: all, or those fed by group src and
  * this process's workers); returns messages handled. */
 uint32_t shoal__poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src);

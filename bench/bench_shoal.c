@@ -2,7 +2,7 @@
 /*
  * Shoal's rings as contenders.
  *
- * "shoal": throughput (reserve_run + commit per batch, peek_run + release per
+ * "shoal": throughput (reserve + commit per batch, peek_burst + release per
  * batch) and ping-pong, busy polling on both sides like rte_ring; the wake
  * sample (consumer asleep on the doorbell: prepare, look again, wait) and
  * the spin sweep (shoal_doorbell_poll_wait() at a given spin budget).
@@ -92,7 +92,7 @@ static int check_rec(struct bench_side *s, const struct shoal_rec *rec, uint64_t
  * in the "shoal" row. */
 static inline __attribute__((always_inline)) int tput_tx(struct bench_side *s, bool notify)
 {
-	const uint32_t size = s->p->payload, batch = s->p->batch, stride = shoal_ring_stride(size);
+	const uint32_t size = s->p->payload, batch = s->p->batch;
 	_Alignas(64) unsigned char tmpl[BENCH_MAX_PAYLOAD];
 	struct shoal_ring_prod p;
 	uint64_t seq = 0;
@@ -105,24 +105,13 @@ static inline __attribute__((always_inline)) int tput_tx(struct bench_side *s, b
 	bench_side_ready(s);
 	while (!last) {
 		last = bench_time_up(s, seq);
-		/* The batch in runs (one more where a run meets the ring's end),
-		 * spinning while the ring is full. */
-		for (uint32_t i = 0; i < batch;) {
-			unsigned char *dst;
-			void *first;
-			unsigned k = shoal_ring_reserve_run(&p, size, 0, batch - i, &first);
+		for (uint32_t i = 0; i < batch; i++, seq++) {
+			void *dst = reserve_spin(&p, size);
 
-			if (k == 0) {
-				if (shoal_ring_prod_error(&p))
-					return bench_fail(s, -EUCLEAN, "reserve: ring corrupted");
-				bench_relax();
-				continue;
-			}
-			for (dst = first; k > 0; k--, i++, seq++, dst += stride) {
-				bench_copy(dst, tmpl, size);
-				bench_msg_stamp(dst, size,
-						seq | (last && i + 1 == batch ? BENCH_STOP : 0));
-			}
+			if (dst == NULL)
+				return bench_fail(s, -EUCLEAN, "reserve: ring corrupted");
+			bench_copy(dst, tmpl, size);
+			bench_msg_stamp(dst, size, seq | (last && i + 1 == batch ? BENCH_STOP : 0));
 		}
 		shoal_ring_commit(&p);
 		if (notify)
@@ -144,7 +133,7 @@ static int shoal_db_tput_tx(struct bench_side *s)
 
 static int shoal_tput_rx(struct bench_side *s)
 {
-	struct shoal_rec run;
+	struct shoal_rec recs[BENCH_MAX_BATCH];
 	struct shoal_ring_cons c;
 	uint64_t expect = 0;
 	int ret = cons_open(s, 0, &c);
@@ -153,25 +142,17 @@ static int shoal_tput_rx(struct bench_side *s)
 		return ret;
 	bench_side_ready(s);
 	do {
-		unsigned n = 0, k;
+		unsigned n = shoal_ring_peek_burst(&c, recs, s->p->batch);
 
-		/* Up to a batch, in runs of records of one size as written. */
-		while (n < s->p->batch && ret == 0 &&
-		       (k = shoal_ring_peek_run(&c, &run, s->p->batch - n)) > 0) {
-			struct shoal_rec rec = run;
-
-			/* The stop message is the producer's last: the last of its batch. */
-			for (n += k; k > 0 && ret >= 0; k--) {
-				ret = check_rec(s, &rec, expect++);
-				rec.data = (const unsigned char *)rec.data + shoal_ring_stride(rec.len);
-			}
-		}
 		if (n == 0) {
 			if (shoal_ring_cons_error(&c))
 				return bench_fail(s, -EUCLEAN, "peek: ring corrupted");
 			bench_relax();
 			continue;
 		}
+		/* The stop message is the producer's last: the last of its batch. */
+		for (unsigned i = 0; i < n && ret >= 0; i++)
+			ret = check_rec(s, &recs[i], expect++);
 		shoal_ring_release(&c);
 	} while (ret == 0);
 	s->res->t_end = shoal__now_ns();
@@ -392,7 +373,7 @@ static int shoal_spin_rx(struct bench_side *s)
 
 const struct bench_contender bench_shoal = {
 	.name = "shoal",
-	.what = "Shoal SPSC record ring: reserve_run+commit per batch / peek_run+release per "
+	.what = "Shoal SPSC record ring: reserve+commit per batch / peek_burst+release per "
 		"batch, busy poll; wake: doorbell prepare/wait; spin: doorbell poll_wait",
 	.prepare = shoal_prepare,
 	.role = {

@@ -663,12 +663,27 @@ static void responder_handler(struct shoal_actor *a, const struct shoal_msg *m)
 	struct msg v;
 
 	memcpy(&v, m->data, sizeof(v));
+	if (c->mode == 6 && m->type == T_PING) {
+		atomic_fetch_add(&rt_res->count[c->index], 1);
+		return;                            /* the nested poll's message */
+	}
 	atomic_store(&rt_res->ready[c->index], 2);   /* the request arrived */
 	if (c->mode == 1)
 		for (;;)
 			pause();
 	if (c->mode == 2)
 		return;                            /* drop it: answered -ECANCELED */
+	if (c->mode == 6) {
+		/* A message to ourselves, handled by a poll inside this
+		 * handler; then the request is dropped: -ECANCELED still. */
+		struct msg p = { .seq = 99 };
+
+		if (shoal_send_to(a->ctx, a->addr, T_PING, &p, sizeof(p)) < 0)
+			return;
+		for (int i = 0; i < 1000 && atomic_load(&rt_res->count[c->index]) == 0; i++)
+			(void)shoal_poll(a->ctx, 0, 1000000);
+		return;
+	}
 	if (c->mode == 3)
 		usleep(300000);                    /* slow: the asker waits 300 ms */
 	if (c->mode == 5 && send_run(a->ctx, RUN_N + 1, RUN_MID) < 0)
@@ -1046,6 +1061,28 @@ static void runtime_dropped_request_is_answered_ecanceled(void **state)
 	rt_stop_router();
 }
 
+/* The same, the responder's handler polling first: a message it handles
+ * meanwhile does not make the dropped request go unanswered (it would
+ * wait for its 5 s timeout). */
+static void runtime_request_dropped_after_a_nested_poll_is_answered_ecanceled(void **state)
+{
+	struct child resp = { .index = 0, .mode = 6 };
+	struct child req = { .index = 1, .name = "asker", .n = 5000000000ull };
+	pid_t pr, pq;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-drop-n", NULL, 0), 0);
+	pr = test_spawn(responder_main, &resp, sizeof(resp));
+	pq = test_spawn(requester_main, &req, sizeof(req));
+	rt_wait_ready(2);
+	atomic_store(&rt_res->go, 1);
+	test_assert_exited(test_wait_pid(pq, 20000), 0);
+	assert_int_equal(atomic_load(&rt_res->count[0]), 1);   /* the nested poll ran */
+	assert_int_equal(atomic_load(&rt_res->status[1]), -ECANCELED);
+	rt_stop_and_reap(&pr, 1);
+	rt_stop_router();
+}
+
 static void runtime_killed_responder_fails_request_promptly(void **state)
 {
 	struct child resp = { .index = 0, .mode = 1 };
@@ -1084,6 +1121,7 @@ int main(void)
 		cmocka_unit_test(runtime_other_user_refused_at_control_socket),
 		cmocka_unit_test(runtime_request_gets_response),
 		cmocka_unit_test(runtime_dropped_request_is_answered_ecanceled),
+		cmocka_unit_test(runtime_request_dropped_after_a_nested_poll_is_answered_ecanceled),
 		cmocka_unit_test(runtime_killed_responder_fails_request_promptly),
 		cmocka_unit_test(runtime_waiting_request_back_pressures_other_senders),
 		cmocka_unit_test(runtime_request_waiting_for_room_keeps_its_timeout),

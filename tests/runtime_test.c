@@ -810,19 +810,32 @@ static void runtime_request_waiting_for_room_outlives_its_ring_given_up(void **s
 	rt_stop_router();
 }
 
-static void runtime_request_gets_response(void **state)
+/*
+ * A router `system`, a responder in `mode` and an asker whose request
+ * waits up to 5 s; returns the responder's pid once the asker exited (its
+ * result in rt_res->status[1], the response's seq in last_seq[1]).
+ */
+static pid_t ask_once(const char *system, int mode)
 {
-	struct child resp = { .index = 0, .mode = 0 };
+	struct child resp = { .index = 0, .mode = mode };
 	struct child req = { .index = 1, .name = "asker", .n = 5000000000ull };
 	pid_t pr, pq;
 
-	(void)state;
-	assert_int_equal(rt_start_router("rt-req", NULL, 0), 0);
+	assert_int_equal(rt_start_router(system, NULL, 0), 0);
 	pr = test_spawn(responder_main, &resp, sizeof(resp));
 	pq = test_spawn(requester_main, &req, sizeof(req));
 	rt_wait_ready(2);
 	atomic_store(&rt_res->go, 1);
 	test_assert_exited(test_wait_pid(pq, 20000), 0);
+	return pr;
+}
+
+static void runtime_request_gets_response(void **state)
+{
+	pid_t pr;
+
+	(void)state;
+	pr = ask_once("rt-req", 0);
 	assert_int_equal(atomic_load(&rt_res->status[1]), 0);
 	assert_int_equal(atomic_load(&rt_res->last_seq[1]), 42);
 	rt_stop_and_reap(&pr, 1);
@@ -1045,17 +1058,10 @@ static void runtime_waiting_request_back_pressures_other_senders(void **state)
 
 static void runtime_dropped_request_is_answered_ecanceled(void **state)
 {
-	struct child resp = { .index = 0, .mode = 2 };
-	struct child req = { .index = 1, .name = "asker", .n = 5000000000ull };
-	pid_t pr, pq;
+	pid_t pr;
 
 	(void)state;
-	assert_int_equal(rt_start_router("rt-drop", NULL, 0), 0);
-	pr = test_spawn(responder_main, &resp, sizeof(resp));
-	pq = test_spawn(requester_main, &req, sizeof(req));
-	rt_wait_ready(2);
-	atomic_store(&rt_res->go, 1);
-	test_assert_exited(test_wait_pid(pq, 20000), 0);
+	pr = ask_once("rt-drop", 2);
 	assert_int_equal(atomic_load(&rt_res->status[1]), -ECANCELED);
 	rt_stop_and_reap(&pr, 1);
 	rt_stop_router();
@@ -1066,17 +1072,10 @@ static void runtime_dropped_request_is_answered_ecanceled(void **state)
  * wait for its 5 s timeout). */
 static void runtime_request_dropped_after_a_nested_poll_is_answered_ecanceled(void **state)
 {
-	struct child resp = { .index = 0, .mode = 6 };
-	struct child req = { .index = 1, .name = "asker", .n = 5000000000ull };
-	pid_t pr, pq;
+	pid_t pr;
 
 	(void)state;
-	assert_int_equal(rt_start_router("rt-drop-n", NULL, 0), 0);
-	pr = test_spawn(responder_main, &resp, sizeof(resp));
-	pq = test_spawn(requester_main, &req, sizeof(req));
-	rt_wait_ready(2);
-	atomic_store(&rt_res->go, 1);
-	test_assert_exited(test_wait_pid(pq, 20000), 0);
+	pr = ask_once("rt-drop-n", 6);
 	assert_int_equal(atomic_load(&rt_res->count[0]), 1);   /* the nested poll ran */
 	assert_int_equal(atomic_load(&rt_res->status[1]), -ECANCELED);
 	rt_stop_and_reap(&pr, 1);

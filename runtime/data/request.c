@@ -175,6 +175,14 @@ int shoal__group_running(const struct shoal_ctx *ctx, int group, uint32_t *gen)
 	return shoal_load_relaxed(&rg->state) == SHOAL_GROUP_RUNNING;
 }
 
+/* A response to the message the running handler was handed: it needs no
+ * -ECANCELED for it (poll.c invoke()). */
+static void note_responded(struct shoal_ctx *ctx, const struct shoal_msg *req)
+{
+	if (ctx->cur_msg != NULL && req->env == ctx->cur_msg->m.env)
+		ctx->responded = true;
+}
+
 int shoal_respond(struct shoal_ctx *ctx, const struct shoal_msg *req, uint32_t type,
 		  const void *buf, uint32_t len)
 {
@@ -185,8 +193,7 @@ int shoal_respond(struct shoal_ctx *ctx, const struct shoal_msg *req, uint32_t t
 		return -EINVAL;
 	ret = shoal__send_direct(ctx, req->env->sender, type, buf, len, &sw, SHOAL_ENV_RESPONSE,
 			  req->env->request_id);
-	if (ctx->cur_msg != NULL && req->env == ctx->cur_msg->m.env)
-		ctx->responded = true;
+	note_responded(ctx, req);
 	return ret;
 }
 
@@ -200,7 +207,6 @@ int shoal_respond_error(struct shoal_ctx *ctx, const struct shoal_msg *req, int 
 		return -EINVAL;
 	ret = shoal__send_direct(ctx, req->env->sender, req->env->type, &e, sizeof(e), &sw,
 			  SHOAL_ENV_RESPONSE | SHOAL_ENV_ERROR, req->env->request_id);
-	if (ctx->cur_msg != NULL && req->env == ctx->cur_msg->m.env)
-		ctx->responded = true;
+	note_responded(ctx, req);
 	return ret;
 }

@@ -4,11 +4,13 @@
  *   --role producer --n N [--first F] [--rate R] [--alternate]
  *        sends N routed messages (type 3 "work", or alternately 3 and 1 with
  *        --alternate), key = sequence number (F, F+1, ...; F defaults to 0),
- *        then waits to be stopped
- *   --role consumer [--log FILE] [--stop-file FILE] [--spread K]
+ *        prints "producer: sent N", then waits to be stopped (a send that
+ *        fails prints it too, then exits 1)
+ *   --role consumer [--log FILE] [--stop-file FILE] [--spread K] [--slow US]
  *        appends "type seq" per message to FILE; at stop appends its group
  *        name to the stop file; with --spread, message seq goes to actor
- *        seq % K (so that workers forward to each other)
+ *        seq % K (so that workers forward to each other); with --slow,
+ *        sleeps US microseconds per message
  *   --role crasher
  *        exits with status 3 right after attaching
  *   --role asker --to GROUP
@@ -41,6 +43,7 @@ struct work {
 
 static int log_fd = -1;
 static const char *stop_file;
+static long slow_us;
 static volatile sig_atomic_t terminated;
 
 static void on_term(int sig)
@@ -68,6 +71,12 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 	memcpy(&w, m->data, sizeof(w));
 	snprintf(line, sizeof(line), "%u %llu\n", m->type, (unsigned long long)w.seq);
 	append(log_fd, line);
+	if (slow_us > 0) {
+		struct timespec ts = { .tv_sec = slow_us / 1000000,
+				       .tv_nsec = slow_us % 1000000 * 1000 };
+
+		nanosleep(&ts, NULL);
+	}
 }
 
 static unsigned spread;
@@ -139,11 +148,14 @@ static int producer(uint64_t n, uint64_t first, uint64_t rate, int alternate)
 		}
 		if (ret < 0) {
 			fprintf(stderr, "producer: send: %s\n", shoal_strerror(ret));
+			printf("producer: sent %llu\n", (unsigned long long)sent);
 			shoal_group_detach(g);
 			return 1;
 		}
 		sent++;
 	}
+	printf("producer: sent %llu\n", (unsigned long long)sent);
+	fflush(stdout);
 	/* Done: stay attached until told to stop. */
 	while (shoal_poll(ctx, 0, 100000000) != -ESHUTDOWN)
 		;
@@ -215,6 +227,8 @@ int main(int argc, char **argv)
 			stop_file = v;
 		else if (strcmp(argv[i], "--spread") == 0)
 			spread = (unsigned)strtoul(v, NULL, 10);
+		else if (strcmp(argv[i], "--slow") == 0)
+			slow_us = strtol(v, NULL, 10);
 		else if (strcmp(argv[i], "--alternate") == 0)
 			alternate = 1;
 		else if (strcmp(argv[i], "--trap-term") == 0)

@@ -55,36 +55,70 @@ void shoal__note_change(struct shoal_router *r)
 }
 
 /*
- * Count the records still queued in group g's inbound rings (those of the
- * dispatchers and the direct ones) into its lost_queued counter, for a
- * group no process will drain any more. Lock held. Returns the count. A
- * ring that fails its check (damaged) adds nothing here: that is the
- * damage report's to count.
+ * Group g's rings of role `role` (or also `role2`), one at a time: *at
+ * starts at 0 and goes on past each ring returned. Returns the ring's
+ * memory and sets *len, or NULL when there is no more. Lock held.
  */
-uint64_t shoal__group_count_stranded(struct shoal_router *r, int g)
+static const void *next_ring(struct shoal__group_slot *s, uint32_t *at, uint32_t role,
+			     uint32_t role2, uint64_t *len)
 {
-	struct shoal__group_slot *s = &r->groups[g];
 	uint32_t n = shoal_seg_dir_count(&s->mbx);
-	uint64_t total = 0;
 
-	for (uint32_t i = 0; i < n; i++) {
+	for (; *at < n; (*at)++) {
 		struct shoal_seg_region reg;
-		struct shoal_ring_stats st;
-		struct shoal_err err;
 		const void *mem;
-		int k;
 
-		if (shoal_seg_region_at(&s->mbx, i, &reg) < 0 || reg.kind != SHOAL_SEG_KIND_RING ||
-		    (reg.tag.role != SHOAL__RING_DISPATCHED && reg.tag.role != SHOAL__RING_DIRECT))
+		if (shoal_seg_region_at(&s->mbx, *at, &reg) < 0 || reg.kind != SHOAL_SEG_KIND_RING ||
+		    (reg.tag.role != role && reg.tag.role != role2))
 			continue;
 		mem = shoal_seg_ptr(&s->mbx, reg.off, reg.len, 128);
-		k = mem != NULL ? shoal_ring_check(mem, reg.len, &st, &err) : -EUCLEAN;
+		if (mem == NULL)
+			continue;
+		(*at)++;
+		*len = reg.len;
+		return mem;
+	}
+	return NULL;
+}
+
+/* Records queued in group g's rings of role `role` or `role2`. Lock held.
+ * A ring that fails its check (damaged) adds nothing: that is the damage
+ * report's to count. */
+static uint64_t queued_in(struct shoal_router *r, int g, uint32_t role, uint32_t role2)
+{
+	uint64_t total = 0, len;
+	const void *mem;
+	uint32_t at = 0;
+
+	while ((mem = next_ring(&r->groups[g], &at, role, role2, &len))) {
+		struct shoal_ring_stats st;
+		struct shoal_err err;
+		int k = shoal_ring_check(mem, len, &st, &err);
+
 		if (k > 0)
 			total += (uint64_t)k;
 	}
+	return total;
+}
+
+/* Add n to group g's lost_queued counter. Lock held. */
+static void count_lost_queued(struct shoal_router *r, int g, uint64_t n)
+{
 	/* Relaxed: a counter for display; this thread is its only writer. */
 	shoal_store_relaxed(&r->regg[g].lost_queued,
-			    shoal_load_relaxed(&r->regg[g].lost_queued) + total);
+			    shoal_load_relaxed(&r->regg[g].lost_queued) + n);
+}
+
+/*
+ * Count the records still queued in group g's inbound rings (those of the
+ * dispatchers and the direct ones) into its lost_queued counter, for a
+ * group no process will drain any more. Lock held. Returns the count.
+ */
+uint64_t shoal__group_count_stranded(struct shoal_router *r, int g)
+{
+	uint64_t total = queued_in(r, g, SHOAL__RING_DISPATCHED, SHOAL__RING_DIRECT);
+
+	count_lost_queued(r, g, total);
 	return total;
 }
 
@@ -507,8 +541,35 @@ uint64_t shoal__router_count_stranded(struct shoal_router *r)
 	pthread_mutex_lock(&r->lock);
 	for (uint32_t g = 0; g < r->n_groups; g++)
 		if (r->groups[g].used && r->groups[g].conn < 0 &&
-		    shoal_load_relaxed(&r->regg[g].state) != SHOAL_GROUP_FAILED)
-			total += shoal__group_count_stranded(r, (int)g);
+		    shoal_load_relaxed(&r->regg[g].state) != SHOAL_GROUP_FAILED) {
+			/* What its uplinks still hold was sent and will never be
+			 * routed: the stop sequence waited for the dispatchers
+			 * until nothing moved (drain_before() in supervisor.c). */
+			uint64_t up = queued_in(r, (int)g, SHOAL__RING_UPLINK, SHOAL__RING_UPLINK);
+
+			count_lost_queued(r, (int)g, up);
+			total += shoal__group_count_stranded(r, (int)g) + up;
+		}
+	pthread_mutex_unlock(&r->lock);
+	return total;
+}
+
+uint64_t shoal__router_uplink_bytes(struct shoal_router *r, int id)
+{
+	uint64_t total = 0, len;
+	const void *mem;
+	uint32_t at = 0;
+
+	pthread_mutex_lock(&r->lock);
+	if (id >= 0 && (uint32_t)id < r->n_groups && r->groups[id].used)
+		while ((mem = next_ring(&r->groups[id], &at, SHOAL__RING_UPLINK,
+					SHOAL__RING_UPLINK, &len))) {
+			struct shoal_ring_stats st;
+			struct shoal_err err;
+
+			if (shoal_ring_stats(mem, len, &st, &err) == 0 && !shoal_ring_condemned(mem, len))
+				total += st.used;
+		}
 	pthread_mutex_unlock(&r->lock);
 	return total;
 }

@@ -73,6 +73,9 @@
 /* A process without a pidfd (pidfd_open failed, e.g. EMFILE) is polled
  * with waitpid() this often, so its death is still seen. */
 #define POLL_PID_NS (50 * UINT64_C(1000000))
+/* The stop sequence gives up waiting for a level's leftovers to be routed
+ * when no byte moved this long (drain_before()). */
+#define STOP_STALL_NS (500 * UINT64_C(1000000))
 /* Until every group is up, with someone to tell (o->notify), the loop looks
  * this often. */
 #define READY_POLL_NS (20 * UINT64_C(1000000))
@@ -1049,6 +1052,41 @@ static void wait_level(struct sup *s, int32_t order, uint64_t deadline)
 		wait_groups(s, -1, (deadline - now) / 1000000 + 1);
 }
 
+/* Bytes the uplinks of the groups stopped before `order` still hold. */
+static uint64_t left_before(struct sup *s, int32_t order)
+{
+	uint64_t bytes = 0;
+
+	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
+		if (s->cfg->groups[i].stop_order < order)
+			bytes += shoal__router_uplink_bytes(s->router, s->procs[i].id);
+	return bytes;
+}
+
+/*
+ * Before level `order` is asked to stop, let the dispatchers route what
+ * the levels before it left in their uplinks: a group drains its mailbox
+ * when asked, and a record still in an uplink then would reach it too late
+ * (counted lost_queued at the end). Waits until those uplinks are empty,
+ * `deadline`, or no byte moved for STOP_STALL_NS (a record parked for a
+ * full mailbox of a group that has stopped: it moves no more).
+ */
+static void drain_before(struct sup *s, int32_t order, uint64_t deadline)
+{
+	uint64_t left = left_before(s, order), moved = shoal__now_ns(), now, was;
+
+	while (left > 0 && (now = shoal__now_ns()) < deadline && now - moved < STOP_STALL_NS) {
+		wait_groups(s, -1, 1);
+		was = left;
+		left = left_before(s, order);
+		if (left != was)
+			moved = shoal__now_ns();
+	}
+	if (left > 0)
+		event(s, "stop: %llu bytes of messages sent by groups that have stopped were "
+		      "not routed in time", (unsigned long long)left);
+}
+
 static void stop_all(struct sup *s)
 {
 	int32_t order = INT32_MIN;
@@ -1070,6 +1108,13 @@ static void stop_all(struct sup *s)
 		if (!found)
 			break;
 		order = next;
+		for (uint32_t i = 0; i < s->cfg->n_groups; i++)
+			if (s->cfg->groups[i].stop_order == order && s->procs[i].pid != 0 &&
+			    s->cfg->groups[i].stop_timeout_ms > timeout_ms)
+				timeout_ms = s->cfg->groups[i].stop_timeout_ms;
+		deadline = shoal__now_ns() + timeout_ms * 1000000u;
+		if (any_running(s, order))
+			drain_before(s, order, deadline);
 		for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
 			struct proc *p = &s->procs[i];
 
@@ -1077,11 +1122,8 @@ static void stop_all(struct sup *s)
 				continue;
 			p->stopping = true;
 			shoal_router_stop_group(s->router, p->id);
-			if (s->cfg->groups[i].stop_timeout_ms > timeout_ms)
-				timeout_ms = s->cfg->groups[i].stop_timeout_ms;
 			event(s, "group %s: stopping (order %d)", s->cfg->groups[i].name, order);
 		}
-		deadline = shoal__now_ns() + timeout_ms * 1000000u;
 		wait_level(s, order, deadline);
 		for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
 			struct proc *p = &s->procs[i];
@@ -1095,6 +1137,8 @@ static void stop_all(struct sup *s)
 		}
 		wait_level(s, order, shoal__now_ns() + 5000000000ull);
 	}
+	/* What the last level sent, for groups stopped before it. */
+	drain_before(s, INT32_MAX, shoal__now_ns() + STOP_STALL_NS);
 }
 
 /*
@@ -2096,8 +2140,8 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	lost = shoal__router_count_stranded(s.router);
 	if (lost > 0)
 		event(&s, "%llu message%s still queued for groups that stopped without draining "
-		      "them: counted as lost (lost_queued)", (unsigned long long)lost,
-		      lost == 1 ? " was" : "s were");
+		      "them, or unrouted from them: counted as lost (lost_queued)",
+		      (unsigned long long)lost, lost == 1 ? " was" : "s were");
 	status(&s, shoal__now_ns());
 	clear_status(&s);
 	event(&s, "system %s stopped%s", s.cfg->system, s.failure ? " with failures" : "");

@@ -102,11 +102,21 @@ void shoal__control_admin(const struct shoal_router *r, int fd);
 
 /*
  * router.c: for every group that is neither running nor failed, count what
- * its inbound rings still hold into its lost_queued counter (the system is
- * stopping and nothing will drain them). Returns the total counted. Call it
- * once, after the last group process has ended.
+ * its inbound rings still hold, and what its uplinks hold unrouted, into its
+ * lost_queued counter (the system is stopping and nothing will drain them).
+ * Returns the total counted. Call it once, after the last group process has
+ * ended and the dispatchers have routed what they could (a record they are
+ * still moving could be counted twice or not at all).
  */
 uint64_t shoal__router_count_stranded(struct shoal_router *r);
+
+/*
+ * router.c: bytes of records group `id`'s uplinks hold that the dispatchers
+ * have not yet routed (0 for an unknown group, and for a condemned uplink:
+ * the damage report counts what that held). The stop sequence waits for a
+ * level's leftovers to reach the next level's mailboxes before stopping it.
+ */
+uint64_t shoal__router_uplink_bytes(struct shoal_router *r, int id);
 
 /*
  * router.c, for a host with peers (docs/hosts.md). Every group of the file

@@ -19,6 +19,9 @@
  *                   plain-128      the same with 128-byte slots: the bytes
  *                                  a 64-byte Shoal message moves (record
  *                                  header, envelope, payload)
+ *                   plain-summary  plain, each receiver polling a ready
+ *                                  summary word that the sender sets, with
+ *                                  Shoal's own doorbell calls
  *   pingpong-sleep  round trip through each library's blocking receive:
  *                   shoal-sleep    shoal_poll(ctx, 0, -1) with the smallest
  *                                  spin budget (1 ns); the doorbell still
@@ -144,6 +147,7 @@ enum contender {
 	C_SHOAL_BURST,
 	C_PLAIN_PP,
 	C_PLAIN_PP_REC,
+	C_PLAIN_PP_SUM,
 	C_PLAIN_TPUT,
 	C_PLAIN_TPUT_REC,
 	C_PLAIN_BURST,
@@ -174,6 +178,7 @@ static const struct {
 	enum lib_kind lib;
 	bool sleep;               /* receivers sleep (Shoal spin 1 ns / waitset) */
 	uint32_t slot, batch;     /* plain: slot bytes, messages per publication */
+	bool summary;             /* plain: a ready summary, as Shoal's poll reads */
 } contenders[C_COUNT] = {
 	[C_SHOAL_DIRECT] = { "shoal-direct", "Shoal shoal_send_to() both ways, shoal_poll(ctx, 0, 0) loop",
 			     K_PINGPONG, L_SHOAL, false },
@@ -196,6 +201,10 @@ static const struct {
 	[C_PLAIN_PP_REC] = { "plain-128", "as plain, 128-byte slots: the bytes of a 64-byte Shoal "
 			     "message (record header, envelope, payload)", K_PINGPONG, L_PLAIN, false,
 			     PLAIN_REC_BYTES, 1 },
+	[C_PLAIN_PP_SUM] = { "plain-summary", "as plain, each side's receiver polling a ready "
+			     "summary word (Shoal's shoal_doorbell_ready_take()) that the sender "
+			     "sets after publishing (shoal_doorbell_wake())", K_PINGPONG, L_PLAIN,
+			     false, MSG_BYTES, 1, true },
 	[C_PLAIN_TPUT] = { "plain", "the limit: a plain fixed-slot SPSC ring, 64-byte slots, one "
 			   "release store per message, the consumer's per batch", K_TPUT, L_PLAIN,
 			   false, MSG_BYTES, 1 },
@@ -215,8 +224,9 @@ static const struct {
 	enum contender c[CASE_MAX];
 	double share;             /* of --duration */
 } cases[] = {
-	{ "pingpong", "Ping-pong round trip, 64 B, both sides busy polling", 5,
-	  { C_SHOAL_DIRECT, C_IOX_POLL, C_SHOAL_REQUEST, C_PLAIN_PP, C_PLAIN_PP_REC }, 1.0 },
+	{ "pingpong", "Ping-pong round trip, 64 B, both sides busy polling", 6,
+	  { C_SHOAL_DIRECT, C_IOX_POLL, C_SHOAL_REQUEST, C_PLAIN_PP, C_PLAIN_PP_REC,
+	    C_PLAIN_PP_SUM }, 1.0 },
 	{ "pingpong-sleep", "Ping-pong round trip, 64 B, receivers sleep until woken", 2,
 	  { C_SHOAL_SLEEP, C_IOX_WAITSET }, 0.5 },
 	{ "tput", "One-way throughput, 64 B, receiver busy polling", 7,
@@ -233,6 +243,7 @@ static enum contender limit_of(enum contender c)
 	case C_IOX_POLL:
 	case C_SHOAL_REQUEST:
 	case C_PLAIN_PP_REC:
+	case C_PLAIN_PP_SUM:
 	case C_PLAIN_PP:
 		return C_PLAIN_PP;
 	case C_SHOAL_TPUT:
@@ -745,6 +756,9 @@ static const char *errno_str(int err)
  * side B's answers. sample_run() lays them out afresh for every sample. */
 static unsigned char *plain_mem;
 #define PLAIN_RING_LEN plain_ring_size(PLAIN_REC_BYTES, PLAIN_SLOTS)
+/* plain-summary: the doorbell (its ready word) of ring i's receiver. */
+#define PLAIN_DB(i) ((struct shoal_doorbell *)(plain_mem + 2 * PLAIN_RING_LEN) + (i))
+#define PLAIN_MEM_LEN (2 * PLAIN_RING_LEN + 2 * sizeof(struct shoal_doorbell))
 
 /* This side's plain state, for side_run(). */
 struct plain_conn {
@@ -752,6 +766,7 @@ struct plain_conn {
 	struct plain_cons c;      /* A: ring 1; B: ring 0 */
 	uint32_t slot, batch;
 	uint32_t pending;         /* A: written since the last publication */
+	struct shoal_doorbell *out_db, *in_db;   /* plain-summary, else NULL */
 	bool answer;              /* B, ping-pong: answer every message */
 	uint64_t expect, received, t_end;
 	_Alignas(64) unsigned char tmpl[PLAIN_REC_BYTES];
@@ -775,8 +790,18 @@ static int plain_send(struct side *s, void *arg, uint64_t seq)
 	if (++x->pending == x->batch || (seq & BENCH_STOP)) {
 		plain_prod_publish(&x->p, x->pending);
 		x->pending = 0;
+		if (x->out_db != NULL)
+			shoal_doorbell_wake(x->out_db);
 	}
 	return 0;
+}
+
+/* Up to `want` slots to read: with a summary, only once it says "look". */
+static uint32_t plain_avail(struct plain_conn *x, uint32_t want)
+{
+	if (x->in_db != NULL && !shoal_doorbell_ready_take(x->in_db) && x->c.head_seen == x->c.tail)
+		return 0;
+	return plain_cons_avail(&x->c, want);
 }
 
 static int plain_send_last(void *arg, uint64_t seq)
@@ -788,7 +813,7 @@ static int plain_send_last(void *arg, uint64_t seq)
  * (ping-pong, side B). Returns 1 after the last message, 0, or -EBADMSG. */
 static int plain_take(struct plain_conn *x)
 {
-	uint32_t n = plain_cons_avail(&x->c, BURST);
+	uint32_t n = plain_avail(x, BURST);
 	int ret = 0;
 
 	if (n == 0) {
@@ -813,6 +838,8 @@ static int plain_take(struct plain_conn *x)
 			/* Answer first, release after: the answer is what A waits for. */
 			bench_copy(plain_prod_slot(&x->p, 0), m, x->slot);
 			plain_prod_publish(&x->p, 1);
+			if (x->out_db != NULL)
+				shoal_doorbell_wake(x->out_db);
 		}
 	}
 	plain_cons_release(&x->c, n);
@@ -826,7 +853,7 @@ static int plain_round_trip(void *arg, uint64_t seq)
 	int ret;
 
 	plain_send(NULL, x, seq);
-	while ((n = plain_cons_avail(&x->c, 1)) == 0)
+	while ((n = plain_avail(x, 1)) == 0)
 		bench_relax();
 	ret = bench_msg_check(plain_cons_slot(&x->c, 0), x->slot, seq, &msg_sink);
 	plain_cons_release(&x->c, 1);
@@ -868,6 +895,10 @@ static int plain_side(struct side *s)
 	unsigned char *in = plain_mem + (s->side == 0 ? PLAIN_RING_LEN : 0);
 	unsigned char *out = plain_mem + (s->side == 0 ? 0 : PLAIN_RING_LEN);
 
+	if (contenders[c].summary) {
+		x.out_db = PLAIN_DB(s->side == 0 ? 0 : 1);
+		x.in_db = PLAIN_DB(s->side == 0 ? 1 : 0);
+	}
 	bench_msg_fill(x.tmpl, x.slot);
 	if (plain_prod_attach(&x.p, out, PLAIN_RING_LEN) < 0 ||
 	    plain_cons_attach(&x.c, in, PLAIN_RING_LEN) < 0)
@@ -1540,9 +1571,12 @@ static int sample_run(enum contender c, uint64_t duration_ns, const int cpu[2], 
 			 roudi.client_prefix, k, 'a' + i);
 	snprintf(ctl->p.iox_instance, sizeof(ctl->p.iox_instance), "s%d-%u", (int)getpid(), k);
 	if (contenders[c].lib == L_PLAIN)
-		for (int i = 0; i < 2; i++)
+		for (int i = 0; i < 2; i++) {
 			plain_ring_init(plain_mem + i * PLAIN_RING_LEN, PLAIN_RING_LEN,
 					contenders[c].slot, PLAIN_SLOTS);
+			shoal_doorbell_init(PLAIN_DB(i));
+			shoal_doorbell_ready_on(PLAIN_DB(i));
+		}
 	if (contenders[c].lib == L_SHOAL) {
 		struct shoal_router_opts o = {
 			.system = ctl->p.system,
@@ -1901,9 +1935,11 @@ static void report_limits(FILE *f, const struct plan *pl)
 		{ C_SHOAL_TPUT, C_PLAIN_TPUT, 1, 0.7, "API direct one-way (`try_send_to`) ÷ plain" },
 		{ C_SHOAL_BURST, C_PLAIN_BURST, 1, 0.9, "API burst of 32 ÷ plain-burst" },
 		{ C_PLAIN_PP_REC, C_PLAIN_PP, 0, 0, "the bytes: plain-128 round trip ÷ plain" },
+		{ C_PLAIN_PP_SUM, C_PLAIN_PP, 0, 0, "the summary: plain-summary round trip ÷ plain" },
 		{ C_PLAIN_TPUT_REC, C_PLAIN_TPUT, 0, 0, "the bytes: plain-128 one-way ÷ plain" },
 		{ C_PLAIN_BURST_REC, C_PLAIN_BURST, 0, 0, "the bytes: plain-burst-128 ÷ plain-burst" },
 		{ C_SHOAL_DIRECT, C_PLAIN_PP_REC, 0, 0, "the rest: API round trip ÷ plain-128" },
+		{ C_SHOAL_DIRECT, C_PLAIN_PP_SUM, 0, 0, "the rest: API round trip ÷ plain-summary" },
 		{ C_SHOAL_TPUT, C_PLAIN_TPUT_REC, 0, 0, "the rest: API one-way ÷ plain-128" },
 		{ C_SHOAL_BURST, C_PLAIN_BURST_REC, 0, 0, "the rest: API burst ÷ plain-burst-128" },
 	};
@@ -2198,13 +2234,13 @@ static int parent_init(const struct plan *pl)
 		fprintf(stderr, "%s: removed %d file(s) left by an earlier run that was killed\n",
 			PROG, stale);
 	ctl = mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	plain_mem = mmap(NULL, 2 * PLAIN_RING_LEN, PROT_READ | PROT_WRITE,
+	plain_mem = mmap(NULL, PLAIN_MEM_LEN, PROT_READ | PROT_WRITE,
 			 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (ctl == MAP_FAILED || plain_mem == MAP_FAILED) {
 		fprintf(stderr, "%s: mmap: %s\n", PROG, strerror(errno));
 		return EXIT_FAILURE;
 	}
-	memset(plain_mem, 0, 2 * PLAIN_RING_LEN);   /* every page touched once, here */
+	memset(plain_mem, 0, PLAIN_MEM_LEN);   /* every page touched once, here */
 	/* No SA_RESTART: waitpid() returns EINTR, and the parent kills the
 	 * sample's processes and stops RouDi. */
 	bench_signals_init();

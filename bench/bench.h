@@ -169,6 +169,7 @@ extern const struct bench_contender bench_pipe;
 extern const struct bench_contender bench_sock;
 extern const struct bench_contender bench_sys;
 extern const struct bench_contender bench_plain;
+extern const struct bench_contender bench_plain_rec;
 #ifdef SHOAL_BENCH_RTE
 extern const struct bench_contender bench_rte;
 #endif

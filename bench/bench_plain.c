@@ -13,25 +13,61 @@
  * one at a time.
  *
  * Side A produces on plain[0]; side B answers on plain[1].
+ *
+ * `plain-rec` is the same ring with slots of a Shoal record's size
+ * (shoal_ring_stride(): an 8-byte header word, then the payload, rounded
+ * to 8 bytes), the header written and checked with every message: what
+ * the record format alone costs a ring with nothing else of Shoal's. Its
+ * slot count is the largest power of two that fits the same 256 KiB.
  */
 #include <errno.h>
+#include <string.h>
+
+#include <shoal/ring.h>
 
 #include "bench/bench.h"
 #include "bench/plain_ring.h"
 
-static int plain_prepare(const struct bench_mem *m, const struct bench_params *p,
-			 struct bench_fds *fds)
+static int prepare_slots(const struct bench_mem *m, uint32_t slot)
 {
-	(void)fds;
+	uint32_t count = 1;
+
+	while (2 * count * slot <= BENCH_BUF_BYTES)
+		count *= 2;
 	/* A fresh ring per sample; no side is alive, as plain_ring_init() requires. */
 	for (int i = 0; i < 2; i++) {
-		int ret = plain_ring_init(m->plain[i], m->plain_len, p->payload,
-					  BENCH_BUF_BYTES / p->payload);
+		int ret = plain_ring_init(m->plain[i], m->plain_len, slot, count);
 
 		if (ret < 0)
 			return ret;
 	}
 	return 0;
+}
+
+static int plain_prepare(const struct bench_mem *m, const struct bench_params *p,
+			 struct bench_fds *fds)
+{
+	(void)fds;
+	return prepare_slots(m, p->payload);
+}
+
+static int plain_rec_prepare(const struct bench_mem *m, const struct bench_params *p,
+			     struct bench_fds *fds)
+{
+	(void)fds;
+	return prepare_slots(m, shoal_ring_stride(p->payload));
+}
+
+/* Where a message goes in slot `slot` of geometry g: at its start in a
+ * payload-sized slot, else after the header word, which this writes. */
+static inline void *msg_put(const struct plain_geom *g, void *slot, uint32_t payload)
+{
+	uint64_t hdr = payload;
+
+	if (g->size == payload)
+		return slot;
+	memcpy(slot, &hdr, sizeof(hdr));
+	return (unsigned char *)slot + sizeof(hdr);
 }
 
 static int prod_open(struct bench_side *s, int dir, struct plain_prod *p)
@@ -55,8 +91,19 @@ static int check_slots(struct bench_side *s, const struct plain_cons *c, uint32_
 {
 	int ret = 0;
 
-	for (uint32_t k = 0; k < n && ret == 0; k++)
-		ret = bench_msg_check(plain_cons_slot(c, k), s->p->payload, (*expect)++, &s->sink);
+	for (uint32_t k = 0; k < n && ret == 0; k++) {
+		const unsigned char *m = plain_cons_slot(c, k);
+		uint64_t hdr;
+
+		if (c->g.size != s->p->payload) {
+			memcpy(&hdr, m, sizeof(hdr));
+			if (hdr != s->p->payload)
+				return bench_fail(s, -EBADMSG, "message %llu: bad header",
+						  (unsigned long long)*expect);
+			m += sizeof(hdr);
+		}
+		ret = bench_msg_check(m, s->p->payload, (*expect)++, &s->sink);
+	}
 	return ret < 0 ? bench_fail(s, ret, "message %llu: bad content",
 				    (unsigned long long)*expect - 1) : ret;
 }
@@ -97,7 +144,7 @@ static int plain_tput_tx(struct bench_side *s)
 		last = bench_time_up(s, seq);
 		room_spin(&p, batch);
 		for (uint32_t k = 0; k < batch; k++, seq++) {
-			void *dst = plain_prod_slot(&p, k);
+			void *dst = msg_put(&p.g, plain_prod_slot(&p, k), size);
 
 			bench_copy(dst, tmpl, size);
 			bench_msg_stamp(dst, size, seq | (last && k + 1 == batch ? BENCH_STOP : 0));
@@ -160,7 +207,7 @@ static int plain_ping(struct bench_side *s)
 
 		last = prev >= s->deadline;
 		room_spin(&p, 1);
-		dst = plain_prod_slot(&p, 0);
+		dst = msg_put(&p.g, plain_prod_slot(&p, 0), size);
 		bench_copy(dst, tmpl, size);
 		bench_msg_stamp(dst, size, seq | (last ? BENCH_STOP : 0));
 		plain_prod_publish(&p, 1);
@@ -188,7 +235,7 @@ static int plain_pong(struct bench_side *s)
 		ret = check_slots(s, &c, 1, &expect);
 		room_spin(&p, 1);
 		/* Answer first, release after: the reply is what side A waits for. */
-		bench_copy(plain_prod_slot(&p, 0), plain_cons_slot(&c, 0), s->p->payload);
+		bench_copy(plain_prod_slot(&p, 0), plain_cons_slot(&c, 0), p.g.size);
 		plain_prod_publish(&p, 1);
 		plain_cons_release(&c, 1);
 	}
@@ -202,6 +249,17 @@ const struct bench_contender bench_plain = {
 		"lines, each side caching the other's index, one release store per batch; "
 		"busy poll",
 	.prepare = plain_prepare,
+	.role = {
+		[BENCH_TPUT] = { plain_tput_tx, plain_tput_rx },
+		[BENCH_PINGPONG] = { plain_ping, plain_pong },
+	},
+};
+
+const struct bench_contender bench_plain_rec = {
+	.name = "plain-rec",
+	.what = "the plain ring with slots of a Shoal record's size (an 8-byte header word "
+		"written and checked, then the payload): what the record format alone costs",
+	.prepare = plain_rec_prepare,
 	.role = {
 		[BENCH_TPUT] = { plain_tput_tx, plain_tput_rx },
 		[BENCH_PINGPONG] = { plain_ping, plain_pong },

@@ -61,14 +61,14 @@ static const uint64_t spin_gaps[] = { 500, US(2), US(10), US(50), US(200) };
 /* Shoal first: the reference of "Shoal ÷ contender"; `plain` is the limit
  * every figure is also divided by. */
 static const struct bench_contender *const tput_set[] = {
-	&bench_shoal, &bench_shoal_db, &bench_plain,
+	&bench_shoal, &bench_shoal_db, &bench_plain, &bench_plain_rec,
 #ifdef SHOAL_BENCH_RTE
 	&bench_rte,
 #endif
 	&bench_pipe, &bench_sock,
 };
 static const struct bench_contender *const pingpong_set[] = {
-	&bench_shoal, &bench_plain,
+	&bench_shoal, &bench_plain, &bench_plain_rec,
 #ifdef SHOAL_BENCH_RTE
 	&bench_rte,
 #endif

@@ -11,7 +11,7 @@
 
 #include "bench/report.h"
 
-#define BENCH_MAX_CONTENDERS 6
+#define BENCH_MAX_CONTENDERS 8
 #define BENCH_MAX_CASES 64
 /* A sample in which a side waited this share of the time for its CPU was
  * disturbed by another task: it is run again, up to the mode's retries. */

@@ -209,11 +209,21 @@ struct requester {
 	uint64_t dest;
 };
 
+/*
+ * One request. The first (`ready`) may reach host B before B's group has
+ * attached: B's bridge then answers -EOWNERDEAD at once, as shoal_request()
+ * does for a group of this host with no process; that one is asked again,
+ * every millisecond, for REQUEST_NS at most.
+ */
 static int request(struct requester *q, uint32_t type, const void *msg, uint32_t len, void *back)
 {
 	struct shoal_reply reply = { .buf = back, .cap = NET_PAYLOAD_MAX };
-	int ret = shoal_request(q->k->ctx, q->dest, type, msg, len, REQUEST_NS, &reply);
+	uint64_t limit = shoal__now_ns() + REQUEST_NS;
+	int ret;
 
+	while ((ret = shoal_request(q->k->ctx, q->dest, type, msg, len, REQUEST_NS, &reply)) ==
+		       -EOWNERDEAD && type == MSG_READY && shoal__now_ns() < limit)
+		usleep(1000);
 	if (ret < 0)
 		return net_fail(&q->k->s, ret, "bridge: request: %s", shoal_strerror(ret));
 	if (!shoal_reply_is(&reply, type, len))

@@ -12,6 +12,9 @@
  * and its whole host killed (its `shoal run`, its bridge and the
  * responder) with -EHOSTDOWN, both before the timeout; later sends to that
  * host's group fail with -EHOSTDOWN, direct and routed, until it is back.
+ * Requests made one at a time to idle bridges (asleep, with no link timer
+ * due for a minute) are each answered well within that minute: a message
+ * in an idle bridge's mailbox, or on its link, wakes it at once.
  *
  * This program is also the groups' program (`--role requester|responder`),
  * so that the test needs nothing beside itself and `shoal`. The groups
@@ -48,6 +51,11 @@
 #define FLOOD_MAX 1000000           /* try_send_to's that never meet a full ring: a failure */
 #define FLOOD_MORE 2000             /* blocking sends after the first full ring */
 #define FULL_MS 2000                /* -EAGAIN this long in a row: the way is full */
+#define IDLE_ASKS 20                /* requests to idle bridges, one at a time */
+#define IDLE_GAP_US 100000          /* the pause before each: both bridges fall asleep */
+/* Each one's timeout: far below the link timers of cfg_idle (a minute),
+ * far above a round trip on a loaded machine (a millisecond). */
+#define IDLE_TIMEOUT_S 20
 
 enum { T_ASK = 1, T_NOTE = 2, T_FEED = 3 };
 
@@ -185,6 +193,18 @@ static int requester(const char *mode)
 		for (uint64_t i = 0; i < FEEDS && ret == 0; i++)
 			ret = shoal_send(ctx, T_FEED, &i, sizeof(i));
 		logf_line("feeds %d\n", ret);
+	} else if (strcmp(mode, "idle") == 0) {
+		for (uint64_t i = 0; i < IDLE_ASKS && ret == 0; i++) {
+			uint64_t r = 0;
+			struct shoal_reply rep = { .buf = &r, .cap = sizeof(r) };
+
+			usleep(IDLE_GAP_US);
+			ret = shoal_request(ctx, dest, T_ASK, &i, sizeof(i),
+					    IDLE_TIMEOUT_S * INT64_C(1000000000), &rep);
+			if (ret == 0 && (rep.len != sizeof(r) || r != i + 1))
+				ret = -EBADMSG;
+		}
+		logf_line("idle %d\n", ret);
 	} else if (ret == 0) {
 		uint64_t seq = HOLD;
 
@@ -225,7 +245,7 @@ static int group_main(int argc, char **argv)
 	if (strcmp(role, "responder") == 0)
 		return shoal_group_main(&d, argc, argv);
 	fprintf(stderr, "usage: %s --role requester|responder --log FILE "
-		"[--mode notes|hold|flood] [--stall FILE]\n", argv[0]);
+		"[--mode notes|hold|flood|idle] [--stall FILE]\n", argv[0]);
 	return 2;
 }
 
@@ -234,7 +254,7 @@ static int group_main(int argc, char **argv)
 static struct test_netns hosts;
 static const char *skip_reason;
 static char self[PATH_MAX], dir[64], shm[2][96], out[2][128], cfg_notes[128], cfg_hold[128],
-	    cfg_proc[128], cfg_flood[128];
+	    cfg_proc[128], cfg_flood[128], cfg_idle[128];
 static char log_req[128], log_resp[128], stall[128];
 static pid_t run[2];
 static const char *const name[2] = { "a", "b" };
@@ -289,10 +309,15 @@ static pid_t start(int side, const char *file)
 	return pid;
 }
 
+#define LINK_TIMERS "keepalive: 50ms, dead_after: 500ms"
+/* No link timer due for a minute: an idle bridge has nothing to wake for
+ * but its mailbox and its link. */
+#define LINK_TIMERS_SLOW "keepalive: 60s, dead_after: 120s"
+
 /* The system file: requester on a (in `mode`), responder on b (stalled
- * until `stall` exists, if given); links of `window` bytes. */
+ * until `stall` exists, if given); links of `window` bytes, with `timers`. */
 static int write_cfg(const char *path, const char *system, int port, const char *mode,
-		     const char *window, const char *stall_on)
+		     const char *window, const char *timers, const char *stall_on)
 {
 	char extra[160] = "";
 
@@ -302,7 +327,7 @@ static int write_cfg(const char *path, const char *system, int port, const char 
 		snprintf(extra, sizeof(extra), ", --stall, '%s'", stall_on);
 	snprintf(text, sizeof(text),
 		 "system: %s\nhosts:\n  down_after: 1s\n"
-		 "  link: { window: %s, keepalive: 50ms, dead_after: 500ms, backoff: 20ms,\n"
+		 "  link: { window: %s, %s, backoff: 20ms,\n"
 		 "          max_backoff: 200ms }\n"
 		 "  list:\n    - { name: a, listen: '%s:%d' }\n    - { name: b, listen: '%s:%d' }\n"
 		 "types:\n  - { id: 1, name: ask, max_size: 8 }\n"
@@ -312,7 +337,7 @@ static int write_cfg(const char *path, const char *system, int port, const char 
 		 "      args: [--role, requester, --mode, %s, --log, '%s'], host: a }\n"
 		 "  - { name: resp, program: '%s', args: [--role, responder, --log, '%s'%s],\n"
 		 "      host: b, routes: [ { types: [feed] } ] }\n",
-		 system, window, hosts.addr[0], port, hosts.addr[1], port, self, mode, log_req,
+		 system, window, timers, hosts.addr[0], port, hosts.addr[1], port, self, mode, log_req,
 		 self, log_resp, extra);
 	return test_netns_write(path, text);
 }
@@ -339,12 +364,14 @@ static int setup(void **state)
 	snprintf(cfg_hold, sizeof(cfg_hold), "%s/xh.yaml", dir);
 	snprintf(cfg_proc, sizeof(cfg_proc), "%s/xp.yaml", dir);
 	snprintf(cfg_flood, sizeof(cfg_flood), "%s/xf.yaml", dir);
+	snprintf(cfg_idle, sizeof(cfg_idle), "%s/xi.yaml", dir);
 	snprintf(stall, sizeof(stall), "%s/go", dir);
-	if (write_cfg(cfg_notes, "xn", PORT, "notes", "1MiB", NULL) < 0 ||
-	    write_cfg(cfg_hold, "xh", PORT + 1, "hold", "1MiB", NULL) < 0 ||
-	    write_cfg(cfg_proc, "xp", PORT + 2, "hold", "1MiB", NULL) < 0)
+	if (write_cfg(cfg_notes, "xn", PORT, "notes", "1MiB", LINK_TIMERS, NULL) < 0 ||
+	    write_cfg(cfg_hold, "xh", PORT + 1, "hold", "1MiB", LINK_TIMERS, NULL) < 0 ||
+	    write_cfg(cfg_proc, "xp", PORT + 2, "hold", "1MiB", LINK_TIMERS, NULL) < 0 ||
+	    write_cfg(cfg_idle, "xi", PORT + 4, "idle", "1MiB", LINK_TIMERS_SLOW, NULL) < 0)
 		return -1;
-	return write_cfg(cfg_flood, "xf", PORT + 3, "flood", "64KiB", stall);
+	return write_cfg(cfg_flood, "xf", PORT + 3, "flood", "64KiB", LINK_TIMERS, stall);
 }
 
 static void stop_run(int side)
@@ -590,6 +617,33 @@ static void xhost_responder_killed_ends_request_with_ownerdead(void **state)
 	free(text);
 }
 
+/*
+ * Both bridges idle before each request: b's wakes for it on its link, a's
+ * for the response; a's for the request in its mailbox, b's for the
+ * response in its own. A bridge that slept until its next link timer (a
+ * minute here) would leave the request to its timeout (20 s).
+ */
+static void xhost_idle_bridges_wake_for_each_message(void **state)
+{
+	char *text, *p;
+	int ret = 1;
+
+	(void)state;
+	begin(cfg_idle);
+	expect_in(log_req, "requests 0\n");
+	expect_in(log_req, "\nidle ");
+	text = slurp(log_req);
+	p = strstr(text, "\nidle ");
+	assert_int_equal(sscanf(p + 1, "idle %d", &ret), 1);
+	free(text);
+	if (ret != 0) {
+		show_outputs();
+		fail_msg("a request to idle bridges: %s", strerror(-ret));
+	}
+	stop_run(0);
+	stop_run(1);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -597,6 +651,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(xhost_full_responder_pushes_back_on_the_sender),
 		cmocka_unit_test(xhost_host_killed_ends_request_with_hostdown),
 		cmocka_unit_test(xhost_responder_killed_ends_request_with_ownerdead),
+		cmocka_unit_test(xhost_idle_bridges_wake_for_each_message),
 	};
 	const char *why;
 

@@ -126,13 +126,17 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 /* Poll until *flag or a handler failure; -ETIMEDOUT after REQUEST_NS.
  * Each poll spins, then sleeps (up to POLL_NS) as any group's does: six
  * processes share two CPUs here, and a group that spun would take one of
- * them from the bridges. */
+ * them from the bridges. One message a poll: B's handler answers a request
+ * at once, so A's next request can come while the same poll still passes
+ * over the mailbox (B's process preempted after its answer), and a poll
+ * without a budget would hand it to the handler too, over the request
+ * pong_recv() has not returned yet. */
 static int poll_until(struct bgroup *k, const bool *flag)
 {
 	uint64_t limit = shoal__now_ns() + REQUEST_NS;
 
 	while (!*flag && k->err == 0) {
-		int ret = shoal_poll(k->ctx, 0, POLL_NS);
+		int ret = shoal_poll(k->ctx, 1, POLL_NS);
 
 		if (ret < 0)
 			return net_fail(&k->s, ret, "bridge: poll: %s", shoal_strerror(ret));

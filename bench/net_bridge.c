@@ -126,13 +126,17 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 /* Poll until *flag or a handler failure; -ETIMEDOUT after REQUEST_NS.
  * Each poll spins, then sleeps (up to POLL_NS) as any group's does: six
  * processes share two CPUs here, and a group that spun would take one of
- * them from the bridges. */
+ * them from the bridges. One message a poll: B's handler answers a request
+ * at once, so A's next request can come while the same poll still passes
+ * over the mailbox (B's process preempted after its answer), and a poll
+ * without a budget would hand it to the handler too, over the request
+ * pong_recv() has not returned yet. */
 static int poll_until(struct bgroup *k, const bool *flag)
 {
 	uint64_t limit = shoal__now_ns() + REQUEST_NS;
 
 	while (!*flag && k->err == 0) {
-		int ret = shoal_poll(k->ctx, 0, POLL_NS);
+		int ret = shoal_poll(k->ctx, 1, POLL_NS);
 
 		if (ret < 0)
 			return net_fail(&k->s, ret, "bridge: poll: %s", shoal_strerror(ret));
@@ -209,11 +213,21 @@ struct requester {
 	uint64_t dest;
 };
 
+/*
+ * One request. The first (`ready`) may reach host B before B's group has
+ * attached: B's bridge then answers -EOWNERDEAD at once, as shoal_request()
+ * does for a group of this host with no process; that one is asked again,
+ * every millisecond, for REQUEST_NS at most.
+ */
 static int request(struct requester *q, uint32_t type, const void *msg, uint32_t len, void *back)
 {
 	struct shoal_reply reply = { .buf = back, .cap = NET_PAYLOAD_MAX };
-	int ret = shoal_request(q->k->ctx, q->dest, type, msg, len, REQUEST_NS, &reply);
+	uint64_t limit = shoal__now_ns() + REQUEST_NS;
+	int ret;
 
+	while ((ret = shoal_request(q->k->ctx, q->dest, type, msg, len, REQUEST_NS, &reply)) ==
+		       -EOWNERDEAD && type == MSG_READY && shoal__now_ns() < limit)
+		usleep(1000);
 	if (ret < 0)
 		return net_fail(&q->k->s, ret, "bridge: request: %s", shoal_strerror(ret));
 	if (!shoal_reply_is(&reply, type, len))

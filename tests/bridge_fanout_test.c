@@ -11,6 +11,10 @@
  * sender exactly once and in the order it was sent. Then a's bridge, which
  * dials both others, is killed: restarted by its supervisor, it links
  * again to b and c, whose one listener each takes it back.
+ * And a host that is not up does not hold up the others: with c not
+ * started, a's producer's copies for c wait in a's bridge while b's
+ * consumer gets all of its own, before hosts.down_after (two minutes) has
+ * passed; c, started then, gets every one of its own, in order.
  *
  * Runs as root; skips visibly (exit 77) otherwise, or when namespaces
  * cannot be made. Every wait has a deadline; nothing asserts a duration.
@@ -61,7 +65,8 @@ static int setup(void **state)
 		snprintf(consumer_log[s], sizeof(consumer_log[s]), "%s/c%s.log", dir, name[s]);
 	/* 64 KiB of window against 1500 records of 80 bytes (120 KB) per
 	 * producer, on every link. */
-	n += snprintf(text + n, sizeof(text) - (size_t)n, "system: fan\nhosts:\n"
+	n += snprintf(text + n, sizeof(text) - (size_t)n,
+		      "system: fan\nhosts:\n  down_after: 120s\n"
 		      "  link: { window: 64KiB, keepalive: 50ms, dead_after: 500ms }\n  list:\n");
 	for (int s = 0; s < HOSTS; s++)
 		n += snprintf(text + n, sizeof(text) - (size_t)n,
@@ -170,6 +175,23 @@ static bool complete(int side, const struct tally *t)
 	return t->strangers == 0;
 }
 
+/* Wait until every consumer has what it should (complete()), WAIT_MS at
+ * most; t[] holds the last tally. */
+static bool all_complete(struct tally t[HOSTS])
+{
+	bool done = false;
+
+	for (int ms = 0; ms < WAIT_MS && !done; ms += 100) {
+		usleep(100000);
+		done = true;
+		for (int s = 0; s < HOSTS; s++) {
+			tally(s, &t[s]);
+			done &= complete(s, &t[s]);
+		}
+	}
+	return done;
+}
+
 static void fail_with_outputs(const char *what)
 {
 	char *o[HOSTS];
@@ -234,7 +256,6 @@ static void stop_cleanly(int side)
 static void fanout_three_hosts_once_in_order_and_a_bridge_restarts(void **state)
 {
 	struct tally t[HOSTS];
-	bool done = false;
 
 	(void)state;
 	if (skip_reason) {
@@ -255,14 +276,7 @@ static void fanout_three_hosts_once_in_order_and_a_bridge_restarts(void **state)
 	expect(1, "bridge | link c: up (peer epoch ", 1);
 	expect(2, "bridge | link a: up (peer epoch ", 1);
 	expect(2, "bridge | link b: up (peer epoch ", 1);
-	for (int ms = 0; ms < WAIT_MS && !done; ms += 100) {
-		usleep(100000);
-		done = true;
-		for (int s = 0; s < HOSTS; s++) {
-			tally(s, &t[s]);
-			done &= complete(s, &t[s]);
-		}
-	}
+	(void)all_complete(t);
 	/* a's bridge killed: restarted, it dials b and c again. */
 	assert_true(bridge_pid(0) > 0);
 	assert_int_equal(kill(bridge_pid(0), SIGKILL), 0);
@@ -297,10 +311,67 @@ static void fanout_three_hosts_once_in_order_and_a_bridge_restarts(void **state)
 	}
 }
 
+/*
+ * c not started: a's link to it never comes up and takes nothing (no
+ * handshake, no credit), and a's bridge holds c's copies (120 KB, less than
+ * its backlog of four windows) while the mailbox goes on to b's. Before,
+ * the bridge's handler waited for c's link until down_after (120 s) passed,
+ * b's consumer stuck at the start meanwhile.
+ */
+static void fanout_host_not_up_does_not_hold_up_the_others(void **state)
+{
+	struct tally t[HOSTS];
+	bool done = false;
+	char *text;
+
+	(void)state;
+	if (skip_reason) {
+		fprintf(stderr, "skipped: %s\n", skip_reason);
+		skip();
+	}
+	for (int s = 0; s < HOSTS; s++) {
+		truncate(out[s], 0);
+		truncate(consumer_log[s], 0);
+	}
+	for (int s = 0; s < HOSTS; s++) {
+		const char *argv[] = { getenv("SHOAL_BIN"), "run", "--status", "plain", "--host",
+				       name[s], cfg, NULL };
+
+		if (s == 2) {
+			/* b's consumer has all of a's, c still not up: c now. */
+			expect(0, "bridge | link b: up (peer epoch ", 1);
+			for (int ms = 0; ms < WAIT_MS && !done; ms += 100) {
+				usleep(100000);
+				tally(1, &t[1]);
+				done = complete(1, &t[1]);
+			}
+			text = test_netns_slurp(out[0]);
+			assert_non_null(text);
+			assert_lacks(text, "link c: down longer than hosts.down_after");
+			free(text);
+			if (!done)
+				fail_with_outputs("b's consumer did not get a's messages while c "
+						  "was not up");
+		}
+		run[s] = test_netns_spawn(&hosts, s, shm[s], out[s], argv);
+		assert_true(run[s] > 0);
+	}
+	done = all_complete(t);
+	for (int s = 0; s < HOSTS; s++)
+		stop_cleanly(s);
+	if (!done)
+		fail_with_outputs("c's consumer (or a's) did not get all, in order, once c came");
+	text = test_netns_slurp(out[0]);
+	assert_non_null(text);
+	assert_has(text, ", 0 lost to a host down");
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(fanout_three_hosts_once_in_order_and_a_bridge_restarts),
+		cmocka_unit_test(fanout_host_not_up_does_not_hold_up_the_others),
 	};
 	const char *why = test_netns_unavailable();
 

@@ -12,6 +12,13 @@
  * and its whole host killed (its `shoal run`, its bridge and the
  * responder) with -EHOSTDOWN, both before the timeout; later sends to that
  * host's group fail with -EHOSTDOWN, direct and routed, until it is back.
+ * Requests made one at a time to idle bridges (asleep, with no link timer
+ * due for a minute) are each answered well within that minute: a message
+ * in an idle bridge's mailbox, or on its link, wakes it at once. Requests
+ * of 64 B and 1 KiB, one at a time and thousands of them, reach the
+ * responder once each and in order, one per poll of budget 1 (as a
+ * ping-pong benchmark's server takes them), and each answer is its
+ * request's payload.
  *
  * This program is also the groups' program (`--role requester|responder`),
  * so that the test needs nothing beside itself and `shoal`. The groups
@@ -48,14 +55,23 @@
 #define FLOOD_MAX 1000000           /* try_send_to's that never meet a full ring: a failure */
 #define FLOOD_MORE 2000             /* blocking sends after the first full ring */
 #define FULL_MS 2000                /* -EAGAIN this long in a row: the way is full */
+#define IDLE_ASKS 20                /* requests to idle bridges, one at a time */
+#define IDLE_GAP_US 100000          /* the pause before each: both bridges fall asleep */
+/* Each one's timeout: far below the link timers of cfg_idle (a minute),
+ * far above a round trip on a loaded machine (a millisecond). */
+#define IDLE_TIMEOUT_S 20
+#define ECHO_ROUNDS 1000            /* requests of each size, one at a time */
+#define ECHO_BIG 1024u              /* the second size; the first is 64 B */
 
-enum { T_ASK = 1, T_NOTE = 2, T_FEED = 3 };
+enum { T_ASK = 1, T_NOTE = 2, T_FEED = 3, T_ECHO = 4 };
 
 /* ---- the groups --------------------------------------------------------------- */
 
 static const struct shoal_type types[] = {
 	{ T_ASK, 8, "ask" }, { T_NOTE, 8, "note" }, { T_FEED, 8, "feed" },
+	{ T_ECHO, ECHO_BIG, "echo" },
 };
+#define N_TYPES (sizeof(types) / sizeof(types[0]))
 static int log_fd = -1;
 static const char *stall_file;   /* the responder takes no note until it exists */
 
@@ -73,6 +89,23 @@ static void logf_line(const char *fmt, ...)
 		_exit(5);
 }
 
+/* Echo request seq's size and bytes: seq, a pattern of it, ~seq. */
+static uint32_t echo_len(uint64_t seq)
+{
+	return seq < ECHO_ROUNDS ? 64u : ECHO_BIG;
+}
+
+static void echo_fill(unsigned char *buf, uint64_t seq)
+{
+	uint32_t len = echo_len(seq);
+	uint64_t inv = ~seq;
+
+	for (uint32_t i = 0; i < len; i++)
+		buf[i] = (unsigned char)(seq * 31u + i);
+	memcpy(buf, &seq, sizeof(seq));
+	memcpy(buf + len - sizeof(inv), &inv, sizeof(inv));
+}
+
 static uint64_t mono_ms(void)
 {
 	struct timespec ts;
@@ -81,11 +114,49 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* Echo requests the responder's handler took in its current shoal_poll()
+ * (pong()): one at most, its budget. */
+static unsigned echo_in_poll;
+
+/* The responder's echo: request seq must be the one after the last, whole,
+ * and the only one of its poll; its answer is its own payload. Logs what
+ * is wrong, and the last one. */
+static void responder_echo(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	static uint64_t next;
+	unsigned char want[ECHO_BIG];
+	uint64_t seq = 0;
+
+	if (m->len >= sizeof(seq))
+		memcpy(&seq, m->data, sizeof(seq));
+	if (++echo_in_poll > 1)
+		logf_line("echo bad: %llu in the poll of %llu\n", (unsigned long long)seq,
+			  (unsigned long long)next - 1);
+	if (!(m->env->flags & SHOAL_ENV_REQUEST) || seq != next) {
+		logf_line("echo bad: %llu (%u B, flags %#x) where %llu was due\n",
+			  (unsigned long long)seq, m->len, (unsigned)m->env->flags,
+			  (unsigned long long)next);
+	} else {
+		echo_fill(want, seq);
+		if (m->len != echo_len(seq) || memcmp(m->data, want, m->len) != 0)
+			logf_line("echo bad: %llu torn (%u B)\n", (unsigned long long)seq, m->len);
+	}
+	next = seq + 1;
+	if (next == 2 * ECHO_ROUNDS)
+		logf_line("echoed %llu\n", (unsigned long long)next);
+	shoal_respond(a->ctx, m, T_ECHO, m->data, m->len);
+}
+
 /* The responder: answers seq with seq + 1 (HOLD: never, it sleeps in the
- * handler); logs every note with the group of its sender. */
+ * handler); logs every note with the group of its sender; echoes echoes. */
 static void responder_msg(struct shoal_actor *a, const struct shoal_msg *m)
 {
 	uint64_t seq = 0;
+
+	if (m->type == T_ECHO) {
+		responder_echo(a, m);
+		return;
+	}
 
 	if (m->len == sizeof(seq))
 		memcpy(&seq, m->data, sizeof(seq));
@@ -134,9 +205,24 @@ static int ask(struct shoal_ctx *ctx, uint64_t dest, uint64_t seq, int64_t timeo
 	return ret;
 }
 
+/* Echo request seq: its answer must be its payload. */
+static int echo(struct shoal_ctx *ctx, uint64_t dest, uint64_t seq)
+{
+	unsigned char msg[ECHO_BIG], back[ECHO_BIG];
+	struct shoal_reply rep = { .buf = back, .cap = sizeof(back) };
+	uint32_t len = echo_len(seq);
+	int ret;
+
+	echo_fill(msg, seq);
+	ret = shoal_request(ctx, dest, T_ECHO, msg, len, 10 * INT64_C(1000000000), &rep);
+	if (ret == 0 && (!shoal_reply_is(&rep, T_ECHO, len) || memcmp(back, msg, len) != 0))
+		return -EBADMSG;
+	return ret;
+}
+
 static int requester(const char *mode)
 {
-	struct shoal_group_desc d = { .types = types, .n_types = 3, .node = -1 };
+	struct shoal_group_desc d = { .types = types, .n_types = N_TYPES, .node = -1 };
 	struct shoal_err err = { { 0 } };
 	struct shoal_group *g;
 	struct shoal_ctx *ctx;
@@ -185,6 +271,24 @@ static int requester(const char *mode)
 		for (uint64_t i = 0; i < FEEDS && ret == 0; i++)
 			ret = shoal_send(ctx, T_FEED, &i, sizeof(i));
 		logf_line("feeds %d\n", ret);
+	} else if (strcmp(mode, "idle") == 0) {
+		for (uint64_t i = 0; i < IDLE_ASKS && ret == 0; i++) {
+			uint64_t r = 0;
+			struct shoal_reply rep = { .buf = &r, .cap = sizeof(r) };
+
+			usleep(IDLE_GAP_US);
+			ret = shoal_request(ctx, dest, T_ASK, &i, sizeof(i),
+					    IDLE_TIMEOUT_S * INT64_C(1000000000), &rep);
+			if (ret == 0 && (rep.len != sizeof(r) || r != i + 1))
+				ret = -EBADMSG;
+		}
+		logf_line("idle %d\n", ret);
+	} else if (strcmp(mode, "echo") == 0) {
+		uint64_t i;
+
+		for (i = 0; i < 2 * ECHO_ROUNDS && ret == 0; i++)
+			ret = echo(ctx, dest, i);
+		logf_line("echo %d at %llu\n", ret, (unsigned long long)i);
 	} else if (ret == 0) {
 		uint64_t seq = HOLD;
 
@@ -202,10 +306,36 @@ static int requester(const char *mode)
 	return 0;
 }
 
+/*
+ * The responder of the echo case, as a ping-pong benchmark's server runs
+ * (bench/net_bridge.c): its own loop of polls of one message each, its
+ * handler answering at once. The next request may come before that poll
+ * returns; the budget leaves it to the next poll.
+ */
+static int pong(const struct shoal_group_desc *d)
+{
+	struct shoal_err err = { { 0 } };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	int ret;
+
+	if (shoal_group_attach(&g, d, NULL, &err) < 0) {
+		fprintf(stderr, "responder: %s\n", err.msg);
+		return 1;
+	}
+	ctx = shoal_group_worker(g, 0);
+	do {
+		echo_in_poll = 0;
+		ret = shoal_poll(ctx, 1, 100000000);
+	} while (ret != -ESHUTDOWN);
+	shoal_group_detach(g);
+	return 0;
+}
+
 static int group_main(int argc, char **argv)
 {
 	const char *role = "", *log = NULL, *mode = "notes";
-	struct shoal_group_desc d = { .types = types, .n_types = 3, .node = -1,
+	struct shoal_group_desc d = { .types = types, .n_types = N_TYPES, .node = -1,
 				      .on_message = responder_msg };
 
 	for (int i = 1; i + 1 < argc; i++) {
@@ -222,10 +352,12 @@ static int group_main(int argc, char **argv)
 		log_fd = open(log, O_WRONLY | O_APPEND | O_CREAT, 0600);
 	if (strcmp(role, "requester") == 0)
 		return requester(mode);
+	if (strcmp(role, "responder") == 0 && strcmp(mode, "echo") == 0)
+		return pong(&d);
 	if (strcmp(role, "responder") == 0)
 		return shoal_group_main(&d, argc, argv);
 	fprintf(stderr, "usage: %s --role requester|responder --log FILE "
-		"[--mode notes|hold|flood] [--stall FILE]\n", argv[0]);
+		"[--mode notes|hold|flood|idle|echo] [--stall FILE]\n", argv[0]);
 	return 2;
 }
 
@@ -234,7 +366,7 @@ static int group_main(int argc, char **argv)
 static struct test_netns hosts;
 static const char *skip_reason;
 static char self[PATH_MAX], dir[64], shm[2][96], out[2][128], cfg_notes[128], cfg_hold[128],
-	    cfg_proc[128], cfg_flood[128];
+	    cfg_proc[128], cfg_flood[128], cfg_idle[128], cfg_echo[128];
 static char log_req[128], log_resp[128], stall[128];
 static pid_t run[2];
 static const char *const name[2] = { "a", "b" };
@@ -289,10 +421,15 @@ static pid_t start(int side, const char *file)
 	return pid;
 }
 
+#define LINK_TIMERS "keepalive: 50ms, dead_after: 500ms"
+/* No link timer due for a minute: an idle bridge has nothing to wake for
+ * but its mailbox and its link. */
+#define LINK_TIMERS_SLOW "keepalive: 60s, dead_after: 120s"
+
 /* The system file: requester on a (in `mode`), responder on b (stalled
- * until `stall` exists, if given); links of `window` bytes. */
+ * until `stall` exists, if given); links of `window` bytes, with `timers`. */
 static int write_cfg(const char *path, const char *system, int port, const char *mode,
-		     const char *window, const char *stall_on)
+		     const char *window, const char *timers, const char *stall_on)
 {
 	char extra[160] = "";
 
@@ -302,18 +439,20 @@ static int write_cfg(const char *path, const char *system, int port, const char 
 		snprintf(extra, sizeof(extra), ", --stall, '%s'", stall_on);
 	snprintf(text, sizeof(text),
 		 "system: %s\nhosts:\n  down_after: 1s\n"
-		 "  link: { window: %s, keepalive: 50ms, dead_after: 500ms, backoff: 20ms,\n"
+		 "  link: { window: %s, %s, backoff: 20ms,\n"
 		 "          max_backoff: 200ms }\n"
 		 "  list:\n    - { name: a, listen: '%s:%d' }\n    - { name: b, listen: '%s:%d' }\n"
 		 "types:\n  - { id: 1, name: ask, max_size: 8 }\n"
 		 "  - { id: 2, name: note, max_size: 8 }\n  - { id: 3, name: feed, max_size: 8 }\n"
+		 "  - { id: 4, name: echo, max_size: 1024 }\n"
 		 "groups:\n"
 		 "  - { name: req, program: '%s',\n"
 		 "      args: [--role, requester, --mode, %s, --log, '%s'], host: a }\n"
-		 "  - { name: resp, program: '%s', args: [--role, responder, --log, '%s'%s],\n"
+		 "  - { name: resp, program: '%s',\n"
+		 "      args: [--role, responder, --mode, %s, --log, '%s'%s],\n"
 		 "      host: b, routes: [ { types: [feed] } ] }\n",
-		 system, window, hosts.addr[0], port, hosts.addr[1], port, self, mode, log_req,
-		 self, log_resp, extra);
+		 system, window, timers, hosts.addr[0], port, hosts.addr[1], port, self, mode, log_req,
+		 self, mode, log_resp, extra);
 	return test_netns_write(path, text);
 }
 
@@ -339,12 +478,16 @@ static int setup(void **state)
 	snprintf(cfg_hold, sizeof(cfg_hold), "%s/xh.yaml", dir);
 	snprintf(cfg_proc, sizeof(cfg_proc), "%s/xp.yaml", dir);
 	snprintf(cfg_flood, sizeof(cfg_flood), "%s/xf.yaml", dir);
+	snprintf(cfg_idle, sizeof(cfg_idle), "%s/xi.yaml", dir);
+	snprintf(cfg_echo, sizeof(cfg_echo), "%s/xe.yaml", dir);
 	snprintf(stall, sizeof(stall), "%s/go", dir);
-	if (write_cfg(cfg_notes, "xn", PORT, "notes", "1MiB", NULL) < 0 ||
-	    write_cfg(cfg_hold, "xh", PORT + 1, "hold", "1MiB", NULL) < 0 ||
-	    write_cfg(cfg_proc, "xp", PORT + 2, "hold", "1MiB", NULL) < 0)
+	if (write_cfg(cfg_notes, "xn", PORT, "notes", "1MiB", LINK_TIMERS, NULL) < 0 ||
+	    write_cfg(cfg_hold, "xh", PORT + 1, "hold", "1MiB", LINK_TIMERS, NULL) < 0 ||
+	    write_cfg(cfg_proc, "xp", PORT + 2, "hold", "1MiB", LINK_TIMERS, NULL) < 0 ||
+	    write_cfg(cfg_idle, "xi", PORT + 4, "idle", "1MiB", LINK_TIMERS_SLOW, NULL) < 0 ||
+	    write_cfg(cfg_echo, "xe", PORT + 5, "echo", "1MiB", LINK_TIMERS, NULL) < 0)
 		return -1;
-	return write_cfg(cfg_flood, "xf", PORT + 3, "flood", "64KiB", stall);
+	return write_cfg(cfg_flood, "xf", PORT + 3, "flood", "64KiB", LINK_TIMERS, stall);
 }
 
 static void stop_run(int side)
@@ -590,6 +733,68 @@ static void xhost_responder_killed_ends_request_with_ownerdead(void **state)
 	free(text);
 }
 
+/* What the requester said last on its line "word RET ...": RET. */
+static int requester_said(const char *word)
+{
+	char needle[32], *text, *p;
+	int ret = 1;
+
+	snprintf(needle, sizeof(needle), "\n%s ", word);
+	expect_in(log_req, needle);
+	text = slurp(log_req);
+	p = strstr(text, needle);
+	assert_int_equal(sscanf(p + strlen(needle), "%d", &ret), 1);
+	free(text);
+	return ret;
+}
+
+/*
+ * Both bridges idle before each request: b's wakes for it on its link, a's
+ * for the response; a's for the request in its mailbox, b's for the
+ * response in its own. A bridge that slept until its next link timer (a
+ * minute here) would leave the request to its timeout (20 s).
+ */
+static void xhost_idle_bridges_wake_for_each_message(void **state)
+{
+	int ret;
+
+	(void)state;
+	begin(cfg_idle);
+	expect_in(log_req, "requests 0\n");
+	ret = requester_said("idle");
+	if (ret != 0) {
+		show_outputs();
+		fail_msg("a request to idle bridges: %s", strerror(-ret));
+	}
+	stop_run(0);
+	stop_run(1);
+}
+
+/*
+ * Round trips one after the other, as a ping-pong benchmark makes them:
+ * each request reaches the responder once, after the one before it and
+ * whole, at 64 B and at 1 KiB, each alone in a poll of budget 1 (pong()),
+ * and each answer is that request's payload.
+ */
+static void xhost_requests_one_at_a_time_arrive_once_in_order(void **state)
+{
+	char *text;
+	int ret;
+
+	(void)state;
+	begin(cfg_echo);
+	ret = requester_said("echo");
+	text = slurp(log_resp);
+	if (ret != 0 || strstr(text, "echo bad") != NULL || strstr(text, "echoed ") == NULL) {
+		show_outputs();
+		fail_msg("round trips one at a time: the requester's last %s, the responder's "
+			 "log above", strerror(-ret));
+	}
+	free(text);
+	stop_run(0);
+	stop_run(1);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -597,6 +802,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(xhost_full_responder_pushes_back_on_the_sender),
 		cmocka_unit_test(xhost_host_killed_ends_request_with_hostdown),
 		cmocka_unit_test(xhost_responder_killed_ends_request_with_ownerdead),
+		cmocka_unit_test(xhost_idle_bridges_wake_for_each_message),
+		cmocka_unit_test(xhost_requests_one_at_a_time_arrive_once_in_order),
 	};
 	const char *why;
 

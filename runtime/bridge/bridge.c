@@ -6,10 +6,17 @@
  * Why one loop and no thread per link: a hub and its links are
  * single-threaded (link.h rule 2) and make progress only inside their
  * calls, so the loop polls the hub (every link) and the mailbox, goes round
- * again at once while either had work or had some less than SPIN_NS ago,
- * and only then sleeps on the hub's fd until the earliest link deadline, at
- * most WAKE_NS: the mailbox's doorbell is not that fd, so a message (or a
- * stop) that comes to a bridge idle for longer waits up to that bound.
+ * again at once while either had work, and only then sleeps, until the
+ * earliest link deadline, on both at once (sleep_until()): on the
+ * mailbox's doorbell, a futex, as any worker does, while
+ * a second thread (struct watch) waits for the hub's fd and rings that
+ * doorbell when the fd turns readable. So a message (or a stop) that
+ * comes to an idle bridge wakes it at once, from either side; before, the
+ * bridge slept on the fd alone, 1 ms at most, and a mailbox's message
+ * waited up to that, which it spun for 50 us after each turn with work to
+ * hide: on two CPUs shared by the six processes of a round trip, the spin
+ * took their time (p99 of the round trip 1.4 ms with it, 0.43-0.46 ms
+ * without, bench/SUITE.md's command).
  * Sleeping between turns of a busy mailbox held a bridge to 64 messages a
  * wake (27 000 messages a second across loopback, the link alone carrying
  * 16 million); sleeping at once after each turn with work held a request
@@ -40,25 +47,32 @@
  * into the group's mailbox with its envelope unchanged, so that the
  * responder answers the original requester, through its own bridge.
  *
- * Back-pressure: a record the link cannot take keeps the handler (and so
- * the mailbox's rings) waiting; a record the mailbox or uplink here cannot
- * take stays held by the link, whose credit then stops the far sender.
+ * Back-pressure: a record the link cannot take (no credit: its host slow,
+ * not up yet, or down) waits in that peer's backlog, in the bridge, so
+ * that the mailbox goes on to records for the other hosts; only when the
+ * backlog is full (BACKLOG_WINDOWS of the link's windows) does the record
+ * keep the handler, and so the mailbox's rings, waiting. A record the
+ * mailbox or uplink here cannot take stays held by the link, whose credit
+ * then stops the far sender.
  *
  * A link down longer than hosts.down_after: its host's bit in the
  * mailbox's hosts_down, which the router turns into its groups marked down
- * where senders see it (-EHOSTDOWN).
+ * where senders see it (-EHOSTDOWN), and its backlog counted lost.
  */
 #include <assert.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <shoal/doorbell.h>
 #include <shoal/group.h>
 
 #include "runtime/bridge/bridge.h"
@@ -69,13 +83,44 @@
 #include "runtime/route/route.h"
 #include "shm/util.h"
 
-#define WAKE_NS UINT64_C(1000000)
-/* About a round trip across hosts, which a response takes to come back
- * and the next request from the same requester takes to follow it. */
-#define SPIN_NS UINT64_C(50000)
 #define MAILBOX_BUDGET 64u
+/*
+ * Asked to stop, the bridge goes on taking its mailbox until nothing came
+ * for this long. The supervisor stops the bridge as soon as the groups
+ * before it in the stop order have exited, not once the router has
+ * dispatched what they left in their uplinks: a bridge that keeps up with
+ * its mailbox (its backlogs) would otherwise stop while the router still
+ * has records for it, counted lost_queued (436 of 5.8 million at full
+ * rate on loopback, in 2 of 4 runs). Only while every link is up
+ * (all_up()). runtime/control should wait for that instead.
+ */
+#define STOP_QUIET_NS UINT64_C(20000000)
 #define PENDING_MAX 4096u
 #define ENV_BYTES sizeof(struct shoal_envelope)
+/* A peer's backlog holds this many of its link's windows (struct backlog). */
+#define BACKLOG_WINDOWS 4u
+
+/*
+ * Records for a peer whose link has no credit (not up yet, down, or slow),
+ * queued in the bridge, in order, so that the mailbox goes on to records
+ * for other hosts: one host down no longer holds up the others' messages.
+ * Each is a struct held then its bytes, 8-aligned, between head and tail
+ * of a buffer of BACKLOG_WINDOWS link windows (made at first use). Full,
+ * the record waits in link_put() as before (back-pressure on the senders);
+ * a host down past hosts.down_after has its backlog counted lost.
+ */
+struct held {
+	uint32_t len;
+	uint16_t tag;
+	uint16_t pad;
+};
+
+struct backlog {
+	unsigned char *buf;
+	uint32_t cap;
+	uint32_t head, tail;             /* bytes; head == tail: empty */
+	uint32_t n;                      /* records */
+};
 
 struct peer {
 	const struct shoal__cfg_host *h;
@@ -84,6 +129,7 @@ struct peer {
 	struct shoal__link_stats seen;   /* as last told */
 	uint64_t told_failures;          /* connections broken when last told (tell()) */
 	uint64_t lost_down;              /* records given up on: the host down too long */
+	struct backlog q;                /* records its link had no credit for yet */
 	struct shoal__links_row *row;    /* its row of the link view; NULL: no view */
 };
 
@@ -100,6 +146,7 @@ struct counts {
 	uint64_t ended;          /* requests brought in, answered -EOWNERDEAD here */
 	uint64_t untracked;      /* requests brought in while PENDING_MAX were watched */
 	uint64_t lost_stop;      /* records no peer acknowledged when the bridge stopped */
+	uint64_t backlogged;     /* of `forwarded`, records that waited in a backlog */
 };
 
 /*
@@ -118,6 +165,24 @@ struct pending {
 	uint32_t type;
 	uint32_t gen;            /* the responder group's incarnation when it came */
 	bool none;               /* no process of the responder's group ran then */
+};
+
+/*
+ * The thread that watches the hub's fd while the bridge sleeps on its
+ * mailbox's doorbell (sleep_until()). It waits for `asked` to move, then polls
+ * the fd (and `stop_fd`), and rings the doorbell once the fd is readable;
+ * then it waits for the next sleep. Never touches the hub or the ctx.
+ */
+struct watch {
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint64_t asked;                  /* sleeps the bridge began; under mu */
+	bool quit;                       /* under mu */
+	int hub_fd;
+	int stop_fd;                     /* an eventfd: written at the bridge's end */
+	struct shoal_doorbell *bell;     /* the mailbox's */
+	bool running;
 };
 
 struct bridge {
@@ -143,6 +208,8 @@ struct bridge {
 	struct pending *pending;         /* PENDING_MAX; n_pending of them in use */
 	uint32_t n_pending;
 	bool putting;                    /* in link_put(): b->rec is in use */
+	bool stopping;                   /* asked to stop: taking no more from peers */
+	struct watch watch;
 	struct counts n;
 };
 
@@ -503,21 +570,22 @@ static void untrack(struct bridge *b, uint64_t requester, uint64_t rid)
  * requester is answered at once (check_requests()), as shoal_request()
  * answers a requester here.
  */
-static int bring_in(struct bridge *b, const struct shoal_envelope *env, const void *payload)
+static int bring_in(struct bridge *b, struct shoal__relay *rl, const struct shoal_envelope *env,
+		    const void *payload)
 {
 	uint32_t gen = 0;
 	int running, ret;
 
 	if (env->dest == SHOAL_ADDR_NONE)
-		return shoal__send_routed_env(b->ctx, env, payload);
+		return shoal__send_routed_env(b->ctx, rl, env, payload);
 	if (!(env->flags & SHOAL_ENV_REQUEST))
-		return shoal__send_env(b->ctx, env, payload);
+		return shoal__send_env(b->ctx, rl, env, payload);
 	running = shoal__group_running(b->ctx, shoal_addr_group(env->dest), &gen);
 	if (running == 0 && host_of(b, shoal_addr_group(env->dest)) == b->host) {
 		track(b, env, 0, true);
 		return 0;
 	}
-	ret = shoal__send_env(b->ctx, env, payload);
+	ret = shoal__send_env(b->ctx, rl, env, payload);
 	if (ret == 0)
 		track(b, env, gen, false);
 	return ret;
@@ -567,12 +635,24 @@ static void check_requests(struct bridge *b)
  * A record there is no room for yet (or whose direct link is being
  * opened) stays held, so the link's credit pushes back on the peer; one
  * that is not a message of this system (DESIGN invariant 1: a peer's bytes
- * are checked like a ring's) is dropped and counted.
+ * are checked like a ring's) is dropped and counted. Those for one ring
+ * are published together (relay.h), at most RELAY_MAX at a time, so that
+ * the consumer starts on the first while the rest are written.
  */
+#define RELAY_MAX 256u
+
 static void take_records(struct bridge *b, struct peer *p)
 {
+	struct shoal__relay rl = { 0 };
 	struct shoal__frame_rec r;
 
+	/* Stopping, the bridge only sends on what its mailbox still gets
+	 * (STOP_QUIET_NS): what a peer sends now (a peer's new incarnation,
+	 * dialing this one before it is gone, sent a request for a responder
+	 * that has stopped: -EOWNERDEAD) stays unacknowledged, and goes to
+	 * this host's next bridge, or is counted lost by the peer. */
+	if (b->stopping)
+		return;
 	note_down(b, p);
 	while (shoal__link_recv_peek(p->link, &r) == 0) {
 		const unsigned char *payload = (const unsigned char *)r.data + ENV_BYTES;
@@ -582,7 +662,7 @@ static void take_records(struct bridge *b, struct peer *p)
 		if (r.len >= sizeof(env)) {
 			memcpy(&env, r.data, sizeof(env));
 			if (env.len == r.len - sizeof(env))
-				ret = bring_in(b, &env, payload);
+				ret = bring_in(b, &rl, &env, payload);
 		}
 		if (ret == -EAGAIN)
 			break;
@@ -592,16 +672,111 @@ static void take_records(struct bridge *b, struct peer *p)
 			say(b, p, "a record not sent on here: %s", strerror(-ret));
 		}
 		shoal__link_recv_release(p->link);
+		if (rl.k >= RELAY_MAX)
+			shoal__relay_publish(b->ctx, &rl);
 	}
+	shoal__relay_publish(b->ctx, &rl);
 	if (!b->putting && b->n_pending > 0)
 		check_requests(b);
 }
 
+/* ---- a peer's backlog -------------------------------------------------------- */
+
+static uint32_t held_size(uint32_t len)
+{
+	return (uint32_t)((sizeof(struct held) + len + 7u) & ~7u);
+}
+
+/* Queue a record behind those p holds already; false if there is no room
+ * (or no memory for the buffer): nothing is changed then. */
+static bool backlog_hold(struct bridge *b, struct peer *p, const void *rec, uint32_t len,
+			 uint16_t tag)
+{
+	struct backlog *q = &p->q;
+	struct held h = { .len = len, .tag = tag };
+	uint32_t need = held_size(len);
+
+	if (q->buf == NULL) {
+		q->cap = BACKLOG_WINDOWS * b->cfg->link.window;
+		q->buf = malloc(q->cap);
+		if (q->buf == NULL)
+			return false;
+	}
+	if (q->tail + need > q->cap && q->head > 0) {
+		memmove(q->buf, q->buf + q->head, q->tail - q->head);
+		q->tail -= q->head;
+		q->head = 0;
+	}
+	if (q->tail + need > q->cap)
+		return false;
+	memcpy(q->buf + q->tail, &h, sizeof(h));
+	memcpy(q->buf + q->tail + sizeof(h), rec, len);
+	q->tail += need;
+	q->n++;
+	return true;
+}
+
+/* A record the link refused for good: counted lost to the host down, and
+ * said (the first of them, and every one that is not for want of credit). */
+static void lose(struct bridge *b, struct peer *p, uint32_t len, int ret)
+{
+	p->lost_down++;
+	if (b->n.lost_down++ == 0 || ret != -EAGAIN)
+		say(b, p, "a record of %u bytes not sent: %s", len, ret == -EAGAIN ?
+		    "the host is down past hosts.down_after" : strerror(-ret));
+}
+
+/* p's link down longer than hosts.down_after: its records are given up. */
+static bool gone(const struct bridge *b, const struct peer *p)
+{
+	struct shoal__link_stats st;
+
+	shoal__link_stats(p->link, &st);
+	return st.state != SHOAL__LINK_UP &&
+	       shoal__now_ns() - st.down_since_ns > b->cfg->down_after_ns;
+}
+
+/* Hand what p holds to its link, in order, while it takes them (all of
+ * them, counted lost, when the host is gone). Returns whether p holds
+ * nothing now. */
+static bool backlog_push(struct bridge *b, struct peer *p)
+{
+	struct backlog *q = &p->q;
+	bool lost;
+
+	if (q->n == 0)
+		return true;
+	lost = gone(b, p);
+	while (q->n > 0) {
+		struct held h;
+		int ret = -EAGAIN;
+
+		memcpy(&h, q->buf + q->head, sizeof(h));
+		if (!lost)
+			ret = shoal__link_send(p->link, q->buf + q->head + sizeof(h), h.len, h.tag);
+		if (ret == -EAGAIN && !lost)
+			return false;
+		if (ret == 0) {
+			b->n.forwarded++;
+			b->n.backlogged++;
+		} else {
+			lose(b, p, h.len, ret);
+		}
+		q->head += held_size(h.len);
+		q->n--;
+	}
+	q->head = q->tail = 0;
+	return true;
+}
+
 /*
- * Queue one record on p's link. A link without credit is polled (with the
- * others, whose peers may be waiting on us, and whose records are taken
- * meanwhile: two bridges that wait for each other's credit both release
- * what they hold, so both go on) until it takes the record, or until it
+ * Queue one record (b->rec) on p's link: at once if p holds nothing and
+ * the link has credit, else behind what p holds, and the loop hands it on
+ * when credit comes (backlog_push()). Only when p's backlog is full does
+ * the record wait here: every link is polled meanwhile (their peers may be
+ * waiting on us), records are taken from them (two bridges that wait for
+ * each other's credit both release what they hold, so both go on), and the
+ * others' backlogs pushed, until p's link or backlog takes it, or p's host
  * has been down longer than hosts.down_after: then the record is counted
  * lost (`lost_down`) and said, as a send to that host fails. Sleeps on the
  * link's fd between polls, 1 ms at most.
@@ -610,27 +785,28 @@ static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t ta
 {
 	b->putting = true;
 	for (;;) {
-		struct shoal__link_stats st;
 		uint64_t now;
-		int ret = shoal__link_send(p->link, b->rec, len, tag);
+		int ret = -EAGAIN;
 
-		if (ret == 0) {
-			b->n.forwarded++;
+		if (backlog_push(b, p)) {
+			ret = shoal__link_send(p->link, b->rec, len, tag);
+			if (ret == 0) {
+				b->n.forwarded++;
+				break;
+			}
+		}
+		if (ret != -EAGAIN || gone(b, p)) {
+			lose(b, p, len, ret);
 			break;
 		}
-		shoal__link_stats(p->link, &st);
+		if (backlog_hold(b, p, b->rec, len, tag))
+			break;
 		now = shoal__now_ns();
-		if (ret != -EAGAIN || (st.state != SHOAL__LINK_UP &&
-				       now - st.down_since_ns > b->cfg->down_after_ns)) {
-			p->lost_down++;
-			if (b->n.lost_down++ == 0 || ret != -EAGAIN)
-				say(b, p, "a record of %u bytes not sent: %s", len, ret == -EAGAIN ?
-				    "the host is down past hosts.down_after" : strerror(-ret));
-			break;
-		}
 		for (uint32_t i = 0; i < b->n_peers; i++) {
 			shoal__link_poll(b->peers[i].link, now);
 			take_records(b, &b->peers[i]);
+			if (&b->peers[i] != p)
+				(void)backlog_push(b, &b->peers[i]);
 		}
 		if (shoal__link_arm(p->link) == 0) {
 			struct pollfd pfd = { .fd = shoal__link_fd(p->link), .events = POLLIN };
@@ -743,21 +919,166 @@ static int remote_routes(struct bridge *b, struct shoal_err *err)
 	return 0;
 }
 
-static void serve(struct bridge *b)
+/* ---- sleeping ---------------------------------------------------------------- */
+
+static void *watch_main(void *arg)
 {
-	struct pollfd pfd = { .fd = shoal__link_hub_fd(b->hub), .events = POLLIN };
-	uint64_t busy = shoal__now_ns();   /* the last turn that had work */
+	struct watch *w = arg;
+	uint64_t seen = 0;
 
 	for (;;) {
-		uint64_t now = shoal__now_ns(), wake, received = b->n.received;
-		int took = shoal_poll(b->ctx, MAILBOX_BUDGET, 0);
-		struct timespec ts;
+		struct pollfd pfd[2] = { { .fd = w->hub_fd, .events = POLLIN },
+					 { .fd = w->stop_fd, .events = POLLIN } };
+		bool quit;
 
-		if (took == -ESHUTDOWN)
-			return;
+		pthread_mutex_lock(&w->mu);
+		while (w->asked == seen && !w->quit)
+			pthread_cond_wait(&w->cv, &w->mu);
+		seen = w->asked;
+		quit = w->quit;
+		pthread_mutex_unlock(&w->mu);
+		if (quit)
+			return NULL;
+		while (poll(pfd, 2, -1) < 0 && errno == EINTR)
+			;
+		/* A readable fd after this sleep's arm: the hub has an event.
+		 * (One left from an earlier sleep wakes the bridge for nothing,
+		 * once: it polls, and sleeps again.) */
+		shoal_doorbell_wake(w->bell);
+	}
+}
+
+static int watch_start(struct bridge *b, struct shoal_err *err)
+{
+	struct watch *w = &b->watch;
+	int ret;
+
+	w->hub_fd = shoal__link_hub_fd(b->hub);
+	w->bell = shoal__idle_bell(b->ctx);
+	w->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (w->stop_fd < 0)
+		return shoal__fail(err, -errno, "eventfd: %s", strerror(errno));
+	pthread_mutex_init(&w->mu, NULL);
+	pthread_cond_init(&w->cv, NULL);
+	ret = pthread_create(&w->thread, NULL, watch_main, w);
+	if (ret != 0) {
+		pthread_cond_destroy(&w->cv);
+		pthread_mutex_destroy(&w->mu);
+		close(w->stop_fd);
+		return shoal__fail(err, -ret, "the hub's watcher thread: %s", strerror(ret));
+	}
+	w->running = true;
+	return 0;
+}
+
+static void watch_stop(struct watch *w)
+{
+	uint64_t one = 1;
+
+	if (!w->running)
+		return;
+	pthread_mutex_lock(&w->mu);
+	w->quit = true;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	(void)!write(w->stop_fd, &one, sizeof(one));
+	pthread_join(w->thread, NULL);
+	pthread_cond_destroy(&w->cv);
+	pthread_mutex_destroy(&w->mu);
+	close(w->stop_fd);
+	w->running = false;
+}
+
+/*
+ * Sleep until the mailbox or the hub has something, or until `wake` (the
+ * earliest link deadline; UINT64_MAX: none). No wake-up is lost from
+ * either side (docs/memory-ordering.md, "The bridge's sleep"):
+ * - the mailbox: shoal__idle_prepare() is the doorbell's own protocol
+ *   (SLEEPING, F1, a last look at every ring), on this thread;
+ * - the hub: it was armed before (an event after the arm makes its fd
+ *   readable, and it stays so until the next progress), and the watcher is
+ *   asked to look at the fd only after the doorbell says SLEEPING (the
+ *   mutex orders the two), so its shoal_doorbell_wake() either swaps
+ *   SLEEPING to AWAKE and wakes the futex, or finds AWAKE because a
+ *   producer woke us already; futex_wait() compares the word in the
+ *   kernel, so a wake between the last look and the sleep is not lost.
+ */
+static void sleep_until(struct bridge *b, uint64_t wake)
+{
+	struct watch *w = &b->watch;
+	uint64_t now;
+
+	if (!shoal__idle_prepare(b->ctx))
+		return;
+	now = shoal__now_ns();
+	if (wake <= now) {
+		shoal__idle_cancel(b->ctx);
+		return;
+	}
+	pthread_mutex_lock(&w->mu);
+	w->asked++;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	(void)shoal__idle_wait(b->ctx, wake == UINT64_MAX ? -1 : (int64_t)(wake - now));
+}
+
+/*
+ * The links' next deadline, or sooner the moment a link not up passes
+ * hosts.down_after: the turn after it marks its host down (note_down())
+ * and gives up its backlog. (A listening link down has no deadline of its
+ * own: nothing else would wake the bridge for it.)
+ */
+static uint64_t next_deadline(const struct bridge *b, uint64_t now)
+{
+	uint64_t t = shoal__link_hub_deadline(b->hub);
+
+	for (uint32_t i = 0; i < b->n_peers; i++) {
+		struct shoal__link_stats st;
+		uint64_t at;
+
+		shoal__link_stats(b->peers[i].link, &st);
+		at = st.down_since_ns + b->cfg->down_after_ns + 1;
+		if (st.state != SHOAL__LINK_UP && at > now && at < t)
+			t = at;
+	}
+	return t;
+}
+
+/* Whether every link is up (a stopping bridge lingers only then: a peer
+ * that went away may come back as a new incarnation, which must not be
+ * sent what this one still holds for the old). */
+static bool all_up(const struct bridge *b)
+{
+	for (uint32_t i = 0; i < b->n_peers; i++) {
+		struct shoal__link_stats st;
+
+		shoal__link_stats(b->peers[i].link, &st);
+		if (st.state != SHOAL__LINK_UP)
+			return false;
+	}
+	return true;
+}
+
+static void serve(struct bridge *b)
+{
+	uint64_t took_at = shoal__now_ns();   /* the last turn that took from the mailbox */
+
+	for (;;) {
+		uint64_t now = shoal__now_ns(), received = b->n.received;
+		int took = shoal_poll(b->ctx, MAILBOX_BUDGET, 0);
+
+		if (took > 0)
+			took_at = now;
+		if (took == -ESHUTDOWN) {
+			if (now - took_at >= STOP_QUIET_NS || !all_up(b))
+				return;
+			b->stopping = true;
+			took = 0;
+		}
 		shoal__link_hub_poll(b->hub, now);
 		for (uint32_t i = 0; i < b->n_peers; i++) {
 			take_records(b, &b->peers[i]);
+			(void)backlog_push(b, &b->peers[i]);
 			if (took < (int)MAILBOX_BUDGET)
 				(void)shoal__link_flush_idle(b->peers[i].link);
 			tell(b, &b->peers[i]);
@@ -765,25 +1086,13 @@ static void serve(struct bridge *b)
 		}
 		tell_hub(b);
 		view_write_hub(b);
-		if (took > 0 || b->n.received != received)
-			busy = now;
 		/* Round again at once, without arming: arming is two system
 		 * calls (a read and an epoll_wait) that only a sleep needs. */
-		if (now - busy < SPIN_NS)
+		if (took > 0 || b->n.received != received)
 			continue;
-		wake = shoal__link_hub_deadline(b->hub);
-		if (wake > now + WAKE_NS)
-			wake = now + WAKE_NS;
 		if (shoal__link_hub_arm(b->hub) == -EAGAIN)
 			continue;
-		now = shoal__now_ns();
-		if (wake <= now)
-			continue;
-		/* To the nanosecond: a flush deadline of 50 us is not a
-		 * millisecond's sleep. */
-		ts.tv_sec = (time_t)((wake - now) / 1000000000u);
-		ts.tv_nsec = (long)((wake - now) % 1000000000u);
-		(void)ppoll(&pfd, 1, &ts, NULL);
+		sleep_until(b, next_deadline(b, now));
 	}
 }
 
@@ -813,10 +1122,12 @@ static void drain_links(struct bridge *b)
 
 			if (b->peers[i].link == NULL)
 				continue;
+			(void)backlog_push(b, &b->peers[i]);
 			(void)shoal__link_flush(b->peers[i].link);
 			shoal__link_stats(b->peers[i].link, &st);
-			left += st.next_seq - st.acked;
-			waiting |= st.state == SHOAL__LINK_UP && st.next_seq != st.acked;
+			left += st.next_seq - st.acked + b->peers[i].q.n;
+			waiting |= st.state == SHOAL__LINK_UP &&
+				   (st.next_seq != st.acked || b->peers[i].q.n > 0);
 		}
 		if (!waiting || now >= end) {
 			b->n.lost_stop = left;
@@ -829,10 +1140,13 @@ static void drain_links(struct bridge *b)
 
 static void close_all(struct bridge *b)
 {
+	watch_stop(&b->watch);
 	view_close(b);
-	for (uint32_t i = 0; i < b->n_peers; i++)
+	for (uint32_t i = 0; i < b->n_peers; i++) {
 		if (b->peers[i].link != NULL)
 			shoal__link_destroy(b->peers[i].link);
+		free(b->peers[i].q.buf);
+	}
 	if (b->hub != NULL)
 		shoal__link_hub_destroy(b->hub);
 	shoal__link_log_to(NULL, NULL);
@@ -871,6 +1185,8 @@ int shoal__bridge_run(const struct shoal__bridge_opts *o, struct shoal_err *err)
 		b.ctx = shoal_group_worker(b.g, 0);
 		ret = make_peers(&b, err);
 	}
+	if (ret == 0)
+		ret = watch_start(&b, err);
 	if (ret == 0) {
 		serve(&b);
 		drain_links(&b);
@@ -879,13 +1195,13 @@ int shoal__bridge_run(const struct shoal__bridge_opts *o, struct shoal_err *err)
 			"%llu lost to a host down, %llu received records refused; %llu of those "
 			"sent direct, %llu direct for no group of another host; %llu requests "
 			"brought in answered -EOWNERDEAD, %llu not watched; %llu unacknowledged "
-			"at the stop, counted lost\n",
+			"at the stop, counted lost; %llu of those sent waited in a backlog\n",
 			(unsigned long long)b.n.forwarded, (unsigned long long)b.n.received,
 			(unsigned long long)b.n.no_host, (unsigned long long)b.n.returned,
 			(unsigned long long)b.n.lost_down, (unsigned long long)b.n.refused_in,
 			(unsigned long long)b.n.direct, (unsigned long long)b.n.no_group,
 			(unsigned long long)b.n.ended, (unsigned long long)b.n.untracked,
-			(unsigned long long)b.n.lost_stop);
+			(unsigned long long)b.n.lost_stop, (unsigned long long)b.n.backlogged);
 	}
 	close_all(&b);
 	return ret;

@@ -13,10 +13,35 @@
  * that env->len bytes of payload follow; the type must be one of the
  * group's, within its size, the flags known. On failure nothing is
  * written and try_failed is counted.
+ *
+ * Bursts: both write the record into its ring and leave it unpublished,
+ * held in `rl` (zeroed at first, then the caller's across calls), so that
+ * the records of a frame that go to one ring are published together: one
+ * commit, one fence and one doorbell (shoal__relay_publish()), as
+ * shoal_send_burst() does. A record for another ring than rl's, or one
+ * whose ring needs the slow path (full, a link to open or renew), has
+ * what rl holds published first. The caller publishes before it does
+ * anything that may wait, and at the end of each batch: records held are
+ * invisible to their consumer, and counted sent only then.
  */
+struct shoal__dout;
+
+struct shoal__relay {
+	struct shoal_ring_prod *p;     /* the ring of the records held; NULL: none */
+	struct shoal__dout *o;         /* its direct link; NULL: the uplink */
+	uint32_t k;                    /* records held */
+	bool urgent;                   /* a request or a response among them: never held
+					* back by wake moderation */
+};
+
+/* Publish what rl holds, and empty it. Never fails, never waits. */
+void shoal__relay_publish(struct shoal_ctx *ctx, struct shoal__relay *rl);
 #ifndef SHOAL_RUNTIME_DATA_RELAY_H
 #define SHOAL_RUNTIME_DATA_RELAY_H
 
+#include <stdbool.h>
+
+#include <shoal/doorbell.h>
 #include <shoal/group.h>
 
 /*
@@ -26,7 +51,8 @@
  * for a bad envelope, -EHOSTUNREACH for a dest of another host (a record is
  * carried once: it never goes out to a bridge again).
  */
-int shoal__send_env(struct shoal_ctx *ctx, const struct shoal_envelope *env, const void *payload);
+int shoal__send_env(struct shoal_ctx *ctx, struct shoal__relay *rl,
+		    const struct shoal_envelope *env, const void *payload);
 
 /*
  * Into the caller's uplink (a routed message: env->dest SHOAL_ADDR_NONE, no
@@ -34,8 +60,8 @@ int shoal__send_env(struct shoal_ctx *ctx, const struct shoal_envelope *env, con
  * `env` as it is; its host's router matches it as any other. Returns 0, or
  * the errors of shoal_try_send(), -EINVAL for a bad envelope.
  */
-int shoal__send_routed_env(struct shoal_ctx *ctx, const struct shoal_envelope *env,
-			   const void *payload);
+int shoal__send_routed_env(struct shoal_ctx *ctx, struct shoal__relay *rl,
+			   const struct shoal_envelope *env, const void *payload);
 
 /*
  * Whether group `group` of this host has a process attached (RUNNING), with
@@ -54,6 +80,26 @@ int shoal__group_running(const struct shoal_ctx *ctx, int group, uint32_t *gen);
  * fails, never waits; the bridge's one worker only.
  */
 uint64_t shoal__bridge_hosts_down(struct shoal_ctx *ctx, uint64_t set, uint64_t clear);
+
+/*
+ * The bridge's idle sleep on its mailbox's doorbell, in steps, so that it
+ * can wait for its links' events (not a futex) at the same time
+ * (runtime/bridge/bridge.c, docs/memory-ordering.md): the worker's own idle
+ * protocol (shoal_doorbell_idle_wait()) without its spin.
+ *
+ * shoal__idle_prepare() makes the wake-ups this worker holds, announces
+ * the sleep (F1, and F4 if producers skipped F2) and looks at the rings
+ * once more: true if nothing is there, the doorbell then SLEEPING, and the
+ * caller must end with shoal__idle_wait() or shoal__idle_cancel(); false if
+ * something came (the doorbell left awake). Meanwhile any thread may wake
+ * the sleep with shoal_doorbell_wake() on shoal__idle_bell(). Never fails.
+ * shoal__idle_wait() sleeps until woken or for timeout_ns (negative: no
+ * limit), and returns as shoal_doorbell_wait(). Both on ctx's thread.
+ */
+bool shoal__idle_prepare(struct shoal_ctx *ctx);
+void shoal__idle_cancel(struct shoal_ctx *ctx);
+int shoal__idle_wait(struct shoal_ctx *ctx, int64_t timeout_ns);
+struct shoal_doorbell *shoal__idle_bell(struct shoal_ctx *ctx);
 
 /*
  * Concurrency: as the try_ sends: one thread per ctx; any number of ctxs

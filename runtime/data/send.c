@@ -414,18 +414,18 @@ static inline void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o, bool 
 
 /*
  * Publish the k records reserved in `p`, the uplink (o NULL: ring our
- * dispatcher) or o's direct ring (F2, then a moderated wake-up), and count
- * them sent.
+ * dispatcher) or o's direct ring (F2, then a moderated wake-up, never held
+ * if `urgent`: a request or a response among them), and count them sent.
  */
 static void publish(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct shoal__dout *o,
-		    uint32_t k)
+		    uint32_t k, bool urgent)
 {
 	shoal_ring_commit(p);
 	if (o == NULL) {
 		shoal_doorbell_notify(ctx->bell);
 		COUNT_N(ctx, sent_routed, k);
 	} else {
-		dout_ring(ctx, o, false, k, false);
+		dout_ring(ctx, o, urgent, k, false);
 		COUNT_N(ctx, sent_direct, k);
 	}
 }
@@ -877,6 +877,47 @@ static int send_all(struct shoal_ctx *ctx, const struct shoal__reg_group *mrg, u
 	return 0;
 }
 
+/* ---- the bridge's relay bursts (relay.h) --------------------------------------- */
+
+void shoal__relay_publish(struct shoal_ctx *ctx, struct shoal__relay *rl)
+{
+	if (rl->k > 0)
+		publish(ctx, rl->p, rl->o, rl->k, rl->urgent);
+	*rl = (struct shoal__relay){ NULL, NULL, 0, false };
+}
+
+/*
+ * Room for a record of `len` in the ring rl holds records in, when the
+ * next record goes there: o's direct ring (o NULL: the uplink), open and
+ * current. Anything else (another ring, a link to open or renew, a full
+ * ring: what may move or cancel a reservation) publishes what rl holds
+ * first, and returns NULL: the single form's path follows, with nothing
+ * held.
+ */
+static unsigned char *relay_reserve(struct shoal_ctx *ctx, struct shoal__relay *rl,
+				    struct shoal_ring_prod *p, struct shoal__dout *o, uint32_t len)
+{
+	if (rl->k > 0 && rl->p == p && rl->o == o && p != ctx->res_p) {
+		unsigned char *dst = shoal_ring_reserve(p, ENV_SIZE + len, 0);
+
+		if (dst != NULL)
+			return dst;
+	}
+	shoal__relay_publish(ctx, rl);
+	return NULL;
+}
+
+/* The record just written at the ring's reserved end joins what rl holds
+ * there (relay_reserve() published anything else). */
+static void relay_hold(struct shoal__relay *rl, struct shoal_ring_prod *p, struct shoal__dout *o,
+		       bool urgent)
+{
+	rl->p = p;
+	rl->o = o;
+	rl->k++;
+	rl->urgent |= urgent;
+}
+
 /*
  * A direct send. `sw` NULL: try_ (never waits); else wait as it says, its
  * rg set here (the destination's entry). To one worker's ring, or to every
@@ -891,7 +932,7 @@ static int send_all(struct shoal_ctx *ctx, const struct shoal__reg_group *mrg, u
 static inline __attribute__((always_inline)) int
 send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf, uint32_t len,
 	    struct send_wait *sw, uint32_t flags, uint64_t rid,
-	    const struct shoal_envelope *given)
+	    const struct shoal_envelope *given, struct shoal__relay *rl)
 {
 	const struct shoal__reg_group *rg;
 	const struct shoal__ltype *t;
@@ -901,7 +942,7 @@ send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf
 	uint16_t slot = shoal_addr_slot(dest);
 	uint64_t self;
 	int ret = 0;
-	uint32_t nw;
+	uint32_t nw, w;
 
 	if (!(flags & SHOAL_ENV_ERROR))
 		ret = check_type(ctx, type, len, &t);
@@ -922,6 +963,8 @@ send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf
 	if (sw != NULL)
 		sw->rg = rg;
 	if (slot == SHOAL_SLOT_ALL) {
+		if (rl != NULL)
+			shoal__relay_publish(ctx, rl);
 		ret = send_all(ctx, to.mrg, to.mg, dest, nw, type, buf, len, sw, flags, rid, given);
 		if (ret < 0)
 			goto fail;
@@ -929,8 +972,21 @@ send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf
 		return 0;
 	}
 	self = given != NULL ? given->sender : shoal_ctx_self(ctx);
-	dst = direct_reserve(ctx, to.mrg, to.mg, dest_worker(nw, slot, self, rid, flags), len, sw,
-			     &o, &ret);
+	w = dest_worker(nw, slot, self, rid, flags);
+	dst = NULL;
+	if (rl != NULL && rl->o != NULL) {
+		/* The ring rl holds, if it is this one's and still in service. */
+		uint32_t st = 0;
+
+		o = to.mg < SHOAL_MAX_GROUPS && w < SHOAL_MAX_WORKERS ? link_entry(ctx, to.mg, w, &st)
+								       : NULL;
+		o = o != NULL && st == SHOAL__LINK_READY && dout_current(to.mrg, o) ? o : NULL;
+		dst = relay_reserve(ctx, rl, o != NULL ? &o->p : NULL, o, len);
+	} else if (rl != NULL) {
+		shoal__relay_publish(ctx, rl);
+	}
+	if (dst == NULL)
+		dst = direct_reserve(ctx, to.mrg, to.mg, w, len, sw, &o, &ret);
 	if (dst == NULL)
 		goto fail;
 	if (given != NULL) {
@@ -942,6 +998,10 @@ send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf
 		env_put(&ec, dst, type, len, 0);
 	}
 	memcpy(dst + ENV_SIZE, buf, len);
+	if (rl != NULL) {
+		relay_hold(rl, &o->p, o, flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE));
+		return 0;
+	}
 	shoal_ring_commit(&o->p);
 	dout_ring(ctx, o, flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE), 1, false);
 	COUNT(ctx, sent_direct);
@@ -955,10 +1015,11 @@ fail:
 int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
 		       uint32_t len, struct send_wait *sw, uint32_t flags, uint64_t rid)
 {
-	return send_direct(ctx, dest, type, buf, len, sw, flags, rid, NULL);
+	return send_direct(ctx, dest, type, buf, len, sw, flags, rid, NULL, NULL);
 }
 
-int shoal__send_env(struct shoal_ctx *ctx, const struct shoal_envelope *env, const void *payload)
+int shoal__send_env(struct shoal_ctx *ctx, struct shoal__relay *rl,
+		    const struct shoal_envelope *env, const void *payload)
 {
 	/* Its bytes came from another host: checked as a ring's would be
 	 * (DESIGN invariant 1), and an error response carries an int32. */
@@ -969,11 +1030,11 @@ int shoal__send_env(struct shoal_ctx *ctx, const struct shoal_envelope *env, con
 		return -EINVAL;
 	}
 	return send_direct(ctx, env->dest, env->type, payload, env->len, NULL, env->flags,
-			   env->request_id, env);
+			   env->request_id, env, rl);
 }
 
-int shoal__send_routed_env(struct shoal_ctx *ctx, const struct shoal_envelope *env,
-			   const void *payload)
+int shoal__send_routed_env(struct shoal_ctx *ctx, struct shoal__relay *rl,
+			   const struct shoal_envelope *env, const void *payload)
 {
 	const struct shoal__ltype *t = NULL;
 	unsigned char *dst;
@@ -988,13 +1049,13 @@ int shoal__send_routed_env(struct shoal_ctx *ctx, const struct shoal_envelope *e
 	if (ret == 0)
 		ret = routes_of(t);
 	if (ret == 0) {
-		dst = reserve_fast(ctx, &ctx->up, &ctx->mw->up_db, NULL, env->len, NULL, &ret);
+		dst = relay_reserve(ctx, rl, &ctx->up, NULL, env->len);
+		if (dst == NULL)
+			dst = reserve_fast(ctx, &ctx->up, &ctx->mw->up_db, NULL, env->len, NULL, &ret);
 		if (dst != NULL) {
 			memcpy(dst, env, sizeof(*env));
 			memcpy(dst + ENV_SIZE, payload, env->len);
-			shoal_ring_commit(&ctx->up);
-			shoal_doorbell_notify(ctx->bell);
-			COUNT(ctx, sent_routed);
+			relay_hold(rl, &ctx->up, NULL, false);
 			return 0;
 		}
 	}
@@ -1013,6 +1074,47 @@ uint64_t shoal__bridge_hosts_down(struct shoal_ctx *ctx, uint64_t set, uint64_t 
 	return old;
 }
 
+/* ---- the bridge's idle sleep (relay.h) ----------------------------------------- */
+
+
+bool shoal__idle_prepare(struct shoal_ctx *ctx)
+{
+	struct shoal_doorbell *db = &ctx->mw->in_db;
+
+	shoal__wake_flush(ctx);
+	/* A new streak from here, as shoal_doorbell_idle_wait() starts one:
+	 * prepare takes back the producers' permission to skip F2. */
+	ctx->idle.streak = 0;
+	shoal_doorbell_prepare(db);
+	/* The last look after F1 (docs/memory-ordering.md): every ring, not
+	 * the ready summary, and what a request set aside. */
+	if (ctx->def_head != NULL || shoal__rings_ready_from(ctx, SHOAL__ANY_SOURCE)) {
+		shoal_doorbell_cancel(db);
+		return false;
+	}
+	return true;
+}
+
+void shoal__idle_cancel(struct shoal_ctx *ctx)
+{
+	shoal_doorbell_cancel(&ctx->mw->in_db);
+}
+
+int shoal__idle_wait(struct shoal_ctx *ctx, int64_t timeout_ns)
+{
+	int ret = shoal_doorbell_wait(&ctx->mw->in_db, timeout_ns);
+
+	/* Woken by a commit whose ready mark we may not see yet: the next
+	 * poll scans whatever the summary says, as after poll.c's wait. */
+	ctx->rescan = true;
+	return ret;
+}
+
+struct shoal_doorbell *shoal__idle_bell(struct shoal_ctx *ctx)
+{
+	return &ctx->mw->in_db;
+}
+
 int shoal_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
 		  uint32_t len)
 {
@@ -1026,7 +1128,7 @@ int shoal_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 int shoal_try_send_to(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf,
 		      uint32_t len)
 {
-	return send_direct(ctx, dest, type, buf, len, NULL, 0, 0, NULL);
+	return send_direct(ctx, dest, type, buf, len, NULL, 0, 0, NULL, NULL);
 }
 
 /* ---- bursts ------------------------------------------------------------------ */
@@ -1043,7 +1145,7 @@ struct burst {
 static void burst_publish(struct shoal_ctx *ctx, const struct burst *b, uint32_t k)
 {
 	if (k > 0)
-		publish(ctx, b->p, b->o, k);
+		publish(ctx, b->p, b->o, k, false);
 }
 
 /*
@@ -1268,6 +1370,6 @@ void shoal_commit(struct shoal_ctx *ctx)
 {
 	if (ctx->res_p == NULL)
 		return;
-	publish(ctx, ctx->res_p, ctx->res_o, 1);
+	publish(ctx, ctx->res_p, ctx->res_o, 1, false);
 	ctx->res_p = NULL;
 }

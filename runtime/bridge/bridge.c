@@ -84,17 +84,6 @@
 #include "shm/util.h"
 
 #define MAILBOX_BUDGET 64u
-/*
- * Asked to stop, the bridge goes on taking its mailbox until nothing came
- * for this long. The supervisor stops the bridge as soon as the groups
- * before it in the stop order have exited, not once the router has
- * dispatched what they left in their uplinks: a bridge that keeps up with
- * its mailbox (its backlogs) would otherwise stop while the router still
- * has records for it, counted lost_queued (436 of 5.8 million at full
- * rate on loopback, in 2 of 4 runs). Only while every link is up
- * (all_up()). runtime/control should wait for that instead.
- */
-#define STOP_QUIET_NS UINT64_C(20000000)
 #define PENDING_MAX 4096u
 #define ENV_BYTES sizeof(struct shoal_envelope)
 /* A peer's backlog holds this many of its link's windows (struct backlog). */
@@ -208,7 +197,6 @@ struct bridge {
 	struct pending *pending;         /* PENDING_MAX; n_pending of them in use */
 	uint32_t n_pending;
 	bool putting;                    /* in link_put(): b->rec is in use */
-	bool stopping;                   /* asked to stop: taking no more from peers */
 	struct watch watch;
 	struct counts n;
 };
@@ -646,13 +634,6 @@ static void take_records(struct bridge *b, struct peer *p)
 	struct shoal__relay rl = { 0 };
 	struct shoal__frame_rec r;
 
-	/* Stopping, the bridge only sends on what its mailbox still gets
-	 * (STOP_QUIET_NS): what a peer sends now (a peer's new incarnation,
-	 * dialing this one before it is gone, sent a request for a responder
-	 * that has stopped: -EOWNERDEAD) stays unacknowledged, and goes to
-	 * this host's next bridge, or is counted lost by the peer. */
-	if (b->stopping)
-		return;
 	note_down(b, p);
 	while (shoal__link_recv_peek(p->link, &r) == 0) {
 		const unsigned char *payload = (const unsigned char *)r.data + ENV_BYTES;
@@ -1044,37 +1025,20 @@ static uint64_t next_deadline(const struct bridge *b, uint64_t now)
 	return t;
 }
 
-/* Whether every link is up (a stopping bridge lingers only then: a peer
- * that went away may come back as a new incarnation, which must not be
- * sent what this one still holds for the old). */
-static bool all_up(const struct bridge *b)
-{
-	for (uint32_t i = 0; i < b->n_peers; i++) {
-		struct shoal__link_stats st;
-
-		shoal__link_stats(b->peers[i].link, &st);
-		if (st.state != SHOAL__LINK_UP)
-			return false;
-	}
-	return true;
-}
-
+/*
+ * The bridge's loop, until it is asked to stop and its mailbox is empty:
+ * the supervisor asks it last, once the router has routed what the groups
+ * stopped before it left in their uplinks (drain_before() in
+ * runtime/control/supervisor.c), so nothing more comes for it then.
+ */
 static void serve(struct bridge *b)
 {
-	uint64_t took_at = shoal__now_ns();   /* the last turn that took from the mailbox */
-
 	for (;;) {
 		uint64_t now = shoal__now_ns(), received = b->n.received;
 		int took = shoal_poll(b->ctx, MAILBOX_BUDGET, 0);
 
-		if (took > 0)
-			took_at = now;
-		if (took == -ESHUTDOWN) {
-			if (now - took_at >= STOP_QUIET_NS || !all_up(b))
-				return;
-			b->stopping = true;
-			took = 0;
-		}
+		if (took == -ESHUTDOWN)
+			return;
 		shoal__link_hub_poll(b->hub, now);
 		for (uint32_t i = 0; i < b->n_peers; i++) {
 			take_records(b, &b->peers[i]);

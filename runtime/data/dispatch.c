@@ -78,6 +78,10 @@ struct uplink {
 struct output {
 	void *ring;
 	void *condemned;              /* the ring we condemned last (counted once) */
+	/* The snapshot under which output_of() last found `ring` to be the
+	 * snapshot's and attached (0: never): hop_find() trusts the output
+	 * under that snapshot without reading the snapshot's ring. */
+	uint32_t snap;
 	struct shoal_ring_prod p;
 	bool dirty;
 	uint32_t unann;               /* our commits its consumer was not woken for */
@@ -228,6 +232,7 @@ static struct output *output_of(struct shoal__dispatcher *d, const struct shoal_
 		o->db = &sg->mbx->w[w].in_db;
 		o->unann = 0;
 	}
+	o->snap = d->snap_version;
 	return o;
 }
 
@@ -342,6 +347,7 @@ struct pass {
 	 * no envelope that gets here has type 0). */
 	uint32_t qtype;
 	const struct shoal__route_quick *q;
+	uint32_t version;                     /* the snapshot's */
 };
 
 /*
@@ -553,9 +559,9 @@ static inline void hop_find(struct shoal__dispatcher *d, struct pass *ps,
 		}
 	}
 	o = &d->out[SLOT(g, w)];
-	/* An output not attached to this snapshot's ring: dispatch_one()
-	 * attaches it (or finds it corrupted). */
-	if (SHOAL_UNLIKELY(o->ring == NULL || o->ring != sg->in[w * SHOAL_MAX_NODES + ps->node]))
+	/* An output not yet found attached to this snapshot's ring:
+	 * dispatch_one() attaches it (or finds it corrupted). */
+	if (SHOAL_UNLIKELY(o->snap != ps->version))
 		return;
 	/* Relaxed: as in dispatch_one(). */
 	gen = shoal_load_relaxed(&sg->reg->gen);
@@ -651,7 +657,7 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 						     struct uplink *u)
 {
 	struct pass ps = { s, s->routes, shoal__route_filters(s->routes), d->matches,
-			   d->cap_matches, (uint32_t)d->index, 0, NULL };
+			   d->cap_matches, (uint32_t)d->index, 0, NULL, s->version };
 	struct shoal_rec recs[PASS_BUDGET];
 	/* The handle before the peek: shoal_ring_unpeek() gives back one
 	 * record, and a park gives back every record from the parked one on. */

@@ -110,6 +110,15 @@ struct shoal__dispatcher {
 		 discarded;
 	uint64_t sleeps, busy_ns, corrupt, dropped_corrupt;
 	uint32_t streak;   /* messages moved since the last sleep (shoal_doorbell_streak()) */
+	/* Per group of one worker: its output and its generation's word,
+	 * found by hop_find() under snapshot `snap` (0: not yet), where
+	 * nothing about the group changes until the next snapshot but the
+	 * generation, still read per message. */
+	struct {
+		uint32_t snap;
+		const _Atomic uint32_t *gen;
+		struct output *o;
+	} one[SHOAL_MAX_GROUPS];
 	uint64_t gstat_delivered[SHOAL_MAX_GROUPS];
 	uint64_t gstat_corrupt[SHOAL_MAX_GROUPS];
 	uint64_t gstat_full[SHOAL_MAX_GROUPS];
@@ -541,6 +550,18 @@ static inline void hop_find(struct shoal__dispatcher *d, struct pass *ps,
 		return;
 	f = &ps->filters[idx[0]];
 	g = f->group;
+	h->type = type;
+	h->len = len;
+	h->flags = flags | SHOAL_ENV_ROUTED;
+	h->g = (uint16_t)g;
+	/* Relaxed, both: as in dispatch_one(). */
+	if (f->mode == SHOAL_ROUTE_GROUP && d->one[g].snap == ps->version) {
+		gen = shoal_load_relaxed(d->one[g].gen);
+		h->dest = shoal_addr_make((uint16_t)g, SHOAL_SLOT_GROUP, gen);
+		h->w = 0;
+		h->o = d->one[g].o;
+		return;
+	}
 	sg = &ps->s->groups[g];
 	if (SHOAL_UNLIKELY(f->mode > SHOAL_ROUTE_UNICAST || !sg->used ||
 			   sg->state == SHOAL_GROUP_FAILED))
@@ -563,15 +584,15 @@ static inline void hop_find(struct shoal__dispatcher *d, struct pass *ps,
 	 * dispatch_one() attaches it (or finds it corrupted). */
 	if (SHOAL_UNLIKELY(o->snap != ps->version))
 		return;
-	/* Relaxed: as in dispatch_one(). */
 	gen = shoal_load_relaxed(&sg->reg->gen);
 	h->dest = shoal_addr_make((uint16_t)g, slot, gen);
-	h->type = type;
-	h->len = len;
-	h->flags = flags | SHOAL_ENV_ROUTED;
-	h->g = (uint16_t)g;
 	h->w = (uint16_t)w;
 	h->o = o;
+	if (f->mode == SHOAL_ROUTE_GROUP && sg->n_workers == 1) {
+		d->one[g].snap = ps->version;
+		d->one[g].gen = &sg->reg->gen;
+		d->one[g].o = o;
+	}
 }
 
 /* Copy record `rec` as hop_find() routed it. Returns false if the uplink

@@ -745,6 +745,27 @@ static void flush_outputs(struct shoal__dispatcher *d)
 }
 
 /*
+ * Peek up to PASS_BUDGET records into recs[]: in runs of one length
+ * (shoal_ring_peek_run(), a sender's messages of one type), one header
+ * check each against the first, where shoal_ring_peek_burst() decodes and
+ * bounds each one. Returns how many.
+ */
+static uint32_t peek_pass(struct shoal_ring_cons *c, struct shoal_rec *recs)
+{
+	uint32_t n = 0, k;
+	struct shoal_rec run;
+
+	while (n < PASS_BUDGET && (k = shoal_ring_peek_run(c, &run, PASS_BUDGET - n)) > 0) {
+		const unsigned char *data = run.data;
+		uint32_t stride = shoal_ring_stride(run.len);
+
+		for (uint32_t i = 0; i < k; i++, data += stride)
+			recs[n++] = (struct shoal_rec){ data, run.len, run.tag };
+	}
+	return n;
+}
+
+/*
  * Route the records waiting in uplink `u` (it is not empty), at most
  * PASS_BUDGET, commit the outputs and release them. Returns records taken.
  * Never inlined, and called only for an uplink with records, so that its
@@ -762,7 +783,7 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 	/* The handle before the peek: shoal_ring_unpeek() gives back one
 	 * record, and a park gives back every record from the parked one on. */
 	const struct shoal_ring_cons before = u->c;
-	uint32_t n = shoal_ring_peek_burst(&u->c, recs, PASS_BUDGET), k = 0;
+	uint32_t n = peek_pass(&u->c, recs), k = 0;
 	struct hop hops[PASS_BUDGET];
 
 	for (uint32_t i = 0; i < n; i++)

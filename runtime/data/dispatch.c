@@ -15,6 +15,9 @@
  *   out[g * MAX_WORKERS + w]  producer handle of this dispatcher's inbound
  *                             ring of worker w of group g
  *   dirty[]                   outputs written since the last commit
+ *   one[g]                    group g's output and generation word, when it
+ *                             has one worker, found under the snapshot named
+ *                             there (hop_find())
  *
  * Ordering guarantees: ring R1/A1 and R2/A2 (shm/ring.c) order the message
  * bytes; doorbell F1/F2 (shm/doorbell.c) order sleeping. A1 here is the
@@ -275,16 +278,16 @@ no_room(struct shoal__dispatcher *d, struct uplink *u, const struct shoal__snap_
 	return FULL;
 }
 
-/* A copy written to output `o` for group g: committed with the pass. */
-static inline void written(struct shoal__dispatcher *d, struct output *o, uint32_t g)
+/* `n` copies written to output `o` for group g: committed with the pass. */
+static inline void written(struct shoal__dispatcher *d, struct output *o, uint32_t g, uint32_t n)
 {
 	if (!o->dirty) {
 		o->dirty = true;
 		d->dirty[d->n_dirty++] = o;
 	}
-	o->unann++;
-	d->delivered++;
-	d->gstat_delivered[g]++;
+	o->unann += n;
+	d->delivered += n;
+	d->gstat_delivered[g] += n;
 }
 
 /* Copy one message to worker w of group g, with `dest` set. */
@@ -308,7 +311,7 @@ static enum deliver_result deliver(struct shoal__dispatcher *d, struct uplink *u
 	 * the payload. */
 	memcpy(dst, env, sizeof(*env));
 	memcpy(dst + sizeof(*env), payload, env->len);
-	written(d, o, g);
+	written(d, o, g, 1);
 	return DELIVERED;
 }
 
@@ -605,6 +608,17 @@ static inline void hop_find(struct shoal__dispatcher *d, struct pass *ps,
 	}
 }
 
+/* Write a record as hop_find() routed it: the envelope (inline, of a
+ * constant size) with the checked fields stored over it, then the payload. */
+static inline void copy_rec(unsigned char *dst, const unsigned char *src, const struct hop *h)
+{
+	memcpy(dst, src, sizeof(struct shoal_envelope));
+	memcpy(dst + offsetof(struct shoal_envelope, type), &h->type, HOP_TYPE_LEN);
+	memcpy(dst + offsetof(struct shoal_envelope, dest), &h->dest, sizeof(h->dest));
+	memcpy(dst + offsetof(struct shoal_envelope, flags), &h->flags, sizeof(h->flags));
+	memcpy(dst + sizeof(struct shoal_envelope), src + sizeof(struct shoal_envelope), h->len);
+}
+
 /* Copy record `rec` as hop_find() routed it. Returns false if the uplink
  * must park on it (a blocking message found its destination full). */
 static inline bool hop_copy(struct shoal__dispatcher *d, const struct pass *ps,
@@ -624,15 +638,8 @@ static inline bool hop_copy(struct shoal__dispatcher *d, const struct pass *ps,
 		u->n_done = 0;
 		return true;
 	}
-	/* The envelope (inline, of a constant size) with the checked fields
-	 * stored over it, then the payload. */
-	memcpy(dst, rec->data, sizeof(struct shoal_envelope));
-	memcpy(dst + offsetof(struct shoal_envelope, type), &h->type, HOP_TYPE_LEN);
-	memcpy(dst + offsetof(struct shoal_envelope, dest), &h->dest, sizeof(h->dest));
-	memcpy(dst + offsetof(struct shoal_envelope, flags), &h->flags, sizeof(h->flags));
-	memcpy(dst + sizeof(struct shoal_envelope),
-	       (const unsigned char *)rec->data + sizeof(struct shoal_envelope), h->len);
-	written(d, o, h->g);
+	copy_rec(dst, rec->data, h);
+	written(d, o, h->g, 1);
 	return true;
 }
 
@@ -665,26 +672,10 @@ static __attribute__((noinline)) uint32_t copy_run(struct shoal__dispatcher *d,
 	unsigned m = shoal_ring_reserve_run(&o->p, len, 0, n, &first);
 	unsigned char *dst = first;
 
-	for (uint32_t i = 0; i < m; i++, dst += stride) {
-		const struct hop *h = &hops[i];
-		const unsigned char *src = recs[i].data;
-
-		memcpy(dst, src, sizeof(struct shoal_envelope));
-		memcpy(dst + offsetof(struct shoal_envelope, type), &h->type, HOP_TYPE_LEN);
-		memcpy(dst + offsetof(struct shoal_envelope, dest), &h->dest, sizeof(h->dest));
-		memcpy(dst + offsetof(struct shoal_envelope, flags), &h->flags, sizeof(h->flags));
-		memcpy(dst + sizeof(struct shoal_envelope), src + sizeof(struct shoal_envelope),
-		       h->len);
-	}
-	if (m > 0) {
-		if (!o->dirty) {
-			o->dirty = true;
-			d->dirty[d->n_dirty++] = o;
-		}
-		o->unann += m;
-		d->delivered += m;
-		d->gstat_delivered[g] += m;
-	}
+	for (uint32_t i = 0; i < m; i++, dst += stride)
+		copy_rec(dst, recs[i].data, &hops[i]);
+	if (m > 0)
+		written(d, o, g, m);
 	return m;
 }
 

@@ -567,8 +567,8 @@ static inline void hop_find(struct shoal__dispatcher *d, struct pass *ps,
 	h->len = len;
 	h->flags = flags | SHOAL_ENV_ROUTED;
 	h->g = (uint16_t)g;
-	/* Relaxed, both: as in dispatch_one(). */
 	if (f->mode == SHOAL_ROUTE_GROUP && d->one[g].snap == ps->version) {
+		/* Relaxed: as in dispatch_one(). */
 		gen = shoal_load_relaxed(d->one[g].gen);
 		h->dest = shoal_addr_make((uint16_t)g, SHOAL_SLOT_GROUP, gen);
 		h->w = 0;
@@ -597,6 +597,7 @@ static inline void hop_find(struct shoal__dispatcher *d, struct pass *ps,
 	 * dispatch_one() attaches it (or finds it corrupted). */
 	if (SHOAL_UNLIKELY(o->snap != ps->version))
 		return;
+	/* Relaxed: as in dispatch_one(). */
 	gen = shoal_load_relaxed(&sg->reg->gen);
 	h->dest = shoal_addr_make((uint16_t)g, slot, gen);
 	h->w = (uint16_t)w;

@@ -24,6 +24,7 @@
 #include <shoal/router.h>
 
 #include "bench/bench.h"
+#include "bench/plain_fwd.h"
 #include "bench/plain_ring.h"
 
 #define PROG "shoal-bench-instr"
@@ -310,6 +311,88 @@ out:
 	return ret;
 }
 
+/*
+ * The dispatcher's limit (--forward G), in the same shape: the plain
+ * forwarder of shoal-bench-system (bench/plain_fwd.h) from one plain ring to
+ * G, in process memory, rings of the size shoal-bench-system gives them.
+ * Each round writes DISPATCH_FILL messages of type key % G (the forwarder's
+ * table sends type i to ring i) into its input, forwards them in passes of
+ * 64, and empties the outputs. bench/instr-count toggles on op_fwd_pass.
+ */
+NOINLINE static int op_fwd_pass(struct plain_fwd *w)
+{
+	KEEP_FRAME((int)plain_fwd_pass(w));
+}
+
+static int forward_alone(uint32_t groups, uint64_t rounds)
+{
+	uint32_t slot = plain_fwd_slot(BYTES), count = 1;
+	struct plain_fwd *w = calloc(1, sizeof(*w));
+	struct plain_prod up;
+	struct plain_cons out;
+	unsigned char *mem = NULL;
+	uint64_t len, key = 0, moved = 0;
+	int ret = 1;
+
+	while ((uint64_t)count * 2 * slot <= SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT)
+		count *= 2;
+	len = plain_ring_size(slot, count);
+	len = (len + 127) & ~(uint64_t)127;
+	if (w == NULL || posix_memalign((void **)&mem, 128, len * (groups + 1)) != 0)
+		goto out;
+	for (uint32_t i = 0; i <= groups; i++)
+		if (plain_ring_init(mem + i * len, len, slot, count) < 0)
+			goto out;
+	if (plain_cons_attach(&w->in, mem, len) < 0 || plain_prod_attach(&up, mem, len) < 0)
+		goto out;
+	for (uint32_t g = 0; g < groups; g++) {
+		if (plain_prod_attach(&w->out[g], mem + (g + 1) * len, len) < 0)
+			goto out;
+		w->table[g] = (uint16_t)g;
+	}
+	w->n_types = groups;
+	w->max_len = slot - (uint32_t)sizeof(struct plain_fwd_hdr);
+	for (uint64_t k = 0; k < rounds; k++) {
+		for (uint32_t i = 0; i < DISPATCH_FILL; i++, key++) {
+			struct plain_fwd_hdr h = { (uint32_t)(key % groups), BYTES };
+			unsigned char *dst;
+
+			if (plain_prod_room(&up, 1) == 0)
+				goto out;
+			dst = plain_prod_slot(&up, 0);
+			memcpy(dst, &h, sizeof(h));
+			memset(dst + sizeof(h), 0x5a, BYTES);
+			memcpy(dst + sizeof(h), &key, sizeof(key));
+			plain_prod_publish(&up, 1);
+		}
+		/* Only passes that find messages, as the dispatcher's measured
+		 * pass is called only for an uplink with records. */
+		for (uint32_t taken = 0; taken < DISPATCH_FILL;) {
+			int n = op_fwd_pass(w);
+
+			if (n <= 0)
+				goto out;
+			taken += (uint32_t)n;
+		}
+		moved += DISPATCH_FILL;
+		for (uint32_t g = 0; g < groups; g++) {
+			if (plain_cons_attach(&out, mem + (g + 1) * len, len) < 0)
+				goto out;
+			plain_cons_release(&out, plain_cons_avail(&out, count));
+		}
+	}
+	if (moved != key || w->dropped != 0 || w->malformed != 0)
+		goto out;
+	printf("op_fwd_pass %llu\n", (unsigned long long)key);
+	ret = 0;
+out:
+	if (ret != 0)
+		fprintf(stderr, PROG ": the plain forwarder did not forward every message\n");
+	free(mem);
+	free(w);
+	return ret;
+}
+
 /* Wait (polling, not measured) until `want` messages were handled. */
 static int drain_to(struct shoal_ctx *c, uint64_t want)
 {
@@ -321,20 +404,23 @@ static int drain_to(struct shoal_ctx *c, uint64_t want)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: " PROG " [--rounds N] [--dispatch G]\n"
+	fprintf(f, "usage: " PROG " [--rounds N] [--dispatch G | --forward G]\n"
 		   "A fixed workload of try_send_to, try_send, both bursts and polls, for\n"
 		   "bench/instr-count (callgrind); prints how many messages each call made.\n"
 		   "  --rounds N    rounds of %u messages per form (default 2000)\n"
 		   "  --dispatch G  instead, the dispatcher alone routing to G groups (1-%u):\n"
 		   "                N rounds of a backlog of %u messages\n"
+		   "  --forward G   instead, the plain forwarder (the dispatcher's limit) to\n"
+		   "                G rings (1-%u), in the same rounds\n"
 		   "Exit: 0, 1 (a call failed, said on stderr), 2 (usage).\n", BATCH,
-		DISPATCH_GROUPS_MAX, DISPATCH_FILL);
+		DISPATCH_GROUPS_MAX, DISPATCH_FILL, DISPATCH_GROUPS_MAX);
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = { { "rounds", required_argument, NULL, 'r' },
 						   { "dispatch", required_argument, NULL, 'd' },
+						   { "forward", required_argument, NULL, 'f' },
 						   { "help", no_argument, NULL, 'h' },
 						   { NULL, 0, NULL, 0 } };
 	struct shoal_group_desc desc = { .name = "a", .types = types, .n_types = 1, .node = -1,
@@ -346,7 +432,7 @@ int main(int argc, char **argv)
 	struct shoal_group *g = NULL;
 	struct shoal_err err = { "" };
 	struct shoal_filter f = { .types = { TYPE }, .n_types = 1, .mode = SHOAL_ROUTE_GROUP };
-	uint64_t rounds = 2000, empty = 0, self, sum = 0, dispatch = 0;
+	uint64_t rounds = 2000, empty = 0, self, sum = 0, dispatch = 0, forward = 0;
 	struct shoal_ctx *c;
 	char system[64];
 	uint32_t sent;
@@ -357,21 +443,30 @@ int main(int argc, char **argv)
 			continue;
 		if (opt == 'd' && bench_parse_uint(optarg, 1, DISPATCH_GROUPS_MAX, &dispatch) == 0)
 			continue;
+		if (opt == 'f' && bench_parse_uint(optarg, 1, DISPATCH_GROUPS_MAX, &forward) == 0)
+			continue;
 		if (opt == 'h') {
 			usage(stdout);
 			return 0;
 		}
-		if (opt == 'r' || opt == 'd')
+		if (opt == 'r' || opt == 'd' || opt == 'f')
 			return bench_bad_option(PROG, longopts, opt, optarg);
 		usage(stderr);
 		return 2;
 	}
-	if (dispatch > 0 && rounds > DISPATCH_ROUNDS_MAX) {
-		fprintf(stderr, PROG ": --dispatch takes at most %u rounds\n", DISPATCH_ROUNDS_MAX);
+	if ((dispatch > 0 || forward > 0) && rounds > DISPATCH_ROUNDS_MAX) {
+		fprintf(stderr, PROG ": --dispatch and --forward take at most %u rounds\n",
+			DISPATCH_ROUNDS_MAX);
+		return 2;
+	}
+	if (dispatch > 0 && forward > 0) {
+		usage(stderr);
 		return 2;
 	}
 	if (dispatch > 0)
 		return dispatch_alone((uint32_t)dispatch, rounds);
+	if (forward > 0)
+		return forward_alone((uint32_t)forward, rounds);
 	memset(payload, 0x5a, sizeof(payload));
 	for (uint32_t i = 0; i < BATCH; i++)
 		msgs[i] = (struct shoal_burst_msg){ TYPE, BYTES, payload[i] };

@@ -96,6 +96,7 @@
 
 #include <shoal.h>
 
+#include "bench/plain_fwd.h"
 #include "bench/plain_ring.h"
 #include "bench/report.h"
 #include "runtime/control/baseline.h"
@@ -108,6 +109,7 @@
 #define MSG_QUIT 3u               /* plain reference: the consumer leaves */
 #define END_LEN 16u
 #define MAX_GROUPS 128u
+static_assert(MAX_GROUPS <= PLAIN_FWD_MAX_OUT, "the plain forwarder feeds every group");
 #define MAX_LIST 16u
 #define MAX_SIZES 4u
 #define MAX_RUNS 20u
@@ -322,12 +324,6 @@ struct plain_shm {
 	struct shoal_doorbell waker;     /* rung by the producer on a first held wake-up */
 	_Atomic uint32_t stop;           /* the waker leaves */
 	struct plain_bells c[MAX_GROUPS];
-};
-
-/* The plain forwarder's message: a type, a length, the payload. */
-struct fwd_hdr {
-	uint32_t type;
-	uint32_t len;
 };
 
 /* The plain forwarder's mapping (MAP_SHARED, made before fork): its control and
@@ -1863,42 +1859,28 @@ static int filler_main(const char *system, uint32_t groups)
  * (bench/plain_ring.h) that the filler writes, looks each message's
  * destination up in a table (type -> ring, as a flat filter vector maps a
  * message type to its route) and copies the message into that one of G
- * plain rings, which the filler drains. Its passes are shaped as the
- * dispatcher's: up to FWD_PASS messages, each output published once per
- * pass and the input released once per pass, a full output a dropped and
- * counted copy (try_send), each pass timed by two clock reads, a hold flag
- * for the backlog cycles. A message is a type, a length and the payload,
- * in slots of that size; each ring has as many slots as fit in the
- * router's default ring size (a power of two). No envelope, filter
- * matching, registry, RCU, wake-ups or damage handling: Shoal's dispatcher
- * ÷ this is what they cost.
+ * plain rings, which the filler drains. Its passes (bench/plain_fwd.h)
+ * are shaped as the dispatcher's: up to PLAIN_FWD_PASS messages, each
+ * output published once per pass and the input released once per pass, a
+ * full output a dropped and counted copy (try_send); its loop here times
+ * each pass by two clock reads and pauses on a hold flag for the backlog
+ * cycles. Each ring has as many slots as fit in the router's default ring
+ * size (a power of two).
  */
-#define FWD_PASS 64u                     /* a Shoal dispatcher's PASS_BUDGET */
 /* Idle past the spin budget, the forwarder looks again this often: it has
  * no doorbell, and a millisecond keeps its idle CPU time out of the
  * figures (a few wake-ups per sample). */
 #define FWD_IDLE_SLEEP_NS 1000000L
 
-/* The forwarder thread's own state, in this process only. */
+/* The forwarder thread's own state, in this process only: the forwarder
+ * (bench/plain_fwd.h), its CPU and the counters of its loop. */
 struct fwd {
-	struct plain_cons in;
-	struct plain_prod out[MAX_GROUPS];
-	uint32_t pending[MAX_GROUPS];      /* written this pass, not yet published */
-	uint32_t dirty[MAX_GROUPS];        /* the outputs with pending messages */
-	uint32_t n_dirty;
-	uint16_t table[MAX_GROUPS];        /* message type -> output ring */
-	uint32_t n_types, max_len;
+	struct plain_fwd f;
 	int cpu;
-	uint64_t messages, busy_ns, dropped, malformed;
+	uint64_t messages, busy_ns;
 };
 
 static struct fwd fwd;
-
-/* A message's slot: header and payload, 8-byte aligned. */
-static uint32_t fwd_slot(uint32_t size)
-{
-	return ((uint32_t)sizeof(struct fwd_hdr) + size + 7u) & ~7u;
-}
 
 /* Slots per ring: the most, a power of two, that fit in the router's
  * default ring size. */
@@ -1917,51 +1899,13 @@ static void *fwd_ring(uint32_t i)
 	return map_ring(&fsh->h, i);
 }
 
-/* One pass: forward what has arrived, up to FWD_PASS; how many were taken. */
-static uint32_t fwd_pass(struct fwd *w)
-{
-	uint32_t n = plain_cons_avail(&w->in, FWD_PASS);
-
-	for (uint32_t k = 0; k < n; k++) {
-		const unsigned char *m = plain_cons_slot(&w->in, k);
-		struct fwd_hdr h;
-		uint32_t g;
-
-		memcpy(&h, m, sizeof(h));
-		/* The slot is another process's writing: bound the type and
-		 * the length before using them (DESIGN invariant 1). */
-		if (h.type >= w->n_types || h.len > w->max_len) {
-			w->malformed++;
-			continue;
-		}
-		g = w->table[h.type];
-		if (plain_prod_room(&w->out[g], w->pending[g] + 1) <= w->pending[g]) {
-			w->dropped++;
-			continue;
-		}
-		memcpy(plain_prod_slot(&w->out[g], w->pending[g]), m, sizeof(h) + h.len);
-		if (w->pending[g]++ == 0)
-			w->dirty[w->n_dirty++] = g;
-	}
-	for (uint32_t d = 0; d < w->n_dirty; d++) {
-		uint32_t g = w->dirty[d];
-
-		plain_prod_publish(&w->out[g], w->pending[g]);
-		w->pending[g] = 0;
-	}
-	w->n_dirty = 0;
-	if (n > 0)
-		plain_cons_release(&w->in, n);
-	return n;
-}
-
 static void fwd_publish(const struct fwd *w)
 {
 	/* Relaxed: single-writer statistics, read as the dispatcher's are. */
 	shoal_store_relaxed(&fsh->messages, w->messages);
 	shoal_store_relaxed(&fsh->busy_ns, w->busy_ns);
-	shoal_store_relaxed(&fsh->dropped, w->dropped);
-	shoal_store_relaxed(&fsh->malformed, w->malformed);
+	shoal_store_relaxed(&fsh->dropped, w->f.dropped);
+	shoal_store_relaxed(&fsh->malformed, w->f.malformed);
 }
 
 /* The forwarder's loop: the dispatcher's, from its counters to its idle
@@ -1983,7 +1927,7 @@ static void *fwd_main(void *arg)
 		/* Relaxed: a pause request, as the router's hold; the parent
 		 * waits for the counters to settle after setting it. */
 		if (!shoal_load_relaxed(&fsh->hold))
-			moved = fwd_pass(w);
+			moved = plain_fwd_pass(&w->f);
 		if (moved > 0) {
 			w->messages += moved;
 			w->busy_ns += shoal__now_ns() - t0;
@@ -2013,7 +1957,7 @@ static void *fwd_main(void *arg)
  */
 static int fwd_up(struct sys *s, uint32_t groups, uint32_t size, const int cpu[2])
 {
-	uint32_t slot = fwd_slot(size), count = fwd_count(slot);
+	uint32_t slot = plain_fwd_slot(size), count = fwd_count(slot);
 	void *map;
 	int ret = sys_map(s, "fwd", groups, sizeof(struct fwd_shm), plain_ring_size(slot, count),
 			  groups + 1, cpu, &map);
@@ -2025,13 +1969,13 @@ static int fwd_up(struct sys *s, uint32_t groups, uint32_t size, const int cpu[2
 	for (uint32_t i = 0; i <= groups && ret == 0; i++)
 		ret = plain_ring_init(fwd_ring(i), fsh->h.ring_len, slot, count);
 	if (ret == 0)
-		ret = plain_cons_attach(&fwd.in, fwd_ring(0), fsh->h.ring_len);
+		ret = plain_cons_attach(&fwd.f.in, fwd_ring(0), fsh->h.ring_len);
 	for (uint32_t g = 0; g < groups && ret == 0; g++) {
-		ret = plain_prod_attach(&fwd.out[g], fwd_ring(1 + g), fsh->h.ring_len);
-		fwd.table[g] = (uint16_t)g;
+		ret = plain_prod_attach(&fwd.f.out[g], fwd_ring(1 + g), fsh->h.ring_len);
+		fwd.f.table[g] = (uint16_t)g;
 	}
-	fwd.n_types = groups;
-	fwd.max_len = slot - (uint32_t)sizeof(struct fwd_hdr);
+	fwd.f.n_types = groups;
+	fwd.f.max_len = slot - (uint32_t)sizeof(struct plain_fwd_hdr);
 	fwd.cpu = cpu[1];
 	if (ret == 0)
 		ret = sys_thread(s, &s->fwd_thread, &s->fwd_on, fwd_main, &fwd, "plain-fwd");
@@ -2057,7 +2001,7 @@ static void fwd_release(struct sys *s)
 /* The filler's hooks for the plain forwarder: message i has type i % G. */
 static int plain_fill_send(struct filler *f, uint64_t i)
 {
-	struct fwd_hdr h = { (uint32_t)(i % f->groups), f->size };
+	struct plain_fwd_hdr h = { (uint32_t)(i % f->groups), f->size };
 	unsigned char *dst;
 
 	if (plain_prod_room(&f->up, 1) == 0)
@@ -2080,7 +2024,7 @@ static void plain_fill_drain(struct filler *f, uint32_t g, uint32_t max)
 			uint64_t key;
 
 			memcpy(&key, (const unsigned char *)plain_cons_slot(&f->out[g], k) +
-			       sizeof(struct fwd_hdr), 8);
+			       sizeof(struct plain_fwd_hdr), 8);
 			f->sink += key;
 		}
 		plain_cons_release(&f->out[g], n);
@@ -2345,7 +2289,7 @@ static uint64_t lap_messages(const struct point *pt)
 	uint32_t rec = record_bytes(pt->size);
 
 	if (pt->path == PLAIN)
-		return (uint64_t)pt->groups * fwd_count(fwd_slot(pt->size));
+		return (uint64_t)pt->groups * fwd_count(plain_fwd_slot(pt->size));
 	return (uint64_t)pt->groups * ((SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT + rec - 1) / rec);
 }
 
@@ -3142,7 +3086,7 @@ static void report_dispatch(FILE *f, const struct plan *pl, const struct opts *o
 		"| chain ns/msg | plain fwd ns/msg | flat ÷ indexed | chain ÷ indexed "
 		"| indexed ÷ plain fwd | flat ÷ plain fwd | probe ns | disturbed |\n"
 		"|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-		SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT / 1024, op->cpu[1], op->cpu[0], FWD_PASS);
+		SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT / 1024, op->cpu[1], op->cpu[0], PLAIN_FWD_PASS);
 	for (unsigned si = 0; si < op->n_sizes; si++)
 		for (unsigned gi = 0; gi < op->n_groups; gi++)
 			for (int lap = 0; lap < 2; lap++) {

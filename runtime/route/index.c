@@ -383,6 +383,12 @@ push:
 	return 0;
 }
 
+/* The bits of a key of `width` bytes (0, 1, 2, 4 or 8) in a 64-bit word. */
+static uint64_t quick_mask(uint32_t width)
+{
+	return width >= 8 ? UINT64_MAX : (UINT64_C(1) << (8 * width)) - 1;
+}
+
 /*
  * The quick match's descriptor of type `ty` (route.h) in the built table
  * `t`: one partition by MOD (TABLE) or ANY (LIST), or one ANY or MOD
@@ -400,6 +406,7 @@ static struct shoal__route_quick quick_of(const struct shoal__route_table *t,
 	if (ty->lin_len == 0 && ty->n_groups == 1 && (g->kind == G_TABLE || g->kind == G_LIST)) {
 		q.offset = g->offset;
 		q.width = g->width;
+		q.mask = quick_mask(g->width);
 		q.list = t->pool + g->off;
 		if (g->kind == G_TABLE) {
 			q.kind = SHOAL__ROUTE_QUICK_TABLE;
@@ -418,9 +425,12 @@ static struct shoal__route_quick quick_of(const struct shoal__route_table *t,
 	q.kind = SHOAL__ROUTE_QUICK_LIST;
 	q.offset = k->width ? k->offset : 0;
 	q.width = k->width;
+	q.mask = quick_mask(k->width);
 	q.list = t->pool + ty->lin_off;
 	q.len = 1;
-	if (k->op == SHOAL_KEY_MOD) {
+	/* MOD 1 (its residue is 0: shoal_filter_validate()) takes every
+	 * readable key: no division. */
+	if (k->op == SHOAL_KEY_MOD && k->a != 1) {
 		q.a = k->a;
 		q.b = k->b;
 	}

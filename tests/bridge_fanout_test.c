@@ -301,12 +301,20 @@ static void fanout_three_hosts_once_in_order_and_a_bridge_restarts(void **state)
 			 t[s].strangers, ROUTED, s == 0 ? "b and c" : "a");
 		fail_with_outputs(why);
 	}
-	/* No connection was refused: every host named itself as the file says. */
+	/* No connection was refused for its name: every host named itself as
+	 * the file says. (Refusals by timing are the hub's rules, not naming
+	 * errors, and the bridge dials again after them: a HELLO that came
+	 * after the hub's 1 s, from a bridge starved on a loaded machine, 2 of
+	 * 7 runs at a load average of 10; a restarted bridge's connection
+	 * while its old one still looks alive.) */
 	for (int s = 0; s < HOSTS; s++) {
 		char *text = test_netns_slurp(out[s]);
 
 		assert_non_null(text);
-		assert_lacks(text, "bridge | refused");
+		assert_lacks(text, "which has no link here");
+		assert_lacks(text, "which this host dials");
+		assert_lacks(text, "meant for host");
+		assert_lacks(text, "whose first frame");
 		free(text);
 	}
 }

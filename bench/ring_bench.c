@@ -12,6 +12,7 @@
  * apart: this VM changes the vCPUs' placement now and then, and a fixed
  * order would give one contender the better placement systematically.
  */
+#include <assert.h>
 #include <errno.h>
 #include <getopt.h>
 #include <sched.h>
@@ -74,6 +75,9 @@ static const struct bench_contender *const pingpong_set[] = {
 #endif
 	&bench_pipe, &bench_sock,
 };
+static_assert(COUNT(tput_set) <= BENCH_MAX_CONTENDERS &&
+	      COUNT(pingpong_set) <= BENCH_MAX_CONTENDERS,
+	      "a case's contenders must fit struct bench_case (ring_report.h)");
 static const struct bench_contender *const wake_set[] = { &bench_shoal, &bench_pipe, &bench_sock };
 static const struct bench_contender *const spin_set[] = { &bench_shoal };
 static const struct bench_contender *const sys_set[] = { &bench_sys };

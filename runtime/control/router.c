@@ -54,13 +54,16 @@ void shoal__note_change(struct shoal_router *r)
 	pthread_cond_broadcast(&r->changed);
 }
 
+/* A set of ring roles (enum shoal__ring_role), for next_ring(). */
+#define ROLE(r) (1u << (r))
+
 /*
- * Group g's rings of role `role` (or also `role2`), one at a time: *at
- * starts at 0 and goes on past each ring returned. Returns the ring's
+ * Group g's rings whose role is in `roles` (ROLE() bits), one at a time:
+ * *at starts at 0 and goes on past each ring returned. Returns the ring's
  * memory and sets *len, or NULL when there is no more. Lock held.
  */
-static const void *next_ring(struct shoal__group_slot *s, uint32_t *at, uint32_t role,
-			     uint32_t role2, uint64_t *len)
+static const void *next_ring(struct shoal__group_slot *s, uint32_t *at, uint32_t roles,
+			     uint64_t *len)
 {
 	uint32_t n = shoal_seg_dir_count(&s->mbx);
 
@@ -69,7 +72,7 @@ static const void *next_ring(struct shoal__group_slot *s, uint32_t *at, uint32_t
 		const void *mem;
 
 		if (shoal_seg_region_at(&s->mbx, *at, &reg) < 0 || reg.kind != SHOAL_SEG_KIND_RING ||
-		    (reg.tag.role != role && reg.tag.role != role2))
+		    reg.tag.role >= 32 || !(roles & ROLE(reg.tag.role)))
 			continue;
 		mem = shoal_seg_ptr(&s->mbx, reg.off, reg.len, 128);
 		if (mem == NULL)
@@ -81,16 +84,16 @@ static const void *next_ring(struct shoal__group_slot *s, uint32_t *at, uint32_t
 	return NULL;
 }
 
-/* Records queued in group g's rings of role `role` or `role2`. Lock held.
+/* Records queued in group g's rings whose role is in `roles`. Lock held.
  * A ring that fails its check (damaged) adds nothing: that is the damage
  * report's to count. */
-static uint64_t queued_in(struct shoal_router *r, int g, uint32_t role, uint32_t role2)
+static uint64_t queued_in(struct shoal_router *r, int g, uint32_t roles)
 {
 	uint64_t total = 0, len;
 	const void *mem;
 	uint32_t at = 0;
 
-	while ((mem = next_ring(&r->groups[g], &at, role, role2, &len))) {
+	while ((mem = next_ring(&r->groups[g], &at, roles, &len))) {
 		struct shoal_ring_stats st;
 		struct shoal_err err;
 		int k = shoal_ring_check(mem, len, &st, &err);
@@ -116,7 +119,7 @@ static void count_lost_queued(struct shoal_router *r, int g, uint64_t n)
  */
 uint64_t shoal__group_count_stranded(struct shoal_router *r, int g)
 {
-	uint64_t total = queued_in(r, g, SHOAL__RING_DISPATCHED, SHOAL__RING_DIRECT);
+	uint64_t total = queued_in(r, g, ROLE(SHOAL__RING_DISPATCHED) | ROLE(SHOAL__RING_DIRECT));
 
 	count_lost_queued(r, g, total);
 	return total;
@@ -545,7 +548,7 @@ uint64_t shoal__router_count_stranded(struct shoal_router *r)
 			/* What its uplinks still hold was sent and will never be
 			 * routed: the stop sequence waited for the dispatchers
 			 * until nothing moved (drain_before() in supervisor.c). */
-			uint64_t up = queued_in(r, (int)g, SHOAL__RING_UPLINK, SHOAL__RING_UPLINK);
+			uint64_t up = queued_in(r, (int)g, ROLE(SHOAL__RING_UPLINK));
 
 			count_lost_queued(r, (int)g, up);
 			total += shoal__group_count_stranded(r, (int)g) + up;
@@ -562,8 +565,7 @@ uint64_t shoal__router_uplink_bytes(struct shoal_router *r, int id)
 
 	pthread_mutex_lock(&r->lock);
 	if (id >= 0 && (uint32_t)id < r->n_groups && r->groups[id].used)
-		while ((mem = next_ring(&r->groups[id], &at, SHOAL__RING_UPLINK,
-					SHOAL__RING_UPLINK, &len))) {
+		while ((mem = next_ring(&r->groups[id], &at, ROLE(SHOAL__RING_UPLINK), &len))) {
 			struct shoal_ring_stats st;
 			struct shoal_err err;
 

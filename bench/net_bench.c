@@ -92,6 +92,8 @@ struct opts {
 	uint32_t frame;
 	int cpu[2];
 	bool kind_on[NET_KINDS];
+	bool contender_on[N_CONTENDERS];   /* which rows run: all, or --contenders */
+	bool contenders_given;
 	const char *md, *csv;
 	const char *mode;
 	char cmd[512];
@@ -680,7 +682,15 @@ static void md_header(FILE *f, const struct report *rp)
 		"%.0f %% of the sample or more), hypervisor steal %.1f s over the run; failed "
 		"samples: %u\n", disturbed, total, DISTURBED * 100, (double)rp->steal_ns / 1e9,
 		rp->failed);
-	fprintf(f, "- batched frame: %u bytes of messages per active message\n\n", o->frame);
+	fprintf(f, "- batched frame: %u bytes of messages per active message\n", o->frame);
+	if (o->contenders_given) {
+		fprintf(f, "- contenders: only");
+		for (unsigned ci = 0, n = 0; ci < N_CONTENDERS; ci++)
+			if (o->contender_on[ci])
+				fprintf(f, "%s `%s`", n++ ? "," : "", contenders[ci]->name);
+		fprintf(f, " (`--contenders`)\n");
+	}
+	fprintf(f, "\n");
 }
 
 static double f_mbps(const struct obs *o)
@@ -724,9 +734,12 @@ static const struct md_table {
 };
 
 /* A table: its intro, then one row per payload and contender that
- * measures its kind. */
+ * measures its kind and ran. Without its reference (not among
+ * --contenders), the ratio cells say "—" and a line below says why. */
 static void md_table(FILE *f, const struct report *rp, const struct md_table *t)
 {
+	int ref = contender_index(t->ref);
+	bool ref_ran = ref >= 0 && rp->o->contender_on[ref];
 	double v[BENCH_MAX_RUNS];
 	char buf[64];
 
@@ -735,21 +748,25 @@ static void md_table(FILE *f, const struct report *rp, const struct md_table *t)
 		for (unsigned ci = 0; ci < N_CONTENDERS; ci++) {
 			unsigned cs = case_of(t->kind, pi);
 
-			if (contenders[ci]->role[t->kind][0] == NULL)
+			if (contenders[ci]->role[t->kind][0] == NULL || !rp->o->contender_on[ci])
 				continue;
 			fprintf(f, "| %s | %u B |", contenders[ci]->name, payloads[pi]);
 			for (unsigned j = 0; j < sizeof(t->cols) / sizeof(t->cols[0]); j++) {
 				const struct md_col *c = &t->cols[j];
-				unsigned n = c->ratio ?
-					collect_ratio(rp, cs, ci, contender_index(t->ref), c->field,
-						      v) :
+				unsigned n = c->ratio ? collect_ratio(rp, cs, ci, ref, c->field, v) :
 					collect(rp, cs, ci, c->field, v);
 
-				fprintf(f, " %s |", cell(buf, sizeof(buf), v, n, c->scale, c->prec));
+				if (c->ratio && !ref_ran)
+					fprintf(f, " — |");
+				else
+					fprintf(f, " %s |",
+						cell(buf, sizeof(buf), v, n, c->scale, c->prec));
 			}
 			fprintf(f, "\n");
 		}
 	fprintf(f, "\n");
+	if (!ref_ran)
+		fprintf(f, "No ratio to `%s`: it did not run (not in `--contenders`).\n\n", t->ref);
 }
 
 /*
@@ -859,7 +876,8 @@ static void write_md(FILE *f, const void *arg)
 		md_perftest(f, rp);
 	fprintf(f, "### Contenders\n\n");
 	for (unsigned ci = 0; ci < N_CONTENDERS; ci++)
-		fprintf(f, "- `%s`: %s\n", contenders[ci]->name, contenders[ci]->what);
+		if (rp->o->contender_on[ci])
+			fprintf(f, "- `%s`: %s\n", contenders[ci]->name, contenders[ci]->what);
 	fprintf(f, "\nIssue 14's targets (throughput at least 0.8x `%s` and at least `zeromq`'s, "
 		"round trip p50 at most 1.2x `%s`'s) are the whole bridge's, `shoal-bridge`; "
 		"`shoal-link` is its link layer alone, what the bridge cannot beat.\n",
@@ -924,7 +942,7 @@ static int run_all(struct net_ctl *ctl, const struct hosts *h, struct report *rp
 				struct obs *ob = &rp->obs[cs][ci][r];
 				int ret;
 
-				if (c->role[k][0] == NULL)
+				if (c->role[k][0] == NULL || !o->contender_on[ci])
 					continue;
 				if (bench_stop_signal())
 					return -EINTR;
@@ -992,11 +1010,36 @@ static int run_perftest(const struct hosts *h, struct report *rp)
 	return 0;
 }
 
+/* The names of the contenders of this build, comma-separated, into buf. */
+static void contender_names(char *buf, size_t len)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (unsigned i = 0; i < N_CONTENDERS && used < len; i++)
+		used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? "," : "",
+					 contenders[i]->name);
+}
+
+/* Whether some contender that runs measures some kind that runs. */
+static bool measures_any(const struct opts *o)
+{
+	for (unsigned ci = 0; ci < N_CONTENDERS; ci++)
+		for (unsigned k = 0; k < NET_KINDS; k++)
+			if (o->contender_on[ci] && o->kind_on[k] && contenders[ci]->role[k][0] != NULL)
+				return true;
+	return false;
+}
+
 static void usage(FILE *f)
 {
+	char names[128];
+
+	contender_names(names, sizeof(names));
 	fprintf(f,
 		"usage: " PROG " [--short | --smoke] [--runs N] [--cpus A,B] [--only LIST]\n"
-		"                       [--frame BYTES] [--md FILE] [--csv FILE] [--perftest]\n"
+		"                       [--contenders LIST] [--frame BYTES] [--md FILE] [--csv FILE]\n"
+		"                       [--perftest]\n"
 		"Across hosts, the transport's limit: UCX active messages (one message each, and\n"
 		"packed into frames: the batched limit), ZeroMQ (PUSH/PULL, REQ/REP), and, when\n"
 		"built with the bridge, Shoal end to end (a `shoal run --host` system on each\n"
@@ -1009,6 +1052,10 @@ static void usage(FILE *f)
 		"  --runs N       repetitions (default 5, at most %u)\n"
 		"  --cpus A,B     pin the client (side A) to CPU A, the server to B (default 0,1)\n"
 		"  --only LIST    tput,rtt (default both)\n"
+		"  --contenders LIST\n"
+		"                 run only these rows, comma-separated (default all); a ratio to\n"
+		"                 a reference that did not run is not printed. In this build:\n"
+		"                 %s\n"
 		"  --frame BYTES  bytes of messages per batched active message, and the link's\n"
 		"                 flush_bytes (1024 to %u, default %u)\n"
 		"  --md FILE      the report, also written to FILE\n"
@@ -1018,7 +1065,7 @@ static void usage(FILE *f)
 		"Exit: 0; 1 (a sample failed, said on stderr); 2 (usage); 77 (skipped: not root,\n"
 		"no network namespaces or veth, no `ip`, or the two CPUs not usable); 128+n on\n"
 		"signal n.\n",
-		BENCH_MAX_RUNS, NET_FRAME_MAX, NET_FRAME_DEFAULT);
+		BENCH_MAX_RUNS, names, NET_FRAME_MAX, NET_FRAME_DEFAULT);
 }
 
 /* Parse the options into *o. 0, 1 (--help, said), or 2 (bad usage, said). */
@@ -1030,8 +1077,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "only", required_argument, NULL, 'o' },  { "frame", required_argument, NULL, 'f' },
 		{ "md", required_argument, NULL, 'm' },    { "csv", required_argument, NULL, 'v' },
 		{ "perftest", no_argument, NULL, 'P' },    { "help", no_argument, NULL, 'h' },
+		{ "contenders", required_argument, NULL, 'C' },
 		{ NULL, 0, NULL, 0 }
 	};
+	const char *names[N_CONTENDERS];
+	char known[128];
 	bool runs_given = false, perftest = false;
 	uint64_t x;
 	int opt;
@@ -1059,6 +1109,18 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			if (bench_parse_names(optarg, kind_name, NET_KINDS, o->kind_on) < 0)
 				return bench_bad_option(PROG, longopts, opt, optarg), 2;
 			break;
+		case 'C':
+			for (unsigned i = 0; i < N_CONTENDERS; i++)
+				names[i] = contenders[i]->name;
+			if (bench_parse_names(optarg, names, N_CONTENDERS, o->contender_on) < 0) {
+				contender_names(known, sizeof(known));
+				bench_bad_option(PROG, longopts, opt, optarg);
+				fprintf(stderr, PROG ": --contenders: the contenders of this build are "
+					"%s\n", known);
+				return 2;
+			}
+			o->contenders_given = true;
+			break;
 		case 'f':
 			if (bench_parse_uint(optarg, NET_PAYLOAD_MAX, NET_FRAME_MAX, &x) < 0)
 				return bench_bad_option(PROG, longopts, opt, optarg), 2;
@@ -1084,6 +1146,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	if (optind < argc) {
 		fprintf(stderr, PROG ": unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
+		return 2;
+	}
+	if (!measures_any(o)) {
+		fprintf(stderr, PROG ": no contender of --contenders measures a kind of --only\n");
 		return 2;
 	}
 	/* About as long as one sample of the mode, at ~50 000 msg/s. */
@@ -1127,6 +1193,8 @@ int main(int argc, char **argv)
 	if (getenv(NET_BRIDGE_CTL_ENV) != NULL)
 		return net_bridge_group_main(getenv(NET_BRIDGE_CTL_ENV));
 #endif
+	for (unsigned ci = 0; ci < N_CONTENDERS; ci++)
+		o.contender_on[ci] = true;
 	ret = parse_opts(argc, argv, &o);
 	if (ret != 0)
 		return ret == 1 ? 0 : 2;

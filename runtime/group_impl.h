@@ -22,6 +22,7 @@
 #include <shoal/ring.h>
 
 #include "runtime/layout.h"
+#include "shm/clock.h"
 
 /* In-process rings between workers. Process-private: what they hold when
  * the process is killed is lost, and counted (fwd_lost) at the next attach. */
@@ -166,6 +167,8 @@ struct shoal_ctx {
 	 * against it stays under: 0 until the batch's first handler reads it. */
 	struct shoal__mbx_lat *lat;
 	uint64_t lat_now, lat_bound;
+	/* The stamps' clock: send_ns and lat_now (shm/clock.h). */
+	struct shoal__clock clk;
 
 	/* Counters, mirrored into mw with relaxed stores. */
 	uint64_t sent_routed, sent_direct, received, handled, try_failed, stale, malformed,

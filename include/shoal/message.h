@@ -84,7 +84,7 @@ struct shoal_envelope {
 	uint64_t dest;               /* address of the receiving actor, group or SHOAL_SLOT_ALL */
 	uint64_t trace_id;           /* new at the origin, carried through handlers */
 	uint64_t request_id;         /* 0 unless a request or a response */
-	uint64_t send_ns;            /* CLOCK_MONOTONIC when sent */
+	uint64_t send_ns;            /* CLOCK_MONOTONIC when sent, to ~100 ns */
 	uint32_t flags;              /* SHOAL_ENV_* */
 	uint32_t reserved;
 };

@@ -22,6 +22,7 @@
 
 #include "runtime/data/relay.h"
 #include "runtime/data/worker.h"
+#include "shm/clock.h"
 #include "shm/util.h"
 
 /* ---- sending ---------------------------------------------------------------- */
@@ -97,12 +98,12 @@ static inline void env_put(const struct env_common *ec, unsigned char *dst, uint
 }
 
 /* The envelope of a single message, made now. */
-static void fill_env(const struct shoal_ctx *ctx, unsigned char *dst, uint32_t type,
+static void fill_env(struct shoal_ctx *ctx, unsigned char *dst, uint32_t type,
 		     uint32_t len, uint64_t dest, uint32_t flags, uint64_t rid)
 {
 	struct env_common ec;
 
-	env_common(ctx, &ec, shoal_ctx_self(ctx), dest, flags, rid, shoal__now_ns());
+	env_common(ctx, &ec, shoal_ctx_self(ctx), dest, flags, rid, shoal__clock_ns(&ctx->clk));
 	env_put(&ec, dst, type, len, 0);
 }
 
@@ -861,7 +862,7 @@ static int send_all(struct shoal_ctx *ctx, const struct shoal__reg_group *mrg, u
 		}
 	}
 	if (given == NULL)
-		env_common(ctx, &ec, shoal_ctx_self(ctx), dest, flags, rid, shoal__now_ns());
+		env_common(ctx, &ec, shoal_ctx_self(ctx), dest, flags, rid, shoal__clock_ns(&ctx->clk));
 	for (uint32_t i = 0; i < n; i++) {
 		if (given != NULL)
 			memcpy(dsts[i], given, sizeof(*given));
@@ -994,7 +995,7 @@ send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf
 	} else {
 		struct env_common ec;
 
-		env_common(ctx, &ec, self, dest, flags, rid, shoal__now_ns());
+		env_common(ctx, &ec, self, dest, flags, rid, shoal__clock_ns(&ctx->clk));
 		env_put(&ec, dst, type, len, 0);
 	}
 	memcpy(dst + ENV_SIZE, buf, len);
@@ -1167,7 +1168,7 @@ static int burst_send(struct shoal_ctx *ctx, const struct burst *b,
 
 	/* The messages of a burst share their send time: one clock read. */
 	env_common(ctx, &ec, shoal_ctx_self(ctx), b->dest,
-		   b->o == NULL && sw == NULL ? SHOAL_ENV_TRY : 0, 0, shoal__now_ns());
+		   b->o == NULL && sw == NULL ? SHOAL_ENV_TRY : 0, 0, shoal__clock_ns(&ctx->clk));
 	for (i = 0; i < n; i++) {
 		uint32_t type = msgs[i].type, len = msgs[i].len;
 		unsigned char *dst;

@@ -59,7 +59,32 @@
  * amount of work (poll progresses UCP once); only three places wait for UCX itself, each
  * for something that completes locally: ep_close() when every close slot
  * is taken (a reconnect storm), a link's destroy for its frames in flight,
- * and a hub's destroy for its closes (both bounded at 2 s).
+ * and a hub's destroy for its closes (both bounded at 2 s). A link's
+ * destroy may also wait for its connection's handshake (below).
+ *
+ * Closing a connection UCX is still setting up. UCX 1.13's TCP connection
+ * manager (uct/tcp/tcp_sockcm_ep.c) watches the socket of a connection it
+ * dials for writability until it has sent its half of the handshake. Its
+ * async thread, one per process, takes events from epoll in batches and
+ * finds their handler by fd number. An endpoint destroyed in that window
+ * frees its fd while the thread may hold a "writable" event for it; if a
+ * listener of the same process then accepts a connection into that fd
+ * number before the event is handled, the event reaches the new server
+ * endpoint, which has nothing to send, and UCX aborts
+ * (uct_tcp_sockcm_ep_progress_send(), tcp_sockcm_ep.c:416, the assertion
+ * on the endpoint's state). Two hubs of one process, one dialing the
+ * other, hit it (tests/bridge_link_test.c,
+ * link_destroyed_while_connecting_aborts_nothing). A connection is past
+ * that window once a frame came on it (the peer had our half) or UCX said
+ * it failed (its fd is no longer watched). The polls close a dialed
+ * connection only then, or dead_ns after it began, long after the
+ * handshake's sends; only shoal__link_destroy() may close one at any
+ * moment, so it first waits, progressing UCP, for one of the two, SETTLE_NS
+ * at most (with no answer from the peer's bridge, our half is sent within
+ * the first progresses: the TCP connect needs only the peer's kernel, and
+ * UCX's thread sends as soon as a progress packed the data). An accepted
+ * connection is refused or handed on only after its HELLO, so its
+ * handshake is over.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -98,6 +123,10 @@
 #define DEF_BACKOFF_NS    50000000u
 #define DEF_MAX_BACKOFF_NS 1000000000u
 #define DEF_HELLO_NS      1000000000u
+/* The longest a link's destroy waits for a connection being set up to be
+ * heard or fail before closing it ("Closing a connection UCX is still
+ * setting up", above). */
+#define SETTLE_NS         100000000u
 
 /* ---- the send queue ------------------------------------------------------ */
 
@@ -249,6 +278,7 @@ struct shoal__link {
 	/* The connection. */
 	ucp_ep_h ep;
 	bool ep_failed;                 /* UCP reported the current endpoint failed */
+	bool ep_heard;                  /* a frame came on it: UCX's handshake is over */
 	uint32_t state;
 	uint64_t now;                   /* of the poll in progress */
 	uint64_t last_rx, last_tx;
@@ -626,6 +656,8 @@ static void conn_begin(struct shoal__link *l, ucp_ep_h ep)
 	if (l->state == SHOAL__LINK_UP)
 		l->st.down_since_ns = l->now;
 	l->ep = ep;
+	/* LISTEN: its HELLO came on it already. */
+	l->ep_heard = l->o.role == SHOAL__LINK_LISTEN;
 	l->state = SHOAL__LINK_CONNECTING;
 	l->last_rx = l->now;
 	l->hello_due = true;
@@ -985,6 +1017,7 @@ static void link_frame(struct shoal__link *l, const void *header, size_t header_
 	struct shoal__link_hello_id id;
 	struct shoal_err why;
 
+	l->ep_heard = true;
 	if (frame_decode(header, header_len, data, len, param, &h, &id, &why) < 0) {
 		refuse(l, &why);
 		return;
@@ -1513,12 +1546,27 @@ int shoal__link_create(struct shoal__link **out, const struct shoal__link_opts *
 	return 0;
 }
 
+/* Wait, progressing UCP, until l's connection is heard or failed, SETTLE_NS
+ * at most: only then may it be closed at any moment ("Closing a connection
+ * UCX is still setting up", above). Frames it brings meanwhile are taken as
+ * in a poll. */
+static void conn_settle(struct shoal__link *l)
+{
+	uint64_t give_up = shoal__now_ns() + SETTLE_NS;
+
+	while (l->ep != NULL && !l->ep_heard && !l->ep_failed && shoal__now_ns() < give_up)
+		ucp_worker_progress(l->hub->worker);
+}
+
 void shoal__link_destroy(struct shoal__link *l)
 {
 	struct shoal__link_hub *h = l->hub;
-	uint64_t give_up = shoal__now_ns() + 2000000000u;
+	uint64_t give_up;
 	bool busy = true;
 
+	/* First: frames it takes while it settles may stay in UCX's buffers. */
+	conn_settle(l);
+	give_up = shoal__now_ns() + 2000000000u;
 	for (uint64_t i = l->rx.run_head; i != l->rx.run_tail; i++)
 		if (l->rx.runs[i & (NRUN - 1)].ucx != NULL)
 			ucp_am_data_release(h->worker, l->rx.runs[i & (NRUN - 1)].ucx);

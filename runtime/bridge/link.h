@@ -201,7 +201,11 @@ int shoal__link_create(struct shoal__link **out, const struct shoal__link_opts *
 /*
  * Close the connection (forced: frames in flight are dropped, records kept
  * are counted nowhere, since the link ends) and free everything, with the
- * hub of a link alone. May progress UCP: may wait, briefly. Never fails.
+ * hub of a link alone. A connection UCX is still setting up (dialed, no
+ * frame came on it yet, not failed) is closed only once a frame came or it
+ * failed, or after 100 ms: closing it earlier can make UCX 1.13 abort in
+ * its async thread (link.c says why). May progress UCP: may wait, briefly.
+ * Never fails.
  */
 void shoal__link_destroy(struct shoal__link *l);
 

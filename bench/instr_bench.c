@@ -83,6 +83,12 @@ NOINLINE static int op_poll_empty(struct shoal_ctx *c)
 	KEEP_FRAME(shoal_poll(c, 0, 0));
 }
 
+/* A poll that finds one message, as each leg of a round trip does. */
+NOINLINE static int op_poll_one(struct shoal_ctx *c)
+{
+	KEEP_FRAME(shoal_poll(c, 0, 0));
+}
+
 /*
  * The rings alone, beside the plain fixed-slot ring the benchmarks compare
  * them with (bench/plain_ring.h): a batch of BATCH 64-byte messages written
@@ -512,14 +518,19 @@ int main(int argc, char **argv)
 		for (uint32_t i = 0; i < BATCH; i++, empty++)
 			if (op_poll_empty(c) != 0)
 				goto refused;
+		for (uint32_t i = 0; i < BATCH; i++)
+			if (shoal_try_send_to(c, self, TYPE, payload[i], BYTES) < 0 ||
+			    op_poll_one(c) != 1)
+				goto refused;
 	}
 	if (rings(rounds, (const unsigned char (*)[BYTES])payload, &sum) < 0)
 		goto refused;
 	printf("op_send_to %llu\nop_send %llu\nop_burst_to %llu\nop_burst %llu\n"
-	       "op_poll_batch %llu\nop_poll_empty %llu\n",
+	       "op_poll_batch %llu\nop_poll_empty %llu\nop_poll_one %llu\n",
 	       (unsigned long long)(rounds * BATCH), (unsigned long long)(rounds * BATCH),
 	       (unsigned long long)(rounds * BATCH), (unsigned long long)(rounds * BATCH),
-	       (unsigned long long)(2 * rounds * BATCH), (unsigned long long)empty);
+	       (unsigned long long)(2 * rounds * BATCH), (unsigned long long)empty,
+	       (unsigned long long)(rounds * BATCH));
 	printf("op_ring_put %llu\nop_ring_take %llu\nop_ring_take_burst %llu\n"
 	       "op_plain_put %llu\nop_plain_take %llu\n",
 	       (unsigned long long)(2 * rounds * BATCH), (unsigned long long)(rounds * BATCH),

@@ -11,7 +11,9 @@
  * opens its direct link into `c` with one shoal_send_to(), and `c` drains
  * them, so its worker has one inbound ring per peer (plus its dispatcher's)
  * before the empty polls are timed. Every run times POLLS empty polls of
- * each contender, interleaved; medians [min, max] over runs.
+ * each contender, then POLLS polls that find one message each (a peer's
+ * in turn) beside a plain loop that finds one moved tail among N,
+ * interleaved; medians [min, max] over runs.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -84,16 +86,61 @@ static double plain_empty_ns(struct plain_ring *r, uint32_t n, uint64_t polls)
 	return (double)(shoal__now_ns() - t0) / (double)polls;
 }
 
+/*
+ * One message a poll: peer i % n sends it (shoal_try_send_to()), then the
+ * worker polls and must find exactly it, among the rings of n peers. The
+ * send is timed too, the same at every n: what grows with n is the pass.
+ */
+static double shoal_one_ns(struct shoal_group **sender, uint32_t n, struct shoal_ctx *ctx,
+			   uint64_t dest, const void *payload, uint64_t polls)
+{
+	uint64_t t0 = shoal__now_ns();
+
+	for (uint64_t i = 0; i < polls; i++)
+		if (shoal_try_send_to(shoal_group_worker(sender[i % n], 0), dest, MSG, payload,
+				      MSG_BYTES) < 0 ||
+		    shoal_poll(ctx, 0, 0) != 1)
+			return -1;
+	return (double)(shoal__now_ns() - t0) / (double)polls;
+}
+
+/* Its plain reference: ring i % n's tail moves, the loop checks the n
+ * tails and takes the one that moved. */
+static double plain_one_ns(struct plain_ring *r, uint32_t n, uint64_t polls)
+{
+	uint64_t t0 = shoal__now_ns(), found = 0;
+
+	for (uint64_t i = 0; i < polls; i++) {
+		struct plain_ring *w = &r[i % n];
+
+		atomic_store_explicit(&w->tail, atomic_load_explicit(&w->tail, memory_order_relaxed) + 1,
+				      memory_order_release);
+		for (uint32_t k = 0; k < n; k++) {
+			uint32_t t = atomic_load_explicit(&r[k].tail, memory_order_acquire);
+
+			if (t != r[k].head) {
+				r[k].head = t;
+				found++;
+			}
+		}
+	}
+	if (found != polls)
+		return -1;
+	return (double)(shoal__now_ns() - t0) / (double)polls;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: " PROG " [--peers LIST] [--runs N] [--polls N] [--cpu C] [--short]\n"
 		"The cost of an empty shoal_poll(ctx, 0, 0) with 1 .. N direct peers writing to\n"
 		"the worker, beside a plain reference (a loop checking N plain SPSC ring tails),\n"
-		"interleaved in one process pinned to one CPU; median [min, max] over runs.\n"
+		"then of a send and a poll that finds that one message among N peers' rings,\n"
+		"beside a plain loop finding one moved tail among N; interleaved in one process\n"
+		"pinned to one CPU; median [min, max] over runs.\n"
 		"  --peers LIST  direct peer counts, ascending (default 1,10,100; at most %u)\n"
 		"  --runs N      repetitions (default 7, at most %u)\n"
-		"  --polls N     empty polls timed per run and contender (default 1000000)\n"
+		"  --polls N     polls timed per run, contender and table (default 1000000)\n"
 		"  --cpu C       the CPU to pin to (default 0)\n"
 		"  --short       3 runs of 100000 polls\n"
 		"Exit: 0, 1 (a failure, said on stderr), 2 (usage).\n",
@@ -135,6 +182,8 @@ int main(int argc, char **argv)
 	struct plain_ring *plain;
 	char system[64], name[16];
 	unsigned char payload[MSG_BYTES] = { 0 };
+	struct bench_mmm one[MAX_COUNTS][3];
+	unsigned one_disturbed[MAX_COUNTS];
 	uint32_t open = 0;
 	int opt, ret = 1;
 
@@ -213,6 +262,7 @@ int main(int argc, char **argv)
 	       (unsigned long long)cpu, (unsigned long long)runs, (unsigned long long)polls);
 	for (unsigned k = 0; k < n_counts; k++) {
 		double s[BENCH_MAX_RUNS], p[BENCH_MAX_RUNS], q[BENCH_MAX_RUNS];
+		double os[BENCH_MAX_RUNS], op[BENCH_MAX_RUNS], oq[BENCH_MAX_RUNS];
 		struct bench_mmm ms, mp, mq;
 		unsigned disturbed = 0;
 		uint64_t dest = shoal_group_lookup(cg, "c", 0);
@@ -238,13 +288,21 @@ int main(int argc, char **argv)
 
 			s[run] = shoal_empty_ns(shoal_group_worker(cg, 0), polls);
 			p[run] = plain_empty_ns(plain, peers[k], polls);
+			os[run] = shoal_one_ns(sender, peers[k], shoal_group_worker(cg, 0), dest,
+					       payload, polls);
+			op[run] = plain_one_ns(plain, peers[k], polls);
 			disturbed += (double)(bench_run_delay_ns() - w0) >
 				     DISTURBED * (double)(shoal__now_ns() - t0);
 			if (s[run] < 0 || p[run] < 0) {
 				fprintf(stderr, PROG ": a poll found a message where none was sent\n");
 				goto out;
 			}
+			if (os[run] < 0 || op[run] < 0) {
+				fprintf(stderr, PROG ": a poll did not find the one message sent\n");
+				goto out;
+			}
 			q[run] = s[run] / p[run];
+			oq[run] = os[run] / op[run];
 		}
 		ms = bench_mmm(s, (unsigned)runs);
 		mp = bench_mmm(p, (unsigned)runs);
@@ -252,8 +310,27 @@ int main(int argc, char **argv)
 		printf("| %u | %.1f [%.1f, %.1f] | %.1f [%.1f, %.1f] | %.2f [%.2f, %.2f] | %u of %llu |\n",
 		       peers[k], ms.med, ms.min, ms.max, mp.med, mp.min, mp.max, mq.med, mq.min,
 		       mq.max, disturbed, (unsigned long long)runs);
+		one[k][0] = bench_mmm(os, (unsigned)runs);
+		one[k][1] = bench_mmm(op, (unsigned)runs);
+		one[k][2] = bench_mmm(oq, (unsigned)runs);
+		one_disturbed[k] = disturbed;
 		fflush(stdout);
 	}
+	printf("\n### One message a poll\n\n"
+	       "Each poll finds one message, sent just before it by peer i %% N "
+	       "(`shoal_try_send_to()`, timed too: the same at every N); the plain reference moves "
+	       "ring i %% N's tail and checks the N tails. Same runs as above; ns per send and "
+	       "poll.\n\n"
+	       "| direct peers | Shoal send + poll | plain: one tail moved, N checked | Shoal ÷ plain "
+	       "| Shoal ÷ Shoal at %u peer%s | disturbed |\n"
+	       "|---:|---:|---:|---:|---:|---:|\n",
+	       peers[0], peers[0] == 1 ? "" : "s");
+	for (unsigned k = 0; k < n_counts; k++)
+		printf("| %u | %.1f [%.1f, %.1f] | %.1f [%.1f, %.1f] | %.2f [%.2f, %.2f] | %.2f | %u of "
+		       "%llu |\n",
+		       peers[k], one[k][0].med, one[k][0].min, one[k][0].max, one[k][1].med,
+		       one[k][1].min, one[k][1].max, one[k][2].med, one[k][2].min, one[k][2].max,
+		       one[k][0].med / one[0][0].med, one_disturbed[k], (unsigned long long)runs);
 	ret = 0;
 out:
 	for (uint32_t i = 0; i < open; i++)

@@ -355,6 +355,13 @@ static inline bool shoal_ring_empty(struct shoal_ring_cons *c)
 SHOAL_API int shoal_ring_prod_error(const struct shoal_ring_prod *p);
 SHOAL_API int shoal_ring_cons_error(const struct shoal_ring_cons *c);
 
+/* shoal_ring_cons_error(), inline, for a consumer that checks many rings
+ * on each pass (a call each cost a pass over 100 empty rings a third more). */
+static inline int shoal__ring_cons_err(const struct shoal_ring_cons *c)
+{
+	return c->err;
+}
+
 /*
  * Condemning a corrupted ring. A side whose handle went into its -EUCLEAN
  * state (or that cannot attach) marks the ring as given up, each side in its

@@ -466,9 +466,11 @@ static uint32_t take_runs(struct shoal_ctx *ctx, uint32_t i, bool mailbox, uint3
 	while (taken < limit) {
 		struct shoal__inring *in = &ctx->in[i];
 		unsigned got = shoal_ring_peek_run(&in->c, &first, one_by_one ? 1 : limit - taken);
+		unsigned asked;
 
 		if (got == 0)
 			break;
+		asked = one_by_one ? 1 : limit - taken;
 		ctx->run.next = first.data;
 		ctx->run.len = first.len;
 		ctx->run.stride = shoal_ring_stride(first.len);
@@ -491,7 +493,9 @@ static uint32_t take_runs(struct shoal_ctx *ctx, uint32_t i, bool mailbox, uint3
 			else if (ctx->fwd_any > 0)
 				goto out;   /* release it before its copies go */
 		}
-		if (ctx->run.taken_over)
+		/* A run shorter than asked may have met the tail: an inline
+		 * look, not another call, says whether more came. */
+		if (ctx->run.taken_over || (got < asked && shoal_ring_empty(&ctx->in[i].c)))
 			break;
 	}
 out:
@@ -512,6 +516,18 @@ static uint32_t take_one_by_one(struct shoal_ctx *ctx, uint32_t i, bool mailbox,
 			COUNT(ctx, fwd_taken);
 	}
 	return taken;
+}
+
+/*
+ * A corrupted ring is given up (the router replaces it and counts what it
+ * held); one branch on a field of our own handle.
+ */
+static inline void check_ring(struct shoal__inring *in)
+{
+	if (SHOAL_UNLIKELY(shoal__ring_cons_err(&in->c) != 0) && !in->condemned) {
+		in->condemned = true;
+		shoal_ring_condemn(in->mem, in->len, SHOAL_RING_SIDE_CONS);
+	}
 }
 
 /*
@@ -543,6 +559,11 @@ __attribute__((noinline)) static uint32_t scan_rings(struct shoal_ctx *ctx, uint
 			if (ctx->wait_rid == 0)
 				continue;   /* a poll in the handler: the run goes first */
 			taken = take_over(ctx);
+		} else if (shoal_ring_empty(&in->c)) {
+			/* Empty, the usual case of all rings but one: a look at
+			 * its tail, inline, and no handler set-up. */
+			check_ring(in);
+			continue;
 		}
 		if (outer)
 			ctx->fwd_hold = mailbox;
@@ -558,13 +579,9 @@ __attribute__((noinline)) static uint32_t scan_rings(struct shoal_ctx *ctx, uint
 			ctx->released = true;
 			n += taken;
 		}
-		/* A corrupted ring is given up, after the release above (so that
-		 * the router counts exactly what is left), and the router
-		 * replaces it; one branch on a field of our own handle. */
-		if (SHOAL_UNLIKELY(shoal_ring_cons_error(&in->c) != 0) && !in->condemned) {
-			in->condemned = true;
-			shoal_ring_condemn(in->mem, in->len, SHOAL_RING_SIDE_CONS);
-		}
+		/* After the release above, so that the router counts exactly
+		 * what is left. */
+		check_ring(in);
 		if (outer) {
 			fwd_flush(ctx);
 			ctx->fwd_hold = false;

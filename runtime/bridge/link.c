@@ -11,7 +11,8 @@
  *
  * Memory picture, all allocated at create:
  *   sq     records queued for the peer, kept until acked: [acked, sent) went
- *          out in frames, [sent, next_seq) wait for the next frame;
+ *          out in frames, [sent, next_seq) wait for the next frame, or,
+ *          beyond the peer's credit (a backlog, opts.backlog), for its ack;
  *   rx     records received in order, held until the caller releases them,
  *          as runs of a frame's records in frame encoding: in UCX's own
  *          buffer when UCX lets us keep it (UCP_AM_FLAG_PERSISTENT_DATA,
@@ -38,7 +39,9 @@
  * incarnation's records beside a new window's worth, and a run that does
  * not fit before the area's end leaves that room unused for a lap: the
  * area is sized 4 x window plus two largest records, sq 2 x window plus
- * one.
+ * the backlog plus one. A frame carries only what the credit takes
+ * (credit_room()); what waits beyond it has no flush deadline, only the
+ * peer's next ack.
  *
  * The hub: one UCP context and worker for every link of a host, and one
  * listener. Connections are told apart by endpoint: every frame goes with

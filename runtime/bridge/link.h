@@ -189,7 +189,7 @@ void shoal__link_hub_destroy(struct shoal__link_hub *h);
  * Add a link to the peer o->peer on hub `h`: a CONNECT link makes its first
  * connection attempt; a LISTEN link waits for the hub to hand it the peer's
  * connection. Allocates every buffer the link will use (about 6 x window +
- * 4 frames); nothing is allocated after. Returns 0 with *out set, or:
+ * backlog + 4 frames); nothing is allocated after. Returns 0 with *out set, or:
  *   -EINVAL  bad role, address, peer name, or sizes (max_record > what
  *            the window holds ...), a LISTEN link on a hub that does not
  *            listen, or a peer name that a link of the hub has already;

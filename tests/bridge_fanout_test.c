@@ -15,6 +15,8 @@
  * started, a's producer's copies for c wait in a's bridge while b's
  * consumer gets all of its own, before hosts.down_after (two minutes) has
  * passed; c, started then, gets every one of its own, in order.
+ * And a host away past hosts.down_after (two seconds, in a second file)
+ * has what a's bridge held for it given up, counted and said.
  *
  * Runs as root; skips visibly (exit 77) otherwise, or when namespaces
  * cannot be made. Every wait has a deadline; nothing asserts a duration.
@@ -43,31 +45,24 @@ static const char *const name[HOSTS] = { "a", "b", "c" };
 
 static struct test_netns hosts;
 static const char *skip_reason;
-static char dir[64], shm[HOSTS][96], out[HOSTS][128], cfg[128], consumer_log[HOSTS][128];
+static char dir[64], shm[HOSTS][96], out[HOSTS][128], cfg[128], cfg_away[128];
+static char consumer_log[HOSTS][128];
 static pid_t run[HOSTS];
 
-static int setup(void **state)
+/* The system's file at `path`, its hosts away after `down_after`. */
+static int write_cfg(const char *path, const char *down_after)
 {
 	const char *group = getenv("SHOAL_TEST_GROUP");
 	char text[4096];
 	int n = 0;
 	FILE *f;
 
-	(void)state;
-	if (test_netns_create_hosts(&hosts, "fan", 79, HOSTS) < 0) {
-		skip_reason = "could not make the namespaces (see above)";
-		return 0;
-	}
-	if (test_netns_dirs("fanout", HOSTS, dir, sizeof(dir), shm[0], sizeof(shm[0]), out[0],
-			    sizeof(out[0])) < 0)
-		return -1;
-	for (int s = 0; s < HOSTS; s++)
-		snprintf(consumer_log[s], sizeof(consumer_log[s]), "%s/c%s.log", dir, name[s]);
 	/* 64 KiB of window against 1500 records of 80 bytes (120 KB) per
 	 * producer, on every link. */
 	n += snprintf(text + n, sizeof(text) - (size_t)n,
-		      "system: fan\nhosts:\n  down_after: 120s\n"
-		      "  link: { window: 64KiB, keepalive: 50ms, dead_after: 500ms }\n  list:\n");
+		      "system: fan\nhosts:\n  down_after: %s\n"
+		      "  link: { window: 64KiB, keepalive: 50ms, dead_after: 500ms }\n  list:\n",
+		      down_after);
 	for (int s = 0; s < HOSTS; s++)
 		n += snprintf(text + n, sizeof(text) - (size_t)n,
 			      "    - { name: %s, listen: '%s:%d' }\n", name[s], hosts.addr[s],
@@ -90,12 +85,28 @@ static int setup(void **state)
 			      name[s], group, name[s], consumer_log[s],
 			      s == 0 ? first_key[1] : first_key[0],
 			      s == 0 ? first_key[2] + ROUTED - 1 : first_key[0] + ROUTED - 1);
-	snprintf(cfg, sizeof(cfg), "%s/fan.yaml", dir);
-	f = fopen(cfg, "w");
+	f = fopen(path, "w");
 	if (f == NULL)
 		return -1;
 	fputs(text, f);
 	return fclose(f) == 0 && n < (int)sizeof(text) ? 0 : -1;
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	if (test_netns_create_hosts(&hosts, "fan", 79, HOSTS) < 0) {
+		skip_reason = "could not make the namespaces (see above)";
+		return 0;
+	}
+	if (test_netns_dirs("fanout", HOSTS, dir, sizeof(dir), shm[0], sizeof(shm[0]), out[0],
+			    sizeof(out[0])) < 0)
+		return -1;
+	for (int s = 0; s < HOSTS; s++)
+		snprintf(consumer_log[s], sizeof(consumer_log[s]), "%s/c%s.log", dir, name[s]);
+	snprintf(cfg, sizeof(cfg), "%s/fan.yaml", dir);
+	snprintf(cfg_away, sizeof(cfg_away), "%s/fan-away.yaml", dir);
+	return write_cfg(cfg, "120s") == 0 && write_cfg(cfg_away, "2s") == 0 ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -375,11 +386,60 @@ static void fanout_host_not_up_does_not_hold_up_the_others(void **state)
 	free(text);
 }
 
+/*
+ * c never started, and hosts.down_after 2 s: a's bridge holds its
+ * producer's copies for c in the backlog of its link to c until c has been
+ * away that long, then gives them up: each counted lost to a host down,
+ * and said, none silently; b's consumer gets all of its own meanwhile.
+ */
+static void fanout_host_away_past_down_after_counts_its_backlog_lost(void **state)
+{
+	struct tally t;
+	bool done = false;
+	char *text, line[96];
+
+	(void)state;
+	if (skip_reason) {
+		fprintf(stderr, "skipped: %s\n", skip_reason);
+		skip();
+	}
+	for (int s = 0; s < HOSTS; s++) {
+		truncate(out[s], 0);
+		truncate(consumer_log[s], 0);
+	}
+	for (int s = 0; s < 2; s++) {
+		const char *argv[] = { getenv("SHOAL_BIN"), "run", "--status", "plain", "--host",
+				       name[s], cfg_away, NULL };
+
+		run[s] = test_netns_spawn(&hosts, s, shm[s], out[s], argv);
+		assert_true(run[s] > 0);
+	}
+	expect(0, "link c: down longer than hosts.down_after", 1);
+	expect(0, "not sent: the host is down past hosts.down_after", 1);
+	for (int ms = 0; ms < WAIT_MS && !done; ms += 100) {
+		usleep(100000);
+		tally(1, &t);
+		done = complete(1, &t);
+	}
+	if (!done)
+		fail_with_outputs("b's consumer did not get all of a's while c was away");
+	for (int s = 0; s < 2; s++)
+		stop_cleanly(s);
+	text = test_netns_slurp(out[0]);
+	assert_non_null(text);
+	snprintf(line, sizeof(line), "stopped: %d records sent to other hosts", ROUTED);
+	assert_has(text, line);
+	snprintf(line, sizeof(line), ", %d lost to a host down", ROUTED);
+	assert_has(text, line);
+	free(text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(fanout_three_hosts_once_in_order_and_a_bridge_restarts),
 		cmocka_unit_test(fanout_host_not_up_does_not_hold_up_the_others),
+		cmocka_unit_test(fanout_host_away_past_down_after_counts_its_backlog_lost),
 	};
 	const char *why = test_netns_unavailable();
 

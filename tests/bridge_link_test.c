@@ -343,18 +343,25 @@ static void link_down_for_two_seconds_loses_nothing_uncounted(void **state)
 		ok_;                                                                 \
 	})
 
-static struct shoal__link *local_link(int role, uint32_t epoch)
+/* A link of this process with `backlog` bytes queued beyond the credit. */
+static struct shoal__link *backlog_link(int role, uint32_t epoch, uint32_t backlog)
 {
 	struct shoal__link_opts o = opts(role, LOCAL_ADDR);
 	struct shoal__link *l;
 	struct shoal_err err;
 
 	o.epoch = epoch;
+	o.backlog = backlog;
 	if (shoal__link_create(&l, &o, &err) < 0) {
 		fprintf(stderr, "link: %s\n", err.msg);
 		_exit(1);
 	}
 	return l;
+}
+
+static struct shoal__link *local_link(int role, uint32_t epoch)
+{
+	return backlog_link(role, epoch, 0);
 }
 
 static uint32_t state_of(struct shoal__link *l)
@@ -482,6 +489,94 @@ static int peer_restart(void *arg)
 	CHILD_CHECK(PUMP_UNTIL(tx, rx, (shoal__link_stats(tx, &st_tx), st_tx.acked == 150), 10000));
 	shoal__link_stats(rx, &st_rx);
 	CHILD_CHECK(st_rx.duplicates == 0 && st_rx.refused == 0);
+	shoal__link_destroy(tx);
+	shoal__link_destroy(rx);
+	return 0;
+}
+
+/* Queue record `seq` with shoal__link_reserve() and _commit(): false
+ * (nothing queued) when there is no room. */
+static bool queue_record(struct shoal__link *l, uint64_t seq)
+{
+	unsigned char buf[MAX_RECORD];
+	uint32_t len = record_make(buf, seq);
+	void *at = shoal__link_reserve(l, len, (uint16_t)seq);
+
+	if (at == NULL)
+		return false;
+	memcpy(at, buf, len);
+	shoal__link_commit(l);
+	return true;
+}
+
+/* Take what rx holds, checking that it is `*next`, `*next`+1 ...; how many. */
+static uint64_t take_in_order(struct shoal__link *rx, uint64_t *next)
+{
+	struct shoal__frame_rec r;
+	uint64_t seq, n = 0;
+
+	while (shoal__link_recv_peek(rx, &r) == 0) {
+		CHILD_CHECK(record_ok(&r, &seq) && seq == *next);
+		(*next)++;
+		n++;
+		shoal__link_recv_release(rx);
+	}
+	return n;
+}
+
+/*
+ * A sender with a backlog queues records beyond the receiver's credit
+ * (written once, with reserve and commit) and sends them, in order, as the
+ * credit comes back. Records queued while the peer is away are never sent:
+ * shoal__link_drop_unsent() gives them up, counted, and those queued after
+ * reach the peer's next incarnation, once each, with no gap and nothing
+ * counted lost_link.
+ */
+static int backlog_sender(void *arg)
+{
+	struct shoal__link *rx, *tx;
+	struct shoal__link_stats st_tx, st_rx;
+	uint64_t seq = 0, queued, next = 0, dropped;
+
+	(void)arg;
+	CHILD_CHECK(test_netns_enter(&hosts, 0) == 0);
+	rx = local_link(SHOAL__LINK_LISTEN, 1);
+	tx = backlog_link(SHOAL__LINK_CONNECT, 0, 2 * WINDOW);
+	CHILD_CHECK(PUMP_UNTIL(tx, rx, state_of(tx) == SHOAL__LINK_UP, 10000));
+	while (queue_record(tx, seq))
+		seq++;
+	queued = seq;
+	shoal__link_stats(tx, &st_tx);
+	CHILD_CHECK(st_tx.unacked_bytes > WINDOW && st_tx.unacked_bytes <= 3 * WINDOW);
+	CHILD_CHECK(st_tx.over_credit > 0 && st_tx.credit_waits == 1);
+	/* Unreleased, the receiver gets no more than its window. */
+	(void)shoal__link_flush(tx);
+	(void)PUMP_UNTIL(tx, rx, false, 300);
+	shoal__link_stats(rx, &st_rx);
+	CHILD_CHECK(st_rx.recv_held > 0 && st_rx.recv_held < queued);
+	/* Released, the rest follow, in order, once each. */
+	CHILD_CHECK(PUMP_UNTIL(tx, rx, (take_in_order(rx, &next), next == queued), 20000));
+	CHILD_CHECK(PUMP_UNTIL(tx, rx, (shoal__link_stats(tx, &st_tx), st_tx.acked == queued),
+			       10000));
+	/* The receiver goes; what is queued while it is away never went. */
+	shoal__link_destroy(rx);
+	CHILD_CHECK(PUMP_UNTIL(tx, tx, state_of(tx) != SHOAL__LINK_UP, 10000));
+	for (; seq < queued + 10; seq++)
+		CHILD_CHECK(queue_record(tx, seq));
+	dropped = shoal__link_drop_unsent(tx);
+	shoal__link_stats(tx, &st_tx);
+	CHILD_CHECK(dropped == 10 && st_tx.dropped == 10 && st_tx.next_seq == queued);
+	CHILD_CHECK(shoal__link_drop_unsent(tx) == 0);
+	/* Queued while it is away, sent to its next incarnation. */
+	for (; seq < queued + 15; seq++)
+		CHILD_CHECK(queue_record(tx, seq));
+	rx = local_link(SHOAL__LINK_LISTEN, 2);
+	next = queued + 10;
+	CHILD_CHECK(PUMP_UNTIL(tx, rx, (take_in_order(rx, &next), next == queued + 15), 20000));
+	CHILD_CHECK(PUMP_UNTIL(tx, rx, (shoal__link_stats(tx, &st_tx), st_tx.acked == queued + 5),
+			       10000));
+	shoal__link_stats(rx, &st_rx);
+	CHILD_CHECK(st_tx.lost_link == 0 && st_rx.gaps == 0 && st_rx.duplicates == 0);
 	shoal__link_destroy(tx);
 	shoal__link_destroy(rx);
 	return 0;
@@ -898,6 +993,7 @@ static const struct child_case hostile_peer_case = { hostile_peer };
 static const struct child_case hub_names_case = { hub_names_its_peers };
 static const struct child_case hub_independent_case = { hub_links_are_independent };
 static const struct child_case destroyed_connecting_case = { destroyed_while_connecting };
+static const struct child_case backlog_sender_case = { backlog_sender };
 
 static void run_child_case(void **state)
 {
@@ -915,6 +1011,8 @@ int main(void)
 		cmocka_unit_test(link_delivers_every_record_once_in_order),
 		cmocka_unit_test(link_down_for_two_seconds_loses_nothing_uncounted),
 		CHILD_CASE("link_slow_receiver_pushes_back_on_the_sender", slow_receiver_case),
+		CHILD_CASE("link_backlog_goes_as_credit_comes_and_drops_only_unsent",
+			   backlog_sender_case),
 		CHILD_CASE("link_peer_restart_counts_unacked_records_lost", peer_restart_case),
 		CHILD_CASE("link_connector_restart_counts_and_goes_on_both_ways",
 			   connector_restart_case),

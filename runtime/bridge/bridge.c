@@ -47,17 +47,21 @@
  * into the group's mailbox with its envelope unchanged, so that the
  * responder answers the original requester, through its own bridge.
  *
- * Back-pressure: a record the link cannot take (no credit: its host slow,
- * not up yet, or down) waits in that peer's backlog, in the bridge, so
- * that the mailbox goes on to records for the other hosts; only when the
- * backlog is full (BACKLOG_WINDOWS of the link's windows) does the record
- * keep the handler, and so the mailbox's rings, waiting. A record the
- * mailbox or uplink here cannot take stays held by the link, whose credit
- * then stops the far sender.
+ * A record is written once, from the mailbox's message straight into the
+ * link's queue (put()), whence frames go out with no copy of their own.
+ *
+ * Back-pressure: a record the link has no credit for (its host slow, not
+ * up yet, or down) waits in that peer's backlog, the link's queue beyond
+ * the credit, so that the mailbox goes on to records for the other hosts;
+ * only when the backlog is full (BACKLOG_WINDOWS of the link's windows)
+ * does the record keep the handler, and so the mailbox's rings, waiting.
+ * A record the mailbox or uplink here cannot take stays held by the link,
+ * whose credit then stops the far sender.
  *
  * A link down longer than hosts.down_after: its host's bit in the
  * mailbox's hosts_down, which the router turns into its groups marked down
- * where senders see it (-EHOSTDOWN), and its backlog counted lost.
+ * where senders see it (-EHOSTDOWN), and what its link never sent counted
+ * lost.
  */
 #include <assert.h>
 #include <errno.h>
@@ -86,30 +90,16 @@
 #define MAILBOX_BUDGET 64u
 #define PENDING_MAX 4096u
 #define ENV_BYTES sizeof(struct shoal_envelope)
-/* A peer's backlog holds this many of its link's windows (struct backlog). */
-#define BACKLOG_WINDOWS 4u
-
 /*
- * Records for a peer whose link has no credit (not up yet, down, or slow),
- * queued in the bridge, in order, so that the mailbox goes on to records
- * for other hosts: one host down no longer holds up the others' messages.
- * Each is a struct held then its bytes, 8-aligned, between head and tail
- * of a buffer of BACKLOG_WINDOWS link windows (made at first use). Full,
- * the record waits in link_put() as before (back-pressure on the senders);
- * a host down past hosts.down_after has its backlog counted lost.
+ * A peer's backlog: records its link has no credit for yet (not up yet,
+ * down, or slow) wait in the link's own queue, this many of its windows
+ * beyond the credit (shoal__link_opts.backlog), so that the mailbox goes
+ * on to records for other hosts: one host down does not hold up the
+ * others' messages. Full, the record waits in put() (back-pressure
+ * on the senders); a host down past hosts.down_after has what its link
+ * never sent counted lost (give_up()).
  */
-struct held {
-	uint32_t len;
-	uint16_t tag;
-	uint16_t pad;
-};
-
-struct backlog {
-	unsigned char *buf;
-	uint32_t cap;
-	uint32_t head, tail;             /* bytes; head == tail: empty */
-	uint32_t n;                      /* records */
-};
+#define BACKLOG_WINDOWS 4u
 
 struct peer {
 	const struct shoal__cfg_host *h;
@@ -118,7 +108,6 @@ struct peer {
 	struct shoal__link_stats seen;   /* as last told */
 	uint64_t told_failures;          /* connections broken when last told (tell()) */
 	uint64_t lost_down;              /* records given up on: the host down too long */
-	struct backlog q;                /* records its link had no credit for yet */
 	struct shoal__links_row *row;    /* its row of the link view; NULL: no view */
 };
 
@@ -135,7 +124,7 @@ struct counts {
 	uint64_t ended;          /* requests brought in, answered -EOWNERDEAD here */
 	uint64_t untracked;      /* requests brought in while PENDING_MAX were watched */
 	uint64_t lost_stop;      /* records no peer acknowledged when the bridge stopped */
-	uint64_t backlogged;     /* of `forwarded`, records that waited in a backlog */
+	uint64_t backlogged;     /* of `forwarded`, records queued beyond the credit */
 };
 
 /*
@@ -190,13 +179,12 @@ struct bridge {
 	struct shoal__route_table *remote;   /* other hosts' routes; group = host index */
 	uint32_t *matches;
 	uint32_t cap_matches;
-	unsigned char *rec;              /* a record being made: envelope, then payload */
 	struct shoal_type *types;
 	struct shoal_group *g;
 	struct shoal_ctx *ctx;
 	struct pending *pending;         /* PENDING_MAX; n_pending of them in use */
 	uint32_t n_pending;
-	bool putting;                    /* in link_put(): b->rec is in use */
+	bool putting;                    /* in put(): no other record is queued */
 	struct watch watch;
 	struct counts n;
 };
@@ -223,6 +211,7 @@ static int open_link(struct bridge *b, struct peer *p, struct shoal_err *err)
 		.addr = p->h->reach,
 		.peer = p->h->name,
 		.window = window,
+		.backlog = BACKLOG_WINDOWS * window,
 		.max_record = shoal__link_max_record(window),
 		.flush_bytes = c->flush_bytes,
 		.flush_ns = c->flush_ns,
@@ -511,13 +500,11 @@ static_assert(SHOAL__MAX_HOSTS <= 64, "hosts_down has one bit a host");
 
 static void note_down(struct bridge *b, const struct peer *p)
 {
-	struct shoal__link_stats st;
-	uint64_t bit = UINT64_C(1) << (p->h - b->cfg->hosts), set = 0, clear = 0, was;
+	uint64_t bit = UINT64_C(1) << (p->h - b->cfg->hosts), set = 0, clear = 0, was, since;
 
-	shoal__link_stats(p->link, &st);
-	if (st.state == SHOAL__LINK_UP)
+	if (shoal__link_state(p->link, &since) == SHOAL__LINK_UP)
 		clear = bit;
-	else if (shoal__now_ns() - st.down_since_ns > b->cfg->down_after_ns)
+	else if (shoal__now_ns() - since > b->cfg->down_after_ns)
 		set = bit;
 	was = shoal__bridge_hosts_down(b->ctx, set, clear);
 	if (((was & ~clear) | set) != was)
@@ -580,12 +567,13 @@ static int bring_in(struct bridge *b, struct shoal__relay *rl, const struct shoa
 }
 
 /* Defined below: it takes records (take_records()) while it waits for credit. */
-static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t tag);
+static void put(struct bridge *b, struct peer *p, const struct shoal_envelope *env,
+		const void *data, uint32_t len);
 
 /*
  * Answer the requests whose responder's process ended (or never ran) with
  * -EOWNERDEAD, through the link to the requester's host. Not while a
- * record is being put on a link (b->putting): b->rec holds it.
+ * record waits for room on a link (b->putting): records go in order.
  */
 static void check_requests(struct bridge *b)
 {
@@ -609,10 +597,8 @@ static void check_requests(struct bridge *b)
 		*q = b->pending[--b->n_pending];
 		if (h < 0 || h == b->host || b->by_host[h] == NULL)
 			continue;
-		memcpy(b->rec, &env, sizeof(env));
-		memcpy(b->rec + sizeof(env), &e, sizeof(e));
 		b->n.ended++;
-		link_put(b, b->by_host[h], (uint32_t)(sizeof(env) + sizeof(e)), 0);
+		put(b, b->by_host[h], &env, &e, sizeof(e));
 	}
 }
 
@@ -661,133 +647,75 @@ static void take_records(struct bridge *b, struct peer *p)
 		check_requests(b);
 }
 
-/* ---- a peer's backlog -------------------------------------------------------- */
+/* ---- queueing on a link ------------------------------------------------------ */
 
-static uint32_t held_size(uint32_t len)
+/* A record counted lost to its host down past hosts.down_after, and said
+ * (the first of them). */
+static void lose(struct bridge *b, struct peer *p, uint64_t n)
 {
-	return (uint32_t)((sizeof(struct held) + len + 7u) & ~7u);
-}
-
-/* Queue a record behind those p holds already; false if there is no room
- * (or no memory for the buffer): nothing is changed then. */
-static bool backlog_hold(struct bridge *b, struct peer *p, const void *rec, uint32_t len,
-			 uint16_t tag)
-{
-	struct backlog *q = &p->q;
-	struct held h = { .len = len, .tag = tag };
-	uint32_t need = held_size(len);
-
-	if (q->buf == NULL) {
-		q->cap = BACKLOG_WINDOWS * b->cfg->link.window;
-		q->buf = malloc(q->cap);
-		if (q->buf == NULL)
-			return false;
-	}
-	if (q->tail + need > q->cap && q->head > 0) {
-		memmove(q->buf, q->buf + q->head, q->tail - q->head);
-		q->tail -= q->head;
-		q->head = 0;
-	}
-	if (q->tail + need > q->cap)
-		return false;
-	memcpy(q->buf + q->tail, &h, sizeof(h));
-	memcpy(q->buf + q->tail + sizeof(h), rec, len);
-	q->tail += need;
-	q->n++;
-	return true;
-}
-
-/* A record the link refused for good: counted lost to the host down, and
- * said (the first of them, and every one that is not for want of credit). */
-static void lose(struct bridge *b, struct peer *p, uint32_t len, int ret)
-{
-	p->lost_down++;
-	if (b->n.lost_down++ == 0 || ret != -EAGAIN)
-		say(b, p, "a record of %u bytes not sent: %s", len, ret == -EAGAIN ?
-		    "the host is down past hosts.down_after" : strerror(-ret));
+	if (b->n.lost_down == 0)
+		say(b, p, "%llu record%s not sent: the host is down past hosts.down_after",
+		    (unsigned long long)n, n == 1 ? "" : "s");
+	p->lost_down += n;
+	b->n.lost_down += n;
 }
 
 /* p's link down longer than hosts.down_after: its records are given up. */
 static bool gone(const struct bridge *b, const struct peer *p)
 {
-	struct shoal__link_stats st;
+	uint64_t since;
 
-	shoal__link_stats(p->link, &st);
-	return st.state != SHOAL__LINK_UP &&
-	       shoal__now_ns() - st.down_since_ns > b->cfg->down_after_ns;
+	return shoal__link_state(p->link, &since) != SHOAL__LINK_UP &&
+	       shoal__now_ns() - since > b->cfg->down_after_ns;
 }
 
-/* Hand what p holds to its link, in order, while it takes them (all of
- * them, counted lost, when the host is gone). Returns whether p holds
- * nothing now. */
-static bool backlog_push(struct bridge *b, struct peer *p)
+/* p's host gone: what its link never sent (its backlog) is given up,
+ * counted lost, no longer sent. */
+static void give_up(struct bridge *b, struct peer *p)
 {
-	struct backlog *q = &p->q;
-	bool lost;
+	uint64_t n;
 
-	if (q->n == 0)
-		return true;
-	lost = gone(b, p);
-	while (q->n > 0) {
-		struct held h;
-		int ret = -EAGAIN;
-
-		memcpy(&h, q->buf + q->head, sizeof(h));
-		if (!lost)
-			ret = shoal__link_send(p->link, q->buf + q->head + sizeof(h), h.len, h.tag);
-		if (ret == -EAGAIN && !lost)
-			return false;
-		if (ret == 0) {
-			b->n.forwarded++;
-			b->n.backlogged++;
-		} else {
-			lose(b, p, h.len, ret);
-		}
-		q->head += held_size(h.len);
-		q->n--;
-	}
-	q->head = q->tail = 0;
-	return true;
+	if (!gone(b, p))
+		return;
+	n = shoal__link_drop_unsent(p->link);
+	if (n == 0)
+		return;
+	b->n.forwarded -= n;
+	lose(b, p, n);
 }
 
 /*
- * Queue one record (b->rec) on p's link: at once if p holds nothing and
- * the link has credit, else behind what p holds, and the loop hands it on
- * when credit comes (backlog_push()). Only when p's backlog is full does
- * the record wait here: every link is polled meanwhile (their peers may be
- * waiting on us), records are taken from them (two bridges that wait for
- * each other's credit both release what they hold, so both go on), and the
- * others' backlogs pushed, until p's link or backlog takes it, or p's host
- * has been down longer than hosts.down_after: then the record is counted
- * lost (`lost_down`) and said, as a send to that host fails. Sleeps on the
- * link's fd between polls, 1 ms at most.
+ * Queue one record, `env` then `len` bytes of `data`, on p's link, written
+ * once, straight into its queue (shoal__link_reserve()): at once while the
+ * link's credit or its backlog has room. Only when p's backlog is full
+ * does the record wait here: every link is polled meanwhile (their peers
+ * may be waiting on us, and frames go out as credit comes), records are
+ * taken from them (two bridges that wait for each other's credit both
+ * release what they hold, so both go on), until p's link takes it, or p's
+ * host has been down longer than hosts.down_after: then the record is
+ * counted lost (`lost_down`) and said, as a send to that host fails.
+ * Sleeps on the link's fd between polls, 1 ms at most. The caller checked
+ * that the record fits a link (shoal__link_max_record()).
  */
-static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t tag)
+static void put(struct bridge *b, struct peer *p, const struct shoal_envelope *env,
+		const void *data, uint32_t len)
 {
-	b->putting = true;
-	for (;;) {
-		uint64_t now;
-		int ret = -EAGAIN;
+	uint32_t rec = (uint32_t)sizeof(*env) + len;
+	unsigned char *at;
 
-		if (backlog_push(b, p)) {
-			ret = shoal__link_send(p->link, b->rec, len, tag);
-			if (ret == 0) {
-				b->n.forwarded++;
-				break;
-			}
-		}
-		if (ret != -EAGAIN || gone(b, p)) {
-			lose(b, p, len, ret);
+	b->putting = true;
+	while ((at = shoal__link_reserve(p->link, rec, 0)) == NULL) {
+		uint64_t now;
+
+		if (gone(b, p)) {
+			give_up(b, p);
+			lose(b, p, 1);
 			break;
 		}
-		if (backlog_hold(b, p, b->rec, len, tag))
-			break;
 		now = shoal__now_ns();
 		for (uint32_t i = 0; i < b->n_peers; i++) {
 			shoal__link_poll(b->peers[i].link, now);
 			take_records(b, &b->peers[i]);
-			if (&b->peers[i] != p)
-				(void)backlog_push(b, &b->peers[i]);
 		}
 		if (shoal__link_arm(p->link) == 0) {
 			struct pollfd pfd = { .fd = shoal__link_fd(p->link), .events = POLLIN };
@@ -796,6 +724,12 @@ static void link_put(struct bridge *b, struct peer *p, uint32_t len, uint16_t ta
 		}
 	}
 	b->putting = false;
+	if (at == NULL)
+		return;
+	memcpy(at, env, sizeof(*env));
+	memcpy(at + sizeof(*env), data, len);
+	shoal__link_commit(p->link);
+	b->n.forwarded++;
 }
 
 /*
@@ -816,10 +750,8 @@ static void carry_direct(struct bridge *b, const struct shoal_msg *m)
 	}
 	if (m->env->flags & SHOAL_ENV_RESPONSE)
 		untrack(b, m->env->dest, m->env->request_id);
-	memcpy(b->rec, m->env, sizeof(*m->env));
-	memcpy(b->rec + sizeof(*m->env), m->data, m->len);
 	b->n.direct++;
-	link_put(b, b->by_host[h], len, 0);
+	put(b, b->by_host[h], m->env, m->data, m->len);
 }
 
 static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
@@ -853,15 +785,13 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 	 * router addressed the copy to the bridge. */
 	env.dest = SHOAL_ADDR_NONE;
 	env.flags &= ~SHOAL_ENV_ROUTED;
-	memcpy(b->rec, &env, sizeof(env));
-	memcpy(b->rec + sizeof(env), m->data, m->len);
 	for (uint32_t i = 0; i < n; i++) {
 		uint16_t h = shoal__route_filter(b->remote, b->matches[i])->group;
 
 		if (sent[h] || b->by_host[h] == NULL)
 			continue;
 		sent[h] = true;
-		link_put(b, b->by_host[h], len, 0);
+		put(b, b->by_host[h], &env, m->data, m->len);
 	}
 }
 
@@ -889,10 +819,9 @@ static int remote_routes(struct bridge *b, struct shoal_err *err)
 		return ret;
 	b->cap_matches = shoal__route_max_matches(b->remote) + 1;
 	b->matches = calloc(b->cap_matches, sizeof(*b->matches));
-	b->rec = malloc(shoal__link_max_record(b->cfg->link.window));
 	b->types = calloc(c->n_types + 1, sizeof(*b->types));
 	b->pending = calloc(PENDING_MAX, sizeof(*b->pending));
-	if (b->matches == NULL || b->rec == NULL || b->types == NULL || b->pending == NULL)
+	if (b->matches == NULL || b->types == NULL || b->pending == NULL)
 		return shoal__fail(err, -ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < c->n_types; i++)
 		b->types[i] = (struct shoal_type){ c->types[i].id, c->types[i].max_size,
@@ -1014,12 +943,11 @@ static uint64_t next_deadline(const struct bridge *b, uint64_t now)
 	uint64_t t = shoal__link_hub_deadline(b->hub);
 
 	for (uint32_t i = 0; i < b->n_peers; i++) {
-		struct shoal__link_stats st;
-		uint64_t at;
+		uint64_t since, at;
+		uint32_t state = shoal__link_state(b->peers[i].link, &since);
 
-		shoal__link_stats(b->peers[i].link, &st);
-		at = st.down_since_ns + b->cfg->down_after_ns + 1;
-		if (st.state != SHOAL__LINK_UP && at > now && at < t)
+		at = since + b->cfg->down_after_ns + 1;
+		if (state != SHOAL__LINK_UP && at > now && at < t)
 			t = at;
 	}
 	return t;
@@ -1036,23 +964,27 @@ static void serve(struct bridge *b)
 	for (;;) {
 		uint64_t now = shoal__now_ns(), received = b->n.received;
 		int took = shoal_poll(b->ctx, MAILBOX_BUDGET, 0);
+		bool busy;
 
 		if (took == -ESHUTDOWN)
 			return;
 		shoal__link_hub_poll(b->hub, now);
 		for (uint32_t i = 0; i < b->n_peers; i++) {
 			take_records(b, &b->peers[i]);
-			(void)backlog_push(b, &b->peers[i]);
+			give_up(b, &b->peers[i]);
 			if (took < (int)MAILBOX_BUDGET)
 				(void)shoal__link_flush_idle(b->peers[i].link);
+		}
+		for (uint32_t i = 0; i < b->n_peers; i++) {
 			tell(b, &b->peers[i]);
 			view_write(&b->peers[i]);
 		}
 		tell_hub(b);
 		view_write_hub(b);
+		busy = took > 0 || b->n.received != received;
 		/* Round again at once, without arming: arming is two system
 		 * calls (a read and an epoll_wait) that only a sleep needs. */
-		if (took > 0 || b->n.received != received)
+		if (busy)
 			continue;
 		if (shoal__link_hub_arm(b->hub) == -EAGAIN)
 			continue;
@@ -1086,12 +1018,10 @@ static void drain_links(struct bridge *b)
 
 			if (b->peers[i].link == NULL)
 				continue;
-			(void)backlog_push(b, &b->peers[i]);
 			(void)shoal__link_flush(b->peers[i].link);
 			shoal__link_stats(b->peers[i].link, &st);
-			left += st.next_seq - st.acked + b->peers[i].q.n;
-			waiting |= st.state == SHOAL__LINK_UP &&
-				   (st.next_seq != st.acked || b->peers[i].q.n > 0);
+			left += st.next_seq - st.acked;
+			waiting |= st.state == SHOAL__LINK_UP && st.next_seq != st.acked;
 		}
 		if (!waiting || now >= end) {
 			b->n.lost_stop = left;
@@ -1109,7 +1039,6 @@ static void close_all(struct bridge *b)
 	for (uint32_t i = 0; i < b->n_peers; i++) {
 		if (b->peers[i].link != NULL)
 			shoal__link_destroy(b->peers[i].link);
-		free(b->peers[i].q.buf);
 	}
 	if (b->hub != NULL)
 		shoal__link_hub_destroy(b->hub);
@@ -1118,7 +1047,6 @@ static void close_all(struct bridge *b)
 	free(b->by_host);
 	shoal__route_free(b->remote);
 	free(b->matches);
-	free(b->rec);
 	free(b->types);
 	free(b->pending);
 	if (b->g != NULL)
@@ -1154,6 +1082,12 @@ int shoal__bridge_run(const struct shoal__bridge_opts *o, struct shoal_err *err)
 	if (ret == 0) {
 		serve(&b);
 		drain_links(&b);
+		for (uint32_t i = 0; i < b.n_peers; i++) {
+			struct shoal__link_stats st;
+
+			shoal__link_stats(b.peers[i].link, &st);
+			b.n.backlogged += st.over_credit;
+		}
 		fprintf(o->log, "stopped: %llu records sent to other hosts, %llu received and "
 			"sent on here; %llu messages for no other host, %llu of its own come back, "
 			"%llu lost to a host down, %llu received records refused; %llu of those "

@@ -28,9 +28,12 @@
  *     shoal__link_flush(). The caller sleeps on the hub's fd after
  *     shoal__link_hub_arm() returned 0, until shoal__link_hub_deadline() at
  *     the latest. A link's connection failing never stalls another's.
- *  4. A record accepted by shoal__link_send() is delivered to the peer's
- *     shoal__link_recv_peek() exactly once, in order, or counted in the
- *     sender's `lost_link` (the peer restarted before acknowledging it).
+ *  4. A record accepted by shoal__link_send() (or reserved and committed)
+ *     is delivered to the peer's shoal__link_recv_peek() exactly once, in
+ *     order, or counted in the sender's `lost_link` (the peer restarted
+ *     before acknowledging it) or `dropped` (never sent, given up by
+ *     shoal__link_drop_unsent()). Records the old peer never got go to
+ *     the restarted one.
  *  5. The receiver acknowledges a record only when the caller releases it
  *     (shoal__link_recv_release()): a record is acked once it left the
  *     link, so a receiver that dies holding records loses none uncounted.
@@ -107,6 +110,10 @@ struct shoal__link_opts {
 	const char *transports;    /* a link alone: its hub's (struct shoal__link_hub_opts) */
 	uint32_t epoch;            /* 0: drawn at random (tests set it to fake a restart) */
 	uint32_t window;           /* credit, bytes of records in frames (1 MiB) */
+	/* Bytes of records queued beyond the peer's credit, sent as the
+	 * credit comes back; 0: none, shoal__link_reserve() refuses at the
+	 * credit. The bridge queues 4 windows for a host slow or away. */
+	uint32_t backlog;
 	uint32_t max_record;       /* largest record (what the window holds:
 				    * shoal__link_max_record()) */
 	uint32_t flush_bytes;      /* send a frame once this much waits (16 KiB) */
@@ -142,7 +149,10 @@ struct shoal__link_stats {
 	uint64_t connects;         /* handshakes completed */
 	uint64_t broken;           /* connections and attempts dropped: failed or silent */
 	uint64_t lost_link;        /* records dropped unacked: the peer restarted */
-	uint64_t credit_waits;     /* shoal__link_send() calls refused -EAGAIN */
+	uint64_t credit_waits;     /* shoal__link_send() calls refused -EAGAIN (and
+				    * shoal__link_reserve() calls refused) */
+	uint64_t over_credit;      /* records queued beyond the credit (opts.backlog) */
+	uint64_t dropped;          /* records never sent, dropped (shoal__link_drop_unsent()) */
 	uint64_t rtt_ns;           /* smoothed time from a frame sent to its records
 				    * acked (the peer's hand-on included); 0: none yet */
 	struct shoal_err last_refusal;   /* why the last frame was refused ("" if none) */
@@ -179,7 +189,7 @@ void shoal__link_hub_destroy(struct shoal__link_hub *h);
  * Add a link to the peer o->peer on hub `h`: a CONNECT link makes its first
  * connection attempt; a LISTEN link waits for the hub to hand it the peer's
  * connection. Allocates every buffer the link will use (about 6 x window +
- * 4 frames); nothing is allocated after. Returns 0 with *out set, or:
+ * backlog + 4 frames); nothing is allocated after. Returns 0 with *out set, or:
  *   -EINVAL  bad role, address, peer name, or sizes (max_record > what
  *            the window holds ...), a LISTEN link on a hub that does not
  *            listen, or a peer name that a link of the hub has already;
@@ -211,13 +221,44 @@ void shoal__link_destroy(struct shoal__link *l);
 
 /*
  * Queue one record of `len` bytes for the peer. It goes out in a frame
- * when enough is queued (this call then sends, and may make system calls)
- * or at the flush deadline (shoal__link_poll()). Returns 0, or:
- *   -EAGAIN    no credit: the peer has not released enough (or no
- *              handshake yet); nothing was queued, try after a poll;
+ * when enough is queued and the peer's credit takes it (this call then
+ * sends, and may make system calls) or at the flush deadline
+ * (shoal__link_poll()). Returns 0, or:
+ *   -EAGAIN    no room: the peer has not released enough of its credit
+ *              (or no handshake yet), and the backlog (opts.backlog) is
+ *              full; nothing was queued, try after a poll;
  *   -EMSGSIZE  len > max_record.
  */
 int shoal__link_send(struct shoal__link *l, const void *data, uint32_t len, uint16_t tag);
+
+/*
+ * shoal__link_send() in two steps, so that a record is written once, by
+ * the caller, straight into the link's queue: reserve returns where its
+ * `len` bytes go (8-aligned; the padding after them is zeroed already), or
+ * NULL when shoal__link_send() would fail (no room, len > max_record;
+ * counted in credit_waits) and nothing changed. Then the caller writes the
+ * bytes and calls shoal__link_commit(), with no other call on the link
+ * between: the record is queued as shoal__link_send() queues it. No
+ * system call in reserve; commit may send, as shoal__link_send() does.
+ */
+void *shoal__link_reserve(struct shoal__link *l, uint32_t len, uint16_t tag);
+void shoal__link_commit(struct shoal__link *l);
+
+/*
+ * Give up the records queued and never sent on any connection (for a peer
+ * that stays away): they are dropped, counted in `dropped`, and their
+ * numbers taken by the next records queued, so the peer sees no gap.
+ * Records sent once stay: the peer may have them, and is told on its
+ * return. Returns how many were dropped. No system call.
+ */
+uint64_t shoal__link_drop_unsent(struct shoal__link *l);
+
+/*
+ * The link's state (enum shoal__link_state) and, in *down_since_ns, when it
+ * last stopped being UP (as shoal__link_stats() says): what a caller
+ * asks per turn, without copying the counters. Never fails.
+ */
+uint32_t shoal__link_state(const struct shoal__link *l, uint64_t *down_since_ns);
 
 /*
  * Send what is queued now, without waiting for the flush deadline. Returns

@@ -613,14 +613,20 @@ static inline void hop_find(struct shoal__dispatcher *d, struct pass *ps,
 	}
 }
 
+/* Store over a copied record the fields hop_find() checked or set. */
+static inline void patch_rec(unsigned char *dst, const struct hop *h)
+{
+	memcpy(dst + offsetof(struct shoal_envelope, type), &h->type, HOP_TYPE_LEN);
+	memcpy(dst + offsetof(struct shoal_envelope, dest), &h->dest, sizeof(h->dest));
+	memcpy(dst + offsetof(struct shoal_envelope, flags), &h->flags, sizeof(h->flags));
+}
+
 /* Write a record as hop_find() routed it: the envelope (inline, of a
  * constant size) with the checked fields stored over it, then the payload. */
 static inline void copy_rec(unsigned char *dst, const unsigned char *src, const struct hop *h)
 {
 	memcpy(dst, src, sizeof(struct shoal_envelope));
-	memcpy(dst + offsetof(struct shoal_envelope, type), &h->type, HOP_TYPE_LEN);
-	memcpy(dst + offsetof(struct shoal_envelope, dest), &h->dest, sizeof(h->dest));
-	memcpy(dst + offsetof(struct shoal_envelope, flags), &h->flags, sizeof(h->flags));
+	patch_rec(dst, h);
 	memcpy(dst + sizeof(struct shoal_envelope), src + sizeof(struct shoal_envelope), h->len);
 }
 
@@ -648,12 +654,11 @@ static inline bool hop_copy(struct shoal__dispatcher *d, const struct pass *ps,
 	return true;
 }
 
-/* Whether records[0 .. n) all go to one output and have one length. */
-static __attribute__((noinline)) bool one_run(const struct shoal_rec *recs,
-					      const struct hop *hops, uint32_t n)
+/* Whether records[0 .. n) all go to one output. */
+static __attribute__((noinline)) bool one_output(const struct hop *hops, uint32_t n)
 {
 	for (uint32_t i = 1; i < n; i++)
-		if (hops[i].o != hops[0].o || recs[i].len != recs[0].len)
+		if (hops[i].o != hops[0].o)
 			return false;
 	return true;
 }
@@ -662,8 +667,13 @@ static __attribute__((noinline)) bool one_run(const struct shoal_rec *recs,
  * Copy records[0 .. n), every one routed by hop_find() to the same output
  * and of the same length, into one run reserved on that output
  * (shoal_ring_reserve_run(): one space check and one index update for
- * them all, where shoal_ring_reserve() does both per record). Returns how
- * many were copied, fewer where the ring's end or its free room cut the
+ * them all, where shoal_ring_reserve() does both per record). Records that
+ * lie one after the other in the uplink, as a run reserved lies in the
+ * output, are copied with one memcpy(), the uplink's record headers
+ * between them included; then each record gets the header the reserve
+ * wrote and hop_find()'s checked fields stored over it, so that the copy
+ * carries what was checked whatever the sender rewrote meanwhile. Returns
+ * how many were copied, fewer where the ring's end or its free room cut the
  * run, 0 when none fit: hop_copy() then takes the rest one by one. Out of
  * line, so that the loop of single copies (100 groups) keeps its registers.
  */
@@ -672,15 +682,31 @@ static __attribute__((noinline)) uint32_t copy_run(struct shoal__dispatcher *d,
 						  const struct hop *hops, uint32_t n)
 {
 	struct output *o = hops[0].o;
-	uint32_t len = recs[0].len, stride = shoal_ring_stride(len), g = hops[0].g;
+	uint32_t len = recs[0].len, stride = shoal_ring_stride(len);
 	void *first;
 	unsigned m = shoal_ring_reserve_run(&o->p, len, 0, n, &first);
 	unsigned char *dst = first;
+	unsigned char hdr[SHOAL_RING_REC_HDR];
 
-	for (uint32_t i = 0; i < m; i++, dst += stride)
-		copy_rec(dst, recs[i].data, &hops[i]);
-	if (m > 0)
-		written(d, o, g, m);
+	if (m == 0)
+		return 0;
+	memcpy(hdr, dst - SHOAL_RING_REC_HDR, sizeof(hdr));
+	/* The uplink's records follow one another in ring order, each one
+	 * stride or more after the one before until the ring wraps, and
+	 * those after a wrap lie before the first: the last one stride by
+	 * stride after the first means that none is between them. */
+	if ((const unsigned char *)recs[m - 1].data ==
+	    (const unsigned char *)recs[0].data + (size_t)(m - 1) * stride) {
+		memcpy(dst, recs[0].data, (size_t)(m - 1) * stride + len);
+		for (uint32_t i = 0; i < m; i++, dst += stride) {
+			memcpy(dst - SHOAL_RING_REC_HDR, hdr, sizeof(hdr));
+			patch_rec(dst, &hops[i]);
+		}
+	} else {
+		for (uint32_t i = 0; i < m; i++, dst += stride)
+			copy_rec(dst, recs[i].data, &hops[i]);
+	}
+	written(d, o, hops[0].g, m);
 	return m;
 }
 
@@ -744,17 +770,20 @@ static void flush_outputs(struct shoal__dispatcher *d)
  * Peek up to PASS_BUDGET records into recs[]: in runs of one length
  * (shoal_ring_peek_run(), a sender's messages of one type), one header
  * check each against the first, where shoal_ring_peek_burst() decodes and
- * bounds each one. Returns how many.
+ * bounds each one. Returns how many; *one_len tells whether they all have
+ * the first one's length.
  */
-static uint32_t peek_pass(struct shoal_ring_cons *c, struct shoal_rec *recs)
+static uint32_t peek_pass(struct shoal_ring_cons *c, struct shoal_rec *recs, bool *one_len)
 {
 	uint32_t n = 0, k;
 	struct shoal_rec run;
 
+	*one_len = true;
 	while (n < PASS_BUDGET && (k = shoal_ring_peek_run(c, &run, PASS_BUDGET - n)) > 0) {
 		const unsigned char *data = run.data;
 		uint32_t stride = shoal_ring_stride(run.len);
 
+		*one_len &= n == 0 || run.len == recs[0].len;
 		for (uint32_t i = 0; i < k; i++, data += stride)
 			recs[n++] = (struct shoal_rec){ data, run.len, run.tag };
 	}
@@ -779,7 +808,8 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 	/* The handle before the peek: shoal_ring_unpeek() gives back one
 	 * record, and a park gives back every record from the parked one on. */
 	const struct shoal_ring_cons before = u->c;
-	uint32_t n = peek_pass(&u->c, recs), k = 0;
+	bool one_len;
+	uint32_t n = peek_pass(&u->c, recs, &one_len), k = 0;
 	struct hop hops[PASS_BUDGET];
 
 	for (uint32_t i = 0; i < n; i++)
@@ -789,7 +819,8 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 		hops[0].o = NULL;
 	/* A pass whose records all go to one output (every pass at 1 group)
 	 * is reserved as one run; what did not fit takes the loop below. */
-	if (n > 1 && hops[0].o != NULL && hops[0].o == hops[n - 1].o && one_run(recs, hops, n))
+	if (n > 1 && one_len && hops[0].o != NULL && hops[0].o == hops[n - 1].o &&
+	    one_output(hops, n))
 		k = copy_run(d, recs, hops, n);
 	k += copy_each(d, &ps, u, recs + k, hops + k, n - k);
 	if (SHOAL_UNLIKELY(k < n)) {

@@ -855,35 +855,62 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 	return k;
 }
 
-/* Drain one uplink for at most PASS_BUDGET records. Returns records taken. */
-static uint32_t drain(struct shoal__dispatcher *d, const struct shoal__snapshot *s,
-		      const struct shoal__snap_uplink *su)
+/* Attach uplink `u` to the snapshot's ring `su->ring` (not NULL): false if
+ * it does not attach (condemned and counted). Out of line: once a ring. */
+static __attribute__((noinline)) bool uplink_attach(struct shoal__dispatcher *d,
+						    const struct shoal__snap_uplink *su,
+						    struct uplink *u)
 {
-	struct uplink *u = &d->up[SLOT(su->group, su->worker)];
-
-	if (SHOAL_UNLIKELY(u->ring != su->ring)) {
-		if (su->ring == NULL)
-			return 0;
-		if (shoal_ring_cons_attach(&u->c, su->ring, su->len, NULL) < 0) {
-			condemn(d, &u->condemned, su->ring, su->len, SHOAL_RING_SIDE_CONS);
-			return 0;
-		}
-		/* Lost behind a head moved forward: counted with a corrupted
-		 * ring's drops (their destinations are unknown). */
-		d->dropped_corrupt += shoal_ring_cons_skipped(&u->c);
-		u->ring = su->ring;
-		u->parked = false;
-		u->n_done = 0;
+	if (shoal_ring_cons_attach(&u->c, su->ring, su->len, NULL) < 0) {
+		condemn(d, &u->condemned, su->ring, su->len, SHOAL_RING_SIDE_CONS);
+		return false;
 	}
-	if (SHOAL_UNLIKELY(!done_reserve(u, s)))
+	/* Lost behind a head moved forward: counted with a corrupted ring's
+	 * drops (their destinations are unknown). */
+	d->dropped_corrupt += shoal_ring_cons_skipped(&u->c);
+	u->ring = su->ring;
+	u->parked = false;
+	u->n_done = 0;
+	return true;
+}
+
+/*
+ * Drain uplink `u` (of `su`) for at most PASS_BUDGET records. Returns
+ * records taken. An empty uplink, most of them at 100 groups, costs the
+ * ring's inline empty check and nothing else: a handle that went into its
+ * error state reads as empty, and is condemned by uplinks_sweep().
+ */
+static inline uint32_t drain(struct shoal__dispatcher *d, const struct shoal__snapshot *s,
+			     const struct shoal__snap_uplink *su, struct uplink *u)
+{
+	if (SHOAL_UNLIKELY(u->ring != su->ring) &&
+	    (su->ring == NULL || !uplink_attach(d, su, u)))
 		return 0;
 	/* A parked uplink is never empty: its head record waits. */
-	if (shoal_ring_empty(&u->c)) {
-		if (SHOAL_UNLIKELY(shoal_ring_cons_error(&u->c)))
-			condemn(d, &u->condemned, u->ring, su->len, SHOAL_RING_SIDE_CONS);
+	if (shoal_ring_empty(&u->c) || SHOAL_UNLIKELY(!done_reserve(u, s)))
 		return 0;
-	}
 	return dispatch_pass(d, s, su, u);
+}
+
+/*
+ * Condemn each uplink whose handle went into its error state while drain()
+ * found it empty (a pass condemns its own at once). Called every 64th loop
+ * and before each sleep, so that a corrupted uplink is reported within 64
+ * loops, and the loop's scan of the uplinks (at 100 groups, 100 mostly
+ * empty) makes no call per uplink: 48 instructions an empty uplink before
+ * (a call of shoal_ring_cons_error() and the snapshot's match bound read
+ * for done_reserve()), 22 after (objdump of dispatcher_main).
+ */
+static void uplinks_sweep(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
+{
+	for (uint32_t i = 0; i < s->n_uplinks[d->index]; i++) {
+		const struct shoal__snap_uplink *su = &s->uplinks[d->index][i];
+		struct uplink *u = &d->up[SLOT(su->group, su->worker)];
+
+		if (u->ring != NULL && u->ring == su->ring &&
+		    SHOAL_UNLIKELY(shoal_ring_cons_error(&u->c)))
+			condemn(d, &u->condemned, u->ring, su->len, SHOAL_RING_SIDE_CONS);
+	}
 }
 
 /*
@@ -1062,11 +1089,14 @@ static void *dispatcher_main(void *arg)
 		/* Relaxed: a pause request; the doorbell rung on release wakes us. */
 		if (!atomic_load_explicit(&sh->held, memory_order_relaxed) &&
 		    ensure_match_buffer(d, s)) {
-			for (uint32_t i = 0; i < s->n_uplinks[d->index]; i++) {
-				const struct shoal__snap_uplink *su = &s->uplinks[d->index][i];
+			const struct shoal__snap_uplink *ups = s->uplinks[d->index];
+			uint32_t n_ups = s->n_uplinks[d->index];
 
-				moved += drain(d, s, su);
-				parked |= d->up[SLOT(su->group, su->worker)].parked;
+			for (uint32_t i = 0; i < n_ups; i++) {
+				struct uplink *u = &d->up[SLOT(ups[i].group, ups[i].worker)];
+
+				moved += drain(d, s, &ups[i], u);
+				parked |= u->parked;
 			}
 		}
 		if (moved > 0) {
@@ -1081,7 +1111,9 @@ static void *dispatcher_main(void *arg)
 			d->busy_ns += t1 > t0 ? t1 - t0 : 0;
 			idle_since = 0;
 		}
-		if ((++loops & 63) == 0 || moved == 0)
+		if ((++loops & 63) == 0)
+			uplinks_sweep(d, s);
+		if ((loops & 63) == 0 || moved == 0)
 			publish_stats(d, s);
 		if (moved > 0 || (idle_since = idle_since ? idle_since : t0,
 				  t0 < idle_since + sh->spin_ns)) {
@@ -1092,10 +1124,13 @@ static void *dispatcher_main(void *arg)
 				shoal_cpu_relax();
 			continue;
 		}
-		/* Idle past the spin budget: make a conversation's held
-		 * wake-ups, announce sleep, look once more while still online
-		 * (the snapshot is only safe to read online), then go offline
-		 * for the futex wait. */
+		/* Idle past the spin budget: report the uplinks found
+		 * corrupted, make a conversation's held wake-ups, announce
+		 * sleep, look once more while still online (the snapshot is
+		 * only safe to read online), then go offline for the futex
+		 * wait. */
+		uplinks_sweep(d, s);
+		publish_stats(d, s);
 		wake_flush(d);
 		d->streak = 0;   /* prepare takes the unfencing back */
 		shoal_doorbell_prepare(bell);

@@ -15,9 +15,9 @@
  *   out[g * MAX_WORKERS + w]  producer handle of this dispatcher's inbound
  *                             ring of worker w of group g
  *   dirty[]                   outputs written since the last commit
- *   one[g]                    group g's output and generation word, when it
- *                             has one worker, found under the snapshot named
- *                             there (hop_find())
+ *   fc[i]                     where filter i of the vector sends a message,
+ *                             when to one worker of a group of one, found
+ *                             under the snapshot named there (hop_find())
  *
  * Ordering guarantees: ring R1/A1 and R2/A2 (shm/ring.c) order the message
  * bytes; doorbell F1/F2 (shm/doorbell.c) order sleeping. A1 here is the
@@ -119,15 +119,22 @@ struct shoal__dispatcher {
 	 * 11 ns a read here where CLOCK_MONOTONIC costs 25. */
 	struct shoal__clock clk;
 	uint32_t streak;   /* messages moved since the last sleep (shoal_doorbell_streak()) */
-	/* Per group of one worker: its output and its generation's word,
+	/* Per filter of the vector that sends to a group of one worker
+	 * (mode GROUP): that group, its output and its generation's word,
 	 * found by hop_find() under snapshot `snap` (0: not yet), where
-	 * nothing about the group changes until the next snapshot but the
-	 * generation, still read per message. */
-	struct {
+	 * nothing about the filter or the group changes until the next
+	 * snapshot but the generation, still read per message. Indexed by the
+	 * filter's index, so that a match goes to its output without reading
+	 * the filter; grown with the vector (pass_buffers()). */
+	struct fcache {
 		uint32_t snap;
+		uint16_t g;
 		const _Atomic uint32_t *gen;
 		struct output *o;
-	} one[SHOAL_MAX_GROUPS];
+		uint64_t dest;    /* shoal_addr_make(g, SHOAL_SLOT_GROUP, 0) */
+	} *fc;
+	uint32_t cap_fc;
+	uint32_t buf_version;         /* the snapshot pass_buffers() last sized for */
 	uint64_t gstat_delivered[SHOAL_MAX_GROUPS];
 	uint64_t gstat_corrupt[SHOAL_MAX_GROUPS];
 	uint64_t gstat_full[SHOAL_MAX_GROUPS];
@@ -540,6 +547,7 @@ static inline void hop_find(struct shoal__dispatcher *d, struct pass *ps,
 	const unsigned char *p = rec->data, *payload = p + sizeof(struct shoal_envelope);
 	const struct shoal_filter *f;
 	const struct shoal__snap_group *sg;
+	struct fcache *fc;
 	const uint32_t *idx;
 	uint32_t type, len, flags, g, w, gen;
 	uint64_t sender, key = 0;
@@ -565,20 +573,23 @@ static inline void hop_find(struct shoal__dispatcher *d, struct pass *ps,
 	if (SHOAL_UNLIKELY(ps->q == NULL || ps->q->kind == SHOAL__ROUTE_QUICK_NONE) ||
 	    shoal__route_quick_match(ps->q, payload, len, &idx) != 1)
 		return;
-	f = &ps->filters[idx[0]];
-	g = f->group;
+	fc = &d->fc[idx[0]];
 	h->type = type;
 	h->len = len;
 	h->flags = flags | SHOAL_ENV_ROUTED;
-	h->g = (uint16_t)g;
-	if (f->mode == SHOAL_ROUTE_GROUP && d->one[g].snap == ps->version) {
-		/* Relaxed: as in dispatch_one(). */
-		gen = shoal_load_relaxed(d->one[g].gen);
-		h->dest = shoal_addr_make((uint16_t)g, SHOAL_SLOT_GROUP, gen);
+	if (fc->snap == ps->version) {
+		/* Relaxed: as in dispatch_one(). The generation is the
+		 * address's low 32 bits (shoal_addr_make()). */
+		gen = shoal_load_relaxed(fc->gen);
+		h->dest = fc->dest | gen;
+		h->g = fc->g;
 		h->w = 0;
-		h->o = d->one[g].o;
+		h->o = fc->o;
 		return;
 	}
+	f = &ps->filters[idx[0]];
+	g = f->group;
+	h->g = (uint16_t)g;
 	sg = &ps->s->groups[g];
 	if (SHOAL_UNLIKELY(f->mode > SHOAL_ROUTE_UNICAST || !sg->used ||
 			   sg->state == SHOAL_GROUP_FAILED))
@@ -606,11 +617,9 @@ static inline void hop_find(struct shoal__dispatcher *d, struct pass *ps,
 	h->dest = shoal_addr_make((uint16_t)g, slot, gen);
 	h->w = (uint16_t)w;
 	h->o = o;
-	if (f->mode == SHOAL_ROUTE_GROUP && sg->n_workers == 1) {
-		d->one[g].snap = ps->version;
-		d->one[g].gen = &sg->reg->gen;
-		d->one[g].o = o;
-	}
+	if (f->mode == SHOAL_ROUTE_GROUP && sg->n_workers == 1)
+		*fc = (struct fcache){ ps->version, (uint16_t)g, &sg->reg->gen, o,
+				       shoal_addr_make((uint16_t)g, SHOAL_SLOT_GROUP, 0) };
 }
 
 /* Store over a copied record the fields hop_find() checked or set. */
@@ -1003,16 +1012,37 @@ static void publish_stats(struct shoal__dispatcher *d, const struct shoal__snaps
 	}
 }
 
-static bool ensure_match_buffer(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
+/*
+ * Size the buffers a pass indexes by what snapshot `s` holds: the matches
+ * of one message, and fc[] (one entry a filter, new entries zeroed: found
+ * under no snapshot). Checked once a snapshot; false without memory, and
+ * the loop then drains nothing until a later one (nothing is lost).
+ */
+static bool pass_buffers(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
 {
-	if (s->max_matches <= d->cap_matches)
-		return true;
-	uint32_t *m = realloc(d->matches, s->max_matches * sizeof(*m));
+	uint32_t n_fc;
 
-	if (m == NULL)
-		return false;
-	d->matches = m;
-	d->cap_matches = s->max_matches;
+	if (SHOAL_LIKELY(s->version == d->buf_version))
+		return true;
+	n_fc = shoal__route_count(s->routes);
+	if (s->max_matches > d->cap_matches) {
+		uint32_t *m = realloc(d->matches, s->max_matches * sizeof(*m));
+
+		if (m == NULL)
+			return false;
+		d->matches = m;
+		d->cap_matches = s->max_matches;
+	}
+	if (n_fc > d->cap_fc) {
+		struct fcache *fc = realloc(d->fc, n_fc * sizeof(*fc));
+
+		if (fc == NULL)
+			return false;
+		memset(fc + d->cap_fc, 0, (n_fc - d->cap_fc) * sizeof(*fc));
+		d->fc = fc;
+		d->cap_fc = n_fc;
+	}
+	d->buf_version = s->version;
 	return true;
 }
 
@@ -1088,7 +1118,7 @@ static void *dispatcher_main(void *arg)
 			owners_check(d, s);
 		/* Relaxed: a pause request; the doorbell rung on release wakes us. */
 		if (!atomic_load_explicit(&sh->held, memory_order_relaxed) &&
-		    ensure_match_buffer(d, s)) {
+		    pass_buffers(d, s)) {
 			const struct shoal__snap_uplink *ups = s->uplinks[d->index];
 			uint32_t n_ups = s->n_uplinks[d->index];
 
@@ -1204,5 +1234,6 @@ void shoal__dispatcher_stop(struct shoal__dispatcher *d)
 	free(d->out);
 	free(d->dirty);
 	free(d->matches);
+	free(d->fc);
 	free(d);
 }

@@ -41,7 +41,8 @@
  * uplinks that feed it. The router's watch thread replaces a condemned ring
  * and republishes; the new pointer in the snapshot re-attaches the handle.
  * Detection costs one branch on paths that already failed (a NULL reserve,
- * an empty peek); nothing is added when a ring works.
+ * an empty peek), and for an uplink found empty a look every 64th loop and
+ * before each sleep (uplinks_sweep()); nothing is added when a ring works.
  *
  * RCU (QSBR flavour): the thread is online while it runs passes and announces
  * a quiescent state after each; it goes offline only around the futex sleep.

@@ -15,9 +15,9 @@
  *   out[g * MAX_WORKERS + w]  producer handle of this dispatcher's inbound
  *                             ring of worker w of group g
  *   dirty[]                   outputs written since the last commit
- *   one[g]                    group g's output and generation word, when it
- *                             has one worker, found under the snapshot named
- *                             there (hop_find())
+ *   fc[i]                     where filter i of the vector sends a message,
+ *                             when to one worker of a group of one, found
+ *                             under the snapshot named there (hop_find())
  *
  * Ordering guarantees: ring R1/A1 and R2/A2 (shm/ring.c) order the message
  * bytes; doorbell F1/F2 (shm/doorbell.c) order sleeping. A1 here is the
@@ -41,7 +41,8 @@
  * uplinks that feed it. The router's watch thread replaces a condemned ring
  * and republishes; the new pointer in the snapshot re-attaches the handle.
  * Detection costs one branch on paths that already failed (a NULL reserve,
- * an empty peek); nothing is added when a ring works.
+ * an empty peek), and for an uplink found empty a look every 64th loop and
+ * before each sleep (uplinks_sweep()); nothing is added when a ring works.
  *
  * RCU (QSBR flavour): the thread is online while it runs passes and announces
  * a quiescent state after each; it goes offline only around the futex sleep.
@@ -119,15 +120,22 @@ struct shoal__dispatcher {
 	 * 11 ns a read here where CLOCK_MONOTONIC costs 25. */
 	struct shoal__clock clk;
 	uint32_t streak;   /* messages moved since the last sleep (shoal_doorbell_streak()) */
-	/* Per group of one worker: its output and its generation's word,
+	/* Per filter of the vector that sends to a group of one worker
+	 * (mode GROUP): that group, its output and its generation's word,
 	 * found by hop_find() under snapshot `snap` (0: not yet), where
-	 * nothing about the group changes until the next snapshot but the
-	 * generation, still read per message. */
-	struct {
+	 * nothing about the filter or the group changes until the next
+	 * snapshot but the generation, still read per message. Indexed by the
+	 * filter's index, so that a match goes to its output without reading
+	 * the filter; grown with the vector (pass_buffers()). */
+	struct fcache {
 		uint32_t snap;
+		uint16_t g;
 		const _Atomic uint32_t *gen;
 		struct output *o;
-	} one[SHOAL_MAX_GROUPS];
+		uint64_t dest;    /* shoal_addr_make(g, SHOAL_SLOT_GROUP, 0) */
+	} *fc;
+	uint32_t cap_fc;
+	uint32_t buf_version;         /* the snapshot pass_buffers() last sized for */
 	uint64_t gstat_delivered[SHOAL_MAX_GROUPS];
 	uint64_t gstat_corrupt[SHOAL_MAX_GROUPS];
 	uint64_t gstat_full[SHOAL_MAX_GROUPS];
@@ -540,6 +548,7 @@ static inline void hop_find(struct shoal__dispatcher *d, struct pass *ps,
 	const unsigned char *p = rec->data, *payload = p + sizeof(struct shoal_envelope);
 	const struct shoal_filter *f;
 	const struct shoal__snap_group *sg;
+	struct fcache *fc;
 	const uint32_t *idx;
 	uint32_t type, len, flags, g, w, gen;
 	uint64_t sender, key = 0;
@@ -565,20 +574,23 @@ static inline void hop_find(struct shoal__dispatcher *d, struct pass *ps,
 	if (SHOAL_UNLIKELY(ps->q == NULL || ps->q->kind == SHOAL__ROUTE_QUICK_NONE) ||
 	    shoal__route_quick_match(ps->q, payload, len, &idx) != 1)
 		return;
-	f = &ps->filters[idx[0]];
-	g = f->group;
+	fc = &d->fc[idx[0]];
 	h->type = type;
 	h->len = len;
 	h->flags = flags | SHOAL_ENV_ROUTED;
-	h->g = (uint16_t)g;
-	if (f->mode == SHOAL_ROUTE_GROUP && d->one[g].snap == ps->version) {
-		/* Relaxed: as in dispatch_one(). */
-		gen = shoal_load_relaxed(d->one[g].gen);
-		h->dest = shoal_addr_make((uint16_t)g, SHOAL_SLOT_GROUP, gen);
+	if (fc->snap == ps->version) {
+		/* Relaxed: as in dispatch_one(). The generation is the
+		 * address's low 32 bits (shoal_addr_make()). */
+		gen = shoal_load_relaxed(fc->gen);
+		h->dest = fc->dest | gen;
+		h->g = fc->g;
 		h->w = 0;
-		h->o = d->one[g].o;
+		h->o = fc->o;
 		return;
 	}
+	f = &ps->filters[idx[0]];
+	g = f->group;
+	h->g = (uint16_t)g;
 	sg = &ps->s->groups[g];
 	if (SHOAL_UNLIKELY(f->mode > SHOAL_ROUTE_UNICAST || !sg->used ||
 			   sg->state == SHOAL_GROUP_FAILED))
@@ -606,11 +618,17 @@ static inline void hop_find(struct shoal__dispatcher *d, struct pass *ps,
 	h->dest = shoal_addr_make((uint16_t)g, slot, gen);
 	h->w = (uint16_t)w;
 	h->o = o;
-	if (f->mode == SHOAL_ROUTE_GROUP && sg->n_workers == 1) {
-		d->one[g].snap = ps->version;
-		d->one[g].gen = &sg->reg->gen;
-		d->one[g].o = o;
-	}
+	if (f->mode == SHOAL_ROUTE_GROUP && sg->n_workers == 1)
+		*fc = (struct fcache){ ps->version, (uint16_t)g, &sg->reg->gen, o,
+				       shoal_addr_make((uint16_t)g, SHOAL_SLOT_GROUP, 0) };
+}
+
+/* Store over a copied record the fields hop_find() checked or set. */
+static inline void patch_rec(unsigned char *dst, const struct hop *h)
+{
+	memcpy(dst + offsetof(struct shoal_envelope, type), &h->type, HOP_TYPE_LEN);
+	memcpy(dst + offsetof(struct shoal_envelope, dest), &h->dest, sizeof(h->dest));
+	memcpy(dst + offsetof(struct shoal_envelope, flags), &h->flags, sizeof(h->flags));
 }
 
 /* Write a record as hop_find() routed it: the envelope (inline, of a
@@ -618,9 +636,7 @@ static inline void hop_find(struct shoal__dispatcher *d, struct pass *ps,
 static inline void copy_rec(unsigned char *dst, const unsigned char *src, const struct hop *h)
 {
 	memcpy(dst, src, sizeof(struct shoal_envelope));
-	memcpy(dst + offsetof(struct shoal_envelope, type), &h->type, HOP_TYPE_LEN);
-	memcpy(dst + offsetof(struct shoal_envelope, dest), &h->dest, sizeof(h->dest));
-	memcpy(dst + offsetof(struct shoal_envelope, flags), &h->flags, sizeof(h->flags));
+	patch_rec(dst, h);
 	memcpy(dst + sizeof(struct shoal_envelope), src + sizeof(struct shoal_envelope), h->len);
 }
 
@@ -648,12 +664,11 @@ static inline bool hop_copy(struct shoal__dispatcher *d, const struct pass *ps,
 	return true;
 }
 
-/* Whether records[0 .. n) all go to one output and have one length. */
-static __attribute__((noinline)) bool one_run(const struct shoal_rec *recs,
-					      const struct hop *hops, uint32_t n)
+/* Whether records[0 .. n) all go to one output. */
+static __attribute__((noinline)) bool one_output(const struct hop *hops, uint32_t n)
 {
 	for (uint32_t i = 1; i < n; i++)
-		if (hops[i].o != hops[0].o || recs[i].len != recs[0].len)
+		if (hops[i].o != hops[0].o)
 			return false;
 	return true;
 }
@@ -662,8 +677,13 @@ static __attribute__((noinline)) bool one_run(const struct shoal_rec *recs,
  * Copy records[0 .. n), every one routed by hop_find() to the same output
  * and of the same length, into one run reserved on that output
  * (shoal_ring_reserve_run(): one space check and one index update for
- * them all, where shoal_ring_reserve() does both per record). Returns how
- * many were copied, fewer where the ring's end or its free room cut the
+ * them all, where shoal_ring_reserve() does both per record). Records that
+ * lie one after the other in the uplink, as a run reserved lies in the
+ * output, are copied with one memcpy(), the uplink's record headers
+ * between them included; then each record gets the header the reserve
+ * wrote and hop_find()'s checked fields stored over it, so that the copy
+ * carries what was checked whatever the sender rewrote meanwhile. Returns
+ * how many were copied, fewer where the ring's end or its free room cut the
  * run, 0 when none fit: hop_copy() then takes the rest one by one. Out of
  * line, so that the loop of single copies (100 groups) keeps its registers.
  */
@@ -672,15 +692,31 @@ static __attribute__((noinline)) uint32_t copy_run(struct shoal__dispatcher *d,
 						  const struct hop *hops, uint32_t n)
 {
 	struct output *o = hops[0].o;
-	uint32_t len = recs[0].len, stride = shoal_ring_stride(len), g = hops[0].g;
+	uint32_t len = recs[0].len, stride = shoal_ring_stride(len);
 	void *first;
 	unsigned m = shoal_ring_reserve_run(&o->p, len, 0, n, &first);
 	unsigned char *dst = first;
+	unsigned char hdr[SHOAL_RING_REC_HDR];
 
-	for (uint32_t i = 0; i < m; i++, dst += stride)
-		copy_rec(dst, recs[i].data, &hops[i]);
-	if (m > 0)
-		written(d, o, g, m);
+	if (m == 0)
+		return 0;
+	memcpy(hdr, dst - SHOAL_RING_REC_HDR, sizeof(hdr));
+	/* The uplink's records follow one another in ring order, each one
+	 * stride or more after the one before until the ring wraps, and
+	 * those after a wrap lie before the first: the last one stride by
+	 * stride after the first means that none is between them. */
+	if ((const unsigned char *)recs[m - 1].data ==
+	    (const unsigned char *)recs[0].data + (size_t)(m - 1) * stride) {
+		memcpy(dst, recs[0].data, (size_t)(m - 1) * stride + len);
+		for (uint32_t i = 0; i < m; i++, dst += stride) {
+			memcpy(dst - SHOAL_RING_REC_HDR, hdr, sizeof(hdr));
+			patch_rec(dst, &hops[i]);
+		}
+	} else {
+		for (uint32_t i = 0; i < m; i++, dst += stride)
+			copy_rec(dst, recs[i].data, &hops[i]);
+	}
+	written(d, o, hops[0].g, m);
 	return m;
 }
 
@@ -744,17 +780,20 @@ static void flush_outputs(struct shoal__dispatcher *d)
  * Peek up to PASS_BUDGET records into recs[]: in runs of one length
  * (shoal_ring_peek_run(), a sender's messages of one type), one header
  * check each against the first, where shoal_ring_peek_burst() decodes and
- * bounds each one. Returns how many.
+ * bounds each one. Returns how many; *one_len tells whether they all have
+ * the first one's length.
  */
-static uint32_t peek_pass(struct shoal_ring_cons *c, struct shoal_rec *recs)
+static uint32_t peek_pass(struct shoal_ring_cons *c, struct shoal_rec *recs, bool *one_len)
 {
 	uint32_t n = 0, k;
 	struct shoal_rec run;
 
+	*one_len = true;
 	while (n < PASS_BUDGET && (k = shoal_ring_peek_run(c, &run, PASS_BUDGET - n)) > 0) {
 		const unsigned char *data = run.data;
 		uint32_t stride = shoal_ring_stride(run.len);
 
+		*one_len &= n == 0 || run.len == recs[0].len;
 		for (uint32_t i = 0; i < k; i++, data += stride)
 			recs[n++] = (struct shoal_rec){ data, run.len, run.tag };
 	}
@@ -779,7 +818,8 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 	/* The handle before the peek: shoal_ring_unpeek() gives back one
 	 * record, and a park gives back every record from the parked one on. */
 	const struct shoal_ring_cons before = u->c;
-	uint32_t n = peek_pass(&u->c, recs), k = 0;
+	bool one_len;
+	uint32_t n = peek_pass(&u->c, recs, &one_len), k = 0;
 	struct hop hops[PASS_BUDGET];
 
 	for (uint32_t i = 0; i < n; i++)
@@ -789,7 +829,8 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 		hops[0].o = NULL;
 	/* A pass whose records all go to one output (every pass at 1 group)
 	 * is reserved as one run; what did not fit takes the loop below. */
-	if (n > 1 && hops[0].o != NULL && hops[0].o == hops[n - 1].o && one_run(recs, hops, n))
+	if (n > 1 && one_len && hops[0].o != NULL && hops[0].o == hops[n - 1].o &&
+	    one_output(hops, n))
 		k = copy_run(d, recs, hops, n);
 	k += copy_each(d, &ps, u, recs + k, hops + k, n - k);
 	if (SHOAL_UNLIKELY(k < n)) {
@@ -824,35 +865,62 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 	return k;
 }
 
-/* Drain one uplink for at most PASS_BUDGET records. Returns records taken. */
-static uint32_t drain(struct shoal__dispatcher *d, const struct shoal__snapshot *s,
-		      const struct shoal__snap_uplink *su)
+/* Attach uplink `u` to the snapshot's ring `su->ring` (not NULL): false if
+ * it does not attach (condemned and counted). Out of line: once a ring. */
+static __attribute__((noinline)) bool uplink_attach(struct shoal__dispatcher *d,
+						    const struct shoal__snap_uplink *su,
+						    struct uplink *u)
 {
-	struct uplink *u = &d->up[SLOT(su->group, su->worker)];
-
-	if (SHOAL_UNLIKELY(u->ring != su->ring)) {
-		if (su->ring == NULL)
-			return 0;
-		if (shoal_ring_cons_attach(&u->c, su->ring, su->len, NULL) < 0) {
-			condemn(d, &u->condemned, su->ring, su->len, SHOAL_RING_SIDE_CONS);
-			return 0;
-		}
-		/* Lost behind a head moved forward: counted with a corrupted
-		 * ring's drops (their destinations are unknown). */
-		d->dropped_corrupt += shoal_ring_cons_skipped(&u->c);
-		u->ring = su->ring;
-		u->parked = false;
-		u->n_done = 0;
+	if (shoal_ring_cons_attach(&u->c, su->ring, su->len, NULL) < 0) {
+		condemn(d, &u->condemned, su->ring, su->len, SHOAL_RING_SIDE_CONS);
+		return false;
 	}
-	if (SHOAL_UNLIKELY(!done_reserve(u, s)))
+	/* Lost behind a head moved forward: counted with a corrupted ring's
+	 * drops (their destinations are unknown). */
+	d->dropped_corrupt += shoal_ring_cons_skipped(&u->c);
+	u->ring = su->ring;
+	u->parked = false;
+	u->n_done = 0;
+	return true;
+}
+
+/*
+ * Drain uplink `u` (of `su`) for at most PASS_BUDGET records. Returns
+ * records taken. An empty uplink, most of them at 100 groups, costs the
+ * ring's inline empty check and nothing else: a handle that went into its
+ * error state reads as empty, and is condemned by uplinks_sweep().
+ */
+static inline uint32_t drain(struct shoal__dispatcher *d, const struct shoal__snapshot *s,
+			     const struct shoal__snap_uplink *su, struct uplink *u)
+{
+	if (SHOAL_UNLIKELY(u->ring != su->ring) &&
+	    (su->ring == NULL || !uplink_attach(d, su, u)))
 		return 0;
 	/* A parked uplink is never empty: its head record waits. */
-	if (shoal_ring_empty(&u->c)) {
-		if (SHOAL_UNLIKELY(shoal_ring_cons_error(&u->c)))
-			condemn(d, &u->condemned, u->ring, su->len, SHOAL_RING_SIDE_CONS);
+	if (shoal_ring_empty(&u->c) || SHOAL_UNLIKELY(!done_reserve(u, s)))
 		return 0;
-	}
 	return dispatch_pass(d, s, su, u);
+}
+
+/*
+ * Condemn each uplink whose handle went into its error state while drain()
+ * found it empty (a pass condemns its own at once). Called every 64th loop
+ * and before each sleep, so that a corrupted uplink is reported within 64
+ * loops, and the loop's scan of the uplinks (at 100 groups, 100 mostly
+ * empty) makes no call per uplink: 48 instructions an empty uplink before
+ * (a call of shoal_ring_cons_error() and the snapshot's match bound read
+ * for done_reserve()), 22 after (objdump of dispatcher_main).
+ */
+static void uplinks_sweep(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
+{
+	for (uint32_t i = 0; i < s->n_uplinks[d->index]; i++) {
+		const struct shoal__snap_uplink *su = &s->uplinks[d->index][i];
+		struct uplink *u = &d->up[SLOT(su->group, su->worker)];
+
+		if (u->ring != NULL && u->ring == su->ring &&
+		    SHOAL_UNLIKELY(shoal_ring_cons_error(&u->c)))
+			condemn(d, &u->condemned, u->ring, su->len, SHOAL_RING_SIDE_CONS);
+	}
 }
 
 /*
@@ -945,16 +1013,37 @@ static void publish_stats(struct shoal__dispatcher *d, const struct shoal__snaps
 	}
 }
 
-static bool ensure_match_buffer(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
+/*
+ * Size the buffers a pass indexes by what snapshot `s` holds: the matches
+ * of one message, and fc[] (one entry a filter, new entries zeroed: found
+ * under no snapshot). Checked once a snapshot; false without memory, and
+ * the loop then drains nothing until a later one (nothing is lost).
+ */
+static bool pass_buffers(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
 {
-	if (s->max_matches <= d->cap_matches)
-		return true;
-	uint32_t *m = realloc(d->matches, s->max_matches * sizeof(*m));
+	uint32_t n_fc;
 
-	if (m == NULL)
-		return false;
-	d->matches = m;
-	d->cap_matches = s->max_matches;
+	if (SHOAL_LIKELY(s->version == d->buf_version))
+		return true;
+	n_fc = shoal__route_count(s->routes);
+	if (s->max_matches > d->cap_matches) {
+		uint32_t *m = realloc(d->matches, s->max_matches * sizeof(*m));
+
+		if (m == NULL)
+			return false;
+		d->matches = m;
+		d->cap_matches = s->max_matches;
+	}
+	if (n_fc > d->cap_fc) {
+		struct fcache *fc = realloc(d->fc, n_fc * sizeof(*fc));
+
+		if (fc == NULL)
+			return false;
+		memset(fc + d->cap_fc, 0, (n_fc - d->cap_fc) * sizeof(*fc));
+		d->fc = fc;
+		d->cap_fc = n_fc;
+	}
+	d->buf_version = s->version;
 	return true;
 }
 
@@ -1030,12 +1119,15 @@ static void *dispatcher_main(void *arg)
 			owners_check(d, s);
 		/* Relaxed: a pause request; the doorbell rung on release wakes us. */
 		if (!atomic_load_explicit(&sh->held, memory_order_relaxed) &&
-		    ensure_match_buffer(d, s)) {
-			for (uint32_t i = 0; i < s->n_uplinks[d->index]; i++) {
-				const struct shoal__snap_uplink *su = &s->uplinks[d->index][i];
+		    pass_buffers(d, s)) {
+			const struct shoal__snap_uplink *ups = s->uplinks[d->index];
+			uint32_t n_ups = s->n_uplinks[d->index];
 
-				moved += drain(d, s, su);
-				parked |= d->up[SLOT(su->group, su->worker)].parked;
+			for (uint32_t i = 0; i < n_ups; i++) {
+				struct uplink *u = &d->up[SLOT(ups[i].group, ups[i].worker)];
+
+				moved += drain(d, s, &ups[i], u);
+				parked |= u->parked;
 			}
 		}
 		if (moved > 0) {
@@ -1050,7 +1142,9 @@ static void *dispatcher_main(void *arg)
 			d->busy_ns += t1 > t0 ? t1 - t0 : 0;
 			idle_since = 0;
 		}
-		if ((++loops & 63) == 0 || moved == 0)
+		if ((++loops & 63) == 0)
+			uplinks_sweep(d, s);
+		if ((loops & 63) == 0 || moved == 0)
 			publish_stats(d, s);
 		if (moved > 0 || (idle_since = idle_since ? idle_since : t0,
 				  t0 < idle_since + sh->spin_ns)) {
@@ -1061,10 +1155,13 @@ static void *dispatcher_main(void *arg)
 				shoal_cpu_relax();
 			continue;
 		}
-		/* Idle past the spin budget: make a conversation's held
-		 * wake-ups, announce sleep, look once more while still online
-		 * (the snapshot is only safe to read online), then go offline
-		 * for the futex wait. */
+		/* Idle past the spin budget: report the uplinks found
+		 * corrupted, make a conversation's held wake-ups, announce
+		 * sleep, look once more while still online (the snapshot is
+		 * only safe to read online), then go offline for the futex
+		 * wait. */
+		uplinks_sweep(d, s);
+		publish_stats(d, s);
 		wake_flush(d);
 		d->streak = 0;   /* prepare takes the unfencing back */
 		shoal_doorbell_prepare(bell);
@@ -1138,5 +1235,6 @@ void shoal__dispatcher_stop(struct shoal__dispatcher *d)
 	free(d->out);
 	free(d->dirty);
 	free(d->matches);
+	free(d->fc);
 	free(d);
 }

@@ -527,31 +527,6 @@ unsigned shoal_ring_reserve_run(struct shoal_ring_prod *p, uint32_t len, uint16_
 	return k + (one != NULL);
 }
 
-void shoal_ring_commit(struct shoal_ring_prod *p)
-{
-	struct shoal__ring *r = p->r;
-
-	if (p->pending == 0)
-		return;
-	/* Room was found since the ring was last full: the next full is a
-	 * new event (prod_note_full()). */
-	p->full = false;
-	p->records_in += p->pending;
-	p->pending = 0;
-	/* Relaxed: single-writer counters. The record count goes before the
-	 * tail, so that R1 publishes it too: a consumer that attaches finds
-	 * at least the records before the tail it sees counted in (see
-	 * cons_skipped()). A producer killed between the two stores leaves
-	 * its batch counted in but never published: counted lost, never
-	 * silently gone. */
-	shoal_store_relaxed(&r->records_in, p->records_in);
-	shoal_store_relaxed(&r->bytes_in, p->bytes_in);
-	/* R1: pairs with A1 in cons_refresh(): every header and payload byte of
-	 * the reserved records is visible before the new tail. */
-	shoal_store_release(&r->tail, p->tail);
-	p->tail_pub = p->tail;
-}
-
 void shoal_ring_cancel(struct shoal_ring_prod *p)
 {
 	/* Nothing was published: roll the private index and counter back. The
@@ -626,8 +601,8 @@ int shoal_ring_enqueue_burst(struct shoal_ring_prod *p, const struct shoal_rec *
 /* Refresh the cached tail. Returns false (sticky error) on an impossible tail. */
 static bool cons_refresh(struct shoal_ring_cons *c)
 {
-	/* A1: pairs with R1 in shoal_ring_commit(): every record byte before
-	 * this tail is visible. */
+	/* A1: pairs with R1 in shoal_ring_commit() (include/shoal/ring.h):
+	 * every record byte before this tail is visible. */
 	uint32_t t = shoal_load_acquire(&c->r->tail);
 
 	if (SHOAL_UNLIKELY(t - c->head_pub > c->mask + 1 || (t % 8) != 0 ||

@@ -68,6 +68,8 @@ static_assert(offsetof(struct shoal__ring, max_payload) == 16, "ring ABI");
 static_assert(offsetof(struct shoal__ring, data_off) == 20, "ring ABI");
 static_assert(offsetof(struct shoal__ring, tail) == SHOAL__RING_TAIL_OFF, "ring ABI");
 static_assert(offsetof(struct shoal__ring, records_in) == 136, "ring ABI");
+static_assert(offsetof(struct shoal__ring, records_in) == SHOAL__RING_RECORDS_IN_OFF, "ring ABI");
+static_assert(offsetof(struct shoal__ring, bytes_in) == SHOAL__RING_BYTES_IN_OFF, "ring ABI");
 static_assert(offsetof(struct shoal__ring, high_water) == 160, "ring ABI");
 static_assert(offsetof(struct shoal__ring, prod_condemned) == 164, "ring ABI");
 static_assert(offsetof(struct shoal__ring, head) == 256, "ring ABI");

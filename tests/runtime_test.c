@@ -370,6 +370,105 @@ static void runtime_bursts_deliver_in_order_and_stop_where_refused(void **state)
 	rt_stop_router();
 }
 
+/* What burst_runs_handler() saw, in order (one worker, this thread). */
+static struct {
+	uint32_t n, bad;
+	uint64_t last_trace;
+} runs_seen;
+
+/* A burst message's payload byte j, from its number in the whole test. */
+static unsigned char runs_byte(uint32_t seq, uint32_t j)
+{
+	return (unsigned char)(seq * 13 + j * 7 + 1);
+}
+
+/* The length and type of message `seq`: runs of one length and type, of
+ * every length a burst copies in its own way (0-7, 8-15, 16-31, 32-64,
+ * more), broken by a change of either. */
+static uint32_t runs_len(uint32_t seq)
+{
+	static const uint32_t lens[] = { 0, 8, 8, 8, 13, 13, 31, 32, 32, 33, 64, 64, 64, 64,
+					 1, 7, 16, 17, 40, 40, 63, 63, 63, 9, 15, 48, 48 };
+
+	return lens[(seq / 2) % (sizeof(lens) / sizeof(lens[0]))];
+}
+
+static uint32_t runs_type(uint32_t seq)
+{
+	return (seq / 5) % 3 == 2 ? T_PONG : T_PING;
+}
+
+static void burst_runs_handler(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	uint32_t seq = runs_seen.n++;
+	uint64_t trace = m->env->trace_id;
+
+	(void)a;
+	if (m->type != runs_type(seq) || m->len != runs_len(seq) || m->env->len != m->len)
+		runs_seen.bad++;
+	for (uint32_t j = 0; j < m->len && j < runs_len(seq); j++)
+		if (((const unsigned char *)m->data)[j] != runs_byte(seq, j))
+			runs_seen.bad++;
+	/* Sent outside a handler: new trace ids, one more each message. */
+	if (seq > 0 && trace != runs_seen.last_trace + 1)
+		runs_seen.bad++;
+	runs_seen.last_trace = trace;
+}
+
+/*
+ * Bursts of messages of changing lengths and types, routed and direct,
+ * each run of one length and type written as one (send.c burst_send()),
+ * over several laps of the rings: every message arrives once, in order,
+ * with its type, length, payload and trace id.
+ */
+static void runtime_burst_runs_of_any_length_arrive_whole(void **state)
+{
+	static unsigned char bufs[32][64];
+	struct shoal_group_desc d = { .name = "runs", .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = burst_runs_handler, .node = -1 };
+	struct shoal_filter f = { .types = { T_PING, T_PONG }, .n_types = 2,
+				  .mode = SHOAL_ROUTE_GROUP };
+	struct shoal_err err = { { 0 } };
+	struct shoal_burst_msg b[32];
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	uint32_t seq = 0, sent, fid;
+	uint64_t self;
+	int id;
+
+	(void)state;
+	memset(&runs_seen, 0, sizeof(runs_seen));
+	assert_int_equal(rt_start_router("rt-runs", NULL, 0), 0);
+	id = rt_declare("runs", 1, 1);
+	/* A filter that reads no key: a message of any length matches. */
+	f.group = (uint16_t)id;
+	assert_int_equal(shoal_router_add_route(rt_router, &f, &fid, &err), 0);
+	assert_int_equal(shoal_group_attach(&g, &d, NULL, &err), 0);
+	ctx = shoal_group_worker(g, 0);
+	self = shoal_group_lookup(g, "runs", 0);
+	assert_int_equal(shoal_connect(ctx, self, 10000000000ll), 0);
+	/* About 38 KiB of records each way: two laps of the 16 KiB direct
+	 * ring and more, half a lap of the 64 KiB uplink. */
+	for (int round = 0; round < 24; round++) {
+		for (uint32_t i = 0; i < 32; i++, seq++) {
+			for (uint32_t j = 0; j < runs_len(seq); j++)
+				bufs[i][j] = runs_byte(seq, j);
+			b[i] = (struct shoal_burst_msg){ runs_type(seq), runs_len(seq), bufs[i] };
+		}
+		if (round % 2 == 0)
+			assert_int_equal(shoal_try_send_to_burst(ctx, self, b, 32, &sent), 0);
+		else
+			assert_int_equal(shoal_try_send_burst(ctx, b, 32, &sent), 0);
+		assert_int_equal(sent, 32);
+		for (int i = 0; i < 30000 && runs_seen.n < seq; i++)
+			(void)shoal_poll(ctx, 0, 1000000);
+		assert_int_equal(runs_seen.n, seq);
+		assert_int_equal(runs_seen.bad, 0);
+	}
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
 static void runtime_second_reserve_before_commit_is_refused(void **state)
 {
 	struct shoal_group *g;
@@ -1131,6 +1230,7 @@ int main(void)
 		cmocka_unit_test(runtime_try_send_to_all_is_all_or_nothing),
 		cmocka_unit_test(runtime_second_reserve_before_commit_is_refused),
 		cmocka_unit_test(runtime_bursts_deliver_in_order_and_stop_where_refused),
+		cmocka_unit_test(runtime_burst_runs_of_any_length_arrive_whole),
 		cmocka_unit_test(runtime_lookup_waits_for_a_group_to_come_up),
 		cmocka_unit_test(runtime_type_over_max_size_refused_at_declare),
 		cmocka_unit_test(runtime_discard_route_is_counted),

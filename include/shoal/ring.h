@@ -93,6 +93,9 @@ struct shoal_ring_prod {
 	uint32_t mask;
 	uint32_t max_payload;
 	uint32_t tail;        /* next free byte (reserved, not yet published) */
+	uint32_t limit;       /* the inline reserve's bound for the tail: the end
+			       * of the data area or the cached head's, the
+			       * nearer; the tail itself in the error state */
 	uint32_t tail_pub;    /* last published tail */
 	uint32_t head_cache;  /* last head read from the consumer */
 	uint32_t pending;     /* records reserved since the last commit */
@@ -199,24 +202,29 @@ SHOAL_API void *shoal__ring_reserve_slow(struct shoal_ring_prod *p, uint32_t len
  * The record becomes visible at the next shoal_ring_commit().
  *
  * Inline for the common case (room before the end of the data area by the
- * cached head): the header, three private counters and the pointer, about
- * a dozen instructions, where a call cost 40 (bench/instr-count).
+ * cached head): one bound, the header, three private counters and the
+ * pointer, about a dozen instructions, where a call cost 40
+ * (bench/instr-count). The bound `limit` folds the end of the data area,
+ * the cached head and the error state into one compare (shm/ring.c
+ * prod_set_limit()).
  */
 static inline void *shoal_ring_reserve(struct shoal_ring_prod *p, uint32_t len, uint16_t tag)
 {
-	uint32_t off = p->tail & p->mask, need = shoal__ring_rec_size(len);
+	uint32_t tail = p->tail, need = shoal__ring_rec_size(len);
 
-	/* len <= max_payload < 2^30 first, so `need` did not wrap. */
-	if (__builtin_expect(len <= p->max_payload && need <= p->mask + 1 - off &&
-			     need <= p->mask + 1 - (p->tail - p->head_cache) && p->err == 0, 1)) {
+	/* len <= max_payload < 2^30 first, so `need` did not wrap; limit -
+	 * tail is at most the capacity. */
+	if (__builtin_expect(len <= p->max_payload && need <= p->limit - tail, 1)) {
+		unsigned char *rec = p->data + (tail & p->mask);
+
 		/* Relaxed, one 64-bit store; published by R1 at commit,
 		 * like the payload. */
-		__atomic_store_n((uint64_t *)(void *)(p->data + off), shoal__ring_hdr(len, tag, 0),
+		__atomic_store_n((uint64_t *)(void *)rec, shoal__ring_hdr(len, tag, 0),
 				 __ATOMIC_RELAXED);
-		p->tail += need;
+		p->tail = tail + need;
 		p->pending++;
 		p->bytes_in += len;
-		return p->data + off + SHOAL_RING_REC_HDR;
+		return rec + SHOAL_RING_REC_HDR;
 	}
 	return shoal__ring_reserve_slow(p, len, tag);
 }
@@ -253,8 +261,46 @@ static inline uint32_t shoal_ring_stride(uint32_t len)
 SHOAL_API unsigned shoal_ring_reserve_run(struct shoal_ring_prod *p, uint32_t len, uint16_t tag,
 					  unsigned n, void **first);
 
-/* Publish every record reserved since the last commit (one release store). */
-SHOAL_API void shoal_ring_commit(struct shoal_ring_prod *p);
+/* Where the producer's tail and record and byte counts are in a ring's
+ * control block (shm/ring_layout.h asserts them), for the inline
+ * shoal_ring_commit() below and shoal_ring_empty(). */
+#define SHOAL__RING_TAIL_OFF 128u
+#define SHOAL__RING_RECORDS_IN_OFF 136u
+#define SHOAL__RING_BYTES_IN_OFF 144u
+
+/*
+ * Publish every record reserved since the last commit (one release store).
+ * Inline: a single send commits once per message, and the call cost a
+ * third of the commit's instructions (bench/instr-count).
+ */
+static inline void shoal_ring_commit(struct shoal_ring_prod *p)
+{
+	unsigned char *r = (unsigned char *)p->r;
+
+	if (p->pending == 0)
+		return;
+	/* Room was found since the ring was last full: the next full is a
+	 * new event (shm/ring.c prod_note_full()). */
+	p->full = false;
+	p->records_in += p->pending;
+	p->pending = 0;
+	/* Relaxed: single-writer counters. The record count goes before the
+	 * tail, so that R1 publishes it too: a consumer that attaches finds
+	 * at least the records before the tail it sees counted in (shm/ring.c
+	 * cons_skipped()). A producer killed between the two stores leaves
+	 * its batch counted in but never published: counted lost, never
+	 * silently gone. */
+	__atomic_store_n((uint64_t *)(void *)(r + SHOAL__RING_RECORDS_IN_OFF), p->records_in,
+			 __ATOMIC_RELAXED);
+	__atomic_store_n((uint64_t *)(void *)(r + SHOAL__RING_BYTES_IN_OFF), p->bytes_in,
+			 __ATOMIC_RELAXED);
+	/* R1: pairs with A1 in shm/ring.c cons_refresh(): every header and
+	 * payload byte of the reserved records is visible before the new
+	 * tail. */
+	__atomic_store_n((uint32_t *)(void *)(r + SHOAL__RING_TAIL_OFF), p->tail,
+			 __ATOMIC_RELEASE);
+	p->tail_pub = p->tail;
+}
 
 /* Drop every record reserved since the last commit. */
 SHOAL_API void shoal_ring_cancel(struct shoal_ring_prod *p);
@@ -324,10 +370,6 @@ SHOAL_API void shoal_ring_release(struct shoal_ring_cons *c);
  */
 SHOAL_API int shoal_ring_dequeue(struct shoal_ring_cons *c, void *buf, uint32_t cap,
 				 uint16_t *tag);
-
-/* Where the producer's tail is in a ring's control block (shm/ring_layout.h
- * asserts it), for the inline shoal_ring_empty() below. */
-#define SHOAL__RING_TAIL_OFF 128u
 
 /* The part of shoal_ring_empty() that is not inline: a tail that moved,
  * checked and taken as the consumer's view of the ring. */

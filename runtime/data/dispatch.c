@@ -41,8 +41,8 @@
  * uplinks that feed it. The router's watch thread replaces a condemned ring
  * and republishes; the new pointer in the snapshot re-attaches the handle.
  * Detection costs one branch on paths that already failed (a NULL reserve,
- * an empty peek), and for an uplink found empty a look every 64th loop and
- * before each sleep (uplinks_sweep()); nothing is added when a ring works.
+ * an empty peek), and for an uplink found empty one inline load and branch
+ * (drain()); nothing is added when a ring works.
  *
  * RCU (QSBR flavour): the thread is online while it runs passes and announces
  * a quiescent state after each; it goes offline only around the futex sleep.
@@ -887,8 +887,13 @@ static __attribute__((noinline)) bool uplink_attach(struct shoal__dispatcher *d,
 /*
  * Drain uplink `u` (of `su`) for at most PASS_BUDGET records. Returns
  * records taken. An empty uplink, most of them at 100 groups, costs the
- * ring's inline empty check and nothing else: a handle that went into its
- * error state reads as empty, and is condemned by uplinks_sweep().
+ * ring's inline empty check and its inline error check, and no call: a
+ * handle that went into its error state reads as empty, and is condemned
+ * here at once. 48 instructions an empty uplink before (a call of
+ * shoal_ring_cons_error() and the snapshot's match bound read for
+ * done_reserve()), 22 without the error check (objdump of
+ * dispatcher_main), which then ran every 64th loop; inline, it is one load
+ * and a branch of the look itself.
  */
 static inline uint32_t drain(struct shoal__dispatcher *d, const struct shoal__snapshot *s,
 			     const struct shoal__snap_uplink *su, struct uplink *u)
@@ -897,30 +902,14 @@ static inline uint32_t drain(struct shoal__dispatcher *d, const struct shoal__sn
 	    (su->ring == NULL || !uplink_attach(d, su, u)))
 		return 0;
 	/* A parked uplink is never empty: its head record waits. */
-	if (shoal_ring_empty(&u->c) || SHOAL_UNLIKELY(!done_reserve(u, s)))
+	if (shoal_ring_empty(&u->c)) {
+		if (SHOAL_UNLIKELY(shoal__ring_cons_err(&u->c) != 0))
+			condemn(d, &u->condemned, u->ring, su->len, SHOAL_RING_SIDE_CONS);
+		return 0;
+	}
+	if (SHOAL_UNLIKELY(!done_reserve(u, s)))
 		return 0;
 	return dispatch_pass(d, s, su, u);
-}
-
-/*
- * Condemn each uplink whose handle went into its error state while drain()
- * found it empty (a pass condemns its own at once). Called every 64th loop
- * and before each sleep, so that a corrupted uplink is reported within 64
- * loops, and the loop's scan of the uplinks (at 100 groups, 100 mostly
- * empty) makes no call per uplink: 48 instructions an empty uplink before
- * (a call of shoal_ring_cons_error() and the snapshot's match bound read
- * for done_reserve()), 22 after (objdump of dispatcher_main).
- */
-static void uplinks_sweep(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
-{
-	for (uint32_t i = 0; i < s->n_uplinks[d->index]; i++) {
-		const struct shoal__snap_uplink *su = &s->uplinks[d->index][i];
-		struct uplink *u = &d->up[SLOT(su->group, su->worker)];
-
-		if (u->ring != NULL && u->ring == su->ring &&
-		    SHOAL_UNLIKELY(shoal_ring_cons_error(&u->c)))
-			condemn(d, &u->condemned, u->ring, su->len, SHOAL_RING_SIDE_CONS);
-	}
 }
 
 /*
@@ -1142,9 +1131,7 @@ static void *dispatcher_main(void *arg)
 			d->busy_ns += t1 > t0 ? t1 - t0 : 0;
 			idle_since = 0;
 		}
-		if ((++loops & 63) == 0)
-			uplinks_sweep(d, s);
-		if ((loops & 63) == 0 || moved == 0)
+		if ((++loops & 63) == 0 || moved == 0)
 			publish_stats(d, s);
 		if (moved > 0 || (idle_since = idle_since ? idle_since : t0,
 				  t0 < idle_since + sh->spin_ns)) {
@@ -1160,7 +1147,6 @@ static void *dispatcher_main(void *arg)
 		 * sleep, look once more while still online (the snapshot is
 		 * only safe to read online), then go offline for the futex
 		 * wait. */
-		uplinks_sweep(d, s);
 		publish_stats(d, s);
 		wake_flush(d);
 		d->streak = 0;   /* prepare takes the unfencing back */

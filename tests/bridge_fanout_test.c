@@ -264,15 +264,26 @@ static void stop_cleanly(int side)
 	free(text);
 }
 
+/* A case's start: skipped without namespaces; else every host's output
+ * and consumer log emptied. */
+static void begin(void)
+{
+	if (skip_reason) {
+		fprintf(stderr, "skipped: %s\n", skip_reason);
+		skip();
+	}
+	for (int s = 0; s < HOSTS; s++) {
+		truncate(out[s], 0);
+		truncate(consumer_log[s], 0);
+	}
+}
+
 static void fanout_three_hosts_once_in_order_and_a_bridge_restarts(void **state)
 {
 	struct tally t[HOSTS];
 
 	(void)state;
-	if (skip_reason) {
-		fprintf(stderr, "skipped: %s\n", skip_reason);
-		skip();
-	}
+	begin();
 	for (int s = 0; s < HOSTS; s++) {
 		const char *argv[] = { getenv("SHOAL_BIN"), "run", "--status", "plain", "--host",
 				       name[s], cfg, NULL };
@@ -344,14 +355,7 @@ static void fanout_host_not_up_does_not_hold_up_the_others(void **state)
 	char *text;
 
 	(void)state;
-	if (skip_reason) {
-		fprintf(stderr, "skipped: %s\n", skip_reason);
-		skip();
-	}
-	for (int s = 0; s < HOSTS; s++) {
-		truncate(out[s], 0);
-		truncate(consumer_log[s], 0);
-	}
+	begin();
 	for (int s = 0; s < HOSTS; s++) {
 		const char *argv[] = { getenv("SHOAL_BIN"), "run", "--status", "plain", "--host",
 				       name[s], cfg, NULL };
@@ -399,14 +403,7 @@ static void fanout_host_away_past_down_after_counts_its_backlog_lost(void **stat
 	char *text, line[96];
 
 	(void)state;
-	if (skip_reason) {
-		fprintf(stderr, "skipped: %s\n", skip_reason);
-		skip();
-	}
-	for (int s = 0; s < HOSTS; s++) {
-		truncate(out[s], 0);
-		truncate(consumer_log[s], 0);
-	}
+	begin();
 	for (int s = 0; s < 2; s++) {
 		const char *argv[] = { getenv("SHOAL_BIN"), "run", "--status", "plain", "--host",
 				       name[s], cfg_away, NULL };

@@ -278,19 +278,25 @@ static void begin(void)
 	}
 }
 
+/* `shoal run --host` of the first n hosts, each on `file`. */
+static void start_hosts(int n, const char *file)
+{
+	for (int s = 0; s < n; s++) {
+		const char *argv[] = { getenv("SHOAL_BIN"), "run", "--status", "plain", "--host",
+				       name[s], file, NULL };
+
+		run[s] = test_netns_spawn(&hosts, s, shm[s], out[s], argv);
+		assert_true(run[s] > 0);
+	}
+}
+
 static void fanout_three_hosts_once_in_order_and_a_bridge_restarts(void **state)
 {
 	struct tally t[HOSTS];
 
 	(void)state;
 	begin();
-	for (int s = 0; s < HOSTS; s++) {
-		const char *argv[] = { getenv("SHOAL_BIN"), "run", "--status", "plain", "--host",
-				       name[s], cfg, NULL };
-
-		run[s] = test_netns_spawn(&hosts, s, shm[s], out[s], argv);
-		assert_true(run[s] > 0);
-	}
+	start_hosts(HOSTS, cfg);
 	/* Every pair links: c is dialed by a and b on its one listener. */
 	expect(0, "bridge | link b: up (peer epoch ", 1);
 	expect(0, "bridge | link c: up (peer epoch ", 1);
@@ -404,13 +410,7 @@ static void fanout_host_away_past_down_after_counts_its_backlog_lost(void **stat
 
 	(void)state;
 	begin();
-	for (int s = 0; s < 2; s++) {
-		const char *argv[] = { getenv("SHOAL_BIN"), "run", "--status", "plain", "--host",
-				       name[s], cfg_away, NULL };
-
-		run[s] = test_netns_spawn(&hosts, s, shm[s], out[s], argv);
-		assert_true(run[s] > 0);
-	}
+	start_hosts(2, cfg_away);
 	expect(0, "link c: down longer than hosts.down_after", 1);
 	expect(0, "not sent: the host is down past hosts.down_after", 1);
 	for (int ms = 0; ms < WAIT_MS && !done; ms += 100) {

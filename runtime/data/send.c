@@ -1240,7 +1240,7 @@ static int burst_send(struct shoal_ctx *ctx, const struct burst *b,
 	struct shoal_ring_prod *p = b->p;
 	const struct shoal__ltype *t = NULL;
 	struct env_common ec;
-	uint32_t i, pending = 0, tid = 0, tlim = 0;
+	uint32_t i, pending = 0, tid = 0, tlim = 0, rest = 0;
 	int ret = 0;
 
 	/* The messages of a burst share their send time: one clock read. */
@@ -1263,8 +1263,13 @@ static int burst_send(struct shoal_ctx *ctx, const struct burst *b,
 			tid = type;
 			tlim = t->max_size + 1;
 		}
-		while (i + run < n && burst_key(&msgs[i + run]) == burst_key(&msgs[i]))
-			run++;
+		/* A run a full ring cut short goes on where it stopped, not
+		 * looked for again: a long burst is read once. */
+		if (rest > 0)
+			run = rest;
+		else
+			while (i + run < n && burst_key(&msgs[i + run]) == burst_key(&msgs[i]))
+				run++;
 		if (run == 1) {
 			dst = shoal_ring_reserve(p, ENV_SIZE + len, 0);
 			k = dst != NULL;
@@ -1288,6 +1293,7 @@ static int burst_send(struct shoal_ctx *ctx, const struct burst *b,
 		burst_fill(&ec, dst, shoal_ring_stride(ENV_SIZE + len), msgs + i, k, type, len, i);
 		pending += k;
 		i += k;
+		rest = run - k;
 	}
 	burst_publish(ctx, b, pending);
 	*sent = i;

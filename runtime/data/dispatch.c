@@ -1142,12 +1142,11 @@ static void *dispatcher_main(void *arg)
 				shoal_cpu_relax();
 			continue;
 		}
-		/* Idle past the spin budget: report the uplinks found
-		 * corrupted, make a conversation's held wake-ups, announce
+		/* Idle past the spin budget (moved == 0: the stats were just
+		 * published): make a conversation's held wake-ups, announce
 		 * sleep, look once more while still online (the snapshot is
 		 * only safe to read online), then go offline for the futex
 		 * wait. */
-		publish_stats(d, s);
 		wake_flush(d);
 		d->streak = 0;   /* prepare takes the unfencing back */
 		shoal_doorbell_prepare(bell);

@@ -131,6 +131,7 @@ void shoal_doorbell_init(struct shoal_doorbell *db)
 	shoal_store_relaxed(&db->sleeps, 0);
 	shoal_store_relaxed(&db->wakes, 0);
 	shoal_store_relaxed(&db->held, 0);
+	shoal_store_relaxed(&db->unfenced, 0);
 }
 
 void shoal_doorbell_fence(void)

@@ -63,7 +63,16 @@ struct shoal__dout {
 	struct shoal__mbx_worker *dst;
 	uint32_t unann;                  /* our commits its consumer was not woken for */
 	uint32_t mbx_gen;                /* the registry's mbx_gen of the mailbox `dst` is in */
+	uint32_t hint;                   /* our ring's bit in its consumer's ready summary */
 };
+
+/* A direct ring's key for its consumer's ready summary, from which both
+ * sides compute its hint (shoal_doorbell_ready_hint()): its producer's group
+ * and worker. */
+static inline uint32_t shoal__ready_key(uint16_t group, uint32_t worker)
+{
+	return (uint32_t)group * SHOAL_MAX_WORKERS + worker;
+}
 
 /* A ring this worker consumes. */
 #define SHOAL__SRC_WORKERS (-3)
@@ -75,6 +84,7 @@ struct shoal__inring {
 	struct shoal_ring_cons c;
 	int src_group;    /* the group whose workers write it; -1: a dispatcher;
 			   * SHOAL__SRC_WORKERS: another worker of this process */
+	uint32_t hint_next;   /* the next ring of its ready hint, index + 1; 0: none */
 };
 
 /* The message a handler runs with, and its payload's copy once a request
@@ -116,9 +126,13 @@ struct shoal_ctx {
 	uint32_t dir_seen;               /* mailbox directory entries already scanned */
 	uint32_t rr;                     /* ring to start the next pass at */
 	bool released;                   /* a pass released records: ring space_db */
-	bool rescan;                     /* the last pass found records: the next
-					  * scans without asking mw->in_db's summary */
+	uint32_t look;                   /* what the next pass reads without asking
+					  * mw->in_db's summary: 0 (ask it), every
+					  * ring (READY_SET) or the rings of hint bits */
 	uint32_t quiet_polls;            /* passes the summary answered, mod 2^32 */
+	/* The direct rings of each ready hint (shoal_doorbell_ready_hint() of
+	 * their producer), a list through in[].hint_next: index + 1, 0 none. */
+	uint32_t hint_first[SHOAL_DOORBELL_READY_HINTS], hint_last[SHOAL_DOORBELL_READY_HINTS];
 
 	/* Direct links: per group, SHOAL_MAX_WORKERS entries, allocated and
 	 * published (release) by the link opener on the first ask. */

@@ -226,25 +226,40 @@ void shoal_doorbell_notify_quiet(struct shoal_doorbell *db, struct shoal_quiet *
 }
 
 /*
- * Set the ready summary of a consumer that reads it. Relaxed: ordered by
- * the caller's F2, which pairs with F3 in shoal_doorbell_ready_take(): the
- * consumer's take either comes after our fence in the fences' order (its
- * scan then sees our commit) or our load sees its clear (and we set it
- * again). A store, not a read-modify-write: racing producers store the same
- * value, and the consumer's exchange keeps any store that follows it.
+ * Set the ready summary of a consumer that reads it: `look`, READY_SET (look
+ * at every ring) or a ring's hint bit (look at the rings of that bit).
+ * Relaxed: ordered by the caller's F2, which pairs with F3 in
+ * shoal_doorbell_ready_take(): the consumer's take either comes after our
+ * fence in the fences' order (its scan then sees our commit) or our load
+ * sees its clear (and we set it again). READY_SET is stored, not or-ed in:
+ * racing producers store the same value, the hints it overwrites are
+ * covered by it, and the consumer's exchange keeps any store that follows
+ * it. A hint is or-ed in, since other producers' hints may be there; both
+ * only when the word does not say it already (a load of the line they
+ * read anyway; a write once per consumer pass, not per message).
  */
-static inline void mark_ready(struct shoal_doorbell *db)
+static inline void mark_ready(struct shoal_doorbell *db, uint32_t look)
 {
 	uint32_t r = shoal_load_relaxed(&db->ready);
 
-	if (r == SHOAL_DOORBELL_READY_ON)
-		shoal_store_relaxed(&db->ready, SHOAL_DOORBELL_READY_ON | SHOAL_DOORBELL_READY_SET);
-	else if (r != 0 && shoal_load_relaxed(&db->unfenced) != 0)
+	if (!(r & SHOAL_DOORBELL_READY_ON))
+		return;   /* the consumer does not read it */
+	if (!(r & (look | SHOAL_DOORBELL_READY_SET))) {
+		if (look == SHOAL_DOORBELL_READY_SET)
+			shoal_store_relaxed(&db->ready,
+					    SHOAL_DOORBELL_READY_ON | SHOAL_DOORBELL_READY_SET);
+		else
+			/* Release, for a caller that skipped F2 (below): the
+			 * take that reads the bit sees the commit. An RMW
+			 * reads the latest word, so it is never stale. */
+			atomic_fetch_or_explicit(&db->ready, look, memory_order_release);
+	} else if (shoal_load_relaxed(&db->unfenced) != 0) {
 		/* Without F2 our load of `ready` may be older than our commit
 		 * and than the consumer's clear: store regardless. Release:
 		 * the consumer's take that reads this store sees the commit. */
 		shoal_store_release(&db->ready,
 				    SHOAL_DOORBELL_READY_ON | SHOAL_DOORBELL_READY_SET);
+	}
 }
 
 void shoal_doorbell_ready_on(struct shoal_doorbell *db)
@@ -254,21 +269,22 @@ void shoal_doorbell_ready_on(struct shoal_doorbell *db)
 	shoal_store_relaxed(&db->ready, SHOAL_DOORBELL_READY_ON | SHOAL_DOORBELL_READY_SET);
 }
 
-bool shoal_doorbell_ready_take(struct shoal_doorbell *db)
+/* shoal_doorbell_ready_take() once the summary was found not clear. */
+uint32_t shoal__doorbell_ready_take_slow(struct shoal_doorbell *db)
 {
-	/* Relaxed load: the common empty case is one load of a line that
-	 * producers write only when it is clear. */
-	if (shoal_load_relaxed(&db->ready) == SHOAL_DOORBELL_READY_ON)
-		return false;
-	(void)shoal_exchange_relaxed(&db->ready, SHOAL_DOORBELL_READY_ON);
+	uint32_t r = shoal_exchange_relaxed(&db->ready, SHOAL_DOORBELL_READY_ON);
+
 	/* F3: pairs with F2 before mark_ready(); see there. */
 	shoal_fence_full();
-	return true;
+	/* A word without ON was damaged or never opted in: look everywhere. */
+	if (!(r & SHOAL_DOORBELL_READY_ON) || (r & ~SHOAL_DOORBELL_READY_ON) == 0)
+		return SHOAL_DOORBELL_READY_SET;
+	return r & ~SHOAL_DOORBELL_READY_ON;
 }
 
-static inline void wake(struct shoal_doorbell *db)
+static inline void wake(struct shoal_doorbell *db, uint32_t look)
 {
-	mark_ready(db);
+	mark_ready(db, look);
 	/* Relaxed: ordered by F2 in shoal_doorbell_fence(); the exchange below
 	 * decides who makes the system call. */
 	if (SHOAL_LIKELY(shoal_load_relaxed(&db->state) == DB_AWAKE))
@@ -278,13 +294,18 @@ static inline void wake(struct shoal_doorbell *db)
 
 void shoal_doorbell_wake(struct shoal_doorbell *db)
 {
-	wake(db);
+	wake(db, SHOAL_DOORBELL_READY_SET);
+}
+
+void shoal_doorbell_wake_hint(struct shoal_doorbell *db, uint32_t hint)
+{
+	wake(db, hint);
 }
 
 void shoal_doorbell_notify(struct shoal_doorbell *db)
 {
 	fence_for(db);
-	wake(db);
+	wake(db, SHOAL_DOORBELL_READY_SET);
 }
 
 void shoal_wake_mod_init(struct shoal_wake_mod *m, uint64_t window_ns)
@@ -338,9 +359,9 @@ static __attribute__((noinline)) int wake_mod_sleeper(struct shoal_doorbell *db,
 }
 
 static inline int wake_mod(struct shoal_doorbell *db, struct shoal_wake_mod *m,
-			   uint32_t unannounced)
+			   uint32_t unannounced, uint32_t look)
 {
-	mark_ready(db);
+	mark_ready(db, look);
 	/* Relaxed: ordered by F2 in shoal_doorbell_fence(), as in wake(). */
 	if (SHOAL_LIKELY(shoal_load_relaxed(&db->state) == DB_AWAKE))
 		return SHOAL_WAKE_DONE;
@@ -350,14 +371,27 @@ static inline int wake_mod(struct shoal_doorbell *db, struct shoal_wake_mod *m,
 int shoal_doorbell_wake_mod(struct shoal_doorbell *db, struct shoal_wake_mod *m,
 			    uint32_t unannounced)
 {
-	return wake_mod(db, m, unannounced);
+	return wake_mod(db, m, unannounced, SHOAL_DOORBELL_READY_SET);
 }
 
 int shoal_doorbell_notify_mod(struct shoal_doorbell *db, struct shoal_wake_mod *m,
 			      uint32_t unannounced)
 {
 	fence_for(db);
-	return wake_mod(db, m, unannounced);
+	return wake_mod(db, m, unannounced, SHOAL_DOORBELL_READY_SET);
+}
+
+int shoal_doorbell_wake_mod_hint(struct shoal_doorbell *db, struct shoal_wake_mod *m,
+				 uint32_t unannounced, uint32_t hint)
+{
+	return wake_mod(db, m, unannounced, hint);
+}
+
+int shoal_doorbell_notify_mod_hint(struct shoal_doorbell *db, struct shoal_wake_mod *m,
+				   uint32_t unannounced, uint32_t hint)
+{
+	fence_for(db);
+	return wake_mod(db, m, unannounced, hint);
 }
 
 uint64_t shoal_doorbell_wake_due(struct shoal_doorbell *db, uint64_t now, uint64_t age_ns)

@@ -261,6 +261,57 @@ static void doorbell_ready_summary_set_by_producers_taken_by_consumer(void **sta
 	assert_false(shoal_doorbell_ready_take(&db));
 }
 
+/* Hints: a take answers the hints set since the last one, or READY_SET
+ * (every ring) when a producer without a hint published too. */
+static void doorbell_ready_hints_name_the_rings_published_to(void **state)
+{
+	struct shoal_doorbell db;
+	struct shoal_wake_mod m;
+	uint32_t a = shoal_doorbell_ready_hint(3), b = shoal_doorbell_ready_hint(40);
+
+	(void)state;
+	assert_int_not_equal(a, b);
+	assert_int_equal(shoal_doorbell_ready_hint(3 + SHOAL_DOORBELL_READY_HINTS), a);
+	for (uint32_t k = 0; k < 2 * SHOAL_DOORBELL_READY_HINTS; k++) {
+		uint32_t h = shoal_doorbell_ready_hint(k);
+
+		assert_int_equal(h & (h - 1), 0);   /* one bit */
+		assert_true(h > SHOAL_DOORBELL_READY_SET);
+	}
+	shoal_doorbell_init(&db);
+	shoal_wake_mod_init(&m, 0);
+	shoal_doorbell_fence();
+	shoal_doorbell_wake_hint(&db, a);
+	assert_int_equal(atomic_load(&db.ready), 0);   /* nobody reads it: left alone */
+	shoal_doorbell_ready_on(&db);
+	assert_int_equal(shoal_doorbell_ready_take(&db), SHOAL_DOORBELL_READY_SET);
+	assert_int_equal(shoal_doorbell_ready_take(&db), 0);
+	assert_int_equal(shoal_doorbell_notify_mod_hint(&db, &m, 1, a), SHOAL_WAKE_DONE);
+	assert_int_equal(shoal_doorbell_ready_take(&db), a);
+	assert_int_equal(shoal_doorbell_notify_mod_hint(&db, &m, 1, a), SHOAL_WAKE_DONE);
+	shoal_doorbell_fence();
+	assert_int_equal(shoal_doorbell_wake_mod_hint(&db, &m, 1, b), SHOAL_WAKE_DONE);
+	shoal_doorbell_wake_hint(&db, b);
+	assert_int_equal(shoal_doorbell_ready_take(&db), a | b);
+	assert_int_equal(shoal_doorbell_ready_take(&db), 0);
+	/* A publish without a hint means every ring, whatever hints came
+	 * before or after it. */
+	shoal_doorbell_notify_mod_hint(&db, &m, 1, a);
+	shoal_doorbell_notify(&db);
+	shoal_doorbell_notify_mod_hint(&db, &m, 1, b);
+	assert_int_equal(shoal_doorbell_ready_take(&db), SHOAL_DOORBELL_READY_SET);
+	assert_int_equal(shoal_doorbell_ready_take(&db), 0);
+	/* A producer allowed to skip F2 whose hint is set already stores
+	 * READY_SET: its load may predate the consumer's clear. */
+	shoal_doorbell_notify_mod_hint(&db, &m, 1, a);
+	atomic_store(&db.unfenced, 1);
+	shoal_doorbell_wake_hint(&db, a);
+	assert_int_equal(shoal_doorbell_ready_take(&db), SHOAL_DOORBELL_READY_SET);
+	/* A word not opted in (damaged) is a look at every ring. */
+	atomic_store(&db.ready, 0xdeadbee0);
+	assert_int_equal(shoal_doorbell_ready_take(&db), SHOAL_DOORBELL_READY_SET);
+}
+
 /*
  * Across processes, a consumer that looks only at the summary (a scan
  * after each take that says so) sees every publish: the producer waits
@@ -337,6 +388,130 @@ static void doorbell_ready_summary_never_hides_a_publish(void **state)
 	test_assert_exited(test_wait_pid(cons, 120000), 0);
 	assert_int_equal(atomic_load(&r->stalled), 0);
 	assert_int_equal(atomic_load(&r->seen), r->rounds);
+	race_free();
+}
+
+/*
+ * Hints across processes: two producers, each with its own hint, and a
+ * consumer that looks only at what its takes name (a producer's counter
+ * when its hint or READY_SET came): each producer waits for each publish to
+ * be seen, so one lost or wrong hint stalls it for good. Only the opt-in's
+ * take may say READY_SET: a hint that fell back to it would pass unseen.
+ */
+struct hint_race {
+	struct shoal_doorbell db;
+	_Alignas(64) _Atomic uint64_t sent[2];
+	_Alignas(64) _Atomic uint64_t seen[2];
+	_Atomic uint32_t stalled;
+	_Atomic uint64_t set_takes;
+	uint32_t hint[2];
+	uint64_t rounds;
+};
+
+static struct hint_race *hint_race_of;
+
+static int hint_consumer(void *arg)
+{
+	struct hint_race *r = arg;
+	uint64_t start = now_ns();
+
+	test_pin(1);
+	while (atomic_load(&r->seen[0]) < r->rounds || atomic_load(&r->seen[1]) < r->rounds) {
+		uint32_t w = shoal_doorbell_ready_take(&r->db);
+
+		if (w & SHOAL_DOORBELL_READY_SET)
+			atomic_fetch_add(&r->set_takes, 1);
+		for (int k = 0; k < 2; k++)
+			if (w & (r->hint[k] | SHOAL_DOORBELL_READY_SET))
+				atomic_store(&r->seen[k], atomic_load_explicit(&r->sent[k],
+									      memory_order_acquire));
+		if (w != 0)
+			continue;
+		if (now_ns() - start > SUMMARY_STALL_NS) {
+			atomic_store(&r->stalled, 1);
+			return 1;
+		}
+		sched_yield();   /* three processes on two CPUs */
+	}
+	return 0;
+}
+
+static int hint_producer(int k)
+{
+	struct hint_race *r = hint_race_of;
+	struct shoal_wake_mod m;
+	uint64_t seed = test_seed() + (uint64_t)k, start = now_ns();
+
+	shoal_wake_mod_init(&m, 0);
+	test_pin(k);
+	for (uint64_t i = 1; i <= r->rounds; i++) {
+		for (uint64_t d = test_rand(&seed) % 200; d > 0; d--)
+			__asm__ __volatile__("" ::: "memory");
+		atomic_store_explicit(&r->sent[k], i, memory_order_release);
+		if (i % 2) {
+			shoal_doorbell_notify_mod_hint(&r->db, &m, 1, r->hint[k]);
+		} else {
+			shoal_doorbell_fence();
+			shoal_doorbell_wake_hint(&r->db, r->hint[k]);
+		}
+		while (atomic_load(&r->seen[k]) < i) {
+			if (now_ns() - start > SUMMARY_STALL_NS || atomic_load(&r->stalled))
+				return 1;
+			sched_yield();
+		}
+	}
+	return 0;
+}
+
+static int hint_producer0(void *arg)
+{
+	(void)arg;
+	return hint_producer(0);
+}
+
+static int hint_producer1(void *arg)
+{
+	(void)arg;
+	return hint_producer(1);
+}
+
+static void doorbell_ready_hints_never_hide_a_publish(void **state)
+{
+	struct hint_race *r;
+	uint64_t off;
+	pid_t cons, p0, p1;
+	int st[3];
+
+	(void)state;
+	test_shm_dir_make("dbhint");
+	assert_int_equal(shoal_seg_create(&seg, "dbhint", 1 << 16, NULL, NULL), 0);
+	assert_int_equal(shoal_seg_alloc(&seg, SHOAL_SEG_KIND_USER, "race", sizeof(*r), 64, &off),
+			 0);
+	r = shoal_seg_ptr(&seg, off, sizeof(*r), 64);
+	shoal_doorbell_init(&r->db);
+	shoal_doorbell_ready_on(&r->db);
+	r->hint[0] = shoal_doorbell_ready_hint(1);
+	r->hint[1] = shoal_doorbell_ready_hint(2);
+	r->rounds = test_scale(100000);
+	hint_race_of = r;
+	cons = test_spawn(hint_consumer, r, 0);
+	p0 = test_spawn(hint_producer0, NULL, 0);
+	p1 = test_spawn(hint_producer1, NULL, 0);
+	st[0] = test_wait_pid(p0, 120000);
+	st[1] = test_wait_pid(p1, 120000);
+	st[2] = test_wait_pid(cons, 120000);
+	printf("rounds %llu, seen %llu and %llu of sent %llu and %llu, takes of every ring %llu\n",
+	       (unsigned long long)r->rounds, (unsigned long long)atomic_load(&r->seen[0]),
+	       (unsigned long long)atomic_load(&r->seen[1]),
+	       (unsigned long long)atomic_load(&r->sent[0]),
+	       (unsigned long long)atomic_load(&r->sent[1]),
+	       (unsigned long long)atomic_load(&r->set_takes));
+	for (int i = 0; i < 3; i++)
+		test_assert_exited(st[i], 0);
+	assert_int_equal(atomic_load(&r->stalled), 0);
+	assert_int_equal(atomic_load(&r->seen[0]), r->rounds);
+	assert_int_equal(atomic_load(&r->seen[1]), r->rounds);
+	assert_int_equal(atomic_load(&r->set_takes), 1);
 	race_free();
 }
 
@@ -428,6 +603,8 @@ int main(void)
 		cmocka_unit_test(doorbell_notify_skips_wake_when_awake),
 		cmocka_unit_test(doorbell_ready_summary_set_by_producers_taken_by_consumer),
 		cmocka_unit_test(doorbell_ready_summary_never_hides_a_publish),
+		cmocka_unit_test(doorbell_ready_hints_name_the_rings_published_to),
+		cmocka_unit_test(doorbell_ready_hints_never_hide_a_publish),
 		cmocka_unit_test(doorbell_wait_times_out),
 		cmocka_unit_test(doorbell_poll_wait_times_out_after_spinning),
 		cmocka_unit_test(doorbell_fence_then_wake_wakes_a_sleeper_in_another_process),

@@ -118,6 +118,54 @@ static void runtime_try_send_reports_each_failure(void **state)
 	rt_stop_router();
 }
 
+/*
+ * A poll finds a direct message at once among many peers' rings: the ready
+ * summary's hint names the rings it may be on (a wrong hint would leave it
+ * to the look at every ring, one poll in 1024). A budget that leaves
+ * records makes the next poll look everywhere, whatever the summary says.
+ */
+static void runtime_poll_finds_a_message_among_many_peers_at_once(void **state)
+{
+	enum { PEERS = 40 };
+	struct shoal_group *c, *p[PEERS];
+	struct shoal_ctx *cc;
+	struct msg v = { 0 };
+	char name[16];
+	uint64_t to;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-hint", NULL, 0), 0);
+	c = rt_attach_here("c", 1, 1);
+	cc = shoal_group_worker(c, 0);
+	to = shoal_group_lookup(c, "c", 0);
+	assert_int_not_equal(to, SHOAL_ADDR_NONE);
+	for (int k = 0; k < PEERS; k++) {
+		snprintf(name, sizeof(name), "p%d", k);
+		p[k] = rt_attach_here(name, 1, 1);
+		assert_int_equal(shoal_connect(shoal_group_worker(p[k], 0), to, 10000000000ll), 0);
+	}
+	while (shoal_poll(cc, 0, 0) > 0)
+		;
+	for (int round = 0; round < 3 * PEERS; round++) {
+		int k = round * 7 % PEERS;
+
+		assert_int_equal(shoal_try_send_to(shoal_group_worker(p[k], 0), to, T_PING, &v,
+						   sizeof(v)), 0);
+		assert_int_equal(shoal_poll(cc, 0, 0), 1);
+		assert_int_equal(shoal_poll(cc, 0, 0), 0);
+	}
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(shoal_try_send_to(shoal_group_worker(p[k * 13], 0), to, T_PING, &v,
+						   sizeof(v)), 0);
+	for (int k = 0; k < 3; k++)
+		assert_int_equal(shoal_poll(cc, 1, 0), 1);
+	assert_int_equal(shoal_poll(cc, 0, 0), 0);
+	for (int k = 0; k < PEERS; k++)
+		shoal_group_detach(p[k]);
+	shoal_group_detach(c);
+	rt_stop_router();
+}
+
 /* Type id 0 is no type: every send form refuses it, even with no payload
  * (an empty slot of the group's type table has id 0 and size 0). */
 static void runtime_type_zero_is_refused_by_every_send(void **state)
@@ -1214,6 +1262,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(runtime_routed_delivery_reaches_exactly_matching_groups),
 		cmocka_unit_test(runtime_try_send_reports_each_failure),
+		cmocka_unit_test(runtime_poll_finds_a_message_among_many_peers_at_once),
 		cmocka_unit_test(runtime_type_zero_is_refused_by_every_send),
 		cmocka_unit_test(runtime_type_conflict_refused_at_attach),
 		cmocka_unit_test(runtime_other_user_refused_at_control_socket),

@@ -35,13 +35,13 @@
 
 /* Values of struct shoal_doorbell.ready (see shoal_doorbell_ready_on()). */
 #define SHOAL_DOORBELL_READY_ON  1u   /* the consumer reads the summary */
-#define SHOAL_DOORBELL_READY_SET 2u   /* published since the consumer took it */
+#define SHOAL_DOORBELL_READY_SET 2u   /* published since the consumer took it: look at every ring */
 
 /* Shared-memory ABI: 64 bytes, state at 0, ready at 4, sleeps at 8, wakes at
  * 16, held at 24. */
 struct shoal_doorbell {
 	_Alignas(64) _Atomic uint32_t state;   /* SHOAL_DOORBELL_AWAKE or _SLEEPING */
-	_Atomic uint32_t ready;       /* the ready summary: 0, or READY_ON | READY_SET */
+	_Atomic uint32_t ready;       /* the ready summary: 0, or READY_ON and READY_SET or hints */
 	_Atomic uint64_t sleeps;      /* futex waits entered (consumer-written) */
 	_Atomic uint64_t wakes;       /* FUTEX_WAKE calls made (producer-written, RMW) */
 	_Atomic uint64_t held;        /* first held wake-up, shoal__now_ns() clock; 0: none */
@@ -69,6 +69,8 @@ SHOAL_API void shoal_doorbell_notify(struct shoal_doorbell *db);
  */
 SHOAL_API void shoal_doorbell_fence(void);
 SHOAL_API void shoal_doorbell_wake(struct shoal_doorbell *db);
+/* shoal_doorbell_wake() that sets a ring's hint in the ready summary (below). */
+SHOAL_API void shoal_doorbell_wake_hint(struct shoal_doorbell *db, uint32_t hint);
 
 /*
  * Publishing without a fence per message. The fence (F2) after a commit
@@ -184,6 +186,13 @@ SHOAL_API int shoal_doorbell_wake_mod(struct shoal_doorbell *db, struct shoal_wa
 SHOAL_API int shoal_doorbell_notify_mod(struct shoal_doorbell *db, struct shoal_wake_mod *m,
 					uint32_t unannounced);
 
+/* The two calls above for a producer whose ring has a hint in the ready
+ * summary (shoal_doorbell_ready_hint()): they set the hint, not READY_SET. */
+SHOAL_API int shoal_doorbell_wake_mod_hint(struct shoal_doorbell *db, struct shoal_wake_mod *m,
+					   uint32_t unannounced, uint32_t hint);
+SHOAL_API int shoal_doorbell_notify_mod_hint(struct shoal_doorbell *db, struct shoal_wake_mod *m,
+					     uint32_t unannounced, uint32_t hint);
+
 /*
  * Waker side: if db holds a wake-up at least `age_ns` old at `now`, make
  * it. Returns when db's held wake-up falls due (UINT64_MAX: none held).
@@ -201,18 +210,46 @@ SHOAL_API uint64_t shoal_doorbell_wake_due(struct shoal_doorbell *db, uint64_t n
  * consumer pass, not per message); a producer that skipped F2 (below)
  * stores it whatever it loaded.
  *
+ * A producer whose consumer reads many rings may say which ring it
+ * published to: a hint, one of SHOAL_DOORBELL_READY_HINTS bits that the
+ * consumer and the producer compute alike from the ring's key
+ * (shoal_doorbell_ready_hint(); the runtime's key is the producing worker's
+ * group and index). The _hint calls set that bit (an atomic or, once per
+ * consumer pass) instead of READY_SET, which means "look at every ring" and
+ * is what the other calls set; a producer that skipped F2 still stores
+ * READY_SET. Several rings may share a bit: a hint narrows the look, and a
+ * ring whose producer gives a wrong hint is found by the consumer's next
+ * look at every ring.
+ *
  * The consumer opts in once with shoal_doorbell_ready_on() (which also sets
  * the summary, so its next look scans). Then, before a scan whose emptiness
- * it will trust, it calls shoal_doorbell_ready_take(): when that returns
- * false nothing was published since the last take returned true and every
- * ring scanned after that take was found empty; when it returns true, it
- * has cleared the summary and made a full fence (F3, pairing with F2), so
- * the scan that follows sees every commit the summary stood for, and a
- * later commit sets it again. A scan that leaves records behind (a budget)
- * must scan again without asking the summary.
+ * it will trust, it calls shoal_doorbell_ready_take(): when that returns 0
+ * nothing was published since the last take returned non-zero and every
+ * ring scanned after that take was found empty; otherwise it has cleared
+ * the summary and made a full fence (F3, pairing with F2), so that the scan
+ * that follows sees every commit the summary stood for, and a later commit
+ * sets it again. Its answer says where to look: READY_SET, every ring (and
+ * then nothing else is set), or the hint bits set since the last take, whose
+ * rings are all the scan must read. A scan that leaves records behind (a
+ * budget) must scan again without asking the summary.
  */
+#define SHOAL_DOORBELL_READY_HINTS 29u
+static inline uint32_t shoal_doorbell_ready_hint(uint32_t key)
+{
+	return UINT32_C(4) << (key % SHOAL_DOORBELL_READY_HINTS);
+}
+
 SHOAL_API void shoal_doorbell_ready_on(struct shoal_doorbell *db);
-SHOAL_API bool shoal_doorbell_ready_take(struct shoal_doorbell *db);
+SHOAL_API uint32_t shoal__doorbell_ready_take_slow(struct shoal_doorbell *db);
+static inline uint32_t shoal_doorbell_ready_take(struct shoal_doorbell *db)
+{
+	/* Relaxed load, inline: the common empty case is one load of a
+	 * line that producers write only when it is clear. */
+	if (__atomic_load_n((const uint32_t *)(const void *)&db->ready, __ATOMIC_RELAXED) ==
+	    SHOAL_DOORBELL_READY_ON)
+		return 0;
+	return shoal__doorbell_ready_take_slow(db);
+}
 
 /*
  * Consumer side. Announce sleep; the caller must then check its rings once
@@ -265,7 +302,7 @@ SHOAL_API int shoal_doorbell_idle_wait(struct shoal_doorbell *db, struct shoal_i
  *   [1] shoal_doorbell_init
  *   [2] shoal_doorbell_notify, shoal_doorbell_notify_mod, shoal_doorbell_wake,
  *       shoal_doorbell_wake_mod (after a shoal_doorbell_fence(), which
- *       touches no doorbell), shoal_doorbell_wake_due
+ *       touches no doorbell), their _hint forms, shoal_doorbell_wake_due
  *   [3] shoal_doorbell_prepare, shoal_doorbell_cancel, shoal_doorbell_wait,
  *       shoal_doorbell_poll_wait, shoal_doorbell_idle_wait
  *

@@ -123,6 +123,7 @@ static int open_link(struct shoal_ctx *ctx, uint16_t dg, uint32_t dw, struct sho
 	    shoal_ring_prod_attach(&o->p, mem, r.len, NULL) < 0)
 		return -EUCLEAN;
 	o->dst = &peer->hdr->w[dw];
+	o->hint = shoal_doorbell_ready_hint(shoal__ready_key(g->id, ctx->w));
 	o->ring = mem;
 	o->mbx_gen = mbx_gen;
 	return 0;

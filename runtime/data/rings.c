@@ -21,7 +21,32 @@
 
 /* ---- rings of this worker ---------------------------------------------------- */
 
-static int add_inring(struct shoal_ctx *ctx, void *mem, uint64_t len, int src_group)
+/* The key of a direct ring's ready hint: its producer's group and worker,
+ * as the producer computes it (shoal__ready_key()); -1 for a ring of no
+ * hint. From the shared directory: a wrong one only narrows a look wrongly,
+ * and the next look at every ring finds what it missed. */
+static int64_t ring_key(const struct shoal_seg_tag *tag)
+{
+	if (tag->role != SHOAL__RING_DIRECT || tag->b >= SHOAL_MAX_GROUPS ||
+	    tag->c >= SHOAL_MAX_WORKERS)
+		return -1;
+	return shoal__ready_key((uint16_t)tag->b, tag->c);
+}
+
+/* Append ring in[i] to the list of its hint. */
+static void hint_link(struct shoal_ctx *ctx, uint32_t i, uint32_t key)
+{
+	uint32_t b = key % SHOAL_DOORBELL_READY_HINTS;
+
+	ctx->in[i].hint_next = 0;
+	if (ctx->hint_last[b] == 0)
+		ctx->hint_first[b] = i + 1;
+	else
+		ctx->in[ctx->hint_last[b] - 1].hint_next = i + 1;
+	ctx->hint_last[b] = i + 1;
+}
+
+static int add_inring(struct shoal_ctx *ctx, void *mem, uint64_t len, int src_group, int64_t key)
 {
 	struct shoal__inring *in = shoal__grow(ctx->in, &ctx->cap_in, ctx->n_in, sizeof(*in), 8);
 
@@ -50,6 +75,9 @@ static int add_inring(struct shoal_ctx *ctx, void *mem, uint64_t len, int src_gr
 	ctx->in[ctx->n_in].len = len;
 	ctx->in[ctx->n_in].condemned = false;
 	ctx->in[ctx->n_in].src_group = src_group;
+	ctx->in[ctx->n_in].hint_next = 0;
+	if (key >= 0)
+		hint_link(ctx, ctx->n_in, (uint32_t)key);
 	ctx->n_in++;
 	return 0;
 }
@@ -85,7 +113,7 @@ void shoal__ctx_scan(struct shoal_ctx *ctx)
 		    (r.tag.role != SHOAL__RING_DISPATCHED && r.tag.role != SHOAL__RING_DIRECT))
 			continue;
 		mem = shoal_seg_ptr(&ctx->g->mbx_seg, r.off, r.len, 128);
-		if (mem == NULL || add_inring(ctx, mem, r.len, ring_source(&r.tag)) < 0)
+		if (mem == NULL || add_inring(ctx, mem, r.len, ring_source(&r.tag), ring_key(&r.tag)) < 0)
 			continue;   /* a corrupted ring is skipped, not trusted */
 	}
 	ctx->dir_seen = count;
@@ -310,7 +338,7 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 		fwd_ring(g, w, o, &mem, &len);
 		shoal_ring_prod_attach(&ctx->fwd[o], mem, len, NULL);
 		fwd_ring(g, o, w, &mem, &len);
-		ret = add_inring(ctx, mem, len, SHOAL__SRC_WORKERS);
+		ret = add_inring(ctx, mem, len, SHOAL__SRC_WORKERS, -1);
 		if (ret < 0)
 			return ret;
 	}

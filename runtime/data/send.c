@@ -433,8 +433,8 @@ static inline void dout_ring(struct shoal_ctx *ctx, struct shoal__dout *o, bool 
 	int r;
 
 	o->unann = urgent ? SHOAL_WAKE_BATCH : o->unann + k;
-	r = fenced ? shoal_doorbell_wake_mod(&o->dst->in_db, &ctx->wmod, o->unann) :
-		     shoal_doorbell_notify_mod(&o->dst->in_db, &ctx->wmod, o->unann);
+	r = fenced ? shoal_doorbell_wake_mod_hint(&o->dst->in_db, &ctx->wmod, o->unann, o->hint) :
+		     shoal_doorbell_notify_mod_hint(&o->dst->in_db, &ctx->wmod, o->unann, o->hint);
 	if (SHOAL_LIKELY(r == SHOAL_WAKE_DONE))
 		o->unann = 0;
 	else
@@ -462,7 +462,7 @@ static void publish(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct sho
 static void flush_one(struct shoal__dout *o)
 {
 	if (o->unann > 0) {
-		shoal_doorbell_wake(&o->dst->in_db);
+		shoal_doorbell_wake_hint(&o->dst->in_db, o->hint);
 		o->unann = 0;
 	}
 }
@@ -1134,8 +1134,9 @@ int shoal__idle_wait(struct shoal_ctx *ctx, int64_t timeout_ns)
 	int ret = shoal_doorbell_wait(&ctx->mw->in_db, timeout_ns);
 
 	/* Woken by a commit whose ready mark we may not see yet: the next
-	 * poll scans whatever the summary says, as after poll.c's wait. */
-	ctx->rescan = true;
+	 * poll scans every ring whatever the summary says, as after poll.c's
+	 * wait. */
+	ctx->look = SHOAL_DOORBELL_READY_SET;
 	return ret;
 }
 

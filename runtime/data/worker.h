@@ -26,6 +26,11 @@
 
 #define POLL_BATCH 32u
 #define SUMMARY_TRUST 1024u   /* empty polls per scan the ready summary did not ask for */
+/* Rings up to which a pass that found records is followed by a look at
+ * every ring rather than by a take of the ready summary (a fence, and a
+ * line the producers write again): beyond, the summary's hints are cheaper
+ * than a look at every ring (shoal-bench-poll, bench/SUITE.md). */
+#define SCAN_ALL_MAX 8u
 #define SLEEP_SLICE_NS 100000000        /* a waiting send or request re-checks this often */
 /*
  * An idle worker sleeps this long between looks of its own. Every event it

@@ -22,6 +22,7 @@
 #include <shoal/numa.h>
 #include <shoal/router.h>
 
+#include "runtime/control/supervisor.h"
 #include "runtime/layout.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
@@ -163,6 +164,37 @@ static void runtime_poll_finds_a_message_among_many_peers_at_once(void **state)
 	for (int k = 0; k < PEERS; k++)
 		shoal_group_detach(p[k]);
 	shoal_group_detach(c);
+	rt_stop_router();
+}
+
+/*
+ * A group declared to run on another host is another host's from the
+ * moment a sender can find it: its direct messages go to the bridge (none
+ * here: -EHOSTUNREACH), never into a mailbox nobody on this host reads.
+ */
+static void runtime_group_of_another_host_is_remote_once_declared(void **state)
+{
+	struct shoal_group_spec far = { .name = "far", .n_workers = 1, .n_actors = 1, .node = -1 };
+	struct shoal_group_spec down = { .name = "down", .n_workers = 1, .n_actors = 1,
+					 .node = -1 };
+	struct shoal_err err = { { 0 } };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	struct msg v = { 0 };
+	int ret;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-far", NULL, 0), 0);
+	assert_true(shoal__router_group_on(rt_router, &far, 0, &err) >= 0);
+	assert_true(shoal__router_group_on(rt_router, &down, -1, &err) >= 0);
+	g = rt_attach_here("near", 1, 1);
+	ctx = shoal_group_worker(g, 0);
+	assert_int_equal(shoal_try_send_to(ctx, shoal_group_lookup(g, "far", 0), T_PING, &v,
+					   sizeof(v)), -EHOSTUNREACH);
+	/* A group of this host that is not running is not another host's. */
+	ret = shoal_try_send_to(ctx, shoal_group_lookup(g, "down", 0), T_PING, &v, sizeof(v));
+	assert_int_not_equal(ret, -EHOSTUNREACH);
+	shoal_group_detach(g);
 	rt_stop_router();
 }
 
@@ -1263,6 +1295,7 @@ int main(void)
 		cmocka_unit_test(runtime_routed_delivery_reaches_exactly_matching_groups),
 		cmocka_unit_test(runtime_try_send_reports_each_failure),
 		cmocka_unit_test(runtime_poll_finds_a_message_among_many_peers_at_once),
+		cmocka_unit_test(runtime_group_of_another_host_is_remote_once_declared),
 		cmocka_unit_test(runtime_type_zero_is_refused_by_every_send),
 		cmocka_unit_test(runtime_type_conflict_refused_at_attach),
 		cmocka_unit_test(runtime_other_user_refused_at_control_socket),

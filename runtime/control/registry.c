@@ -476,11 +476,16 @@ static uint32_t runtime_groups(const struct shoal_router *r)
 
 /*
  * Declare a group slot: `runtime` for one a process registers (HELLO), not
- * the router's owner. Called with r->lock held. Returns the id.
+ * the router's owner; `host`, the index in the file of the host it runs on
+ * (-1: this one; the owner's word for a group declared before). Called
+ * with r->lock held. Returns the id.
  */
 int shoal__declare_group(struct shoal_router *r, const struct shoal_group_spec *spec,
-			 bool runtime, struct shoal_err *err)
+			 bool runtime, int host, struct shoal_err *err)
 {
+	/* Relaxed, stored in the slot's rewrite: senders read it as they read
+	 * the slot, which the group count's release (R3) publishes. */
+	uint32_t remote = host < 0 ? 0u : (uint32_t)host + 1;
 	uint16_t nw = spec->n_workers ? spec->n_workers : 1;
 	uint16_t na = spec->n_actors ? spec->n_actors : 1;
 	struct shoal__group_slot *s;
@@ -511,8 +516,10 @@ int shoal__declare_group(struct shoal_router *r, const struct shoal_group_spec *
 			return shoal__fail(err, -EEXIST, "group %s is declared with %u workers and "
 					   "%u actors, not %u and %u", spec->name, s->n_workers,
 					   s->n_actors, nw, na);
-		if (!runtime)
+		if (!runtime) {
 			s->runtime = false;   /* declared now: no longer counts as run-time */
+			shoal_store_relaxed(&r->regg[id].remote_host, remote);
+		}
 		return id;
 	}
 	for (id = 0; id < (int)r->n_groups && !slot_reusable(r, (uint32_t)id); id++)
@@ -562,6 +569,7 @@ int shoal__declare_group(struct shoal_router *r, const struct shoal_group_spec *
 	rg->dispatcher = (uint32_t)d;
 	shoal__name_mailbox(rg->mailbox, r->system, s->name);
 	shoal_store_relaxed(&rg->state, SHOAL_GROUP_DOWN);
+	shoal_store_relaxed(&rg->remote_host, remote);
 	slot_rewrite_end(rg);
 	if ((uint32_t)id == r->n_groups) {
 		r->n_groups++;

@@ -227,28 +227,25 @@ fail:
 int shoal_router_group(struct shoal_router *r, const struct shoal_group_spec *spec,
 		       struct shoal_err *err)
 {
+	return shoal__router_group_on(r, spec, -1, err);
+}
+
+int shoal__router_group_on(struct shoal_router *r, const struct shoal_group_spec *spec, int host,
+			   struct shoal_err *err)
+{
 	int ret;
 
 	pthread_mutex_lock(&r->lock);
-	ret = shoal__declare_group(r, spec, false, err);
+	ret = shoal__declare_group(r, spec, false, host, err);
 	pthread_mutex_unlock(&r->lock);
 	return ret;
 }
 
-void shoal__router_group_remote(struct shoal_router *r, int id, int host)
-{
-	pthread_mutex_lock(&r->lock);
-	if (id >= 0 && (uint32_t)id < r->n_groups && r->groups[id].used)
-		/* Relaxed: set before any process attaches (the supervisor
-		 * declares the groups, then starts them); the attach's control
-		 * reply orders it before a sender's first look. */
-		shoal_store_relaxed(&r->regg[id].remote_host, host < 0 ? 0u : (uint32_t)host + 1);
-	pthread_mutex_unlock(&r->lock);
-}
-
 void shoal__router_set_bridge(struct shoal_router *r, int id)
 {
-	/* Relaxed: as remote_host above. */
+	/* Relaxed: set before any group process starts (the supervisor
+	 * declares the groups, then starts them); the attach's control reply
+	 * orders it before a sender's first look. */
 	shoal_store_relaxed(&r->reg->bridge, id < 0 ? 0u : (uint32_t)id + 1);
 }
 

@@ -206,9 +206,10 @@ int shoal__create_mailbox(struct shoal_router *r, struct shoal__group_slot *s, u
 /* Free run-time group g, which has no process: count what it held, remove its
  * routes, unlink its mailbox. 0, or a negative errno with nothing changed. */
 int shoal__release_group(struct shoal_router *r, int g);
-/* Declare a group (`runtime`: registered by a process); returns its id. */
+/* Declare a group (`runtime`: registered by a process) that runs on host
+ * `host` of the file (-1: this one); returns its id. */
 int shoal__declare_group(struct shoal_router *r, const struct shoal_group_spec *spec,
-			 bool runtime, struct shoal_err *err);
+			 bool runtime, int host, struct shoal_err *err);
 /* Refuse a live system or foreign files; remove a dead system's leftovers. */
 int shoal__claim_system(struct shoal_router *r, struct shoal_err *err);
 /* Create the registry and doorbell segments of the system. */

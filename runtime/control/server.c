@@ -113,7 +113,7 @@ static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_
 		if (ret < 0)
 			return ret;
 	}
-	g = shoal__declare_group(r, &spec, true, err);
+	g = shoal__declare_group(r, &spec, true, -1, err);
 	if (g < 0)
 		return g;
 	s = &r->groups[g];

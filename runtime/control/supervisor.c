@@ -1467,11 +1467,10 @@ static int declare_groups(struct sup *s, struct shoal_err *err)
 		const struct shoal__cfg_group *g = &s->cfg->groups[i];
 		struct shoal_group_spec spec = { g->name, g->workers, g->actors, g->node, g->mailbox,
 						 g->overflow };
-		int id = shoal_router_group(s->router, &spec, err);
+		int id = shoal__router_group_on(s->router, &spec, remote_host(s, s->cfg, i), err);
 
 		if (id < 0)
 			return id;
-		shoal__router_group_remote(s->router, id, remote_host(s, s->cfg, i));
 		s->procs[i].id = id;
 		s->procs[i].backoff_ms = g->backoff_ms;
 		s->procs[i].out = out_new(s, g->name, s->log_dir);
@@ -1715,9 +1714,8 @@ static int reload_file(struct sup *s, struct shoal_err *err)
 		np[i].waiter = -1;
 		np[i].backoff_ms = g->backoff_ms;
 		np[i].out = out_new(s, g->name, s->log_dir);
-		np[i].id = np[i].out == NULL ? -ENOMEM : shoal_router_group(s->router, &spec, err);
-		if (np[i].id >= 0)
-			shoal__router_group_remote(s->router, np[i].id, remote_host(s, n, i));
+		np[i].id = np[i].out == NULL ? -ENOMEM :
+			   shoal__router_group_on(s->router, &spec, remote_host(s, n, i), err);
 		if (np[i].id < 0) {
 			ret = np[i].out == NULL ? -ENOMEM : np[i].id;
 			free_new_outs(s, n, np, i + 1);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include <shoal/api.h>
+#include <shoal/router.h>
 
 #include "runtime/control/proto.h"
 
@@ -122,9 +123,11 @@ uint64_t shoal__router_uplink_bytes(struct shoal_router *r, int id);
  * router.c, for a host with peers (docs/hosts.md). Every group of the file
  * is declared on every host, so that ids agree; a group of another host is
  * never attached here, and senders send its direct messages to the bridge.
- *  - group_remote: group `id` runs on host `host` (its index in the file),
- *    or here (-1). Call it after declaring the group, before any group
- *    process starts.
+ *  - group_on: declare a group (shoal_router_group()) that runs on host
+ *    `host` (its index in the file), or here (-1). The host is in its
+ *    registry slot from the moment the group is seen there: a sender never
+ *    finds a group of another host without it (a reload's new groups, a
+ *    slot another host's group held before).
  *  - set_bridge: `id` is this host's bridge (-1: none).
  *  - hosts_down: the hosts (bit = index in the file) the bridge `bridge`
  *    says its links to have been down past hosts.down_after; 0 when it has
@@ -139,7 +142,8 @@ uint64_t shoal__router_uplink_bytes(struct shoal_router *r, int id);
  *    with it: every worker is woken), else SHOAL_GROUP_DOWN.
  * None fails; none blocks beyond the router's lock.
  */
-void shoal__router_group_remote(struct shoal_router *r, int id, int host);
+int shoal__router_group_on(struct shoal_router *r, const struct shoal_group_spec *spec, int host,
+			  struct shoal_err *err);
 void shoal__router_set_bridge(struct shoal_router *r, int id);
 uint64_t shoal__router_hosts_down(struct shoal_router *r, int bridge);
 void shoal__router_mark_host(struct shoal_router *r, const int *ids, uint32_t n, bool down);

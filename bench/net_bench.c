@@ -57,6 +57,7 @@
 static const struct net_contender *const contenders[] = {
 #ifdef SHOAL_BENCH_LINK
 	&net_bridge,
+	&net_bridge_direct,
 	&net_link,
 #endif
 	&net_ucx_batched,

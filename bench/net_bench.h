@@ -116,6 +116,8 @@ extern const struct net_contender net_zmq;
 extern const struct net_contender net_link;
 /* Shoal's whole bridge, two `shoal run --host` systems (net_bridge.c). */
 extern const struct net_contender net_bridge;
+/* The same systems, the messages sent direct: no router on the way. */
+extern const struct net_contender net_bridge_direct;
 
 /* The environment variable that makes this program a group of the bridge
  * contender's systems: the descriptor of the control block, inherited. */

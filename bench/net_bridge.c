@@ -22,7 +22,9 @@
  * Throughput: bench-a sends routed messages with shoal_send_burst(), as
  * fast as it takes them (it waits for room as a routed send does), a burst
  * at a time; bench-b's route takes every one and its handler checks them
- * in order. Round trip: bench-a calls shoal_request() to bench-b, whose
+ * in order. The `shoal-bridge-direct` row sends them direct instead
+ * (shoal_send_to_burst() to bench-b): into a direct ring of A's bridge, and
+ * from B's bridge into bench-b's mailbox, with neither router on the way. Round trip: bench-a calls shoal_request() to bench-b, whose
  * handler answers with the same payload; both go direct, through the
  * bridges (docs/hosts.md). A first message each way (the type `ready`)
  * wires the path before the clock starts.
@@ -58,6 +60,8 @@
 #define REQUEST_NS (INT64_C(5) * 1000000000)
 #define STOP_TRIES 1000u
 #define POLL_NS INT64_C(1000000)
+/* Set in a system's environment (so its groups') for the direct row. */
+#define DIRECT_ENV "SHOAL_BENCH_NET_DIRECT"
 
 static const struct shoal_type types[] = {
 	{ MSG_DATA, NET_PAYLOAD_MAX, "data" },
@@ -154,8 +158,9 @@ static int group_progress(void *arg)
 	return 0;
 }
 
-/* A, throughput: bursts of routed messages until the time is up. */
-static int tput_send(struct bgroup *k)
+/* A, throughput: bursts of routed messages, or direct ones to `dest`
+ * (SHOAL_ADDR_NONE: routed), until the time is up. */
+static int tput_send(struct bgroup *k, uint64_t dest)
 {
 	static unsigned char buf[BURST][NET_PAYLOAD_MAX];
 	uint32_t payload = k->s.p->payload;
@@ -179,7 +184,8 @@ static int tput_send(struct bgroup *k)
 		for (uint32_t i = 0; i < BURST; i++)
 			bench_msg_stamp(buf[i], payload,
 					(seq + i) | (last && i + 1 == BURST ? BENCH_STOP : 0));
-		ret = shoal_send_burst(k->ctx, burst, BURST, &sent);
+		ret = dest == SHOAL_ADDR_NONE ? shoal_send_burst(k->ctx, burst, BURST, &sent) :
+			shoal_send_to_burst(k->ctx, dest, burst, BURST, &sent);
 		if (ret < 0)
 			return net_fail(&k->s, ret, "bridge: send burst: %s", shoal_strerror(ret));
 		seq += BURST;
@@ -297,9 +303,16 @@ static int group_role(struct bgroup *k, struct shoal_group *g)
 {
 	bool tput = k->s.p->kind == NET_TPUT;
 
+	uint64_t dest = SHOAL_ADDR_NONE;
+
 	net_meet(&k->s, NET_ROUND_LISTENING);
+	if (tput && getenv(DIRECT_ENV) != NULL) {
+		dest = shoal_group_lookup(g, group_name[1], SHOAL_SLOT_GROUP);
+		if (dest == SHOAL_ADDR_NONE)
+			return net_fail(&k->s, -ENOENT, "bridge: no group %s", group_name[1]);
+	}
 	if (k->s.side == 0)
-		return tput ? tput_send(k) : rtt_ping(k, g);
+		return tput ? tput_send(k, dest) : rtt_ping(k, g);
 	return tput ? tput_recv(k) : rtt_pong(k);
 }
 
@@ -379,7 +392,7 @@ static int write_file(const char *path, const struct net_params *p, const char *
 
 /* `shoal run --host a|b FILE` in dir, its output into dir/out, on both of
  * the sample's CPUs; it gets SIGTERM if this side dies. */
-static pid_t start_run(struct net_side *s, const char *dir)
+static pid_t start_run(struct net_side *s, const char *dir, bool direct)
 {
 	char file[256], out[256], shm[256];
 	const char *host = s->side == 0 ? "a" : "b";
@@ -401,6 +414,8 @@ static pid_t start_run(struct net_side *s, const char *dir)
 			_exit(126);
 		setenv("SHOAL_SHM_DIR", shm, 1);
 		setenv("UCX_NET_DEVICES", s->p->ifname[s->side], 1);
+		if (direct)
+			setenv(DIRECT_ENV, "1", 1);
 		sched_setaffinity(0, sizeof(cpus), &cpus);
 		execl(SHOAL_BENCH_SHOAL_BIN, "shoal", "run", "--status", "quiet", "--host", host,
 		      file, (char *)NULL);
@@ -438,7 +453,7 @@ static void stop_run(pid_t run)
 	}
 }
 
-static int bridge_role(struct net_side *s)
+static int run_system(struct net_side *s, bool direct)
 {
 	char dir[] = "/dev/shm/shoal-bench-net-XXXXXX", path[256], exe[256];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -458,7 +473,7 @@ static int bridge_role(struct net_side *s)
 	snprintf(path, sizeof(path), "%s/system.yaml", dir);
 	if ((ret = write_file(path, s->p, exe)) < 0)
 		return net_fail(s, ret, "bridge: writing %.60s: %s", path, strerror(-ret));
-	run = start_run(s, dir);
+	run = start_run(s, dir, direct);
 	if (run < 0)
 		return net_fail(s, -errno, "bridge: fork: %s", strerror(errno));
 	ret = wait_group(s, run, dir);
@@ -470,6 +485,16 @@ static int bridge_role(struct net_side *s)
 		ret = system(rm) == 0 ? 0 : net_fail(s, -EIO, "bridge: %.80s failed", rm);
 	}
 	return ret;
+}
+
+static int bridge_role(struct net_side *s)
+{
+	return run_system(s, false);
+}
+
+static int bridge_direct_role(struct net_side *s)
+{
+	return run_system(s, true);
 }
 
 const struct net_contender net_bridge = {
@@ -484,5 +509,17 @@ const struct net_contender net_bridge = {
 	.role = {
 		[NET_TPUT] = { bridge_role, bridge_role },
 		[NET_RTT] = { bridge_role, bridge_role },
+	},
+};
+
+const struct net_contender net_bridge_direct = {
+	.name = "shoal-bridge-direct",
+	.what = "as shoal-bridge, but the messages go direct (shoal_send_to_burst(), 32 a "
+		"call, to B's group): A's group, A's bridge, the link, B's bridge, B's group, "
+		"with neither router on the way (throughput only: shoal-bridge's round trip is "
+		"direct already)",
+	.batched = true,
+	.role = {
+		[NET_TPUT] = { bridge_direct_role, bridge_direct_role },
 	},
 };

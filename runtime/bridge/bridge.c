@@ -89,6 +89,17 @@
 
 #define MAILBOX_BUDGET 64u
 #define PENDING_MAX 4096u
+/*
+ * A record from a peer that a ring here had no room for is held by the
+ * link; nothing wakes the bridge when that ring's consumer makes room (it
+ * sleeps on its own mailbox and its links), so a turn that holds one
+ * sleeps at most HELD_RETRY_NS, doubled each such turn that brought
+ * nothing in, up to HELD_RETRY_MAX_NS. Before, it slept until the links'
+ * next deadline, and direct messages to a busy group of this host crossed
+ * at a fraction of the routed rate (bench/SUITE.md).
+ */
+#define HELD_RETRY_NS (20 * UINT64_C(1000))
+#define HELD_RETRY_MAX_NS (1000 * UINT64_C(1000))
 #define ENV_BYTES sizeof(struct shoal_envelope)
 /*
  * A peer's backlog: records its link has no credit for yet (not up yet,
@@ -185,6 +196,8 @@ struct bridge {
 	struct pending *pending;         /* PENDING_MAX; n_pending of them in use */
 	uint32_t n_pending;
 	bool putting;                    /* in put(): no other record is queued */
+	bool holding;                    /* this turn left a peer's record held */
+	uint64_t retry_ns;               /* how long a turn that holds one sleeps */
 	struct watch watch;
 	struct counts n;
 };
@@ -631,8 +644,10 @@ static void take_records(struct bridge *b, struct peer *p)
 			if (env.len == r.len - sizeof(env))
 				ret = bring_in(b, &rl, &env, payload);
 		}
-		if (ret == -EAGAIN)
+		if (ret == -EAGAIN) {
+			b->holding = true;
 			break;
+		}
 		if (ret == 0) {
 			b->n.received++;
 		} else if (b->n.refused_in++ == 0) {
@@ -961,13 +976,15 @@ static uint64_t next_deadline(const struct bridge *b, uint64_t now)
  */
 static void serve(struct bridge *b)
 {
+	b->retry_ns = HELD_RETRY_NS;
 	for (;;) {
-		uint64_t now = shoal__now_ns(), received = b->n.received;
+		uint64_t now = shoal__now_ns(), received = b->n.received, wake;
 		int took = shoal_poll(b->ctx, MAILBOX_BUDGET, 0);
 		bool busy;
 
 		if (took == -ESHUTDOWN)
 			return;
+		b->holding = false;
 		shoal__link_hub_poll(b->hub, now);
 		for (uint32_t i = 0; i < b->n_peers; i++) {
 			take_records(b, &b->peers[i]);
@@ -982,13 +999,20 @@ static void serve(struct bridge *b)
 		tell_hub(b);
 		view_write_hub(b);
 		busy = took > 0 || b->n.received != received;
+		if (!b->holding || b->n.received != received)
+			b->retry_ns = HELD_RETRY_NS;
+		else if ((b->retry_ns *= 2) > HELD_RETRY_MAX_NS)
+			b->retry_ns = HELD_RETRY_MAX_NS;
 		/* Round again at once, without arming: arming is two system
 		 * calls (a read and an epoll_wait) that only a sleep needs. */
 		if (busy)
 			continue;
 		if (shoal__link_hub_arm(b->hub) == -EAGAIN)
 			continue;
-		sleep_until(b, next_deadline(b, now));
+		wake = next_deadline(b, now);
+		if (b->holding && now + b->retry_ns < wake)
+			wake = now + b->retry_ns;
+		sleep_until(b, wake);
 	}
 }
 

@@ -14,7 +14,10 @@
  * line prefetcher does not make them false-share. Each side keeps a private
  * cache of the other side's index in its process-local handle and reads the
  * shared one only when the cache says "full" (producer) or "empty"
- * (consumer): in steady state each side writes only its own line.
+ * (consumer): in steady state each side writes only its own line. The
+ * producer's handle also keeps `limit`, how far its tail may grow before
+ * the end of the data area or the cached head (prod_set_limit()), so that
+ * the inline reserve checks room with one compare.
  *
  * Index arithmetic: head and tail are free-running uint32_t byte counters;
  * `tail - head` (mod 2^32) is the number of bytes in use, never more than the
@@ -248,6 +251,29 @@ static int ring_validate(const struct shoal__ring *r, uint64_t len, struct ring_
 	return 0;
 }
 
+/*
+ * The bound of the inline reserve (shoal_ring_reserve()): the tail may
+ * grow up to the nearer of the end of the data area's current lap and
+ * the cached head's end (a capacity past it), and not at all in the error
+ * state, so that its one compare covers all three. Both ends are fixed
+ * while the inline reserve grows the tail within a lap; set again wherever
+ * the tail moves otherwise (a pad, a run, a cancel), the cached head
+ * changes, or err is set. The run's (prod_run_room()) matters even though
+ * a run stays within a lap: one that starts on the lap's end, where the
+ * bound stops the inline reserve, starts the next lap without a pad, and a
+ * tail past the bound left there makes `limit - tail` wrap to "room
+ * without end" (tests/ring_test.c
+ * ring_run_from_the_lap_end_leaves_reserve_no_room).
+ */
+static void prod_set_limit(struct shoal_ring_prod *p)
+{
+	uint32_t cap = p->mask + 1;
+	uint32_t contig = cap - (p->tail & p->mask);
+	uint32_t room = cap - (p->tail - p->head_cache);
+
+	p->limit = p->tail + (p->err != 0 ? 0 : contig < room ? contig : room);
+}
+
 int shoal_ring_prod_attach(struct shoal_ring_prod *p, void *mem, uint64_t len,
 			   struct shoal_err *err)
 {
@@ -270,6 +296,7 @@ int shoal_ring_prod_attach(struct shoal_ring_prod *p, void *mem, uint64_t len,
 	if (v.tail - p->head_cache > v.capacity || (p->head_cache % 8) != 0)
 		return shoal__fail(err, -EUCLEAN, "ring head %u moved past tail %u",
 				   p->head_cache, v.tail);
+	prod_set_limit(p);
 	/* Relaxed: counters are only read by tools; the producer owns them. */
 	p->records_in = shoal_load_relaxed(&r->records_in);
 	p->bytes_in = shoal_load_relaxed(&r->bytes_in);
@@ -370,9 +397,11 @@ static bool prod_refresh(struct shoal_ring_prod *p)
 
 	if (SHOAL_UNLIKELY(p->tail_pub - h > p->mask + 1 || (h % 8) != 0)) {
 		p->err = -EUCLEAN;
+		prod_set_limit(p);
 		return false;
 	}
 	p->head_cache = h;
+	prod_set_limit(p);
 	/* The high-water mark is sampled here, where the producer sees the
 	 * real head: refreshes happen exactly when the ring runs full. */
 	if (p->tail_pub - h > p->high_water) {
@@ -423,6 +452,8 @@ void *shoal__ring_reserve_slow(struct shoal_ring_prod *p, uint32_t len, uint16_t
 	p->tail += need;
 	p->pending++;
 	p->bytes_in += len;
+	/* A pad moved the tail to the next lap. */
+	prod_set_limit(p);
 	return p->data + off + SHOAL_RING_REC_HDR;
 }
 
@@ -445,6 +476,10 @@ static bool prod_run_room(struct shoal_ring_prod *p, uint32_t need, unsigned wan
 	}
 	if (contig < room)
 		room = contig;
+	/* The inline reserve's bound from this tail (prod_set_limit(), err is
+	 * 0 here), still exact after the run moves it: the run stays within
+	 * `room`. */
+	p->limit = p->tail + room;
 	/* One division per run, and only for a short one. */
 	*k = (uint64_t)want * need <= room ? want : room / need;
 	return true;
@@ -510,6 +545,8 @@ void shoal_ring_cancel(struct shoal_ring_prod *p)
 	p->tail = p->tail_pub;
 	p->pending = 0;
 	p->bytes_in = shoal_load_relaxed(&p->r->bytes_in);
+	/* The tail may be back on the lap before a pad. */
+	prod_set_limit(p);
 }
 
 static inline bool prod_check_lens(const struct shoal_ring_prod *p, const struct shoal_rec *recs,

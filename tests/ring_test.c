@@ -355,6 +355,80 @@ static void ring_reserved_records_are_invisible_until_commit(void **state)
 	fixture_free(f);
 }
 
+/*
+ * A cancel that takes the tail back across a pad, onto the lap before it:
+ * the inline reserve's bound is the old lap's end again, so the next record
+ * goes where the cancelled pad was and is read back whole.
+ */
+static void ring_cancel_back_across_a_pad_reserves_on_the_old_lap(void **state)
+{
+	struct fixture *f = fixture_new(256);
+	struct shoal_rec rec;
+	unsigned char *a;
+
+	(void)state;
+	/* 200 bytes in and out (two fillers, a record takes at most 128): the
+	 * tail is 56 bytes before the end. */
+	advance_to(f, 128);
+	advance_to(f, 72);
+	/* 64 bytes do not fit: a pad, then the record at offset 0. */
+	a = shoal_ring_reserve(&f->p, 56, 1);
+	assert_ptr_equal(a, (unsigned char *)f->mem + SHOAL__RING_DATA_OFF + 8);
+	shoal_ring_cancel(&f->p);
+	/* Back on the old lap, the same record still does not fit there. */
+	a = shoal_ring_reserve(&f->p, 56, 1);
+	assert_ptr_equal(a, (unsigned char *)f->mem + SHOAL__RING_DATA_OFF + 8);
+	shoal_ring_cancel(&f->p);
+	/* 48 bytes fit before the end, then 8 more: the lap exactly. */
+	a = shoal_ring_reserve(&f->p, 40, 2);
+	assert_ptr_equal(a, (unsigned char *)f->mem + SHOAL__RING_DATA_OFF + 208);
+	memset(a, 'x', 40);
+	assert_non_null(shoal_ring_reserve(&f->p, 0, 3));
+	/* The lap is full to its end: the next one starts at offset 0. */
+	a = shoal_ring_reserve(&f->p, 16, 4);
+	assert_ptr_equal(a, (unsigned char *)f->mem + SHOAL__RING_DATA_OFF + 8);
+	memset(a, 'y', 16);
+	shoal_ring_commit(&f->p);
+	assert_true(shoal_ring_peek(&f->c, &rec));
+	assert_int_equal(rec.tag, 2);
+	assert_int_equal(rec.len, 40);
+	assert_true(shoal_ring_peek(&f->c, &rec));
+	assert_int_equal(rec.tag, 3);
+	assert_true(shoal_ring_peek(&f->c, &rec));
+	assert_int_equal(rec.tag, 4);
+	assert_memory_equal(rec.data, "yyyyyyyyyyyyyyyy", 16);
+	assert_false(shoal_ring_peek(&f->c, &rec));
+	assert_int_equal(shoal_ring_cons_error(&f->c), 0);
+	fixture_free(f);
+}
+
+/* A head the consumer could not have published, found when the cached one
+ * says full: the handle's error is sticky, and every reserve after it is
+ * refused, the inline one too. */
+static void ring_impossible_head_refuses_every_later_reserve(void **state)
+{
+	struct fixture *f = fixture_new(256);
+	struct shoal__ring *r = f->mem;
+	void *first = NULL;
+
+	(void)state;
+	while (shoal_ring_reserve(&f->p, 56, 0) != NULL)
+		;
+	shoal_ring_commit(&f->p);
+	/* Misaligned: no record boundary. */
+	atomic_store_explicit(&r->head, 3, memory_order_relaxed);
+	assert_null(shoal_ring_reserve(&f->p, 56, 0));
+	assert_int_equal(shoal_ring_prod_error(&f->p), -EUCLEAN);
+	/* A head that would leave room does not clear it. */
+	atomic_store_explicit(&r->head, atomic_load(&r->tail), memory_order_relaxed);
+	assert_null(shoal_ring_reserve(&f->p, 0, 0));
+	assert_int_equal(shoal_ring_reserve_run(&f->p, 0, 0, 4, &first), 0);
+	shoal_ring_cancel(&f->p);
+	assert_null(shoal_ring_reserve(&f->p, 0, 0));
+	assert_int_equal(shoal_ring_prod_error(&f->p), -EUCLEAN);
+	fixture_free(f);
+}
+
 static void ring_dequeue_small_buffer_keeps_record(void **state)
 {
 	struct fixture *f = fixture_new(256);
@@ -435,6 +509,41 @@ static void ring_reserve_run_refuses_what_reserve_refuses(void **state)
 	fixture_free(f);
 }
 
+/*
+ * A run that ends on the lap's end, then one that starts the next lap
+ * without a pad (the head left room for it): the inline reserve's bound
+ * follows the tail onto the new lap, so that a full ring refuses the next
+ * record instead of writing over the first run.
+ */
+static void ring_run_from_the_lap_end_leaves_reserve_no_room(void **state)
+{
+	struct fixture *f = fixture_new(256);
+	unsigned char *data = (unsigned char *)f->mem + SHOAL__RING_DATA_OFF;
+	struct shoal_rec rec;
+	void *first = NULL;
+
+	(void)state;
+	advance_to(f, 128);
+	/* Three asked, two fit before the end: the tail is on the lap's end. */
+	assert_int_equal(shoal_ring_reserve_run(&f->p, 56, 1, 3, &first), 2);
+	assert_ptr_equal(first, data + 128 + 8);
+	/* The cached head leaves 128 bytes: two more, at offset 0. */
+	assert_int_equal(shoal_ring_reserve_run(&f->p, 56, 2, 2, &first), 2);
+	assert_ptr_equal(first, data + 8);
+	/* Full: neither reserve finds room. */
+	assert_null(shoal_ring_reserve(&f->p, 0, 3));
+	assert_int_equal(shoal_ring_reserve_run(&f->p, 0, 3, 1, &first), 0);
+	shoal_ring_commit(&f->p);
+	for (uint16_t tag = 1; tag <= 4; tag++) {
+		assert_true(shoal_ring_peek(&f->c, &rec));
+		assert_int_equal(rec.tag, tag <= 2 ? 1 : 2);
+		assert_int_equal(rec.len, 56);
+	}
+	assert_false(shoal_ring_peek(&f->c, &rec));
+	assert_int_equal(shoal_ring_cons_error(&f->c), 0);
+	fixture_free(f);
+}
+
 /* A run ends where the length or the tag changes; unpeek gives back the
  * last record of a run or of a burst. */
 static void ring_peek_run_ends_at_another_length_or_tag(void **state)
@@ -503,11 +612,14 @@ int main(void)
 		cmocka_unit_test(ring_oversized_record_is_emsgsize),
 		cmocka_unit_test(ring_burst_takes_what_fits_bulk_takes_all_or_nothing),
 		cmocka_unit_test(ring_reserved_records_are_invisible_until_commit),
+		cmocka_unit_test(ring_cancel_back_across_a_pad_reserves_on_the_old_lap),
+		cmocka_unit_test(ring_impossible_head_refuses_every_later_reserve),
 		cmocka_unit_test(ring_dequeue_small_buffer_keeps_record),
 		cmocka_unit_test(ring_new_consumer_resumes_at_released_head),
 		cmocka_unit_test(ring_zero_length_record_round_trips),
 		cmocka_unit_test(ring_prod_condemned_sees_only_the_consumer_mark),
 		cmocka_unit_test(ring_reserve_run_refuses_what_reserve_refuses),
+		cmocka_unit_test(ring_run_from_the_lap_end_leaves_reserve_no_room),
 		cmocka_unit_test(ring_peek_run_ends_at_another_length_or_tag),
 	};
 	struct CMUnitTest *table;

@@ -93,6 +93,9 @@ struct shoal_ring_prod {
 	uint32_t mask;
 	uint32_t max_payload;
 	uint32_t tail;        /* next free byte (reserved, not yet published) */
+	uint32_t limit;       /* the inline reserve's bound for the tail: the end
+			       * of the data area or the cached head's, the
+			       * nearer; the tail itself in the error state */
 	uint32_t tail_pub;    /* last published tail */
 	uint32_t head_cache;  /* last head read from the consumer */
 	uint32_t pending;     /* records reserved since the last commit */
@@ -199,24 +202,29 @@ SHOAL_API void *shoal__ring_reserve_slow(struct shoal_ring_prod *p, uint32_t len
  * The record becomes visible at the next shoal_ring_commit().
  *
  * Inline for the common case (room before the end of the data area by the
- * cached head): the header, three private counters and the pointer, about
- * a dozen instructions, where a call cost 40 (bench/instr-count).
+ * cached head): one bound, the header, three private counters and the
+ * pointer, about a dozen instructions, where a call cost 40
+ * (bench/instr-count). The bound `limit` folds the end of the data area,
+ * the cached head and the error state into one compare (shm/ring.c
+ * prod_set_limit()).
  */
 static inline void *shoal_ring_reserve(struct shoal_ring_prod *p, uint32_t len, uint16_t tag)
 {
-	uint32_t off = p->tail & p->mask, need = shoal__ring_rec_size(len);
+	uint32_t tail = p->tail, need = shoal__ring_rec_size(len);
 
-	/* len <= max_payload < 2^30 first, so `need` did not wrap. */
-	if (__builtin_expect(len <= p->max_payload && need <= p->mask + 1 - off &&
-			     need <= p->mask + 1 - (p->tail - p->head_cache) && p->err == 0, 1)) {
+	/* len <= max_payload < 2^30 first, so `need` did not wrap; limit -
+	 * tail is at most the capacity. */
+	if (__builtin_expect(len <= p->max_payload && need <= p->limit - tail, 1)) {
+		unsigned char *rec = p->data + (tail & p->mask);
+
 		/* Relaxed, one 64-bit store; published by R1 at commit,
 		 * like the payload. */
-		__atomic_store_n((uint64_t *)(void *)(p->data + off), shoal__ring_hdr(len, tag, 0),
+		__atomic_store_n((uint64_t *)(void *)rec, shoal__ring_hdr(len, tag, 0),
 				 __ATOMIC_RELAXED);
-		p->tail += need;
+		p->tail = tail + need;
 		p->pending++;
 		p->bytes_in += len;
-		return p->data + off + SHOAL_RING_REC_HDR;
+		return rec + SHOAL_RING_REC_HDR;
 	}
 	return shoal__ring_reserve_slow(p, len, tag);
 }

@@ -281,11 +281,16 @@ int shoal_ring_prod_attach(struct shoal_ring_prod *p, void *mem, uint64_t len,
 	struct ring_view v;
 	int ret = ring_validate(r, len, &v, err);
 
+	/* A handle whose attach fails refuses every reserve, as one that saw
+	 * corruption: a caller that keeps it (an earlier attach's, say) must
+	 * not write into the ring through it. Its limit, the tail, gives the
+	 * inline reserve no room, and the slow path sees err. */
+	memset(p, 0, sizeof(*p));
+	p->err = -EUCLEAN;
 	if (ret < 0)
 		return ret;
 	/* Only validated values from here: the peer may change the control
 	 * block at any time, and a mask read twice could span anything. */
-	memset(p, 0, sizeof(*p));
 	p->r = r;
 	p->data = (unsigned char *)mem + SHOAL__RING_DATA_OFF;
 	p->mask = v.capacity - 1;
@@ -293,9 +298,12 @@ int shoal_ring_prod_attach(struct shoal_ring_prod *p, void *mem, uint64_t len,
 	p->tail = p->tail_pub = v.tail;
 	/* A2: pairs with R2 in shoal_ring_release(): bytes before head are free. */
 	p->head_cache = shoal_load_acquire(&r->head);
-	if (v.tail - p->head_cache > v.capacity || (p->head_cache % 8) != 0)
+	if (v.tail - p->head_cache > v.capacity || (p->head_cache % 8) != 0) {
+		p->limit = p->tail;
 		return shoal__fail(err, -EUCLEAN, "ring head %u moved past tail %u",
 				   p->head_cache, v.tail);
+	}
+	p->err = 0;
 	prod_set_limit(p);
 	/* Relaxed: counters are only read by tools; the producer owns them. */
 	p->records_in = shoal_load_relaxed(&r->records_in);

@@ -91,6 +91,11 @@ static void ring_corrupted_control_is_refused(void **state)
 	assert_int_equal(shoal_ring_cons_attach(&c, m.r, m.len, &err), -EUCLEAN);
 	assert_non_null(strstr(err.msg, cc->reason));
 	assert_int_equal(shoal_ring_prod_attach(&p, m.r, m.len, NULL), -EUCLEAN);
+	/* The handle, attached before, refuses everything now: a caller that
+	 * kept it after the failed attach writes nothing into the ring. */
+	assert_null(shoal_ring_reserve(&p, 3, 0));
+	assert_int_not_equal(shoal_ring_enqueue(&p, "hij", 3, 0), 0);
+	assert_int_equal(shoal_ring_prod_error(&p), -EUCLEAN);
 	assert_int_equal(shoal_ring_stats(m.r, m.len, &st, NULL), -EUCLEAN);
 	assert_int_equal(shoal_ring_check(m.r, m.len, &st, NULL), -EUCLEAN);
 	free(m.r);

@@ -558,8 +558,7 @@ static inline struct output *hop_find(struct shoal__dispatcher *d, struct pass *
 	const struct shoal_filter *f;
 	const struct shoal__snap_group *sg;
 	struct fcache *fc;
-	const uint32_t *idx;
-	uint32_t type, len, flags, g, w, gen;
+	uint32_t type, len, flags, i, g, w, gen;
 	uint64_t sender;
 	uint16_t slot;
 	struct output *o;
@@ -579,10 +578,11 @@ static inline struct output *hop_find(struct shoal__dispatcher *d, struct pass *
 		ps->q = shoal__route_quick(ps->routes, type);
 		ps->qtype = type;
 	}
+	/* One filter, or dispatch_one() matches it in full. */
 	if (SHOAL_UNLIKELY(ps->q == NULL || ps->q->kind == SHOAL__ROUTE_QUICK_NONE) ||
-	    shoal__route_quick_match(ps->q, payload, len, &idx) != 1)
+	    (i = shoal__route_quick_one(ps->q, payload, len)) == SHOAL__ROUTE_NOT_ONE)
 		return NULL;
-	fc = &d->fc[idx[0]];
+	fc = &d->fc[i];
 	h->type = type;
 	h->len = len;
 	h->flags = flags | SHOAL_ENV_ROUTED;
@@ -595,7 +595,7 @@ static inline struct output *hop_find(struct shoal__dispatcher *d, struct pass *
 		h->w = 0;
 		return fc->o;
 	}
-	f = &ps->filters[idx[0]];
+	f = &ps->filters[i];
 	g = f->group;
 	h->g = (uint16_t)g;
 	sg = &ps->s->groups[g];

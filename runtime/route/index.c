@@ -206,7 +206,7 @@ static int emit_hash(struct builder *b, struct rt_group *g, const struct vpair *
 static int emit_table(struct builder *b, struct rt_group *g, const struct vpair *vp, uint32_t n,
 		      uint32_t *bound)
 {
-	uint32_t a = (uint32_t)g->a, start_off, longest = 0, *start;
+	uint32_t a = (uint32_t)g->a, start_off, one_off, longest = 0, *start, *one;
 	int64_t list;
 
 	if (vec_add(&b->pool, a + 1) == NULL)
@@ -215,17 +215,25 @@ static int emit_table(struct builder *b, struct rt_group *g, const struct vpair 
 	list = pool_append_vpairs(b, vp, n);
 	if (list < 0)
 		return (int)list;
-	start = (uint32_t *)b->pool.p + start_off;   /* after the last append: no realloc since */
+	if (vec_add(&b->pool, a) == NULL)
+		return -ENOMEM;
+	one_off = (uint32_t)(b->pool.len - a);
+	/* After the last append: no realloc since. */
+	start = (uint32_t *)b->pool.p + start_off;
+	one = (uint32_t *)b->pool.p + one_off;
 	for (uint32_t r = 0, i = 0; r <= a; r++) {
 		uint32_t j = i;
 
 		while (j < n && vp[j].value == r)
 			j++;
 		start[r] = (uint32_t)list + i;
+		if (r < a)
+			one[r] = j - i == 1 ? vp[i].filter : SHOAL__ROUTE_NOT_ONE;
 		longest = j - i > longest ? j - i : longest;
 		i = j;
 	}
 	g->off = start_off;
+	g->one = one_off;
 	*bound += longest;
 	return 0;
 }
@@ -394,6 +402,8 @@ static uint64_t quick_mask(uint32_t width)
  * `t`: one partition by MOD (TABLE) or ANY (LIST), or one ANY or MOD
  * filter alone (LIST); any other shape, or a baseline mode, QUICK_NONE.
  */
+static const uint32_t not_one = SHOAL__ROUTE_NOT_ONE;
+
 static struct shoal__route_quick quick_of(const struct shoal__route_table *t,
 					  const struct rt_type *ty)
 {
@@ -411,9 +421,11 @@ static struct shoal__route_quick quick_of(const struct shoal__route_table *t,
 		if (g->kind == G_TABLE) {
 			q.kind = SHOAL__ROUTE_QUICK_TABLE;
 			q.a = g->a;
+			q.one = t->pool + g->one;
 		} else {
 			q.kind = SHOAL__ROUTE_QUICK_LIST;
 			q.len = g->len;
+			q.one = g->len == 1 ? q.list : &not_one;
 		}
 		return q;
 	}
@@ -427,6 +439,7 @@ static struct shoal__route_quick quick_of(const struct shoal__route_table *t,
 	q.width = k->width;
 	q.mask = quick_mask(k->width);
 	q.list = t->pool + ty->lin_off;
+	q.one = q.list;
 	q.len = 1;
 	/* MOD 1 (its residue is 0: shoal_filter_validate()) takes every
 	 * readable key: no division. */

@@ -167,7 +167,14 @@ struct shoal__route_quick {
 	uint64_t mask;              /* the key's bits in the 8 bytes at offset */
 	const uint32_t *list;
 	const uint32_t *pool;
+	/* TABLE: one[r], the filter of residue r when it is alone there, else
+	 * SHOAL__ROUTE_NOT_ONE; LIST: list[0] when len is 1, else NOT_ONE. */
+	const uint32_t *one;
 };
+
+/* What shoal__route_quick_one() returns for a match of no filter or of more
+ * than one: above any filter index (SHOAL__ROUTE_MAX_FILTERS). */
+#define SHOAL__ROUTE_NOT_ONE UINT32_MAX
 
 /* The descriptor of message type `type`, or NULL when no filter lists it. */
 const struct shoal__route_quick *shoal__route_quick(const struct shoal__route_table *t,
@@ -204,6 +211,31 @@ static inline uint32_t shoal__route_quick_match(const struct shoal__route_quick 
 		return 0;
 	*res = q->list;
 	return q->len;
+}
+
+/*
+ * The same match when the caller takes one filter only (the dispatcher's
+ * common case: one copy to one group): the index of the one filter
+ * shoal__route_quick_match() would find, or SHOAL__ROUTE_NOT_ONE when it
+ * would find none or several. One load of one[] where the bucket's list
+ * costs its two bounds, their difference and the list's first entry.
+ */
+static inline uint32_t shoal__route_quick_one(const struct shoal__route_quick *q,
+					      const void *payload, uint32_t len)
+{
+	uint64_t key;
+
+	if (__builtin_expect(q->offset <= len && len - q->offset >= sizeof(key), 1)) {
+		memcpy(&key, (const unsigned char *)payload + q->offset, sizeof(key));
+		key = le64toh(key) & q->mask;
+	} else if (!shoal__route_key_read(payload, len, q->offset, q->width, &key)) {
+		return SHOAL__ROUTE_NOT_ONE;
+	}
+	if (q->kind == SHOAL__ROUTE_QUICK_TABLE)
+		return q->one[key % q->a];
+	if (q->a != 0 && key % q->a != q->b)
+		return SHOAL__ROUTE_NOT_ONE;
+	return q->one[0];
 }
 
 #endif

@@ -377,12 +377,15 @@ struct pass {
 	uint32_t *matches;
 	uint32_t cap_matches;
 	uint32_t node;                        /* the dispatcher's index: its inbound rings */
-	/* The quick match's descriptor of the last type seen (0: none yet;
-	 * no envelope that gets here has type 0). */
+	/* The quick match's descriptor of the last type seen: no_quick for
+	 * type 0 (none seen yet) and for a type no filter lists. */
 	uint32_t qtype;
 	const struct shoal__route_quick *q;
 	uint32_t version;                     /* the snapshot's */
 };
+
+/* The descriptor of a type no filter lists: the quick match finds none. */
+static const struct shoal__route_quick no_quick = SHOAL__ROUTE_QUICK_NONE_INIT;
 
 /*
  * Copy a message to worker w of group g, with `dest` set: remembered when
@@ -465,9 +468,11 @@ static __attribute__((noinline)) bool dispatch_one(struct shoal__dispatcher *d, 
 	 * up once, and the common shapes are matched inline. */
 	if (SHOAL_UNLIKELY(env.type != ps->qtype)) {
 		ps->q = shoal__route_quick(ps->routes, env.type);
+		if (ps->q == NULL)
+			ps->q = &no_quick;
 		ps->qtype = env.type;
 	}
-	if (SHOAL_LIKELY(ps->q != NULL && ps->q->kind != SHOAL__ROUTE_QUICK_NONE))
+	if (SHOAL_LIKELY(ps->q->kind != SHOAL__ROUTE_QUICK_NONE))
 		n = shoal__route_quick_match(ps->q, payload, env.len, &idx);
 	else
 		n = shoal__route_match_ref(ps->routes, env.type, payload, env.len, ps->matches,
@@ -571,16 +576,22 @@ static inline struct output *hop_find(struct shoal__dispatcher *d, struct pass *
 	memcpy(&type, p + offsetof(struct shoal_envelope, type), sizeof(type));
 	memcpy(&len, p + offsetof(struct shoal_envelope, len), sizeof(len));
 	memcpy(&flags, p + offsetof(struct shoal_envelope, flags), sizeof(flags));
-	if (SHOAL_UNLIKELY(len != rec->len - sizeof(struct shoal_envelope) || type == 0 ||
+	/* Type 0 (no filter lists it) needs no test of its own here: it
+	 * finds the first descriptor, no_quick, and goes to dispatch_one(),
+	 * which counts it malformed. */
+	if (SHOAL_UNLIKELY(len != rec->len - sizeof(struct shoal_envelope) ||
 			   (flags & ~SHOAL_ENV_FLAGS)))
 		return NULL;
 	if (SHOAL_UNLIKELY(type != ps->qtype)) {
 		ps->q = shoal__route_quick(ps->routes, type);
+		if (ps->q == NULL)
+			ps->q = &no_quick;
 		ps->qtype = type;
 	}
-	/* One filter, or dispatch_one() matches it in full. */
-	if (SHOAL_UNLIKELY(ps->q == NULL || ps->q->kind == SHOAL__ROUTE_QUICK_NONE) ||
-	    (i = shoal__route_quick_one(ps->q, payload, len)) == SHOAL__ROUTE_NOT_ONE)
+	/* One filter, or dispatch_one() matches it in full (no_quick and
+	 * every QUICK_NONE descriptor give NOT_ONE). */
+	i = shoal__route_quick_one(ps->q, payload, len);
+	if (SHOAL_UNLIKELY(i == SHOAL__ROUTE_NOT_ONE))
 		return NULL;
 	fc = &d->fc[i];
 	h->type = type;
@@ -826,7 +837,7 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 						     struct uplink *u)
 {
 	struct pass ps = { s, s->routes, shoal__route_filters(s->routes), d->matches,
-			   d->cap_matches, (uint32_t)d->index, 0, NULL, s->version };
+			   d->cap_matches, (uint32_t)d->index, 0, &no_quick, s->version };
 	struct shoal_rec recs[PASS_BUDGET];
 	/* The handle before the peek: shoal_ring_unpeek() gives back one
 	 * record, and a park gives back every record from the parked one on. */

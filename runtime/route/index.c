@@ -402,14 +402,16 @@ static uint64_t quick_mask(uint32_t width)
  * `t`: one partition by MOD (TABLE) or ANY (LIST), or one ANY or MOD
  * filter alone (LIST); any other shape, or a baseline mode, QUICK_NONE.
  */
-static const uint32_t not_one = SHOAL__ROUTE_NOT_ONE;
+const uint32_t shoal__route_not_one = SHOAL__ROUTE_NOT_ONE;
 
 static struct shoal__route_quick quick_of(const struct shoal__route_table *t,
 					  const struct rt_type *ty)
 {
-	struct shoal__route_quick q = { .kind = SHOAL__ROUTE_QUICK_NONE, .pool = t->pool };
+	struct shoal__route_quick q = SHOAL__ROUTE_QUICK_NONE_INIT;
 	const struct rt_group *g = &t->groups[ty->group_first];
 	const struct shoal_key *k;
+
+	q.pool = t->pool;
 
 	if (t->mode != SHOAL__ROUTE_INDEXED)
 		return q;
@@ -425,7 +427,7 @@ static struct shoal__route_quick quick_of(const struct shoal__route_table *t,
 		} else {
 			q.kind = SHOAL__ROUTE_QUICK_LIST;
 			q.len = g->len;
-			q.one = g->len == 1 ? q.list : &not_one;
+			q.one = g->len == 1 ? q.list : &shoal__route_not_one;
 		}
 		return q;
 	}

@@ -151,7 +151,9 @@ static inline bool shoal__route_key_read(const unsigned char *p, uint32_t len, u
  *       key is readable and (a == 0 or key % a == b): a partition by a key
  *       readable or not, or one filter alone (ANY or MOD).
  *   SHOAL__ROUTE_QUICK_NONE   any other shape, and every type of the
- *       baseline modes: match with shoal__route_match_ref().
+ *       baseline modes: match with shoal__route_match_ref(). Its fields
+ *       make shoal__route_quick_one() return SHOAL__ROUTE_NOT_ONE (no key,
+ *       no test, one[0] NOT_ONE): SHOAL__ROUTE_QUICK_NONE_INIT.
  * Part of its table: immutable, valid as long as the table.
  */
 #define SHOAL__ROUTE_QUICK_NONE  0u
@@ -175,6 +177,13 @@ struct shoal__route_quick {
 /* What shoal__route_quick_one() returns for a match of no filter or of more
  * than one: above any filter index (SHOAL__ROUTE_MAX_FILTERS). */
 #define SHOAL__ROUTE_NOT_ONE UINT32_MAX
+
+/* One word SHOAL__ROUTE_NOT_ONE, for the one[] of a descriptor that never
+ * yields one filter. */
+extern const uint32_t shoal__route_not_one;
+
+/* A QUICK_NONE descriptor's fields (route.h's quick match above). */
+#define SHOAL__ROUTE_QUICK_NONE_INIT { .kind = SHOAL__ROUTE_QUICK_NONE, .one = &shoal__route_not_one }
 
 /* The descriptor of message type `type`, or NULL when no filter lists it. */
 const struct shoal__route_quick *shoal__route_quick(const struct shoal__route_table *t,
@@ -218,7 +227,9 @@ static inline uint32_t shoal__route_quick_match(const struct shoal__route_quick 
  * common case: one copy to one group): the index of the one filter
  * shoal__route_quick_match() would find, or SHOAL__ROUTE_NOT_ONE when it
  * would find none or several. One load of one[] where the bucket's list
- * costs its two bounds, their difference and the list's first entry.
+ * costs its two bounds, their difference and the list's first entry. Any
+ * descriptor may be given, QUICK_NONE too (then NOT_ONE: match with
+ * shoal__route_match_ref()), so that the caller tests no kind.
  */
 static inline uint32_t shoal__route_quick_one(const struct shoal__route_quick *q,
 					      const void *payload, uint32_t len)

@@ -816,10 +816,12 @@ static uint32_t peek_pass(struct shoal_ring_cons *c, struct shoal_rec *recs, boo
 	while (n < PASS_BUDGET && (k = shoal_ring_peek_run(c, &run, PASS_BUDGET - n)) > 0) {
 		const unsigned char *data = run.data;
 		uint32_t stride = shoal_ring_stride(run.len);
+		struct shoal_rec *r = recs + n, *end = r + k;
 
 		*one_len &= n == 0 || run.len == recs[0].len;
-		for (uint32_t i = 0; i < k; i++, data += stride)
-			recs[n++] = (struct shoal_rec){ data, run.len, run.tag };
+		for (; r < end; r++, data += stride)
+			*r = (struct shoal_rec){ data, run.len, run.tag };
+		n += k;
 	}
 	return n;
 }

@@ -11,8 +11,8 @@
  * cross-node transfer is done as a write.
  *
  * Memory picture (all process-local, owned by this thread):
- *   up[g * MAX_WORKERS + w]   consumer handle of each uplink + parking state
- *   out[g * MAX_WORKERS + w]  producer handle of this dispatcher's inbound
+ *   up[w * MAX_GROUPS + g]    consumer handle of each uplink + parking state
+ *   out[w * MAX_GROUPS + g]   producer handle of this dispatcher's inbound
  *                             ring of worker w of group g
  *   dirty[]                   outputs written since the last commit
  *   fc[i]                     where filter i of the vector sends a message,
@@ -159,7 +159,16 @@ struct shoal__dispatcher {
 	struct output *dirty[SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS];
 };
 
-#define SLOT(g, w) ((uint32_t)(g) * SHOAL_MAX_WORKERS + (uint32_t)(w))
+/*
+ * The slot of worker w of group g in up[] and out[]: worker-major, so that
+ * the groups' first workers, the common case, lie one after the other. By
+ * group (16 workers a group) they lay 2 KiB apart: at 100 groups the
+ * outputs of worker 0 fell into 4 of a 48 KiB L1's 64 sets and evicted each
+ * other between a pass's reserve, its commit and its wake-up check
+ * (callgrind's cache simulation of dispatch_pass, 48 KiB 12-way: L1 read
+ * misses a message 9.3 -> 6.7).
+ */
+#define SLOT(g, w) ((uint32_t)(w) * SHOAL_MAX_GROUPS + (uint32_t)(g))
 
 /* Remember output `slot` for wake_flush(); past the list, a full scan. */
 static void note_held(struct shoal__dispatcher *d, uint32_t slot)

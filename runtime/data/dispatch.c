@@ -585,9 +585,9 @@ static inline struct output *hop_find(struct shoal__dispatcher *d, struct pass *
 	memcpy(&type, p + offsetof(struct shoal_envelope, type), sizeof(type));
 	memcpy(&len, p + offsetof(struct shoal_envelope, len), sizeof(len));
 	memcpy(&flags, p + offsetof(struct shoal_envelope, flags), sizeof(flags));
-	/* Type 0 (no filter lists it) needs no test of its own here: it
-	 * finds the first descriptor, no_quick, and goes to dispatch_one(),
-	 * which counts it malformed. */
+	/* Type 0 needs no test of its own here: its descriptor is no_quick
+	 * (the pass starts with type 0 and no_quick, and no filter lists
+	 * type 0), so it goes to dispatch_one(), which counts it malformed. */
 	if (SHOAL_UNLIKELY(len != rec->len - sizeof(struct shoal_envelope) ||
 			   (flags & ~SHOAL_ENV_FLAGS)))
 		return NULL;

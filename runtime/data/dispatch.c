@@ -83,7 +83,7 @@ struct uplink {
 };
 
 struct output {
-	void *ring;
+	_Alignas(64) void *ring;      /* whole lines: see OUT_BYTES */
 	void *condemned;              /* the ring we condemned last (counted once) */
 	/* The snapshot under which output_of() last found `ring` to be the
 	 * snapshot's and attached (0: never): hop_find() trusts the output
@@ -97,8 +97,8 @@ struct output {
 };
 
 /* Every output starts a line, so that one takes two lines, not three: the
- * array is 64-byte aligned and an output's size a multiple of 64. */
-static_assert(sizeof(struct output) % 64 == 0, "output: whole lines");
+ * array is 64-byte aligned (shoal__dispatcher_start()) and an output's
+ * size a multiple of 64 (its alignment). */
 #define OUT_BYTES ((size_t)SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS * sizeof(struct output))
 
 struct shoal__dispatcher {

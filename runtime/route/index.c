@@ -397,13 +397,13 @@ static uint64_t quick_mask(uint32_t width)
 	return width >= 8 ? UINT64_MAX : (UINT64_C(1) << (8 * width)) - 1;
 }
 
+const uint32_t shoal__route_not_one = SHOAL__ROUTE_NOT_ONE;
+
 /*
  * The quick match's descriptor of type `ty` (route.h) in the built table
  * `t`: one partition by MOD (TABLE) or ANY (LIST), or one ANY or MOD
  * filter alone (LIST); any other shape, or a baseline mode, QUICK_NONE.
  */
-const uint32_t shoal__route_not_one = SHOAL__ROUTE_NOT_ONE;
-
 static struct shoal__route_quick quick_of(const struct shoal__route_table *t,
 					  const struct rt_type *ty)
 {

@@ -182,12 +182,29 @@ struct shoal__route_quick {
  * yields one filter. */
 extern const uint32_t shoal__route_not_one;
 
-/* A QUICK_NONE descriptor's fields (route.h's quick match above). */
+/* A QUICK_NONE descriptor's fields (see the kinds above). */
 #define SHOAL__ROUTE_QUICK_NONE_INIT { .kind = SHOAL__ROUTE_QUICK_NONE, .one = &shoal__route_not_one }
 
 /* The descriptor of message type `type`, or NULL when no filter lists it. */
 const struct shoal__route_quick *shoal__route_quick(const struct shoal__route_table *t,
 						    uint32_t type);
+
+/*
+ * The key of descriptor `q` in payload[0 .. len): false when the payload is
+ * too short for it. Eight bytes at the key's offset, masked to its width,
+ * when the payload holds them (the common case): one bounds check and one
+ * load instead of a branch per width.
+ */
+static inline bool shoal__route_quick_key(const struct shoal__route_quick *q, const void *payload,
+					  uint32_t len, uint64_t *key)
+{
+	if (__builtin_expect(q->offset <= len && len - q->offset >= sizeof(*key), 1)) {
+		memcpy(key, (const unsigned char *)payload + q->offset, sizeof(*key));
+		*key = le64toh(*key) & q->mask;
+		return true;
+	}
+	return shoal__route_key_read(payload, len, q->offset, q->width, key);
+}
 
 /*
  * Match a message of a type whose descriptor `q` is not QUICK_NONE: as
@@ -202,15 +219,8 @@ static inline uint32_t shoal__route_quick_match(const struct shoal__route_quick 
 	uint64_t key;
 	uint32_t r;
 
-	/* Eight bytes at the key's offset, masked to its width, when the
-	 * payload holds them (the common case): one bounds check and one load
-	 * instead of a branch per width. */
-	if (__builtin_expect(q->offset <= len && len - q->offset >= sizeof(key), 1)) {
-		memcpy(&key, (const unsigned char *)payload + q->offset, sizeof(key));
-		key = le64toh(key) & q->mask;
-	} else if (!shoal__route_key_read(payload, len, q->offset, q->width, &key)) {
+	if (!shoal__route_quick_key(q, payload, len, &key))
 		return 0;
-	}
 	if (q->kind == SHOAL__ROUTE_QUICK_TABLE) {
 		r = (uint32_t)(key % q->a);
 		*res = q->pool + q->list[r];
@@ -236,12 +246,8 @@ static inline uint32_t shoal__route_quick_one(const struct shoal__route_quick *q
 {
 	uint64_t key;
 
-	if (__builtin_expect(q->offset <= len && len - q->offset >= sizeof(key), 1)) {
-		memcpy(&key, (const unsigned char *)payload + q->offset, sizeof(key));
-		key = le64toh(key) & q->mask;
-	} else if (!shoal__route_key_read(payload, len, q->offset, q->width, &key)) {
+	if (!shoal__route_quick_key(q, payload, len, &key))
 		return SHOAL__ROUTE_NOT_ONE;
-	}
 	if (q->kind == SHOAL__ROUTE_QUICK_TABLE)
 		return q->one[key % q->a];
 	if (q->a != 0 && key % q->a != q->b)

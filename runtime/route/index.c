@@ -206,7 +206,7 @@ static int emit_hash(struct builder *b, struct rt_group *g, const struct vpair *
 static int emit_table(struct builder *b, struct rt_group *g, const struct vpair *vp, uint32_t n,
 		      uint32_t *bound)
 {
-	uint32_t a = (uint32_t)g->a, start_off, longest = 0, *start;
+	uint32_t a = (uint32_t)g->a, start_off, one_off, longest = 0, *start, *one;
 	int64_t list;
 
 	if (vec_add(&b->pool, a + 1) == NULL)
@@ -215,17 +215,25 @@ static int emit_table(struct builder *b, struct rt_group *g, const struct vpair 
 	list = pool_append_vpairs(b, vp, n);
 	if (list < 0)
 		return (int)list;
-	start = (uint32_t *)b->pool.p + start_off;   /* after the last append: no realloc since */
+	if (vec_add(&b->pool, a) == NULL)
+		return -ENOMEM;
+	one_off = (uint32_t)(b->pool.len - a);
+	/* After the last append: no realloc since. */
+	start = (uint32_t *)b->pool.p + start_off;
+	one = (uint32_t *)b->pool.p + one_off;
 	for (uint32_t r = 0, i = 0; r <= a; r++) {
 		uint32_t j = i;
 
 		while (j < n && vp[j].value == r)
 			j++;
 		start[r] = (uint32_t)list + i;
+		if (r < a)
+			one[r] = j - i == 1 ? vp[i].filter : SHOAL__ROUTE_NOT_ONE;
 		longest = j - i > longest ? j - i : longest;
 		i = j;
 	}
 	g->off = start_off;
+	g->one = one_off;
 	*bound += longest;
 	return 0;
 }
@@ -389,6 +397,8 @@ static uint64_t quick_mask(uint32_t width)
 	return width >= 8 ? UINT64_MAX : (UINT64_C(1) << (8 * width)) - 1;
 }
 
+const uint32_t shoal__route_not_one = SHOAL__ROUTE_NOT_ONE;
+
 /*
  * The quick match's descriptor of type `ty` (route.h) in the built table
  * `t`: one partition by MOD (TABLE) or ANY (LIST), or one ANY or MOD
@@ -397,9 +407,11 @@ static uint64_t quick_mask(uint32_t width)
 static struct shoal__route_quick quick_of(const struct shoal__route_table *t,
 					  const struct rt_type *ty)
 {
-	struct shoal__route_quick q = { .kind = SHOAL__ROUTE_QUICK_NONE, .pool = t->pool };
+	struct shoal__route_quick q = SHOAL__ROUTE_QUICK_NONE_INIT;
 	const struct rt_group *g = &t->groups[ty->group_first];
 	const struct shoal_key *k;
+
+	q.pool = t->pool;
 
 	if (t->mode != SHOAL__ROUTE_INDEXED)
 		return q;
@@ -411,9 +423,11 @@ static struct shoal__route_quick quick_of(const struct shoal__route_table *t,
 		if (g->kind == G_TABLE) {
 			q.kind = SHOAL__ROUTE_QUICK_TABLE;
 			q.a = g->a;
+			q.one = t->pool + g->one;
 		} else {
 			q.kind = SHOAL__ROUTE_QUICK_LIST;
 			q.len = g->len;
+			q.one = g->len == 1 ? q.list : &shoal__route_not_one;
 		}
 		return q;
 	}
@@ -427,6 +441,7 @@ static struct shoal__route_quick quick_of(const struct shoal__route_table *t,
 	q.width = k->width;
 	q.mask = quick_mask(k->width);
 	q.list = t->pool + ty->lin_off;
+	q.one = q.list;
 	q.len = 1;
 	/* MOD 1 (its residue is 0: shoal_filter_validate()) takes every
 	 * readable key: no division. */

@@ -151,7 +151,9 @@ static inline bool shoal__route_key_read(const unsigned char *p, uint32_t len, u
  *       key is readable and (a == 0 or key % a == b): a partition by a key
  *       readable or not, or one filter alone (ANY or MOD).
  *   SHOAL__ROUTE_QUICK_NONE   any other shape, and every type of the
- *       baseline modes: match with shoal__route_match_ref().
+ *       baseline modes: match with shoal__route_match_ref(). Its fields
+ *       make shoal__route_quick_one() return SHOAL__ROUTE_NOT_ONE (no key,
+ *       no test, one[0] NOT_ONE): SHOAL__ROUTE_QUICK_NONE_INIT.
  * Part of its table: immutable, valid as long as the table.
  */
 #define SHOAL__ROUTE_QUICK_NONE  0u
@@ -167,11 +169,42 @@ struct shoal__route_quick {
 	uint64_t mask;              /* the key's bits in the 8 bytes at offset */
 	const uint32_t *list;
 	const uint32_t *pool;
+	/* TABLE: one[r], the filter of residue r when it is alone there, else
+	 * SHOAL__ROUTE_NOT_ONE; LIST: list[0] when len is 1, else NOT_ONE. */
+	const uint32_t *one;
 };
+
+/* What shoal__route_quick_one() returns for a match of no filter or of more
+ * than one: above any filter index (SHOAL__ROUTE_MAX_FILTERS). */
+#define SHOAL__ROUTE_NOT_ONE UINT32_MAX
+
+/* One word SHOAL__ROUTE_NOT_ONE, for the one[] of a descriptor that never
+ * yields one filter. */
+extern const uint32_t shoal__route_not_one;
+
+/* A QUICK_NONE descriptor's fields (see the kinds above). */
+#define SHOAL__ROUTE_QUICK_NONE_INIT { .kind = SHOAL__ROUTE_QUICK_NONE, .one = &shoal__route_not_one }
 
 /* The descriptor of message type `type`, or NULL when no filter lists it. */
 const struct shoal__route_quick *shoal__route_quick(const struct shoal__route_table *t,
 						    uint32_t type);
+
+/*
+ * The key of descriptor `q` in payload[0 .. len): false when the payload is
+ * too short for it. Eight bytes at the key's offset, masked to its width,
+ * when the payload holds them (the common case): one bounds check and one
+ * load instead of a branch per width.
+ */
+static inline bool shoal__route_quick_key(const struct shoal__route_quick *q, const void *payload,
+					  uint32_t len, uint64_t *key)
+{
+	if (__builtin_expect(q->offset <= len && len - q->offset >= sizeof(*key), 1)) {
+		memcpy(key, (const unsigned char *)payload + q->offset, sizeof(*key));
+		*key = le64toh(*key) & q->mask;
+		return true;
+	}
+	return shoal__route_key_read(payload, len, q->offset, q->width, key);
+}
 
 /*
  * Match a message of a type whose descriptor `q` is not QUICK_NONE: as
@@ -186,15 +219,8 @@ static inline uint32_t shoal__route_quick_match(const struct shoal__route_quick 
 	uint64_t key;
 	uint32_t r;
 
-	/* Eight bytes at the key's offset, masked to its width, when the
-	 * payload holds them (the common case): one bounds check and one load
-	 * instead of a branch per width. */
-	if (__builtin_expect(q->offset <= len && len - q->offset >= sizeof(key), 1)) {
-		memcpy(&key, (const unsigned char *)payload + q->offset, sizeof(key));
-		key = le64toh(key) & q->mask;
-	} else if (!shoal__route_key_read(payload, len, q->offset, q->width, &key)) {
+	if (!shoal__route_quick_key(q, payload, len, &key))
 		return 0;
-	}
 	if (q->kind == SHOAL__ROUTE_QUICK_TABLE) {
 		r = (uint32_t)(key % q->a);
 		*res = q->pool + q->list[r];
@@ -204,6 +230,29 @@ static inline uint32_t shoal__route_quick_match(const struct shoal__route_quick 
 		return 0;
 	*res = q->list;
 	return q->len;
+}
+
+/*
+ * The same match when the caller takes one filter only (the dispatcher's
+ * common case: one copy to one group): the index of the one filter
+ * shoal__route_quick_match() would find, or SHOAL__ROUTE_NOT_ONE when it
+ * would find none or several. One load of one[] where the bucket's list
+ * costs its two bounds, their difference and the list's first entry. Any
+ * descriptor may be given, QUICK_NONE too (then NOT_ONE: match with
+ * shoal__route_match_ref()), so that the caller tests no kind.
+ */
+static inline uint32_t shoal__route_quick_one(const struct shoal__route_quick *q,
+					      const void *payload, uint32_t len)
+{
+	uint64_t key;
+
+	if (!shoal__route_quick_key(q, payload, len, &key))
+		return SHOAL__ROUTE_NOT_ONE;
+	if (q->kind == SHOAL__ROUTE_QUICK_TABLE)
+		return q->one[key % q->a];
+	if (q->a != 0 && key % q->a != q->b)
+		return SHOAL__ROUTE_NOT_ONE;
+	return q->one[0];
 }
 
 #endif

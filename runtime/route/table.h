@@ -26,7 +26,9 @@
  *               width 0). The run is the list itself.
  *     TABLE     (spec, MOD a) with a <= 65536 and a <= 16 x its filters:
  *               a + 1 bucket starts in the pool; the filters of residue r
- *               are pool[start[r] .. start[r + 1]).
+ *               are pool[start[r] .. start[r + 1]). Then a words more, for
+ *               the quick match of one filter (route.h): residue r's filter
+ *               when it is alone in its bucket, else SHOAL__ROUTE_NOT_ONE.
  *     HASH_MOD  (spec, MOD a) too large or sparse for a table: residue ->
  *               list map.
  *     HASH_EQ   (spec, EQ and IN): value -> list map; an IN filter is listed
@@ -102,6 +104,7 @@ struct rt_group {
 	uint8_t kind;           /* enum group_kind */
 	uint32_t off;           /* LIST: list; TABLE: a + 1 bucket starts (pool); HASH: first slot */
 	uint32_t len;           /* LIST: list length; HASH: slot mask */
+	uint32_t one;           /* TABLE: a entries (pool), each bucket's filter when alone */
 };
 
 /* A value map entry: filters pool[off .. + len) for key (or residue) `value`. */

@@ -66,14 +66,6 @@ struct shoal__dout {
 	uint32_t hint;                   /* our ring's bit in its consumer's ready summary */
 };
 
-/* A direct ring's key for its consumer's ready summary, from which both
- * sides compute its hint (shoal_doorbell_ready_hint()): its producer's group
- * and worker. */
-static inline uint32_t shoal__ready_key(uint16_t group, uint32_t worker)
-{
-	return (uint32_t)group * SHOAL_MAX_WORKERS + worker;
-}
-
 /* A ring this worker consumes. */
 #define SHOAL__SRC_WORKERS (-3)
 

@@ -49,6 +49,22 @@ enum shoal__ring_role {
 	SHOAL__RING_DIRECT = 3,
 };
 
+/*
+ * A worker's inbound ring's key in its ready summary, from which producer
+ * and consumer compute the ring's hint alike (shoal_doorbell_ready_hint()):
+ * a direct ring's is its producer's group and worker (b and c of its tag),
+ * a dispatched ring's its dispatcher's (b), after every direct one.
+ */
+static inline uint32_t shoal__ready_key(uint16_t group, uint32_t worker)
+{
+	return (uint32_t)group * SHOAL_MAX_WORKERS + worker;
+}
+
+static inline uint32_t shoal__ready_key_dispatcher(uint32_t d)
+{
+	return (uint32_t)SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS + d;
+}
+
 #define SHOAL__REG_MAGIC UINT32_C(0x47455253)   /* "SREG" */
 #define SHOAL__MBX_MAGIC UINT32_C(0x58424d53)   /* "SMBX" */
 /* 2: damage, loss and set-aside fields; 3: rings known by tag, not name;

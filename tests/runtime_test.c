@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@
 #include <shoal/router.h>
 
 #include "runtime/control/supervisor.h"
+#include "runtime/group_impl.h"
 #include "runtime/layout.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
@@ -122,7 +124,8 @@ static void runtime_try_send_reports_each_failure(void **state)
 /*
  * A poll finds a direct message at once among many peers' rings: the ready
  * summary's hint names the rings it may be on (a wrong hint would leave it
- * to the look at every ring, one poll in 1024). A budget that leaves
+ * to the look at every ring, one poll in 1024); so it does a routed one,
+ * on the ring of the dispatcher whose hint came. A budget that leaves
  * records makes the next poll look everywhere, whatever the summary says.
  */
 static void runtime_poll_finds_a_message_among_many_peers_at_once(void **state)
@@ -161,6 +164,19 @@ static void runtime_poll_finds_a_message_among_many_peers_at_once(void **state)
 	for (int k = 0; k < 3; k++)
 		assert_int_equal(shoal_poll(cc, 1, 0), 1);
 	assert_int_equal(shoal_poll(cc, 0, 0), 0);
+	/* Routed: once the dispatcher's mark is in the summary (it follows
+	 * its commit), the first poll finds the message. */
+	rt_route(shoal_group_id(c), T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	for (int round = 0; round < 8; round++) {
+		_Atomic uint32_t *ready = &cc->mw->in_db.ready;
+
+		assert_int_equal(shoal_send(shoal_group_worker(p[round], 0), T_PING, &v, sizeof(v)),
+				 0);
+		while (atomic_load(ready) == SHOAL_DOORBELL_READY_ON)
+			sched_yield();
+		assert_int_equal(shoal_poll(cc, 0, 0), 1);
+		assert_int_equal(shoal_poll(cc, 0, 0), 0);
+	}
 	for (int k = 0; k < PEERS; k++)
 		shoal_group_detach(p[k]);
 	shoal_group_detach(c);

@@ -85,20 +85,24 @@ struct uplink {
 struct output {
 	_Alignas(64) void *ring;      /* whole lines: see OUT_BYTES */
 	void *condemned;              /* the ring we condemned last (counted once) */
+	struct shoal_doorbell *db;
 	/* The snapshot under which output_of() last found `ring` to be the
 	 * snapshot's and attached (0: never): hop_find() trusts the output
 	 * under that snapshot without reading the snapshot's ring. */
 	uint32_t snap;
-	struct shoal_ring_prod p;
-	bool dirty;
 	uint32_t unann;               /* our commits its consumer was not woken for */
+	uint32_t hint;                /* our ring's bit in its consumer's ready summary */
+	bool dirty;
 	bool listed;                  /* in held[] */
-	struct shoal_doorbell *db;
+	struct shoal_ring_prod p;
 };
 
 /* Every output starts a line, so that one takes two lines, not three: the
  * array is 64-byte aligned (shoal__dispatcher_start()) and an output's
- * size a multiple of 64 (its alignment). */
+ * size a multiple of 64 (its alignment), at most 128 with its fields in
+ * this order (the ring handle, 88 bytes on x86-64, last: in the order
+ * before, its `limit` made it 192). */
+static_assert(sizeof(struct output) <= 128, "an output is two cache lines");
 #define OUT_BYTES ((size_t)SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS * sizeof(struct output))
 
 struct shoal__dispatcher {
@@ -202,7 +206,7 @@ static void wake_flush(struct shoal__dispatcher *d)
 
 		o->listed = false;
 		if (make && o->unann > 0 && o->ring != NULL) {
-			shoal_doorbell_wake(o->db);
+			shoal_doorbell_wake_hint(o->db, o->hint);
 			o->unann = 0;
 		}
 	}
@@ -273,6 +277,7 @@ static struct output *output_of(struct shoal__dispatcher *d, const struct shoal_
 		}
 		o->ring = ring;
 		o->db = &sg->mbx->w[w].in_db;
+		o->hint = shoal_doorbell_ready_hint(shoal__ready_key_dispatcher(node));
 		o->unann = 0;
 	}
 	o->snap = d->snap_version;
@@ -796,7 +801,7 @@ static void flush_outputs(struct shoal__dispatcher *d)
 	for (uint32_t i = 0; i < n; i++) {
 		struct output *o = d->dirty[i];
 
-		int r = shoal_doorbell_wake_mod(o->db, &d->wmod, o->unann);
+		int r = shoal_doorbell_wake_mod_hint(o->db, &d->wmod, o->unann, o->hint);
 
 		if (r == SHOAL_WAKE_DONE)
 			o->unann = 0;

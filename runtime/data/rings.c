@@ -21,12 +21,14 @@
 
 /* ---- rings of this worker ---------------------------------------------------- */
 
-/* The key of a direct ring's ready hint: its producer's group and worker,
- * as the producer computes it (shoal__ready_key()); -1 for a ring of no
- * hint. From the shared directory: a wrong one only narrows a look wrongly,
- * and the next look at every ring finds what it missed. */
+/* The key of a ring's ready hint, as its producer computes it
+ * (runtime/layout.h); -1 for a ring of no hint. From the shared directory:
+ * a wrong one only narrows a look wrongly, and the next look at every ring
+ * finds what it missed. */
 static int64_t ring_key(const struct shoal_seg_tag *tag)
 {
+	if (tag->role == SHOAL__RING_DISPATCHED && tag->b < SHOAL_MAX_NODES)
+		return shoal__ready_key_dispatcher(tag->b);
 	if (tag->role != SHOAL__RING_DIRECT || tag->b >= SHOAL_MAX_GROUPS ||
 	    tag->c >= SHOAL_MAX_WORKERS)
 		return -1;

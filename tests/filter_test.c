@@ -76,6 +76,11 @@ static uint32_t match_exact(const struct shoal__route_table *t, uint32_t type,
 		assert_int_equal(nq < max ? nq : max, n);
 		if (n > 0)
 			assert_memory_equal(res, out, n * sizeof(*out));
+		/* The dispatcher's one-filter form agrees: that one, or none. */
+		assert_int_equal(shoal__route_quick_one(q, copy, len),
+				 nq == 1 ? res[0] : SHOAL__ROUTE_NOT_ONE);
+	} else if (q != NULL) {
+		assert_int_equal(shoal__route_quick_one(q, copy, len), SHOAL__ROUTE_NOT_ONE);
 	}
 	free(copy);
 	return n;

@@ -245,13 +245,13 @@ static inline void mark_ready(struct shoal_doorbell *db, uint32_t look)
 	if (!(r & SHOAL_DOORBELL_READY_ON))
 		return;   /* the consumer does not read it */
 	if (!(r & (look | SHOAL_DOORBELL_READY_SET))) {
+		/* Release, for a caller that skipped F2 (below): the take that
+		 * reads the mark sees the commit (free on x86-64). An RMW reads
+		 * the latest word, so a hint's is never stale. */
 		if (look == SHOAL_DOORBELL_READY_SET)
-			shoal_store_relaxed(&db->ready,
+			shoal_store_release(&db->ready,
 					    SHOAL_DOORBELL_READY_ON | SHOAL_DOORBELL_READY_SET);
 		else
-			/* Release, for a caller that skipped F2 (below): the
-			 * take that reads the bit sees the commit. An RMW
-			 * reads the latest word, so it is never stale. */
 			atomic_fetch_or_explicit(&db->ready, look, memory_order_release);
 	} else if (shoal_load_relaxed(&db->unfenced) != 0) {
 		/* Without F2 our load of `ready` may be older than our commit

@@ -122,8 +122,9 @@ struct shoal_ctx {
 					  * mw->in_db's summary: 0 (ask it), every
 					  * ring (READY_SET) or the rings of hint bits */
 	uint32_t quiet_polls;            /* passes the summary answered, mod 2^32 */
-	/* The direct rings of each ready hint (shoal_doorbell_ready_hint() of
-	 * their producer), a list through in[].hint_next: index + 1, 0 none. */
+	/* The rings of each ready hint (direct and dispatched rings: the
+	 * shoal_doorbell_ready_hint() of their key, runtime/layout.h), a list
+	 * through in[].hint_next: index + 1, 0 none. */
 	uint32_t hint_first[SHOAL_DOORBELL_READY_HINTS], hint_last[SHOAL_DOORBELL_READY_HINTS];
 
 	/* Direct links: per group, SHOAL_MAX_WORKERS entries, allocated and

@@ -377,9 +377,12 @@ static_assert(offsetof(struct shoal_envelope, flags) == 48, "envelope ABI");
  * Bytes the router asks shoal_seg_create() for (runtime/control/registry.c):
  * one group's mailbox (its file is this rounded up to the filesystem's page),
  * and the registry and doorbell files of a system, each rounded up to `page`.
+ * `bridge_cap`: the capacity of the direct rings to and from the host's
+ * bridge (0: no bridge); `bridge`: the mailbox is the bridge's, whose
+ * direct rings all have that capacity.
  */
 uint64_t shoal__mailbox_size(uint32_t n_workers, uint32_t up_cap, uint32_t in_cap,
-			     uint32_t direct_cap);
+			     uint32_t direct_cap, uint32_t bridge_cap, bool bridge);
 uint64_t shoal__system_seg_size(uint64_t page);
 
 /* Segment and socket names of a system (buffers of SHOAL_SEG_NAME_MAX). */

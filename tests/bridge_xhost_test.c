@@ -41,7 +41,11 @@
 #include <unistd.h>
 
 #include <shoal/group.h>
+#include <shoal/ring.h>
+#include <shoal/router.h>
+#include <shoal/segment.h>
 
+#include "runtime/layout.h"
 #include "tests/netns.h"
 #include "tests/testutil.h"
 
@@ -609,6 +613,45 @@ static void expect_seq(const char *kind, uint64_t seq)
 	expect_in(log_resp, last);
 }
 
+/*
+ * Every direct ring in `group`'s mailbox on host `side` of system `system`:
+ * how many, each checked to have `cap` bytes of data.
+ */
+static unsigned direct_rings_of(int side, const char *system, const char *group, uint32_t cap)
+{
+	char seg_name[SHOAL_SEG_NAME_MAX], *saved = getenv("SHOAL_SHM_DIR");
+	struct shoal_seg seg;
+	unsigned n = 0;
+
+	saved = saved != NULL ? strdup(saved) : NULL;
+	setenv("SHOAL_SHM_DIR", shm[side], 1);
+	assert_int_equal(shoal__name_mailbox(seg_name, system, group), 0);
+	assert_int_equal(shoal_seg_attach(&seg, seg_name, SHOAL_SEG_RDONLY, NULL), 0);
+	for (uint32_t i = 0; i < shoal_seg_dir_count(&seg); i++) {
+		struct shoal_seg_region r;
+		struct shoal_ring_stats st;
+		void *mem;
+
+		if (shoal_seg_region_at(&seg, i, &r) < 0 || r.kind != SHOAL_SEG_KIND_RING ||
+		    r.tag.role != SHOAL__RING_DIRECT)
+			continue;
+		mem = shoal_seg_ptr(&seg, r.off, r.len, 128);
+		assert_non_null(mem);
+		assert_int_equal(shoal_ring_stats(mem, r.len, &st, NULL), 0);
+		if (st.capacity != cap)
+			fail_msg("%s's ring %s on host %d: %u bytes, not %u", group, r.name, side,
+				 st.capacity, cap);
+		n++;
+	}
+	shoal_seg_detach(&seg);
+	if (saved != NULL)
+		setenv("SHOAL_SHM_DIR", saved, 1);
+	else
+		unsetenv("SHOAL_SHM_DIR");
+	free(saved);
+	return n;
+}
+
 static void xhost_requests_and_notes_cross_with_their_envelope(void **state)
 {
 	(void)state;
@@ -618,6 +661,10 @@ static void xhost_requests_and_notes_cross_with_their_envelope(void **state)
 	expect_in(log_req, "feeds 0\n");
 	expect_seq("note", NOTES - 1);
 	expect_seq("feed", FEEDS - 1);
+	/* The rings to and from the bridges carry every message that crosses
+	 * hosts direct: an inbound ring's capacity, not a direct ring's. */
+	assert_true(direct_rings_of(0, "xn", "bridge", SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT) > 0);
+	assert_true(direct_rings_of(1, "xn", "resp", SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT) > 0);
 	stop_run(0);
 	stop_run(1);
 	check_seq("note", NOTES);

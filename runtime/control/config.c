@@ -1582,6 +1582,10 @@ static uint64_t round_up(uint64_t n, uint64_t page)
 uint64_t shoal__config_shm_bytes(const struct shoal__config *c,
 				 const struct shoal__config *running, uint64_t page)
 {
+	/* With other hosts, rings to and from the bridge as the router sizes
+	 * them (shoal__router_bridge_rings()). */
+	uint32_t bridge_cap = c->n_hosts < 2 ? 0 :
+			      inbound_of(c, NULL) > direct_of(c) ? inbound_of(c, NULL) : direct_of(c);
 	uint64_t n = 0;
 
 	if (page == 0)
@@ -1594,7 +1598,10 @@ uint64_t shoal__config_shm_bytes(const struct shoal__config *c,
 		if (running != NULL && shoal__config_group(running, g->name) >= 0)
 			continue;
 		n += round_up(shoal__mailbox_size(g->workers, uplink_of(c), inbound_of(c, g),
-						  direct_of(c)), page);
+						  direct_of(c), bridge_cap,
+						  bridge_cap != 0 &&
+							  strcmp(g->name, SHOAL__BRIDGE_GROUP) == 0),
+			      page);
 	}
 	return n;
 }

@@ -255,6 +255,19 @@ static int replace_ring(struct shoal_router *r, int g, unsigned w, int d, unsign
 	return 0;
 }
 
+/* The capacity of a direct ring from group src_g into group g: the
+ * bridge's (shoal__router_bridge_rings()) when either is this host's
+ * bridge, else the router's direct capacity. */
+static uint32_t direct_cap(const struct shoal_router *r, int g, int src_g)
+{
+	/* Relaxed: the router's own word (shoal__router_set_bridge()). */
+	uint32_t b = shoal_load_relaxed(&r->reg->bridge);
+
+	if (r->bridge_cap != 0 && b != 0 && ((uint32_t)g == b - 1 || (uint32_t)src_g == b - 1))
+		return r->bridge_cap;
+	return r->direct_cap;
+}
+
 /*
  * The direct ring from worker src_w of group src_g into worker w of group g
  * in service, named in `name`: the one of the highest gen the router
@@ -297,7 +310,7 @@ int shoal__direct_ring(struct shoal_router *r, int g, unsigned w, int src_g, uns
 		if ((side & SHOAL_RING_SIDE_CONS) && !(side & SHOAL_RING_SIDE_SETTLED))
 			count_lost(r, g, ring_left(mem, last->len));
 	}
-	ret = shoal__alloc_ring(s, &tag, r->direct_cap, NULL);
+	ret = shoal__alloc_ring(s, &tag, direct_cap(r, g, src_g), NULL);
 	if (last != NULL) {
 		count_damage(r, g, ret == 0);
 		damage_log(r, g, "ring %s is corrupted (condemned by its %s); %s %s", last->name,

@@ -43,6 +43,7 @@
 #include <shoal/doorbell.h>
 #include <shoal/numa.h>
 
+#include "runtime/control/config.h"
 #include "runtime/control/router_impl.h"
 #include "shm/util.h"
 
@@ -63,12 +64,18 @@
 #define MAX_RUNTIME_GROUPS 64u
 
 uint64_t shoal__mailbox_size(uint32_t n_workers, uint32_t up_cap, uint32_t in_cap,
-			     uint32_t direct_cap)
+			     uint32_t direct_cap, uint32_t bridge_cap, bool bridge)
 {
+	/* A group's ring from the bridge, one a worker, beside the others;
+	 * the bridge's own direct rings, all of the bridge's capacity. */
+	uint64_t from_bridge = bridge_cap != 0 && !bridge ?
+				       (uint64_t)n_workers * shoal_ring_size(bridge_cap) : 0;
+
 	return shoal_seg_overhead(MAILBOX_DIR_CAP) + sizeof(struct shoal__mbx_hdr) +
 	       (uint64_t)n_workers * (shoal_ring_size(up_cap) +
 				      SHOAL_MAX_NODES * shoal_ring_size(in_cap)) +
-	       (uint64_t)MAILBOX_DIRECT_RINGS * shoal_ring_size(direct_cap) +
+	       (uint64_t)MAILBOX_DIRECT_RINGS * shoal_ring_size(bridge ? bridge_cap : direct_cap) +
+	       from_bridge +
 	       (uint64_t)MAILBOX_SPARE_RINGS * shoal_ring_size(in_cap > up_cap ? in_cap : up_cap);
 }
 
@@ -203,7 +210,8 @@ int shoal__create_mailbox(struct shoal_router *r, struct shoal__group_slot *s, u
 	 * writes below fault the pages in on that node, not on ours. */
 	if (r->numa_real && s->node < shoal_numa_node_count())
 		o.numa_node = s->node;
-	size = shoal__mailbox_size(s->n_workers, r->up_cap, s->in_cap, r->direct_cap);
+	size = shoal__mailbox_size(s->n_workers, r->up_cap, s->in_cap, r->direct_cap, r->bridge_cap,
+				   r->bridge_cap != 0 && strcmp(s->name, SHOAL__BRIDGE_GROUP) == 0);
 	shoal__name_mailbox(seg_name, r->system, s->name);
 	ret = shoal_seg_create(&s->mbx, seg_name, size, &o, err);
 	if (ret < 0)

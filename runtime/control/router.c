@@ -241,6 +241,11 @@ int shoal__router_group_on(struct shoal_router *r, const struct shoal_group_spec
 	return ret;
 }
 
+void shoal__router_bridge_rings(struct shoal_router *r, bool bridge)
+{
+	r->bridge_cap = !bridge ? 0 : r->in_cap > r->direct_cap ? r->in_cap : r->direct_cap;
+}
+
 void shoal__router_set_bridge(struct shoal_router *r, int id)
 {
 	/* Relaxed: set before any group process starts (the supervisor

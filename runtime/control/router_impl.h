@@ -94,6 +94,11 @@ struct shoal_router {
 	char system[SHOAL__SYSTEM_MAX];
 	mode_t mode;
 	uint32_t up_cap, in_cap, direct_cap;
+	/* The capacity of the direct rings to and from this host's bridge
+	 * (0: no bridge): they carry every message that crosses hosts
+	 * direct, so they are sized as inbound rings, not as direct ones
+	 * (shoal__router_bridge_rings()). */
+	uint32_t bridge_cap;
 	int route_mode;                 /* SHOAL__ROUTE_* */
 	int n_nodes;
 	/* Each node's CPUs (placement.c), as long as the router runs. A CPU

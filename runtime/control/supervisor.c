@@ -2110,8 +2110,10 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 		shoal__control_admin(s.router, s.admin_wr);
 		ret = declare_types(&s, s.cfg, err);
 	}
-	if (ret == 0)
+	if (ret == 0) {
+		shoal__router_bridge_rings(s.router, bridge_of(&s, s.cfg) >= 0);
 		ret = declare_groups(&s, err);
+	}
 	if (ret == 0) {
 		int bridge = bridge_of(&s, s.cfg);
 

@@ -128,6 +128,10 @@ uint64_t shoal__router_uplink_bytes(struct shoal_router *r, int id);
  *    registry slot from the moment the group is seen there: a sender never
  *    finds a group of another host without it (a reload's new groups, a
  *    slot another host's group held before).
+ *  - bridge_rings: this host has a bridge (the group SHOAL__BRIDGE_GROUP):
+ *    the direct rings to and from it have the inbound rings' capacity
+ *    (at least the direct one), and mailboxes room for them. Call it
+ *    before declaring the groups.
  *  - set_bridge: `id` is this host's bridge (-1: none).
  *  - hosts_down: the hosts (bit = index in the file) the bridge `bridge`
  *    says its links to have been down past hosts.down_after; 0 when it has
@@ -144,6 +148,7 @@ uint64_t shoal__router_uplink_bytes(struct shoal_router *r, int id);
  */
 int shoal__router_group_on(struct shoal_router *r, const struct shoal_group_spec *spec, int host,
 			  struct shoal_err *err);
+void shoal__router_bridge_rings(struct shoal_router *r, bool bridge);
 void shoal__router_set_bridge(struct shoal_router *r, int id);
 uint64_t shoal__router_hosts_down(struct shoal_router *r, int bridge);
 void shoal__router_mark_host(struct shoal_router *r, const int *ids, uint32_t n, bool down);

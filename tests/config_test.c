@@ -16,6 +16,7 @@
 #include <shoal/segment.h>
 
 #include "runtime/control/config.h"
+#include "runtime/layout.h"
 #include "tests/testutil.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -294,6 +295,23 @@ static void config_hosts_parse_with_their_links_and_groups(void **state)
 	assert_memory_equal(&x->link, &y->link, sizeof(x->link));
 	for (uint32_t i = 0; i < x->n_groups; i++)
 		assert_true(shoal__config_group_same(&x->groups[i], &y->groups[i]));
+	/* --check counts what the router of a host with peers makes: every
+	 * mailbox with room for its ring from the bridge, and the bridge's
+	 * own (one worker, its direct rings of the inbound capacity), which
+	 * the file does not list; a reload adds no bridge. */
+	{
+		const uint32_t in = SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT;
+		const uint32_t up = SHOAL_ROUTER_UPLINK_CAPACITY_DEFAULT;
+		const uint32_t dc = SHOAL_ROUTER_DIRECT_CAPACITY_DEFAULT;
+		uint64_t want = shoal__system_seg_size(4096);
+
+		for (uint32_t i = 0; i < x->n_groups; i++)
+			want += (shoal__mailbox_size(x->groups[i].workers, up, in, dc, in, false) +
+				 4095) / 4096 * 4096;
+		want += (shoal__mailbox_size(1, up, in, dc, in, true) + 4095) / 4096 * 4096;
+		assert_int_equal(shoal__config_shm_bytes(x, NULL, 4096), want);
+		assert_int_equal(shoal__config_shm_bytes(x, x, 4096), 0);
+	}
 	/* --host: a listed name, and only one. */
 	assert_int_equal(shoal__config_this_host(x, "b", &host, &err), 0);
 	assert_int_equal(host, 1);

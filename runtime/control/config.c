@@ -1603,6 +1603,12 @@ uint64_t shoal__config_shm_bytes(const struct shoal__config *c,
 							  strcmp(g->name, SHOAL__BRIDGE_GROUP) == 0),
 			      page);
 	}
+	/* The bridge a host with peers runs: the supervisor adds it to the
+	 * groups it starts, not to the file (`shoal run --check`'s count). */
+	if (bridge_cap != 0 && running == NULL && shoal__config_group(c, SHOAL__BRIDGE_GROUP) < 0)
+		n += round_up(shoal__mailbox_size(1, uplink_of(c), inbound_of(c, NULL), direct_of(c),
+						  bridge_cap, true),
+			      page);
 	return n;
 }
 

@@ -130,8 +130,9 @@ void shoal__config_free(struct shoal__config *c);
 /*
  * Bytes of shared memory the router creates for `c`, each segment rounded up
  * to `page` (0: 4096): the registry and doorbells and one mailbox per group,
- * sized as runtime/control/registry.c sizes them. With `running` (a reload),
- * only the mailboxes of groups that `running` does not have.
+ * sized as runtime/control/registry.c sizes them, and for a file with other
+ * hosts the bridge's, if `c` does not list it yet. With `running` (a
+ * reload), only the mailboxes of groups that `running` does not have.
  */
 uint64_t shoal__config_shm_bytes(const struct shoal__config *c,
 				 const struct shoal__config *running, uint64_t page);

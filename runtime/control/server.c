@@ -418,6 +418,11 @@ static void listen_arm(struct shoal_router *r, struct ctl_loop *c, bool on)
  * supervisor's policy decides); and if even that fails, stop watching
  * listen_fd for ACCEPT_BACKOFF_NS. Either way, say so on stderr (once a
  * second at most): the router has no other channel to the operator.
+ * A spare lost to another thread's open() between our close and our
+ * reopen is taken again here, once a descriptor is free: without it, a
+ * peer left in the backlog waited for its reply for good (run_test's
+ * out-of-descriptors case, under TSan: a group that neither attached nor
+ * ended).
  */
 static void accept_starved(struct shoal_router *r, struct ctl_loop *c, int e)
 {
@@ -427,6 +432,8 @@ static void accept_starved(struct shoal_router *r, struct ctl_loop *c, int e)
 
 	snprintf(msg, sizeof(msg), "the router of system %s cannot accept a connection: %s "
 		 "(raise the open files limit, ulimit -n)", r->system, strerror(e));
+	if (c->spare_fd < 0)
+		c->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (c->spare_fd >= 0) {
 		close(c->spare_fd);
 		c->spare_fd = -1;

@@ -299,7 +299,7 @@ int shoal_ring_prod_attach(struct shoal_ring_prod *p, void *mem, uint64_t len,
 	/* A2: pairs with R2 in shoal_ring_release(): bytes before head are free. */
 	p->head_cache = shoal_load_acquire(&r->head);
 	if (v.tail - p->head_cache > v.capacity || (p->head_cache % 8) != 0) {
-		p->limit = p->tail;
+		prod_set_limit(p);   /* err is set: no room */
 		return shoal__fail(err, -EUCLEAN, "ring head %u moved past tail %u",
 				   p->head_cache, v.tail);
 	}

@@ -37,16 +37,22 @@ struct race {
 
 static struct shoal_seg seg;
 
-static struct race *race_new(const char *name, uint64_t rounds, int burst)
+/* `size` zeroed bytes in a new segment `name` that forked children share
+ * (race_free() removes it). */
+static void *shared_new(const char *name, size_t size)
 {
 	uint64_t off;
-	struct race *r;
 
 	test_shm_dir_make(name);
 	assert_int_equal(shoal_seg_create(&seg, name, 1 << 16, NULL, NULL), 0);
-	assert_int_equal(shoal_seg_alloc(&seg, SHOAL_SEG_KIND_USER, "race", sizeof(*r), 64, &off),
-			 0);
-	r = shoal_seg_ptr(&seg, off, sizeof(*r), 64);
+	assert_int_equal(shoal_seg_alloc(&seg, SHOAL_SEG_KIND_USER, "race", size, 64, &off), 0);
+	return shoal_seg_ptr(&seg, off, size, 64);
+}
+
+static struct race *race_new(const char *name, uint64_t rounds, int burst)
+{
+	struct race *r = shared_new(name, sizeof(*r));
+
 	shoal_doorbell_init(&r->db);
 	r->rounds = rounds;
 	r->burst = burst;
@@ -370,15 +376,10 @@ static int summary_producer(void *arg)
 static void doorbell_ready_summary_never_hides_a_publish(void **state)
 {
 	struct summary_race *r;
-	uint64_t off;
 	pid_t cons, prod;
 
 	(void)state;
-	test_shm_dir_make("dbsum");
-	assert_int_equal(shoal_seg_create(&seg, "dbsum", 1 << 16, NULL, NULL), 0);
-	assert_int_equal(shoal_seg_alloc(&seg, SHOAL_SEG_KIND_USER, "race", sizeof(*r), 64, &off),
-			 0);
-	r = shoal_seg_ptr(&seg, off, sizeof(*r), 64);
+	r = shared_new("dbsum", sizeof(*r));
 	shoal_doorbell_init(&r->db);
 	shoal_doorbell_ready_on(&r->db);
 	r->rounds = test_scale(200000);
@@ -478,16 +479,11 @@ static int hint_producer1(void *arg)
 static void doorbell_ready_hints_never_hide_a_publish(void **state)
 {
 	struct hint_race *r;
-	uint64_t off;
 	pid_t cons, p0, p1;
 	int st[3];
 
 	(void)state;
-	test_shm_dir_make("dbhint");
-	assert_int_equal(shoal_seg_create(&seg, "dbhint", 1 << 16, NULL, NULL), 0);
-	assert_int_equal(shoal_seg_alloc(&seg, SHOAL_SEG_KIND_USER, "race", sizeof(*r), 64, &off),
-			 0);
-	r = shoal_seg_ptr(&seg, off, sizeof(*r), 64);
+	r = shared_new("dbhint", sizeof(*r));
 	shoal_doorbell_init(&r->db);
 	shoal_doorbell_ready_on(&r->db);
 	r->hint[0] = shoal_doorbell_ready_hint(1);

@@ -401,6 +401,15 @@ struct pass {
 /* The descriptor of a type no filter lists: the quick match finds none. */
 static const struct shoal__route_quick no_quick = SHOAL__ROUTE_QUICK_NONE_INIT;
 
+/* A pass's record of a type other than the last one's: its descriptor. */
+static void pass_type(struct pass *ps, uint32_t type)
+{
+	ps->q = shoal__route_quick(ps->routes, type);
+	if (ps->q == NULL)
+		ps->q = &no_quick;
+	ps->qtype = type;
+}
+
 /*
  * Copy a message to worker w of group g, with `dest` set: remembered when
  * `keep` (see dispatch_one()), or settled. Returns true if the uplink must
@@ -480,12 +489,8 @@ static __attribute__((noinline)) bool dispatch_one(struct shoal__dispatcher *d, 
 		goto malformed;
 	/* A pass's messages are mostly of one type: its descriptor is looked
 	 * up once, and the common shapes are matched inline. */
-	if (SHOAL_UNLIKELY(env.type != ps->qtype)) {
-		ps->q = shoal__route_quick(ps->routes, env.type);
-		if (ps->q == NULL)
-			ps->q = &no_quick;
-		ps->qtype = env.type;
-	}
+	if (SHOAL_UNLIKELY(env.type != ps->qtype))
+		pass_type(ps, env.type);
 	if (SHOAL_LIKELY(ps->q->kind != SHOAL__ROUTE_QUICK_NONE))
 		n = shoal__route_quick_match(ps->q, payload, env.len, &idx);
 	else
@@ -596,12 +601,8 @@ static inline struct output *hop_find(struct shoal__dispatcher *d, struct pass *
 	if (SHOAL_UNLIKELY(len != rec->len - sizeof(struct shoal_envelope) ||
 			   (flags & ~SHOAL_ENV_FLAGS)))
 		return NULL;
-	if (SHOAL_UNLIKELY(type != ps->qtype)) {
-		ps->q = shoal__route_quick(ps->routes, type);
-		if (ps->q == NULL)
-			ps->q = &no_quick;
-		ps->qtype = type;
-	}
+	if (SHOAL_UNLIKELY(type != ps->qtype))
+		pass_type(ps, type);
 	/* One filter, or dispatch_one() matches it in full (no_quick and
 	 * every QUICK_NONE descriptor give NOT_ONE). */
 	i = shoal__route_quick_one(ps->q, payload, len);

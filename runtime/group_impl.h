@@ -194,7 +194,9 @@ struct shoal_group {
 	uint64_t wake_deadline_ns;       /* router.wake_deadline: how long a wake-up may be held */
 
 	int ctl;
-	pthread_mutex_t ctl_lock;        /* the control socket and peer mappings */
+	int ctl_ms;                      /* how long a control request waits (group.c) */
+	uint32_t ctl_owed;               /* replies late past ctl_ms, dropped when they come */
+	pthread_mutex_t ctl_lock;        /* the control socket, ctl_owed and peer mappings */
 	_Atomic uint64_t router_checked_ns;  /* last look at ctl for a hang-up */
 	atomic_bool router_lost;         /* ctl hung up: the router is gone */
 

@@ -14,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +25,7 @@
 #include <shoal/numa.h>
 #include <shoal/router.h>
 
+#include "runtime/control/router_impl.h"
 #include "runtime/control/supervisor.h"
 #include "runtime/group_impl.h"
 #include "runtime/layout.h"
@@ -1305,6 +1308,130 @@ static void runtime_killed_responder_fails_request_promptly(void **state)
 	rt_stop_router();
 }
 
+/*
+ * A router that never answers: a control socket at the system's path that
+ * no router serves (listening, never accepting). The first attach is
+ * taken into its backlog and waits for a WELCOME; the second finds the
+ * backlog full and waits in connect(). Both fail with -ETIMEDOUT after
+ * $SHOAL_CTL_TIMEOUT_MS, not never; a bad value of it is refused.
+ */
+static int silent_router_attach_main(void *arg)
+{
+	struct shoal_group_desc d = { .name = "waits", .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = rt_count_handler, .node = -1 };
+	struct shoal_group *g = NULL;
+	struct shoal_err err = { { 0 } };
+	int64_t t0;
+
+	(void)arg;
+	setenv("SHOAL_CTL_TIMEOUT_MS", "1x", 1);
+	atomic_store(&rt_res->status[2], shoal_group_attach(&g, &d, NULL, &err));
+	setenv("SHOAL_CTL_TIMEOUT_MS", "300", 1);
+	for (int k = 0; k < 2; k++) {
+		t0 = (int64_t)mono_ns();
+		atomic_store(&rt_res->status[k], shoal_group_attach(&g, &d, NULL, &err));
+		atomic_store(&rt_res->elapsed_ns[k], (int64_t)mono_ns() - t0);
+		fprintf(stderr, "attach %d: %s\n", k, err.msg);
+		if (strstr(err.msg, "stopped or stuck") == NULL)
+			return 10 + k;
+	}
+	return 0;
+}
+
+static void runtime_attach_to_a_router_that_never_answers_times_out(void **state)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd;
+
+	(void)state;
+	test_shm_dir_make("rt-silent");
+	setenv("SHOAL_SYSTEM", "rt-silent", 1);
+	memset(rt_res, 0, sizeof(*rt_res));
+	assert_int_equal(shoal__path_socket(sa.sun_path, sizeof(sa.sun_path), "rt-silent"), 0);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(fd, 0), 0);
+	test_assert_exited(test_wait_pid(test_spawn(silent_router_attach_main, NULL, 0), 60000),
+			   0);
+	assert_int_equal(atomic_load(&rt_res->status[2]), -EINVAL);
+	for (int k = 0; k < 2; k++) {
+		assert_int_equal(atomic_load(&rt_res->status[k]), -ETIMEDOUT);
+		/* Not before its time: the bound is a wait, not a guess. */
+		assert_true(atomic_load(&rt_res->elapsed_ns[k]) >= 300000000);
+	}
+	close(fd);
+	test_shm_dir_remove();
+}
+
+/*
+ * A router whose control thread is stuck (its lock held) answers a
+ * group's request late: the request fails with -ETIMEDOUT in the group's
+ * process, and once the router moves again, the late reply is dropped, not
+ * taken for the next request's (an unsubscribe of a route that does not
+ * exist must be refused, not answered by the late subscribe's OK).
+ */
+static int stuck_router_main(void *arg)
+{
+	struct shoal_filter f = { .types = { T_PONG }, .n_types = 1, .mode = SHOAL_ROUTE_GROUP };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	uint32_t id = 0;
+	int64_t t0;
+
+	(void)arg;
+	g = rt_attach_here("late", 1, 1);
+	ctx = shoal_group_worker(g, 0);
+	atomic_store(&rt_res->ready[0], 1);
+	while (atomic_load(&rt_res->go) != 1)
+		usleep(1000);
+	/* Short while the router is stuck, long again (as attached, from
+	 * $SHOAL_CTL_TIMEOUT_MS) once it moves: a loaded machine may take
+	 * more than 300 ms to answer. */
+	g->ctl_ms = 300;
+	t0 = (int64_t)mono_ns();
+	atomic_store(&rt_res->status[0], shoal_subscribe(ctx, &f, &id));
+	atomic_store(&rt_res->elapsed_ns[0], (int64_t)mono_ns() - t0);
+	atomic_store(&rt_res->ready[0], 2);
+	while (atomic_load(&rt_res->go) != 2)
+		usleep(1000);
+	g->ctl_ms = 30000;
+	atomic_store(&rt_res->status[1], shoal_unsubscribe(ctx, 999999));
+	f.types[0] = T_OTHER;
+	atomic_store(&rt_res->status[2], shoal_subscribe(ctx, &f, &id));
+	atomic_store(&rt_res->status[3], (int32_t)id);
+	shoal_group_detach(g);
+	return 0;
+}
+
+static void runtime_request_to_a_stuck_router_times_out_and_its_late_reply_is_dropped(void **state)
+{
+	pid_t p;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-stuck", NULL, 0), 0);
+	p = test_spawn(stuck_router_main, NULL, 0);
+	for (int i = 0; atomic_load(&rt_res->ready[0]) != 1; i++) {
+		assert_true(i < 30000);
+		usleep(1000);
+	}
+	pthread_mutex_lock(&rt_router->lock);
+	atomic_store(&rt_res->go, 1);
+	for (int i = 0; atomic_load(&rt_res->ready[0]) != 2; i++) {
+		assert_true(i < 30000);
+		usleep(1000);
+	}
+	pthread_mutex_unlock(&rt_router->lock);
+	atomic_store(&rt_res->go, 2);
+	test_assert_exited(test_wait_pid(p, 30000), 0);
+	assert_int_equal(atomic_load(&rt_res->status[0]), -ETIMEDOUT);
+	assert_true(atomic_load(&rt_res->elapsed_ns[0]) >= 300000000);
+	assert_int_equal(atomic_load(&rt_res->status[1]), -ENOENT);
+	assert_int_equal(atomic_load(&rt_res->status[2]), 0);
+	assert_int_not_equal(atomic_load(&rt_res->status[3]), 0);
+	rt_stop_router();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1334,6 +1461,8 @@ int main(void)
 		cmocka_unit_test(runtime_discard_route_is_counted),
 		cmocka_unit_test(runtime_request_in_a_handler_survives_its_ring_table_growing),
 		cmocka_unit_test(runtime_request_to_the_sender_of_a_run_keeps_its_order),
+		cmocka_unit_test(runtime_attach_to_a_router_that_never_answers_times_out),
+		cmocka_unit_test(runtime_request_to_a_stuck_router_times_out_and_its_late_reply_is_dropped),
 	};
 
 	rt_init();

@@ -133,8 +133,12 @@ static inline bool shoal_reply_is(const struct shoal_reply *r, uint32_t type, ui
  * Runs on_start for every actor. Returns 0 or a negative errno with the
  * reason in *err: -ECONNREFUSED/-ENOENT (no router), -EACCES (refused by the
  * router: another user), -EEXIST (a type conflicts with the system's
- * declaration, or the group is already running), -EINVAL (bad descriptor).
- * Blocks on the control socket; allocates.
+ * declaration, or the group is already running), -EINVAL (bad descriptor,
+ * or a bad $SHOAL_CTL_TIMEOUT_MS), -ETIMEDOUT (the router did not answer).
+ * Blocks on the control socket, at most $SHOAL_CTL_TIMEOUT_MS (default
+ * 30000) a step, as every control request of the group does (subscribe,
+ * unsubscribe, a direct link's opening; detach waits at most 1 s);
+ * allocates.
  */
 SHOAL_API int shoal_group_attach(struct shoal_group **g, const struct shoal_group_desc *desc,
 				 const char *system, struct shoal_err *err);
@@ -304,7 +308,11 @@ SHOAL_API int shoal_respond(struct shoal_ctx *ctx, const struct shoal_msg *req, 
 /* Answer request `req` with an error (a negative errno). */
 SHOAL_API int shoal_respond_error(struct shoal_ctx *ctx, const struct shoal_msg *req, int err);
 
-/* Subscribe this group to `f` at run time; returns the filter id in *id. */
+/*
+ * Subscribe this group to `f` at run time; returns the filter id in *id.
+ * Both ask the router and wait for its answer: -ETIMEDOUT after
+ * $SHOAL_CTL_TIMEOUT_MS (shoal_group_attach()).
+ */
 SHOAL_API int shoal_subscribe(struct shoal_ctx *ctx, const struct shoal_filter *f, uint32_t *id);
 SHOAL_API int shoal_unsubscribe(struct shoal_ctx *ctx, uint32_t id);
 

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,11 +30,68 @@
 /* ---- control requests --------------------------------------------------- */
 
 /*
+ * How long a control request may wait for the router: to be accepted, to
+ * send, and for its reply. A router stopped or stuck (SIGSTOP, a debugger,
+ * a control thread that never returns) would otherwise hold an attach, a
+ * subscribe, a link's opening and a group's exit for good. The default is
+ * far above what a busy router takes (a HELLO creates the group's mailbox,
+ * 100 of them queue behind one another when a system starts);
+ * SHOAL_CTL_TIMEOUT_MS sets it per process. Leaving (BYE) waits at most
+ * BYE_TIMEOUT_MS: the router treats a closed connection as a BYE anyway.
+ */
+#define CTL_TIMEOUT_MS 30000
+#define CTL_TIMEOUT_MAX_MS 3600000L
+#define BYE_TIMEOUT_MS 1000
+
+/* The process's control timeout: 0, or -EINVAL with the reason in *err. */
+static int ctl_timeout(int *ms, struct shoal_err *err)
+{
+	const char *v = getenv("SHOAL_CTL_TIMEOUT_MS");
+	char *end;
+	long n;
+
+	*ms = CTL_TIMEOUT_MS;
+	if (v == NULL || v[0] == '\0')
+		return 0;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (errno != 0 || *end != '\0' || n < 1 || n > CTL_TIMEOUT_MAX_MS)
+		return shoal__fail(err, -EINVAL, "SHOAL_CTL_TIMEOUT_MS=%s: not a number of "
+				   "milliseconds from 1 to %ld", v, CTL_TIMEOUT_MAX_MS);
+	*ms = (int)n;
+	return 0;
+}
+
+/* Wait up to `ms` for something to read on the control socket: 0 (a
+ * reply, or the hang-up that recv() reports), -ETIMEDOUT or -errno. */
+static int ctl_readable(int fd, int ms)
+{
+	uint64_t end = shoal__now_ns() + (uint64_t)ms * 1000000u;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	for (;;) {
+		uint64_t now = shoal__now_ns();
+		int n;
+
+		if (now >= end)
+			return -ETIMEDOUT;
+		n = poll(&p, 1, (int)((end - now + 999999u) / 1000000u));
+		if (n > 0)
+			return 0;
+		if (n < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+/*
  * Send a request and copy its reply (of op `want_op`) into `reply` (cap
- * bytes). An ERROR reply becomes the returned errno and *err. Lock held.
+ * bytes), waiting at most `ms` for each step. An ERROR reply becomes the
+ * returned errno and *err. A request whose reply did not come in time is
+ * owed one (g->ctl_owed): the router answers in order, so the next call
+ * reads and drops the late ones before its own. Lock held.
  */
 static int ctl_call(struct shoal_group *g, const void *req, size_t len, void *reply, size_t cap,
-		    int want_op, struct shoal_err *err)
+		    int want_op, int ms, struct shoal_err *err)
 {
 	union {
 		struct shoal__ctl_error e;
@@ -43,9 +101,25 @@ static int ctl_call(struct shoal_group *g, const void *req, size_t len, void *re
 	} buf;
 	int n, op, sent = shoal__ctl_send(g->ctl, req, len);
 
+	if (sent == -EAGAIN)   /* SO_SNDTIMEO: its queue stayed full */
+		return shoal__fail(err, -ETIMEDOUT, "the router of system %s took no request "
+				   "for %d ms (stopped or stuck?)", g->system, ms);
 	/* Even when the send failed, the router may have explained why before
 	 * closing (a refused uid): read that first. */
-	n = shoal__ctl_recv(g->ctl, &buf, sizeof(buf));
+	for (;;) {
+		n = ctl_readable(g->ctl, ms);
+		if (n == -ETIMEDOUT) {
+			if (sent == 0)
+				g->ctl_owed++;
+			return shoal__fail(err, -ETIMEDOUT, "the router of system %s did not "
+					   "answer within %d ms (stopped or stuck?)", g->system, ms);
+		}
+		if (n == 0)
+			n = shoal__ctl_recv(g->ctl, &buf, sizeof(buf));
+		if (n < 0 || sent < 0 || g->ctl_owed == 0)
+			break;
+		g->ctl_owed--;   /* the late reply of a request given up */
+	}
 	if (n < 0 && sent < 0)
 		return shoal__fail(err, sent, "lost the router's control socket: %s",
 				   strerror(-sent));
@@ -76,7 +150,8 @@ int shoal__open_direct(struct shoal_group *g, unsigned src_worker, uint16_t dst_
 	req.dst_worker = dst_worker;
 	req.src_worker = (uint16_t)src_worker;
 	pthread_mutex_lock(&g->ctl_lock);
-	ret = ctl_call(g, &req, sizeof(req), &reply, sizeof(reply), SHOAL__CTL_DIRECT, err);
+	ret = ctl_call(g, &req, sizeof(req), &reply, sizeof(reply), SHOAL__CTL_DIRECT, g->ctl_ms,
+		       err);
 	pthread_mutex_unlock(&g->ctl_lock);
 	if (ret == 0)
 		memcpy(ring, reply.ring, sizeof(reply.ring));
@@ -97,7 +172,8 @@ int shoal_subscribe(struct shoal_ctx *ctx, const struct shoal_filter *f, uint32_
 	req.f = *f;
 	req.f.group = g->id;
 	pthread_mutex_lock(&g->ctl_lock);
-	ret = ctl_call(g, &req, sizeof(req), &reply, sizeof(reply), SHOAL__CTL_OK, NULL);
+	ret = ctl_call(g, &req, sizeof(req), &reply, sizeof(reply), SHOAL__CTL_OK, g->ctl_ms,
+		       NULL);
 	pthread_mutex_unlock(&g->ctl_lock);
 	if (ret == 0 && id != NULL)
 		*id = reply.id;
@@ -115,7 +191,8 @@ int shoal_unsubscribe(struct shoal_ctx *ctx, uint32_t id)
 	shoal__ctl_init(&req.h, SHOAL__CTL_UNSUB, sizeof(req));
 	req.id = id;
 	pthread_mutex_lock(&g->ctl_lock);
-	ret = ctl_call(g, &req, sizeof(req), &reply, sizeof(reply), SHOAL__CTL_OK, NULL);
+	ret = ctl_call(g, &req, sizeof(req), &reply, sizeof(reply), SHOAL__CTL_OK, g->ctl_ms,
+		       NULL);
 	pthread_mutex_unlock(&g->ctl_lock);
 	return ret;
 }
@@ -193,9 +270,11 @@ static int check_desc(const struct shoal_group_desc *d, const char *name, struct
 	return 0;
 }
 
-static int connect_router(const char *system, struct shoal_err *err)
+static int connect_router(const char *system, int ms, struct shoal_err *err)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	/* Bounds connect() (a router whose backlog is full) and send(). */
+	struct timeval tv = { .tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000 };
 	char path[256];
 	int fd;
 
@@ -205,10 +284,14 @@ static int connect_router(const char *system, struct shoal_err *err)
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return shoal__fail(err, -errno, "socket: %s", strerror(errno));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+	if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0 ||
+	    connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 		int e = errno;
 
 		close(fd);
+		if (e == EAGAIN)
+			return shoal__fail(err, -ETIMEDOUT, "the router of system %s took no "
+					   "connection for %d ms (stopped or stuck?)", system, ms);
 		return shoal__fail(err, -e, "no router for system %s at %s: %s", system, path,
 				   strerror(e));
 	}
@@ -245,7 +328,7 @@ static int hello(struct shoal_group *g, struct shoal__ctl_welcome *w, struct sho
 		f[i] = d->subs[i];
 		f[i].group = 0;
 	}
-	ret = ctl_call(g, m, len, w, sizeof(*w), SHOAL__CTL_WELCOME, err);
+	ret = ctl_call(g, m, len, w, sizeof(*w), SHOAL__CTL_WELCOME, g->ctl_ms, err);
 	free(m);
 	return ret;
 }
@@ -354,7 +437,10 @@ int shoal_group_attach(struct shoal_group **out, const struct shoal_group_desc *
 	snprintf(g->name, sizeof(g->name), "%s", name);
 	snprintf(g->system, sizeof(g->system), "%s", system);
 	pthread_mutex_init(&g->ctl_lock, NULL);
-	g->ctl = connect_router(system, err);
+	ret = ctl_timeout(&g->ctl_ms, err);
+	if (ret < 0)
+		goto fail;
+	g->ctl = connect_router(system, g->ctl_ms, err);
 	if (g->ctl < 0) {
 		ret = g->ctl;
 		goto fail;
@@ -527,7 +613,8 @@ void shoal_group_detach(struct shoal_group *g)
 
 		shoal__ctl_init(&bye, SHOAL__CTL_BYE, sizeof(bye));
 		pthread_mutex_lock(&g->ctl_lock);
-		(void)ctl_call(g, &bye, sizeof(bye), &ok, sizeof(ok), SHOAL__CTL_OK, NULL);
+		(void)ctl_call(g, &bye, sizeof(bye), &ok, sizeof(ok), SHOAL__CTL_OK,
+			       g->ctl_ms < BYE_TIMEOUT_MS ? g->ctl_ms : BYE_TIMEOUT_MS, NULL);
 		pthread_mutex_unlock(&g->ctl_lock);
 	}
 	if (g->ctx != NULL)

@@ -23,6 +23,8 @@
 
 #include "runtime/layout.h"
 #include "shm/clock.h"
+#include "shm/segment_layout.h"
+#include "shm/util.h"
 
 /* In-process rings between workers. Process-private: what they hold when
  * the process is killed is lost, and counted (fwd_lost) at the next attach. */
@@ -223,7 +225,18 @@ struct shoal_group {
 /* runtime/data/rings.c */
 int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err);
 void shoal__ctx_fini(struct shoal_ctx *ctx);
-void shoal__ctx_scan(struct shoal_ctx *ctx);
+void shoal__ctx_scan_new(struct shoal_ctx *ctx);
+
+/* Take the rings the router added to our mailbox since the last look: one
+ * load inline (the directory's count, A2 of shm/segment.c), a call only
+ * when it moved. Every pass looks. */
+static inline void shoal__ctx_scan(struct shoal_ctx *ctx)
+{
+	const struct shoal__seg_hdr *h = ctx->g->mbx_seg.base;
+
+	if (SHOAL_UNLIKELY(shoal_load_acquire(&h->dir_count) != ctx->dir_seen))
+		shoal__ctx_scan_new(ctx);
+}
 bool shoal__ctx_uplink_renew(struct shoal_ctx *ctx);
 bool shoal__stop_requested(struct shoal_group *g);
 

@@ -831,9 +831,11 @@ unsigned shoal_ring_peek_run(struct shoal_ring_cons *c, struct shoal_rec *first,
 	}
 	/* The bytes published before the end of the data area bound the run,
 	 * so every record of it lies inside both (need <= end: cons_rec()).
-	 * One division per run, and only for a short one. */
+	 * One division per run, and only for a short one of more than one
+	 * record: a poll at a low rate finds one, and a division is some 25
+	 * cycles of its latency. */
 	end = tail - head < c->mask + 1 - off ? tail - head : c->mask + 1 - off;
-	k = (uint64_t)n * need <= end ? n : end / need;
+	k = (uint64_t)n * need <= end ? n : end < 2 * need ? 1 : end / need;
 	/* Each later header must equal the first, checked one, word for word:
 	 * the same length and tag, no flags. Its value is only compared, never
 	 * used, so a header that changes between two reads can only move where

@@ -96,15 +96,13 @@ static int ring_source(const struct shoal_seg_tag *tag)
 
 /*
  * Attach the inbound rings the router added to our mailbox since the last
- * scan (those tagged as read by this worker). Cheap when nothing changed:
- * one load.
+ * scan (those tagged as read by this worker): shoal__ctx_scan() calls this
+ * when the directory's count moved.
  */
-void shoal__ctx_scan(struct shoal_ctx *ctx)
+void shoal__ctx_scan_new(struct shoal_ctx *ctx)
 {
 	uint32_t count = shoal_seg_dir_count(&ctx->g->mbx_seg);
 
-	if (SHOAL_LIKELY(count == ctx->dir_seen))
-		return;
 	for (uint32_t i = ctx->dir_seen; i < count; i++) {
 		struct shoal_seg_region r;
 		void *mem;

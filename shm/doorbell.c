@@ -276,8 +276,12 @@ uint32_t shoal__doorbell_ready_take_slow(struct shoal_doorbell *db)
 
 	/* F3: pairs with F2 before mark_ready(); see there. */
 	shoal_fence_full();
-	/* A word without ON was damaged or never opted in: look everywhere. */
-	if (!(r & SHOAL_DOORBELL_READY_ON) || (r & ~SHOAL_DOORBELL_READY_ON) == 0)
+	/* A word without ON was damaged or never opted in, one with a bit
+	 * past the hints damaged (a pass would read no hint's list for it):
+	 * look everywhere. */
+	if (!(r & SHOAL_DOORBELL_READY_ON) || (r & ~SHOAL_DOORBELL_READY_ON) == 0 ||
+	    (r & ~(SHOAL_DOORBELL_READY_ON | SHOAL_DOORBELL_READY_SET |
+		   ((UINT32_C(4) << SHOAL_DOORBELL_READY_HINTS) - 4))) != 0)
 		return SHOAL_DOORBELL_READY_SET;
 	return r & ~SHOAL_DOORBELL_READY_ON;
 }

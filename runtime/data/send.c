@@ -1119,6 +1119,10 @@ bool shoal__idle_prepare(struct shoal_ctx *ctx)
 	 * the ready summary, and what a request set aside. */
 	if (ctx->def_head != NULL || shoal__rings_ready_from(ctx, SHOAL__ANY_SOURCE)) {
 		shoal_doorbell_cancel(db);
+		/* What the look found may have no mark in the summary yet (its
+		 * producer between commit and mark): the next poll reads every
+		 * ring, as after poll.c's own wait. */
+		ctx->look = SHOAL_DOORBELL_READY_SET;
 		return false;
 	}
 	return true;

@@ -6,9 +6,10 @@
  * schedules that could hide a published message from a poll: rings that
  * share a hint bit, with each other and with a dispatcher's ring; sends and
  * new rings while a pass runs; a handler that polls, or makes a request,
- * inside the pass; an erased mark; and, across processes,
- * producers that publish (with F2 or without it, the consumer streaming)
- * while the consumer takes the summary or goes to sleep.
+ * inside the pass; an erased mark, a damaged summary word, a look before
+ * a sleep that found what the summary does not say yet; and, across
+ * processes, producers that publish (with F2 or without it, the consumer
+ * streaming) while the consumer takes the summary or goes to sleep.
  *
  * The property every case checks: a poll that begins after a send has
  * returned finds that message. The summary lets a poll look at less than
@@ -32,6 +33,7 @@
 #include <shoal/group.h>
 #include <shoal/router.h>
 
+#include "runtime/data/relay.h"
 #include "runtime/data/worker.h"
 #include "runtime/group_impl.h"
 #include "runtime/layout.h"
@@ -612,6 +614,28 @@ static void hint_review_request_inside_a_pass_leaves_nothing_behind(void **state
 }
 
 /*
+ * A summary word with a bit no hint uses (bit 31: hints are bits 2 to 30)
+ * is damage, as a word without READY_ON is: the poll looks at every ring
+ * ("garbage in the word costs a scan, never a missed one"). Taken as a
+ * hint it names list 29 of 29, past the lists' end.
+ */
+static void hint_review_summary_bit_past_the_hints_means_every_ring(void **state)
+{
+	(void)state;
+	here_start("hr-bit31", 4, 1);
+	while (poll_trusting() > 0)
+		;
+	H.handled = H.sent = 0;
+	for (int k = 0; k < 4; k++) {
+		send_from(k, K_PLAIN);
+		atomic_store(&H.cc->mw->in_db.ready, SHOAL_DOORBELL_READY_ON | UINT32_C(1) << 31);
+		assert_int_equal(poll_trusting(), 1);
+		assert_int_equal(poll_trusting(), 0);
+	}
+	here_stop();
+}
+
+/*
  * The safety net under the summary: a mark erased (a peer wrote the word
  * back to READY_ON) leaves its message to the look at every ring that one
  * empty poll in SUMMARY_TRUST makes, never longer.
@@ -632,6 +656,39 @@ static void hint_review_erased_mark_is_found_within_summary_trust_polls(void **s
 			assert_true(++polls < (int)SUMMARY_TRUST);
 		assert_int_equal(ret, 1);
 	}
+	here_stop();
+}
+
+/*
+ * A commit whose mark has not landed in the summary yet (its producer is
+ * between the two, or died there): the look at every ring before a sleep
+ * finds it, and the poll that follows that look must read every ring, not
+ * the summary. poll.c's own sleep does (a poll that may wait returns it);
+ * so must the bridge's steps (shoal__idle_prepare(), runtime/data/send.c),
+ * whose caller polls again when the look found something: the summary
+ * would answer that poll "nothing" until the look at every ring that
+ * SUMMARY_TRUST empty polls bring.
+ */
+static void hint_review_poll_after_an_idle_look_that_found_records_reads_them(void **state)
+{
+	(void)state;
+	here_start("hr-idle", 2, 1);
+	while (poll_trusting() > 0)
+		;
+	H.handled = H.sent = 0;
+	/* poll.c's sleep: the spin's look finds it, the pass reads it. */
+	send_from(0, K_PLAIN);
+	atomic_store(&H.cc->mw->in_db.ready, SHOAL_DOORBELL_READY_ON);
+	assert_int_equal(shoal_poll(H.cc, 0, 2 * SECOND), 1);
+	assert_int_equal(poll_trusting(), 0);
+	/* The bridge's steps: the look finds it, cancels the sleep; the
+	 * bridge polls at once. */
+	send_from(1, K_PLAIN);
+	atomic_store(&H.cc->mw->in_db.ready, SHOAL_DOORBELL_READY_ON);
+	assert_false(shoal__idle_prepare(H.cc));
+	assert_int_equal(atomic_load(&H.cc->mw->in_db.state), SHOAL_DOORBELL_AWAKE);
+	assert_int_equal(poll_trusting(), 1);
+	assert_int_equal(poll_trusting(), 0);
 	here_stop();
 }
 
@@ -900,7 +957,9 @@ int main(void)
 		cmocka_unit_test(hint_review_sends_and_polls_during_a_pass_leave_nothing_behind),
 		cmocka_unit_test(hint_review_forwarded_copies_are_found_by_the_next_poll),
 		cmocka_unit_test(hint_review_request_inside_a_pass_leaves_nothing_behind),
+		cmocka_unit_test(hint_review_summary_bit_past_the_hints_means_every_ring),
 		cmocka_unit_test(hint_review_erased_mark_is_found_within_summary_trust_polls),
+		cmocka_unit_test(hint_review_poll_after_an_idle_look_that_found_records_reads_them),
 		cmocka_unit_test(hint_review_busy_poll_sees_every_finished_send),
 		cmocka_unit_test(hint_review_streaming_poll_sees_every_finished_send),
 		cmocka_unit_test(hint_review_sleeping_poll_wakes_for_every_finished_send),

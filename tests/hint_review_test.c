@@ -16,7 +16,9 @@
  * every ring, never at less than the rings that have such a message; the
  * periodic look at every ring (SUMMARY_TRUST) and the look before a sleep
  * would hide a lost hint behind a delay, so the cases count polls that
- * missed a finished send instead of waiting for one to show up.
+ * missed a finished send instead of waiting for one to show up. One case
+ * checks the other side of that look: a handler's timed poll sleeps
+ * rather than spin on records only its run will take.
  */
 #include <errno.h>
 #include <sched.h>
@@ -64,7 +66,7 @@ static uint32_t bit_of(int id)
 enum { K_PLAIN = 0, K_NEST = 1 };
 
 /* What the handler of the scenario's K_NEST message does, in order. */
-enum { OP_END = 0, OP_SEND, OP_POLL, OP_CONNECT_SEND, OP_REQUEST };
+enum { OP_END = 0, OP_SEND, OP_POLL, OP_CONNECT_SEND, OP_REQUEST, OP_WAIT };
 
 /* Peers by role: A sends the K_NEST message; A2 shares A's bit (its ring
  * comes after A's in the consumer's list); Z shares A's bit and opens its
@@ -99,6 +101,7 @@ static struct {
 	int role[R_ROLES];         /* the scenario's peers */
 	uint64_t resp;             /* the responder's address (OP_REQUEST) */
 	int request_status;
+	int wait_status;           /* OP_WAIT's poll */
 } H;
 
 static void send_from(int k, uint32_t kind)
@@ -107,6 +110,16 @@ static void send_from(int k, uint32_t kind)
 
 	assert_int_equal(shoal_try_send_to(shoal_group_worker(H.p[k], 0), H.to, T_PING, &v,
 					   sizeof(v)), 0);
+	H.sent++;
+}
+
+/* A message of another length: a run of records ends before it. */
+static void send_short_from(int k)
+{
+	struct msg v = { .seq = H.sent + 1, .from = (uint32_t)k };
+
+	assert_int_equal(shoal_try_send_to(shoal_group_worker(H.p[k], 0), H.to, T_PING, &v,
+					   sizeof(v) - 8), 0);
 	H.sent++;
 }
 
@@ -133,6 +146,9 @@ static void run_steps(const struct step *s)
 		case OP_POLL:
 			assert_true(shoal_poll(H.cc, s->budget, 0) >= 0);
 			break;
+		case OP_WAIT:
+			H.wait_status = shoal_poll(H.cc, 0, SECOND / 5);
+			break;
 		case OP_REQUEST:
 			/* The responder sends us a message before it answers:
 			 * the request sets it aside. */
@@ -149,9 +165,11 @@ static void here_handler(struct shoal_actor *a, const struct shoal_msg *m)
 	struct msg v;
 
 	(void)a;
+	H.handled++;
+	if (m->len == sizeof(v) - 8)
+		return;   /* send_short_from()'s */
 	assert_int_equal(m->len, sizeof(v));
 	memcpy(&v, m->data, sizeof(v));
-	H.handled++;
 	if (v.kind == K_NEST && H.during != NULL) {
 		const struct step *s = H.during;
 
@@ -950,6 +968,36 @@ static void hint_review_sleeping_poll_wakes_for_every_finished_send(void **state
 	run_xp(&xp_variants[2]);
 }
 
+/*
+ * A handler's timed poll while a record waits behind the handler's run on
+ * the run's own ring (a record of another length, so not in the run): the
+ * pass leaves that ring to the run, and the wait sleeps until its timeout
+ * (the doorbell counts the sleep) rather than spinning on what it will not
+ * read. The record is handled after the handler, by the outer pass.
+ */
+static void hint_review_timed_poll_in_a_handler_sleeps_past_its_run(void **state)
+{
+	static const struct step wait[] = { { OP_WAIT, 0, 0 }, { OP_END, 0, 0 } };
+	uint64_t sleeps;
+
+	(void)state;
+	here_start("hr-wait", 1, 1);
+	while (poll_trusting() > 0)
+		;
+	H.handled = H.sent = 0;
+	H.wait_status = 1;
+	sleeps = shoal_load_relaxed(&H.cc->mw->in_db.sleeps);
+	send_from(0, K_NEST);
+	send_short_from(0);
+	H.during = wait;
+	drain_all("timed poll in a handler");
+	assert_null(H.during);   /* the handler ran */
+	assert_int_equal(H.wait_status, 0);
+	if (shoal_load_relaxed(&H.cc->mw->in_db.sleeps) == sleeps)
+		fail_msg("the handler's timed poll never slept: it spun on its run's ring");
+	here_stop();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -963,6 +1011,7 @@ int main(void)
 		cmocka_unit_test(hint_review_busy_poll_sees_every_finished_send),
 		cmocka_unit_test(hint_review_streaming_poll_sees_every_finished_send),
 		cmocka_unit_test(hint_review_sleeping_poll_wakes_for_every_finished_send),
+		cmocka_unit_test(hint_review_timed_poll_in_a_handler_sleeps_past_its_run),
 	};
 
 	rt_init();

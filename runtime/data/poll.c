@@ -667,11 +667,20 @@ uint32_t shoal__poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
 	return scan_rings(ctx, budget, src);
 }
 
+/*
+ * Whether a wait has anything to take. A plain poll in a handler leaves
+ * the ring of the handler's run to the run (pass_ring()): what waits
+ * there is not for it, and counting it would keep its timed wait from
+ * ever sleeping.
+ */
 bool shoal__rings_ready_from(struct shoal_ctx *ctx, int src)
 {
+	bool in_run = ctx->polling && ctx->run.active && ctx->wait_rid == 0;
+
 	shoal__ctx_scan(ctx);
 	for (uint32_t k = 0; k < ctx->n_in; k++)
-		if (reads(&ctx->in[k], src) && !shoal_ring_empty(&ctx->in[k].c))
+		if (reads(&ctx->in[k], src) && !(in_run && ctx->run.ring == k) &&
+		    !shoal_ring_empty(&ctx->in[k].c))
 			return true;
 	return shoal__stop_flagged(ctx->g);
 }

@@ -247,7 +247,7 @@ static const char hosts_yaml[] =
 	"hosts:\n"
 	"  down_after: 3s\n"
 	"  link: { window: 2MiB, flush: 8KiB, flush_deadline: 20us, keepalive: 50ms,\n"
-	"          dead_after: 500ms, backoff: 10ms, max_backoff: 200ms }\n"
+	"          dead_after: 500ms, backoff: 10ms, max_backoff: 200ms, spin: 0us }\n"
 	"  list:\n"
 	"    - { name: a, listen: 169.254.10.1:7400 }\n"
 	"    - { name: b, listen: '0.0.0.0:7400', reach: '169.254.10.2:7400' }\n"
@@ -284,6 +284,7 @@ static void config_hosts_parse_with_their_links_and_groups(void **state)
 	assert_int_equal(x->link.dead_ns, 500000000);
 	assert_int_equal(x->link.backoff_ns, 10000000);
 	assert_int_equal(x->link.max_backoff_ns, 200000000);
+	assert_int_equal(x->link.spin_ns, 0);   /* given: no spin, not the default */
 	assert_int_equal(x->groups[0].host, 0);
 	assert_int_equal(x->groups[1].host, 1);
 	assert_int_equal(y->n_hosts, 3);
@@ -323,6 +324,26 @@ static void config_hosts_parse_with_their_links_and_groups(void **state)
 	assert_non_null(strstr(err.msg, "say which one this is with --host NAME"));
 	shoal__config_free(x);
 	shoal__config_free(y);
+}
+
+/* A bridge spins SHOAL__CFG_LINK_SPIN_NS after work unless told otherwise;
+ * the link layer's options not given stay 0 (its defaults). */
+static void config_hosts_link_spin_has_its_default(void **state)
+{
+	struct shoal__config *c;
+
+	(void)state;
+	c = parse_ok("system: s\nhosts:\n  list:\n    - { name: a, listen: 1.2.3.4:1 }\n"
+		     "groups:\n  - { name: p, program: /bin/true, host: a }\n");
+	assert_int_equal(c->link.spin_ns, SHOAL__CFG_LINK_SPIN_NS);
+	assert_int_equal(c->link.spin_ns, 200000);
+	assert_int_equal(c->link.flush_ns, 0);
+	shoal__config_free(c);
+	c = parse_ok("system: s\nhosts:\n  link: { spin: 1s }\n  list:\n"
+		     "    - { name: a, listen: 1.2.3.4:1 }\n"
+		     "groups:\n  - { name: p, program: /bin/true, host: a }\n");
+	assert_int_equal(c->link.spin_ns, UINT64_C(1000000000));
+	shoal__config_free(c);
 }
 
 static void config_without_hosts_runs_every_group_and_refuses_host(void **state)
@@ -435,6 +456,10 @@ static const struct {
 	  "    host: a\n", "keepalive must be shorter than dead_after" },
 	{ "hosts:\n  link: { backoff: 0ms }\n  list:\n    - { name: a, listen: 1.2.3.4:1 }\n",
 	  "    host: a\n", "hosts.link.backoff must be longer than 0" },
+	{ "hosts:\n  link: { spin: 1001ms }\n  list:\n    - { name: a, listen: 1.2.3.4:1 }\n",
+	  "    host: a\n", "t.yaml:3:17: hosts.link.spin is longer than 1s" },
+	{ "hosts:\n  link: { spin: fast }\n  list:\n    - { name: a, listen: 1.2.3.4:1 }\n",
+	  "    host: a\n", "t.yaml:3:17: hosts.link.spin must be a number with an optional unit, not 'fast'" },
 	{ "hosts:\n  down_after: 1h1s\n  list:\n    - { name: a, listen: 1.2.3.4:1 }\n",
 	  "    host: a\n", "hosts.down_after '1h1s' has an unknown unit" },
 	{ "hosts:\n  list:\n    - { name: a, listen: 1.2.3.4:1 }\n    - { name: 'b c', listen: "
@@ -485,6 +510,7 @@ int main(void)
 		cmocka_unit_test(config_type_larger_than_the_group_mailbox_is_refused),
 		cmocka_unit_test(config_more_shared_memory_than_free_is_refused),
 		cmocka_unit_test(config_hosts_parse_with_their_links_and_groups),
+		cmocka_unit_test(config_hosts_link_spin_has_its_default),
 		cmocka_unit_test(config_without_hosts_runs_every_group_and_refuses_host),
 		cmocka_unit_test(config_bad_hosts_are_refused_at_their_place),
 		cmocka_unit_test(config_group_named_bridge_is_refused_with_hosts),

@@ -420,13 +420,26 @@ static int k_l_max_backoff(struct walk *w, yaml_node_t *v, void *o)
 	return positive_ns(w, v, "hosts.link.max_backoff", &w->c->link.max_backoff_ns);
 }
 
+/* At most a second: a spin longer than the keepalive (100 ms) already
+ * keeps a bridge with a link up from ever sleeping. */
+static int k_l_spin(struct walk *w, yaml_node_t *v, void *o)
+{
+	int ret = duration_ns(w, v, "hosts.link.spin", &w->c->link.spin_ns);
+
+	(void)o;
+	if (ret == 0 && w->c->link.spin_ns > UINT64_C(1000000000))
+		return fail_at(w, v, "hosts.link.spin is longer than 1s");
+	return ret;
+}
+
 static int k_h_link(struct walk *w, yaml_node_t *v, void *o)
 {
 	static const struct key keys[] = {
 		{ "window", k_l_window, false }, { "flush", k_l_flush, false },
 		{ "flush_deadline", k_l_deadline, false }, { "keepalive", k_l_keepalive, false },
 		{ "dead_after", k_l_dead, false }, { "backoff", k_l_backoff, false },
-		{ "max_backoff", k_l_max_backoff, false }, { NULL, NULL, false },
+		{ "max_backoff", k_l_max_backoff, false }, { "spin", k_l_spin, false },
+		{ NULL, NULL, false },
 	};
 	const struct shoal__cfg_link *l = &w->c->link;
 	int ret = mapping(w, v, "hosts.link", keys, o);
@@ -578,6 +591,7 @@ static int k_hosts(struct walk *w, yaml_node_t *v, void *o)
 	if (v == w->hosts && w->c->hosts != NULL)
 		return 0;
 	w->c->down_after_ns = UINT64_C(10000000000);
+	w->c->link.spin_ns = SHOAL__CFG_LINK_SPIN_NS;
 	return mapping(w, v, "hosts", keys, NULL);
 }
 

@@ -77,13 +77,17 @@ struct shoal__cfg_host {
 
 /* hosts.link: the options of every link between bridges; a 0 field takes
  * the link layer's default (runtime/bridge/link.h), except the window:
- * SHOAL__CFG_LINK_WINDOW, which the bridge passes and the types must fit. */
+ * SHOAL__CFG_LINK_WINDOW, which the bridge passes and the types must fit,
+ * and the spin: the bridge's own (runtime/bridge/bridge.c, serve()), set
+ * to SHOAL__CFG_LINK_SPIN_NS when not given, 0 being no spin. */
 #define SHOAL__CFG_LINK_WINDOW (UINT32_C(1) << 20)
+#define SHOAL__CFG_LINK_SPIN_NS (200 * UINT64_C(1000))
 
 struct shoal__cfg_link {
 	uint32_t window;              /* bytes */
 	uint32_t flush_bytes;
 	uint64_t flush_ns, keepalive_ns, dead_ns, backoff_ns, max_backoff_ns;
+	uint64_t spin_ns;             /* looks after a turn with work, before a sleep */
 };
 
 struct shoal__config {

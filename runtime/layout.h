@@ -143,7 +143,11 @@ struct shoal__reg_hdr {
 	 * which direct messages for groups of other hosts go. Router-written
 	 * before any group process starts. */
 	_Atomic uint32_t bridge;
-	uint8_t pad0[SHOAL_FALSE_SHARING - 120];
+	/* How long a request to a group of another host spins, yielding the
+	 * CPU, before it sleeps (hosts.link.spin, as the bridge does; at most
+	 * a second). Router-written with `bridge`. */
+	_Atomic uint32_t remote_spin_ns;
+	uint8_t pad0[SHOAL_FALSE_SHARING - 124];
 	struct shoal__reg_dispatcher disp[SHOAL_MAX_NODES];
 };
 

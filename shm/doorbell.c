@@ -34,6 +34,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <sched.h>
 #include <stddef.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -479,7 +480,7 @@ int shoal_doorbell_wait(struct shoal_doorbell *db, int64_t timeout_ns)
  * once every 64 polls.
  */
 static bool spin(bool (*ready)(void *), void *arg, uint64_t spin_ns, uint64_t deadline,
-		 uint64_t *now)
+		 uint64_t *now, bool yield)
 {
 	uint64_t spin_end = *now + spin_ns;
 
@@ -492,6 +493,8 @@ static bool spin(bool (*ready)(void *), void *arg, uint64_t spin_ns, uint64_t de
 		*now = shoal__now_ns();
 		if (*now >= spin_end || *now >= deadline)
 			return false;
+		if (yield)
+			sched_yield();
 	}
 }
 
@@ -515,8 +518,8 @@ static int sleep_once(struct shoal_doorbell *db, bool (*ready)(void *), void *ar
 	return ret == -EINTR ? ret : 0;
 }
 
-int shoal_doorbell_poll_wait(struct shoal_doorbell *db, uint64_t spin_ns, bool (*ready)(void *),
-			     void *arg, int64_t timeout_ns)
+static int poll_wait(struct shoal_doorbell *db, uint64_t spin_ns, bool (*ready)(void *),
+		     void *arg, int64_t timeout_ns, bool yield)
 {
 	uint64_t now = shoal__now_ns();
 	uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : now + (uint64_t)timeout_ns;
@@ -524,7 +527,7 @@ int shoal_doorbell_poll_wait(struct shoal_doorbell *db, uint64_t spin_ns, bool (
 	for (;;) {
 		int ret;
 
-		if (spin(ready, arg, spin_ns, deadline, &now))
+		if (spin(ready, arg, spin_ns, deadline, &now, yield))
 			return 0;
 		if (now >= deadline)
 			return -ETIMEDOUT;
@@ -532,6 +535,18 @@ int shoal_doorbell_poll_wait(struct shoal_doorbell *db, uint64_t spin_ns, bool (
 		if (ret != 0)
 			return ret < 0 ? ret : 0;
 	}
+}
+
+int shoal_doorbell_poll_wait(struct shoal_doorbell *db, uint64_t spin_ns, bool (*ready)(void *),
+			     void *arg, int64_t timeout_ns)
+{
+	return poll_wait(db, spin_ns, ready, arg, timeout_ns, false);
+}
+
+int shoal_doorbell_yield_wait(struct shoal_doorbell *db, uint64_t spin_ns, bool (*ready)(void *),
+			      void *arg, int64_t timeout_ns)
+{
+	return poll_wait(db, spin_ns, ready, arg, timeout_ns, true);
 }
 
 /* A spin shorter than this is not worth its polls: the budget drops to 0. */
@@ -565,7 +580,7 @@ int shoal_doorbell_idle_wait(struct shoal_doorbell *db, struct shoal_idle *st,
 		bool contended;
 		int ret;
 
-		if (spin(ready, arg, st->spin_ns, deadline, &now))
+		if (spin(ready, arg, st->spin_ns, deadline, &now, false))
 			return 0;
 		if (now >= deadline)
 			return -ETIMEDOUT;

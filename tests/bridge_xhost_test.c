@@ -31,6 +31,7 @@
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,7 @@
 #include <shoal/router.h>
 #include <shoal/segment.h>
 
+#include "runtime/control/config.h"
 #include "runtime/layout.h"
 #include "tests/netns.h"
 #include "tests/testutil.h"
@@ -652,6 +654,27 @@ static unsigned direct_rings_of(int side, const char *system, const char *group,
 	return n;
 }
 
+/* How long a request to another host's group spins on host `side`, as the
+ * router wrote it in the registry of system `system`. */
+static uint32_t remote_spin_of(int side, const char *system)
+{
+	char *saved = getenv("SHOAL_SHM_DIR");
+	struct shoal__registry reg;
+	uint32_t ns;
+
+	saved = saved != NULL ? strdup(saved) : NULL;
+	setenv("SHOAL_SHM_DIR", shm[side], 1);
+	assert_int_equal(shoal__registry_attach(&reg, system, SHOAL_SEG_RDONLY, NULL), 0);
+	ns = atomic_load(&reg.hdr->remote_spin_ns);
+	shoal_seg_detach(&reg.seg);
+	if (saved != NULL)
+		setenv("SHOAL_SHM_DIR", saved, 1);
+	else
+		unsetenv("SHOAL_SHM_DIR");
+	free(saved);
+	return ns;
+}
+
 static void xhost_requests_and_notes_cross_with_their_envelope(void **state)
 {
 	(void)state;
@@ -665,6 +688,10 @@ static void xhost_requests_and_notes_cross_with_their_envelope(void **state)
 	 * hosts direct: an inbound ring's capacity, not a direct ring's. */
 	assert_true(direct_rings_of(0, "xn", "bridge", SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT) > 0);
 	assert_true(direct_rings_of(1, "xn", "resp", SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT) > 0);
+	/* Requests across hosts spin as long as the bridges (hosts.link.spin,
+	 * its default here). */
+	assert_int_equal(remote_spin_of(0, "xn"), SHOAL__CFG_LINK_SPIN_NS);
+	assert_int_equal(remote_spin_of(1, "xn"), SHOAL__CFG_LINK_SPIN_NS);
 	stop_run(0);
 	stop_run(1);
 	check_seq("note", NOTES);

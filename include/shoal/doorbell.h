@@ -276,6 +276,16 @@ SHOAL_API int shoal_doorbell_poll_wait(struct shoal_doorbell *db, uint64_t spin_
 				       bool (*ready)(void *arg), void *arg, int64_t timeout_ns);
 
 /*
+ * shoal_doorbell_poll_wait(), but the spin yields the CPU (sched_yield())
+ * between its looks: for a wait known to last tens of microseconds (an
+ * answer from another host) on CPUs other threads may want. A thread
+ * runnable on this CPU runs at once, and the CPU does not go idle, which
+ * on a VM halts it and makes the next wake-up cost about 20 us.
+ */
+SHOAL_API int shoal_doorbell_yield_wait(struct shoal_doorbell *db, uint64_t spin_ns,
+					bool (*ready)(void *arg), void *arg, int64_t timeout_ns);
+
+/*
  * The idle protocol of a consumer that adapts its spinning (one struct per
  * consumer thread, zeroed, then spin_max_ns and spin_ns set): it spins for
  * spin_ns, which halves each time a spin finds nothing and goes back to
@@ -304,7 +314,7 @@ SHOAL_API int shoal_doorbell_idle_wait(struct shoal_doorbell *db, struct shoal_i
  *       shoal_doorbell_wake_mod (after a shoal_doorbell_fence(), which
  *       touches no doorbell), their _hint forms, shoal_doorbell_wake_due
  *   [3] shoal_doorbell_prepare, shoal_doorbell_cancel, shoal_doorbell_wait,
- *       shoal_doorbell_poll_wait, shoal_doorbell_idle_wait
+ *       shoal_doorbell_poll_wait, shoal_doorbell_yield_wait, shoal_doorbell_idle_wait
  *
  *        [1]  [2]  [3]
  *   [1]   X    X    X

@@ -246,11 +246,12 @@ void shoal__router_bridge_rings(struct shoal_router *r, bool bridge)
 	r->bridge_cap = !bridge ? 0 : r->in_cap > r->direct_cap ? r->in_cap : r->direct_cap;
 }
 
-void shoal__router_set_bridge(struct shoal_router *r, int id)
+void shoal__router_set_bridge(struct shoal_router *r, int id, uint32_t spin_ns)
 {
 	/* Relaxed: set before any group process starts (the supervisor
 	 * declares the groups, then starts them); the attach's control reply
 	 * orders it before a sender's first look. */
+	shoal_store_relaxed(&r->reg->remote_spin_ns, id < 0 ? 0u : spin_ns);
 	shoal_store_relaxed(&r->reg->bridge, id < 0 ? 0u : (uint32_t)id + 1);
 }
 

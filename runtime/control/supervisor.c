@@ -2117,7 +2117,8 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	if (ret == 0) {
 		int bridge = bridge_of(&s, s.cfg);
 
-		shoal__router_set_bridge(s.router, bridge < 0 ? -1 : s.procs[bridge].id);
+		shoal__router_set_bridge(s.router, bridge < 0 ? -1 : s.procs[bridge].id,
+					 (uint32_t)s.cfg->link.spin_ns);
 		ret = apply_routes(&s, s.cfg, s.procs, err);
 	}
 	if (ret < 0)

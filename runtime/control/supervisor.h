@@ -132,7 +132,9 @@ uint64_t shoal__router_uplink_bytes(struct shoal_router *r, int id);
  *    the direct rings to and from it have the inbound rings' capacity
  *    (at least the direct one), and mailboxes room for them. Call it
  *    before declaring the groups.
- *  - set_bridge: `id` is this host's bridge (-1: none).
+ *  - set_bridge: `id` is this host's bridge (-1: none), and a request to
+ *    a group of another host spins `spin_ns` (hosts.link.spin), yielding,
+ *    before it sleeps.
  *  - hosts_down: the hosts (bit = index in the file) the bridge `bridge`
  *    says its links to have been down past hosts.down_after; 0 when it has
  *    not said. Its word: the caller keeps the bits of the file's hosts.
@@ -149,7 +151,7 @@ uint64_t shoal__router_uplink_bytes(struct shoal_router *r, int id);
 int shoal__router_group_on(struct shoal_router *r, const struct shoal_group_spec *spec, int host,
 			  struct shoal_err *err);
 void shoal__router_bridge_rings(struct shoal_router *r, bool bridge);
-void shoal__router_set_bridge(struct shoal_router *r, int id);
+void shoal__router_set_bridge(struct shoal_router *r, int id, uint32_t spin_ns);
 uint64_t shoal__router_hosts_down(struct shoal_router *r, int bridge);
 void shoal__router_mark_host(struct shoal_router *r, const int *ids, uint32_t n, bool down);
 void shoal__router_show_hosts(struct shoal_router *r);

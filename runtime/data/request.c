@@ -89,7 +89,7 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 	struct req_wait rw = { ctx, NULL, 0, 0, false };
 	struct send_wait sw = { NULL, UINT64_MAX, true, 0 };
 	int dg = shoal_addr_group(dest), ret;
-	uint64_t rid;
+	uint64_t rid, remote_spin;
 
 	if (ctx->wait_rid != 0)
 		return -EDEADLK;   /* one request at a time per worker */
@@ -129,8 +129,11 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 	ctx->wait_reply = reply;
 	ctx->wait_done = false;
 	shoal__pin_message(ctx);
+	/* Relaxed: router-written before any group process started. */
+	remote_spin = rw.remote ? shoal_load_relaxed(&ctx->g->reg.hdr->remote_spin_ns) : 0;
 	for (;;) {
 		uint64_t now;
+		int64_t slice;
 
 		shoal__poll_rings(ctx, UINT32_MAX, rw.group);
 		if (ctx->wait_done) {
@@ -152,9 +155,17 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 			ret = -ESHUTDOWN;
 			break;
 		}
-		shoal_doorbell_poll_wait(&ctx->mw->in_db, ctx->g->spin_ns, response_ready, &rw,
-					 (int64_t)(deadline - now < SLEEP_SLICE_NS ? deadline - now :
-						   SLEEP_SLICE_NS));
+		slice = (int64_t)(deadline - now < SLEEP_SLICE_NS ? deadline - now : SLEEP_SLICE_NS);
+		/* An answer from another host takes tens of microseconds: spin
+		 * for it as long as the bridges do, yielding the CPU, rather
+		 * than sleep (a halted vCPU's wake-up is one of the round
+		 * trip's largest parts, docs/hosts.md). */
+		if (remote_spin > 0)
+			shoal_doorbell_yield_wait(&ctx->mw->in_db, remote_spin, response_ready, &rw,
+						  slice);
+		else
+			shoal_doorbell_poll_wait(&ctx->mw->in_db, ctx->g->spin_ns, response_ready,
+						 &rw, slice);
 	}
 	ctx->wait_rid = 0;
 	ctx->wait_reply = NULL;

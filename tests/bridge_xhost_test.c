@@ -615,18 +615,36 @@ static void expect_seq(const char *kind, uint64_t seq)
 	expect_in(log_resp, last);
 }
 
+/* Look at host `side`'s shared memory from here: returns what to give
+ * shm_leave() to look at this process's again. */
+static char *shm_enter(int side)
+{
+	char *saved = getenv("SHOAL_SHM_DIR");
+
+	saved = saved != NULL ? strdup(saved) : NULL;
+	setenv("SHOAL_SHM_DIR", shm[side], 1);
+	return saved;
+}
+
+static void shm_leave(char *saved)
+{
+	if (saved != NULL)
+		setenv("SHOAL_SHM_DIR", saved, 1);
+	else
+		unsetenv("SHOAL_SHM_DIR");
+	free(saved);
+}
+
 /*
  * Every direct ring in `group`'s mailbox on host `side` of system `system`:
  * how many, each checked to have `cap` bytes of data.
  */
 static unsigned direct_rings_of(int side, const char *system, const char *group, uint32_t cap)
 {
-	char seg_name[SHOAL_SEG_NAME_MAX], *saved = getenv("SHOAL_SHM_DIR");
+	char seg_name[SHOAL_SEG_NAME_MAX], *saved = shm_enter(side);
 	struct shoal_seg seg;
 	unsigned n = 0;
 
-	saved = saved != NULL ? strdup(saved) : NULL;
-	setenv("SHOAL_SHM_DIR", shm[side], 1);
 	assert_int_equal(shoal__name_mailbox(seg_name, system, group), 0);
 	assert_int_equal(shoal_seg_attach(&seg, seg_name, SHOAL_SEG_RDONLY, NULL), 0);
 	for (uint32_t i = 0; i < shoal_seg_dir_count(&seg); i++) {
@@ -646,11 +664,7 @@ static unsigned direct_rings_of(int side, const char *system, const char *group,
 		n++;
 	}
 	shoal_seg_detach(&seg);
-	if (saved != NULL)
-		setenv("SHOAL_SHM_DIR", saved, 1);
-	else
-		unsetenv("SHOAL_SHM_DIR");
-	free(saved);
+	shm_leave(saved);
 	return n;
 }
 
@@ -658,20 +672,14 @@ static unsigned direct_rings_of(int side, const char *system, const char *group,
  * router wrote it in the registry of system `system`. */
 static uint32_t remote_spin_of(int side, const char *system)
 {
-	char *saved = getenv("SHOAL_SHM_DIR");
+	char *saved = shm_enter(side);
 	struct shoal__registry reg;
 	uint32_t ns;
 
-	saved = saved != NULL ? strdup(saved) : NULL;
-	setenv("SHOAL_SHM_DIR", shm[side], 1);
 	assert_int_equal(shoal__registry_attach(&reg, system, SHOAL_SEG_RDONLY, NULL), 0);
 	ns = atomic_load(&reg.hdr->remote_spin_ns);
 	shoal_seg_detach(&reg.seg);
-	if (saved != NULL)
-		setenv("SHOAL_SHM_DIR", saved, 1);
-	else
-		unsetenv("SHOAL_SHM_DIR");
-	free(saved);
+	shm_leave(saved);
 	return ns;
 }
 

@@ -477,7 +477,8 @@ int shoal_doorbell_wait(struct shoal_doorbell *db, int64_t timeout_ns)
 /*
  * Poll ready(arg) until it returns true (true), for spin_ns or until
  * `deadline` (false); *now is the last clock reading. The clock is read
- * once every 64 polls.
+ * once every 64 polls, and with `yield` the CPU offered to other threads
+ * then (sched_yield()).
  */
 static bool spin(bool (*ready)(void *), void *arg, uint64_t spin_ns, uint64_t deadline,
 		 uint64_t *now, bool yield)

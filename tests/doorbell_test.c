@@ -557,6 +557,31 @@ static void doorbell_poll_wait_times_out_after_spinning(void **state)
 	assert_true(atomic_load(&db.sleeps) >= 1);
 }
 
+static bool on_third_look(void *arg)
+{
+	unsigned *looks = arg;
+
+	return ++*looks >= 3;
+}
+
+/* The yielding wait keeps poll_wait()'s contract: what turns ready during
+ * its spin is found with no sleep, and a wait for nothing spins, sleeps
+ * and times out. */
+static void doorbell_yield_wait_finds_in_its_spin_or_sleeps(void **state)
+{
+	struct shoal_doorbell db;
+	unsigned looks = 0;
+
+	(void)state;
+	shoal_doorbell_init(&db);
+	assert_int_equal(shoal_doorbell_yield_wait(&db, 1000000, on_third_look, &looks,
+						   5000000000), 0);
+	assert_int_equal(looks, 3);
+	assert_int_equal(atomic_load(&db.sleeps), 0);
+	assert_int_equal(shoal_doorbell_yield_wait(&db, 1000, never, NULL, 5000000), -ETIMEDOUT);
+	assert_true(atomic_load(&db.sleeps) >= 1);
+}
+
 static int sleeper_main(void *arg)
 {
 	struct race *r = arg;
@@ -603,6 +628,7 @@ int main(void)
 		cmocka_unit_test(doorbell_ready_hints_never_hide_a_publish),
 		cmocka_unit_test(doorbell_wait_times_out),
 		cmocka_unit_test(doorbell_poll_wait_times_out_after_spinning),
+		cmocka_unit_test(doorbell_yield_wait_finds_in_its_spin_or_sleeps),
 		cmocka_unit_test(doorbell_fence_then_wake_wakes_a_sleeper_in_another_process),
 		cmocka_unit_test(doorbell_no_lost_wakeup_ping_pong),
 		cmocka_unit_test(doorbell_no_lost_wakeup_burst),

@@ -239,6 +239,15 @@ static int poll_trusting(void)
 	return shoal_poll(H.cc, 0, 0);
 }
 
+/* here_start() of one worker, its rings drained, the counts from 0. */
+static void here_start_drained(const char *sys, int linked_until)
+{
+	here_start(sys, linked_until, 1);
+	while (poll_trusting() > 0)
+		;
+	H.handled = H.sent = 0;
+}
+
 /* Poll until a poll finds nothing: every message sent is handled by then,
  * and no ring holds anything (a poll that returns 0 with a ring holding
  * records is the stall this file looks for). */
@@ -286,10 +295,7 @@ static void hint_review_rings_sharing_a_bit_are_each_found_at_once(void **state)
 	int disp_peer = -1, other_peer = -1;
 
 	(void)state;
-	here_start("hr-share", PEERS, 1);
-	while (poll_trusting() > 0)
-		;
-	H.handled = H.sent = 0;
+	here_start_drained("hr-share", PEERS);
 	for (uint32_t b = 0; b < SHOAL_DOORBELL_READY_HINTS; b++) {
 		int list[PEERS], n = 0;
 
@@ -640,10 +646,7 @@ static void hint_review_request_inside_a_pass_leaves_nothing_behind(void **state
 static void hint_review_summary_bit_past_the_hints_means_every_ring(void **state)
 {
 	(void)state;
-	here_start("hr-bit31", 4, 1);
-	while (poll_trusting() > 0)
-		;
-	H.handled = H.sent = 0;
+	here_start_drained("hr-bit31", 4);
 	for (int k = 0; k < 4; k++) {
 		send_from(k, K_PLAIN);
 		atomic_store(&H.cc->mw->in_db.ready, SHOAL_DOORBELL_READY_ON | UINT32_C(1) << 31);
@@ -661,10 +664,7 @@ static void hint_review_summary_bit_past_the_hints_means_every_ring(void **state
 static void hint_review_erased_mark_is_found_within_summary_trust_polls(void **state)
 {
 	(void)state;
-	here_start("hr-trust", 2, 1);
-	while (poll_trusting() > 0)
-		;
-	H.handled = H.sent = 0;
+	here_start_drained("hr-trust", 2);
 	for (int round = 0; round < 3; round++) {
 		int polls = 0, ret;
 
@@ -690,10 +690,7 @@ static void hint_review_erased_mark_is_found_within_summary_trust_polls(void **s
 static void hint_review_poll_after_an_idle_look_that_found_records_reads_them(void **state)
 {
 	(void)state;
-	here_start("hr-idle", 2, 1);
-	while (poll_trusting() > 0)
-		;
-	H.handled = H.sent = 0;
+	here_start_drained("hr-idle", 2);
 	/* poll.c's sleep: the spin's look finds it, the pass reads it. */
 	send_from(0, K_PLAIN);
 	atomic_store(&H.cc->mw->in_db.ready, SHOAL_DOORBELL_READY_ON);
@@ -981,10 +978,7 @@ static void hint_review_timed_poll_in_a_handler_sleeps_past_its_run(void **state
 	uint64_t sleeps;
 
 	(void)state;
-	here_start("hr-wait", 1, 1);
-	while (poll_trusting() > 0)
-		;
-	H.handled = H.sent = 0;
+	here_start_drained("hr-wait", 1);
 	H.wait_status = 1;
 	sleeps = shoal_load_relaxed(&H.cc->mw->in_db.sleeps);
 	send_from(0, K_NEST);

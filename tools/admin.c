@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <getopt.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -58,7 +57,6 @@ void shoal__admin_ask(const char *system, uint32_t what, const char *group, int 
 	} rep;
 	struct shoal__ctl_admin m;
 	struct shoal_err err = { { 0 } };
-	struct pollfd pfd;
 	int fd, n, op;
 
 	memset(a, 0, sizeof(*a));
@@ -74,11 +72,8 @@ void shoal__admin_ask(const char *system, uint32_t what, const char *group, int 
 		unreached(a, "system %s: cannot send the request: %s", system, strerror(-n));
 		goto out;
 	}
-	pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
-	do
-		n = poll(&pfd, 1, timeout_ms);
-	while (n < 0 && errno == EINTR);
-	if (n == 0) {
+	n = shoal__ctl_readable(fd, timeout_ms);
+	if (n == -ETIMEDOUT) {
 		snprintf(a->msg, sizeof(a->msg), "system %s: no answer within %d s; what was "
 			 "asked may still be done ('shoal stat %s' shows)", system,
 			 timeout_ms / 1000, system);

@@ -62,27 +62,6 @@ static int ctl_timeout(int *ms, struct shoal_err *err)
 	return 0;
 }
 
-/* Wait up to `ms` for something to read on the control socket: 0 (a
- * reply, or the hang-up that recv() reports), -ETIMEDOUT or -errno. */
-static int ctl_readable(int fd, int ms)
-{
-	uint64_t end = shoal__now_ns() + (uint64_t)ms * 1000000u;
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-
-	for (;;) {
-		uint64_t now = shoal__now_ns();
-		int n;
-
-		if (now >= end)
-			return -ETIMEDOUT;
-		n = poll(&p, 1, (int)((end - now + 999999u) / 1000000u));
-		if (n > 0)
-			return 0;
-		if (n < 0 && errno != EINTR)
-			return -errno;
-	}
-}
-
 /*
  * Send a request and copy its reply (of op `want_op`) into `reply` (cap
  * bytes), waiting at most `ms` for each step. An ERROR reply becomes the
@@ -107,7 +86,7 @@ static int ctl_call(struct shoal_group *g, const void *req, size_t len, void *re
 	/* Even when the send failed, the router may have explained why before
 	 * closing (a refused uid): read that first. */
 	for (;;) {
-		n = ctl_readable(g->ctl, ms);
+		n = shoal__ctl_readable(g->ctl, ms);
 		if (n == -ETIMEDOUT) {
 			if (sent == 0)
 				g->ctl_owed++;

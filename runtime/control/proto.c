@@ -5,6 +5,7 @@
  * packet, so its checks are the trust boundary of the control path.
  */
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -196,6 +197,25 @@ int shoal__ctl_recv(int fd, void *buf, size_t cap)
 	if ((size_t)n > cap)
 		return -EMSGSIZE;
 	return (int)n;
+}
+
+int shoal__ctl_readable(int fd, int ms)
+{
+	uint64_t end = shoal__now_ns() + (uint64_t)ms * 1000000u;
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	for (;;) {
+		uint64_t now = shoal__now_ns();
+		int n;
+
+		if (now >= end)
+			return -ETIMEDOUT;
+		n = poll(&p, 1, (int)((end - now + 999999u) / 1000000u));
+		if (n > 0)
+			return 0;
+		if (n < 0 && errno != EINTR)
+			return -errno;
+	}
 }
 
 int shoal__ctl_send_error(int fd, int err, const char *msg)

@@ -173,6 +173,10 @@ size_t shoal__ctl_hello_size(uint32_t n_types, uint32_t n_subs);
 int shoal__ctl_send(int fd, const void *msg, size_t len);
 int shoal__ctl_recv(int fd, void *buf, size_t cap);
 
+/* Wait up to `ms` for a packet (or the hang-up that a recv reports) on
+ * `fd`: 0, -ETIMEDOUT or -errno (EINTR retried, the deadline kept). */
+int shoal__ctl_readable(int fd, int ms);
+
 /* Send an ERROR reply. */
 int shoal__ctl_send_error(int fd, int err, const char *msg);
 

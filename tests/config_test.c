@@ -15,6 +15,7 @@
 #include <shoal/router.h>
 #include <shoal/segment.h>
 
+#include "runtime/bridge/view.h"
 #include "runtime/control/config.h"
 #include "runtime/layout.h"
 #include "tests/testutil.h"
@@ -299,7 +300,8 @@ static void config_hosts_parse_with_their_links_and_groups(void **state)
 	/* --check counts what the router of a host with peers makes: every
 	 * mailbox with room for its ring from the bridge, and the bridge's
 	 * own (one worker, its direct rings of the inbound capacity), which
-	 * the file does not list; a reload adds no bridge. */
+	 * the file does not list, and the bridge's link view (a row per other
+	 * host); a reload adds no bridge. */
 	{
 		const uint32_t in = SHOAL_ROUTER_INBOUND_CAPACITY_DEFAULT;
 		const uint32_t up = SHOAL_ROUTER_UPLINK_CAPACITY_DEFAULT;
@@ -310,6 +312,7 @@ static void config_hosts_parse_with_their_links_and_groups(void **state)
 			want += (shoal__mailbox_size(x->groups[i].workers, up, in, dc, in, false) +
 				 4095) / 4096 * 4096;
 		want += (shoal__mailbox_size(1, up, in, dc, in, true) + 4095) / 4096 * 4096;
+		want += (shoal__links_file_size(x->n_hosts - 1) + 4095) / 4096 * 4096;
 		assert_int_equal(shoal__config_shm_bytes(x, NULL, 4096), want);
 		assert_int_equal(shoal__config_shm_bytes(x, x, 4096), 0);
 	}

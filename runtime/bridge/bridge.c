@@ -330,11 +330,11 @@ static int view_init(void *mem, uint64_t len, void *arg)
  * skipped when it cannot be made: the links work without their view. */
 static void view_open(struct bridge *b)
 {
-	struct shoal_seg_opts so = { .mode = b->cfg->mode, .numa_node = -1, .dir_cap = 4 };
+	struct shoal_seg_opts so = { .mode = b->cfg->mode, .numa_node = -1,
+				     .dir_cap = SHOAL__LINKS_DIR_CAP };
 	char name[SHOAL_SEG_NAME_MAX];
 	uint64_t size = shoal__links_size(b->n_peers), off;
-	/* The header and directory, the region's alignment, the region. */
-	uint64_t file = shoal_seg_overhead(so.dir_cap) + 64 + size;
+	uint64_t file = shoal__links_file_size(b->n_peers);
 	struct shoal_err err;
 	int ret = shoal__name_links(name, system_name(b));
 

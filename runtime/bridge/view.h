@@ -122,6 +122,16 @@ static inline uint64_t shoal__links_size(uint32_t n)
 	return sizeof(struct shoal__links_hdr) + (uint64_t)n * sizeof(struct shoal__links_row);
 }
 
+/* The segment's directory: the one region. */
+#define SHOAL__LINKS_DIR_CAP 4u
+
+/* The file the segment takes for n rows: its header and directory, the
+ * region's alignment (64), the region (`shoal run --check` counts it). */
+static inline uint64_t shoal__links_file_size(uint32_t n)
+{
+	return shoal_seg_overhead(SHOAL__LINKS_DIR_CAP) + 64 + shoal__links_size(n);
+}
+
 /* The segment's name for system `system`: 0, or -ENAMETOOLONG. */
 static inline int shoal__name_links(char buf[SHOAL_SEG_NAME_MAX], const char *system)
 {

@@ -25,6 +25,7 @@
 #include <shoal/router.h>
 
 #include "runtime/bridge/frame.h"
+#include "runtime/bridge/view.h"
 #include "runtime/control/config.h"
 #include "runtime/layout.h"
 #include "shm/util.h"
@@ -1618,11 +1619,14 @@ uint64_t shoal__config_shm_bytes(const struct shoal__config *c,
 			      page);
 	}
 	/* The bridge a host with peers runs: the supervisor adds it to the
-	 * groups it starts, not to the file (`shoal run --check`'s count). */
+	 * groups it starts, not to the file (`shoal run --check`'s count),
+	 * and it makes its link view, a row per other host. */
 	if (bridge_cap != 0 && running == NULL && shoal__config_group(c, SHOAL__BRIDGE_GROUP) < 0)
 		n += round_up(shoal__mailbox_size(1, uplink_of(c), inbound_of(c, NULL), direct_of(c),
 						  bridge_cap, true),
 			      page);
+	if (bridge_cap != 0 && running == NULL)
+		n += round_up(shoal__links_file_size(c->n_hosts - 1), page);
 	return n;
 }
 

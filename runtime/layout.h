@@ -356,6 +356,7 @@ static_assert(offsetof(struct shoal__mbx_hdr, w) == SHOAL_FALSE_SHARING, "mailbo
 static_assert(offsetof(struct shoal__mbx_hdr, hosts_down) == 24, "mailbox ABI");
 static_assert(offsetof(struct shoal__reg_group, remote_host) == 160, "registry ABI");
 static_assert(offsetof(struct shoal__reg_hdr, bridge) == 116, "registry ABI");
+static_assert(offsetof(struct shoal__reg_hdr, remote_spin_ns) == 120, "registry ABI");
 static_assert(sizeof(struct shoal__mbx_aside) == 256, "mailbox ABI");
 static_assert(offsetof(struct shoal__mbx_hdr, aside) ==
 	      SHOAL_FALSE_SHARING + SHOAL_MAX_WORKERS * sizeof(struct shoal__mbx_worker),
@@ -387,6 +388,14 @@ static_assert(offsetof(struct shoal_envelope, flags) == 48, "envelope ABI");
  */
 uint64_t shoal__mailbox_size(uint32_t n_workers, uint32_t up_cap, uint32_t in_cap,
 			     uint32_t direct_cap, uint32_t bridge_cap, bool bridge);
+
+/* The capacity of the direct rings to and from a host's bridge: the
+ * inbound rings', and at least the direct rings' (the router's sizing and
+ * `shoal run --check`'s count use this one rule). */
+static inline uint32_t shoal__bridge_ring_cap(uint32_t in_cap, uint32_t direct_cap)
+{
+	return in_cap > direct_cap ? in_cap : direct_cap;
+}
 uint64_t shoal__system_seg_size(uint64_t page);
 
 /* Segment and socket names of a system (buffers of SHOAL_SEG_NAME_MAX). */

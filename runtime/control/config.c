@@ -1600,7 +1600,7 @@ uint64_t shoal__config_shm_bytes(const struct shoal__config *c,
 	/* With other hosts, rings to and from the bridge as the router sizes
 	 * them (shoal__router_bridge_rings()). */
 	uint32_t bridge_cap = c->n_hosts < 2 ? 0 :
-			      inbound_of(c, NULL) > direct_of(c) ? inbound_of(c, NULL) : direct_of(c);
+			      shoal__bridge_ring_cap(inbound_of(c, NULL), direct_of(c));
 	uint64_t n = 0;
 
 	if (page == 0)

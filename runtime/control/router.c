@@ -243,7 +243,7 @@ int shoal__router_group_on(struct shoal_router *r, const struct shoal_group_spec
 
 void shoal__router_bridge_rings(struct shoal_router *r, bool bridge)
 {
-	r->bridge_cap = !bridge ? 0 : r->in_cap > r->direct_cap ? r->in_cap : r->direct_cap;
+	r->bridge_cap = bridge ? shoal__bridge_ring_cap(r->in_cap, r->direct_cap) : 0;
 }
 
 void shoal__router_set_bridge(struct shoal_router *r, int id, uint32_t spin_ns)

@@ -9,7 +9,7 @@
  * (supervisor.h). SIGPIPE is ignored: a reader of our output, or a tool
  * waiting for an answer, that goes away costs that output only; our output
  * is written by a thread of its own, so a reader that stops reading costs
- * lines, never the loop (struct outq). Everything
+ * lines, never the loop (sup_out.c). Everything
  * else (timers for restarts with exponential backoff, stop timeouts of
  * groups stopped on request, the stop sequence, the status line) hangs off
  * that loop's timeout. Every other wait (a stop level, a group a reload
@@ -64,7 +64,7 @@
 #include <shoal/router.h>
 
 #include "runtime/control/config.h"
-#include "runtime/control/supervisor.h"
+#include "runtime/control/sup_impl.h"
 #include "runtime/layout.h"
 #include "shm/util.h"
 
@@ -80,587 +80,11 @@
  * this often. */
 #define READY_POLL_NS (20 * UINT64_C(1000000))
 
-extern char **environ;
-
-/*
- * A group process's standard output and error: one pipe for both, so that
- * their lines keep the order the process wrote them in. The supervisor reads
- * it without blocking, in its poll loop, and passes on whole lines.
- */
-#define OUT_LINE_MAX 4096           /* a longer line is cut here, with a mark */
+/* How much of a group's output is read at once (shoal__sup_out_read()). */
 #define OUT_BUDGET (64 * 1024)      /* read per wake-up, so that no group starves the loop */
 #define OUT_LAST_BUDGET (1024 * 1024)   /* read after the process ended */
 
-struct gout {
-	int fd;                      /* read end, non-blocking; -1: none (no pipe, or ended) */
-	int log_fd;                  /* DIR/GROUP.log with --log-dir, else -1 */
-	size_t len;                  /* bytes of a partial line held in buf */
-	bool cutting;                /* dropping the rest of a line cut at OUT_LINE_MAX */
-	char buf[OUT_LINE_MAX];
-};
-
-/*
- * Our own output (events, status, the groups' lines) goes through a bounded
- * queue to a writer thread of its own, so that a reader of `shoal run`'s
- * output that stops reading blocks that thread only, never the loop that
- * restarts groups and acts on signals. A line that finds the queue full is
- * dropped and counted; once the writer has emptied half of it, a line says
- * how many were dropped (room for it is kept), and lines are taken again.
- * A regular file never makes its writer wait for a reader: it is written at
- * once, in order, and nothing is dropped. At the end, the count of lines
- * still dropped is told, and the writer is given OUT_DRAIN_NS without
- * progress before what it still holds is given up.
- *
- * The queue is a byte ring: head and tail count bytes ever queued and ever
- * written. The loop appends at head, the writer writes from tail, both under
- * `lock`; the writer writes [tail, head) without the lock, as the loop only
- * ever writes past head, and tail moves on only after the write.
- */
-#define OUTQ_CAP (1024 * 1024)
-#define OUT_NOTICE_MAX 160           /* kept free for the line that counts drops */
-#define OUT_DRAIN_NS (5 * UINT64_C(1000000000))
-
-struct outq {
-	pthread_mutex_t lock;
-	pthread_cond_t more;         /* bytes queued, or stop */
-	pthread_cond_t progress;     /* the writer wrote, or ended */
-	char *buf;                   /* OUTQ_CAP bytes */
-	uint64_t head, tail;
-	uint64_t dropped;            /* lines dropped since the queue last took one */
-	bool dropping;               /* full: nothing taken until half of it is written */
-	bool stop;                   /* the writer ends once the queue is empty */
-	bool direct;                 /* a regular file: written by the loop itself */
-	bool started;
-	int fd;                      /* o->out's; stderr's once that failed; -1: both did */
-	atomic_bool gone;            /* o->out failed (the loop drops its status line in place) */
-	pthread_t thread;
-};
-
-struct proc {
-	int id;                      /* router group id */
-	pid_t pid;                   /* 0 when not running */
-	int pidfd;
-	uint64_t started_ns;
-	uint64_t restart_at_ns;      /* 0: no restart scheduled */
-	uint32_t backoff_ms;
-	int32_t retries;
-	bool failed;                 /* gave up */
-	bool retired;                /* removed by a reload: never restarted */
-	bool stopping;
-	bool held;                   /* stopped by `shoal stop SYSTEM GROUP`: no restart */
-	bool restarting;             /* stopping for `shoal restart`: start again at its end */
-	uint64_t kill_at_ns;         /* stopping on request: SIGKILL then; 0: not so */
-	int waiter;                  /* connection of the tool that asked, answered at the end; -1 */
-	int last_status;
-	struct gout *out;            /* what the process prints; owned by the group */
-};
-
-struct sup {
-	const struct shoal__sup_opts *o;
-	struct outq q;               /* our output */
-	struct shoal__config *cfg;
-	int host;                    /* this host's index in cfg->hosts; -1: the file lists none */
-	uint64_t hosts_down;         /* hosts marked down here (bit = index in cfg->hosts) */
-	struct proc *procs;          /* one per cfg->groups[i] */
-	struct shoal_router *router;
-	int sigfd;
-	int name_w;                  /* width of the longest group name, for the prefixes */
-	bool live;                   /* status line redrawn in place */
-	bool status_shown;
-	bool stop_requested;
-	bool ready;                  /* o->notify was told READY */
-	bool failure;                /* exit status 1 */
-	char *log_dir;               /* o->log_dir made absolute, for `shoal logs`; NULL */
-	int admin_rd, admin_wr;      /* the pipe of lifecycle requests (supervisor.h) */
-	int stop_waiters[16];        /* tools waiting for the whole system to stop */
-	unsigned n_stop_waiters;
-	uint64_t start_ns;
-	uint64_t last_tick_ns, last_plain_ns;
-	uint64_t last_handled;
-	double rate;
-};
-
-/* ---- output ------------------------------------------------------------------- */
-
-/* Write all of buf to fd. Returns 0, or the errno of the write that failed.
- * Async-signal-safe (a forked child uses it). */
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? errno : EIO;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/* The line that says o->out failed with `err`; its length. */
-static int closed_line(char *buf, size_t len, int err)
-{
-	int n = snprintf(buf, len, "shoal run: standard output is closed (%s); events go to "
-			 "standard error from here\n", strerror(err));
-
-	return n < (int)len ? n : (int)len - 1;
-}
-
-/*
- * A write to `fd` failed with `err` (EPIPE: its reader went away, SIGPIPE
- * being ignored): from standard output, go on on standard error, so that
- * why the system stops, and how, is still told; from standard error, give
- * up writing. Called with q->lock held; returns with it held.
- */
-static void out_failed(struct outq *q, int fd, int err)
-{
-	char line[256];
-	int n;
-
-	if (fd != q->fd)
-		return;   /* already left */
-	if (fd != STDERR_FILENO) {
-		q->fd = STDERR_FILENO;
-		atomic_store_explicit(&q->gone, true, memory_order_relaxed);
-		n = closed_line(line, sizeof(line), err);
-		pthread_mutex_unlock(&q->lock);
-		err = write_all(STDERR_FILENO, line, (size_t)n);
-		pthread_mutex_lock(&q->lock);
-	}
-	if (err != 0)
-		q->fd = -1;
-}
-
-/*
- * The writer thread. It may block in write() for as long as the reader
- * likes; out_stop() cancels it there (the only place cancellation is
- * enabled, and it holds no lock there).
- */
-static void *out_writer(void *arg)
-{
-	struct outq *q = arg;
-
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-	pthread_mutex_lock(&q->lock);
-	for (;;) {
-		size_t off = (size_t)(q->tail % OUTQ_CAP), n;
-		ssize_t w;
-		int fd = q->fd, err;
-
-		if (q->head == q->tail) {
-			if (q->stop)
-				break;
-			pthread_cond_wait(&q->more, &q->lock);
-			continue;
-		}
-		n = (size_t)(q->head - q->tail);
-		if (n > OUTQ_CAP - off)
-			n = OUTQ_CAP - off;
-		pthread_mutex_unlock(&q->lock);
-		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
-		w = fd < 0 ? (ssize_t)n : write(fd, q->buf + off, n);
-		err = errno;
-		/* A description made non-blocking by someone we share it with. */
-		if (w < 0 && err == EAGAIN)
-			(void)poll(&(struct pollfd){ .fd = fd, .events = POLLOUT }, 1, -1);
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-		pthread_mutex_lock(&q->lock);
-		if (w > 0) {
-			q->tail += (uint64_t)w;
-			pthread_cond_broadcast(&q->progress);
-		} else if (w == 0 || (err != EINTR && err != EAGAIN)) {
-			out_failed(q, fd, w == 0 ? EIO : err);
-		}
-	}
-	pthread_cond_broadcast(&q->progress);
-	pthread_mutex_unlock(&q->lock);
-	return NULL;
-}
-
-/* Append buf to the ring; the caller made sure it fits. */
-static void out_append(struct outq *q, const char *buf, size_t len)
-{
-	size_t off = (size_t)(q->head % OUTQ_CAP), first = len < OUTQ_CAP - off ? len :
-							   OUTQ_CAP - off;
-
-	memcpy(q->buf + off, buf, first);
-	memcpy(q->buf, buf + first, len - first);
-	q->head += len;
-}
-
-/* Queue the line that counts the lines dropped, and take lines again. Called
- * with q->lock held, while q->dropping. */
-static void out_notice(struct sup *s)
-{
-	struct outq *q = &s->q;
-	char line[OUT_NOTICE_MAX];
-	int n = snprintf(line, sizeof(line), "[%8.3f] %llu line%s of output dropped: the reader "
-			 "of shoal run's output is too slow\n",
-			 (double)(shoal__now_ns() - s->start_ns) / 1e9,
-			 (unsigned long long)q->dropped, q->dropped == 1 ? "" : "s");
-
-	out_append(q, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
-	q->dropping = false;
-	q->dropped = 0;
-}
-
-/*
- * Queue len bytes of our output (whole lines, or the status line in
- * place), or write them at once to a regular file. Never blocks for a
- * reader.
- */
-static void out_put(struct sup *s, const char *buf, size_t len)
-{
-	struct outq *q = &s->q;
-	char line[256];
-	int n, err;
-
-	if (q->direct) {
-		err = write_all(q->fd, buf, len);
-		if (err == 0)
-			return;
-		/* Standard error may be a pipe: through the writer from here. */
-		pthread_mutex_lock(&q->lock);
-		q->direct = false;
-		q->fd = STDERR_FILENO;
-		atomic_store_explicit(&q->gone, true, memory_order_relaxed);
-		n = closed_line(line, sizeof(line), err);
-		out_append(q, line, (size_t)n);
-		pthread_mutex_unlock(&q->lock);
-		out_put(s, buf, len);
-		return;
-	}
-	pthread_mutex_lock(&q->lock);
-	if (q->dropping && q->head - q->tail <= OUTQ_CAP / 2)
-		out_notice(s);
-	if (q->dropping || OUTQ_CAP - OUT_NOTICE_MAX - (q->head - q->tail) < len) {
-		q->dropping = true;
-		q->dropped++;
-	} else {
-		out_append(q, buf, len);
-	}
-	pthread_cond_signal(&q->more);
-	pthread_mutex_unlock(&q->lock);
-}
-
-__attribute__((format(printf, 2, 3)))
-static void out_printf(struct sup *s, const char *fmt, ...)
-{
-	char line[OUT_LINE_MAX + 256];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n >= sizeof(line)) {   /* cut, still a line */
-		n = (int)sizeof(line) - 1;
-		line[n - 1] = '\n';
-	}
-	out_put(s, line, (size_t)n);
-}
-
-/*
- * Start writing our output to o->out's descriptor (anything stdio holds
- * for it is flushed first). Returns 0 or a negative errno.
- */
-static int out_start(struct sup *s)
-{
-	struct outq *q = &s->q;
-	pthread_condattr_t ca;
-	struct stat st;
-	int ret;
-
-	fflush(s->o->out);
-	atomic_init(&q->gone, false);
-	q->fd = fileno(s->o->out);
-	q->direct = fstat(q->fd, &st) == 0 && S_ISREG(st.st_mode);
-	q->buf = malloc(OUTQ_CAP);
-	if (q->buf == NULL)
-		return -ENOMEM;
-	pthread_mutex_init(&q->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&q->more, NULL);
-	pthread_cond_init(&q->progress, &ca);
-	pthread_condattr_destroy(&ca);
-	ret = -pthread_create(&q->thread, NULL, out_writer, q);
-	q->started = ret == 0;
-	if (ret == 0)
-		pthread_setname_np(q->thread, "shoal-out");   /* for ps, top, a debugger */
-	if (ret < 0) {
-		pthread_cond_destroy(&q->more);
-		pthread_cond_destroy(&q->progress);
-		pthread_mutex_destroy(&q->lock);
-	}
-	return ret;
-}
-
-/*
- * Let the writer write what it holds, for as long as it makes progress
- * within OUT_DRAIN_NS each time, then end it (cancelled in its write if
- * the reader stalls) and free the queue.
- */
-static void out_stop(struct sup *s)
-{
-	struct outq *q = &s->q;
-	uint64_t last, deadline;
-	bool stuck;
-
-	if (!q->started) {
-		free(q->buf);
-		return;
-	}
-	pthread_mutex_lock(&q->lock);
-	if (q->dropping)
-		out_notice(s);
-	q->stop = true;
-	pthread_cond_signal(&q->more);
-	last = q->tail;
-	deadline = shoal__now_ns() + OUT_DRAIN_NS;
-	while (q->head != q->tail && shoal__now_ns() < deadline) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += 1;
-		pthread_cond_timedwait(&q->progress, &q->lock, &ts);
-		if (q->tail != last) {
-			last = q->tail;
-			deadline = shoal__now_ns() + OUT_DRAIN_NS;
-		}
-	}
-	stuck = q->head != q->tail;
-	pthread_mutex_unlock(&q->lock);
-	if (stuck)
-		pthread_cancel(q->thread);
-	pthread_join(q->thread, NULL);
-	pthread_cond_destroy(&q->more);
-	pthread_cond_destroy(&q->progress);
-	pthread_mutex_destroy(&q->lock);
-	free(q->buf);
-}
-
-static void clear_status(struct sup *s)
-{
-	if (s->live && s->status_shown) {
-		out_put(s, "\r\033[K", 4);
-		s->status_shown = false;
-	}
-}
-
-/* Once o->out failed, a status line in place (which belongs to a terminal)
- * is no longer drawn. */
-static void out_check(struct sup *s)
-{
-	if (s->live && atomic_load_explicit(&s->q.gone, memory_order_relaxed))
-		s->live = false;
-}
-
-__attribute__((format(printf, 2, 3)))
-static void event(struct sup *s, const char *fmt, ...)
-{
-	char text[OUT_LINE_MAX];
-	va_list ap;
-	double t = (double)(shoal__now_ns() - s->start_ns) / 1e9;
-
-	clear_status(s);
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	out_printf(s, "[%8.3f] %s\n", t, text);
-	out_check(s);
-}
-
-static void human(char *buf, size_t len, double v)
-{
-	if (v >= 1e6)
-		snprintf(buf, len, "%.2fM", v / 1e6);
-	else if (v >= 1e3)
-		snprintf(buf, len, "%.1fk", v / 1e3);
-	else
-		snprintf(buf, len, "%.0f", v);
-}
-
-static void status(struct sup *s, uint64_t now)
-{
-	struct shoal_router_stats st;
-	char rate[32], damaged[32] = "";
-	double dt = (double)(now - s->last_tick_ns) / 1e9;
-
-	shoal_router_stats(s->router, &st);
-	if (dt > 0 && s->last_tick_ns != 0)
-		s->rate = (double)(st.handled - s->last_handled) / dt;
-	s->last_handled = st.handled;
-	s->last_tick_ns = now;
-	if (s->o->status == SHOAL__STATUS_QUIET)
-		return;
-	human(rate, sizeof(rate), s->rate);
-	/* Damage is rare and loud: said only once there is some. */
-	if (st.damaged != 0)
-		snprintf(damaged, sizeof(damaged), ", %u damaged", st.damaged);
-	if (s->live) {
-		out_printf(s, "\r\033[K%s: %u/%u groups up, %s msg/s, %llu handled, %llu "
-			   "restarts, %llu dropped, %llu lost, %u failed%s", s->cfg->system,
-			   st.running, st.groups, rate, (unsigned long long)st.handled,
-			   (unsigned long long)st.restarts, (unsigned long long)st.dropped,
-			   (unsigned long long)st.lost, st.failed, damaged);
-		s->status_shown = true;
-		out_check(s);
-		return;
-	}
-	if (now - s->last_plain_ns < (uint64_t)(s->o->status_period_ns ? s->o->status_period_ns :
-						   5000000000))
-		return;
-	s->last_plain_ns = now;
-	event(s, "status: %u/%u groups up, %s msg/s, %llu handled, %llu restarts, %llu dropped, "
-	      "%llu lost, %u failed%s", st.running, st.groups, rate,
-	      (unsigned long long)st.handled, (unsigned long long)st.restarts,
-	      (unsigned long long)st.dropped, (unsigned long long)st.lost, st.failed, damaged);
-}
-
-/* ---- group output ----------------------------------------------------------------- */
-
-static void name_width(struct sup *s)
-{
-	s->name_w = 0;
-	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
-		if ((int)strlen(s->cfg->groups[i].name) > s->name_w)
-			s->name_w = (int)strlen(s->cfg->groups[i].name);
-}
-
-/*
- * One line a group printed (without its newline), then `mark`: to its log
- * file, after the wall-clock time (UTC), or to our output after its name.
- */
-static void out_line(struct sup *s, uint32_t i, const char *text, size_t len, const char *mark)
-{
-	const struct gout *o = s->procs[i].out;
-
-	if (o->log_fd >= 0) {
-		char head[48], line[OUT_LINE_MAX + 128];
-		struct timespec ts;
-		struct tm tm;
-		int n;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		gmtime_r(&ts.tv_sec, &tm);
-		strftime(head, sizeof(head), "%Y-%m-%dT%H:%M:%S", &tm);
-		n = snprintf(line, sizeof(line), "%s.%03ldZ %.*s%s\n", head, ts.tv_nsec / 1000000,
-			     (int)len, text, mark);
-		(void)write_all(o->log_fd, line,
-				(size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
-		return;
-	}
-	clear_status(s);
-	out_printf(s, "%-*s | %.*s%s\n", s->name_w, s->cfg->groups[i].name, (int)len, text, mark);
-}
-
-/* Pass on the whole lines held in o->buf; keep a partial one, cut one too long. */
-static void out_lines(struct sup *s, uint32_t i)
-{
-	struct gout *o = s->procs[i].out;
-	size_t start = 0;
-	char *nl;
-
-	while ((nl = memchr(o->buf + start, '\n', o->len - start)) != NULL) {
-		size_t end = (size_t)(nl - o->buf);
-
-		if (!o->cutting)
-			out_line(s, i, o->buf + start, end - start, "");
-		o->cutting = false;
-		start = end + 1;
-	}
-	memmove(o->buf, o->buf + start, o->len - start);
-	o->len -= start;
-	if (o->len == sizeof(o->buf)) {
-		if (!o->cutting)
-			out_line(s, i, o->buf, o->len, " [cut: line longer than "
-				 "4096 bytes]");
-		o->cutting = true;
-		o->len = 0;
-	}
-}
-
-/* The process's output has ended: pass on a last partial line, close. */
-static void out_close(struct sup *s, uint32_t i)
-{
-	struct gout *o = s->procs[i].out;
-
-	if (o->len > 0 && !o->cutting)
-		out_line(s, i, o->buf, o->len, "");
-	o->len = 0;
-	o->cutting = false;
-	if (o->fd >= 0)
-		close(o->fd);
-	o->fd = -1;
-}
-
-/*
- * Read what group i's process printed, up to `budget` bytes, without
- * blocking. At the end of the pipe (every writer gone), or after the process
- * ended (`last`: a child it left behind may hold the pipe open; what it
- * prints after this is lost to it), the pipe is closed.
- */
-static void out_read(struct sup *s, uint32_t i, size_t budget, bool last)
-{
-	struct gout *o = s->procs[i].out;
-	bool end = false;
-
-	while (o->fd >= 0 && budget > 0) {
-		ssize_t n = read(o->fd, o->buf + o->len, sizeof(o->buf) - o->len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			end = n == 0 || errno != EAGAIN;
-			break;
-		}
-		o->len += (size_t)n;
-		budget = (size_t)n < budget ? budget - (size_t)n : 0;
-		out_lines(s, i);
-	}
-	if (end || last)
-		out_close(s, i);
-	out_check(s);
-}
-
-/*
- * The output of `group`: its log file under `dir` (created 0600, appended
- * to), or none. Returns NULL only for want of memory.
- */
-static struct gout *out_new(struct sup *s, const char *group, const char *dir)
-{
-	struct gout *o = calloc(1, sizeof(*o));
-	char path[PATH_MAX];
-
-	if (o == NULL)
-		return NULL;
-	o->fd = -1;
-	o->log_fd = -1;
-	if (dir == NULL)
-		return o;
-	snprintf(path, sizeof(path), "%s/%s.log", dir, group);
-	o->log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (o->log_fd < 0)
-		event(s, "group %s: cannot open %s (%s); its output goes here instead", group,
-		      path, strerror(errno));
-	return o;
-}
-
-static void out_free(struct gout *o)
-{
-	if (o == NULL)
-		return;
-	if (o->fd >= 0)
-		close(o->fd);
-	if (o->log_fd >= 0)
-		close(o->log_fd);
-	free(o);
-}
+extern char **environ;
 
 /* ---- processes -------------------------------------------------------------------- */
 
@@ -762,7 +186,7 @@ static void exec_child(const struct shoal__cfg_group *g, char **env, const sigse
 	sigprocmask(SIG_SETMASK, mask, NULL);   /* the supervisor blocks them */
 	/* Said where its output goes (a CPU offline since the start, say). */
 	if (cpus != NULL && sched_setaffinity(0, cpus_size, cpus) != 0)
-		(void)write_all(STDERR_FILENO, unpinned, sizeof(unpinned) - 1);
+		(void)shoal__sup_write_all(STDERR_FILENO, unpinned, sizeof(unpinned) - 1);
 	execve(g->program, g->argv, env);
 	_exit(127);
 }
@@ -777,10 +201,10 @@ static int out_pipe(struct sup *s, uint32_t i)
 	int p[2];
 
 	if (o->fd >= 0)
-		out_close(s, i);
+		shoal__sup_out_close(s, i);
 	if (pipe2(p, O_CLOEXEC) != 0) {
-		event(s, "group %s: no pipe for its output (%s): it prints where shoal run does",
-		      s->cfg->groups[i].name, strerror(errno));
+		shoal__sup_event(s, "group %s: no pipe for its output (%s): it prints where shoal "
+				 "run does", s->cfg->groups[i].name, strerror(errno));
 		return -1;
 	}
 	/* Only our end is non-blocking: the process writes as to any pipe. */
@@ -822,8 +246,8 @@ static int launch(struct sup *s, uint32_t i)
 	if (out_fd >= 0)
 		close(out_fd);
 	if (pid < 0) {
-		event(s, "group %s: cannot fork: %s", g->name, strerror(errno));
-		out_close(s, i);
+		shoal__sup_event(s, "group %s: cannot fork: %s", g->name, strerror(errno));
+		shoal__sup_out_close(s, i);
 		return -errno;
 	}
 	p->pid = pid;
@@ -832,11 +256,11 @@ static int launch(struct sup *s, uint32_t i)
 	p->started_ns = shoal__now_ns();
 	p->restart_at_ns = 0;
 	p->stopping = false;
-	event(s, "group %s: started pid %d", g->name, (int)pid);
+	shoal__sup_event(s, "group %s: started pid %d", g->name, (int)pid);
 	if (p->pidfd < 0)
-		event(s, "group %s: pidfd_open: %s; watching pid %d with waitpid() every %llu ms "
-		      "instead", g->name, strerror(pidfd_err), (int)pid,
-		      (unsigned long long)(POLL_PID_NS / 1000000));
+		shoal__sup_event(s, "group %s: pidfd_open: %s; watching pid %d with waitpid() "
+				 "every %llu ms instead", g->name, strerror(pidfd_err), (int)pid,
+				 (unsigned long long)(POLL_PID_NS / 1000000));
 	return 0;
 }
 
@@ -863,7 +287,7 @@ static void give_up(struct sup *s, struct proc *p, const struct shoal__cfg_group
 	p->failed = true;
 	s->failure = true;
 	shoal_router_fail_group(s->router, p->id);
-	event(s, "group %s: %s; giving up", g->name, why);
+	shoal__sup_event(s, "group %s: %s; giving up", g->name, why);
 	if (g->on_failure == SHOAL__FAIL_STOP)
 		begin_stop(s, "a group gave up and its policy stops the system", true);
 }
@@ -882,7 +306,7 @@ static void on_exit_of(struct sup *s, uint32_t i, int status)
 	p->pidfd = -1;
 	p->pid = 0;
 	p->last_status = status;
-	event(s, "group %s: %s", g->name, how);
+	shoal__sup_event(s, "group %s: %s", g->name, how);
 	if (p->stopping || s->stop_requested) {
 		if (failed_exit && !(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && p->stopping))
 			s->failure = true;
@@ -914,7 +338,7 @@ static void on_exit_of(struct sup *s, uint32_t i, int status)
 	}
 	p->retries++;
 	p->restart_at_ns = now + (uint64_t)p->backoff_ms * 1000000u;
-	event(s, "group %s: restart %d in %u ms", g->name, p->retries, p->backoff_ms);
+	shoal__sup_event(s, "group %s: restart %d in %u ms", g->name, p->retries, p->backoff_ms);
 	p->backoff_ms = p->backoff_ms * 2 > g->max_backoff_ms ? g->max_backoff_ms
 							       : p->backoff_ms * 2;
 }
@@ -929,7 +353,7 @@ static void reap(struct sup *s, uint32_t i)
 		return;
 	if (p->pidfd < 0) {
 		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
-			out_read(s, i, OUT_LAST_BUDGET, true);
+			shoal__sup_out_read(s, i, OUT_LAST_BUDGET, true);
 			on_exit_of(s, i, status);
 		}
 		return;
@@ -940,7 +364,7 @@ static void reap(struct sup *s, uint32_t i)
 	status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0)
 					  : W_EXITCODE(0, si.si_status);
 	/* Its last words before the news of its end. */
-	out_read(s, i, OUT_LAST_BUDGET, true);
+	shoal__sup_out_read(s, i, OUT_LAST_BUDGET, true);
 	on_exit_of(s, i, status);
 }
 
@@ -1005,7 +429,7 @@ static void serve_groups(struct sup *s, const struct waitset *w)
 		if (!w->pfd[k].revents)
 			continue;
 		if (w->map[k] & OUT_BIT)
-			out_read(s, w->map[k] & ~OUT_BIT, OUT_BUDGET, false);
+			shoal__sup_out_read(s, w->map[k] & ~OUT_BIT, OUT_BUDGET, false);
 		else
 			reap(s, w->map[k]);
 	}
@@ -1030,7 +454,7 @@ static void begin_stop(struct sup *s, const char *why, bool failure)
 		return;
 	s->stop_requested = true;
 	s->failure |= failure;
-	event(s, "stopping: %s", why);
+	shoal__sup_event(s, "stopping: %s", why);
 	if (s->o->notify != NULL)
 		s->o->notify(SHOAL__SUP_STOPPING, why);
 }
@@ -1083,8 +507,8 @@ static void drain_before(struct sup *s, int32_t order, uint64_t deadline)
 			moved = shoal__now_ns();
 	}
 	if (left > 0)
-		event(s, "stop: %llu bytes of messages sent by groups that have stopped were "
-		      "not routed in time", (unsigned long long)left);
+		shoal__sup_event(s, "stop: %llu bytes of messages sent by groups that have stopped "
+				 "were not routed in time", (unsigned long long)left);
 }
 
 static void stop_all(struct sup *s)
@@ -1122,7 +546,8 @@ static void stop_all(struct sup *s)
 				continue;
 			p->stopping = true;
 			shoal_router_stop_group(s->router, p->id);
-			event(s, "group %s: stopping (order %d)", s->cfg->groups[i].name, order);
+			shoal__sup_event(s, "group %s: stopping (order %d)", s->cfg->groups[i].name,
+					 order);
 		}
 		wait_level(s, order, deadline);
 		for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
@@ -1130,8 +555,8 @@ static void stop_all(struct sup *s)
 
 			if (s->cfg->groups[i].stop_order != order || p->pid == 0)
 				continue;
-			event(s, "group %s: did not stop within %u ms; killing it",
-			      s->cfg->groups[i].name, s->cfg->groups[i].stop_timeout_ms);
+			shoal__sup_event(s, "group %s: did not stop within %u ms; killing it",
+					 s->cfg->groups[i].name, s->cfg->groups[i].stop_timeout_ms);
 			s->failure = true;
 			kill(p->pid, SIGKILL);
 		}
@@ -1281,7 +706,8 @@ static void tool_stop(struct sup *s, uint32_t i, int fd, bool restart)
 	p->kill_at_ns = shoal__now_ns() + (uint64_t)g->stop_timeout_ms * 1000000u;
 	p->waiter = fd;
 	shoal_router_stop_group(s->router, p->id);
-	event(s, "group %s: stopping (asked by shoal %s)", g->name, restart ? "restart" : "stop");
+	shoal__sup_event(s, "group %s: stopping (asked by shoal %s)", g->name,
+			 restart ? "restart" : "stop");
 }
 
 /* Processes stopping on request past their stop timeout are killed. Returns
@@ -1299,8 +725,8 @@ static uint64_t tool_stop_deadlines(struct sup *s, uint64_t now)
 			next = p->kill_at_ns < next ? p->kill_at_ns : next;
 			continue;
 		}
-		event(s, "group %s: did not stop within %u ms; killing it", s->cfg->groups[i].name,
-		      s->cfg->groups[i].stop_timeout_ms);
+		shoal__sup_event(s, "group %s: did not stop within %u ms; killing it",
+				 s->cfg->groups[i].name, s->cfg->groups[i].stop_timeout_ms);
 		kill(p->pid, SIGKILL);
 		p->kill_at_ns = 0;
 	}
@@ -1473,7 +899,7 @@ static int declare_groups(struct sup *s, struct shoal_err *err)
 			return id;
 		s->procs[i].id = id;
 		s->procs[i].backoff_ms = g->backoff_ms;
-		s->procs[i].out = out_new(s, g->name, s->log_dir);
+		s->procs[i].out = shoal__sup_out_new(s, g->name, s->log_dir);
 		if (s->procs[i].out == NULL)
 			return -ENOMEM;
 	}
@@ -1652,13 +1078,14 @@ static void free_new_outs(struct sup *s, const struct shoal__config *n, struct p
 {
 	for (uint32_t i = 0; i < upto; i++)
 		if (shoal__config_group(s->cfg, n->groups[i].name) < 0)
-			out_free(np[i].out);
+			shoal__sup_out_free(np[i].out);
 }
 
 /* Refuse a reload: say why, with the reason in *err. Returns `ret`. */
 static int refuse_reload(struct sup *s, int ret, struct shoal_err *err)
 {
-	event(s, "reload refused, nothing changed: %s", err->msg[0] ? err->msg : strerror(-ret));
+	shoal__sup_event(s, "reload refused, nothing changed: %s",
+			 err->msg[0] ? err->msg : strerror(-ret));
 	return ret;
 }
 
@@ -1713,7 +1140,7 @@ static int reload_file(struct sup *s, struct shoal_err *err)
 		np[i].pidfd = -1;
 		np[i].waiter = -1;
 		np[i].backoff_ms = g->backoff_ms;
-		np[i].out = out_new(s, g->name, s->log_dir);
+		np[i].out = shoal__sup_out_new(s, g->name, s->log_dir);
 		np[i].id = np[i].out == NULL ? -ENOMEM :
 			   shoal__router_group_on(s->router, &spec, remote_host(s, n, i), err);
 		if (np[i].id < 0) {
@@ -1721,7 +1148,8 @@ static int reload_file(struct sup *s, struct shoal_err *err)
 			free_new_outs(s, n, np, i + 1);
 			free(np);
 			shoal__config_free(n);
-			event(s, "reload refused: %s", err->msg[0] ? err->msg : strerror(-ret));
+			shoal__sup_event(s, "reload refused: %s",
+					 err->msg[0] ? err->msg : strerror(-ret));
 			return ret;
 		}
 	}
@@ -1732,17 +1160,19 @@ static int reload_file(struct sup *s, struct shoal_err *err)
 		shoal__config_free(n);
 		return refuse_reload(s, ret, err);
 	}
-	event(s, "reload: %u routes published", n->n_routes);
+	shoal__sup_event(s, "reload: %u routes published", n->n_routes);
 	/* Groups gone from the file stop for good; changed ones restart. */
 	for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
 		int now = shoal__config_group(n, s->cfg->groups[i].name);
 
 		if (now < 0) {
 			s->procs[i].retired = true;
-			event(s, "group %s: removed from the file", s->cfg->groups[i].name);
+			shoal__sup_event(s, "group %s: removed from the file",
+					 s->cfg->groups[i].name);
 			stop_one(s, i);
 		} else if (!shoal__config_group_same(&s->cfg->groups[i], &n->groups[now])) {
-			event(s, "group %s: settings changed; restarting it", s->cfg->groups[i].name);
+			shoal__sup_event(s, "group %s: settings changed; restarting it",
+					 s->cfg->groups[i].name);
 			stop_one(s, i);
 			np[now].pid = 0;
 			np[now].pidfd = -1;
@@ -1750,12 +1180,12 @@ static int reload_file(struct sup *s, struct shoal_err *err)
 	}
 	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
 		if (s->procs[i].retired)
-			out_free(s->procs[i].out);
+			shoal__sup_out_free(s->procs[i].out);
 	shoal__config_free(s->cfg);
 	free(s->procs);
 	s->cfg = n;
 	s->procs = np;
-	name_width(s);
+	shoal__sup_name_width(s);
 	/* A group stopped on request stays stopped (until `shoal restart`). */
 	for (uint32_t i = 0; i < n->n_groups; i++)
 		if (s->procs[i].pid == 0 && !s->procs[i].failed && !s->procs[i].held &&
@@ -1867,7 +1297,7 @@ static void admin_request(struct sup *s, const struct shoal__admin_req *q)
 		tool_stop(s, (uint32_t)i, q->fd, true);
 		break;
 	case SHOAL__ADMIN_RELOAD:
-		event(s, "reload asked by shoal reload");
+		shoal__sup_event(s, "reload asked by shoal reload");
 		if (reload(s, &err) < 0)
 			admin_reply(s, q->fd, -EINVAL, "reload refused, nothing changed: %s",
 				    err.msg);
@@ -1970,16 +1400,16 @@ static void check_hosts(struct sup *s)
 			if (remote_host(s, s->cfg, i) == (int)h)
 				ids[n++] = s->procs[i].id;
 		shoal__router_mark_host(s->router, ids, n, now_down);
-		event(s, now_down ? "host %s: away longer than hosts.down_after; sends to its "
-				    "groups fail with -EHOSTDOWN" :
-				    "host %s: back; its groups reachable again",
-		      s->cfg->hosts[h].name);
+		shoal__sup_event(s, now_down ? "host %s: away longer than hosts.down_after; "
+					       "sends to its groups fail with -EHOSTDOWN" :
+					       "host %s: back; its groups reachable again",
+				 s->cfg->hosts[h].name);
 	}
 	free(ids);
 	s->hosts_down = down;
 	if (apply_routes(s, s->cfg, s->procs, &err) < 0)
-		event(s, "routes not republished after a host change: %s",
-		      err.msg[0] ? err.msg : "out of memory");
+		shoal__sup_event(s, "routes not republished after a host change: %s",
+				 err.msg[0] ? err.msg : "out of memory");
 	shoal__router_show_hosts(s->router);
 }
 
@@ -2026,7 +1456,7 @@ static void run_loop(struct sup *s)
 			check_hosts(s);
 		}
 		if (now - s->last_tick_ns >= TICK_NS)
-			status(s, now);
+			shoal__sup_status(s, now);
 	}
 }
 
@@ -2073,7 +1503,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 		s.procs[i].pidfd = -1;
 		s.procs[i].waiter = -1;
 	}
-	name_width(&s);
+	shoal__sup_name_width(&s);
 	s.live = o->status == SHOAL__STATUS_LIVE ||
 		 (o->status == SHOAL__STATUS_AUTO && isatty(fileno(o->out)));
 	sigemptyset(&mask);
@@ -2087,7 +1517,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	sigemptyset(&ign.sa_mask);
 	sigaction(SIGPIPE, &ign, &old_pipe);
 	/* After the mask: the writer thread takes none of these signals. */
-	ret = out_start(&s);
+	ret = shoal__sup_out_start(&s);
 	if (ret < 0) {
 		ret = shoal__fail(err, ret, "cannot start the thread that writes the output: %s",
 				  strerror(-ret));
@@ -2124,14 +1554,15 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	if (ret < 0)
 		goto out;
 	s.start_ns = shoal__now_ns();
-	event(&s, "system %s: router pid %d, %u groups, %u routes (%s)", s.cfg->system,
-	      (int)getpid(), s.cfg->n_groups, s.cfg->n_routes, s.cfg->path);
+	shoal__sup_event(&s, "system %s: router pid %d, %u groups, %u routes (%s)", s.cfg->system,
+			 (int)getpid(), s.cfg->n_groups, s.cfg->n_routes, s.cfg->path);
 	if (s.host >= 0 && s.cfg->n_hosts > 1)
-		event(&s, "host %s: %u of the file's %u groups run here, and the bridge to the "
-		      "%u other host%s", o->host, local_groups(s.cfg, s.host) - 1,
-		      s.cfg->n_groups - 1, s.cfg->n_hosts - 1, s.cfg->n_hosts > 2 ? "s" : "");
+		shoal__sup_event(&s, "host %s: %u of the file's %u groups run here, and the bridge "
+				 "to the %u other host%s", o->host, local_groups(s.cfg, s.host) - 1,
+				 s.cfg->n_groups - 1, s.cfg->n_hosts - 1,
+				 s.cfg->n_hosts > 2 ? "s" : "");
 	else if (s.host >= 0)
-		event(&s, "host %s: the only host of the file", o->host);
+		shoal__sup_event(&s, "host %s: the only host of the file", o->host);
 	for (uint32_t i = 0; i < s.cfg->n_groups; i++)
 		if (shoal__config_runs(s.cfg, s.host, i))
 			launch(&s, i);
@@ -2140,23 +1571,25 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	wait_detached(&s);
 	lost = shoal__router_count_stranded(s.router);
 	if (lost > 0)
-		event(&s, "%llu message%s still queued for groups that stopped without draining "
-		      "them, or unrouted from them: counted as lost (lost_queued)",
-		      (unsigned long long)lost, lost == 1 ? " was" : "s were");
-	status(&s, shoal__now_ns());
-	clear_status(&s);
-	event(&s, "system %s stopped%s", s.cfg->system, s.failure ? " with failures" : "");
+		shoal__sup_event(&s, "%llu message%s still queued for groups that stopped without "
+				 "draining them, or unrouted from them: counted as lost "
+				 "(lost_queued)", (unsigned long long)lost,
+				 lost == 1 ? " was" : "s were");
+	shoal__sup_status(&s, shoal__now_ns());
+	shoal__sup_clear_status(&s);
+	shoal__sup_event(&s, "system %s stopped%s", s.cfg->system,
+			 s.failure ? " with failures" : "");
 	ret = s.failure ? 1 : 0;
 out:
 	shoal_router_destroy(s.router);
 	admin_finish(&s);
 	if (s.sigfd >= 0)
 		close(s.sigfd);
-	out_stop(&s);
+	shoal__sup_out_stop(&s);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	sigaction(SIGPIPE, &old_pipe, NULL);
 	for (uint32_t i = 0; i < s.cfg->n_groups; i++)
-		out_free(s.procs[i].out);
+		shoal__sup_out_free(s.procs[i].out);
 	free(s.procs);
 	free(s.log_dir);
 	shoal__config_free(s.cfg);

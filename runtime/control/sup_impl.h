@@ -8,6 +8,7 @@
 #ifndef SHOAL_RUNTIME_SUP_IMPL_H
 #define SHOAL_RUNTIME_SUP_IMPL_H
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -93,6 +94,13 @@ struct sup {
 	double rate;
 };
 
+/* The descriptors one wait watches, and what each one is (sup_proc.c). */
+struct waitset {
+	struct pollfd pfd[2 * SHOAL_MAX_GROUPS + 2];
+	uint32_t map[2 * SHOAL_MAX_GROUPS + 2];
+	uint32_t n, first;           /* pfd[first..n) are the groups' */
+};
+
 /*
  * Shared between the supervisor's files (one heading per file that defines
  * them). Each runs on the supervisor's thread.
@@ -125,5 +133,24 @@ void shoal__sup_out_free(struct gout *o);
 void shoal__sup_out_read(struct sup *s, uint32_t i, size_t budget, bool last);
 /* Group i's output has ended: pass on a last partial line, close the pipe. */
 void shoal__sup_out_close(struct sup *s, uint32_t i);
+
+/* sup_proc.c */
+/* Start group i's process (fork, exec): 0, or a negative errno if it did not start. */
+int shoal__sup_launch(struct sup *s, uint32_t i);
+/* A poll() timeout of at most `ms`, shorter while a process has no pidfd. */
+int shoal__sup_poll_ms(struct sup *s, uint64_t ms);
+/* Add to w group `only`'s pidfd (every group's if negative) and every output pipe. */
+void shoal__sup_watch_groups(const struct sup *s, struct waitset *w, int only);
+/* After poll(): reap the processes that ended, pass on what groups printed. */
+void shoal__sup_serve_groups(struct sup *s, const struct waitset *w);
+/* Wait up to `ms` for group `only`'s process (any if negative), serving output. */
+void shoal__sup_wait_groups(struct sup *s, int only, uint64_t ms);
+
+/* supervisor.c */
+/* Begin the system's stop (once): say why, tell o->notify. */
+void shoal__sup_begin_stop(struct sup *s, const char *why, bool failure);
+/* Group i's process, stopping on a tool's request, ended (`how`): restart it or
+ * leave it stopped, and answer the tool. */
+void shoal__sup_tool_stop_done(struct sup *s, uint32_t i, const char *how);
 
 #endif

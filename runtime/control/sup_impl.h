@@ -146,9 +146,17 @@ void shoal__sup_serve_groups(struct sup *s, const struct waitset *w);
 /* Wait up to `ms` for group `only`'s process (any if negative), serving output. */
 void shoal__sup_wait_groups(struct sup *s, int only, uint64_t ms);
 
-/* supervisor.c */
+/* sup_stop.c */
 /* Begin the system's stop (once): say why, tell o->notify. */
 void shoal__sup_begin_stop(struct sup *s, const char *why, bool failure);
+/* Stop every group, level by level in stop order, killing what outlasts its timeout. */
+void shoal__sup_stop_all(struct sup *s);
+/* Every process ended: wait (a second at most) for the router to see them leave. */
+void shoal__sup_wait_detached(struct sup *s);
+/* Stop group i's process now, as a level of the stop sequence is; waits meanwhile. */
+void shoal__sup_stop_one(struct sup *s, uint32_t i);
+
+/* supervisor.c */
 /* Group i's process, stopping on a tool's request, ended (`how`): restart it or
  * leave it stopped, and answer the tool. */
 void shoal__sup_tool_stop_done(struct sup *s, uint32_t i, const char *how);

@@ -156,9 +156,22 @@ void shoal__sup_wait_detached(struct sup *s);
 /* Stop group i's process now, as a level of the stop sequence is; waits meanwhile. */
 void shoal__sup_stop_one(struct sup *s, uint32_t i);
 
-/* supervisor.c */
+/* sup_admin.c */
+/* Is a group being stopped or restarted on a tool's request? */
+bool shoal__sup_tool_pending(const struct sup *s);
 /* Group i's process, stopping on a tool's request, ended (`how`): restart it or
  * leave it stopped, and answer the tool. */
 void shoal__sup_tool_stop_done(struct sup *s, uint32_t i, const char *how);
+/* Kill what stops on request past its timeout; the next such deadline, or UINT64_MAX. */
+uint64_t shoal__sup_tool_stop_deadlines(struct sup *s, uint64_t now);
+/* Serve the lifecycle requests waiting in the pipe (none once the stop has begun). */
+void shoal__sup_on_admin(struct sup *s);
+/* The router is gone: answer every tool still waiting, close the pipe. */
+void shoal__sup_admin_finish(struct sup *s);
+
+/* supervisor.c */
+/* Re-read the system file and apply it (SIGHUP, `shoal reload`): 0, or a
+ * negative errno with the reason in *err when nothing changed. */
+int shoal__sup_reload(struct sup *s, struct shoal_err *err);
 
 #endif

@@ -169,6 +169,20 @@ void shoal__sup_on_admin(struct sup *s);
 /* The router is gone: answer every tool still waiting, close the pipe. */
 void shoal__sup_admin_finish(struct sup *s);
 
+/* sup_hosts.c */
+/* Append this host's bridge to c's groups when it has peers: 0, or a
+ * negative errno with the reason in *err (c is unchanged). */
+int shoal__sup_add_bridge(const struct sup *s, struct shoal__config *c, struct shoal_err *err);
+/* The host of group i of c if it is another host's (its index), else -1. */
+int shoal__sup_remote_host(const struct sup *s, const struct shoal__config *c, uint32_t i);
+/* Index of this host's bridge in c->groups, or -1. */
+int shoal__sup_bridge_of(const struct sup *s, const struct shoal__config *c);
+/* Publish c's routes, those of other hosts' groups through the bridge. */
+int shoal__sup_apply_routes(struct sup *s, const struct shoal__config *c, const struct proc *procs,
+			    struct shoal_err *err);
+/* Mark down, or up again, the groups of the hosts the bridge says are away. */
+void shoal__sup_check_hosts(struct sup *s);
+
 /* supervisor.c */
 /* Re-read the system file and apply it (SIGHUP, `shoal reload`): 0, or a
  * negative errno with the reason in *err when nothing changed. */

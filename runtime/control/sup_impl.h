@@ -183,9 +183,14 @@ int shoal__sup_apply_routes(struct sup *s, const struct shoal__config *c, const 
 /* Mark down, or up again, the groups of the hosts the bridge says are away. */
 void shoal__sup_check_hosts(struct sup *s);
 
-/* supervisor.c */
-/* Re-read the system file and apply it (SIGHUP, `shoal reload`): 0, or a
- * negative errno with the reason in *err when nothing changed. */
+/* sup_reload.c */
+/* Re-read the system file and apply it (SIGHUP, `shoal reload`), told to
+ * o->notify: 0, or a negative errno with the reason in *err, nothing changed. */
 int shoal__sup_reload(struct sup *s, struct shoal_err *err);
+
+/* supervisor.c */
+/* Declare c's message types to the router, so that a program that
+ * disagrees is refused. */
+int shoal__sup_declare_types(struct sup *s, const struct shoal__config *c, struct shoal_err *err);
 
 #endif

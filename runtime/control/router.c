@@ -550,7 +550,7 @@ uint64_t shoal__router_count_stranded(struct shoal_router *r)
 		    shoal_load_relaxed(&r->regg[g].state) != SHOAL_GROUP_FAILED) {
 			/* What its uplinks still hold was sent and will never be
 			 * routed: the stop sequence waited for the dispatchers
-			 * until nothing moved (drain_before() in supervisor.c). */
+			 * until nothing moved (drain_before() in sup_stop.c). */
 			uint64_t up = queued_in(r, (int)g, ROLE(SHOAL__RING_UPLINK));
 
 			count_lost_queued(r, (int)g, up);

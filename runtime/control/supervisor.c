@@ -9,10 +9,9 @@
  * (supervisor.h). SIGPIPE is ignored: a reader of our output, or a tool
  * waiting for an answer, that goes away costs that output only; our output
  * is written by a thread of its own, so a reader that stops reading costs
- * lines, never the loop (struct outq). Everything
- * else (timers for restarts with exponential backoff, stop timeouts of
- * groups stopped on request, the stop sequence, the status line) hangs off
- * that loop's timeout. Every other wait (a stop level, a group a reload
+ * lines, never the loop (sup_out.c). Everything else (timers for restarts
+ * with exponential backoff, stop timeouts of groups stopped on request, the
+ * stop sequence, the status line) hangs off that loop's timeout. Every other wait (a stop level, a group a reload
  * stops) serves the groups' output too: a group blocked on a full pipe could
  * not stop. A service manager, if any (o->notify), is told when every group
  * is up, around each reload and when the stop begins.
@@ -37,1371 +36,43 @@
  *     running one the same way, then starts it at once). Every start
  *     withdraws a stop the router still holds for a process that never
  *     attached (shoal_router_resume_group()).
+ *
+ * Its files, one idea each, share the state in sup_impl.h:
+ *   supervisor.c   setup, the loop, signals, telling o->notify
+ *   sup_out.c      our output: events, the status line, the groups' lines
+ *   sup_proc.c     group processes: launch, end, restart policy, the waits
+ *   sup_stop.c     the stop sequence (lifecycle step 4)
+ *   sup_admin.c    lifecycle requests: shoal stop, restart, reload (step 5)
+ *   sup_hosts.c    the bridge group, routes to other hosts, hosts marked down
+ *   sup_reload.c   re-reading the system file while it runs
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/pidfd.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-
-#include <numa.h>
 
 #include <shoal/router.h>
 
 #include "runtime/control/config.h"
-#include "runtime/control/supervisor.h"
+#include "runtime/control/sup_impl.h"
 #include "runtime/layout.h"
 #include "shm/util.h"
 
-#define STABLE_NS (10 * UINT64_C(1000000000))
 #define TICK_NS (500 * UINT64_C(1000000))
-/* A process without a pidfd (pidfd_open failed, e.g. EMFILE) is polled
- * with waitpid() this often, so its death is still seen. */
-#define POLL_PID_NS (50 * UINT64_C(1000000))
-/* The stop sequence gives up waiting for a level's leftovers to be routed
- * when no byte moved this long (drain_before()). */
-#define STOP_STALL_NS (500 * UINT64_C(1000000))
 /* Until every group is up, with someone to tell (o->notify), the loop looks
  * this often. */
 #define READY_POLL_NS (20 * UINT64_C(1000000))
 
-extern char **environ;
-
-/*
- * A group process's standard output and error: one pipe for both, so that
- * their lines keep the order the process wrote them in. The supervisor reads
- * it without blocking, in its poll loop, and passes on whole lines.
- */
-#define OUT_LINE_MAX 4096           /* a longer line is cut here, with a mark */
-#define OUT_BUDGET (64 * 1024)      /* read per wake-up, so that no group starves the loop */
-#define OUT_LAST_BUDGET (1024 * 1024)   /* read after the process ended */
-
-struct gout {
-	int fd;                      /* read end, non-blocking; -1: none (no pipe, or ended) */
-	int log_fd;                  /* DIR/GROUP.log with --log-dir, else -1 */
-	size_t len;                  /* bytes of a partial line held in buf */
-	bool cutting;                /* dropping the rest of a line cut at OUT_LINE_MAX */
-	char buf[OUT_LINE_MAX];
-};
-
-/*
- * Our own output (events, status, the groups' lines) goes through a bounded
- * queue to a writer thread of its own, so that a reader of `shoal run`'s
- * output that stops reading blocks that thread only, never the loop that
- * restarts groups and acts on signals. A line that finds the queue full is
- * dropped and counted; once the writer has emptied half of it, a line says
- * how many were dropped (room for it is kept), and lines are taken again.
- * A regular file never makes its writer wait for a reader: it is written at
- * once, in order, and nothing is dropped. At the end, the count of lines
- * still dropped is told, and the writer is given OUT_DRAIN_NS without
- * progress before what it still holds is given up.
- *
- * The queue is a byte ring: head and tail count bytes ever queued and ever
- * written. The loop appends at head, the writer writes from tail, both under
- * `lock`; the writer writes [tail, head) without the lock, as the loop only
- * ever writes past head, and tail moves on only after the write.
- */
-#define OUTQ_CAP (1024 * 1024)
-#define OUT_NOTICE_MAX 160           /* kept free for the line that counts drops */
-#define OUT_DRAIN_NS (5 * UINT64_C(1000000000))
-
-struct outq {
-	pthread_mutex_t lock;
-	pthread_cond_t more;         /* bytes queued, or stop */
-	pthread_cond_t progress;     /* the writer wrote, or ended */
-	char *buf;                   /* OUTQ_CAP bytes */
-	uint64_t head, tail;
-	uint64_t dropped;            /* lines dropped since the queue last took one */
-	bool dropping;               /* full: nothing taken until half of it is written */
-	bool stop;                   /* the writer ends once the queue is empty */
-	bool direct;                 /* a regular file: written by the loop itself */
-	bool started;
-	int fd;                      /* o->out's; stderr's once that failed; -1: both did */
-	atomic_bool gone;            /* o->out failed (the loop drops its status line in place) */
-	pthread_t thread;
-};
-
-struct proc {
-	int id;                      /* router group id */
-	pid_t pid;                   /* 0 when not running */
-	int pidfd;
-	uint64_t started_ns;
-	uint64_t restart_at_ns;      /* 0: no restart scheduled */
-	uint32_t backoff_ms;
-	int32_t retries;
-	bool failed;                 /* gave up */
-	bool retired;                /* removed by a reload: never restarted */
-	bool stopping;
-	bool held;                   /* stopped by `shoal stop SYSTEM GROUP`: no restart */
-	bool restarting;             /* stopping for `shoal restart`: start again at its end */
-	uint64_t kill_at_ns;         /* stopping on request: SIGKILL then; 0: not so */
-	int waiter;                  /* connection of the tool that asked, answered at the end; -1 */
-	int last_status;
-	struct gout *out;            /* what the process prints; owned by the group */
-};
-
-struct sup {
-	const struct shoal__sup_opts *o;
-	struct outq q;               /* our output */
-	struct shoal__config *cfg;
-	int host;                    /* this host's index in cfg->hosts; -1: the file lists none */
-	uint64_t hosts_down;         /* hosts marked down here (bit = index in cfg->hosts) */
-	struct proc *procs;          /* one per cfg->groups[i] */
-	struct shoal_router *router;
-	int sigfd;
-	int name_w;                  /* width of the longest group name, for the prefixes */
-	bool live;                   /* status line redrawn in place */
-	bool status_shown;
-	bool stop_requested;
-	bool ready;                  /* o->notify was told READY */
-	bool failure;                /* exit status 1 */
-	char *log_dir;               /* o->log_dir made absolute, for `shoal logs`; NULL */
-	int admin_rd, admin_wr;      /* the pipe of lifecycle requests (supervisor.h) */
-	int stop_waiters[16];        /* tools waiting for the whole system to stop */
-	unsigned n_stop_waiters;
-	uint64_t start_ns;
-	uint64_t last_tick_ns, last_plain_ns;
-	uint64_t last_handled;
-	double rate;
-};
-
-/* ---- output ------------------------------------------------------------------- */
-
-/* Write all of buf to fd. Returns 0, or the errno of the write that failed.
- * Async-signal-safe (a forked child uses it). */
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, buf, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? errno : EIO;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-/* The line that says o->out failed with `err`; its length. */
-static int closed_line(char *buf, size_t len, int err)
-{
-	int n = snprintf(buf, len, "shoal run: standard output is closed (%s); events go to "
-			 "standard error from here\n", strerror(err));
-
-	return n < (int)len ? n : (int)len - 1;
-}
-
-/*
- * A write to `fd` failed with `err` (EPIPE: its reader went away, SIGPIPE
- * being ignored): from standard output, go on on standard error, so that
- * why the system stops, and how, is still told; from standard error, give
- * up writing. Called with q->lock held; returns with it held.
- */
-static void out_failed(struct outq *q, int fd, int err)
-{
-	char line[256];
-	int n;
-
-	if (fd != q->fd)
-		return;   /* already left */
-	if (fd != STDERR_FILENO) {
-		q->fd = STDERR_FILENO;
-		atomic_store_explicit(&q->gone, true, memory_order_relaxed);
-		n = closed_line(line, sizeof(line), err);
-		pthread_mutex_unlock(&q->lock);
-		err = write_all(STDERR_FILENO, line, (size_t)n);
-		pthread_mutex_lock(&q->lock);
-	}
-	if (err != 0)
-		q->fd = -1;
-}
-
-/*
- * The writer thread. It may block in write() for as long as the reader
- * likes; out_stop() cancels it there (the only place cancellation is
- * enabled, and it holds no lock there).
- */
-static void *out_writer(void *arg)
-{
-	struct outq *q = arg;
-
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-	pthread_mutex_lock(&q->lock);
-	for (;;) {
-		size_t off = (size_t)(q->tail % OUTQ_CAP), n;
-		ssize_t w;
-		int fd = q->fd, err;
-
-		if (q->head == q->tail) {
-			if (q->stop)
-				break;
-			pthread_cond_wait(&q->more, &q->lock);
-			continue;
-		}
-		n = (size_t)(q->head - q->tail);
-		if (n > OUTQ_CAP - off)
-			n = OUTQ_CAP - off;
-		pthread_mutex_unlock(&q->lock);
-		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);
-		w = fd < 0 ? (ssize_t)n : write(fd, q->buf + off, n);
-		err = errno;
-		/* A description made non-blocking by someone we share it with. */
-		if (w < 0 && err == EAGAIN)
-			(void)poll(&(struct pollfd){ .fd = fd, .events = POLLOUT }, 1, -1);
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
-		pthread_mutex_lock(&q->lock);
-		if (w > 0) {
-			q->tail += (uint64_t)w;
-			pthread_cond_broadcast(&q->progress);
-		} else if (w == 0 || (err != EINTR && err != EAGAIN)) {
-			out_failed(q, fd, w == 0 ? EIO : err);
-		}
-	}
-	pthread_cond_broadcast(&q->progress);
-	pthread_mutex_unlock(&q->lock);
-	return NULL;
-}
-
-/* Append buf to the ring; the caller made sure it fits. */
-static void out_append(struct outq *q, const char *buf, size_t len)
-{
-	size_t off = (size_t)(q->head % OUTQ_CAP), first = len < OUTQ_CAP - off ? len :
-							   OUTQ_CAP - off;
-
-	memcpy(q->buf + off, buf, first);
-	memcpy(q->buf, buf + first, len - first);
-	q->head += len;
-}
-
-/* Queue the line that counts the lines dropped, and take lines again. Called
- * with q->lock held, while q->dropping. */
-static void out_notice(struct sup *s)
-{
-	struct outq *q = &s->q;
-	char line[OUT_NOTICE_MAX];
-	int n = snprintf(line, sizeof(line), "[%8.3f] %llu line%s of output dropped: the reader "
-			 "of shoal run's output is too slow\n",
-			 (double)(shoal__now_ns() - s->start_ns) / 1e9,
-			 (unsigned long long)q->dropped, q->dropped == 1 ? "" : "s");
-
-	out_append(q, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
-	q->dropping = false;
-	q->dropped = 0;
-}
-
-/*
- * Queue len bytes of our output (whole lines, or the status line in
- * place), or write them at once to a regular file. Never blocks for a
- * reader.
- */
-static void out_put(struct sup *s, const char *buf, size_t len)
-{
-	struct outq *q = &s->q;
-	char line[256];
-	int n, err;
-
-	if (q->direct) {
-		err = write_all(q->fd, buf, len);
-		if (err == 0)
-			return;
-		/* Standard error may be a pipe: through the writer from here. */
-		pthread_mutex_lock(&q->lock);
-		q->direct = false;
-		q->fd = STDERR_FILENO;
-		atomic_store_explicit(&q->gone, true, memory_order_relaxed);
-		n = closed_line(line, sizeof(line), err);
-		out_append(q, line, (size_t)n);
-		pthread_mutex_unlock(&q->lock);
-		out_put(s, buf, len);
-		return;
-	}
-	pthread_mutex_lock(&q->lock);
-	if (q->dropping && q->head - q->tail <= OUTQ_CAP / 2)
-		out_notice(s);
-	if (q->dropping || OUTQ_CAP - OUT_NOTICE_MAX - (q->head - q->tail) < len) {
-		q->dropping = true;
-		q->dropped++;
-	} else {
-		out_append(q, buf, len);
-	}
-	pthread_cond_signal(&q->more);
-	pthread_mutex_unlock(&q->lock);
-}
-
-__attribute__((format(printf, 2, 3)))
-static void out_printf(struct sup *s, const char *fmt, ...)
-{
-	char line[OUT_LINE_MAX + 256];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-	if (n < 0)
-		return;
-	if ((size_t)n >= sizeof(line)) {   /* cut, still a line */
-		n = (int)sizeof(line) - 1;
-		line[n - 1] = '\n';
-	}
-	out_put(s, line, (size_t)n);
-}
-
-/*
- * Start writing our output to o->out's descriptor (anything stdio holds
- * for it is flushed first). Returns 0 or a negative errno.
- */
-static int out_start(struct sup *s)
-{
-	struct outq *q = &s->q;
-	pthread_condattr_t ca;
-	struct stat st;
-	int ret;
-
-	fflush(s->o->out);
-	atomic_init(&q->gone, false);
-	q->fd = fileno(s->o->out);
-	q->direct = fstat(q->fd, &st) == 0 && S_ISREG(st.st_mode);
-	q->buf = malloc(OUTQ_CAP);
-	if (q->buf == NULL)
-		return -ENOMEM;
-	pthread_mutex_init(&q->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&q->more, NULL);
-	pthread_cond_init(&q->progress, &ca);
-	pthread_condattr_destroy(&ca);
-	ret = -pthread_create(&q->thread, NULL, out_writer, q);
-	q->started = ret == 0;
-	if (ret == 0)
-		pthread_setname_np(q->thread, "shoal-out");   /* for ps, top, a debugger */
-	if (ret < 0) {
-		pthread_cond_destroy(&q->more);
-		pthread_cond_destroy(&q->progress);
-		pthread_mutex_destroy(&q->lock);
-	}
-	return ret;
-}
-
-/*
- * Let the writer write what it holds, for as long as it makes progress
- * within OUT_DRAIN_NS each time, then end it (cancelled in its write if
- * the reader stalls) and free the queue.
- */
-static void out_stop(struct sup *s)
-{
-	struct outq *q = &s->q;
-	uint64_t last, deadline;
-	bool stuck;
-
-	if (!q->started) {
-		free(q->buf);
-		return;
-	}
-	pthread_mutex_lock(&q->lock);
-	if (q->dropping)
-		out_notice(s);
-	q->stop = true;
-	pthread_cond_signal(&q->more);
-	last = q->tail;
-	deadline = shoal__now_ns() + OUT_DRAIN_NS;
-	while (q->head != q->tail && shoal__now_ns() < deadline) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		ts.tv_sec += 1;
-		pthread_cond_timedwait(&q->progress, &q->lock, &ts);
-		if (q->tail != last) {
-			last = q->tail;
-			deadline = shoal__now_ns() + OUT_DRAIN_NS;
-		}
-	}
-	stuck = q->head != q->tail;
-	pthread_mutex_unlock(&q->lock);
-	if (stuck)
-		pthread_cancel(q->thread);
-	pthread_join(q->thread, NULL);
-	pthread_cond_destroy(&q->more);
-	pthread_cond_destroy(&q->progress);
-	pthread_mutex_destroy(&q->lock);
-	free(q->buf);
-}
-
-static void clear_status(struct sup *s)
-{
-	if (s->live && s->status_shown) {
-		out_put(s, "\r\033[K", 4);
-		s->status_shown = false;
-	}
-}
-
-/* Once o->out failed, a status line in place (which belongs to a terminal)
- * is no longer drawn. */
-static void out_check(struct sup *s)
-{
-	if (s->live && atomic_load_explicit(&s->q.gone, memory_order_relaxed))
-		s->live = false;
-}
-
-__attribute__((format(printf, 2, 3)))
-static void event(struct sup *s, const char *fmt, ...)
-{
-	char text[OUT_LINE_MAX];
-	va_list ap;
-	double t = (double)(shoal__now_ns() - s->start_ns) / 1e9;
-
-	clear_status(s);
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	out_printf(s, "[%8.3f] %s\n", t, text);
-	out_check(s);
-}
-
-static void human(char *buf, size_t len, double v)
-{
-	if (v >= 1e6)
-		snprintf(buf, len, "%.2fM", v / 1e6);
-	else if (v >= 1e3)
-		snprintf(buf, len, "%.1fk", v / 1e3);
-	else
-		snprintf(buf, len, "%.0f", v);
-}
-
-static void status(struct sup *s, uint64_t now)
-{
-	struct shoal_router_stats st;
-	char rate[32], damaged[32] = "";
-	double dt = (double)(now - s->last_tick_ns) / 1e9;
-
-	shoal_router_stats(s->router, &st);
-	if (dt > 0 && s->last_tick_ns != 0)
-		s->rate = (double)(st.handled - s->last_handled) / dt;
-	s->last_handled = st.handled;
-	s->last_tick_ns = now;
-	if (s->o->status == SHOAL__STATUS_QUIET)
-		return;
-	human(rate, sizeof(rate), s->rate);
-	/* Damage is rare and loud: said only once there is some. */
-	if (st.damaged != 0)
-		snprintf(damaged, sizeof(damaged), ", %u damaged", st.damaged);
-	if (s->live) {
-		out_printf(s, "\r\033[K%s: %u/%u groups up, %s msg/s, %llu handled, %llu "
-			   "restarts, %llu dropped, %llu lost, %u failed%s", s->cfg->system,
-			   st.running, st.groups, rate, (unsigned long long)st.handled,
-			   (unsigned long long)st.restarts, (unsigned long long)st.dropped,
-			   (unsigned long long)st.lost, st.failed, damaged);
-		s->status_shown = true;
-		out_check(s);
-		return;
-	}
-	if (now - s->last_plain_ns < (uint64_t)(s->o->status_period_ns ? s->o->status_period_ns :
-						   5000000000))
-		return;
-	s->last_plain_ns = now;
-	event(s, "status: %u/%u groups up, %s msg/s, %llu handled, %llu restarts, %llu dropped, "
-	      "%llu lost, %u failed%s", st.running, st.groups, rate,
-	      (unsigned long long)st.handled, (unsigned long long)st.restarts,
-	      (unsigned long long)st.dropped, (unsigned long long)st.lost, st.failed, damaged);
-}
-
-/* ---- group output ----------------------------------------------------------------- */
-
-static void name_width(struct sup *s)
-{
-	s->name_w = 0;
-	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
-		if ((int)strlen(s->cfg->groups[i].name) > s->name_w)
-			s->name_w = (int)strlen(s->cfg->groups[i].name);
-}
-
-/*
- * One line a group printed (without its newline), then `mark`: to its log
- * file, after the wall-clock time (UTC), or to our output after its name.
- */
-static void out_line(struct sup *s, uint32_t i, const char *text, size_t len, const char *mark)
-{
-	const struct gout *o = s->procs[i].out;
-
-	if (o->log_fd >= 0) {
-		char head[48], line[OUT_LINE_MAX + 128];
-		struct timespec ts;
-		struct tm tm;
-		int n;
-
-		clock_gettime(CLOCK_REALTIME, &ts);
-		gmtime_r(&ts.tv_sec, &tm);
-		strftime(head, sizeof(head), "%Y-%m-%dT%H:%M:%S", &tm);
-		n = snprintf(line, sizeof(line), "%s.%03ldZ %.*s%s\n", head, ts.tv_nsec / 1000000,
-			     (int)len, text, mark);
-		(void)write_all(o->log_fd, line,
-				(size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
-		return;
-	}
-	clear_status(s);
-	out_printf(s, "%-*s | %.*s%s\n", s->name_w, s->cfg->groups[i].name, (int)len, text, mark);
-}
-
-/* Pass on the whole lines held in o->buf; keep a partial one, cut one too long. */
-static void out_lines(struct sup *s, uint32_t i)
-{
-	struct gout *o = s->procs[i].out;
-	size_t start = 0;
-	char *nl;
-
-	while ((nl = memchr(o->buf + start, '\n', o->len - start)) != NULL) {
-		size_t end = (size_t)(nl - o->buf);
-
-		if (!o->cutting)
-			out_line(s, i, o->buf + start, end - start, "");
-		o->cutting = false;
-		start = end + 1;
-	}
-	memmove(o->buf, o->buf + start, o->len - start);
-	o->len -= start;
-	if (o->len == sizeof(o->buf)) {
-		if (!o->cutting)
-			out_line(s, i, o->buf, o->len, " [cut: line longer than "
-				 "4096 bytes]");
-		o->cutting = true;
-		o->len = 0;
-	}
-}
-
-/* The process's output has ended: pass on a last partial line, close. */
-static void out_close(struct sup *s, uint32_t i)
-{
-	struct gout *o = s->procs[i].out;
-
-	if (o->len > 0 && !o->cutting)
-		out_line(s, i, o->buf, o->len, "");
-	o->len = 0;
-	o->cutting = false;
-	if (o->fd >= 0)
-		close(o->fd);
-	o->fd = -1;
-}
-
-/*
- * Read what group i's process printed, up to `budget` bytes, without
- * blocking. At the end of the pipe (every writer gone), or after the process
- * ended (`last`: a child it left behind may hold the pipe open; what it
- * prints after this is lost to it), the pipe is closed.
- */
-static void out_read(struct sup *s, uint32_t i, size_t budget, bool last)
-{
-	struct gout *o = s->procs[i].out;
-	bool end = false;
-
-	while (o->fd >= 0 && budget > 0) {
-		ssize_t n = read(o->fd, o->buf + o->len, sizeof(o->buf) - o->len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			end = n == 0 || errno != EAGAIN;
-			break;
-		}
-		o->len += (size_t)n;
-		budget = (size_t)n < budget ? budget - (size_t)n : 0;
-		out_lines(s, i);
-	}
-	if (end || last)
-		out_close(s, i);
-	out_check(s);
-}
-
-/*
- * The output of `group`: its log file under `dir` (created 0600, appended
- * to), or none. Returns NULL only for want of memory.
- */
-static struct gout *out_new(struct sup *s, const char *group, const char *dir)
-{
-	struct gout *o = calloc(1, sizeof(*o));
-	char path[PATH_MAX];
-
-	if (o == NULL)
-		return NULL;
-	o->fd = -1;
-	o->log_fd = -1;
-	if (dir == NULL)
-		return o;
-	snprintf(path, sizeof(path), "%s/%s.log", dir, group);
-	o->log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (o->log_fd < 0)
-		event(s, "group %s: cannot open %s (%s); its output goes here instead", group,
-		      path, strerror(errno));
-	return o;
-}
-
-static void out_free(struct gout *o)
-{
-	if (o == NULL)
-		return;
-	if (o->fd >= 0)
-		close(o->fd);
-	if (o->log_fd >= 0)
-		close(o->log_fd);
-	free(o);
-}
-
-/* ---- processes -------------------------------------------------------------------- */
-
-/*
- * The environment of a group process: ours, minus SHOAL_SYSTEM/SHOAL_GROUP,
- * plus the group's own entries, plus those two set for this group. Only the
- * last two strings are allocated here (free_child_env()).
- */
-static char **child_env(const struct shoal__cfg_group *g, const char *system)
-{
-	size_t n = 0, k = 0, extra = 0;
-	char **env;
-
-	while (environ[n] != NULL)
-		n++;
-	while (g->env != NULL && g->env[extra] != NULL)
-		extra++;
-	env = calloc(n + extra + 3, sizeof(char *));
-	if (env == NULL)
-		return NULL;
-	for (size_t i = 0; i < n; i++)
-		if (strncmp(environ[i], "SHOAL_SYSTEM=", 13) != 0 &&
-		    strncmp(environ[i], "SHOAL_GROUP=", 12) != 0)
-			env[k++] = environ[i];
-	for (size_t i = 0; i < extra; i++)
-		env[k++] = g->env[i];
-	if (asprintf(&env[k], "SHOAL_SYSTEM=%s", system) < 0) {
-		free(env);
-		return NULL;
-	}
-	if (asprintf(&env[k + 1], "SHOAL_GROUP=%s", g->name) < 0) {
-		free(env[k]);
-		free(env);
-		return NULL;
-	}
-	return env;
-}
-
-static void free_child_env(char **env)
-{
-	size_t n = 0;
-
-	while (env[n] != NULL)
-		n++;
-	free(env[n - 1]);
-	free(env[n - 2]);
-	free(env);
-}
-
-/*
- * The CPU set group `g` is pinned to, as sched_setaffinity() takes it: in
- * *out (CPU_FREE() it), *size bytes, just large enough for its highest CPU.
- * NULL in *out when the group is not pinned. Returns 0 or -ENOMEM.
- */
-static int child_cpus(const struct shoal__cfg_group *g, cpu_set_t **out, size_t *size)
-{
-	unsigned end = 0;
-
-	*out = NULL;
-	*size = 0;
-	if (g->cpus == NULL)
-		return 0;
-	for (unsigned c = 0; c < SHOAL__CPUS_MAX; c++)
-		if (numa_bitmask_isbitset(g->cpus, c))
-			end = c + 1;
-	*out = CPU_ALLOC(end);
-	if (*out == NULL)
-		return -ENOMEM;
-	*size = CPU_ALLOC_SIZE(end);
-	CPU_ZERO_S(*size, *out);
-	for (unsigned c = 0; c < end; c++)
-		if (numa_bitmask_isbitset(g->cpus, c))
-			CPU_SET_S(c, *size, *out);
-	return 0;
-}
-
-static void exec_child(const struct shoal__cfg_group *g, char **env, const sigset_t *mask,
-		       int out_fd, const cpu_set_t *cpus, size_t cpus_size)
-{
-	static const char unpinned[] = "shoal: sched_setaffinity refused the group's cpus; "
-				       "it runs unpinned\n";
-
-	/*
-	 * Runs between fork and exec in a copy of a threaded process (the
-	 * router's dispatchers, waker, control thread): system calls only,
-	 * nothing that allocates or locks, as another thread may have held
-	 * that lock at the fork (under ASan a malloc here can hang for good).
-	 * Not posix_spawn: glibc 2.36 has no attribute for the parent-death
-	 * signal or the CPU affinity, and both must hold before the program
-	 * runs.
-	 */
-	setpgid(0, 0);
-	prctl(PR_SET_PDEATHSIG, SIGTERM);
-	if (out_fd >= 0) {   /* dup2() clears close-on-exec on 1 and 2 only */
-		dup2(out_fd, STDOUT_FILENO);
-		dup2(out_fd, STDERR_FILENO);
-	}
-	signal(SIGPIPE, SIG_DFL);                /* the supervisor ignores it */
-	sigprocmask(SIG_SETMASK, mask, NULL);   /* the supervisor blocks them */
-	/* Said where its output goes (a CPU offline since the start, say). */
-	if (cpus != NULL && sched_setaffinity(0, cpus_size, cpus) != 0)
-		(void)write_all(STDERR_FILENO, unpinned, sizeof(unpinned) - 1);
-	execve(g->program, g->argv, env);
-	_exit(127);
-}
-
-/*
- * The pipe group i's process will print into: its read end in i's gout, the
- * write end returned (-1: none, and the process prints where we do).
- */
-static int out_pipe(struct sup *s, uint32_t i)
-{
-	struct gout *o = s->procs[i].out;
-	int p[2];
-
-	if (o->fd >= 0)
-		out_close(s, i);
-	if (pipe2(p, O_CLOEXEC) != 0) {
-		event(s, "group %s: no pipe for its output (%s): it prints where shoal run does",
-		      s->cfg->groups[i].name, strerror(errno));
-		return -1;
-	}
-	/* Only our end is non-blocking: the process writes as to any pipe. */
-	fcntl(p[0], F_SETFL, O_NONBLOCK);
-	o->fd = p[0];
-	return p[1];
-}
-
-static int launch(struct sup *s, uint32_t i)
-{
-	const struct shoal__cfg_group *g = &s->cfg->groups[i];
-	struct proc *p = &s->procs[i];
-	char **env = child_env(g, s->cfg->system);
-	cpu_set_t *cpus;
-	size_t cpus_size;
-	sigset_t none;
-	int pidfd_err, out_fd;
-	pid_t pid;
-
-	if (env == NULL)
-		return -ENOMEM;
-	/* Made before the fork: the child may not allocate (exec_child()). */
-	if (child_cpus(g, &cpus, &cpus_size) < 0) {
-		free_child_env(env);
-		return -ENOMEM;
-	}
-	/* A stop the last process never saw (it ended before attaching, or
-	 * none ran) must not stop this one as it attaches. */
-	shoal_router_resume_group(s->router, p->id);
-	out_fd = out_pipe(s, i);
-	sigemptyset(&none);
-	fflush(NULL);
-	pid = fork();
-	if (pid == 0)
-		exec_child(g, env, &none, out_fd, cpus, cpus_size);
-	free_child_env(env);
-	if (cpus != NULL)
-		CPU_FREE(cpus);
-	if (out_fd >= 0)
-		close(out_fd);
-	if (pid < 0) {
-		event(s, "group %s: cannot fork: %s", g->name, strerror(errno));
-		out_close(s, i);
-		return -errno;
-	}
-	p->pid = pid;
-	p->pidfd = pidfd_open(pid, 0);
-	pidfd_err = p->pidfd < 0 ? errno : 0;
-	p->started_ns = shoal__now_ns();
-	p->restart_at_ns = 0;
-	p->stopping = false;
-	event(s, "group %s: started pid %d", g->name, (int)pid);
-	if (p->pidfd < 0)
-		event(s, "group %s: pidfd_open: %s; watching pid %d with waitpid() every %llu ms "
-		      "instead", g->name, strerror(pidfd_err), (int)pid,
-		      (unsigned long long)(POLL_PID_NS / 1000000));
-	return 0;
-}
-
-static void describe_exit(char *buf, size_t len, int status)
-{
-	if (WIFEXITED(status))
-		snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
-	else if (WIFSIGNALED(status))
-		snprintf(buf, len, "killed by signal %d (%s)", WTERMSIG(status),
-			 strsignal(WTERMSIG(status)));
-	else
-		snprintf(buf, len, "ended (status 0x%x)", status);
-}
-
-static void begin_stop(struct sup *s, const char *why, bool failure);
-static void tool_stop_done(struct sup *s, uint32_t i, const char *how);
-
-
-/* Mark a group failed (sends to it fail with -EHOSTDOWN, what is routed
- * to it is dropped and counted) and apply its on_give_up. */
-static void give_up(struct sup *s, struct proc *p, const struct shoal__cfg_group *g,
-		    const char *why)
-{
-	p->failed = true;
-	s->failure = true;
-	shoal_router_fail_group(s->router, p->id);
-	event(s, "group %s: %s; giving up", g->name, why);
-	if (g->on_failure == SHOAL__FAIL_STOP)
-		begin_stop(s, "a group gave up and its policy stops the system", true);
-}
-static void on_exit_of(struct sup *s, uint32_t i, int status)
-{
-	const struct shoal__cfg_group *g = &s->cfg->groups[i];
-	struct proc *p = &s->procs[i];
-	bool failed_exit = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
-	uint64_t now = shoal__now_ns();
-	bool restart;
-	char how[96];
-
-	describe_exit(how, sizeof(how), status);
-	if (p->pidfd >= 0)
-		close(p->pidfd);
-	p->pidfd = -1;
-	p->pid = 0;
-	p->last_status = status;
-	event(s, "group %s: %s", g->name, how);
-	if (p->stopping || s->stop_requested) {
-		if (failed_exit && !(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && p->stopping))
-			s->failure = true;
-		if (!s->stop_requested)
-			tool_stop_done(s, i, how);
-		return;
-	}
-	if (p->retired)
-		return;
-	restart = g->restart == SHOAL__RESTART_ALWAYS ||
-		  (g->restart == SHOAL__RESTART_ON_FAILURE && failed_exit);
-	if (!restart) {
-		/* A failure the policy will not restart: the group gives up at once. */
-		if (failed_exit)
-			give_up(s, p, g, "its restart policy is never");
-		return;
-	}
-	if (now - p->started_ns >= STABLE_NS) {
-		p->retries = 0;
-		p->backoff_ms = g->backoff_ms;
-	}
-	if (g->max_retries >= 0 && p->retries >= g->max_retries) {
-		char why[64];
-
-		snprintf(why, sizeof(why), "failed after %d restart%s", p->retries,
-			 p->retries == 1 ? "" : "s");
-		give_up(s, p, g, why);
-		return;
-	}
-	p->retries++;
-	p->restart_at_ns = now + (uint64_t)p->backoff_ms * 1000000u;
-	event(s, "group %s: restart %d in %u ms", g->name, p->retries, p->backoff_ms);
-	p->backoff_ms = p->backoff_ms * 2 > g->max_backoff_ms ? g->max_backoff_ms
-							       : p->backoff_ms * 2;
-}
-
-static void reap(struct sup *s, uint32_t i)
-{
-	struct proc *p = &s->procs[i];
-	siginfo_t si;
-	int status;
-
-	if (p->pid == 0)
-		return;
-	if (p->pidfd < 0) {
-		if (waitpid(p->pid, &status, WNOHANG) == p->pid) {
-			out_read(s, i, OUT_LAST_BUDGET, true);
-			on_exit_of(s, i, status);
-		}
-		return;
-	}
-	memset(&si, 0, sizeof(si));
-	if (waitid(P_PIDFD, (id_t)p->pidfd, &si, WEXITED | WNOHANG) != 0 || si.si_pid == 0)
-		return;
-	status = si.si_code == CLD_EXITED ? W_EXITCODE(si.si_status, 0)
-					  : W_EXITCODE(0, si.si_status);
-	/* Its last words before the news of its end. */
-	out_read(s, i, OUT_LAST_BUDGET, true);
-	on_exit_of(s, i, status);
-}
-
-/* Reap the processes that have no pidfd; returns how many are left. */
-static uint32_t reap_unwatched(struct sup *s)
-{
-	uint32_t left = 0;
-
-	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
-		if (s->procs[i].pid != 0 && s->procs[i].pidfd < 0) {
-			reap(s, i);
-			left += s->procs[i].pid != 0;
-		}
-	return left;
-}
-
-/* A poll() timeout of at most `ms`, shortened while some process has no
- * pidfd to wake us. */
-static int poll_ms(struct sup *s, uint64_t ms)
-{
-	if (reap_unwatched(s) > 0 && ms > POLL_PID_NS / 1000000)
-		ms = POLL_PID_NS / 1000000;
-	return ms > INT32_MAX ? INT32_MAX : (int)ms;
-}
-
-/* The descriptors one wait watches, and what each one is. */
-#define OUT_BIT UINT32_C(0x80000000)   /* in map[]: group i's output, not its pidfd */
-
-struct waitset {
-	struct pollfd pfd[2 * SHOAL_MAX_GROUPS + 2];
-	uint32_t map[2 * SHOAL_MAX_GROUPS + 2];
-	uint32_t n, first;           /* pfd[first..n) are the groups' */
-};
-
-/*
- * Add to w the pidfd of group `only`'s process (of every group's when `only`
- * is negative) and every group's output pipe: while the supervisor waits for
- * anything, the groups' output keeps flowing (a group blocked on a full pipe
- * could not stop).
- */
-static void watch_groups(const struct sup *s, struct waitset *w, int only)
-{
-	w->first = w->n;
-	for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
-		const struct proc *p = &s->procs[i];
-
-		if (p->pid != 0 && p->pidfd >= 0 && (only < 0 || (uint32_t)only == i)) {
-			w->pfd[w->n] = (struct pollfd){ .fd = p->pidfd, .events = POLLIN };
-			w->map[w->n++] = i;
-		}
-		if (p->out != NULL && p->out->fd >= 0) {
-			w->pfd[w->n] = (struct pollfd){ .fd = p->out->fd, .events = POLLIN };
-			w->map[w->n++] = i | OUT_BIT;
-		}
-	}
-}
-
-/* After poll(): reap the processes that ended, pass on what groups printed. */
-static void serve_groups(struct sup *s, const struct waitset *w)
-{
-	for (uint32_t k = w->first; k < w->n; k++) {
-		if (!w->pfd[k].revents)
-			continue;
-		if (w->map[k] & OUT_BIT)
-			out_read(s, w->map[k] & ~OUT_BIT, OUT_BUDGET, false);
-		else
-			reap(s, w->map[k]);
-	}
-}
-
-/* Wait up to `ms` for group `only`'s process (any, if negative) to end,
- * serving every group's output meanwhile. */
-static void wait_groups(struct sup *s, int only, uint64_t ms)
-{
-	struct waitset w = { .n = 0 };
-
-	watch_groups(s, &w, only);
-	if (poll(w.pfd, w.n, poll_ms(s, ms)) > 0)
-		serve_groups(s, &w);
-}
-
-/* ---- the stop sequence ---------------------------------------------------------------- */
-
-static void begin_stop(struct sup *s, const char *why, bool failure)
-{
-	if (s->stop_requested)
-		return;
-	s->stop_requested = true;
-	s->failure |= failure;
-	event(s, "stopping: %s", why);
-	if (s->o->notify != NULL)
-		s->o->notify(SHOAL__SUP_STOPPING, why);
-}
-
-static bool any_running(const struct sup *s, int32_t order)
-{
-	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
-		if (s->procs[i].pid != 0 && s->cfg->groups[i].stop_order == order)
-			return true;
-	return false;
-}
-
-/* Wait for the processes of one stop level, reaping as they go. */
-static void wait_level(struct sup *s, int32_t order, uint64_t deadline)
-{
-	uint64_t now;
-
-	while (any_running(s, order) && (now = shoal__now_ns()) < deadline)
-		wait_groups(s, -1, (deadline - now) / 1000000 + 1);
-}
-
-/* Bytes the uplinks of the groups stopped before `order` still hold. */
-static uint64_t left_before(struct sup *s, int32_t order)
-{
-	uint64_t bytes = 0;
-
-	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
-		if (s->cfg->groups[i].stop_order < order)
-			bytes += shoal__router_uplink_bytes(s->router, s->procs[i].id);
-	return bytes;
-}
-
-/*
- * Before level `order` is asked to stop, let the dispatchers route what
- * the levels before it left in their uplinks: a group drains its mailbox
- * when asked, and a record still in an uplink then would reach it too late
- * (counted lost_queued at the end). Waits until those uplinks are empty,
- * `deadline`, or no byte moved for STOP_STALL_NS (a record parked for a
- * full mailbox of a group that has stopped: it moves no more).
- */
-static void drain_before(struct sup *s, int32_t order, uint64_t deadline)
-{
-	uint64_t left = left_before(s, order), moved = shoal__now_ns(), now, was;
-
-	while (left > 0 && (now = shoal__now_ns()) < deadline && now - moved < STOP_STALL_NS) {
-		wait_groups(s, -1, 1);
-		was = left;
-		left = left_before(s, order);
-		if (left != was)
-			moved = shoal__now_ns();
-	}
-	if (left > 0)
-		event(s, "stop: %llu bytes of messages sent by groups that have stopped were "
-		      "not routed in time", (unsigned long long)left);
-}
-
-static void stop_all(struct sup *s)
-{
-	int32_t order = INT32_MIN;
-
-	for (;;) {
-		int32_t next = INT32_MAX;
-		uint64_t timeout_ms = 0, deadline;
-		bool found = false;
-
-		for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
-			int32_t o = s->cfg->groups[i].stop_order;
-
-			s->procs[i].restart_at_ns = 0;
-			if (o > order && o <= next) {
-				next = o;
-				found = true;
-			}
-		}
-		if (!found)
-			break;
-		order = next;
-		for (uint32_t i = 0; i < s->cfg->n_groups; i++)
-			if (s->cfg->groups[i].stop_order == order && s->procs[i].pid != 0 &&
-			    s->cfg->groups[i].stop_timeout_ms > timeout_ms)
-				timeout_ms = s->cfg->groups[i].stop_timeout_ms;
-		deadline = shoal__now_ns() + timeout_ms * 1000000u;
-		if (any_running(s, order))
-			drain_before(s, order, deadline);
-		for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
-			struct proc *p = &s->procs[i];
-
-			if (s->cfg->groups[i].stop_order != order || p->pid == 0)
-				continue;
-			p->stopping = true;
-			shoal_router_stop_group(s->router, p->id);
-			event(s, "group %s: stopping (order %d)", s->cfg->groups[i].name, order);
-		}
-		wait_level(s, order, deadline);
-		for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
-			struct proc *p = &s->procs[i];
-
-			if (s->cfg->groups[i].stop_order != order || p->pid == 0)
-				continue;
-			event(s, "group %s: did not stop within %u ms; killing it",
-			      s->cfg->groups[i].name, s->cfg->groups[i].stop_timeout_ms);
-			s->failure = true;
-			kill(p->pid, SIGKILL);
-		}
-		wait_level(s, order, shoal__now_ns() + 5000000000ull);
-	}
-	/* What the last level sent, for groups stopped before it. */
-	drain_before(s, INT32_MAX, shoal__now_ns() + STOP_STALL_NS);
-}
-
-/*
- * Every process has ended; give the router's control thread (at most a
- * second) to see their connections close, so that what their mailboxes
- * still hold is counted as stranded.
- */
-static void wait_detached(struct sup *s)
-{
-	uint64_t deadline = shoal__now_ns() + 1000000000u;
-
-	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
-		while (shoal_router_group_pid(s->router, s->procs[i].id) != 0 &&
-		       shoal__now_ns() < deadline)
-			shoal_router_wait_change(s->router, 10000000);
-}
-
-/* ---- lifecycle requests: shoal stop, restart, reload ---------------------------------------- */
-
-/*
- * Answer a tool's request on its connection `fd` and close it: DONE with
- * the text, or ERROR `code` (< 0). The connection is non-blocking and holds
- * this one reply: the send never waits.
- */
-__attribute__((format(printf, 4, 5)))
-static void admin_reply(struct sup *s, int fd, int code, const char *fmt, ...)
-{
-	struct shoal__ctl_done d;
-	va_list ap;
-
-	memset(&d, 0, sizeof(d));
-	va_start(ap, fmt);
-	vsnprintf(d.msg, sizeof(d.msg), fmt, ap);
-	va_end(ap);
-	if (code < 0) {
-		shoal__ctl_send_error(fd, code, d.msg);
-	} else {
-		shoal__ctl_init(&d.h, SHOAL__CTL_DONE, sizeof(d));
-		d.pid = (int32_t)getpid();
-		snprintf(d.log_dir, sizeof(d.log_dir), "%s", s->log_dir ? s->log_dir : "");
-		shoal__ctl_send(fd, &d, sizeof(d));
-	}
-	close(fd);
-}
-
-/* Is a group being stopped or restarted on a tool's request? */
-static bool tool_pending(const struct sup *s)
-{
-	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
-		if (s->procs[i].waiter >= 0 || s->procs[i].restarting)
-			return true;
-	return false;
-}
-
-/*
- * Group i's process, stopping on request, has ended (`how`): start it again
- * for a restart, or leave it stopped; answer the tool that asked.
- */
-static void tool_stop_done(struct sup *s, uint32_t i, const char *how)
-{
-	const struct shoal__cfg_group *g = &s->cfg->groups[i];
-	struct proc *p = &s->procs[i];
-	int fd = p->waiter, ret;
-
-	p->kill_at_ns = 0;
-	p->waiter = -1;
-	if (!p->restarting) {
-		if (fd >= 0)
-			admin_reply(s, fd, 0, "group %s stopped: its process %s; it stays stopped "
-				    "until 'shoal restart %s %s'", g->name, how, s->cfg->system,
-				    g->name);
-		return;
-	}
-	p->restarting = false;
-	p->stopping = false;
-	p->retries = 0;
-	p->backoff_ms = g->backoff_ms;
-	ret = launch(s, i);
-	if (fd < 0)
-		return;
-	if (ret < 0)
-		admin_reply(s, fd, ret, "group %s stopped (its process %s) but did not start "
-			    "again: %s", g->name, how, strerror(-ret));
-	else
-		admin_reply(s, fd, 0, "group %s restarted: pid %d (the previous process %s)",
-			    g->name, (int)p->pid, how);
-}
-
-/*
- * `shoal stop SYSTEM GROUP` (restart false) or `shoal restart SYSTEM GROUP`:
- * ask group i's process to stop through its mailbox, as the stop sequence
- * does, with its stop timeout before SIGKILL (run_loop() keeps the time);
- * the tool on `fd` is answered when it has ended (tool_stop_done()).
- */
-static void tool_stop(struct sup *s, uint32_t i, int fd, bool restart)
-{
-	const struct shoal__cfg_group *g = &s->cfg->groups[i];
-	struct proc *p = &s->procs[i];
-
-	if (p->waiter >= 0 || p->restarting) {
-		admin_reply(s, fd, -EBUSY, "group %s is already being stopped or restarted on "
-			    "request: try again once that is done", g->name);
-		return;
-	}
-	if (p->pid == 0 && !restart) {
-		p->restart_at_ns = 0;
-		shoal_router_stop_group(s->router, p->id);   /* shown stopped, not down */
-		admin_reply(s, fd, 0, "group %s was not running%s; it stays stopped until "
-			    "'shoal restart %s %s'", g->name, p->held ? " (stopped on request)" :
-			    p->failed ? " (it had given up)" : "", s->cfg->system, g->name);
-		p->held = true;
-		return;
-	}
-	if (p->pid == 0) {
-		int ret;
-
-		if (p->failed) {
-			admin_reply(s, fd, -EHOSTDOWN, "group %s gave up and is marked failed: "
-				    "restart the system to bring it back", g->name);
-			return;
-		}
-		p->held = false;
-		p->restart_at_ns = 0;
-		p->retries = 0;
-		p->backoff_ms = g->backoff_ms;
-		p->stopping = false;
-		ret = launch(s, i);
-		if (ret < 0)
-			admin_reply(s, fd, ret, "group %s did not start: %s", g->name,
-				    strerror(-ret));
-		else
-			admin_reply(s, fd, 0, "group %s started: pid %d (it was not running)",
-				    g->name, (int)p->pid);
-		return;
-	}
-	p->held = !restart;
-	p->restarting = restart;
-	p->stopping = true;
-	p->restart_at_ns = 0;
-	p->kill_at_ns = shoal__now_ns() + (uint64_t)g->stop_timeout_ms * 1000000u;
-	p->waiter = fd;
-	shoal_router_stop_group(s->router, p->id);
-	event(s, "group %s: stopping (asked by shoal %s)", g->name, restart ? "restart" : "stop");
-}
-
-/* Processes stopping on request past their stop timeout are killed. Returns
- * the nearest deadline still to come (UINT64_MAX: none). */
-static uint64_t tool_stop_deadlines(struct sup *s, uint64_t now)
-{
-	uint64_t next = UINT64_MAX;
-
-	for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
-		struct proc *p = &s->procs[i];
-
-		if (p->pid == 0 || p->kill_at_ns == 0)
-			continue;
-		if (now < p->kill_at_ns) {
-			next = p->kill_at_ns < next ? p->kill_at_ns : next;
-			continue;
-		}
-		event(s, "group %s: did not stop within %u ms; killing it", s->cfg->groups[i].name,
-		      s->cfg->groups[i].stop_timeout_ms);
-		kill(p->pid, SIGKILL);
-		p->kill_at_ns = 0;
-	}
-	return next;
-}
-
-/* ---- the bridge ---------------------------------------------------------------------------- */
-
-#define BRIDGE_ARGC 5   /* shoal bridge --host NAME FILE */
-
-/* Free what bridge_group() made of g, whichever of its strings it made. */
-static void bridge_group_free(struct shoal__cfg_group *g)
-{
-	for (int i = 0; g->argv != NULL && i < BRIDGE_ARGC; i++)
-		free(g->argv[i]);
-	free(g->argv);
-	free(g->program);
-}
-
-/*
- * The built-in group of a host with peers (docs/hosts.md): `shoal bridge
- * --host NAME FILE`, run by this very `shoal`, so that it reads the file as
- * the supervisor did. Appended after the file's groups, whose ids thus
- * stay the same on every host. It stops after them (it carries what they
- * send until they are gone), and restarts by the same policy code as any
- * group, with no retry limit: a host without its bridge is cut off.
- */
-static int bridge_group(const struct sup *s, const struct shoal__config *c,
-			struct shoal__cfg_group *g, struct shoal_err *err)
-{
-	static const char *const fixed[] = { "bridge", "--host" };
-	char *path = realpath(c->path, NULL);
-	int32_t last = 0;
-
-	memset(g, 0, sizeof(*g));
-	if (path == NULL)
-		return shoal__fail(err, -errno, "%s: %s", c->path, strerror(errno));
-	g->argv = calloc(BRIDGE_ARGC + 1, sizeof(char *));
-	g->program = strdup(s->o->bridge_program);
-	if (g->argv == NULL || g->program == NULL) {
-		free(path);
-		bridge_group_free(g);
-		return shoal__fail(err, -ENOMEM, "out of memory");
-	}
-	g->argv[4] = path;
-	g->argv[0] = strdup(g->program);
-	g->argv[1] = strdup(fixed[0]);
-	g->argv[2] = strdup(fixed[1]);
-	g->argv[3] = strdup(c->hosts[s->host].name);
-	if (g->argv[0] == NULL || g->argv[1] == NULL || g->argv[2] == NULL || g->argv[3] == NULL) {
-		bridge_group_free(g);
-		return shoal__fail(err, -ENOMEM, "out of memory");
-	}
-	for (uint32_t i = 0; i < c->n_groups; i++)
-		if (c->groups[i].stop_order > last)
-			last = c->groups[i].stop_order;
-	snprintf(g->name, sizeof(g->name), "%s", SHOAL__BRIDGE_GROUP);
-	g->workers = 1;
-	g->actors = 1;
-	g->node = -1;
-	g->restart = SHOAL__RESTART_ON_FAILURE;
-	g->max_retries = -1;
-	g->backoff_ms = 100;
-	g->max_backoff_ms = 5000;
-	g->stop_order = last + 1;
-	g->stop_timeout_ms = 5000;
-	g->host = s->host;
-	return 0;
-}
-
-/* Append the bridge to c's groups when this host has peers. Returns 0, or a
- * negative errno with the reason in *err (c is unchanged). */
-static int add_bridge(const struct sup *s, struct shoal__config *c, struct shoal_err *err)
-{
-	struct shoal__cfg_group *groups, g;
-	int ret;
-
-	if (s->host < 0 || c->n_hosts < 2)
-		return 0;
-	if (s->o->bridge_program == NULL)
-		return shoal__fail(err, -ENOTSUP, "%s lists other hosts, but this shoal is built "
-				   "without the link layer (UCX): it has no bridge to run",
-				   c->path);
-	if (c->n_groups >= SHOAL_MAX_GROUPS)
-		return shoal__fail(err, -ENOSPC, "%s: with its bridge, host %s would have more "
-				   "than %d groups", c->path, s->o->host, SHOAL_MAX_GROUPS);
-	ret = bridge_group(s, c, &g, err);
-	if (ret < 0)
-		return ret;
-	groups = realloc(c->groups, (c->n_groups + 1) * sizeof(*groups));
-	if (groups == NULL) {
-		bridge_group_free(&g);
-		return shoal__fail(err, -ENOMEM, "out of memory");
-	}
-	groups[c->n_groups] = g;
-	c->groups = groups;
-	c->n_groups++;
-	return 0;
-}
-
-/* ---- router setup and reload -------------------------------------------------------------- */
+/* ---- router setup ------------------------------------------------------------------------- */
 
 /* The folder of the groups' log files: made 0700 if it does not exist. */
 static int make_log_dir(const char *dir, struct shoal_err *err)
@@ -1443,7 +114,7 @@ int shoal__sup_load_config(const char *path, const char *name, struct shoal__con
 }
 
 /* The file's message types, so that a program that disagrees is refused. */
-static int declare_types(struct sup *s, const struct shoal__config *c, struct shoal_err *err)
+int shoal__sup_declare_types(struct sup *s, const struct shoal__config *c, struct shoal_err *err)
 {
 	for (uint32_t i = 0; i < c->n_types; i++) {
 		const struct shoal__cfg_type *t = &c->types[i];
@@ -1455,329 +126,24 @@ static int declare_types(struct sup *s, const struct shoal__config *c, struct sh
 	return 0;
 }
 
-/* The host of group i of c if it is another host's (its index), else -1. */
-static int remote_host(const struct sup *s, const struct shoal__config *c, uint32_t i)
-{
-	return shoal__config_runs(c, s->host, i) ? -1 : c->groups[i].host;
-}
-
 static int declare_groups(struct sup *s, struct shoal_err *err)
 {
 	for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
 		const struct shoal__cfg_group *g = &s->cfg->groups[i];
 		struct shoal_group_spec spec = { g->name, g->workers, g->actors, g->node, g->mailbox,
 						 g->overflow };
-		int id = shoal__router_group_on(s->router, &spec, remote_host(s, s->cfg, i), err);
+		int id = shoal__router_group_on(s->router, &spec,
+						shoal__sup_remote_host(s, s->cfg, i), err);
 
 		if (id < 0)
 			return id;
 		s->procs[i].id = id;
 		s->procs[i].backoff_ms = g->backoff_ms;
-		s->procs[i].out = out_new(s, g->name, s->log_dir);
+		s->procs[i].out = shoal__sup_out_new(s, g->name, s->log_dir);
 		if (s->procs[i].out == NULL)
 			return -ENOMEM;
 	}
 	return 0;
-}
-
-/* Index of this host's bridge in c->groups (add_bridge()), or -1. */
-static int bridge_of(const struct sup *s, const struct shoal__config *c)
-{
-	return s->host >= 0 && c->n_hosts > 1 ? (int)c->n_groups - 1 : -1;
-}
-
-/* Is group i of c on a host marked down (s->hosts_down)? */
-static bool host_down(const struct sup *s, const struct shoal__config *c, uint32_t i)
-{
-	return !shoal__config_runs(c, s->host, i) && (s->hosts_down >> c->groups[i].host & 1);
-}
-
-/*
- * Routes of groups on other hosts become routes to the bridge: one filter
- * per SHOAL_FILTER_MAX_TYPES of the types they name, matching any key, so
- * that a message reaches the bridge once whatever number of remote routes
- * it matches (the dispatcher delivers a copy per matching filter). The
- * bridge matches it against those routes to find the hosts that get it,
- * one copy each (docs/hosts.md). Routes of groups on a host marked down
- * are left to apply_routes(). Appends to f[*n]; returns nothing.
- */
-static void bridge_routes(const struct sup *s, const struct shoal__config *c, uint16_t bridge_id,
-			  struct shoal_filter *f, uint32_t *n)
-{
-	struct shoal_filter *cur = NULL;
-
-	for (uint32_t i = 0; i < c->n_routes; i++) {
-		const struct shoal_filter *r = &c->routes[i].f;
-
-		if (shoal__config_runs(c, s->host, r->group) || r->mode == SHOAL_ROUTE_DISCARD ||
-		    host_down(s, c, r->group))
-			continue;
-		for (uint32_t k = 0; k < r->n_types; k++) {
-			bool seen = false;
-
-			for (uint32_t j = 0; j < *n && !seen; j++)
-				if (f[j].group == bridge_id && f[j].mode == SHOAL_ROUTE_GROUP)
-					for (uint32_t t = 0; t < f[j].n_types && !seen; t++)
-						seen = f[j].types[t] == r->types[k];
-			if (seen)
-				continue;
-			if (cur == NULL || cur->n_types == SHOAL_FILTER_MAX_TYPES) {
-				cur = &f[(*n)++];
-				memset(cur, 0, sizeof(*cur));
-				cur->group = bridge_id;
-				cur->mode = SHOAL_ROUTE_GROUP;
-				cur->key.op = SHOAL_KEY_ANY;
-			}
-			cur->types[cur->n_types++] = r->types[k];
-		}
-	}
-}
-
-/* The config's routes with group indices turned into router ids; those of
- * groups on other hosts go to the bridge (bridge_routes()), but those of a
- * host marked down stay routes to its groups, which are marked failed here
- * (check_hosts()): the dispatcher counts what they would get as
- * dropped_dead, and a send that only they would get fails with -EHOSTDOWN,
- * as for failed groups of this host. */
-static int apply_routes(struct sup *s, const struct shoal__config *c, const struct proc *procs,
-			struct shoal_err *err)
-{
-	/* At most one bridge filter per route: each names a type at least. */
-	struct shoal_filter *f = calloc(2 * c->n_routes + 1, sizeof(*f));
-	int bridge = bridge_of(s, c);
-	uint32_t n = 0;
-	int ret;
-
-	if (f == NULL)
-		return -ENOMEM;
-	for (uint32_t i = 0; i < c->n_routes; i++) {
-		if (!shoal__config_runs(c, s->host, c->routes[i].f.group) &&
-		    !host_down(s, c, c->routes[i].f.group))
-			continue;
-		f[n] = c->routes[i].f;
-		f[n++].group = (uint16_t)procs[c->routes[i].f.group].id;
-	}
-	if (bridge >= 0)
-		bridge_routes(s, c, (uint16_t)procs[bridge].id, f, &n);
-	ret = shoal_router_set_routes(s->router, f, n, err);
-	free(f);
-	return ret;
-}
-
-static bool structural_change(const struct shoal__cfg_group *a, const struct shoal__cfg_group *b)
-{
-	return a->workers != b->workers || a->actors != b->actors || a->node != b->node ||
-	       a->mailbox != b->mailbox || a->overflow != b->overflow;
-}
-
-static bool same_hosts(const struct shoal__config *a, const struct shoal__config *b)
-{
-	if (a->n_hosts != b->n_hosts || a->down_after_ns != b->down_after_ns ||
-	    memcmp(&a->link, &b->link, sizeof(a->link)) != 0)
-		return false;
-	for (uint32_t i = 0; i < a->n_hosts; i++)
-		if (strcmp(a->hosts[i].name, b->hosts[i].name) != 0 ||
-		    strcmp(a->hosts[i].listen, b->hosts[i].listen) != 0 ||
-		    strcmp(a->hosts[i].reach, b->hosts[i].reach) != 0)
-			return false;
-	return true;
-}
-
-static int check_reload(struct sup *s, const struct shoal__config *n, struct shoal_err *err)
-{
-	const struct shoal__config *o = s->cfg;
-
-	if (strcmp(n->system, o->system) != 0)
-		return shoal__fail(err, -EINVAL, "the system name changed (%s -> %s): restart it "
-				   "instead", o->system, n->system);
-	if (n->spin_ns != o->spin_ns || n->wake_deadline_ns != o->wake_deadline_ns ||
-	    n->mode != o->mode ||
-	    n->uplink_capacity != o->uplink_capacity ||
-	    n->inbound_capacity != o->inbound_capacity ||
-	    n->direct_capacity != o->direct_capacity)
-		return shoal__fail(err, -EINVAL, "router settings cannot change while the system "
-				   "runs: restart it instead");
-	if (!same_hosts(o, n))
-		return shoal__fail(err, -EINVAL, "the hosts section changed: the links are made "
-				   "from it, restart the system on every host instead");
-	/* Types may be added; one that running programs know cannot change. */
-	for (uint32_t i = 0; i < n->n_types; i++)
-		for (uint32_t j = 0; j < o->n_types; j++) {
-			const struct shoal__cfg_type *a = &o->types[j], *b = &n->types[i];
-
-			if ((a->id == b->id || strcmp(a->name, b->name) == 0) &&
-			    (a->id != b->id || a->max_size != b->max_size ||
-			     strcmp(a->name, b->name) != 0))
-				return shoal__fail(err, -EINVAL, "message type %u '%s' (max %u bytes) "
-						   "would become %u '%s' (max %u bytes): types "
-						   "cannot change while the system runs", a->id,
-						   a->name, a->max_size, b->id, b->name,
-						   b->max_size);
-		}
-	for (uint32_t i = 0; i < n->n_groups; i++) {
-		int old = shoal__config_group(s->cfg, n->groups[i].name);
-
-		if (old >= 0 && structural_change(&s->cfg->groups[old], &n->groups[i]))
-			return shoal__fail(err, -EINVAL, "group %s: workers, actors, node, mailbox "
-					   "and overflow cannot change while it runs",
-					   n->groups[i].name);
-	}
-	return 0;
-}
-
-static void stop_one(struct sup *s, uint32_t i)
-{
-	struct proc *p = &s->procs[i];
-	uint64_t deadline = shoal__now_ns() + (uint64_t)s->cfg->groups[i].stop_timeout_ms * 1000000u;
-
-	if (p->pid == 0)
-		return;
-	p->stopping = true;
-	shoal_router_stop_group(s->router, p->id);
-	while (p->pid != 0 && shoal__now_ns() < deadline)
-		wait_groups(s, (int)i, 100);
-	if (p->pid != 0) {
-		uint64_t kill_deadline = shoal__now_ns() + 5000000000ull;
-
-		kill(p->pid, SIGKILL);
-		while (p->pid != 0 && shoal__now_ns() < kill_deadline)
-			wait_groups(s, (int)i, 1000);
-	}
-}
-
-/* A refused reload: free the outputs made for the first `upto` groups of
- * `n` that the running system does not have. */
-static void free_new_outs(struct sup *s, const struct shoal__config *n, struct proc *np,
-			  uint32_t upto)
-{
-	for (uint32_t i = 0; i < upto; i++)
-		if (shoal__config_group(s->cfg, n->groups[i].name) < 0)
-			out_free(np[i].out);
-}
-
-/* Refuse a reload: say why, with the reason in *err. Returns `ret`. */
-static int refuse_reload(struct sup *s, int ret, struct shoal_err *err)
-{
-	event(s, "reload refused, nothing changed: %s", err->msg[0] ? err->msg : strerror(-ret));
-	return ret;
-}
-
-/*
- * Re-read the system file and apply it (SIGHUP, `shoal reload`). Returns 0,
- * or a negative errno with the reason in *err when the file is refused and
- * nothing changed.
- */
-static int reload_file(struct sup *s, struct shoal_err *err)
-{
-	struct shoal__config_space space;
-	struct shoal__config *n;
-	struct proc *np;
-	int ret;
-
-	if (tool_pending(s))
-		return refuse_reload(s, shoal__fail(err, -EBUSY, "a group is being stopped or "
-						    "restarted on request: reload once that is "
-						    "done"), err);
-	ret = shoal__sup_load_config(s->cfg->path, s->o->name, &n, err);
-	if (ret < 0)
-		return refuse_reload(s, ret, err);
-	ret = check_reload(s, n, err);
-	if (ret == 0)
-		ret = shoal__config_check_cpus(n, s->host, err);
-	if (ret == 0)
-		ret = add_bridge(s, n, err);
-	if (ret == 0)
-		ret = shoal__config_check_space(n, s->cfg, &space, err);
-	if (ret == 0)
-		ret = declare_types(s, n, err);   /* only additions are left */
-	if (ret < 0) {
-		shoal__config_free(n);
-		return refuse_reload(s, ret, err);
-	}
-	np = calloc(n->n_groups, sizeof(*np));
-	if (np == NULL) {
-		shoal__config_free(n);
-		return refuse_reload(s, -ENOMEM, err);
-	}
-	/* Declare new groups first, so that every route can name its group. */
-	for (uint32_t i = 0; i < n->n_groups; i++) {
-		const struct shoal__cfg_group *g = &n->groups[i];
-		struct shoal_group_spec spec = { g->name, g->workers, g->actors, g->node, g->mailbox,
-						 g->overflow };
-		int old = shoal__config_group(s->cfg, g->name);
-
-		if (old >= 0) {
-			np[i] = s->procs[old];
-			continue;
-		}
-		np[i].pidfd = -1;
-		np[i].waiter = -1;
-		np[i].backoff_ms = g->backoff_ms;
-		np[i].out = out_new(s, g->name, s->log_dir);
-		np[i].id = np[i].out == NULL ? -ENOMEM :
-			   shoal__router_group_on(s->router, &spec, remote_host(s, n, i), err);
-		if (np[i].id < 0) {
-			ret = np[i].out == NULL ? -ENOMEM : np[i].id;
-			free_new_outs(s, n, np, i + 1);
-			free(np);
-			shoal__config_free(n);
-			event(s, "reload refused: %s", err->msg[0] ? err->msg : strerror(-ret));
-			return ret;
-		}
-	}
-	ret = apply_routes(s, n, np, err);
-	if (ret < 0) {
-		free_new_outs(s, n, np, n->n_groups);
-		free(np);
-		shoal__config_free(n);
-		return refuse_reload(s, ret, err);
-	}
-	event(s, "reload: %u routes published", n->n_routes);
-	/* Groups gone from the file stop for good; changed ones restart. */
-	for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
-		int now = shoal__config_group(n, s->cfg->groups[i].name);
-
-		if (now < 0) {
-			s->procs[i].retired = true;
-			event(s, "group %s: removed from the file", s->cfg->groups[i].name);
-			stop_one(s, i);
-		} else if (!shoal__config_group_same(&s->cfg->groups[i], &n->groups[now])) {
-			event(s, "group %s: settings changed; restarting it", s->cfg->groups[i].name);
-			stop_one(s, i);
-			np[now].pid = 0;
-			np[now].pidfd = -1;
-		}
-	}
-	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
-		if (s->procs[i].retired)
-			out_free(s->procs[i].out);
-	shoal__config_free(s->cfg);
-	free(s->procs);
-	s->cfg = n;
-	s->procs = np;
-	name_width(s);
-	/* A group stopped on request stays stopped (until `shoal restart`). */
-	for (uint32_t i = 0; i < n->n_groups; i++)
-		if (s->procs[i].pid == 0 && !s->procs[i].failed && !s->procs[i].held &&
-		    shoal__config_runs(n, s->host, i)) {
-			s->procs[i].stopping = false;
-			launch(s, i);
-		}
-	return 0;
-}
-
-/* reload_file(), between RELOADING and READY once the system was ready. */
-static int reload(struct sup *s, struct shoal_err *err)
-{
-	int ret;
-
-	if (s->ready)
-		s->o->notify(SHOAL__SUP_RELOADING, "reloading its file");
-	ret = reload_file(s, err);
-	if (s->ready)
-		s->o->notify(SHOAL__SUP_READY, ret == 0 ? "reloaded" :
-			     "reload refused, nothing changed");
-	return ret;
 }
 
 /* ---- the loop ------------------------------------------------------------------------------ */
@@ -1820,107 +186,6 @@ static void check_ready(struct sup *s)
 	s->o->notify(SHOAL__SUP_READY, text);
 }
 
-/* "a, b, c": the system's group names, for an error that names a wrong one. */
-static void group_list(const struct sup *s, char *buf, size_t len)
-{
-	size_t n = 0;
-
-	buf[0] = '\0';
-	for (uint32_t i = 0; i < s->cfg->n_groups && n < len; i++)
-		n += (size_t)snprintf(buf + n, len - n, "%s%s", i ? ", " : "",
-				      s->cfg->groups[i].name);
-}
-
-/* One lifecycle request, handed over by the control thread (supervisor.h). */
-static void admin_request(struct sup *s, const struct shoal__admin_req *q)
-{
-	const struct shoal__ctl_admin *m = &q->m;
-	struct shoal_err err = { { 0 } };
-	char names[160];
-	int i = -1;
-
-	if (m->group[0] != '\0' && (i = shoal__config_group(s->cfg, m->group)) < 0) {
-		group_list(s, names, sizeof(names));
-		admin_reply(s, q->fd, -ENOENT, "system %s has no group '%s' (its groups: %s)",
-			    s->cfg->system, m->group, names);
-		return;
-	}
-	if (i >= 0 && !shoal__config_runs(s->cfg, s->host, (uint32_t)i)) {
-		admin_reply(s, q->fd, -EREMOTE, "group %s runs on host %s, not here (host %s): "
-			    "ask the shoal run of that host", m->group,
-			    s->cfg->hosts[s->cfg->groups[i].host].name, s->o->host);
-		return;
-	}
-	switch (m->what) {
-	case SHOAL__ADMIN_STOP:
-		if (i >= 0) {
-			tool_stop(s, (uint32_t)i, q->fd, false);
-		} else if (s->n_stop_waiters < sizeof(s->stop_waiters) / sizeof(int)) {
-			s->stop_waiters[s->n_stop_waiters++] = q->fd;
-			begin_stop(s, "asked by shoal stop", false);
-		} else {
-			begin_stop(s, "asked by shoal stop", false);
-			admin_reply(s, q->fd, 0, "system %s is stopping", s->cfg->system);
-		}
-		break;
-	case SHOAL__ADMIN_RESTART:
-		tool_stop(s, (uint32_t)i, q->fd, true);
-		break;
-	case SHOAL__ADMIN_RELOAD:
-		event(s, "reload asked by shoal reload");
-		if (reload(s, &err) < 0)
-			admin_reply(s, q->fd, -EINVAL, "reload refused, nothing changed: %s",
-				    err.msg);
-		else
-			admin_reply(s, q->fd, 0, "system %s reloaded: %u groups, %u routes "
-				    "published", s->cfg->system, s->cfg->n_groups,
-				    s->cfg->n_routes);
-		break;
-	default:
-		admin_reply(s, q->fd, 0, "system %s: supervisor pid %d, %u groups",
-			    s->cfg->system, (int)getpid(), s->cfg->n_groups);
-		break;
-	}
-}
-
-static void on_admin(struct sup *s)
-{
-	struct shoal__admin_req q;
-
-	while (!s->stop_requested && read(s->admin_rd, &q, sizeof(q)) == (ssize_t)sizeof(q))
-		admin_request(s, &q);
-}
-
-/*
- * The system has stopped and its router is gone (no more requests come):
- * answer every tool still waiting, and close the pipe.
- */
-static void admin_finish(struct sup *s)
-{
-	struct shoal__admin_req q;
-
-	shoal__control_admin(NULL, -1);
-	if (s->admin_rd < 0)
-		return;
-	while (read(s->admin_rd, &q, sizeof(q)) == (ssize_t)sizeof(q)) {
-		if (q.m.what == SHOAL__ADMIN_STOP && q.m.group[0] == '\0' &&
-		    s->n_stop_waiters < sizeof(s->stop_waiters) / sizeof(int))
-			s->stop_waiters[s->n_stop_waiters++] = q.fd;
-		else
-			admin_reply(s, q.fd, -ESHUTDOWN, "system %s stopped before this request "
-				    "was served", s->cfg->system);
-	}
-	for (unsigned k = 0; k < s->n_stop_waiters; k++)
-		admin_reply(s, s->stop_waiters[k], 0, "system %s stopped%s", s->cfg->system,
-			    s->failure ? " with failures (see its output)" : "");
-	for (uint32_t i = 0; i < s->cfg->n_groups; i++)
-		if (s->procs[i].waiter >= 0)
-			admin_reply(s, s->procs[i].waiter, -ESHUTDOWN, "system %s stopped while "
-				    "group %s was stopping", s->cfg->system, s->cfg->groups[i].name);
-	close(s->admin_rd);
-	close(s->admin_wr);
-}
-
 static void on_signal(struct sup *s)
 {
 	struct signalfd_siginfo si;
@@ -1929,58 +194,11 @@ static void on_signal(struct sup *s)
 		struct shoal_err err = { { 0 } };
 
 		if (si.ssi_signo == SIGHUP)
-			reload(s, &err);
+			shoal__sup_reload(s, &err);
 		else
-			begin_stop(s, si.ssi_signo == SIGINT ? "interrupted" : "terminated", false);
+			shoal__sup_begin_stop(s, si.ssi_signo == SIGINT ? "interrupted" :
+					      "terminated", false);
 	}
-}
-
-/*
- * Take the bridge's word on which hosts have been away longer than
- * hosts.down_after (bounded to the file's other hosts: the bridge's
- * mailbox is shared memory), and mark their groups down, or up again, where
- * senders see it: the routes that go with it first (apply_routes()), then
- * the groups' state.
- */
-static void check_hosts(struct sup *s)
-{
-	int bridge = bridge_of(s, s->cfg);
-	uint64_t mask, down, changed;
-	struct shoal_err err = { 0 };
-	int *ids;
-
-	if (bridge < 0)
-		return;
-	mask = s->cfg->n_hosts >= 64 ? UINT64_MAX : (UINT64_C(1) << s->cfg->n_hosts) - 1;
-	mask &= ~(UINT64_C(1) << s->host);
-	down = shoal__router_hosts_down(s->router, s->procs[bridge].id) & mask;
-	changed = down ^ s->hosts_down;
-	if (changed == 0)
-		return;
-	ids = calloc(s->cfg->n_groups, sizeof(*ids));
-	if (ids == NULL)
-		return;   /* looked at again at the next pass */
-	for (uint32_t h = 0; h < s->cfg->n_hosts; h++) {
-		bool now_down = down >> h & 1;
-		uint32_t n = 0;
-
-		if (!(changed >> h & 1))
-			continue;
-		for (uint32_t i = 0; i < s->cfg->n_groups; i++)
-			if (remote_host(s, s->cfg, i) == (int)h)
-				ids[n++] = s->procs[i].id;
-		shoal__router_mark_host(s->router, ids, n, now_down);
-		event(s, now_down ? "host %s: away longer than hosts.down_after; sends to its "
-				    "groups fail with -EHOSTDOWN" :
-				    "host %s: back; its groups reachable again",
-		      s->cfg->hosts[h].name);
-	}
-	free(ids);
-	s->hosts_down = down;
-	if (apply_routes(s, s->cfg, s->procs, &err) < 0)
-		event(s, "routes not republished after a host change: %s",
-		      err.msg[0] ? err.msg : "out of memory");
-	shoal__router_show_hosts(s->router);
 }
 
 static void run_loop(struct sup *s)
@@ -1991,8 +209,8 @@ static void run_loop(struct sup *s)
 
 		w.pfd[0] = (struct pollfd){ .fd = s->sigfd, .events = POLLIN };
 		w.pfd[1] = (struct pollfd){ .fd = s->admin_rd, .events = POLLIN };
-		watch_groups(s, &w, -1);
-		kill_at = tool_stop_deadlines(s, now);
+		shoal__sup_watch_groups(s, &w, -1);
+		kill_at = shoal__sup_tool_stop_deadlines(s, now);
 		if (kill_at < wake)
 			wake = kill_at;
 		for (uint32_t i = 0; i < s->cfg->n_groups; i++) {
@@ -2005,28 +223,29 @@ static void run_loop(struct sup *s)
 			wake = s->start_ns + (uint64_t)s->o->duration_ns;
 		if (s->o->notify != NULL && !s->ready && now + READY_POLL_NS < wake)
 			wake = now + READY_POLL_NS;
-		if (poll(w.pfd, w.n, poll_ms(s, wake > now ? (wake - now) / 1000000 + 1 : 0)) > 0) {
-			serve_groups(s, &w);
+		if (poll(w.pfd, w.n,
+			 shoal__sup_poll_ms(s, wake > now ? (wake - now) / 1000000 + 1 : 0)) > 0) {
+			shoal__sup_serve_groups(s, &w);
 			if (w.pfd[0].revents)
 				on_signal(s);
 			else if (w.pfd[1].revents)
-				on_admin(s);
+				shoal__sup_on_admin(s);
 		}
 		now = shoal__now_ns();
 		for (uint32_t i = 0; i < s->cfg->n_groups && !s->stop_requested; i++) {
 			struct proc *p = &s->procs[i];
 
 			if (p->pid == 0 && p->restart_at_ns != 0 && p->restart_at_ns <= now)
-				launch(s, i);
+				shoal__sup_launch(s, i);
 		}
 		if (s->o->duration_ns > 0 && now - s->start_ns >= (uint64_t)s->o->duration_ns)
-			begin_stop(s, "the requested duration has passed", false);
+			shoal__sup_begin_stop(s, "the requested duration has passed", false);
 		if (!s->stop_requested) {
 			check_ready(s);
-			check_hosts(s);
+			shoal__sup_check_hosts(s);
 		}
 		if (now - s->last_tick_ns >= TICK_NS)
-			status(s, now);
+			shoal__sup_status(s, now);
 	}
 }
 
@@ -2048,7 +267,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	if (ret == 0)
 		ret = shoal__config_check_cpus(s.cfg, s.host, err);
 	if (ret == 0)
-		ret = add_bridge(&s, s.cfg, err);
+		ret = shoal__sup_add_bridge(&s, s.cfg, err);
 	if (ret < 0) {
 		shoal__config_free(s.cfg);
 		return ret;
@@ -2073,7 +292,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 		s.procs[i].pidfd = -1;
 		s.procs[i].waiter = -1;
 	}
-	name_width(&s);
+	shoal__sup_name_width(&s);
 	s.live = o->status == SHOAL__STATUS_LIVE ||
 		 (o->status == SHOAL__STATUS_AUTO && isatty(fileno(o->out)));
 	sigemptyset(&mask);
@@ -2087,7 +306,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	sigemptyset(&ign.sa_mask);
 	sigaction(SIGPIPE, &ign, &old_pipe);
 	/* After the mask: the writer thread takes none of these signals. */
-	ret = out_start(&s);
+	ret = shoal__sup_out_start(&s);
 	if (ret < 0) {
 		ret = shoal__fail(err, ret, "cannot start the thread that writes the output: %s",
 				  strerror(-ret));
@@ -2108,55 +327,58 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	ret = s.admin_rd < 0 ? -errno : shoal_router_start(&s.router, &ro, err);
 	if (ret == 0) {
 		shoal__control_admin(s.router, s.admin_wr);
-		ret = declare_types(&s, s.cfg, err);
+		ret = shoal__sup_declare_types(&s, s.cfg, err);
 	}
 	if (ret == 0) {
-		shoal__router_bridge_rings(s.router, bridge_of(&s, s.cfg) >= 0);
+		shoal__router_bridge_rings(s.router, shoal__sup_bridge_of(&s, s.cfg) >= 0);
 		ret = declare_groups(&s, err);
 	}
 	if (ret == 0) {
-		int bridge = bridge_of(&s, s.cfg);
+		int bridge = shoal__sup_bridge_of(&s, s.cfg);
 
 		shoal__router_set_bridge(s.router, bridge < 0 ? -1 : s.procs[bridge].id,
 					 (uint32_t)s.cfg->link.spin_ns);
-		ret = apply_routes(&s, s.cfg, s.procs, err);
+		ret = shoal__sup_apply_routes(&s, s.cfg, s.procs, err);
 	}
 	if (ret < 0)
 		goto out;
 	s.start_ns = shoal__now_ns();
-	event(&s, "system %s: router pid %d, %u groups, %u routes (%s)", s.cfg->system,
-	      (int)getpid(), s.cfg->n_groups, s.cfg->n_routes, s.cfg->path);
+	shoal__sup_event(&s, "system %s: router pid %d, %u groups, %u routes (%s)", s.cfg->system,
+			 (int)getpid(), s.cfg->n_groups, s.cfg->n_routes, s.cfg->path);
 	if (s.host >= 0 && s.cfg->n_hosts > 1)
-		event(&s, "host %s: %u of the file's %u groups run here, and the bridge to the "
-		      "%u other host%s", o->host, local_groups(s.cfg, s.host) - 1,
-		      s.cfg->n_groups - 1, s.cfg->n_hosts - 1, s.cfg->n_hosts > 2 ? "s" : "");
+		shoal__sup_event(&s, "host %s: %u of the file's %u groups run here, and the bridge "
+				 "to the %u other host%s", o->host, local_groups(s.cfg, s.host) - 1,
+				 s.cfg->n_groups - 1, s.cfg->n_hosts - 1,
+				 s.cfg->n_hosts > 2 ? "s" : "");
 	else if (s.host >= 0)
-		event(&s, "host %s: the only host of the file", o->host);
+		shoal__sup_event(&s, "host %s: the only host of the file", o->host);
 	for (uint32_t i = 0; i < s.cfg->n_groups; i++)
 		if (shoal__config_runs(s.cfg, s.host, i))
-			launch(&s, i);
+			shoal__sup_launch(&s, i);
 	run_loop(&s);
-	stop_all(&s);
-	wait_detached(&s);
+	shoal__sup_stop_all(&s);
+	shoal__sup_wait_detached(&s);
 	lost = shoal__router_count_stranded(s.router);
 	if (lost > 0)
-		event(&s, "%llu message%s still queued for groups that stopped without draining "
-		      "them, or unrouted from them: counted as lost (lost_queued)",
-		      (unsigned long long)lost, lost == 1 ? " was" : "s were");
-	status(&s, shoal__now_ns());
-	clear_status(&s);
-	event(&s, "system %s stopped%s", s.cfg->system, s.failure ? " with failures" : "");
+		shoal__sup_event(&s, "%llu message%s still queued for groups that stopped without "
+				 "draining them, or unrouted from them: counted as lost "
+				 "(lost_queued)", (unsigned long long)lost,
+				 lost == 1 ? " was" : "s were");
+	shoal__sup_status(&s, shoal__now_ns());
+	shoal__sup_clear_status(&s);
+	shoal__sup_event(&s, "system %s stopped%s", s.cfg->system,
+			 s.failure ? " with failures" : "");
 	ret = s.failure ? 1 : 0;
 out:
 	shoal_router_destroy(s.router);
-	admin_finish(&s);
+	shoal__sup_admin_finish(&s);
 	if (s.sigfd >= 0)
 		close(s.sigfd);
-	out_stop(&s);
+	shoal__sup_out_stop(&s);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	sigaction(SIGPIPE, &old_pipe, NULL);
 	for (uint32_t i = 0; i < s.cfg->n_groups; i++)
-		out_free(s.procs[i].out);
+		shoal__sup_out_free(s.procs[i].out);
 	free(s.procs);
 	free(s.log_dir);
 	shoal__config_free(s.cfg);

@@ -40,7 +40,7 @@ struct shoal__sup_opts {
 	 * descriptor, never through stdio (what stdio holds is flushed first),
 	 * by a thread of the supervisor's that a slow reader may block, never
 	 * the supervisor itself; lines that find its queue full are dropped
-	 * and counted (supervisor.c, struct outq). */
+	 * and counted (sup_out.c). */
 	FILE *out;
 	const char *log_dir;         /* groups' output to DIR/GROUP.log instead; NULL: to out */
 	const char *host;            /* this host in the file's `hosts:` (--host); NULL: none */

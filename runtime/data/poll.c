@@ -605,11 +605,11 @@ pass_ring(struct shoal_ctx *ctx, uint32_t i, bool outer, int src, uint32_t budge
 
 /*
  * The pass itself: every ring, or (a pass the ready summary asked for with
- * hints) the rings of those hints. Not inlined: an empty poll that the
- * summary answers should not pay this function's register saves.
+ * hints) the rings of those hints. Made twice (below): for a poll of every
+ * source, the common one, and for a request's wait on one group.
  */
-__attribute__((noinline)) static uint32_t scan_rings(struct shoal_ctx *ctx, uint32_t budget,
-						     int src)
+static inline __attribute__((always_inline)) uint32_t scan_rings(struct shoal_ctx *ctx,
+								  uint32_t budget, int src)
 {
 	/* A handler's request polls from inside the outer pass: that inner
 	 * pass only sets records aside for later (defer()), and leaves the
@@ -659,12 +659,29 @@ __attribute__((noinline)) static uint32_t scan_rings(struct shoal_ctx *ctx, uint
 	return n;
 }
 
+/*
+ * The pass over every source's rings, and over those of one group, each
+ * with its source a constant (no look at each ring's source in the first).
+ * Not inlined: an empty poll that the summary answers should not pay their
+ * register saves.
+ */
+static __attribute__((noinline)) uint32_t scan_any(struct shoal_ctx *ctx, uint32_t budget)
+{
+	return scan_rings(ctx, budget, SHOAL__ANY_SOURCE);
+}
+
+static __attribute__((noinline)) uint32_t scan_from(struct shoal_ctx *ctx, uint32_t budget,
+						    int src)
+{
+	return scan_rings(ctx, budget, src);
+}
+
 /* Drain the inbound rings written by group `src` (SHOAL__ANY_SOURCE: all). */
 uint32_t shoal__poll_rings(struct shoal_ctx *ctx, uint32_t budget, int src)
 {
-	if (src == SHOAL__ANY_SOURCE && !worth_a_pass(ctx))
-		return 0;
-	return scan_rings(ctx, budget, src);
+	if (src != SHOAL__ANY_SOURCE)
+		return scan_from(ctx, budget, src);
+	return worth_a_pass(ctx) ? scan_any(ctx, budget) : 0;
 }
 
 /*
@@ -738,7 +755,7 @@ int shoal_poll(struct shoal_ctx *ctx, uint32_t budget, int64_t timeout_ns)
 	 * is taken here: the pass looks then. */
 	if (timeout_ns == 0 && ctx->def_head == NULL) {
 		uint32_t n = worth_a_pass(ctx) ?
-			scan_rings(ctx, budget == 0 ? UINT32_MAX : budget, SHOAL__ANY_SOURCE) : 0;
+			scan_any(ctx, budget == 0 ? UINT32_MAX : budget) : 0;
 
 		if (n > 0)
 			return (int)n;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * `shoal run`: launch a system from its YAML file and supervise it in the
- * foreground (runtime/supervisor.c), or only check the file (--check).
+ * foreground (runtime/control/supervisor.c), or only check the file (--check).
  */
 #include <errno.h>
 #include <getopt.h>

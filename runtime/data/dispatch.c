@@ -175,10 +175,11 @@ struct shoal__dispatcher {
 	/* In the struct, not behind a pointer: one load less a push and a
 	 * flushed output. */
 	struct output *dirty[SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS];
-	/* The snapshot's uplinks (snap_version's) in up[], in its order
-	 * (uplinks_index()): a turn's look at each costs a load, not the
-	 * slot's arithmetic. */
+	/* The snapshot's uplinks (snap_version's) in up[], in its order, NULL
+	 * where not attached (uplinks_index()): a turn's look at each costs a
+	 * load, not the slot's arithmetic nor the snapshot's entry. */
 	struct uplink *ul[SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS];
+	uint32_t ul_version;          /* the snapshot ul[] lists (0: none) */
 };
 
 /*
@@ -939,15 +940,14 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 	return k;
 }
 
-/* Attach uplink `u` to the snapshot's ring `su->ring` (not NULL): false if
- * it does not attach (condemned and counted). Out of line: once a ring. */
-static __attribute__((noinline)) bool uplink_attach(struct shoal__dispatcher *d,
-						    const struct shoal__snap_uplink *su,
-						    struct uplink *u)
+/* Attach uplink `u` to the snapshot's ring `su->ring` (not NULL); one that
+ * does not attach is condemned and counted, and `u` left as it was. */
+static void uplink_attach(struct shoal__dispatcher *d, const struct shoal__snap_uplink *su,
+			  struct uplink *u)
 {
 	if (shoal_ring_cons_attach(&u->c, su->ring, su->len, NULL) < 0) {
 		condemn(d, &u->condemned, su->ring, su->len, SHOAL_RING_SIDE_CONS);
-		return false;
+		return;
 	}
 	/* Lost behind a head moved forward: counted with a corrupted ring's
 	 * drops (their destinations are unknown). */
@@ -955,32 +955,29 @@ static __attribute__((noinline)) bool uplink_attach(struct shoal__dispatcher *d,
 	u->ring = su->ring;
 	u->parked = false;
 	u->n_done = 0;
-	return true;
 }
 
 /*
  * Drain uplink `u` (of `su`) for at most PASS_BUDGET records. Returns
- * records taken, and sets *parked if the uplink is parked. An empty uplink,
+ * records taken, and sets *parked if the uplink is parked; `u` NULL, an
+ * uplink not attached (uplinks_index()), takes none. An empty uplink,
  * most of them at 100 groups, costs the ring's inline empty check, in the
- * uplink's first line only (UP_LOOK_BYTES), and no call: 17 instructions
- * with the turn's loop (objdump of dispatcher_main), where reading its
- * parked flag and its handle's error state too (its second line) and
- * finding it in up[] by its slot cost 26. A parked uplink is never empty
- * (its head record waits); a handle that went into its error state reads
- * as empty, and is condemned by uplinks_check(). At 100 groups a turn
- * looks at 101 uplinks for one pass of 64 messages: outside
- * dispatch_pass(), 48 -> 30 instructions a message routed (callgrind on
- * shoal-bench-instr --dispatch 100, the turn's loop counted as a function),
- * and dispatch_pass()'s L1 read misses 6.64 -> 5.62 a message (its lines
- * are evicted less between passes).
+ * uplink's first line only (UP_LOOK_BYTES), and no call: 13 instructions
+ * with drain_all()'s loop (objdump), where finding it in up[] by its slot,
+ * comparing its ring with the snapshot's entry, and reading its parked
+ * flag and its handle's error state (its second line) cost 26. A parked
+ * uplink is never empty (its head record waits); a handle that went into
+ * its error state reads as empty, and is condemned by uplinks_check(). At
+ * 100 groups a turn looks at 101 uplinks for one pass of 64 messages:
+ * outside dispatch_pass(), 48 -> 27 instructions a message routed
+ * (callgrind toggled on drain_all() over shoal-bench-instr --dispatch 100,
+ * 8 rounds less 4), and dispatch_pass()'s L1 read misses 6.64 -> 5.26 a
+ * message (its lines are evicted less between passes).
  */
 static inline uint32_t drain(struct shoal__dispatcher *d, const struct shoal__snapshot *s,
 			     const struct shoal__snap_uplink *su, struct uplink *u, bool *parked)
 {
-	if (SHOAL_UNLIKELY(u->ring != su->ring) &&
-	    (su->ring == NULL || !uplink_attach(d, su, u)))
-		return 0;
-	if (shoal_ring_empty(&u->c))
+	if (u == NULL || shoal_ring_empty(&u->c))
 		return 0;
 	*parked |= u->parked;
 	if (SHOAL_UNLIKELY(!done_reserve(u, s)))
@@ -1001,8 +998,7 @@ static void uplinks_check(struct shoal__dispatcher *d, const struct shoal__snaps
 		const struct shoal__snap_uplink *su = &s->uplinks[d->index][i];
 		struct uplink *u = d->ul[i];
 
-		if (u->ring == su->ring && u->ring != NULL &&
-		    SHOAL_UNLIKELY(shoal__ring_cons_err(&u->c) != 0)) {
+		if (u != NULL && SHOAL_UNLIKELY(shoal__ring_cons_err(&u->c) != 0)) {
 			/* A parked record is lost with the ring (counted
 			 * as it is condemned), as in dispatch_pass(). */
 			u->parked = false;
@@ -1048,14 +1044,27 @@ static void owners_check(struct shoal__dispatcher *d, const struct shoal__snapsh
 	}
 }
 
-/* Where the snapshot's uplinks are in up[], in its order (ul[]). Called
- * once per snapshot, before any pass reads it. */
-static void uplinks_index(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
+/*
+ * Attach the snapshot's uplinks that are new to us, and list where each is
+ * in up[], in the snapshot's order (ul[]), NULL for one with no ring or
+ * whose ring did not attach (condemned: the router replaces it under a new
+ * snapshot). Once per snapshot, at the first look at its uplinks (never
+ * while dispatch is held: a held uplink is attached when dispatch resumes):
+ * a ring changes only with the snapshot, so a turn looks at an uplink
+ * without reading the snapshot's entry.
+ */
+static inline void uplinks_index(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
 {
+	if (SHOAL_LIKELY(s->version == d->ul_version))
+		return;
+	d->ul_version = s->version;
 	for (uint32_t i = 0; i < s->n_uplinks[d->index]; i++) {
 		const struct shoal__snap_uplink *su = &s->uplinks[d->index][i];
+		struct uplink *u = &d->up[SLOT(su->group, su->worker)];
 
-		d->ul[i] = &d->up[SLOT(su->group, su->worker)];
+		if (u->ring != su->ring && su->ring != NULL)
+			uplink_attach(d, su, u);
+		d->ul[i] = u->ring != NULL && u->ring == su->ring ? u : NULL;
 	}
 }
 
@@ -1150,14 +1159,11 @@ static bool pass_buffers(struct shoal__dispatcher *d, const struct shoal__snapsh
 static bool uplinks_empty(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
 {
 	for (uint32_t i = 0; i < s->n_uplinks[d->index]; i++) {
-		const struct shoal__snap_uplink *su = &s->uplinks[d->index][i];
 		struct uplink *u = d->ul[i];
 
-		if (u->ring != su->ring)
-			return false;   /* a new uplink: let a pass attach it */
 		/* A parked uplink has nothing new to do until its destination
 		 * drains: the timed sleep retries it. */
-		if (u->ring != NULL && !u->parked && !shoal_ring_empty(&u->c))
+		if (u != NULL && !u->parked && !shoal_ring_empty(&u->c))
 			return false;
 	}
 	return true;
@@ -1198,6 +1204,24 @@ int shoal__thread_start(pthread_t *t, const struct bitmask *cpus, void *(*fn)(vo
 	return ret;
 }
 
+/*
+ * A turn's drain of every uplink of snapshot `s`: records taken, and
+ * *parked set if one is parked. Out of line, so that its loop keeps its
+ * state in registers (in dispatcher_main(), an empty uplink cost two
+ * instructions more, its index spilled).
+ */
+static __attribute__((noinline)) uint32_t drain_all(struct shoal__dispatcher *d,
+						   const struct shoal__snapshot *s, bool *parked)
+{
+	const struct shoal__snap_uplink *ups = s->uplinks[d->index];
+	uint32_t n_ups = s->n_uplinks[d->index], moved = 0;
+
+	uplinks_index(d, s);
+	for (uint32_t i = 0; i < n_ups; i++)
+		moved += drain(d, s, &ups[i], d->ul[i], parked);
+	return moved;
+}
+
 static void *dispatcher_main(void *arg)
 {
 	struct shoal__dispatcher *d = arg;
@@ -1215,18 +1239,12 @@ static void *dispatcher_main(void *arg)
 		rcu_read_lock();
 		/* A1: pairs with R1 rcu_xchg_pointer() in shoal__publish(). */
 		s = SHOAL__SNAP_DEREF(sh->snap);
-		if (SHOAL_UNLIKELY(s->version != d->snap_version)) {
+		if (SHOAL_UNLIKELY(s->version != d->snap_version))
 			owners_check(d, s);
-			uplinks_index(d, s);
-		}
 		/* Relaxed: a pause request; the doorbell rung on release wakes us. */
 		if (!atomic_load_explicit(&sh->held, memory_order_relaxed) &&
 		    pass_buffers(d, s)) {
-			const struct shoal__snap_uplink *ups = s->uplinks[d->index];
-			uint32_t n_ups = s->n_uplinks[d->index];
-
-			for (uint32_t i = 0; i < n_ups; i++)
-				moved += drain(d, s, &ups[i], d->ul[i], &parked);
+			moved = drain_all(d, s, &parked);
 			if ((loops & (CHECK_EVERY - 1)) == 0)
 				uplinks_check(d, s);
 		}
@@ -1261,16 +1279,19 @@ static void *dispatcher_main(void *arg)
 		wake_flush(d);
 		d->streak = 0;   /* prepare takes the unfencing back */
 		shoal_doorbell_prepare(bell);
-		if (!atomic_load_explicit(&sh->held, memory_order_relaxed) && !uplinks_empty(d, s)) {
-			shoal_doorbell_cancel(bell);
-			rcu_read_unlock();
-			SHOAL__SNAP_QUIESCENT(sh->snap);
-			rcu_quiescent_state();
-			continue;
+		if (!atomic_load_explicit(&sh->held, memory_order_relaxed)) {
+			uplinks_index(d, s);
+			if (!uplinks_empty(d, s)) {
+				shoal_doorbell_cancel(bell);
+				rcu_read_unlock();
+				SHOAL__SNAP_QUIESCENT(sh->snap);
+				rcu_quiescent_state();
+				continue;
+			}
+			/* After the last looks: what they found corrupted is
+			 * condemned before we sleep. */
+			uplinks_check(d, s);
 		}
-		/* After the last looks: what they found corrupted is condemned
-		 * before we sleep. */
-		uplinks_check(d, s);
 		rcu_read_unlock();
 		d->sleeps++;
 		SHOAL__SNAP_QUIESCENT(sh->snap);

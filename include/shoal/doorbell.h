@@ -194,6 +194,29 @@ SHOAL_API int shoal_doorbell_notify_mod_hint(struct shoal_doorbell *db, struct s
 					     uint32_t unannounced, uint32_t hint);
 
 /*
+ * Whether shoal_doorbell_wake_mod_hint(db, m, n, hint) would only return
+ * SHOAL_WAKE_DONE, storing nothing: the consumer is awake, and its ready
+ * summary needs no store (it does not read one, or shows `hint` or
+ * READY_SET already and the doorbell is not unfenced). A producer that
+ * publishes to many consumers asks this first (after F2, as it would call
+ * wake_mod), inline, and makes the call only when it returns false: the
+ * loads are those of the call, in the line it reads anyway, without the
+ * call. Relaxed: ordered by the caller's F2, as in the call.
+ */
+static inline bool shoal_doorbell_wake_quiet(const struct shoal_doorbell *db, uint32_t hint)
+{
+	uint32_t r = __atomic_load_n((const uint32_t *)(const void *)&db->ready, __ATOMIC_RELAXED);
+
+	if (__atomic_load_n((const uint32_t *)(const void *)&db->state, __ATOMIC_RELAXED) !=
+	    SHOAL_DOORBELL_AWAKE)
+		return false;
+	if (!(r & SHOAL_DOORBELL_READY_ON))
+		return true;
+	return (r & (hint | SHOAL_DOORBELL_READY_SET)) != 0 &&
+	       __atomic_load_n((const uint32_t *)(const void *)&db->unfenced, __ATOMIC_RELAXED) == 0;
+}
+
+/*
  * Waker side: if db holds a wake-up at least `age_ns` old at `now`, make
  * it. Returns when db's held wake-up falls due (UINT64_MAX: none held).
  */
@@ -312,7 +335,8 @@ SHOAL_API int shoal_doorbell_idle_wait(struct shoal_doorbell *db, struct shoal_i
  *   [1] shoal_doorbell_init
  *   [2] shoal_doorbell_notify, shoal_doorbell_notify_mod, shoal_doorbell_wake,
  *       shoal_doorbell_wake_mod (after a shoal_doorbell_fence(), which
- *       touches no doorbell), their _hint forms, shoal_doorbell_wake_due
+ *       touches no doorbell), their _hint forms, shoal_doorbell_wake_quiet,
+ *       shoal_doorbell_wake_due
  *   [3] shoal_doorbell_prepare, shoal_doorbell_cancel, shoal_doorbell_wait,
  *       shoal_doorbell_poll_wait, shoal_doorbell_yield_wait, shoal_doorbell_idle_wait
  *

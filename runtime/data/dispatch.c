@@ -12,6 +12,7 @@
  *
  * Memory picture (all process-local, owned by this thread):
  *   up[w * MAX_GROUPS + g]    consumer handle of each uplink + parking state
+ *   ul[i]                     the snapshot's uplink i in up[]
  *   out[w * MAX_GROUPS + g]   producer handle of this dispatcher's inbound
  *                             ring of worker w of group g
  *   dirty[]                   outputs written since the last commit
@@ -41,8 +42,10 @@
  * uplinks that feed it. The router's watch thread replaces a condemned ring
  * and republishes; the new pointer in the snapshot re-attaches the handle.
  * Detection costs one branch on paths that already failed (a NULL reserve,
- * an empty peek), and for an uplink found empty one inline load and branch
- * (drain()); nothing is added when a ring works.
+ * an empty peek); an uplink whose handle went into its error state reads as
+ * empty, and is found by a look at every uplink's state every CHECK_EVERY
+ * turns and before each sleep (uplinks_check()); nothing is added when a
+ * ring works.
  *
  * RCU (QSBR flavour): the thread is online while it runs passes and announces
  * a quiescent state after each; it goes offline only around the futex sleep.
@@ -68,11 +71,12 @@
 #define PARK_SLEEP_NS 200000      /* retry period while a blocking message waits */
 #define IDLE_SLEEP_NS 100000000   /* re-check the stop flag this often when idle */
 #define HELD_MAX 256              /* outputs with held wake-ups, listed */
+#define CHECK_EVERY 64u           /* turns between looks for corrupted uplinks */
 
 struct uplink {
+	_Alignas(64) void *condemned; /* the ring we condemned last (counted once) */
 	void *ring;                   /* what `c` is attached to (NULL: not attached) */
-	void *condemned;              /* the ring we condemned last (counted once) */
-	struct shoal_ring_cons c;
+	struct shoal_ring_cons c;     /* at 16: see UP_LOOK_BYTES */
 	bool parked;                  /* head record waits for a full destination */
 	uint32_t n_done;              /* destinations already served for it */
 	uint32_t cap_done;
@@ -97,6 +101,15 @@ struct output {
 	struct shoal_ring_prod p;
 };
 
+/* A look at an empty uplink (drain()) reads `ring` and the fields of `c`
+ * that shoal_ring_empty() reads inline (the ring pointer, the head and the
+ * cached tail): all in the uplink's first line, since every uplink starts
+ * one (shoal__dispatcher_start()). */
+#define UP_LOOK_BYTES (offsetof(struct uplink, c) + offsetof(struct shoal_ring_cons, tail_cache) + \
+		       sizeof(uint32_t))
+static_assert(UP_LOOK_BYTES <= 64, "an empty uplink is looked at in one line");
+#define UP_BYTES ((size_t)SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS * sizeof(struct uplink))
+
 /* Every output starts a line, so that one takes two lines, not three: the
  * array is 64-byte aligned (shoal__dispatcher_start()) and an output's
  * size a multiple of 64 (its alignment), at most 128 with its fields in
@@ -114,7 +127,8 @@ struct shoal__dispatcher {
 	bool held_all;                /* more than the list holds: scan them all */
 	int index;
 	pthread_t thread;
-	struct uplink *up;
+	struct uplink *up;            /* 64-byte aligned: see UP_LOOK_BYTES */
+	void *up_mem;                 /* what was allocated for up[] */
 	struct output *out;           /* 64-byte aligned: an output is two lines */
 	void *out_mem;                /* what was allocated for out[] */
 	uint32_t n_dirty;
@@ -161,6 +175,11 @@ struct shoal__dispatcher {
 	/* In the struct, not behind a pointer: one load less a push and a
 	 * flushed output. */
 	struct output *dirty[SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS];
+	/* The snapshot's uplinks (snap_version's) in up[], in its order, NULL
+	 * where not attached (uplinks_index()): a turn's look at each costs a
+	 * load, not the slot's arithmetic nor the snapshot's entry. */
+	struct uplink *ul[SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS];
+	uint32_t ul_version;          /* the snapshot ul[] lists (0: none) */
 };
 
 /*
@@ -784,13 +803,32 @@ static void fence_outputs(const struct shoal__dispatcher *d, uint32_t n)
 	atomic_signal_fence(memory_order_seq_cst);   /* the compiler keeps the order */
 }
 
+/* After F2: wake the consumer of output `o`, or hold its wake-up. Out of
+ * line: most outputs' consumers are awake (shoal_doorbell_wake_quiet()). */
+static __attribute__((noinline)) void wake_output(struct shoal__dispatcher *d, struct output *o)
+{
+	int r = shoal_doorbell_wake_mod_hint(o->db, &d->wmod, o->unann, o->hint);
+
+	if (r == SHOAL_WAKE_DONE)
+		o->unann = 0;
+	else
+		note_held(d, (uint32_t)(o - d->out));
+	if (r == SHOAL_WAKE_HELD_FIRST)
+		shoal_doorbell_notify(d->sh->waker_bell);
+}
+
 /*
  * Commit every output written in this pass, then ring their doorbells: one
  * fence (F2) for all of them, since every commit precedes it. The wake-ups
  * are moderated: a flood holds them until a batch gathers or the waker
- * (waker.c) makes them by the deadline.
+ * (waker.c) makes them by the deadline. Each output's consumer is looked at
+ * inline first (shoal_doorbell_wake_quiet()), and the call made only when
+ * there is something to do: at 100 groups, where nearly every message
+ * flushes an output of its own, 190 -> 183 instructions a message
+ * (bench/instr-count). Out of line, so that dispatch_pass()'s loops keep
+ * their registers (inline, the same change cost 1 group 0.8 more).
  */
-static void flush_outputs(struct shoal__dispatcher *d)
+static __attribute__((noinline)) void flush_outputs(struct shoal__dispatcher *d)
 {
 	/* The count in a local: through memory, each commit's stores could
 	 * alias it. */
@@ -802,14 +840,10 @@ static void flush_outputs(struct shoal__dispatcher *d)
 	for (uint32_t i = 0; i < n; i++) {
 		struct output *o = d->dirty[i];
 
-		int r = shoal_doorbell_wake_mod_hint(o->db, &d->wmod, o->unann, o->hint);
-
-		if (r == SHOAL_WAKE_DONE)
+		if (SHOAL_LIKELY(shoal_doorbell_wake_quiet(o->db, o->hint)))
 			o->unann = 0;
 		else
-			note_held(d, (uint32_t)(o - d->out));
-		if (r == SHOAL_WAKE_HELD_FIRST)
-			shoal_doorbell_notify(d->sh->waker_bell);
+			wake_output(d, o);
 		o->dirty = false;
 	}
 	d->n_dirty = 0;
@@ -906,15 +940,14 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 	return k;
 }
 
-/* Attach uplink `u` to the snapshot's ring `su->ring` (not NULL): false if
- * it does not attach (condemned and counted). Out of line: once a ring. */
-static __attribute__((noinline)) bool uplink_attach(struct shoal__dispatcher *d,
-						    const struct shoal__snap_uplink *su,
-						    struct uplink *u)
+/* Attach uplink `u` to the snapshot's ring `su->ring` (not NULL); one that
+ * does not attach is condemned and counted, and `u` left as it was. */
+static void uplink_attach(struct shoal__dispatcher *d, const struct shoal__snap_uplink *su,
+			  struct uplink *u)
 {
 	if (shoal_ring_cons_attach(&u->c, su->ring, su->len, NULL) < 0) {
 		condemn(d, &u->condemned, su->ring, su->len, SHOAL_RING_SIDE_CONS);
-		return false;
+		return;
 	}
 	/* Lost behind a head moved forward: counted with a corrupted ring's
 	 * drops (their destinations are unknown). */
@@ -922,35 +955,57 @@ static __attribute__((noinline)) bool uplink_attach(struct shoal__dispatcher *d,
 	u->ring = su->ring;
 	u->parked = false;
 	u->n_done = 0;
-	return true;
 }
 
 /*
  * Drain uplink `u` (of `su`) for at most PASS_BUDGET records. Returns
- * records taken. An empty uplink, most of them at 100 groups, costs the
- * ring's inline empty check and its inline error check, and no call: a
- * handle that went into its error state reads as empty, and is condemned
- * here at once. 48 instructions an empty uplink before (a call of
- * shoal_ring_cons_error() and the snapshot's match bound read for
- * done_reserve()), 22 without the error check (objdump of
- * dispatcher_main), which then ran every 64th loop; inline, it is one load
- * and a branch of the look itself.
+ * records taken, and sets *parked if the uplink is parked; `u` NULL, an
+ * uplink not attached (uplinks_index()), takes none. An empty uplink,
+ * most of them at 100 groups, costs the ring's inline empty check, in the
+ * uplink's first line only (UP_LOOK_BYTES), and no call: 13 instructions
+ * with drain_all()'s loop (objdump), where finding it in up[] by its slot,
+ * comparing its ring with the snapshot's entry, and reading its parked
+ * flag and its handle's error state (its second line) cost 26. A parked
+ * uplink is never empty (its head record waits); a handle that went into
+ * its error state reads as empty, and is condemned by uplinks_check(). At
+ * 100 groups a turn looks at 101 uplinks for one pass of 64 messages:
+ * outside dispatch_pass(), 48 -> 27 instructions a message routed
+ * (callgrind toggled on drain_all() over shoal-bench-instr --dispatch 100,
+ * 8 rounds less 4), and dispatch_pass()'s L1 read misses 6.64 -> 5.26 a
+ * message (its lines are evicted less between passes).
  */
 static inline uint32_t drain(struct shoal__dispatcher *d, const struct shoal__snapshot *s,
-			     const struct shoal__snap_uplink *su, struct uplink *u)
+			     const struct shoal__snap_uplink *su, struct uplink *u, bool *parked)
 {
-	if (SHOAL_UNLIKELY(u->ring != su->ring) &&
-	    (su->ring == NULL || !uplink_attach(d, su, u)))
+	if (u == NULL || shoal_ring_empty(&u->c))
 		return 0;
-	/* A parked uplink is never empty: its head record waits. */
-	if (shoal_ring_empty(&u->c)) {
-		if (SHOAL_UNLIKELY(shoal__ring_cons_err(&u->c) != 0))
-			condemn(d, &u->condemned, u->ring, su->len, SHOAL_RING_SIDE_CONS);
-		return 0;
-	}
+	*parked |= u->parked;
 	if (SHOAL_UNLIKELY(!done_reserve(u, s)))
 		return 0;
 	return dispatch_pass(d, s, su, u);
+}
+
+/*
+ * Condemn the uplinks whose handle went into its error state where a look
+ * found it empty (drain() does not read the state). Called every
+ * CHECK_EVERY turns and before each sleep: a corrupted uplink is condemned
+ * within that many turns of a busy dispatcher, and before an idle one
+ * sleeps.
+ */
+static void uplinks_check(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
+{
+	for (uint32_t i = 0; i < s->n_uplinks[d->index]; i++) {
+		const struct shoal__snap_uplink *su = &s->uplinks[d->index][i];
+		struct uplink *u = d->ul[i];
+
+		if (u != NULL && SHOAL_UNLIKELY(shoal__ring_cons_err(&u->c) != 0)) {
+			/* A parked record is lost with the ring (counted
+			 * as it is condemned), as in dispatch_pass(). */
+			u->parked = false;
+			u->n_done = 0;
+			condemn(d, &u->condemned, u->ring, su->len, SHOAL_RING_SIDE_CONS);
+		}
+	}
 }
 
 /*
@@ -986,6 +1041,30 @@ static void owners_check(struct shoal__dispatcher *d, const struct shoal__snapsh
 				else
 					k++;
 		}
+	}
+}
+
+/*
+ * Attach the snapshot's uplinks that are new to us, and list where each is
+ * in up[], in the snapshot's order (ul[]), NULL for one with no ring or
+ * whose ring did not attach (condemned: the router replaces it under a new
+ * snapshot). Once per snapshot, at the first look at its uplinks (never
+ * while dispatch is held: a held uplink is attached when dispatch resumes):
+ * a ring changes only with the snapshot, so a turn looks at an uplink
+ * without reading the snapshot's entry.
+ */
+static inline void uplinks_index(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
+{
+	if (SHOAL_LIKELY(s->version == d->ul_version))
+		return;
+	d->ul_version = s->version;
+	for (uint32_t i = 0; i < s->n_uplinks[d->index]; i++) {
+		const struct shoal__snap_uplink *su = &s->uplinks[d->index][i];
+		struct uplink *u = &d->up[SLOT(su->group, su->worker)];
+
+		if (u->ring != su->ring && su->ring != NULL)
+			uplink_attach(d, su, u);
+		d->ul[i] = u->ring != NULL && u->ring == su->ring ? u : NULL;
 	}
 }
 
@@ -1080,14 +1159,11 @@ static bool pass_buffers(struct shoal__dispatcher *d, const struct shoal__snapsh
 static bool uplinks_empty(struct shoal__dispatcher *d, const struct shoal__snapshot *s)
 {
 	for (uint32_t i = 0; i < s->n_uplinks[d->index]; i++) {
-		const struct shoal__snap_uplink *su = &s->uplinks[d->index][i];
-		struct uplink *u = &d->up[SLOT(su->group, su->worker)];
+		struct uplink *u = d->ul[i];
 
-		if (u->ring != su->ring)
-			return false;   /* a new uplink: let a pass attach it */
 		/* A parked uplink has nothing new to do until its destination
 		 * drains: the timed sleep retries it. */
-		if (u->ring != NULL && !u->parked && !shoal_ring_empty(&u->c))
+		if (u != NULL && !u->parked && !shoal_ring_empty(&u->c))
 			return false;
 	}
 	return true;
@@ -1128,6 +1204,24 @@ int shoal__thread_start(pthread_t *t, const struct bitmask *cpus, void *(*fn)(vo
 	return ret;
 }
 
+/*
+ * A turn's drain of every uplink of snapshot `s`: records taken, and
+ * *parked set if one is parked. Out of line, so that its loop keeps its
+ * state in registers (in dispatcher_main(), an empty uplink cost two
+ * instructions more, its index spilled).
+ */
+static __attribute__((noinline)) uint32_t drain_all(struct shoal__dispatcher *d,
+						   const struct shoal__snapshot *s, bool *parked)
+{
+	const struct shoal__snap_uplink *ups = s->uplinks[d->index];
+	uint32_t n_ups = s->n_uplinks[d->index], moved = 0;
+
+	uplinks_index(d, s);
+	for (uint32_t i = 0; i < n_ups; i++)
+		moved += drain(d, s, &ups[i], d->ul[i], parked);
+	return moved;
+}
+
 static void *dispatcher_main(void *arg)
 {
 	struct shoal__dispatcher *d = arg;
@@ -1150,15 +1244,9 @@ static void *dispatcher_main(void *arg)
 		/* Relaxed: a pause request; the doorbell rung on release wakes us. */
 		if (!atomic_load_explicit(&sh->held, memory_order_relaxed) &&
 		    pass_buffers(d, s)) {
-			const struct shoal__snap_uplink *ups = s->uplinks[d->index];
-			uint32_t n_ups = s->n_uplinks[d->index];
-
-			for (uint32_t i = 0; i < n_ups; i++) {
-				struct uplink *u = &d->up[SLOT(ups[i].group, ups[i].worker)];
-
-				moved += drain(d, s, &ups[i], u);
-				parked |= u->parked;
-			}
+			moved = drain_all(d, s, &parked);
+			if ((loops & (CHECK_EVERY - 1)) == 0)
+				uplinks_check(d, s);
 		}
 		if (moved > 0) {
 			uint64_t t1 = shoal__clock_ns(&d->clk);
@@ -1191,12 +1279,18 @@ static void *dispatcher_main(void *arg)
 		wake_flush(d);
 		d->streak = 0;   /* prepare takes the unfencing back */
 		shoal_doorbell_prepare(bell);
-		if (!atomic_load_explicit(&sh->held, memory_order_relaxed) && !uplinks_empty(d, s)) {
-			shoal_doorbell_cancel(bell);
-			rcu_read_unlock();
-			SHOAL__SNAP_QUIESCENT(sh->snap);
-			rcu_quiescent_state();
-			continue;
+		if (!atomic_load_explicit(&sh->held, memory_order_relaxed)) {
+			uplinks_index(d, s);
+			if (!uplinks_empty(d, s)) {
+				shoal_doorbell_cancel(bell);
+				rcu_read_unlock();
+				SHOAL__SNAP_QUIESCENT(sh->snap);
+				rcu_quiescent_state();
+				continue;
+			}
+			/* After the last looks: what they found corrupted is
+			 * condemned before we sleep. */
+			uplinks_check(d, s);
 		}
 		rcu_read_unlock();
 		d->sleeps++;
@@ -1228,14 +1322,15 @@ int shoal__dispatcher_start(struct shoal__dispatch_shared *sh, int index,
 	(void)shoal_doorbell_asym_join();
 	d->index = index;
 	d->stats = stats;
-	d->up = calloc(SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS, sizeof(*d->up));
 	/* calloc(), not aligned_alloc() and a memset(): its fresh pages stay
 	 * untouched until the dispatcher's first write, on its node. */
+	d->up_mem = calloc(1, UP_BYTES + 64);
 	d->out_mem = calloc(1, OUT_BYTES + 64);
-	if (d->up == NULL || d->out_mem == NULL) {
+	if (d->up_mem == NULL || d->out_mem == NULL) {
 		ret = -ENOMEM;
 		goto fail;
 	}
+	d->up = (struct uplink *)shoal__align_up((uintptr_t)d->up_mem, 64);
 	d->out = (struct output *)shoal__align_up((uintptr_t)d->out_mem, 64);
 	/* Pinned from its first instruction: its first touches land on its node. */
 	snprintf(name, sizeof(name), "shoal-disp-%d", index);
@@ -1245,7 +1340,7 @@ int shoal__dispatcher_start(struct shoal__dispatch_shared *sh, int index,
 	*out = d;
 	return 0;
 fail:
-	free(d->up);
+	free(d->up_mem);
 	free(d->out_mem);
 	free(d);
 	return ret;
@@ -1258,7 +1353,7 @@ void shoal__dispatcher_stop(struct shoal__dispatcher *d)
 	pthread_join(d->thread, NULL);
 	for (uint32_t i = 0; i < SHOAL_MAX_GROUPS * SHOAL_MAX_WORKERS; i++)
 		free(d->up[i].done);
-	free(d->up);
+	free(d->up_mem);
 	free(d->out_mem);
 	free(d->matches);
 	free(d->fc);

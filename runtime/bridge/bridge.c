@@ -5,7 +5,8 @@
  *
  * Why one loop and no thread per link: a hub and its links are
  * single-threaded (link.h rule 2) and make progress only inside their
- * calls, so the loop polls the hub (every link) and the mailbox, goes round
+ * calls, so the loop polls the hub (every link; while the mailbox gives
+ * work, once every HUB_POLL_NS) and the mailbox, goes round
  * again at once while either had work, and only then sleeps, until the
  * earliest link deadline, on both at once (sleep_until()): on the
  * mailbox's doorbell, a futex, as any worker does, while
@@ -97,6 +98,18 @@
 #include "shm/util.h"
 
 #define MAILBOX_BUDGET 64u
+/*
+ * While the mailbox gives work, the hub (UCP's progress: an epoll_wait()
+ * over TCP, about 2 us of system call on this VM) is polled at most once
+ * every HUB_POLL_NS; a turn with nothing from the mailbox polls it at
+ * once. Frames go out without it (shoal__link_commit() sends full ones,
+ * shoal__link_flush_idle() a lone record), so all it delays is the peer's
+ * acks, which a window of credit covers, and the flush deadline, which a
+ * steady flow does not reach. Polled every turn, the sending bridge made
+ * an epoll_wait() every 36 messages of 64 B (its mailbox ran dry after
+ * about that many), more system time than its sendmsg() calls.
+ */
+#define HUB_POLL_NS (100 * UINT64_C(1000))
 #define PENDING_MAX 4096u
 /*
  * A record from a peer that a ring here had no room for is held by the
@@ -207,6 +220,7 @@ struct bridge {
 	bool putting;                    /* in put(): no other record is queued */
 	bool holding;                    /* this turn left a peer's record held */
 	uint64_t retry_ns;               /* how long a turn that holds one sleeps */
+	uint64_t hub_polled;             /* when serve() last polled the hub */
 	struct watch watch;
 	struct counts n;
 };
@@ -996,7 +1010,10 @@ static void serve(struct bridge *b)
 		if (took == -ESHUTDOWN)
 			return;
 		b->holding = false;
-		shoal__link_hub_poll(b->hub, now);
+		if (took <= 0 || now - b->hub_polled >= HUB_POLL_NS) {
+			shoal__link_hub_poll(b->hub, now);
+			b->hub_polled = now;
+		}
 		for (uint32_t i = 0; i < b->n_peers; i++) {
 			take_records(b, &b->peers[i]);
 			give_up(b, &b->peers[i]);

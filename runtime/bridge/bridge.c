@@ -995,7 +995,7 @@ static uint64_t next_deadline(const struct bridge *b, uint64_t now)
  * The bridge's loop, until it is asked to stop and its mailbox is empty:
  * the supervisor asks it last, once the router has routed what the groups
  * stopped before it left in their uplinks (drain_before() in
- * runtime/control/supervisor.c), so nothing more comes for it then.
+ * runtime/control/sup_stop.c), so nothing more comes for it then.
  */
 static void serve(struct bridge *b)
 {

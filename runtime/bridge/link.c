@@ -150,7 +150,8 @@ struct recq {
  * present at create: left to fault in, the first lap of an 8 MiB area
  * faults every 4 KiB (every 30 records of 64 B), each fault some
  * microseconds on this VM: 15 % of the sending bridge's CPU time in a
- * 300 ms sample of shoal-bench-net (bench/SUITE.md). NULL: out of memory.
+ * 300 ms sample of shoal-bench-net (bench/SUITE.md, "The bridge at 64 B, process by
+ * process"). NULL: out of memory.
  */
 static void *area_alloc(uint64_t cap)
 {

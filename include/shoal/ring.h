@@ -99,11 +99,12 @@ struct shoal_ring_prod {
 	uint32_t tail_pub;    /* last published tail */
 	uint32_t head_cache;  /* last head read from the consumer */
 	uint32_t pending;     /* records reserved since the last commit */
+	bool full;            /* here, not below: a commit writes it, and then
+			       * touches only the handle's first 64 bytes */
 	uint64_t records_in;
 	uint64_t bytes_in;
 	uint64_t full_events;
 	uint32_t high_water;
-	bool full;
 	int err;
 };
 

@@ -243,24 +243,19 @@ static inline void mark_ready(struct shoal_doorbell *db, uint32_t look)
 {
 	uint32_t r = shoal_load_relaxed(&db->ready);
 
-	if (!(r & SHOAL_DOORBELL_READY_ON))
-		return;   /* the consumer does not read it */
-	if (!(r & (look | SHOAL_DOORBELL_READY_SET))) {
-		/* Release, for a caller that skipped F2 (below): the take that
-		 * reads the mark sees the commit (free on x86-64). An RMW reads
-		 * the latest word, so a hint's is never stale. */
-		if (look == SHOAL_DOORBELL_READY_SET)
-			shoal_store_release(&db->ready,
-					    SHOAL_DOORBELL_READY_ON | SHOAL_DOORBELL_READY_SET);
-		else
-			atomic_fetch_or_explicit(&db->ready, look, memory_order_release);
-	} else if (shoal_load_relaxed(&db->unfenced) != 0) {
-		/* Without F2 our load of `ready` may be older than our commit
-		 * and than the consumer's clear: store regardless. Release:
-		 * the consumer's take that reads this store sees the commit. */
+	if (shoal__doorbell_ready_marked(db, r, look))
+		return;
+	/* Release, here and below, for a caller that skipped F2: the take
+	 * that reads the mark sees the commit (free on x86-64). */
+	if (look != SHOAL_DOORBELL_READY_SET && !(r & (look | SHOAL_DOORBELL_READY_SET)))
+		/* An RMW reads the latest word, so a hint's is never stale. */
+		atomic_fetch_or_explicit(&db->ready, look, memory_order_release);
+	else
+		/* Clear, or shown while unfenced: without F2 our load of
+		 * `ready` may be older than our commit and than the
+		 * consumer's clear, so store regardless. */
 		shoal_store_release(&db->ready,
 				    SHOAL_DOORBELL_READY_ON | SHOAL_DOORBELL_READY_SET);
-	}
 }
 
 void shoal_doorbell_ready_on(struct shoal_doorbell *db)

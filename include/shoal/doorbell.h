@@ -203,6 +203,18 @@ SHOAL_API int shoal_doorbell_notify_mod_hint(struct shoal_doorbell *db, struct s
  * loads are those of the call, in the line it reads anyway, without the
  * call. Relaxed: ordered by the caller's F2, as in the call.
  */
+/* Whether the ready summary `r` (db's, loaded after F2) needs no store for
+ * `look` (a hint or READY_SET): its consumer does not read it, or it shows
+ * `look` or READY_SET already and no producer may skip F2. The one rule of
+ * the producers' mark (shm/doorbell.c) and of the call below. */
+static inline bool shoal__doorbell_ready_marked(const struct shoal_doorbell *db, uint32_t r,
+						uint32_t look)
+{
+	return !(r & SHOAL_DOORBELL_READY_ON) ||
+	       ((r & (look | SHOAL_DOORBELL_READY_SET)) != 0 &&
+		__atomic_load_n((const uint32_t *)(const void *)&db->unfenced, __ATOMIC_RELAXED) == 0);
+}
+
 static inline bool shoal_doorbell_wake_quiet(const struct shoal_doorbell *db, uint32_t hint)
 {
 	uint32_t r = __atomic_load_n((const uint32_t *)(const void *)&db->ready, __ATOMIC_RELAXED);
@@ -210,10 +222,7 @@ static inline bool shoal_doorbell_wake_quiet(const struct shoal_doorbell *db, ui
 	if (__atomic_load_n((const uint32_t *)(const void *)&db->state, __ATOMIC_RELAXED) !=
 	    SHOAL_DOORBELL_AWAKE)
 		return false;
-	if (!(r & SHOAL_DOORBELL_READY_ON))
-		return true;
-	return (r & (hint | SHOAL_DOORBELL_READY_SET)) != 0 &&
-	       __atomic_load_n((const uint32_t *)(const void *)&db->unfenced, __ATOMIC_RELAXED) == 0;
+	return shoal__doorbell_ready_marked(db, r, hint);
 }
 
 /*

@@ -605,12 +605,60 @@ static void ring_prod_condemned_sees_only_the_consumer_mark(void **state)
 	fixture_free(f);
 }
 
+/*
+ * Bursts over runs of equal headers broken by other lengths and tags, over
+ * many laps of a small ring (so runs meet the end of the data area and its
+ * pads): every record comes back once, in order, with its length, tag and
+ * bytes, however a burst's size falls against the runs.
+ */
+static void ring_bursts_over_mixed_runs_return_every_record_in_order(void **state)
+{
+	static const uint32_t run_lens[] = { 0, 8, 9, 24, 56 };
+	struct fixture *f = fixture_new(512);
+	uint32_t seed = 12345, sent = 0, got = 0;
+	uint32_t want_len[64], want_tag[64];
+
+	(void)state;
+	while (got < 20000) {
+		/* A run of 1-5 records of one length and tag, if it fits. */
+		uint32_t len = run_lens[(seed >> 8) % 5], k = 1 + (seed >> 12) % 5;
+		uint16_t tag = (uint16_t)((seed >> 16) % 3);
+		struct shoal_rec recs[9];
+		unsigned n;
+
+		seed = seed * 1103515245u + 12345u;
+		for (uint32_t i = 0; i < k && sent - got < 64; i++) {
+			unsigned char *dst = shoal_ring_reserve(&f->p, len, tag);
+
+			if (dst == NULL)
+				break;
+			fill_pattern(dst, len, sent);
+			want_len[sent % 64] = len;
+			want_tag[sent % 64] = tag;
+			sent++;
+		}
+		shoal_ring_commit(&f->p);
+		n = shoal_ring_peek_burst(&f->c, recs, 1 + (seed >> 20) % 9);
+		for (unsigned i = 0; i < n; i++, got++) {
+			assert_true(got < sent);
+			assert_int_equal(recs[i].len, want_len[got % 64]);
+			assert_int_equal(recs[i].tag, want_tag[got % 64]);
+			assert_true(check_pattern(recs[i].data, recs[i].len, got));
+		}
+		shoal_ring_release(&f->c);
+		assert_int_equal(shoal_ring_cons_error(&f->c), 0);
+	}
+	assert_int_equal(shoal_ring_prod_error(&f->p), 0);
+	fixture_free(f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest fixed[] = {
 		cmocka_unit_test(ring_init_rejects_bad_arguments),
 		cmocka_unit_test(ring_oversized_record_is_emsgsize),
 		cmocka_unit_test(ring_burst_takes_what_fits_bulk_takes_all_or_nothing),
+		cmocka_unit_test(ring_bursts_over_mixed_runs_return_every_record_in_order),
 		cmocka_unit_test(ring_reserved_records_are_invisible_until_commit),
 		cmocka_unit_test(ring_cancel_back_across_a_pad_reserves_on_the_old_lap),
 		cmocka_unit_test(ring_impossible_head_refuses_every_later_reserve),

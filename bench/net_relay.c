@@ -362,6 +362,20 @@ static int side_close(struct rside *r, int ret)
 	return ret;
 }
 
+/* Up to `want` slots, waiting for one: of room on out (`room`), or of
+ * messages on in. The count, or the relay's failure. */
+static int wait_slots(struct rside *r, bool room, uint32_t want)
+{
+	uint32_t n;
+	int ret;
+
+	while ((n = room ? plain_prod_room(&r->out, want) : plain_cons_avail(&r->in, want)) == 0)
+		if ((ret = side_wait(r)) < 0)
+			return ret;
+	idle_work(&r->idle);
+	return (int)n;
+}
+
 /* Side A, throughput: bursts until the time is up, the last message
  * marked. */
 static int tput_send(struct rside *r)
@@ -374,24 +388,19 @@ static int tput_send(struct rside *r)
 	bench_msg_fill(msg, payload);
 	net_side_ready(r->s);
 	while (!last) {
-		uint32_t n = plain_prod_room(&r->out, BURST);
-		int ret;
+		int n = wait_slots(r, true, BURST);
 
-		if (n == 0) {
-			if ((ret = side_wait(r)) < 0)
-				return ret;
-			continue;
-		}
-		idle_work(&r->idle);
+		if (n < 0)
+			return n;
 		last = shoal__now_ns() >= r->s->deadline;
-		for (uint32_t k = 0; k < n; k++) {
+		for (int k = 0; k < n; k++) {
 			void *slot = plain_prod_slot(&r->out, k);
 
 			bench_copy(slot, msg, payload);
 			bench_msg_stamp(slot, payload, (seq + k) | (last && k + 1 == n ? BENCH_STOP : 0));
 		}
-		plain_prod_publish(&r->out, n);
-		seq += n;
+		plain_prod_publish(&r->out, (uint32_t)n);
+		seq += (uint64_t)n;
 	}
 	r->s->res->msgs = seq;
 	net_meet(r->s, NET_ROUND_DONE);
@@ -407,15 +416,10 @@ static int tput_recv(struct rside *r)
 
 	net_side_ready(r->s);
 	while (got != 1) {
-		uint32_t n = plain_cons_avail(&r->in, BURST), k;
-		int ret;
+		int n = wait_slots(r, false, BURST), k;
 
-		if (n == 0) {
-			if ((ret = side_wait(r)) < 0)
-				return ret;
-			continue;
-		}
-		idle_work(&r->idle);
+		if (n < 0)
+			return n;
 		for (k = 0; k < n && got == 0; k++)
 			got = bench_msg_check(plain_cons_slot(&r->in, k), payload, expect++,
 					      &r->s->sink);
@@ -423,7 +427,7 @@ static int tput_recv(struct rside *r)
 		if (got < 0 || (got == 1 && k != n))
 			return net_fail(r->s, -EBADMSG, "plain-relay: message %llu out of order",
 					(unsigned long long)(expect - 1));
-		plain_cons_release(&r->in, n);
+		plain_cons_release(&r->in, (uint32_t)n);
 	}
 	r->s->res->t_end = shoal__now_ns();
 	r->s->res->msgs = expect;
@@ -434,14 +438,12 @@ static int tput_recv(struct rside *r)
 /* One message onto out. 0 or the relay's failure. */
 static int put(struct rside *r, const void *msg)
 {
-	int ret;
+	int ret = wait_slots(r, true, 1);
 
-	while (plain_prod_room(&r->out, 1) == 0)
-		if ((ret = side_wait(r)) < 0)
-			return ret;
+	if (ret < 0)
+		return ret;
 	bench_copy(plain_prod_slot(&r->out, 0), msg, r->s->p->payload);
 	plain_prod_publish(&r->out, 1);
-	idle_work(&r->idle);
 	return 0;
 }
 
@@ -449,14 +451,12 @@ static int put(struct rside *r, const void *msg)
 static int take(void *arg, void *msg)
 {
 	struct rside *r = arg;
-	int ret;
+	int ret = wait_slots(r, false, 1);
 
-	while (plain_cons_avail(&r->in, 1) == 0)
-		if ((ret = side_wait(r)) < 0)
-			return ret;
+	if (ret < 0)
+		return ret;
 	bench_copy(msg, plain_cons_slot(&r->in, 0), r->s->p->payload);
 	plain_cons_release(&r->in, 1);
-	idle_work(&r->idle);
 	return 0;
 }
 
@@ -496,8 +496,5 @@ const struct net_contender net_plain_relay = {
 		"size, `ucx-batched`'s sender); every process yields between empty looks for "
 		"200 µs, then sleeps 50 µs a look; sides pinned, relays on both CPUs",
 	.batched = true,
-	.role = {
-		[NET_TPUT] = { relay_role, relay_role },
-		[NET_RTT] = { relay_role, relay_role },
-	},
+	.role = { [NET_TPUT] = { relay_role, relay_role }, [NET_RTT] = { relay_role, relay_role } },
 };

@@ -678,8 +678,8 @@ static void md_header(FILE *f, const struct report *rp)
 		"(side B: receiver, responder) on CPU %d, each with its transport's threads "
 		"(UCX's async thread, ZeroMQ's I/O thread); held in %u of %u samples (the "
 		"bridge's are not pinned: each host's router, bridge and group run on both "
-		"CPUs; `%s`'s sides are, its two relays run on both CPUs)\n", o->cpu[0],
-		o->cpu[1], pinned, total, RELAY_REF);
+		"CPUs; `%s`'s relays run each on its side's CPU)\n", o->cpu[0], o->cpu[1],
+		pinned, total, RELAY_REF);
 	if (np > 0) {
 		struct bench_mmm m = bench_mmm(probes, np);
 
@@ -1084,8 +1084,8 @@ static void usage(FILE *f)
 		"  --short        3 runs of 300 ms samples (under a minute)\n"
 		"  --smoke        1 run of 50 ms samples: checks that everything runs\n"
 		"  --runs N       repetitions (default 5, at most %u)\n"
-		"  --cpus A,B     pin the client (side A) to CPU A, the server to B (default 0,1);\n"
-		"                 the plain relay's relays and the bridge's systems run on both\n"
+		"  --cpus A,B     pin the client (side A) to CPU A, the server to B (default 0,1),\n"
+		"                 each with its plain relay; the bridge's systems run on both\n"
 		"  --only LIST    tput,rtt (default both)\n"
 		"  --contenders LIST\n"
 		"                 run only these rows, comma-separated (default all); a ratio to\n"

@@ -34,11 +34,23 @@
  *
  * Waiting: every look that finds nothing (a side's ring full or empty, a
  * relay with nothing to send and nothing received) is followed by
- * sched_yield() for SPIN_NS (200 µs, the bridge's `hosts.link.spin`) since
- * the last work, then by nanosleep(SLEEP_NS) until work comes; so four
- * processes share two CPUs, each giving its CPU at once to one with
- * work. CPUs: the sides are pinned as the other contenders' (A on the
- * first of --cpus, B on the second); each relay may run on both.
+ * sched_yield() for SPIN_NS (200 µs, the bridge's `hosts.link.spin`) of
+ * looking since the last work (a yield that kept the process off its CPU
+ * for more than 20 µs does not count), then by nanosleep(SLEEP_NS, 20 µs,
+ * timer slack 1 µs)
+ * until work comes; so four processes share two CPUs, each giving its CPU
+ * at once to one with work. Where the bridge sleeps on a doorbell that
+ * wakes it at once, this reference has none: a process that slept finds
+ * its work up to one nap late (a wake-up on this VM costs about 20 µs
+ * anyway, docs/hosts.md).
+ *
+ * CPUs: the sides are pinned as the other contenders' (A on the first of
+ * --cpus, B on the second), and each relay with its side: a host's two
+ * processes on one CPU, as on two hosts of a CPU each, the same placement
+ * every sample. Left to run on both CPUs, as the bridge's systems do, both
+ * relays were once found beside side B (perf: side A yielding alone on
+ * CPU 0): a process that yields between looks counts as busy to the
+ * scheduler's balancing.
  *
  * The relay meets the other host at NET_ROUND_LISTENING (net_ucx_setup()),
  * its side at every later round; the side tells its relay to close once
@@ -65,9 +77,12 @@
 /* Messages side A writes, and side B reads, per look. */
 #define BURST 32u
 /* How long a process keeps looking, yielding between looks, after its
- * last work; then how long it sleeps between looks. */
+ * last work; then how long it sleeps between looks, with a timer slack of
+ * SLACK_NS (the default, 50 us, would double the nap). */
 #define SPIN_NS 200000u
-#define SLEEP_NS 50000
+#define SLEEP_NS 20000
+#define SLACK_NS 1000
+#define AWAY_NS 20000u
 
 /* The relay's state, as its side reads it (or a negative errno). */
 #define RELAY_STARTING 0
@@ -115,21 +130,28 @@ static void idle_work(struct idle *i)
 	i->since = 0;
 }
 
-/* After a look that found nothing: yield, or sleep once SPIN_NS have gone
- * by without work. Returns true when it slept. */
+/* After a look that found nothing: yield, or sleep once this process has
+ * looked for SPIN_NS without work. A yield that gave the CPU away for
+ * longer than AWAY_NS does not count as looking: on one CPU with the
+ * process it waits for, a producer whose ring was full for a whole slice
+ * of its consumer would otherwise nap as the consumer runs dry. Returns
+ * true when it slept. */
 static bool idle_wait(struct idle *i)
 {
 	static const struct timespec nap = { 0, SLEEP_NS };
-	uint64_t now = shoal__now_ns();
+	uint64_t now = shoal__now_ns(), back;
 
 	if (i->since == 0)
 		i->since = now;
-	if (now - i->since < SPIN_NS) {
-		sched_yield();
-		return false;
+	if (now - i->since >= SPIN_NS) {
+		nanosleep(&nap, NULL);
+		return true;
 	}
-	nanosleep(&nap, NULL);
-	return true;
+	sched_yield();
+	back = shoal__now_ns();
+	if (back - now > AWAY_NS)
+		i->since += back - now;
+	return false;
 }
 
 /* A side's wait for its ring: idle_wait(), and when it slept, whether the
@@ -261,19 +283,12 @@ static void touch(const unsigned char *mem, size_t len, uint64_t *sink)
 /* The relay process's body; exit status. */
 static int relay_main(struct net_side *s, struct relay_shared *sh, size_t map_len)
 {
-	const int *cpu = s->p->cpu;
 	uint32_t payload = s->p->payload;
 	struct relay r = { .s = s, .sh = sh, .per = s->p->frame / payload };
-	cpu_set_t both;
 	int ret = 0;
 
-	CPU_ZERO(&both);
-	CPU_SET(cpu[0], &both);
-	CPU_SET(cpu[1], &both);
+	/* Pinned as its side is (inherited): both of a host on one CPU. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (sched_setaffinity(0, sizeof(both), &both) != 0)
-		ret = net_fail(s, -errno, "plain-relay: CPUs %d,%d: %s", cpu[0], cpu[1],
-			       strerror(errno));
 	touch((const unsigned char *)sh, map_len, &s->sink);
 	if (ret == 0 &&
 	    (plain_cons_attach(&r.out, ring_at(sh, payload, RING_OUT), ring_len(payload)) < 0 ||
@@ -311,6 +326,8 @@ static int side_open(struct rside *r, struct net_side *s)
 
 	memset(r, 0, sizeof(*r));
 	r->s = s;
+	/* For this side and, inherited, its relay. */
+	prctl(PR_SET_TIMERSLACK, SLACK_NS);
 	r->map_len = sizeof(struct relay_shared) + 2 * rl;
 	mem = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED) {
@@ -494,7 +511,7 @@ const struct net_contender net_plain_relay = {
 		"process joined by plain SPSC rings (bench/plain_ring.h), the relays packing "
 		"what their ring holds into one UCP active message each (eager, up to the frame "
 		"size, `ucx-batched`'s sender); every process yields between empty looks for "
-		"200 µs, then sleeps 50 µs a look; sides pinned, relays on both CPUs",
+		"200 µs, then sleeps 20 µs a look; each relay pinned with its side (a host a CPU)",
 	.batched = true,
 	.role = { [NET_TPUT] = { relay_role, relay_role }, [NET_RTT] = { relay_role, relay_role } },
 };

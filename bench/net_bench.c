@@ -724,7 +724,7 @@ struct md_col {
 static const struct md_table {
 	enum net_kind kind;
 	const char *ref;
-	const char *intro;       /* a printf format taking ref twice, then RELAY_REF */
+	const char *intro;       /* a printf format taking ref, RELAY_REF, ref, RELAY_REF */
 	struct md_col cols[5];
 } md_tables[NET_KINDS] = {
 	{ NET_TPUT, NET_LIMIT,

@@ -82,6 +82,7 @@
 #define SPIN_NS 200000u
 #define SLEEP_NS 20000
 #define SLACK_NS 1000
+/* A yield longer than this gave the CPU away (idle_wait()). */
 #define AWAY_NS 20000u
 
 /* The relay's state, as its side reads it (or a negative errno). */

@@ -2,10 +2,13 @@
 /*
  * shoal-bench-net: across hosts, the transport's limit. UCX alone (a
  * minimal UCP program, net_ucx.c: one message per active message, and
- * messages packed into frames, the batched limit) and ZeroMQ (net_zmq.c)
- * between two "hosts", measured in one run with interleaved samples beside
- * Shoal's bridge end to end (net_bridge.c) and its link layer alone
- * (net_link.c): the contender table below.
+ * messages packed into frames, the batched limit), the plain relay (the
+ * direct path's shape with nothing of Shoal: a side and a relay process per
+ * host, plain rings between them, UCP frames between the relays,
+ * net_relay.c) and ZeroMQ (net_zmq.c) between two "hosts", measured in one
+ * run with interleaved samples beside Shoal's bridge end to end
+ * (net_bridge.c) and its link layer alone (net_link.c): the contender table
+ * below.
  *
  * The hosts: two network namespaces joined by a veth pair, which the
  * benchmark makes itself (it needs root) and which vanish with it. Each
@@ -52,12 +55,16 @@
  * The contenders, in the order of the report. Shoal's whole bridge
  * (net_bridge.c: a system on each host) and its link layer alone
  * (net_link.c) are built when the bridge is (UCX found). Every figure is
- * printed against NET_LIMIT and the other rows of the same run.
+ * printed against NET_LIMIT, against RELAY_REF (the bridge's shape) and
+ * beside the other rows of the same run.
  */
 static const struct net_contender *const contenders[] = {
 #ifdef SHOAL_BENCH_LINK
 	&net_bridge,
 	&net_bridge_direct,
+#endif
+	&net_plain_relay,
+#ifdef SHOAL_BENCH_LINK
 	&net_link,
 #endif
 	&net_ucx_batched,
@@ -68,6 +75,8 @@ static const struct net_contender *const contenders[] = {
 
 /* The round trip's reference: UCX, one message each way. */
 #define RTT_REF "ucx"
+/* The reference of the bridge's shape, in both tables: the plain relay. */
+#define RELAY_REF "plain-relay"
 
 static const uint32_t payloads[] = { 64, 1024 };
 #define N_PAYLOADS (sizeof(payloads) / sizeof(payloads[0]))
@@ -669,7 +678,8 @@ static void md_header(FILE *f, const struct report *rp)
 		"(side B: receiver, responder) on CPU %d, each with its transport's threads "
 		"(UCX's async thread, ZeroMQ's I/O thread); held in %u of %u samples (the "
 		"bridge's are not pinned: each host's router, bridge and group run on both "
-		"CPUs)\n", o->cpu[0], o->cpu[1], pinned, total);
+		"CPUs; `%s`'s relays run each on its side's CPU)\n", o->cpu[0], o->cpu[1],
+		pinned, total, RELAY_REF);
 	if (np > 0) {
 		struct bench_mmm m = bench_mmm(probes, np);
 
@@ -700,51 +710,66 @@ static double f_mbps(const struct obs *o)
 }
 
 /* A column: median [min, max] over runs of field() x scale, or with
- * `ratio`, of the row's field() over the reference contender's. */
+ * `ratio`, of the row's field() over the reference contender's: `ref`, or
+ * the table's when NULL. */
 struct md_col {
 	double (*field)(const struct obs *o);
 	double scale;
 	int prec;
 	bool ratio;
+	const char *ref;
 };
 
 /* The two tables: what they say, their reference, their columns. */
 static const struct md_table {
 	enum net_kind kind;
 	const char *ref;
-	const char *intro;       /* a printf format taking ref twice */
-	struct md_col cols[4];
+	const char *intro;       /* a printf format taking ref, RELAY_REF, ref, RELAY_REF */
+	struct md_col cols[5];
 } md_tables[NET_KINDS] = {
 	{ NET_TPUT, NET_LIMIT,
 	  "### Throughput, one way\n\n"
 	  "A sends for the sample's duration, B checks every message; rate = messages / (A's "
 	  "first send to B's last receive). `÷ %s`: the row's rate over the batched limit's "
-	  "in the same run.\n\n"
-	  "| contender | payload | msg/s | MB/s | ÷ %s | probe (ns) |\n"
-	  "|---|---:|---:|---:|---:|---:|\n",
-	  { { f_rate, 1, 0, false }, { f_mbps, 1, 1, false }, { f_rate, 1, 2, true },
-	    { f_probe, 1, 0, false } } },
+	  "in the same run; `÷ %s`: over the plain relay's, the limit of the direct path's "
+	  "shape (`shoal-bridge-direct`'s).\n\n"
+	  "| contender | payload | msg/s | MB/s | ÷ %s | ÷ %s | probe (ns) |\n"
+	  "|---|---:|---:|---:|---:|---:|---:|\n",
+	  { { f_rate, 1, 0, false, NULL }, { f_mbps, 1, 1, false, NULL },
+	    { f_rate, 1, 2, true, NULL }, { f_rate, 1, 2, true, RELAY_REF },
+	    { f_probe, 1, 0, false, NULL } } },
 	{ NET_RTT, RTT_REF,
 	  "### Round trip, ping-pong\n\n"
 	  "A sends one message, B sends it back, A waits for it; per run the p50 and p99 of "
-	  "every round trip (µs). `p50 ÷ %s`: the row's p50 over UCX's in the same run.\n\n"
-	  "| contender | payload | RTT p50 (µs) | RTT p99 (µs) | round trips/s | p50 ÷ %s |\n"
-	  "|---|---:|---:|---:|---:|---:|\n",
-	  { { f_p50, 1e-3, 1, false }, { f_p99, 1e-3, 1, false }, { f_rate, 1, 0, false },
-	    { f_p50, 1, 2, true } } },
+	  "every round trip (µs). `p50 ÷ %s`: the row's p50 over UCX's in the same run; "
+	  "`p50 ÷ %s`: over the plain relay's, the limit of the shape of `shoal-bridge`'s "
+	  "round trip (direct, through both bridges).\n\n"
+	  "| contender | payload | RTT p50 (µs) | RTT p99 (µs) | round trips/s | p50 ÷ %s | "
+	  "p50 ÷ %s |\n"
+	  "|---|---:|---:|---:|---:|---:|---:|\n",
+	  { { f_p50, 1e-3, 1, false, NULL }, { f_p99, 1e-3, 1, false, NULL },
+	    { f_rate, 1, 0, false, NULL }, { f_p50, 1, 2, true, NULL },
+	    { f_p50, 1, 2, true, RELAY_REF } } },
 };
 
+/* Whether contender `name` is of this build and ran. */
+static bool ran(const struct report *rp, const char *name)
+{
+	int ci = contender_index(name);
+
+	return ci >= 0 && rp->o->contender_on[ci];
+}
+
 /* A table: its intro, then one row per payload and contender that
- * measures its kind and ran. Without its reference (not among
- * --contenders), the ratio cells say "—" and a line below says why. */
+ * measures its kind and ran. Without a reference (not among --contenders),
+ * its ratio cells say "—" and a line below says why. */
 static void md_table(FILE *f, const struct report *rp, const struct md_table *t)
 {
-	int ref = contender_index(t->ref);
-	bool ref_ran = ref >= 0 && rp->o->contender_on[ref];
+	const unsigned n_cols = sizeof(t->cols) / sizeof(t->cols[0]);
 	double v[BENCH_MAX_RUNS];
 	char buf[64];
 
-	fprintf(f, t->intro, t->ref, t->ref);
+	fprintf(f, t->intro, t->ref, RELAY_REF, t->ref, RELAY_REF);
 	for (unsigned pi = 0; pi < N_PAYLOADS; pi++)
 		for (unsigned ci = 0; ci < N_CONTENDERS; ci++) {
 			unsigned cs = case_of(t->kind, pi);
@@ -752,12 +777,14 @@ static void md_table(FILE *f, const struct report *rp, const struct md_table *t)
 			if (contenders[ci]->role[t->kind][0] == NULL || !rp->o->contender_on[ci])
 				continue;
 			fprintf(f, "| %s | %u B |", contenders[ci]->name, payloads[pi]);
-			for (unsigned j = 0; j < sizeof(t->cols) / sizeof(t->cols[0]); j++) {
+			for (unsigned j = 0; j < n_cols; j++) {
 				const struct md_col *c = &t->cols[j];
-				unsigned n = c->ratio ? collect_ratio(rp, cs, ci, ref, c->field, v) :
+				const char *ref = c->ref != NULL ? c->ref : t->ref;
+				unsigned n = c->ratio ? collect_ratio(rp, cs, ci, contender_index(ref),
+								      c->field, v) :
 					collect(rp, cs, ci, c->field, v);
 
-				if (c->ratio && !ref_ran)
+				if (c->ratio && !ran(rp, ref))
 					fprintf(f, " — |");
 				else
 					fprintf(f, " %s |",
@@ -766,8 +793,11 @@ static void md_table(FILE *f, const struct report *rp, const struct md_table *t)
 			fprintf(f, "\n");
 		}
 	fprintf(f, "\n");
-	if (!ref_ran)
+	if (!ran(rp, t->ref))
 		fprintf(f, "No ratio to `%s`: it did not run (not in `--contenders`).\n\n", t->ref);
+	if (!ran(rp, RELAY_REF))
+		fprintf(f, "No ratio to `%s`: it did not run (not in `--contenders`).\n\n",
+			RELAY_REF);
 }
 
 /*
@@ -881,8 +911,9 @@ static void write_md(FILE *f, const void *arg)
 			fprintf(f, "- `%s`: %s\n", contenders[ci]->name, contenders[ci]->what);
 	fprintf(f, "\nIssue 14's targets (throughput at least 0.8x `%s` and at least `zeromq`'s, "
 		"round trip p50 at most 1.2x `%s`'s) are the whole bridge's, `shoal-bridge`; "
-		"`shoal-link` is its link layer alone, what the bridge cannot beat.\n",
-		NET_LIMIT, RTT_REF);
+		"`shoal-link` is its link layer alone, what the bridge cannot beat; `%s` is "
+		"the direct path's shape (four processes, two rings, two relays) done plainly, "
+		"the machine's limit for that shape.\n", NET_LIMIT, RTT_REF, RELAY_REF);
 }
 
 static int write_csv(const char *path, const void *arg)
@@ -1042,23 +1073,27 @@ static void usage(FILE *f)
 		"                       [--contenders LIST] [--frame BYTES] [--md FILE] [--csv FILE]\n"
 		"                       [--perftest]\n"
 		"Across hosts, the transport's limit: UCX active messages (one message each, and\n"
-		"packed into frames: the batched limit), ZeroMQ (PUSH/PULL, REQ/REP), and, when\n"
-		"built with the bridge, Shoal end to end (a `shoal run --host` system on each\n"
-		"host) and its link layer alone, between two network namespaces\n"
+		"packed into frames: the batched limit), the plain relay (the bridge's direct\n"
+		"path's shape done plainly: a side and a relay process per host, plain rings\n"
+		"between them, UCP frames between the relays), ZeroMQ (PUSH/PULL, REQ/REP), and,\n"
+		"when built with the bridge, Shoal end to end (a `shoal run --host` system on\n"
+		"each host) and its link layer alone, between two network namespaces\n"
 		"joined by a veth pair that the benchmark makes and removes;\n"
 		"64 B and 1 KiB messages; one-way throughput and ping-pong round trip, contenders\n"
 		"interleaved over the runs. Needs root. Markdown on stdout, progress on stderr.\n"
 		"  --short        3 runs of 300 ms samples (under a minute)\n"
 		"  --smoke        1 run of 50 ms samples: checks that everything runs\n"
 		"  --runs N       repetitions (default 5, at most %u)\n"
-		"  --cpus A,B     pin the client (side A) to CPU A, the server to B (default 0,1)\n"
+		"  --cpus A,B     pin the client (side A) to CPU A, the server to B (default 0,1),\n"
+		"                 each with its plain relay; the bridge's systems run on both\n"
 		"  --only LIST    tput,rtt (default both)\n"
 		"  --contenders LIST\n"
 		"                 run only these rows, comma-separated (default all); a ratio to\n"
 		"                 a reference that did not run is not printed. In this build:\n"
 		"                 %s\n"
-		"  --frame BYTES  bytes of messages per batched active message, and the link's\n"
-		"                 flush_bytes (1024 to %u, default %u)\n"
+		"  --frame BYTES  bytes of messages per batched active message (the plain\n"
+		"                 relay's largest), and the link's flush_bytes (1024 to %u,\n"
+		"                 default %u)\n"
 		"  --md FILE      the report, also written to FILE\n"
 		"  --csv FILE     one row per sample kept\n"
 		"  --perftest     after the runs, ucx_perftest (ucx-utils) in the same hosts, to\n"

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The cross-host benchmark (net_bench.c): what the driver and the
- * contenders (net_ucx.c, net_zmq.c, net_link.c, net_bridge.c) share.
+ * contenders (net_ucx.c, net_relay.c, net_zmq.c, net_link.c,
+ * net_bridge.c) share.
  * Private to bench/.
  *
  * Two "hosts" are two network namespaces joined by a veth pair. One sample
@@ -11,9 +12,11 @@
  * nothing but the control block (an anonymous shared mapping made before
  * fork), which carries the parameters in, the results out and a barrier;
  * every message crosses the veth pair through the contender's transport.
- * The bridge contender's sides each run a system instead, whose groups
- * (this program, started by `shoal run`) play the sides' roles on the same
- * control block, shared as a memfd (net_bridge.c).
+ * The plain relay's sides each fork a relay process into their host, which
+ * carries their messages (net_relay.c). The bridge contender's sides each
+ * run a system instead, whose groups (this program, started by `shoal run`)
+ * play the sides' roles on the same control block, shared as a memfd
+ * (net_bridge.c).
  */
 #ifndef SHOAL_BENCH_NET_H
 #define SHOAL_BENCH_NET_H
@@ -118,6 +121,11 @@ extern const struct net_contender net_link;
 extern const struct net_contender net_bridge;
 /* The same systems, the messages sent direct: no router on the way. */
 extern const struct net_contender net_bridge_direct;
+
+/* The direct path's shape with nothing of Shoal: a side and a relay per
+ * host, plain rings between them, UCP frames between the relays
+ * (net_relay.c). The reference of the bridge's rows. */
+extern const struct net_contender net_plain_relay;
 
 /* The environment variable that makes this program a group of the bridge
  * contender's systems: the descriptor of the control block, inherited. */

@@ -14,10 +14,12 @@
  *                KiB by default) per active message: the transport's
  *                batched limit, which a bridge that packs messages into
  *                frames can approach but not pass.
- * The sender keeps up to WINDOW sends in flight, each from its own buffer
- * (UCP may hold a send's buffer until it completes), and progresses the
- * worker when a send was queued (and every PROGRESS_EVERY sends). The
- * receiver checks every message's sequence number inside the callback.
+ * The sender keeps up to NET_UCX_WINDOW sends in flight, each from its own
+ * buffer (UCP may hold a send's buffer until it completes), and progresses
+ * the worker when a send was queued (and every PROGRESS_EVERY sends): the
+ * window (net_ucx_window_*()), which the plain relay (net_relay.c) sends
+ * its frames through too. The receiver checks every message's sequence
+ * number inside the callback.
  *
  * Ping-pong: A sends one message, B's callback copies it and B's loop
  * sends it back (nothing is sent from inside a callback), A waits for it
@@ -29,37 +31,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <ucp/api/ucp.h>
+#include "bench/net_ucx.h"
 
-#include "bench/net_bench.h"
+/* Active message ids besides NET_UCX_AM_DATA. */
+enum { AM_HELLO = NET_UCX_AM_DATA + 1, AM_ECHO };
 
-/* Active message ids. */
-enum { AM_DATA = 1, AM_HELLO, AM_ECHO };
-
-/* Sends in flight at most: enough to keep TCP's socket busy. */
-#define WINDOW 64u
 /* The sender progresses its worker at least once per this many sends. */
 #define PROGRESS_EVERY 64u
 /* How long connecting and closing may take before the side gives up. */
 #define SETUP_NS (UINT64_C(10) * 1000000000)
 #define CLOSE_NS (UINT64_C(2) * 1000000000)
 
-struct ucx_peer {
-	struct net_side *s;
-	ucp_context_h ctx;
-	ucp_worker_h worker;
-	ucp_listener_h listener;
-	ucp_conn_request_h conn;   /* B: the connection request to accept */
-	ucp_ep_h ep;
-	int err;                   /* the first failure seen in a callback */
-	uint64_t expect;           /* B: the next sequence number */
-	bool stopped;              /* B: the last message has come */
-	bool hello;                /* the other side's hello has come */
-	bool echo;                 /* ping-pong: a message waits in msg */
-	unsigned char msg[NET_PAYLOAD_MAX];
-};
-
-static int ucx_err(struct ucx_peer *u, const char *what, ucs_status_t st)
+int net_ucx_err(struct net_ucx *u, const char *what, ucs_status_t st)
 {
 	return net_fail(u->s, -EPROTO, "ucx: %s: %s", what, ucs_status_string(st));
 }
@@ -69,7 +52,7 @@ static int ucx_err(struct ucx_peer *u, const char *what, ucs_status_t st)
 static ucs_status_t on_data(void *arg, const void *header, size_t header_len, void *data,
 			    size_t len, const ucp_am_recv_param_t *param)
 {
-	struct ucx_peer *u = arg;
+	struct net_ucx *u = arg;
 	int ret;
 
 	(void)header;
@@ -91,7 +74,7 @@ static ucs_status_t on_data(void *arg, const void *header, size_t header_len, vo
 static ucs_status_t on_hello(void *arg, const void *header, size_t header_len, void *data,
 			     size_t len, const ucp_am_recv_param_t *param)
 {
-	struct ucx_peer *u = arg;
+	struct net_ucx *u = arg;
 
 	(void)header, (void)header_len, (void)data, (void)len, (void)param;
 	u->hello = true;
@@ -101,7 +84,7 @@ static ucs_status_t on_hello(void *arg, const void *header, size_t header_len, v
 static ucs_status_t on_echo(void *arg, const void *header, size_t header_len, void *data,
 			    size_t len, const ucp_am_recv_param_t *param)
 {
-	struct ucx_peer *u = arg;
+	struct net_ucx *u = arg;
 
 	(void)header, (void)header_len;
 	if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || len != u->s->p->payload) {
@@ -115,7 +98,7 @@ static ucs_status_t on_echo(void *arg, const void *header, size_t header_len, vo
 
 static void on_conn(ucp_conn_request_h req, void *arg)
 {
-	struct ucx_peer *u = arg;
+	struct net_ucx *u = arg;
 
 	/* One client per sample: a second request is refused. */
 	if (u->conn != NULL) {
@@ -127,7 +110,7 @@ static void on_conn(ucp_conn_request_h req, void *arg)
 
 /* ---- setup and teardown ---- */
 
-static int set_handler(struct ucx_peer *u, unsigned id, ucp_am_recv_callback_t cb)
+int net_ucx_set_handler(struct net_ucx *u, unsigned id, ucp_am_recv_callback_t cb, void *arg)
 {
 	ucp_am_handler_param_t hp = {
 		.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
@@ -135,11 +118,11 @@ static int set_handler(struct ucx_peer *u, unsigned id, ucp_am_recv_callback_t c
 		.id = id,
 		.flags = UCP_AM_FLAG_WHOLE_MSG,
 		.cb = cb,
-		.arg = u,
+		.arg = arg,
 	};
 	ucs_status_t st = ucp_worker_set_am_recv_handler(u->worker, &hp);
 
-	return st == UCS_OK ? 0 : ucx_err(u, "setting an AM handler", st);
+	return st == UCS_OK ? 0 : net_ucx_err(u, "setting an AM handler", st);
 }
 
 /*
@@ -147,7 +130,7 @@ static int set_handler(struct ucx_peer *u, unsigned id, ucp_am_recv_callback_t c
  * restriction UCX would see that both processes share one machine and
  * carry the messages through shared memory, which two hosts cannot.
  */
-static int ucx_open(struct ucx_peer *u, struct net_side *s)
+static int ucx_open(struct net_ucx *u, struct net_side *s)
 {
 	ucp_params_t params = { .field_mask = UCP_PARAM_FIELD_FEATURES,
 				.features = UCP_FEATURE_AM };
@@ -160,7 +143,7 @@ static int ucx_open(struct ucx_peer *u, struct net_side *s)
 	u->s = s;
 	st = ucp_config_read(NULL, NULL, &config);
 	if (st != UCS_OK)
-		return ucx_err(u, "reading the configuration", st);
+		return net_ucx_err(u, "reading the configuration", st);
 	st = ucp_config_modify(config, "TLS", "tcp");
 	if (st == UCS_OK)
 		st = ucp_config_modify(config, "NET_DEVICES", s->p->ifname[s->side]);
@@ -168,12 +151,13 @@ static int ucx_open(struct ucx_peer *u, struct net_side *s)
 		st = ucp_init(&params, config, &u->ctx);
 	ucp_config_release(config);
 	if (st != UCS_OK)
-		return ucx_err(u, "ucp_init", st);
+		return net_ucx_err(u, "ucp_init", st);
 	st = ucp_worker_create(u->ctx, &wp, &u->worker);
 	if (st != UCS_OK)
-		return ucx_err(u, "creating the worker", st);
-	if (set_handler(u, AM_DATA, on_data) < 0 || set_handler(u, AM_HELLO, on_hello) < 0 ||
-	    set_handler(u, AM_ECHO, on_echo) < 0)
+		return net_ucx_err(u, "creating the worker", st);
+	if (net_ucx_set_handler(u, NET_UCX_AM_DATA, on_data, u) < 0 ||
+	    net_ucx_set_handler(u, AM_HELLO, on_hello, u) < 0 ||
+	    net_ucx_set_handler(u, AM_ECHO, on_echo, u) < 0)
 		return -EPROTO;
 	return 0;
 }
@@ -186,7 +170,7 @@ static void sockaddr_of(const struct net_params *p, struct sockaddr_in *sin)
 	inet_pton(AF_INET, p->addr[1], &sin->sin_addr);
 }
 
-static int ucx_listen(struct ucx_peer *u)
+static int ucx_listen(struct net_ucx *u)
 {
 	struct sockaddr_in sin;
 	ucp_listener_params_t lp = {
@@ -199,10 +183,10 @@ static int ucx_listen(struct ucx_peer *u)
 
 	sockaddr_of(u->s->p, &sin);
 	st = ucp_listener_create(u->worker, &lp, &u->listener);
-	return st == UCS_OK ? 0 : ucx_err(u, "listening", st);
+	return st == UCS_OK ? 0 : net_ucx_err(u, "listening", st);
 }
 
-static int ucx_connect(struct ucx_peer *u)
+static int ucx_connect(struct net_ucx *u)
 {
 	struct sockaddr_in sin;
 	ucp_ep_params_t ep = {
@@ -214,10 +198,10 @@ static int ucx_connect(struct ucx_peer *u)
 
 	sockaddr_of(u->s->p, &sin);
 	st = ucp_ep_create(u->worker, &ep, &u->ep);
-	return st == UCS_OK ? 0 : ucx_err(u, "connecting", st);
+	return st == UCS_OK ? 0 : net_ucx_err(u, "connecting", st);
 }
 
-static int ucx_accept(struct ucx_peer *u)
+static int ucx_accept(struct net_ucx *u)
 {
 	uint64_t limit = shoal__now_ns() + SETUP_NS;
 	ucp_ep_params_t ep = { .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST };
@@ -230,11 +214,10 @@ static int ucx_accept(struct ucx_peer *u)
 	}
 	ep.conn_request = u->conn;
 	st = ucp_ep_create(u->worker, &ep, &u->ep);
-	return st == UCS_OK ? 0 : ucx_err(u, "accepting", st);
+	return st == UCS_OK ? 0 : net_ucx_err(u, "accepting", st);
 }
 
-/* Wait for a request to complete, progressing; frees it. */
-static ucs_status_t ucx_wait(struct ucx_peer *u, void *req)
+ucs_status_t net_ucx_wait(struct net_ucx *u, void *req)
 {
 	ucs_status_t st;
 
@@ -248,7 +231,7 @@ static ucs_status_t ucx_wait(struct ucx_peer *u, void *req)
 	return st;
 }
 
-static void *ucx_send(struct ucx_peer *u, unsigned id, const void *buf, size_t len)
+void *net_ucx_send(struct net_ucx *u, unsigned id, const void *buf, size_t len)
 {
 	ucp_request_param_t rp = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
 				   .flags = UCP_AM_SEND_FLAG_EAGER };
@@ -257,15 +240,15 @@ static void *ucx_send(struct ucx_peer *u, unsigned id, const void *buf, size_t l
 }
 
 /* Send one message and wait until its buffer is free again. */
-static int ucx_send_wait(struct ucx_peer *u, unsigned id, const void *buf, size_t len)
+static int ucx_send_wait(struct net_ucx *u, unsigned id, const void *buf, size_t len)
 {
-	ucs_status_t st = ucx_wait(u, ucx_send(u, id, buf, len));
+	ucs_status_t st = net_ucx_wait(u, net_ucx_send(u, id, buf, len));
 
-	return st == UCS_OK ? 0 : ucx_err(u, "sending", st);
+	return st == UCS_OK ? 0 : net_ucx_err(u, "sending", st);
 }
 
 /* Progress until *flag is set or a callback failed. */
-static int ucx_wait_flag(struct ucx_peer *u, bool *flag, uint64_t limit_ns)
+static int ucx_wait_flag(struct net_ucx *u, bool *flag, uint64_t limit_ns)
 {
 	uint64_t limit = limit_ns ? shoal__now_ns() + limit_ns : UINT64_MAX;
 	uint32_t n = 0;
@@ -279,11 +262,8 @@ static int ucx_wait_flag(struct ucx_peer *u, bool *flag, uint64_t limit_ns)
 	return u->err < 0 ? net_fail(u->s, u->err, "ucx: a bad message came") : 0;
 }
 
-/*
- * Connect and make one exchange, which wires both directions up before
- * anything is timed: A says hello, B answers once its endpoint exists.
- */
-static int ucx_setup(struct ucx_peer *u, struct net_side *s)
+/* A says hello, B answers once its endpoint exists. */
+int net_ucx_setup(struct net_ucx *u, struct net_side *s)
 {
 	static const char hello[8] = "hello";
 	int ret = ucx_open(u, s);
@@ -307,21 +287,14 @@ static int ucx_setup(struct ucx_peer *u, struct net_side *s)
 
 static int progress_once(void *arg)
 {
-	struct ucx_peer *u = arg;
+	struct net_ucx *u = arg;
 
 	ucp_worker_progress(u->worker);
 	return u->err;
 }
 
-/*
- * Meet at NET_ROUND_DONE, then close: both sides close at once, each
- * progressing its own close (a flush, then the disconnect), bounded so
- * that a peer gone early cannot hold this side.
- */
-static int ucx_close(struct ucx_peer *u, int ret)
+void net_ucx_close(struct net_ucx *u)
 {
-	if (ret == 0)
-		ret = net_meet_progress(u->s, NET_ROUND_DONE, progress_once, u);
 	if (u->ep != NULL) {
 		ucp_request_param_t rp = { 0 };
 		void *req = ucp_ep_close_nbx(u->ep, &rp);
@@ -341,83 +314,126 @@ static int ucx_close(struct ucx_peer *u, int ret)
 		ucp_worker_destroy(u->worker);
 	if (u->ctx != NULL)
 		ucp_cleanup(u->ctx);
+}
+
+/*
+ * Meet at NET_ROUND_DONE, then close: both sides close at once, each
+ * progressing its own close (a flush, then the disconnect), bounded so
+ * that a peer gone early cannot hold this side.
+ */
+static int ucx_close(struct net_ucx *u, int ret)
+{
+	if (ret == 0)
+		ret = net_meet_progress(u->s, NET_ROUND_DONE, progress_once, u);
+	net_ucx_close(u);
+	return ret;
+}
+
+/* ---- frames in flight ---- */
+
+int net_ucx_window_init(struct net_ucx *u, struct net_ucx_window *w, size_t len)
+{
+	memset(w, 0, sizeof(*w));
+	w->bufs = malloc((size_t)NET_UCX_WINDOW * len);
+	if (w->bufs == NULL)
+		return net_fail(u->s, -ENOMEM, "no memory for %u frames", NET_UCX_WINDOW);
+	w->len = len;
+	return 0;
+}
+
+unsigned char *net_ucx_window_next(struct net_ucx *u, struct net_ucx_window *w)
+{
+	if (w->head - w->tail == NET_UCX_WINDOW) {
+		ucs_status_t st = net_ucx_wait(u, w->req[w->tail++ % NET_UCX_WINDOW]);
+
+		if (st != UCS_OK) {
+			net_ucx_err(u, "sending", st);
+			return NULL;
+		}
+	}
+	return w->bufs + (size_t)(w->head % NET_UCX_WINDOW) * w->len;
+}
+
+int net_ucx_window_send(struct net_ucx *u, struct net_ucx_window *w, unsigned id, size_t len)
+{
+	void *r = net_ucx_send(u, id, w->bufs + (size_t)(w->head % NET_UCX_WINDOW) * w->len, len);
+
+	if (UCS_PTR_IS_ERR(r))
+		return net_ucx_err(u, "sending", UCS_PTR_STATUS(r));
+	if (r != NULL)
+		w->req[w->head++ % NET_UCX_WINDOW] = r;
+	/* A send that completed at once is on the socket already;
+	 * progress (an epoll_wait() over TCP) is for queued sends, and
+	 * now and then for the worker's own business. Progressing
+	 * after every send cost 2.5x the message rate. */
+	if (r != NULL || ++w->sends % PROGRESS_EVERY == 0)
+		ucp_worker_progress(u->worker);
+	return 0;
+}
+
+int net_ucx_window_end(struct net_ucx *u, struct net_ucx_window *w, int ret)
+{
+	for (; w->tail != w->head; w->tail++) {
+		ucs_status_t st = net_ucx_wait(u, w->req[w->tail % NET_UCX_WINDOW]);
+
+		if (st != UCS_OK && ret == 0)
+			ret = net_ucx_err(u, "sending", st);
+	}
+	free(w->bufs);
+	w->bufs = NULL;
 	return ret;
 }
 
 /* ---- throughput ---- */
 
 /*
- * Side A: frames of `per` messages (1: unbatched) from WINDOW buffers, a
- * send in flight holding its buffer until it completes. The last frame
- * carries the stop mark; then every send is waited for and the endpoint
- * flushed, so that nothing is left in UCX's buffers when A meets B.
+ * Side A: frames of `per` messages (1: unbatched) from the window's
+ * buffers. The last frame carries the stop mark; then every send is waited
+ * for and the endpoint flushed, so that nothing is left in UCX's buffers
+ * when A meets B.
  */
-static int ucx_tput_a_frames(struct ucx_peer *u, uint32_t per)
+static int ucx_tput_a_frames(struct net_ucx *u, uint32_t per)
 {
-	uint32_t payload = u->s->p->payload, len = per * payload;
-	unsigned char *bufs = malloc((size_t)WINDOW * len);
-	void *req[WINDOW] = { NULL };
-	uint32_t head = 0, tail = 0;       /* req[tail % WINDOW .. head % WINDOW) in flight */
-	uint32_t sends = 0;
+	uint32_t payload = u->s->p->payload;
+	struct net_ucx_window w;
 	uint64_t seq = 0;
 	bool last = false;
-	int ret = 0;
+	int ret = net_ucx_window_init(u, &w, (size_t)per * payload);
 
-	if (bufs == NULL)
-		return net_fail(u->s, -ENOMEM, "no memory for %u frames", WINDOW);
-	for (uint32_t i = 0; i < WINDOW; i++)
-		bench_batch_fill(bufs + (size_t)i * len, payload, per);
+	if (ret < 0)
+		return ret;
+	for (uint32_t i = 0; i < NET_UCX_WINDOW; i++)
+		bench_batch_fill(w.bufs + (size_t)i * w.len, payload, per);
 	net_side_ready(u->s);
 	while (!last && ret == 0) {
-		unsigned char *buf = bufs + (size_t)(head % WINDOW) * len;
-		void *r;
+		unsigned char *buf = net_ucx_window_next(u, &w);
 
-		if (head - tail == WINDOW) {
-			ucs_status_t st = ucx_wait(u, req[tail % WINDOW]);
-
-			tail++;
-			if (st != UCS_OK)
-				ret = ucx_err(u, "sending", st);
-			continue;
+		if (buf == NULL) {
+			ret = -EPROTO;
+			break;
 		}
 		/* A frame is worth a clock read; single messages read it
 		 * every BENCH_CLOCK_EVERY. */
 		last = per > 1 ? shoal__now_ns() >= u->s->deadline : net_time_up(u->s, seq);
 		bench_batch_stamp(buf, payload, per, seq, last);
-		r = ucx_send(u, AM_DATA, buf, len);
-		if (UCS_PTR_IS_ERR(r))
-			ret = ucx_err(u, "sending", UCS_PTR_STATUS(r));
-		else if (r != NULL)
-			req[head++ % WINDOW] = r;
+		ret = net_ucx_window_send(u, &w, NET_UCX_AM_DATA, w.len);
 		seq += per;
-		/* A send that completed at once is on the socket already;
-		 * progress (an epoll_wait() over TCP) is for queued sends, and
-		 * now and then for the worker's own business. Progressing
-		 * after every send cost 2.5x the message rate. */
-		if (r != NULL || ++sends % PROGRESS_EVERY == 0)
-			ucp_worker_progress(u->worker);
 	}
-	for (; tail != head; tail++) {
-		ucs_status_t st = ucx_wait(u, req[tail % WINDOW]);
-
-		if (st != UCS_OK && ret == 0)
-			ret = ucx_err(u, "sending", st);
-	}
+	ret = net_ucx_window_end(u, &w, ret);
 	if (ret == 0) {
 		ucp_request_param_t rp = { 0 };
-		ucs_status_t st = ucx_wait(u, ucp_ep_flush_nbx(u->ep, &rp));
+		ucs_status_t st = net_ucx_wait(u, ucp_ep_flush_nbx(u->ep, &rp));
 
 		if (st != UCS_OK)
-			ret = ucx_err(u, "flushing", st);
+			ret = net_ucx_err(u, "flushing", st);
 	}
-	free(bufs);
 	return ret;
 }
 
 static int ucx_tput_b(struct net_side *s)
 {
-	struct ucx_peer u;
-	int ret = ucx_setup(&u, s);
+	struct net_ucx u;
+	int ret = net_ucx_setup(&u, s);
 
 	if (ret == 0) {
 		net_side_ready(s);
@@ -429,8 +445,8 @@ static int ucx_tput_b(struct net_side *s)
 
 static int ucx_tput_a(struct net_side *s)
 {
-	struct ucx_peer u;
-	int ret = ucx_setup(&u, s);
+	struct net_ucx u;
+	int ret = net_ucx_setup(&u, s);
 
 	if (ret == 0)
 		ret = ucx_tput_a_frames(&u, 1);
@@ -439,8 +455,8 @@ static int ucx_tput_a(struct net_side *s)
 
 static int ucx_batched_tput_a(struct net_side *s)
 {
-	struct ucx_peer u;
-	int ret = ucx_setup(&u, s);
+	struct net_ucx u;
+	int ret = net_ucx_setup(&u, s);
 
 	if (ret == 0)
 		ret = ucx_tput_a_frames(&u, s->p->frame / s->p->payload);
@@ -451,7 +467,7 @@ static int ucx_batched_tput_a(struct net_side *s)
 
 static int ucx_trip(void *arg, const void *msg, void *back)
 {
-	struct ucx_peer *u = arg;
+	struct net_ucx *u = arg;
 	int ret = ucx_send_wait(u, AM_ECHO, msg, u->s->p->payload);
 
 	if (ret == 0)
@@ -463,7 +479,7 @@ static int ucx_trip(void *arg, const void *msg, void *back)
 
 static int ucx_echo_recv(void *arg, void *msg)
 {
-	struct ucx_peer *u = arg;
+	struct net_ucx *u = arg;
 	int ret = ucx_wait_flag(u, &u->echo, 0);
 
 	if (ret == 0)
@@ -473,15 +489,15 @@ static int ucx_echo_recv(void *arg, void *msg)
 
 static int ucx_echo_send(void *arg, const void *msg)
 {
-	struct ucx_peer *u = arg;
+	struct net_ucx *u = arg;
 
 	return ucx_send_wait(u, AM_ECHO, msg, u->s->p->payload);
 }
 
 static int ucx_rtt_a(struct net_side *s)
 {
-	struct ucx_peer u;
-	int ret = ucx_setup(&u, s);
+	struct net_ucx u;
+	int ret = net_ucx_setup(&u, s);
 
 	if (ret == 0)
 		ret = net_ping(s, ucx_trip, &u);
@@ -490,8 +506,8 @@ static int ucx_rtt_a(struct net_side *s)
 
 static int ucx_rtt_b(struct net_side *s)
 {
-	struct ucx_peer u;
-	int ret = ucx_setup(&u, s);
+	struct net_ucx u;
+	int ret = net_ucx_setup(&u, s);
 
 	if (ret == 0)
 		ret = net_pong(s, ucx_echo_recv, ucx_echo_send, &u);

@@ -641,5 +641,7 @@ int main(void)
 			"binary); skipping\n");
 		return 77;
 	}
+	if (getenv("SHOAL_TEST_FILTER") != NULL)   /* one test, by name pattern */
+		cmocka_set_test_filter(getenv("SHOAL_TEST_FILTER"));
 	return cmocka_run_group_tests_name("tool_ring", tests, group_setup, group_teardown);
 }

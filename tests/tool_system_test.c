@@ -1056,5 +1056,7 @@ int main(void)
 	signal(SIGPIPE, SIG_IGN);
 	rt_init();
 	test_spawn_server_start();
+	if (getenv("SHOAL_TEST_FILTER") != NULL)   /* one test, by name pattern */
+		cmocka_set_test_filter(getenv("SHOAL_TEST_FILTER"));
 	return cmocka_run_group_tests_name("tool_system", tests, system_up, system_down);
 }

@@ -47,7 +47,9 @@
  *   the consumer, copies a record with relaxed loads, then F1 (acquire
  *   fence) and a relaxed re-read of the head: a head that has not passed the
  *   record means the producer had not reused its bytes (it may only after
- *   R2 -> A2 for them), so the copy is whole. (The producer's payload stores
+ *   R2 -> A2 for them), so the copy is whole. A check does the same after a
+ *   record that fails its rules: past the head, the failure was the
+ *   producer rewriting it (-EAGAIN), not damage. (The producer's payload stores
  *   are plain: docs/memory-ordering.md says what the C11 model makes of it.)
  *
  * Progress guarantees: every operation is wait-free (bounded steps, no loop
@@ -194,7 +196,8 @@ static void read_indices(const struct shoal__ring *r, uint32_t cap, uint32_t *h,
 {
 	for (int tries = 0; tries <= 8; tries++) {
 		/* Relaxed: the head orders nothing here; a walk re-reads it after
-		 * each record (F1 in shoal_ring_walk_next()). */
+		 * each record, and a check after a record that fails (F1 in
+		 * released_past()). */
 		*h = shoal_load_relaxed(&r->head);
 		/* A1: pairs with R1 in shoal_ring_commit(): every record byte
 		 * before this tail is visible to a walk from here. Attach and
@@ -1094,6 +1097,26 @@ static int rec_read(const unsigned char *data, uint32_t cap, uint32_t pos, uint3
 	return 0;
 }
 
+/*
+ * True if the consumer of the ring at `mem` has released the record at
+ * `pos` since a reader found its head at `head0`: the record's bytes may
+ * then have been rewritten under the reader. F1: the reader's loads of the
+ * record complete before the head is read again. Pairs with R2 in
+ * shoal_ring_release(), after which A2 lets the producer reuse the bytes: a
+ * head still at or before the record means they were not reused while the
+ * reader read them.
+ */
+static bool released_past(const void *mem, uint32_t head0, uint32_t pos)
+{
+	const struct shoal__ring *r = mem;
+	uint32_t head;
+
+	shoal_fence_acquire();
+	/* Relaxed: ordered after the reads of the record by F1 above. */
+	head = shoal_load_relaxed(&r->head);
+	return head - head0 > pos - head0;
+}
+
 int shoal_ring_check(const void *mem, uint64_t len, struct shoal_ring_stats *st,
 		     struct shoal_err *err)
 {
@@ -1109,8 +1132,14 @@ int shoal_ring_check(const void *mem, uint64_t len, struct shoal_ring_stats *st,
 	 * tail - head <= cap, so the walk ends after at most cap / 8 steps. */
 	for (pos = st->head; pos != st->tail; pos += need) {
 		ret = rec_read(data, st->capacity, pos, st->tail, &h, &need, err);
-		if (ret < 0)
+		if (ret < 0) {
+			/* A record that breaks the rules after the consumer
+			 * passed it was being rewritten, not damaged. */
+			if (released_past(mem, st->head, pos))
+				ret = shoal__fail(err, -EAGAIN, "the consumer released the record at "
+						  "index %u while it was checked", pos);
 			return ret;
+		}
 		records += (h.flags & SHOAL__REC_PAD) ? 0 : 1;
 	}
 	return records;
@@ -1136,15 +1165,6 @@ int shoal_ring_walk_begin(struct shoal_ring_walk *w, const void *mem, uint64_t l
 	return 0;
 }
 
-/* True if the consumer has released the record at `pos` since the pass began. */
-static bool walk_overtaken(const struct shoal_ring_walk *w, uint32_t pos)
-{
-	/* Relaxed: ordered after the reads of the record by F1 in
-	 * shoal_ring_walk_next(). */
-	uint32_t head = shoal_load_relaxed(&w->r->head);
-
-	return head - w->head > pos - w->head;
-}
 
 /*
  * Copy `n` bytes from `src` (8-byte aligned, inside a record padded to 8
@@ -1186,12 +1206,7 @@ int shoal_ring_walk_next(struct shoal_ring_walk *w, struct shoal_ring_walk_rec *
 		rec->copied = cap < h.len ? cap : h.len;
 		copy_relaxed(buf, data + (w->pos & (w->capacity - 1)) + SHOAL_RING_REC_HDR,
 			     rec->copied);
-		/* F1: the loads of the record complete before the head is read
-		 * again. Pairs with R2 in shoal_ring_release(), after which A2
-		 * lets the producer reuse the bytes: a head still at or before
-		 * the record means they were not reused while we read them. */
-		shoal_fence_acquire();
-		if (walk_overtaken(w, w->pos)) {
+		if (released_past(w->r, w->head, w->pos)) {
 			ret = -EAGAIN;
 			goto fail;
 		}
@@ -1202,7 +1217,7 @@ int shoal_ring_walk_next(struct shoal_ring_walk *w, struct shoal_ring_walk_rec *
 fail:
 	/* A record that breaks the rules after the consumer passed it was
 	 * being rewritten, not damaged. */
-	if (ret == -EAGAIN || walk_overtaken(w, w->pos))
+	if (ret == -EAGAIN || released_past(w->r, w->head, w->pos))
 		ret = shoal__fail(err, -EAGAIN, "the consumer released the record at index "
 				  "%u while it was read", w->pos);
 	w->err = ret;

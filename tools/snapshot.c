@@ -11,10 +11,8 @@
  * allocates nothing (a fault inside shoal_seg_probe(), which maps the file a
  * second time, leaks that mapping; the tool then exits).
  *
- * Relaxed loads: a snapshot orders nothing against the processes using the
- * segment, and the ring calls already validate what they read. One fence
- * (F2 in read_ring()) tells a failed ring check that raced the consumer
- * from one that found damage.
+ * Relaxed loads only: a snapshot orders nothing against the processes using
+ * the segment, and the ring calls already validate what they read.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -126,16 +124,6 @@ static void set_corrupt(struct shoal__region_snap *r, const char *fmt, ...)
  */
 #define RACED_CHECKS_MAX 1000u
 
-/* The records the consumer of the ring at `mem` has released so far (0 if
- * `len` cannot hold its control block, for a check that fails anyway). */
-static uint64_t released(const void *mem, uint64_t len)
-{
-	uint64_t in, out = 0;
-
-	(void)shoal_ring_records(mem, len, &in, &out);
-	return out;
-}
-
 static void read_ring(struct shoal__region_snap *r, const struct shoal_seg *seg,
 		      uint32_t retries)
 {
@@ -150,29 +138,20 @@ static void read_ring(struct shoal__region_snap *r, const struct shoal_seg *seg,
 		return;
 	}
 	/*
-	 * A check racing a live consumer can fail spuriously (see
-	 * shoal_ring_check()): the consumer released a record while the check
-	 * read it and the producer wrote the next lap over its bytes. Such a
-	 * failure, seen by the records released moving during the check, is
-	 * not evidence: it is checked again without counting, as the walk
-	 * does (shoal_ring_walk_next()). A preempted tool races every time it
-	 * is descheduled mid-check, so a fixed number of tries is not enough
-	 * on a busy machine. Only a failure with the consumer still counts.
+	 * A check racing a live consumer can fail: the consumer released a
+	 * record while the check read it and the producer wrote the next lap
+	 * over its bytes. shoal_ring_check() tells that (-EAGAIN) from damage,
+	 * and it is checked again without counting. A preempted tool races
+	 * every time it is descheduled mid-check, so a fixed number of tries
+	 * is not enough on a busy machine. Any other failure counts: only a
+	 * failure every time is corruption.
 	 */
 	do {
-		uint64_t before = released(mem, r->region.len);
-
 		ret = shoal_ring_check(mem, r->region.len, &r->ring, &err);
 		r->check_attempts++;
 		if (ret >= 0)
 			break;
-		/* F2: the check's loads of the records complete before the
-		 * count is read again. Pairs with R2 in shoal_ring_release(),
-		 * which stores the count before the head that lets the
-		 * producer reuse the records' bytes (A2), as F1 in
-		 * shoal_ring_walk_next() does with the head. */
-		shoal_fence_acquire();
-		if (released(mem, r->region.len) == before)
+		if (ret != -EAGAIN)
 			failed++;
 	} while (failed <= retries && r->check_attempts - failed < RACED_CHECKS_MAX);
 	if (ret >= 0) {
@@ -180,14 +159,14 @@ static void read_ring(struct shoal__region_snap *r, const struct shoal_seg *seg,
 		r->pending = ret;
 		return;
 	}
-	if (failed <= retries)
-		set_corrupt(r, "%s (%u checks failed while the consumer released records)",
-			    err.msg, r->check_attempts - failed);
-	else
-		set_corrupt(r, "%s", err.msg);
 	/* The walk over the records may have failed behind a sane control
 	 * block: then its indices and counters are still worth showing. */
 	r->have_ring = shoal_ring_stats(mem, r->region.len, &r->ring, NULL) == 0;
+	/* Every check raced the consumer: no count of what it holds, and no
+	 * evidence of damage either. */
+	if (ret == -EAGAIN)
+		return;
+	set_corrupt(r, "%s", err.msg);
 }
 
 static void read_doorbell(struct shoal__region_snap *r, const struct shoal_seg *seg)

@@ -57,7 +57,8 @@
  *     and SIDE_SETTLED after [3], SIDE_CONS after [5]), so that a reader of
  *     the mark sees that side's final counters; the other side's calls may
  *     run meanwhile.
- * (b) shoal_ring_check() may fail spuriously while the consumer releases;
+ * (b) shoal_ring_check() returns -EAGAIN when the consumer released a
+ *     record while it was read, and may rarely fail spuriously otherwise;
  *     shoal_ring_stats() values may be mutually inconsistent. Both read
  *     only.
  */
@@ -461,9 +462,13 @@ SHOAL_API int shoal_ring_stats(const void *mem, uint64_t len, struct shoal_ring_
  * once around the ring). Never trusts an index or a length it reads.
  * Returns the number of records pending (>= 0), or -EUCLEAN with exactly what
  * is wrong in *err; *st is filled whenever the control block is valid (that
- * is, whenever shoal_ring_stats() would succeed), even if the walk fails. Under live traffic a concurrent producer may make a check
- * report records it has just added; a concurrent consumer may make it fail
- * spuriously, so tools retry before reporting corruption.
+ * is, whenever shoal_ring_stats() would succeed), even if the walk fails.
+ * Under live traffic a concurrent producer may make a check report records
+ * it has just added. A record that fails its rules after the consumer
+ * released it (the producer was writing the next lap over it while it was
+ * read) returns -EAGAIN, not -EUCLEAN: call again. -EUCLEAN may still come
+ * from a head and tail read while both moved, so tools retry that a few
+ * times before reporting corruption.
  */
 SHOAL_API int shoal_ring_check(const void *mem, uint64_t len, struct shoal_ring_stats *st,
 			       struct shoal_err *err);

@@ -101,6 +101,20 @@ static void *mt_consumer(void *arg)
 }
 
 /*
+ * Under ThreadSanitizer the observer does not check the ring: a check reads
+ * record headers the producer may be rewriting with plain stores, a race by
+ * the C11 model that the check detects after the fact and never acts on
+ * (docs/memory-ordering.md, "A tool walking a live ring"), and TSan, seeing
+ * both in one process, would stop there (a suppression cannot name the
+ * check's frame: TSan does not keep the read's stack).
+ */
+#if defined(__SANITIZE_THREAD__)
+#define OBSERVER_CHECKS false
+#else
+#define OBSERVER_CHECKS true
+#endif
+
+/*
  * Reads the counters and checks the ring as tools do, while both sides run:
  * a check may race the consumer (-EAGAIN, the record it read was being
  * rewritten) but never finds damage in a healthy ring.
@@ -118,7 +132,7 @@ static void *mt_observer(void *arg)
 		if (st.used > CAP || st.records_out < last_out)
 			return "inconsistent counters";
 		last_out = st.records_out;
-		ret = shoal_ring_check(t->mem, t->len, &st, NULL);
+		ret = OBSERVER_CHECKS ? shoal_ring_check(t->mem, t->len, &st, NULL) : 0;
 		if (ret < 0 && ret != -EAGAIN)
 			return "a check of a healthy ring failed";
 		sched_yield();

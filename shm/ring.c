@@ -1165,7 +1165,6 @@ int shoal_ring_walk_begin(struct shoal_ring_walk *w, const void *mem, uint64_t l
 	return 0;
 }
 
-
 /*
  * Copy `n` bytes from `src` (8-byte aligned, inside a record padded to 8
  * bytes, so whole words never leave it) with relaxed atomic loads, word by

@@ -466,9 +466,10 @@ SHOAL_API int shoal_ring_stats(const void *mem, uint64_t len, struct shoal_ring_
  * Under live traffic a concurrent producer may make a check report records
  * it has just added. A record that fails its rules after the consumer
  * released it (the producer was writing the next lap over it while it was
- * read) returns -EAGAIN, not -EUCLEAN: call again. -EUCLEAN may still come
- * from a head and tail read while both moved, so tools retry that a few
- * times before reporting corruption.
+ * read) returns -EAGAIN, not -EUCLEAN: call again. On a live ring -EUCLEAN
+ * may still come, rarely (a rewritten header that still looked valid and
+ * led the check astray, a head and tail read while both moved), so tools
+ * retry that a few times before reporting corruption.
  */
 SHOAL_API int shoal_ring_check(const void *mem, uint64_t len, struct shoal_ring_stats *st,
 			       struct shoal_err *err);

@@ -652,35 +652,43 @@ static void check_requests(struct bridge *b)
  * the consumer starts on the first while the rest are written.
  */
 #define RELAY_MAX 256u
+#define TAKE_MAX 64u   /* records peeked from a link at once */
 
 static void take_records(struct bridge *b, struct peer *p)
 {
 	struct shoal__relay rl = { 0 };
-	struct shoal__frame_rec r;
+	struct shoal__frame_rec r[TAKE_MAX];
+	bool held = false;
+	uint32_t n, i;
 
 	note_down(b, p);
-	while (shoal__link_recv_peek(p->link, &r) == 0) {
-		const unsigned char *payload = (const unsigned char *)r.data + ENV_BYTES;
-		struct shoal_envelope env;
-		int ret = -EPROTO;
+	while (!held && (n = shoal__link_recv_peek_n(p->link, r, TAKE_MAX)) > 0) {
+		for (i = 0; i < n; i++) {
+			const unsigned char *payload = (const unsigned char *)r[i].data + ENV_BYTES;
+			struct shoal_envelope env;
+			int ret = -EPROTO;
 
-		if (r.len >= sizeof(env)) {
-			memcpy(&env, r.data, sizeof(env));
-			if (env.len == r.len - sizeof(env))
-				ret = bring_in(b, &rl, &env, payload);
+			if (r[i].len >= sizeof(env)) {
+				memcpy(&env, r[i].data, sizeof(env));
+				if (env.len == r[i].len - sizeof(env))
+					ret = bring_in(b, &rl, &env, payload);
+			}
+			if (ret == -EAGAIN) {
+				b->holding = held = true;
+				break;
+			}
+			if (ret == 0) {
+				b->n.received++;
+			} else if (b->n.refused_in++ == 0) {
+				say(b, p, "a record not sent on here: %s", strerror(-ret));
+			}
+			if (rl.k >= RELAY_MAX)
+				shoal__relay_publish(b->ctx, &rl);
 		}
-		if (ret == -EAGAIN) {
-			b->holding = true;
-			break;
-		}
-		if (ret == 0) {
-			b->n.received++;
-		} else if (b->n.refused_in++ == 0) {
-			say(b, p, "a record not sent on here: %s", strerror(-ret));
-		}
-		shoal__link_recv_release(p->link);
-		if (rl.k >= RELAY_MAX)
-			shoal__relay_publish(b->ctx, &rl);
+		/* What was handed on (or refused) leaves the link; a record
+		 * held stays first. */
+		if (i > 0)
+			shoal__link_recv_release_n(p->link, i);
 	}
 	shoal__relay_publish(b->ctx, &rl);
 	if (!b->putting && b->n_pending > 0)

@@ -336,7 +336,7 @@ struct shoal__link {
 	uint64_t ack_due;               /* 0, or when an ACK must go out */
 	uint64_t released_bytes;        /* frame bytes released since the last ack sent */
 	uint64_t rq_old;                /* records held from the peer's previous epoch */
-	uint32_t peek_size;             /* frame bytes of the record peeked; 0: none */
+	uint32_t peeked;                /* records the last peek gave; 0: none */
 
 	struct fbuf fb[NBUF];
 	uint32_t fbuf_cap;              /* a frame's largest size */
@@ -1774,33 +1774,55 @@ int shoal__link_flush_idle(struct shoal__link *l)
 	return shoal__link_flush(l);
 }
 
-int shoal__link_recv_peek(struct shoal__link *l, struct shoal__frame_rec *rec)
+uint32_t shoal__link_recv_peek_n(struct shoal__link *l, struct shoal__frame_rec *recs,
+				 uint32_t max)
 {
 	const unsigned char *p;
+	const struct rrun *r;
+	uint32_t n;
 
 	if (l->rx.n == 0)
-		return -EAGAIN;
-	/* Checked when the frame came (shoal__frame_decode()). */
-	p = rx_front(&l->rx)->p;
-	rec->len = shoal__frame_rec_len(p);
-	rec->tag = shoal__frame_rec_tag(p);
-	rec->data = p + SHOAL__FRAME_REC_HDR;
-	l->peek_size = shoal__frame_rec_size(rec->len);
-	return 0;
+		return 0;
+	/* One frame's records, checked when it came (shoal__frame_decode()). */
+	r = rx_front(&l->rx);
+	p = r->p;
+	n = r->left < max ? r->left : max;
+	for (uint32_t i = 0; i < n; i++) {
+		recs[i].len = shoal__frame_rec_len(p);
+		recs[i].tag = shoal__frame_rec_tag(p);
+		recs[i].data = p + SHOAL__FRAME_REC_HDR;
+		p += shoal__frame_rec_size(recs[i].len);
+	}
+	l->peeked = n;
+	return n;
 }
 
-void shoal__link_recv_release(struct shoal__link *l)
+int shoal__link_recv_peek(struct shoal__link *l, struct shoal__frame_rec *rec)
+{
+	return shoal__link_recv_peek_n(l, rec, 1) == 1 ? 0 : -EAGAIN;
+}
+
+void shoal__link_recv_release_n(struct shoal__link *l, uint32_t k)
 {
 	struct rxq *q = &l->rx;
 	struct rrun *r = rx_front(q);
+	const unsigned char *p = r->p;
+	uint64_t bytes = 0;
 
-	SHOAL_ASSERT(q->n != 0 && l->peek_size != 0);
-	r->p += l->peek_size;
-	r->seq++;
-	q->n--;
-	l->released_bytes += l->peek_size;
-	l->peek_size = 0;
-	if (--r->left == 0) {
+	SHOAL_ASSERT(k != 0 && k <= l->peeked);
+	for (uint32_t i = 0; i < k; i++) {
+		uint32_t size = shoal__frame_rec_size(shoal__frame_rec_len(p));
+
+		p += size;
+		bytes += size;
+	}
+	r->p = p;
+	r->seq += k;
+	q->n -= k;
+	l->released_bytes += bytes;
+	l->peeked = 0;
+	r->left -= k;
+	if (r->left == 0) {
 		if (r->ucx != NULL) {
 			ucp_am_data_release(l->hub->worker, r->ucx);
 			q->n_ucx--;
@@ -1811,10 +1833,14 @@ void shoal__link_recv_release(struct shoal__link *l)
 		q->run_head++;
 		r = rx_front(q);
 	}
-	if (l->rq_old)
-		l->rq_old--;
-	else
+	/* Records of the peer's previous life count in its old numbering:
+	 * the ack moves once they are all released. */
+	if (l->rq_old >= k) {
+		l->rq_old -= k;
+	} else {
+		l->rq_old = 0;
 		l->recv_ack = q->n == 0 ? l->recv_next : r->seq;
+	}
 	/* The credit comes back with the next frame; an ACK goes alone after
 	 * the flush deadline, or at the next poll once a quarter of the
 	 * window was released, so that a sender waiting for credit does not
@@ -1823,6 +1849,11 @@ void shoal__link_recv_release(struct shoal__link *l)
 		l->ack_due = 1;
 	else if (!l->ack_due)
 		l->ack_due = shoal__now_ns() + l->o.flush_ns;
+}
+
+void shoal__link_recv_release(struct shoal__link *l)
+{
+	shoal__link_recv_release_n(l, 1);
 }
 
 void shoal__link_stats(const struct shoal__link *l, struct shoal__link_stats *st)

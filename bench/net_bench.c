@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -36,6 +37,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -106,6 +108,7 @@ struct opts {
 	bool contenders_given;
 	const char *md, *csv;
 	const char *mode;
+	const char *callgrind;    /* NULL, or --callgrind's directory */
 	char cmd[512];
 };
 
@@ -980,6 +983,8 @@ static int run_all(struct net_ctl *ctl, const struct hosts *h, struct report *rp
 					return -EINTR;
 				memcpy(p.addr, h->addr, sizeof(p.addr));
 				memcpy(p.ifname, h->ifname, sizeof(p.ifname));
+				if (o->callgrind != NULL)
+					snprintf(p.callgrind, sizeof(p.callgrind), "%s", o->callgrind);
 				ret = sample_run(ctl, h, c, &p, ob);
 				if (ret == -EINTR)
 					return ret;
@@ -1098,6 +1103,13 @@ static void usage(FILE *f)
 		"  --csv FILE     one row per sample kept\n"
 		"  --perftest     after the runs, ucx_perftest (ucx-utils) in the same hosts, to\n"
 		"                 cross-check the UCP program's figures\n"
+		"  --callgrind DIR\n"
+		"                 run the bridge contenders' systems (`shoal run` and what it\n"
+		"                 starts but the groups) under valgrind --tool=callgrind, their\n"
+		"                 instructions counted in the router's dispatcher and the\n"
+		"                 bridge's loop only, files and each system's output kept in DIR\n"
+		"                 (made if missing); rates are then valgrind's, not the\n"
+		"                 machine's (bench/bridge-instr reads DIR)\n"
 		"Exit: 0; 1 (a sample failed, said on stderr); 2 (usage); 77 (skipped: not root,\n"
 		"no network namespaces or veth, no `ip`, or the two CPUs not usable); 128+n on\n"
 		"signal n.\n",
@@ -1114,6 +1126,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "md", required_argument, NULL, 'm' },    { "csv", required_argument, NULL, 'v' },
 		{ "perftest", no_argument, NULL, 'P' },    { "help", no_argument, NULL, 'h' },
 		{ "contenders", required_argument, NULL, 'C' },
+		{ "callgrind", required_argument, NULL, 'G' },
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *names[N_CONTENDERS];
@@ -1165,6 +1178,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'P':
 			perftest = true;
 			break;
+		case 'G':
+			if (strlen(optarg) + 64 > sizeof(((struct net_params *)0)->callgrind))
+				return bench_bad_option(PROG, longopts, opt, optarg), 2;
+			o->callgrind = optarg;
+			break;
 		case 'm':
 			o->md = optarg;
 			break;
@@ -1210,6 +1228,29 @@ static bool can_run(const struct opts *o)
 	return true;
 }
 
+/* --callgrind: DIR made if missing and named absolutely (the systems run
+ * elsewhere), valgrind there. -1 after saying why not. */
+static int callgrind_dir(struct opts *o, char *abs)
+{
+	if (system("command -v valgrind >/dev/null 2>&1") != 0) {
+		fprintf(stderr, PROG ": --callgrind: valgrind is not installed\n");
+		return -1;
+	}
+	if (mkdir(o->callgrind, 0755) != 0 && errno != EEXIST) {
+		fprintf(stderr, PROG ": --callgrind: mkdir %s: %s\n", o->callgrind, strerror(errno));
+		return -1;
+	}
+	errno = 0;
+	if (realpath(o->callgrind, abs) == NULL ||
+	    strlen(abs) + 64 > sizeof(((struct net_params *)0)->callgrind)) {
+		fprintf(stderr, PROG ": --callgrind: %s: %s\n", o->callgrind,
+			errno ? strerror(errno) : "too long a path");
+		return -1;
+	}
+	o->callgrind = abs;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct obs obs[N_CASES][N_CONTENDERS][BENCH_MAX_RUNS];
@@ -1221,7 +1262,7 @@ int main(int argc, char **argv)
 	struct report rp = { .o = &o, .h = &h, .obs = obs };
 	struct bench_cpustat st0, st1;
 	struct net_ctl *ctl;
-	char fd_s[16];
+	char fd_s[16], cg_dir[PATH_MAX];
 	int ret, fd;
 
 #ifdef SHOAL_BENCH_LINK
@@ -1237,6 +1278,8 @@ int main(int argc, char **argv)
 	bench_command_line(o.cmd, sizeof(o.cmd), argc, argv);
 	if (!can_run(&o))
 		return EXIT_SKIP;
+	if (o.callgrind != NULL && callgrind_dir(&o, cg_dir) < 0)
+		return 1;
 	/* A memfd, not an anonymous mapping: the bridge's groups, which
 	 * `shoal run` starts, map it by the descriptor they inherit. */
 	fd = memfd_create(PROG, 0);

@@ -51,6 +51,8 @@ struct net_params {
 	uint16_t port;             /* B listens here: a new port every sample */
 	char addr[2][16];          /* hosts A and B's IPv4 addresses, dotted */
 	char ifname[2][IF_NAMESIZE]; /* each host's end of the veth pair */
+	char callgrind[160];        /* "": none; else the bridge contenders' systems run
+				     * under callgrind, its files and their output here */
 };
 
 struct net_ctl {

@@ -392,7 +392,7 @@ static int write_file(const char *path, const struct net_params *p, const char *
 
 /* `shoal run --host a|b FILE` in dir, its output into dir/out, on both of
  * the sample's CPUs; it gets SIGTERM if this side dies. */
-static pid_t start_run(struct net_side *s, const char *dir, bool direct)
+static pid_t start_run(struct net_side *s, const char *dir, const char *exe, bool direct)
 {
 	char file[256], out[256], shm[256];
 	const char *host = s->side == 0 ? "a" : "b";
@@ -417,6 +417,21 @@ static pid_t start_run(struct net_side *s, const char *dir, bool direct)
 		if (direct)
 			setenv(DIRECT_ENV, "1", 1);
 		sched_setaffinity(0, sizeof(cpus), &cpus);
+		if (s->p->callgrind[0] != '\0') {
+			char skip[300], outf[300];
+
+			/* The groups are this program: not counted, nor slowed. */
+			snprintf(skip, sizeof(skip), "--trace-children-skip=%s", exe);
+			snprintf(outf, sizeof(outf), "--callgrind-out-file=%s/%s-%u-%s.%%p",
+				 s->p->callgrind, direct ? "shoal-bridge-direct" : "shoal-bridge",
+				 (unsigned)s->p->payload, host);
+			execlp("valgrind", "valgrind", "--tool=callgrind", "--trace-children=yes",
+			       skip, outf, "--collect-atstart=no",
+			       "--toggle-collect=shoal__bridge_run", "--toggle-collect=dispatcher_main",
+			       SHOAL_BENCH_SHOAL_BIN, "run", "--status", "quiet", "--host", host, file,
+			       (char *)NULL);
+			_exit(127);
+		}
 		execl(SHOAL_BENCH_SHOAL_BIN, "shoal", "run", "--status", "quiet", "--host", host,
 		      file, (char *)NULL);
 		_exit(127);
@@ -453,6 +468,18 @@ static void stop_run(pid_t run)
 	}
 }
 
+/* --callgrind: the system's output (its bridge's counts) beside the
+ * callgrind files, named as they are. */
+static int keep_output(struct net_side *s, const char *dir, bool direct)
+{
+	char cmd[600];
+
+	snprintf(cmd, sizeof(cmd), "cp %s/out %s/%s-%u-%s.out", dir, s->p->callgrind,
+		 direct ? "shoal-bridge-direct" : "shoal-bridge", (unsigned)s->p->payload,
+		 s->side == 0 ? "a" : "b");
+	return system(cmd) == 0 ? 0 : net_fail(s, -EIO, "bridge: %.80s failed", cmd);
+}
+
 static int run_system(struct net_side *s, bool direct)
 {
 	char dir[] = "/dev/shm/shoal-bench-net-XXXXXX", path[256], exe[256];
@@ -473,11 +500,13 @@ static int run_system(struct net_side *s, bool direct)
 	snprintf(path, sizeof(path), "%s/system.yaml", dir);
 	if ((ret = write_file(path, s->p, exe)) < 0)
 		return net_fail(s, ret, "bridge: writing %.60s: %s", path, strerror(-ret));
-	run = start_run(s, dir, direct);
+	run = start_run(s, dir, exe, direct);
 	if (run < 0)
 		return net_fail(s, -errno, "bridge: fork: %s", strerror(errno));
 	ret = wait_group(s, run, dir);
 	stop_run(run);
+	if (ret == 0 && s->p->callgrind[0] != '\0')
+		ret = keep_output(s, dir, direct);
 	if (ret == 0) {
 		char rm[300];
 

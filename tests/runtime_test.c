@@ -27,6 +27,7 @@
 
 #include "runtime/control/router_impl.h"
 #include "runtime/control/supervisor.h"
+#include "runtime/data/relay.h"
 #include "runtime/group_impl.h"
 #include "runtime/layout.h"
 #include "tests/rtutil.h"
@@ -71,6 +72,62 @@ static void runtime_routed_delivery_reaches_exactly_matching_groups(void **state
 		assert_int_equal(atomic_load(&rt_res->per_actor[2][a]), 100);
 	assert_int_equal(atomic_load(&rt_res->count[0]), test_scale(200000));   /* no PONG there */
 	rt_stop_and_reap(pids, 3);
+	rt_stop_router();
+}
+
+/*
+ * The bridge's relay (runtime/data/relay.h) writes a record like the one
+ * before it into the same ring, checking only what may have changed since:
+ * a record of another length, or for a destination whose incarnation moved
+ * on meanwhile, is refused as the whole path refuses it, and what was held
+ * before is delivered.
+ */
+static void runtime_relayed_records_are_checked_again(void **state)
+{
+	static struct child self_child = { .index = 0, .name = "lonely" };
+	struct shoal_group_desc d = { .name = "lonely", .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = rt_count_handler, .node = -1,
+				      .user = &self_child };
+	struct shoal__relay rl = { 0 };
+	struct shoal__reg_group *rg;
+	struct shoal_envelope env;
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	char big[65] = { 0 };
+	struct msg v = { 0 };
+	int handled = 0, ret;
+	uint64_t self;
+	uint32_t gen;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-relay", NULL, 0), 0);
+	assert_int_equal(shoal_group_attach(&g, &d, NULL, NULL), 0);
+	ctx = shoal_group_worker(g, 0);
+	self = shoal_group_lookup(g, "lonely", 0);
+	assert_int_equal(shoal_connect(ctx, self, 10000000000ll), 0);
+	env = (struct shoal_envelope){ .type = T_PING, .len = sizeof(v),
+				       .sender = shoal_addr_make(7, 0, 1), .dest = self };
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(shoal__send_env(ctx, &rl, &env, &v), 0);
+	assert_int_equal(rl.k, 3);
+	/* Longer than its type allows, right after one that went. */
+	env.len = sizeof(big);
+	assert_int_equal(shoal__send_env(ctx, &rl, &env, big), -EMSGSIZE);
+	env.len = sizeof(v);
+	assert_int_equal(shoal__send_env(ctx, &rl, &env, &v), 0);
+	/* The destination's next incarnation, as the router marks a
+	 * restart (its writable view of the registry): the same address is
+	 * stale from now on. */
+	rg = &rt_router->regg[shoal_group_id(g)];
+	gen = atomic_load(&rg->gen);
+	atomic_store(&rg->gen, gen + 1);
+	assert_int_equal(shoal__send_env(ctx, &rl, &env, &v), -ESTALE);
+	atomic_store(&rg->gen, gen);
+	shoal__relay_publish(ctx, &rl);
+	while ((ret = shoal_poll(ctx, 0, 0)) > 0)
+		handled += ret;
+	assert_int_equal(handled, 4);
+	shoal_group_detach(g);
 	rt_stop_router();
 }
 
@@ -1437,6 +1494,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(runtime_routed_delivery_reaches_exactly_matching_groups),
 		cmocka_unit_test(runtime_try_send_reports_each_failure),
+		cmocka_unit_test(runtime_relayed_records_are_checked_again),
 		cmocka_unit_test(runtime_poll_finds_a_message_among_many_peers_at_once),
 		cmocka_unit_test(runtime_group_of_another_host_is_remote_once_declared),
 		cmocka_unit_test(runtime_type_zero_is_refused_by_every_send),

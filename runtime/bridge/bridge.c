@@ -210,6 +210,8 @@ struct bridge {
 	uint32_t n_peers;
 	struct peer **by_host;           /* the peer of each host index; NULL for this one */
 	struct shoal__route_table *remote;   /* other hosts' routes; group = host index */
+	const struct shoal_filter *remote_filters;   /* its filters */
+	struct shoal__route_memo memo;   /* its last type matched */
 	uint32_t *matches;
 	uint32_t cap_matches;
 	struct shoal_type *types;
@@ -532,7 +534,7 @@ static void tell_hub(struct bridge *b)
  * a restarted bridge stays as its predecessor left it until its own link
  * says otherwise.
  */
-static_assert(SHOAL__MAX_HOSTS <= 64, "hosts_down has one bit a host");
+static_assert(SHOAL__MAX_HOSTS <= 64, "hosts_down, and the hosts a message went to, have one bit a host");
 
 static void note_down(struct bridge *b, const struct peer *p)
 {
@@ -650,35 +652,43 @@ static void check_requests(struct bridge *b)
  * the consumer starts on the first while the rest are written.
  */
 #define RELAY_MAX 256u
+#define TAKE_MAX 64u   /* records peeked from a link at once */
 
 static void take_records(struct bridge *b, struct peer *p)
 {
 	struct shoal__relay rl = { 0 };
-	struct shoal__frame_rec r;
+	struct shoal__frame_rec r[TAKE_MAX];
+	bool held = false;
+	uint32_t n, i;
 
 	note_down(b, p);
-	while (shoal__link_recv_peek(p->link, &r) == 0) {
-		const unsigned char *payload = (const unsigned char *)r.data + ENV_BYTES;
-		struct shoal_envelope env;
-		int ret = -EPROTO;
+	while (!held && (n = shoal__link_recv_peek_n(p->link, r, TAKE_MAX)) > 0) {
+		for (i = 0; i < n; i++) {
+			const unsigned char *payload = (const unsigned char *)r[i].data + ENV_BYTES;
+			struct shoal_envelope env;
+			int ret = -EPROTO;
 
-		if (r.len >= sizeof(env)) {
-			memcpy(&env, r.data, sizeof(env));
-			if (env.len == r.len - sizeof(env))
-				ret = bring_in(b, &rl, &env, payload);
+			if (r[i].len >= sizeof(env)) {
+				memcpy(&env, r[i].data, sizeof(env));
+				if (env.len == r[i].len - sizeof(env))
+					ret = bring_in(b, &rl, &env, payload);
+			}
+			if (ret == -EAGAIN) {
+				b->holding = held = true;
+				break;
+			}
+			if (ret == 0) {
+				b->n.received++;
+			} else if (b->n.refused_in++ == 0) {
+				say(b, p, "a record not sent on here: %s", strerror(-ret));
+			}
+			if (rl.k >= RELAY_MAX)
+				shoal__relay_publish(b->ctx, &rl);
 		}
-		if (ret == -EAGAIN) {
-			b->holding = true;
-			break;
-		}
-		if (ret == 0) {
-			b->n.received++;
-		} else if (b->n.refused_in++ == 0) {
-			say(b, p, "a record not sent on here: %s", strerror(-ret));
-		}
-		shoal__link_recv_release(p->link);
-		if (rl.k >= RELAY_MAX)
-			shoal__relay_publish(b->ctx, &rl);
+		/* What was handed on (or refused) leaves the link; a record
+		 * held stays first. */
+		if (i > 0)
+			shoal__link_recv_release_n(p->link, i);
 	}
 	shoal__relay_publish(b->ctx, &rl);
 	if (!b->putting && b->n_pending > 0)
@@ -796,20 +806,22 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 {
 	struct bridge *b = a->user;
 	uint32_t n, len = (uint32_t)sizeof(*m->env) + m->len;
-	bool sent[SHOAL__MAX_HOSTS] = { false };
-	struct shoal_envelope env = *m->env;
+	const uint32_t *idx;
+	struct shoal_envelope env;
+	uint64_t sent = 0;
 
-	if (shoal_addr_group(env.dest) != shoal_group_id(b->g)) {
+	if (shoal_addr_group(m->env->dest) != shoal_group_id(b->g)) {
 		carry_direct(b, m);
 		return;
 	}
 	/* Sent by a group of another host (or by no group of the file):
 	 * it came through a bridge, and goes to none again. */
-	if (host_of(b, shoal_addr_group(env.sender)) != b->host) {
+	if (host_of(b, shoal_addr_group(m->env->sender)) != b->host) {
 		b->n.returned++;
 		return;
 	}
-	n = shoal__route_match(b->remote, m->type, m->data, m->len, b->matches, b->cap_matches);
+	n = shoal__route_match_memo(b->remote, &b->memo, m->type, m->data, m->len, b->matches,
+				    b->cap_matches, &idx);
 	if (n == 0) {
 		b->n.no_host++;
 		return;
@@ -821,14 +833,15 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 	}
 	/* As its producer wrote it into its uplink, before this host's
 	 * router addressed the copy to the bridge. */
+	env = *m->env;
 	env.dest = SHOAL_ADDR_NONE;
 	env.flags &= ~SHOAL_ENV_ROUTED;
 	for (uint32_t i = 0; i < n; i++) {
-		uint16_t h = shoal__route_filter(b->remote, b->matches[i])->group;
+		uint16_t h = b->remote_filters[idx[i]].group;
 
-		if (sent[h] || b->by_host[h] == NULL)
+		if ((sent >> h & 1u) || b->by_host[h] == NULL)
 			continue;
-		sent[h] = true;
+		sent |= UINT64_C(1) << h;
 		put(b, b->by_host[h], &env, m->data, m->len);
 	}
 }
@@ -855,6 +868,8 @@ static int remote_routes(struct bridge *b, struct shoal_err *err)
 	free(f);
 	if (ret < 0)
 		return ret;
+	b->remote_filters = shoal__route_filters(b->remote);
+	b->memo = (struct shoal__route_memo)SHOAL__ROUTE_MEMO_INIT;
 	b->cap_matches = shoal__route_max_matches(b->remote) + 1;
 	b->matches = calloc(b->cap_matches, sizeof(*b->matches));
 	b->types = calloc(c->n_types + 1, sizeof(*b->types));

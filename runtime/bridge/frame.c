@@ -46,19 +46,6 @@ static void put32(unsigned char *p, uint32_t v)
 	put16(p + 2, (uint16_t)(v >> 16));
 }
 
-/* Byte by byte from one value: compilers merge these stores into one on a
- * little-endian host. */
-static void put64(unsigned char *p, uint64_t v)
-{
-	p[0] = (unsigned char)v;
-	p[1] = (unsigned char)(v >> 8);
-	p[2] = (unsigned char)(v >> 16);
-	p[3] = (unsigned char)(v >> 24);
-	p[4] = (unsigned char)(v >> 32);
-	p[5] = (unsigned char)(v >> 40);
-	p[6] = (unsigned char)(v >> 48);
-	p[7] = (unsigned char)(v >> 56);
-}
 
 static int check_header(const unsigned char *b, size_t len, struct shoal__frame_hdr *h,
 			struct shoal_err *err)
@@ -175,22 +162,6 @@ int shoal__frame_begin(struct shoal__frame_enc *e, void *buf, uint32_t cap, uint
 	return 0;
 }
 
-void shoal__frame_rec_write(void *p, const void *data, uint32_t len, uint16_t tag,
-			    uint16_t flags)
-{
-	unsigned char *b = p;
-	uint32_t size = shoal__frame_rec_size(len);
-
-	/* Zero padding, so that a frame's bytes depend only on its content:
-	 * the padding is under 8 bytes, so zeroing the record's last 8 (one
-	 * store, not a memset() call of a computed length) before the header
-	 * and the bytes are written over them leaves exactly it zero. */
-	memset(b + size - SHOAL__FRAME_REC_HDR, 0, SHOAL__FRAME_REC_HDR);
-	put64(b, (uint64_t)len | (uint64_t)tag << 32 | (uint64_t)flags << 48);
-	if (len && data)   /* an empty record may come with data NULL */
-		memcpy(b + SHOAL__FRAME_REC_HDR, data, len);
-}
-
 int shoal__frame_add(struct shoal__frame_enc *e, const void *data, uint32_t len, uint16_t tag)
 {
 	if (e->kind != SHOAL__FRAME_DATA)
@@ -229,8 +200,8 @@ uint32_t shoal__frame_end(struct shoal__frame_enc *e, uint32_t epoch, uint64_t f
 	put16(b + 6, 0);
 	put32(b + 8, epoch);
 	put32(b + 12, e->count);
-	put64(b + 16, first_seq);
-	put64(b + 24, ack);
+	shoal__frame_put64(b + 16, first_seq);
+	shoal__frame_put64(b + 24, ack);
 	put32(b + 32, credits);
 	put32(b + 36, e->len);
 	return e->len;

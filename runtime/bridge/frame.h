@@ -14,9 +14,11 @@
 #ifndef SHOAL_RUNTIME_BRIDGE_FRAME_H
 #define SHOAL_RUNTIME_BRIDGE_FRAME_H
 
+#include <endian.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <shoal/api.h>
 #include <shoal/message.h>
@@ -81,6 +83,15 @@ struct shoal__frame_enc {
 static inline uint32_t shoal__frame_rec_size(uint32_t len)
 {
 	return SHOAL__FRAME_REC_HDR + ((len + 7u) & ~7u);
+}
+
+/* v at p, little-endian, any alignment: one store on a little-endian
+ * host (a loop of byte stores was left a loop, 58 instructions). */
+static inline void shoal__frame_put64(void *p, uint64_t v)
+{
+	uint64_t le = htole64(v);
+
+	memcpy(p, &le, sizeof(le));
 }
 
 /* A record header's length field, at p (little-endian, any alignment). */
@@ -160,8 +171,21 @@ int shoal__frame_add(struct shoal__frame_enc *e, const void *data, uint32_t len,
  * fillers), never in a frame. For a writer that lays records out itself
  * and sends them with shoal__frame_add_laid().
  */
-void shoal__frame_rec_write(void *p, const void *data, uint32_t len, uint16_t tag,
-			    uint16_t flags);
+static inline void shoal__frame_rec_write(void *p, const void *data, uint32_t len, uint16_t tag,
+					  uint16_t flags)
+{
+	unsigned char *b = p;
+	uint32_t size = shoal__frame_rec_size(len);
+
+	/* Zero padding, so that a frame's bytes depend only on its content:
+	 * the padding is under 8 bytes, so zeroing the record's last 8 (one
+	 * store, not a memset() call of a computed length) before the header
+	 * and the bytes are written over them leaves exactly it zero. */
+	memset(b + size - SHOAL__FRAME_REC_HDR, 0, SHOAL__FRAME_REC_HDR);
+	shoal__frame_put64(b, (uint64_t)len | (uint64_t)tag << 32 | (uint64_t)flags << 48);
+	if (len && data)   /* an empty record may come with data NULL */
+		memcpy(b + SHOAL__FRAME_REC_HDR, data, len);
+}
 
 /*
  * Count `n` records of `bytes` in all, written with shoal__frame_rec_write()

@@ -325,6 +325,18 @@ int shoal__link_recv_peek(struct shoal__link *l, struct shoal__frame_rec *rec);
  */
 void shoal__link_recv_release(struct shoal__link *l);
 
+/*
+ * The same for up to `max` records at once, for a caller that takes a
+ * frame's records in a loop: peek_n fills recs[0 .. n) with the oldest
+ * records not yet released, all of one frame (fewer than max at its end),
+ * and returns n (0: none held); release_n releases the first k of them
+ * (1 <= k <= n; anything else aborts), after which the rest are peeked
+ * again. A peek_n (or peek) replaces the one before it.
+ */
+uint32_t shoal__link_recv_peek_n(struct shoal__link *l, struct shoal__frame_rec *recs,
+				 uint32_t max);
+void shoal__link_recv_release_n(struct shoal__link *l, uint32_t k);
+
 /* Copy the link's counters and state into *st. Never fails. */
 void shoal__link_stats(const struct shoal__link *l, struct shoal__link_stats *st);
 

@@ -410,24 +410,10 @@ struct pass {
 	uint32_t *matches;
 	uint32_t cap_matches;
 	uint32_t node;                        /* the dispatcher's index: its inbound rings */
-	/* The quick match's descriptor of the last type seen: no_quick for
-	 * type 0 (none seen yet) and for a type no filter lists. */
-	uint32_t qtype;
-	const struct shoal__route_quick *q;
+	/* The quick match's descriptor of the last type seen. */
+	struct shoal__route_memo memo;
 	uint32_t version;                     /* the snapshot's */
 };
-
-/* The descriptor of a type no filter lists: the quick match finds none. */
-static const struct shoal__route_quick no_quick = SHOAL__ROUTE_QUICK_NONE_INIT;
-
-/* A pass's record of a type other than the last one's: its descriptor. */
-static void pass_type(struct pass *ps, uint32_t type)
-{
-	ps->q = shoal__route_quick(ps->routes, type);
-	if (ps->q == NULL)
-		ps->q = &no_quick;
-	ps->qtype = type;
-}
 
 /*
  * Copy a message to worker w of group g, with `dest` set: remembered when
@@ -508,13 +494,8 @@ static __attribute__((noinline)) bool dispatch_one(struct shoal__dispatcher *d, 
 		goto malformed;
 	/* A pass's messages are mostly of one type: its descriptor is looked
 	 * up once, and the common shapes are matched inline. */
-	if (SHOAL_UNLIKELY(env.type != ps->qtype))
-		pass_type(ps, env.type);
-	if (SHOAL_LIKELY(ps->q->kind != SHOAL__ROUTE_QUICK_NONE))
-		n = shoal__route_quick_match(ps->q, payload, env.len, &idx);
-	else
-		n = shoal__route_match_ref(ps->routes, env.type, payload, env.len, ps->matches,
-					   ps->cap_matches, &idx);
+	n = shoal__route_match_memo(ps->routes, &ps->memo, env.type, payload, env.len,
+				    ps->matches, ps->cap_matches, &idx);
 	if (n == 0) {
 		d->no_route++;
 		u->no_route++;
@@ -614,17 +595,16 @@ static inline struct output *hop_find(struct shoal__dispatcher *d, struct pass *
 	memcpy(&type, p + offsetof(struct shoal_envelope, type), sizeof(type));
 	memcpy(&len, p + offsetof(struct shoal_envelope, len), sizeof(len));
 	memcpy(&flags, p + offsetof(struct shoal_envelope, flags), sizeof(flags));
-	/* Type 0 needs no test of its own here: its descriptor is no_quick
-	 * (the pass starts with type 0 and no_quick, and no filter lists
-	 * type 0), so it goes to dispatch_one(), which counts it malformed. */
+	/* Type 0 needs no test of its own here: its descriptor finds
+	 * nothing (the memo starts with type 0 and that descriptor, and no
+	 * filter lists type 0), so it goes to dispatch_one(), which counts
+	 * it malformed. */
 	if (SHOAL_UNLIKELY(len != rec->len - sizeof(struct shoal_envelope) ||
 			   (flags & ~SHOAL_ENV_FLAGS)))
 		return NULL;
-	if (SHOAL_UNLIKELY(type != ps->qtype))
-		pass_type(ps, type);
-	/* One filter, or dispatch_one() matches it in full (no_quick and
-	 * every QUICK_NONE descriptor give NOT_ONE). */
-	i = shoal__route_quick_one(ps->q, payload, len);
+	/* One filter, or dispatch_one() matches it in full (every
+	 * QUICK_NONE descriptor gives NOT_ONE). */
+	i = shoal__route_quick_one(shoal__route_memo_q(ps->routes, &ps->memo, type), payload, len);
 	if (SHOAL_UNLIKELY(i == SHOAL__ROUTE_NOT_ONE))
 		return NULL;
 	fc = &d->fc[i];
@@ -888,7 +868,7 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 						     struct uplink *u)
 {
 	struct pass ps = { s, s->routes, shoal__route_filters(s->routes), d->matches,
-			   d->cap_matches, (uint32_t)d->index, 0, &no_quick, s->version };
+			   d->cap_matches, (uint32_t)d->index, SHOAL__ROUTE_MEMO_INIT, s->version };
 	struct shoal_rec recs[PASS_BUDGET];
 	/* The handle before the peek: shoal_ring_unpeek() gives back one
 	 * record, and a park gives back every record from the parked one on. */

@@ -32,6 +32,14 @@ struct shoal__relay {
 	uint32_t k;                    /* records held */
 	bool urgent;                   /* a request or a response among them: never held
 					* back by wake moderation */
+	/* The last direct record held, when neither a request nor a
+	 * response (shoal__send_env()): the next with the same dest,
+	 * sender, type and flags goes to the same ring, checked only for
+	 * what may have changed since. rg NULL: none. */
+	const struct shoal__reg_group *rg;   /* its destination's entry */
+	uint64_t dest, sender;
+	uint32_t type, flags;
+	uint32_t max_len;              /* its type's bound */
 };
 
 /* Publish what rl holds, and empty it. Never fails, never waits. */

@@ -750,6 +750,27 @@ static __attribute__((noinline, cold)) int remote_dest(struct shoal_ctx *ctx,
 	}
 }
 
+/* Running or stopping, the common case, in one test. */
+static inline bool state_serves(uint32_t state)
+{
+	return state - SHOAL_GROUP_RUNNING <= SHOAL_GROUP_STOPPING - SHOAL_GROUP_RUNNING;
+}
+
+/*
+ * Whether `dest` (slot `slot` of group rg) names the slot's owner now.
+ * Actor addresses name one incarnation (see shoal/message.h); group
+ * addresses any of the slot's current owner (gen 0: whichever owner),
+ * never an earlier owner's. Relaxed: gen and first_gen share the line of
+ * state; a change the router makes meanwhile is what a send just before
+ * it would have met.
+ */
+static inline bool gen_current(const struct shoal__reg_group *rg, uint64_t dest, uint16_t slot)
+{
+	return slot < SHOAL_MAX_ACTORS ?
+		       shoal_addr_gen(dest) == shoal_load_relaxed(&rg->gen) :
+		       shoal_addr_gen(dest) - 1u >= shoal_load_relaxed(&rg->first_gen) - 1u;
+}
+
 /*
  * Validate a destination against the registry. Returns the destination's
  * registry entry, with where its message goes in *to, or NULL with the
@@ -771,9 +792,7 @@ static inline const struct shoal__reg_group *check_dest(struct shoal_ctx *ctx, u
 	}
 	rg = &ctx->g->reg.groups[dg];
 	state = shoal_load_relaxed(&rg->state);
-	/* Running or stopping, the common case, in one test. */
-	if (SHOAL_UNLIKELY(state - SHOAL_GROUP_RUNNING >
-			   SHOAL_GROUP_STOPPING - SHOAL_GROUP_RUNNING)) {
+	if (SHOAL_UNLIKELY(!state_serves(state))) {
 		switch (state) {
 		case SHOAL_GROUP_EMPTY:
 			*err = -EINVAL;
@@ -806,14 +825,7 @@ static inline const struct shoal__reg_group *check_dest(struct shoal_ctx *ctx, u
 		*err = -EINVAL;
 		return NULL;
 	}
-	/* Actor addresses name one incarnation (see shoal/message.h); group
-	 * addresses any of the slot's current owner (gen 0: whichever owner),
-	 * never an earlier owner's. Relaxed: gen and first_gen share the line
-	 * of state; a change the router makes meanwhile is what a send just
-	 * before it would have met. */
-	if (slot < SHOAL_MAX_ACTORS ? shoal_addr_gen(dest) != shoal_load_relaxed(&rg->gen) :
-				      shoal_addr_gen(dest) - 1u <
-					      shoal_load_relaxed(&rg->first_gen) - 1u) {
+	if (!gen_current(rg, dest, slot)) {
 		*err = -ESTALE;
 		return NULL;
 	}
@@ -964,7 +976,7 @@ send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf
 	    const struct shoal_envelope *given, struct shoal__relay *rl)
 {
 	const struct shoal__reg_group *rg;
-	const struct shoal__ltype *t;
+	const struct shoal__ltype *t = NULL;   /* none for an error response */
 	struct shoal__dout *o;
 	struct dest_to to;
 	unsigned char *dst;
@@ -1029,6 +1041,10 @@ send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const void *buf
 	memcpy(dst + ENV_SIZE, buf, len);
 	if (rl != NULL) {
 		relay_hold(rl, &o->p, o, flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE));
+		if (given != NULL && t != NULL &&
+		    !(flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE)))
+			*rl = (struct shoal__relay){ rl->p, rl->o, rl->k, rl->urgent, rg, dest,
+						     given->sender, type, flags, t->max_size };
 		return 0;
 	}
 	shoal_ring_commit(&o->p);
@@ -1047,9 +1063,41 @@ int shoal__send_direct(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, cons
 	return send_direct(ctx, dest, type, buf, len, sw, flags, rid, NULL, NULL);
 }
 
+/*
+ * A record like the one rl holds last (relay.h): the same ring, if the
+ * destination still runs that incarnation and the ring is still open and
+ * in service, with room. NULL: take the whole path.
+ */
+static inline unsigned char *relay_again(struct shoal_ctx *ctx, struct shoal__relay *rl,
+					 const struct shoal_envelope *env)
+{
+	if (rl->rg == NULL || env->dest != rl->dest || env->sender != rl->sender ||
+	    env->type != rl->type || env->flags != rl->flags || env->len > rl->max_len)
+		return NULL;
+	/* As dout_ready() and check_dest() find them; A: as link_entry(). */
+	if (!state_serves(shoal_load_relaxed(&rl->rg->state)) ||
+	    !gen_current(rl->rg, env->dest, shoal_addr_slot(env->dest)) ||
+	    shoal_load_acquire(&rl->o->state) != SHOAL__LINK_READY || !dout_current(rl->rg, rl->o) ||
+	    rl->p == ctx->res_p)
+		return NULL;
+	return shoal_ring_reserve(rl->p, ENV_SIZE + env->len, 0);
+}
+
+/* shoal__send_env()'s whole path, out of line: the path of a record like
+ * the one before saves no registers for it. */
+static __attribute__((noinline)) int send_env_full(struct shoal_ctx *ctx, struct shoal__relay *rl,
+						   const struct shoal_envelope *env,
+						   const void *payload)
+{
+	return send_direct(ctx, env->dest, env->type, payload, env->len, NULL, env->flags,
+			   env->request_id, env, rl);
+}
+
 int shoal__send_env(struct shoal_ctx *ctx, struct shoal__relay *rl,
 		    const struct shoal_envelope *env, const void *payload)
 {
+	unsigned char *dst;
+
 	/* Its bytes came from another host: checked as a ring's would be
 	 * (DESIGN invariant 1), and an error response carries an int32. */
 	if (env->dest == SHOAL_ADDR_NONE || env->type == 0 ||
@@ -1058,8 +1106,14 @@ int shoal__send_env(struct shoal_ctx *ctx, struct shoal__relay *rl,
 		COUNT(ctx, try_failed);
 		return -EINVAL;
 	}
-	return send_direct(ctx, env->dest, env->type, payload, env->len, NULL, env->flags,
-			   env->request_id, env, rl);
+	dst = relay_again(ctx, rl, env);
+	if (dst != NULL) {
+		memcpy(dst, env, ENV_SIZE);
+		memcpy(dst + ENV_SIZE, payload, env->len);
+		rl->k++;
+		return 0;
+	}
+	return send_env_full(ctx, rl, env, payload);
 }
 
 int shoal__send_routed_env(struct shoal_ctx *ctx, struct shoal__relay *rl,

@@ -277,6 +277,17 @@ const struct shoal__route_quick *shoal__route_quick(const struct shoal__route_ta
 	return ty != NULL ? &ty->quick : NULL;
 }
 
+const struct shoal__route_quick shoal__route_no_quick = SHOAL__ROUTE_QUICK_NONE_INIT;
+
+void shoal__route_memo_set(const struct shoal__route_table *t, struct shoal__route_memo *m,
+			   uint32_t type)
+{
+	const struct shoal__route_quick *q = shoal__route_quick(t, type);
+
+	m->q = q != NULL ? q : &shoal__route_no_quick;
+	m->type = type;
+}
+
 const struct shoal_filter *shoal__route_filters(const struct shoal__route_table *t)
 {
 	return t->filters;

@@ -255,4 +255,52 @@ static inline uint32_t shoal__route_quick_one(const struct shoal__route_quick *q
 	return q->one[0];
 }
 
+/*
+ * A matcher's memo of the last type it matched (a stream is mostly of one
+ * type): that type's quick descriptor, looked up again only when the type
+ * changes. Starts as SHOAL__ROUTE_MEMO_INIT (type 0, which no message has,
+ * and the descriptor that finds nothing, so that no test of its own is
+ * needed); valid as long as the table it was used with.
+ */
+struct shoal__route_memo {
+	uint32_t type;
+	const struct shoal__route_quick *q;
+};
+
+/* The descriptor of a type no filter lists: the quick match finds none. */
+extern const struct shoal__route_quick shoal__route_no_quick;
+
+#define SHOAL__ROUTE_MEMO_INIT { 0, &shoal__route_no_quick }
+
+/* Look type up in t into the memo (out of line: a type change). */
+void shoal__route_memo_set(const struct shoal__route_table *t, struct shoal__route_memo *m,
+			   uint32_t type);
+
+/* The descriptor of `type` (never NULL), through the memo. */
+static inline const struct shoal__route_quick *shoal__route_memo_q(const struct shoal__route_table *t,
+								  struct shoal__route_memo *m,
+								  uint32_t type)
+{
+	if (__builtin_expect(type != m->type, 0))
+		shoal__route_memo_set(t, m, type);
+	return m->q;
+}
+
+/*
+ * shoal__route_match_ref() through the memo: the common shapes matched
+ * inline, the others by shoal__route_match_ref() into buf[0 .. max). The
+ * same result, indices and guarantees.
+ */
+static inline uint32_t shoal__route_match_memo(const struct shoal__route_table *t,
+					       struct shoal__route_memo *m, uint32_t type,
+					       const void *payload, uint32_t len, uint32_t *buf,
+					       uint32_t max, const uint32_t **res)
+{
+	const struct shoal__route_quick *q = shoal__route_memo_q(t, m, type);
+
+	if (__builtin_expect(q->kind != SHOAL__ROUTE_QUICK_NONE, 1))
+		return shoal__route_quick_match(q, payload, len, res);
+	return shoal__route_match_ref(t, type, payload, len, buf, max, res);
+}
+
 #endif

@@ -46,7 +46,6 @@ static void put32(unsigned char *p, uint32_t v)
 	put16(p + 2, (uint16_t)(v >> 16));
 }
 
-
 static int check_header(const unsigned char *b, size_t len, struct shoal__frame_hdr *h,
 			struct shoal_err *err)
 {

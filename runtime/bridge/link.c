@@ -138,8 +138,8 @@
  * frame is sent from here, gathered, with no copy of its own. Beside them,
  * each live record's frame size in a ring of its own (`sizes`, grown as
  * records come), read when acked records are dropped: their headers, in an
- * area of megabytes written milliseconds before, were cold by then (the
- * sending bridge spent a tenth of its time reading them, 64 B messages). */
+ * area of megabytes written milliseconds before, were cold by then (14 %
+ * of the sending bridge's time with 64 B messages, 3.7 % left after). */
 struct recq {
 	unsigned char *buf;
 	uint64_t cap;      /* power of two */

@@ -1074,7 +1074,8 @@ static inline unsigned char *relay_again(struct shoal_ctx *ctx, struct shoal__re
 	if (rl->rg == NULL || env->dest != rl->dest || env->sender != rl->sender ||
 	    env->type != rl->type || env->flags != rl->flags || env->len > rl->max_len)
 		return NULL;
-	/* As dout_ready() and check_dest() find them; A: as link_entry(). */
+	/* What check_dest() and link_entry() would find now (the link's
+	 * state loaded with acquire, as link_entry() loads it). */
 	if (!state_serves(shoal_load_relaxed(&rl->rg->state)) ||
 	    !gen_current(rl->rg, env->dest, shoal_addr_slot(env->dest)) ||
 	    shoal_load_acquire(&rl->o->state) != SHOAL__LINK_READY || !dout_current(rl->rg, rl->o) ||

@@ -216,6 +216,7 @@ struct bridge {
 	uint32_t cap_matches;
 	struct shoal_type *types;
 	struct shoal_group *g;
+	int gid;                         /* its group id */
 	struct shoal_ctx *ctx;
 	struct pending *pending;         /* PENDING_MAX; n_pending of them in use */
 	uint32_t n_pending;
@@ -732,23 +733,12 @@ static void give_up(struct bridge *b, struct peer *p)
 	lose(b, p, n);
 }
 
-/*
- * Queue one record, `env` then `len` bytes of `data`, on p's link, written
- * once, straight into its queue (shoal__link_reserve()): at once while the
- * link's credit or its backlog has room. Only when p's backlog is full
- * does the record wait here: every link is polled meanwhile (their peers
- * may be waiting on us, and frames go out as credit comes), records are
- * taken from them (two bridges that wait for each other's credit both
- * release what they hold, so both go on), until p's link takes it, or p's
- * host has been down longer than hosts.down_after: then the record is
- * counted lost (`lost_down`) and said, as a send to that host fails.
- * Sleeps on the link's fd between polls, 1 ms at most. The caller checked
- * that the record fits a link (shoal__link_max_record()).
- */
-static void put(struct bridge *b, struct peer *p, const struct shoal_envelope *env,
-		const void *data, uint32_t len)
+/* put()'s wait for room on p's link (out of line: the common put finds
+ * room at once): where the record goes, or NULL when p's host was given
+ * up meanwhile (the record counted lost). */
+static __attribute__((noinline)) unsigned char *put_wait(struct bridge *b, struct peer *p,
+							 uint32_t rec)
 {
-	uint32_t rec = (uint32_t)sizeof(*env) + len;
 	unsigned char *at;
 
 	b->putting = true;
@@ -772,7 +762,29 @@ static void put(struct bridge *b, struct peer *p, const struct shoal_envelope *e
 		}
 	}
 	b->putting = false;
-	if (at == NULL)
+	return at;
+}
+
+/*
+ * Queue one record, `env` then `len` bytes of `data`, on p's link, written
+ * once, straight into its queue (shoal__link_reserve()): at once while the
+ * link's credit or its backlog has room. Only when p's backlog is full
+ * does the record wait here: every link is polled meanwhile (their peers
+ * may be waiting on us, and frames go out as credit comes), records are
+ * taken from them (two bridges that wait for each other's credit both
+ * release what they hold, so both go on), until p's link takes it, or p's
+ * host has been down longer than hosts.down_after: then the record is
+ * counted lost (`lost_down`) and said, as a send to that host fails.
+ * Sleeps on the link's fd between polls, 1 ms at most. The caller checked
+ * that the record fits a link (shoal__link_max_record()).
+ */
+static void put(struct bridge *b, struct peer *p, const struct shoal_envelope *env,
+		const void *data, uint32_t len)
+{
+	uint32_t rec = (uint32_t)sizeof(*env) + len;
+	unsigned char *at = shoal__link_reserve(p->link, rec, 0);
+
+	if (SHOAL_UNLIKELY(at == NULL) && (at = put_wait(b, p, rec)) == NULL)
 		return;
 	memcpy(at, env, sizeof(*env));
 	memcpy(at + sizeof(*env), data, len);
@@ -810,7 +822,7 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 	struct shoal_envelope env;
 	uint64_t sent = 0;
 
-	if (shoal_addr_group(m->env->dest) != shoal_group_id(b->g)) {
+	if (shoal_addr_group(m->env->dest) != b->gid) {
 		carry_direct(b, m);
 		return;
 	}
@@ -1151,6 +1163,7 @@ int shoal__bridge_run(const struct shoal__bridge_opts *o, struct shoal_err *err)
 	}
 	if (ret == 0) {
 		b.ctx = shoal_group_worker(b.g, 0);
+		b.gid = shoal_group_id(b.g);
 		ret = make_peers(&b, err);
 	}
 	if (ret == 0)

@@ -390,6 +390,14 @@ static int write_file(const char *path, const struct net_params *p, const char *
 	return fclose(f) == 0 ? 0 : -errno;
 }
 
+/* --callgrind: the name of a side's files, "ROW-PAYLOAD-HOST". */
+static void cg_name(char *buf, size_t cap, const struct net_side *s, bool direct)
+{
+	snprintf(buf, cap, "%s/%s-%u-%s", s->p->callgrind,
+		 direct ? "shoal-bridge-direct" : "shoal-bridge", (unsigned)s->p->payload,
+		 s->side == 0 ? "a" : "b");
+}
+
 /* `shoal run --host a|b FILE` in dir, its output into dir/out, on both of
  * the sample's CPUs; it gets SIGTERM if this side dies. */
 static pid_t start_run(struct net_side *s, const char *dir, const char *exe, bool direct)
@@ -418,13 +426,12 @@ static pid_t start_run(struct net_side *s, const char *dir, const char *exe, boo
 			setenv(DIRECT_ENV, "1", 1);
 		sched_setaffinity(0, sizeof(cpus), &cpus);
 		if (s->p->callgrind[0] != '\0') {
-			char skip[300], outf[300];
+			char skip[300], name[256], outf[300];
 
 			/* The groups are this program: not counted, nor slowed. */
 			snprintf(skip, sizeof(skip), "--trace-children-skip=%s", exe);
-			snprintf(outf, sizeof(outf), "--callgrind-out-file=%s/%s-%u-%s.%%p",
-				 s->p->callgrind, direct ? "shoal-bridge-direct" : "shoal-bridge",
-				 (unsigned)s->p->payload, host);
+			cg_name(name, sizeof(name), s, direct);
+			snprintf(outf, sizeof(outf), "--callgrind-out-file=%s.%%p", name);
 			execlp("valgrind", "valgrind", "--tool=callgrind", "--trace-children=yes",
 			       skip, outf, "--collect-atstart=no",
 			       "--toggle-collect=shoal__bridge_run", "--toggle-collect=dispatcher_main",
@@ -472,11 +479,10 @@ static void stop_run(pid_t run)
  * callgrind files, named as they are. */
 static int keep_output(struct net_side *s, const char *dir, bool direct)
 {
-	char cmd[600];
+	char cmd[600], name[256];
 
-	snprintf(cmd, sizeof(cmd), "cp %s/out %s/%s-%u-%s.out", dir, s->p->callgrind,
-		 direct ? "shoal-bridge-direct" : "shoal-bridge", (unsigned)s->p->payload,
-		 s->side == 0 ? "a" : "b");
+	cg_name(name, sizeof(name), s, direct);
+	snprintf(cmd, sizeof(cmd), "cp %s/out %s.out", dir, name);
 	return system(cmd) == 0 ? 0 : net_fail(s, -EIO, "bridge: %.80s failed", cmd);
 }
 

@@ -733,21 +733,22 @@ static void give_up(struct bridge *b, struct peer *p)
 	lose(b, p, n);
 }
 
-/* put()'s wait for room on p's link (out of line: the common put finds
- * room at once): where the record goes, or NULL when p's host was given
- * up meanwhile (the record counted lost). */
+/* put()'s wait for room on p's link, after put()'s own try found none
+ * (out of line: the common put finds room at once): where the record goes,
+ * or NULL when p's host was given up meanwhile (the record counted lost). */
 static __attribute__((noinline)) unsigned char *put_wait(struct bridge *b, struct peer *p,
 							 uint32_t rec)
 {
 	unsigned char *at;
 
 	b->putting = true;
-	while ((at = shoal__link_reserve(p->link, rec, 0)) == NULL) {
+	do {
 		uint64_t now;
 
 		if (gone(b, p)) {
 			give_up(b, p);
 			lose(b, p, 1);
+			at = NULL;
 			break;
 		}
 		now = shoal__now_ns();
@@ -760,7 +761,7 @@ static __attribute__((noinline)) unsigned char *put_wait(struct bridge *b, struc
 
 			poll(&pfd, 1, 1);
 		}
-	}
+	} while ((at = shoal__link_reserve(p->link, rec, 0)) == NULL);
 	b->putting = false;
 	return at;
 }

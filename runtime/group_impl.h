@@ -98,6 +98,8 @@ struct shoal__deferred {
 
 #define SHOAL__HELD_MAX 64
 
+struct shoal__relay_run;
+
 struct shoal_ctx {
 	struct shoal_group *g;
 	unsigned w;
@@ -170,6 +172,11 @@ struct shoal_ctx {
 		bool active;
 		bool taken_over;             /* a request's pass took it over */
 	} run;
+
+	/* The bridge's reader of its mailbox's runs (runtime/data/relay.h,
+	 * shoal__relay_runs()); NULL: none, every record to the handler. */
+	uint32_t (*relay_run)(void *user, const struct shoal__relay_run *r);
+	void *relay_user;
 
 	/* The latency histogram (runtime/data/poll.c lat_record()), the
 	 * clock it read for this ring batch, and the bound a latency measured

@@ -131,6 +131,148 @@ static void runtime_relayed_records_are_checked_again(void **state)
 	rt_stop_router();
 }
 
+/* What the run reader and the handler of the case below saw. */
+static struct {
+	uint64_t upto;                 /* the reader takes records of seq below it */
+	uint64_t taken[64], handed[64];   /* seqs taken by the reader, handed to the handler */
+	uint32_t n_taken, n_handed, runs;
+	uint64_t next_mark;            /* the reader's first record's mark + i * stride, i
+					* where it stopped */
+	uint64_t handed_mark;          /* the mark in hand as the handler got its first */
+	uint64_t first_mark, stride;   /* of the first run */
+	struct shoal_ctx *ctx;
+} rrun;
+
+static uint64_t rrun_seq(const struct shoal_msg *m)
+{
+	struct msg v;
+
+	memcpy(&v, m->data, sizeof(v));
+	return v.seq;
+}
+
+static uint32_t rrun_reader(void *user, const struct shoal__relay_run *r)
+{
+	uint32_t i;
+
+	(void)user;
+	if (rrun.runs++ == 0) {
+		rrun.first_mark = r->mark;
+		rrun.stride = r->stride;
+	}
+	for (i = 0; i < r->n; i++) {
+		const unsigned char *rec = r->data + (size_t)i * r->stride;
+		struct msg v;
+
+		memcpy(&v, rec + sizeof(struct shoal_envelope), sizeof(v));
+		if (v.seq >= rrun.upto)
+			break;
+		atomic_store_explicit(r->inflight, r->mark + (uint64_t)i * r->stride,
+				      memory_order_relaxed);
+		rrun.taken[rrun.n_taken++ % 64] = v.seq;
+	}
+	rrun.next_mark = r->mark + (uint64_t)i * r->stride;
+	return i;
+}
+
+static void rrun_handler(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	(void)a;
+	if (rrun.n_handed == 0)
+		rrun.handed_mark = atomic_load_explicit(&rrun.ctx->mw->inflight,
+							memory_order_relaxed);
+	rrun.handed[rrun.n_handed++ % 64] = rrun_seq(m);
+}
+
+static void rrun_send(struct shoal_ctx *ctx, uint64_t to, uint64_t from, uint64_t n)
+{
+	for (uint64_t i = from; i < from + n; i++) {
+		struct msg v = { .seq = i };
+
+		assert_int_equal(shoal_send_to(ctx, to, T_PING, &v, sizeof(v)), 0);
+	}
+}
+
+static int rrun_poll(struct shoal_ctx *ctx)
+{
+	int ret, n = 0;
+
+	while ((ret = shoal_poll(ctx, 0, 0)) > 0)
+		n += ret;
+	return n;
+}
+
+/*
+ * The bridge reads its mailbox in runs (relay.h shoal__relay_runs()): a
+ * pass hands each run to the reader, which takes records from the first
+ * on; the rest of the run go to the handler, in order, as usual, and both
+ * count as received and handled. The reader's marks are the ones a
+ * handler has in hand (so a crash in it is charged to its record), and a
+ * run holding the record earlier processes died on is not handed to the
+ * reader: the pass looks at that record itself.
+ */
+static void runtime_relay_runs_hand_on_what_the_reader_leaves(void **state)
+{
+	struct shoal_group_desc d = { .name = "lonely", .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = rrun_handler, .node = -1 };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	uint64_t self, received, handled;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-runs", NULL, 0), 0);
+	assert_int_equal(shoal_group_attach(&g, &d, NULL, NULL), 0);
+	ctx = shoal_group_worker(g, 0);
+	rrun.ctx = ctx;
+	self = shoal_group_lookup(g, "lonely", 0);
+	assert_int_equal(shoal_connect(ctx, self, 10000000000ll), 0);
+	shoal__relay_runs(ctx, rrun_reader, NULL);
+	received = atomic_load(&ctx->mw->received);
+	handled = atomic_load(&ctx->mw->handled);
+
+	/* The reader takes 0-4 of 0-7; 5-7 go to the handler. */
+	rrun.upto = 5;
+	rrun_send(ctx, self, 0, 8);
+	assert_int_equal(rrun_poll(ctx), 8);
+	assert_int_equal(rrun.runs, 1);
+	assert_int_equal(rrun.n_taken, 5);
+	assert_int_equal(rrun.n_handed, 3);
+	for (uint32_t i = 0; i < 5; i++)
+		assert_int_equal(rrun.taken[i], i);
+	for (uint32_t i = 0; i < 3; i++)
+		assert_int_equal(rrun.handed[i], 5 + i);
+	assert_int_equal(rrun.handed_mark, rrun.next_mark);
+	assert_int_equal(atomic_load(&ctx->mw->inflight), 0);   /* cleared at the release */
+	assert_int_equal(atomic_load(&ctx->mw->received), received + 8);
+	assert_int_equal(atomic_load(&ctx->mw->handled), handled + 8);
+
+	/* The second record of the next run is the suspect (a process died
+	 * on it, once: not set aside): that run goes to the handler. */
+	rrun.upto = UINT64_MAX;
+	rrun.n_handed = 0;
+	ctx->suspect = rrun.first_mark + 9 * rrun.stride;
+	ctx->suspect_crashes = 1;
+	rrun_send(ctx, self, 8, 4);
+	assert_int_equal(rrun_poll(ctx), 4);
+	assert_int_equal(rrun.runs, 1);
+	assert_int_equal(rrun.n_handed, 4);
+	for (uint32_t i = 0; i < 4; i++)
+		assert_int_equal(rrun.handed[i], 8 + i);
+	assert_int_equal(ctx->suspect, 0);   /* it came round */
+	/* And the reader has the runs after it. */
+	rrun_send(ctx, self, 12, 4);
+	assert_int_equal(rrun_poll(ctx), 4);
+	assert_int_equal(rrun.runs, 2);
+	assert_int_equal(rrun.n_taken, 9);
+	assert_int_equal(rrun.taken[8], 15);
+	assert_int_equal(rrun.n_handed, 4);
+	assert_int_equal(atomic_load(&ctx->mw->received), received + 16);
+	assert_int_equal(atomic_load(&ctx->mw->handled), handled + 16);
+	assert_int_equal(atomic_load(&ctx->mw->set_aside), 0);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
 static void runtime_try_send_reports_each_failure(void **state)
 {
 	static struct child self_child = { .index = 0, .name = "lonely" };
@@ -1495,6 +1637,7 @@ int main(void)
 		cmocka_unit_test(runtime_routed_delivery_reaches_exactly_matching_groups),
 		cmocka_unit_test(runtime_try_send_reports_each_failure),
 		cmocka_unit_test(runtime_relayed_records_are_checked_again),
+		cmocka_unit_test(runtime_relay_runs_hand_on_what_the_reader_leaves),
 		cmocka_unit_test(runtime_poll_finds_a_message_among_many_peers_at_once),
 		cmocka_unit_test(runtime_group_of_another_host_is_remote_once_declared),
 		cmocka_unit_test(runtime_type_zero_is_refused_by_every_send),

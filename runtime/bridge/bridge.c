@@ -794,17 +794,30 @@ static void put(struct bridge *b, struct peer *p, const struct shoal_envelope *e
 }
 
 /*
+ * The peer that carries a direct record for group `g` of `len` bytes
+ * (envelope and payload): that group's host's, if it is another host and
+ * the record fits a link; else NULL.
+ */
+static inline struct peer *direct_peer(const struct bridge *b, int g, uint32_t len)
+{
+	int h = host_of(b, g);
+
+	if (h < 0 || h == b->host || len > shoal__link_max_record(b->cfg->link.window))
+		return NULL;
+	return b->by_host[h];
+}
+
+/*
  * A direct message or a response for a group of another host (the sender
  * sent it to this bridge, runtime/data/send.c): to that group's host, its
  * envelope as it is.
  */
 static void carry_direct(struct bridge *b, const struct shoal_msg *m)
 {
-	uint32_t len = (uint32_t)sizeof(*m->env) + m->len;
-	int h = host_of(b, shoal_addr_group(m->env->dest));
+	struct peer *p = direct_peer(b, shoal_addr_group(m->env->dest),
+				     (uint32_t)sizeof(*m->env) + m->len);
 
-	if (h < 0 || h == b->host || b->by_host[h] == NULL ||
-	    len > shoal__link_max_record(b->cfg->link.window)) {
+	if (p == NULL) {
 		/* Only a sender that skipped send.c's checks gets here. */
 		b->n.no_group++;
 		return;
@@ -812,41 +825,43 @@ static void carry_direct(struct bridge *b, const struct shoal_msg *m)
 	if (m->env->flags & SHOAL_ENV_RESPONSE)
 		untrack(b, m->env->dest, m->env->request_id);
 	b->n.direct++;
-	put(b, b->by_host[h], m->env, m->data, m->len);
+	put(b, p, m->env, m->data, m->len);
 }
 
-static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
+/*
+ * A routed message, the copy this host's router addressed to the bridge:
+ * to each other host some of whose groups' routes match it, once a host,
+ * with its envelope as its producer wrote it. `data` is its payload, `len`
+ * bytes.
+ */
+static inline void carry_routed(struct bridge *b, const struct shoal_envelope *e,
+				const void *data, uint32_t len)
 {
-	struct bridge *b = a->user;
-	uint32_t n, len = (uint32_t)sizeof(*m->env) + m->len;
+	uint32_t n;
 	const uint32_t *idx;
 	struct shoal_envelope env;
 	uint64_t sent = 0;
 
-	if (shoal_addr_group(m->env->dest) != b->gid) {
-		carry_direct(b, m);
-		return;
-	}
 	/* Sent by a group of another host (or by no group of the file):
 	 * it came through a bridge, and goes to none again. */
-	if (host_of(b, shoal_addr_group(m->env->sender)) != b->host) {
+	if (host_of(b, shoal_addr_group(e->sender)) != b->host) {
 		b->n.returned++;
 		return;
 	}
-	n = shoal__route_match_memo(b->remote, &b->memo, m->type, m->data, m->len, b->matches,
+	n = shoal__route_match_memo(b->remote, &b->memo, e->type, data, len, b->matches,
 				    b->cap_matches, &idx);
 	if (n == 0) {
 		b->n.no_host++;
 		return;
 	}
-	if (len > shoal__link_max_record(b->cfg->link.window)) {
+	if ((uint32_t)sizeof(*e) + len > shoal__link_max_record(b->cfg->link.window)) {
 		/* A type the file does not declare (declared ones fit: config.c). */
 		b->n.lost_down++;
 		return;
 	}
 	/* As its producer wrote it into its uplink, before this host's
 	 * router addressed the copy to the bridge. */
-	env = *m->env;
+	env = *e;
 	env.dest = SHOAL_ADDR_NONE;
 	env.flags &= ~SHOAL_ENV_ROUTED;
 	for (uint32_t i = 0; i < n; i++) {
@@ -855,8 +870,75 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 		if ((sent >> h & 1u) || b->by_host[h] == NULL)
 			continue;
 		sent |= UINT64_C(1) << h;
-		put(b, b->by_host[h], &env, m->data, m->len);
+		put(b, b->by_host[h], &env, data, len);
 	}
+}
+
+static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	struct bridge *b = a->user;
+
+	if (shoal_addr_group(m->env->dest) != b->gid)
+		carry_direct(b, m);
+	else
+		carry_routed(b, m->env, m->data, m->len);
+}
+
+/*
+ * A run of the mailbox's records (runtime/data/relay.h), carried here
+ * without a handler call each, while each is a routed copy for the bridge
+ * (carry_routed(), its wait in the mailbox measured as a handler's is) or
+ * a direct message (not a response) for a group of another host whose
+ * link takes it at once (as carry_direct()). Stops at the first record
+ * that is anything else, or that would wait: on_message() has it. The
+ * envelope is copied out and checked, then that copy goes on, so what goes
+ * is what was checked.
+ */
+static uint32_t carry_run(void *user, const struct shoal__relay_run *r)
+{
+	struct bridge *b = user;
+	const unsigned char *rec = r->data;
+	uint32_t plen = r->len - (uint32_t)sizeof(struct shoal_envelope), i;
+	int last = -1;
+	struct peer *p = NULL;
+
+	for (i = 0; i < r->n; i++, rec += r->stride) {
+		struct shoal_envelope env;
+		unsigned char *at;
+		int g;
+
+		shoal_store_relaxed(r->inflight, r->mark + (uint64_t)i * r->stride);
+		memcpy(&env, rec, sizeof(env));
+		if (!shoal__env_sane(&env, r->len))
+			break;
+		g = shoal_addr_group(env.dest);
+		if (g == b->gid) {
+			/* The router's copy: to the bridge as a group, no
+			 * request (a request to the bridge is answered). */
+			if ((env.flags & (SHOAL_ENV_ROUTED | SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE)) !=
+				    SHOAL_ENV_ROUTED ||
+			    shoal_addr_slot(env.dest) < SHOAL_SLOT_ALL)
+				break;
+			shoal__relay_latency(b->ctx, env.send_ns);
+			carry_routed(b, &env, rec + sizeof(env), plen);
+			continue;
+		}
+		if (env.flags & SHOAL_ENV_RESPONSE)
+			break;
+		if (g != last) {
+			if ((p = direct_peer(b, g, r->len)) == NULL)
+				break;
+			last = g;
+		}
+		if ((at = shoal__link_reserve(p->link, r->len, 0)) == NULL)
+			break;
+		memcpy(at, &env, sizeof(env));
+		memcpy(at + sizeof(env), rec + sizeof(env), plen);
+		shoal__link_commit(p->link);
+		b->n.direct++;
+		b->n.forwarded++;
+	}
+	return i;
 }
 
 /* The routes of groups on other hosts, each naming its group's host. */
@@ -1165,6 +1247,7 @@ int shoal__bridge_run(const struct shoal__bridge_opts *o, struct shoal_err *err)
 	if (ret == 0) {
 		b.ctx = shoal_group_worker(b.g, 0);
 		b.gid = shoal_group_id(b.g);
+		shoal__relay_runs(b.ctx, carry_run, &b);
 		ret = make_peers(&b, err);
 	}
 	if (ret == 0)

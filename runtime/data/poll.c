@@ -16,6 +16,7 @@
 #include <shoal/doorbell.h>
 #include <shoal/group.h>
 
+#include "runtime/data/relay.h"
 #include "runtime/data/worker.h"
 #include "shm/clock.h"
 #include "shm/util.h"
@@ -339,8 +340,7 @@ __attribute__((always_inline)) static inline void handle_record(struct shoal_ctx
 	if (SHOAL_UNLIKELY(len < ENV_SIZE))
 		goto malformed;
 	memcpy(&env, rec, sizeof(env));
-	if (SHOAL_UNLIKELY(env.len != len - ENV_SIZE || env.type == 0 ||
-			   (env.flags & ~SHOAL_ENV_FLAGS)))
+	if (SHOAL_UNLIKELY(!shoal__env_sane(&env, len)))
 		goto malformed;
 	if (env.flags & SHOAL_ENV_RESPONSE) {
 		if (ctx->wait_rid != 0 && env.request_id == ctx->wait_rid && !ctx->wait_done) {
@@ -457,6 +457,43 @@ static uint32_t take_over(struct shoal_ctx *ctx)
 }
 
 /*
+ * The run in hand to the bridge (relay.h): as many of its records as the
+ * bridge carries itself, from the first; the rest go on one by one. Not
+ * where the run holds the suspect record: that one is looked at as
+ * shoal__set_aside() does. Returns how many the bridge took.
+ */
+static __attribute__((noinline)) uint32_t relay_run(struct shoal_ctx *ctx, uint32_t i)
+{
+	struct shoal_rec first = { ctx->run.next, ctx->run.len, 0 };
+	struct shoal__relay_run r = { ctx->run.next, ctx->run.len, ctx->run.stride, ctx->run.left,
+				      &ctx->mw->inflight, shoal__rec_mark(ctx, &ctx->in[i], &first) };
+	uint32_t k;
+
+	/* Unsigned: a suspect before the mark, or of another ring, is far. */
+	if (ctx->suspect - r.mark < (uint64_t)r.n * r.stride)
+		return 0;
+	k = ctx->relay_run(ctx->relay_user, &r);
+	if (k == 0)
+		return 0;
+	ctx->run.next += (size_t)k * r.stride;
+	ctx->run.left -= k;
+	COUNT_N(ctx, received, k);
+	COUNT_N(ctx, handled, k);
+	return k;
+}
+
+void shoal__relay_runs(struct shoal_ctx *ctx, shoal__relay_run_fn fn, void *user)
+{
+	ctx->relay_run = fn;
+	ctx->relay_user = user;
+}
+
+void shoal__relay_latency(struct shoal_ctx *ctx, uint64_t send_ns)
+{
+	lat_record(ctx, send_ns);
+}
+
+/*
  * The outer pass over ring in[i]: runs of records of one length, up to
  * POLL_BATCH and `budget` records. Returns how many it took; *drained
  * says whether it stopped at the ring's end (else records may be left).
@@ -487,6 +524,9 @@ take_runs(struct shoal_ctx *ctx, uint32_t i, bool mailbox, uint32_t budget, bool
 		ctx->run.stride = shoal_ring_stride(first.len);
 		ctx->run.left = got;
 		ctx->run.active = true;
+		if (SHOAL_UNLIKELY(ctx->relay_run != NULL) && mailbox && !one_by_one &&
+		    ctx->wait_rid == 0)
+			taken += relay_run(ctx, i);
 		while (ctx->run.left > 0) {
 			struct shoal_rec rec = { ctx->run.next, ctx->run.len, first.tag };
 

@@ -1,4 +1,13 @@
 /* SPDX-License-Identifier: MIT */
+#ifndef SHOAL_RUNTIME_DATA_RELAY_H
+#define SHOAL_RUNTIME_DATA_RELAY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <shoal/doorbell.h>
+#include <shoal/group.h>
+
 /*
  * What the bridge (runtime/bridge/bridge.c) needs of the data path to put
  * a record from another host into this host's system with its envelope as
@@ -44,13 +53,6 @@ struct shoal__relay {
 
 /* Publish what rl holds, and empty it. Never fails, never waits. */
 void shoal__relay_publish(struct shoal_ctx *ctx, struct shoal__relay *rl);
-#ifndef SHOAL_RUNTIME_DATA_RELAY_H
-#define SHOAL_RUNTIME_DATA_RELAY_H
-
-#include <stdbool.h>
-
-#include <shoal/doorbell.h>
-#include <shoal/group.h>
 
 /*
  * Into the destination's mailbox (a direct message or a response, env->dest
@@ -108,6 +110,50 @@ bool shoal__idle_prepare(struct shoal_ctx *ctx);
 void shoal__idle_cancel(struct shoal_ctx *ctx);
 int shoal__idle_wait(struct shoal_ctx *ctx, int64_t timeout_ns);
 struct shoal_doorbell *shoal__idle_bell(struct shoal_ctx *ctx);
+
+/*
+ * A record's envelope as a ring or a frame gave it (copied out first: the
+ * writer is not trusted), against the record's length `len`: its payload
+ * length says the rest, a type, only known flags. What every reader checks
+ * before anything else (DESIGN invariant 1).
+ */
+static inline bool shoal__env_sane(const struct shoal_envelope *env, uint32_t len)
+{
+	return len >= sizeof(*env) && env->len == len - (uint32_t)sizeof(*env) &&
+	       env->type != 0 && (env->flags & ~SHOAL_ENV_FLAGS) == 0;
+}
+
+/*
+ * The bridge's mailbox read in runs: a run of records of one length that a
+ * pass found in one of the bridge's mailbox rings (runtime/data/poll.c),
+ * handed to the bridge at once, not one handler call each. The bridge takes
+ * records from the first on, as long as it can carry each at once (a
+ * direct message for a group of another host whose link has room); it
+ * stops at the first it cannot, which the pass then hands to the handler
+ * as usual (on_message: a routed copy, a response, anything to refuse or
+ * to wait for). For each record it takes, before it reads it, it marks it
+ * in hand: `inflight` = mark + i * stride for the i-th (the mark a handler
+ * call has, runtime/data/worker.h shoal__set_aside()). The pass counts what
+ * was taken as received and handled.
+ */
+struct shoal__relay_run {
+	const unsigned char *data;     /* the first record: envelope, then payload */
+	uint32_t len;                  /* each record's length */
+	uint32_t stride;               /* from one record to the next */
+	uint32_t n;                    /* records */
+	_Atomic uint64_t *inflight;
+	uint64_t mark;                 /* the first record's mark */
+};
+
+/* Returns how many of r's records, from the first, it took (0 to r->n). */
+typedef uint32_t (*shoal__relay_run_fn)(void *user, const struct shoal__relay_run *r);
+
+/* Have ctx's passes hand runs to `fn` (NULL: none). ctx's thread, before it polls. */
+void shoal__relay_runs(struct shoal_ctx *ctx, shoal__relay_run_fn fn, void *user);
+
+/* Count a message sent at `send_ns` into ctx's latency histogram, as the
+ * pass does for each message it hands to a handler; from a run's reader. */
+void shoal__relay_latency(struct shoal_ctx *ctx, uint64_t send_ns);
 
 /*
  * Concurrency: as the try_ sends: one thread per ctx; any number of ctxs

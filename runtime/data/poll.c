@@ -504,6 +504,7 @@ take_runs(struct shoal_ctx *ctx, uint32_t i, bool mailbox, uint32_t budget, bool
 	/* A record whose handler forwards copies is released before they go
 	 * (forward()): one at a time where that can happen. */
 	bool one_by_one = mailbox && ctx->g->n_workers > 1;
+	bool relay = ctx->relay_run != NULL && mailbox && !one_by_one && ctx->wait_rid == 0;
 	uint32_t taken = 0, limit = budget < POLL_BATCH ? budget : POLL_BATCH;
 	struct shoal_rec first;
 
@@ -513,6 +514,7 @@ take_runs(struct shoal_ctx *ctx, uint32_t i, bool mailbox, uint32_t budget, bool
 		struct shoal__inring *in = &ctx->in[i];
 		unsigned got = shoal_ring_peek_run(&in->c, &first, one_by_one ? 1 : limit - taken);
 		unsigned asked;
+		uint64_t mark;
 
 		if (got == 0) {
 			*drained = true;
@@ -524,21 +526,24 @@ take_runs(struct shoal_ctx *ctx, uint32_t i, bool mailbox, uint32_t budget, bool
 		ctx->run.stride = shoal_ring_stride(first.len);
 		ctx->run.left = got;
 		ctx->run.active = true;
-		if (SHOAL_UNLIKELY(ctx->relay_run != NULL) && mailbox && !one_by_one &&
-		    ctx->wait_rid == 0)
+		if (SHOAL_UNLIKELY(relay))
 			taken += relay_run(ctx, i);
+		/* The run's records' marks, one stride apart (the ring's
+		 * mapping stays where it is while the run lasts). */
+		first.data = ctx->run.next;
+		mark = shoal__rec_mark(ctx, in, &first);
 		while (ctx->run.left > 0) {
-			struct shoal_rec rec = { ctx->run.next, ctx->run.len, first.tag };
+			const unsigned char *rec = ctx->run.next;
+			uint32_t len = ctx->run.len;
+			uint64_t m = mark;
 
-			ctx->run.next += ctx->run.stride;
+			mark += ctx->run.stride;
+			ctx->run.next = rec + ctx->run.stride;
 			ctx->run.left--;
 			taken++;
-			/* A pass in the last handler may have grown the ring
-			 * table, moving it: by index, not pointer. */
-			in = &ctx->in[i];
-			if (mailbox && shoal__set_aside(ctx, in, &rec))
+			if (mailbox && shoal__set_aside(ctx, m, rec, len))
 				continue;
-			handle_record(ctx, rec.data, rec.len);
+			handle_record(ctx, rec, len);
 			if (!mailbox)
 				COUNT(ctx, fwd_taken);
 			else if (ctx->fwd_any > 0)

@@ -88,15 +88,18 @@ static inline uint64_t shoal__rec_mark(const struct shoal_ctx *ctx,
  * SHOAL__CRASHES_MAX processes died handling it. */
 bool shoal__set_aside_suspect(struct shoal_ctx *ctx, const struct shoal_rec *rec);
 
-/* Whether to set record `rec` aside; else marks it as in hand (one relaxed
- * store per record, on the worker's own line). */
-static inline bool shoal__set_aside(struct shoal_ctx *ctx, const struct shoal__inring *in,
-				    const struct shoal_rec *rec)
+/* Whether to set the record of `len` bytes at `data`, whose mark is
+ * `mark`, aside; else marks it as in hand (one relaxed store per record, on
+ * the worker's own line). */
+static inline bool shoal__set_aside(struct shoal_ctx *ctx, uint64_t mark, const void *data,
+				    uint32_t len)
 {
-	uint64_t mark = shoal__rec_mark(ctx, in, rec);
+	if (SHOAL_UNLIKELY(mark == ctx->suspect)) {
+		struct shoal_rec rec = { data, len, 0 };
 
-	if (SHOAL_UNLIKELY(mark == ctx->suspect) && shoal__set_aside_suspect(ctx, rec))
-		return true;
+		if (shoal__set_aside_suspect(ctx, &rec))
+			return true;
+	}
 	shoal_store_relaxed(&ctx->mw->inflight, mark);
 	return false;
 }

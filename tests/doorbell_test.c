@@ -135,6 +135,30 @@ static bool publish_jittered(_Atomic uint64_t *sent, struct shoal_doorbell *db, 
 	return unfenced;
 }
 
+/*
+ * Wait until the consumer has seen message i - 1 and slept once (10 s at
+ * most): done once a run, before message SLEEP_AT (a quiet run's consumer
+ * sleeps only for every QUIET_EVERY-th: before that one), so that every run tries
+ * a wake-up however busy the machine. Left to chance, a consumer that the
+ * scheduler let run only late found a message each time it looked, never
+ * slept, and the run proved nothing (CI, a loaded machine, ASan: "consumer
+ * sleeps 0").
+ */
+#define SLEEP_AT 64u
+
+static void await_sleep(struct race *r, uint64_t i)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		if (atomic_load(&r->acked) >= i - 1 && atomic_load(&r->db.sleeps) > 0)
+			return;
+		sched_yield();
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while (t.tv_sec - t0.tv_sec < 10);
+}
+
 static int race_producer(void *arg)
 {
 	struct race *r = arg;
@@ -153,6 +177,8 @@ static int race_producer(void *arg)
 
 		for (uint64_t d = pause ? test_rand(&seed) % 1000000 : 0; d > 0; d--)
 			__asm__ __volatile__("" ::: "memory");
+		if (i == (r->quiet ? QUIET_EVERY : SLEEP_AT))
+			await_sleep(r, i);
 		if (publish_jittered(&r->sent, &r->db, i, &seed, r->quiet ? &quiet : NULL))
 			atomic_fetch_add_explicit(&r->unfenced_sends, 1, memory_order_relaxed);
 		if (!r->burst) {

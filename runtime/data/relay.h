@@ -127,14 +127,16 @@ static inline bool shoal__env_sane(const struct shoal_envelope *env, uint32_t le
  * The bridge's mailbox read in runs: a run of records of one length that a
  * pass found in one of the bridge's mailbox rings (runtime/data/poll.c),
  * handed to the bridge at once, not one handler call each. The bridge takes
- * records from the first on, as long as it can carry each at once (a
- * direct message for a group of another host whose link has room); it
- * stops at the first it cannot, which the pass then hands to the handler
- * as usual (on_message: a routed copy, a response, anything to refuse or
- * to wait for). For each record it takes, before it reads it, it marks it
- * in hand: `inflight` = mark + i * stride for the i-th (the mark a handler
- * call has, runtime/data/worker.h shoal__set_aside()). The pass counts what
- * was taken as received and handled.
+ * records from the first on, as long as it can carry each itself (in
+ * bridge.c: a direct message for a group of another host whose link has
+ * room, a routed copy for it); it stops at the first it cannot, which the
+ * pass then hands to the handler as usual, with the rest of the run (a
+ * response, a request to the bridge, anything to refuse or to wait for).
+ * Not handed a run that holds the record earlier processes died on (the
+ * pass looks at it). For each record it takes, before it reads it, it
+ * marks it in hand: `inflight` = mark + i * stride for the i-th (the mark
+ * a handler call has, runtime/data/worker.h shoal__set_aside()). The pass
+ * counts what was taken as received and handled.
  */
 struct shoal__relay_run {
 	const unsigned char *data;     /* the first record: envelope, then payload */

@@ -734,6 +734,17 @@ static void give_up(struct bridge *b, struct peer *p)
 	lose(b, p, n);
 }
 
+/* The record, `env` then `len` bytes of `data`, written where p's link
+ * reserved room for it (shoal__link_reserve()), and queued. */
+static inline void put_at(struct bridge *b, struct peer *p, unsigned char *at,
+			  const struct shoal_envelope *env, const void *data, uint32_t len)
+{
+	memcpy(at, env, sizeof(*env));
+	memcpy(at + sizeof(*env), data, len);
+	shoal__link_commit(p->link);
+	b->n.forwarded++;
+}
+
 /* put()'s wait for room on p's link, after put()'s own try found none
  * (out of line: the common put finds room at once): where the record goes,
  * or NULL when p's host was given up meanwhile (the record counted lost). */
@@ -788,10 +799,7 @@ static void put(struct bridge *b, struct peer *p, const struct shoal_envelope *e
 
 	if (SHOAL_UNLIKELY(at == NULL) && (at = put_wait(b, p, rec)) == NULL)
 		return;
-	memcpy(at, env, sizeof(*env));
-	memcpy(at + sizeof(*env), data, len);
-	shoal__link_commit(p->link);
-	b->n.forwarded++;
+	put_at(b, p, at, env, data, len);
 }
 
 /*
@@ -933,11 +941,8 @@ static uint32_t carry_run(void *user, const struct shoal__relay_run *r)
 		}
 		if ((at = shoal__link_reserve(p->link, r->len, 0)) == NULL)
 			break;
-		memcpy(at, &env, sizeof(env));
-		memcpy(at + sizeof(env), rec + sizeof(env), plen);
-		shoal__link_commit(p->link);
+		put_at(b, p, at, &env, rec + sizeof(env), plen);
 		b->n.direct++;
-		b->n.forwarded++;
 	}
 	return i;
 }

@@ -464,9 +464,9 @@ static uint32_t take_over(struct shoal_ctx *ctx)
  */
 static __attribute__((noinline)) uint32_t relay_run(struct shoal_ctx *ctx, uint32_t i)
 {
-	struct shoal_rec first = { ctx->run.next, ctx->run.len, 0 };
 	struct shoal__relay_run r = { ctx->run.next, ctx->run.len, ctx->run.stride, ctx->run.left,
-				      &ctx->mw->inflight, shoal__rec_mark(ctx, &ctx->in[i], &first) };
+				      &ctx->mw->inflight,
+				      shoal__rec_mark(ctx, &ctx->in[i], ctx->run.next) };
 	uint32_t k;
 
 	/* Unsigned: a suspect before the mark, or of another ring, is far. */
@@ -530,8 +530,7 @@ take_runs(struct shoal_ctx *ctx, uint32_t i, bool mailbox, uint32_t budget, bool
 			taken += relay_run(ctx, i);
 		/* The run's records' marks, one stride apart (the ring's
 		 * mapping stays where it is while the run lasts). */
-		first.data = ctx->run.next;
-		mark = shoal__rec_mark(ctx, in, &first);
+		mark = shoal__rec_mark(ctx, in, ctx->run.next);
 		while (ctx->run.left > 0) {
 			const unsigned char *rec = ctx->run.next;
 			uint32_t len = ctx->run.len;

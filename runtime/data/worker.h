@@ -73,13 +73,13 @@ static inline bool shoal__stop_flagged(const struct shoal_group *g)
 	       shoal_load_relaxed(&g->mbx->stop) != 0;
 }
 
-/* The mark of record `rec` of mailbox ring `in` (rings.c note_crash()):
- * never 0, the mailbox header coming before any ring. */
+/* The mark of the record at `data` in mailbox ring `in` (rings.c
+ * note_crash()): never 0, the mailbox header coming before any ring. */
 static inline uint64_t shoal__rec_mark(const struct shoal_ctx *ctx,
-				       const struct shoal__inring *in, const struct shoal_rec *rec)
+				       const struct shoal__inring *in, const void *data)
 {
 	uint64_t ring = (uint64_t)((const char *)in->mem - (const char *)ctx->g->mbx);
-	uint64_t off = (uint64_t)((const char *)rec->data - (const char *)in->mem);
+	uint64_t off = (uint64_t)((const char *)data - (const char *)in->mem);
 
 	return ring << 32 | (off & UINT32_MAX);
 }

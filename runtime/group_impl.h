@@ -86,6 +86,18 @@ struct shoal__inring {
 struct shoal__held_msg {
 	struct shoal_msg m;
 	void *pin;
+	struct shoal__batch *batch;   /* on_batch's: its first message is m */
+};
+
+/* The messages handed to on_batch (poll.c take_batch()): their envelopes'
+ * checked copies, and their payloads' copy once a request of the handler
+ * moved them out of their ring. */
+#define SHOAL__BATCH_MAX 32u
+struct shoal__batch {
+	struct shoal_msg m[SHOAL__BATCH_MAX];
+	struct shoal_envelope env[SHOAL__BATCH_MAX];
+	void *pin;
+	uint32_t n;
 };
 
 /* A message kept aside while the worker waits for a response. */
@@ -143,8 +155,11 @@ struct shoal_ctx {
 	bool polling;                            /* inside poll_rings() */
 	uint32_t fwd_pend[SHOAL_MAX_WORKERS];   /* reserved, not committed, per worker */
 	uint32_t fwd_any;                        /* sum of fwd_pend */
-	/* A record earlier processes died handling, and how many of them. */
+	/* A record earlier processes died handling, and how many of them;
+	 * after it came round, the records that go one by one (not in an
+	 * on_batch call: poll.c take_batch()). */
 	uint64_t suspect, suspect_crashes;
+	uint32_t single;
 
 	uint64_t trace_base;             /* group + 1 and worker, in new trace ids' high bits */
 
@@ -177,6 +192,7 @@ struct shoal_ctx {
 	 * shoal__relay_runs()); NULL: none, every record to the handler. */
 	uint32_t (*relay_run)(void *user, const struct shoal__relay_run *r);
 	void *relay_user;
+	struct shoal__batch batch;       /* on_batch's, in the outer pass only */
 
 	/* The latency histogram (runtime/data/poll.c lat_record()), the
 	 * clock it read for this ring batch, and the bound a latency measured

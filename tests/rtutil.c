@@ -232,7 +232,7 @@ struct shoal_group *rt_child_attach(struct child *c, const char *name,
 {
 	struct shoal_group_desc d = { .name = name != NULL ? name : c->name, .types = rt_types,
 				      .n_types = RT_N_TYPES, .on_message = on_message, .node = -1,
-				      .user = c };
+				      .user = c, .on_batch = c->on_batch };
 	struct shoal_group *g;
 	struct shoal_err err = { { 0 } };
 

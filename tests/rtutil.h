@@ -57,6 +57,8 @@ struct child {
 	struct shoal_filter sub;
 	bool has_sub;
 	void (*route)(const struct shoal_msg *m, struct shoal_outcome *out, void *user);
+	/* rt_child_attach()'s on_batch (NULL: none). */
+	void (*on_batch)(struct shoal_actor *a, const struct shoal_msg *msgs, uint32_t n);
 };
 
 extern struct results *rt_res;
@@ -86,7 +88,8 @@ int rt_consumer_main(void *arg);
 int rt_producer_main(void *arg);
 
 /* In a child: attach group `name` (NULL: c->name) with rt_types, handler
- * `on_message` and user pointer c. NULL (said on stderr) if it failed. */
+ * `on_message` (and c->on_batch) and user pointer c. NULL (said on
+ * stderr) if it failed. */
 struct shoal_group *rt_child_attach(struct child *c, const char *name,
 				    void (*on_message)(struct shoal_actor *a,
 						       const struct shoal_msg *m));

@@ -525,10 +525,36 @@ static void poison_handler(struct shoal_actor *a, const struct shoal_msg *m)
 	struct msg v;
 
 	memcpy(&v, m->data, sizeof(v));
-	if (v.seq == POISON_SEQ)
+	if (v.seq == POISON_SEQ) {
+		atomic_fetch_add(&rt_res->per_actor[0][1], 1);
 		raise(SIGKILL);   /* this message kills whoever handles it */
+	}
 	atomic_store(&seen[v.seq % FW_N], 1);
 	atomic_fetch_add(&rt_res->count[((const struct child *)a->user)->index], 1);
+}
+
+/*
+ * The same as an on_batch handler (mode 1): the first process's first call
+ * waits for `go`, so that the rest come as batches after it. Where each
+ * crash came: per_actor[0][0] in a batch, [0][1] alone (poison_handler),
+ * [0][2] the poison's index in the first batch it killed, plus one.
+ */
+static void poison_batch(struct shoal_actor *a, const struct shoal_msg *msgs, uint32_t n)
+{
+	while (!atomic_load(&rt_res->go))
+		usleep(1000);
+	for (uint32_t k = 0; k < n; k++) {
+		struct msg v;
+
+		memcpy(&v, msgs[k].data, sizeof(v));
+		if (v.seq == POISON_SEQ) {
+			if (atomic_fetch_add(&rt_res->per_actor[0][0], 1) == 0)
+				atomic_store(&rt_res->per_actor[0][2], k + 1);
+			raise(SIGKILL);
+		}
+		atomic_store(&seen[v.seq % FW_N], 1);
+		atomic_fetch_add(&rt_res->count[((const struct child *)a->user)->index], 1);
+	}
 }
 
 static int poison_main(void *arg)
@@ -536,6 +562,7 @@ static int poison_main(void *arg)
 	struct child *c = arg;
 	struct shoal_group_desc d = { .name = c->name, .node = -1, .types = rt_types,
 				      .n_types = RT_N_TYPES, .on_message = poison_handler,
+				      .on_batch = c->mode == 1 ? poison_batch : NULL,
 				      .user = c };
 	struct shoal_group *g;
 
@@ -570,38 +597,45 @@ static void aside_of(const char *group, uint32_t *crashes, struct shoal_envelope
 }
 
 /*
- * A message that kills its handler is handled again by each new process
- * (it may have been the process's fault, not the message's), until
- * SHOAL__CRASHES_MAX of them died of it: the next sets it aside, counted,
- * keeps a copy that `shoal dump` shows, and handles the rest.
+ * Run `c` (poison_main) as group "poison" of system `system`, have 20
+ * messages routed to it of which the 6th kills its handler, restart it after
+ * each of SHOAL__CRASHES_MAX deaths (one more for a batch the poison killed
+ * not as its first message; returned), and check
+ * the rest: the poison set aside, counted, shown by `shoal dump`, every
+ * other message handled; the last process is alive and well.
  */
-static void runtime_message_that_keeps_crashing_its_handler_is_set_aside(void **state)
+static unsigned poison_run(const char *system, struct child *c)
 {
-	struct child c = { .index = 0, .name = "poison" };
+	unsigned crashes = SHOAL__CRASHES_MAX;
 	struct child prod = { .index = 1, .name = "prod", .n = POISON_N, .type = T_PING };
 	uint64_t handled = 0, lost, aside;
 	struct shoal_envelope env;
 	const char *dump_args[] = { "dump", "--json", rt_sysname, "poison", NULL };
 	struct tool_run r;
 	char want[64];
-	uint32_t crashes;
+	uint32_t kept_crashes;
+	unsigned died = 0;
 	struct msg v;
 	pid_t pc;
 	int id;
 
-	(void)state;
 	memset((void *)seen, 0, FW_N);
-	id = start_consumer("fl-poison", poison_main, &c, 1, 1, &pc);
+	id = start_consumer(system, poison_main, c, 1, 1, &pc);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
 	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
 					 60000), 0);
-	for (unsigned k = 0; k < SHOAL__CRASHES_MAX; k++) {
+	atomic_store(&rt_res->go, 1);   /* all sent: an on_batch group takes batches now */
+	while (died < crashes) {
 		int status = test_wait_pid(pc, 10000);
 
 		assert_true(status != -1 && WIFSIGNALED(status));   /* died of message 5 */
+		/* A batch that the poison killed, not as its first message:
+		 * one more crash (below). */
+		if (died++ == 0 && c->mode == 1 && atomic_load(&rt_res->per_actor[0][2]) > 1)
+			crashes++;
 		for (int i = 0; i < 5000 && shoal_router_group_pid(rt_router, id) != 0; i++)
 			usleep(1000);
-		pc = test_spawn(poison_main, &c, sizeof(c));
+		pc = test_spawn(poison_main, c, sizeof(*c));
 	}
 	for (int i = 0; i < 1000 && handled < POISON_N - 1; i++) {
 		tally("poison", &handled, &lost, &aside);
@@ -611,8 +645,8 @@ static void runtime_message_that_keeps_crashing_its_handler_is_set_aside(void **
 	assert_int_equal(handled, POISON_N - 1);
 	assert_int_equal(atomic_load(&seen[POISON_SEQ]), 0);
 	assert_int_equal(aside, 1);
-	aside_of("poison", &crashes, &env, &v);
-	assert_int_equal(crashes, SHOAL__CRASHES_MAX);
+	aside_of("poison", &kept_crashes, &env, &v);
+	assert_int_equal(kept_crashes, SHOAL__CRASHES_MAX);
 	assert_int_equal(env.type, T_PING);
 	assert_int_equal(v.seq, POISON_SEQ);
 	/* What `shoal dump` shows of it. */
@@ -624,8 +658,50 @@ static void runtime_message_that_keeps_crashing_its_handler_is_set_aside(void **
 	assert_has(r.out, want);
 	assert_has(r.out, "\"type_name\": \"ping\"");
 	tool_free(&r);
-	rt_stop_and_reap(&pc, 1);   /* the fourth process is alive and well */
+	rt_stop_and_reap(&pc, 1);
 	rt_stop_router();
+	return died;
+}
+
+/*
+ * A message that kills its handler is handled again by each new process
+ * (it may have been the process's fault, not the message's), until
+ * SHOAL__CRASHES_MAX of them died of it: the next sets it aside, counted,
+ * keeps a copy that `shoal dump` shows, and handles the rest.
+ */
+static void runtime_message_that_keeps_crashing_its_handler_is_set_aside(void **state)
+{
+	struct child c = { .index = 0, .name = "poison" };
+
+	(void)state;
+	atomic_store(&rt_res->go, 1);
+	poison_run("fl-poison", &c);
+	assert_int_equal(atomic_load(&rt_res->per_actor[0][1]), SHOAL__CRASHES_MAX);
+}
+
+/*
+ * The same with on_batch: the batch the poison killed is marked by its
+ * first message, so the next process takes that one and the batch's length
+ * after it alone, through on_message, where the poison kills again with its
+ * own mark; then SHOAL__CRASHES_MAX crashes in all on it, as above. One
+ * crash more than without batches, unless the poison was its batch's
+ * first; never a harmless message set aside in its place.
+ */
+static void runtime_message_that_crashes_a_batch_is_found_and_set_aside(void **state)
+{
+	struct child c = { .index = 0, .name = "poison", .mode = 1 };
+	unsigned died, at;
+
+	(void)state;
+	died = poison_run("fl-poisonb", &c);
+	at = (unsigned)atomic_load(&rt_res->per_actor[0][2]);
+	print_message("%u crashes: %llu in a batch (the poison its message #%u), %llu alone\n",
+		      died, (unsigned long long)atomic_load(&rt_res->per_actor[0][0]), at,
+		      (unsigned long long)atomic_load(&rt_res->per_actor[0][1]));
+	assert_int_equal(atomic_load(&rt_res->per_actor[0][0]), 1);
+	assert_true(at >= 1);
+	assert_int_equal(died, SHOAL__CRASHES_MAX + (at > 1 ? 1 : 0));
+	assert_int_equal(atomic_load(&rt_res->per_actor[0][1]), died - 1);
 }
 
 int main(void)
@@ -639,6 +715,7 @@ int main(void)
 		cmocka_unit_test(runtime_blocking_send_to_failed_target_returns_ehostdown),
 		cmocka_unit_test(runtime_killed_two_worker_group_counts_lost_forwards),
 		cmocka_unit_test(runtime_message_that_keeps_crashing_its_handler_is_set_aside),
+		cmocka_unit_test(runtime_message_that_crashes_a_batch_is_found_and_set_aside),
 	};
 
 	rt_init();

@@ -450,6 +450,9 @@ static void runtime_type_zero_is_refused_by_every_send(void **state)
 	rt_stop_router();
 }
 
+/* The run tests' on_batch handler (below). */
+static void run_batch_handler(struct shoal_actor *a, const struct shoal_msg *msgs, uint32_t n);
+
 static void runtime_type_conflict_refused_at_attach(void **state)
 {
 	static const struct shoal_type other[] = { { T_PING, 32, "not-ping" } };
@@ -468,6 +471,11 @@ static void runtime_type_conflict_refused_at_attach(void **state)
 	/* The same group twice while its process runs. */
 	assert_int_equal(shoal_group_attach(&g2, &d1, NULL, &err), -EEXIST);
 	assert_non_null(strstr(err.msg, "already running"));
+	/* on_batch without on_message, which requests would need. */
+	d2 = (struct shoal_group_desc){ .name = "three", .types = rt_types, .n_types = RT_N_TYPES,
+					.on_batch = run_batch_handler, .node = -1 };
+	assert_int_equal(shoal_group_attach(&g2, &d2, NULL, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "on_batch needs on_message"));
 	shoal_group_detach(g1);
 	rt_stop_router();
 }
@@ -1363,29 +1371,70 @@ static void runtime_request_in_a_handler_survives_its_ring_table_growing(void **
  * Each message is handled once, in the order sent.
  */
 static struct shoal_group *run_g;
+static uint64_t run_last;
+
+/* One message of the run: in order, counted; seq 1 asks the responder. */
+static void run_take(struct shoal_actor *a, const struct msg *v)
+{
+	const struct child *c = a->user;
+	struct msg q = { .seq = 7 }, out;
+	struct shoal_reply reply = { .buf = &out, .cap = sizeof(out) };
+
+	if (v->seq != run_last + 1)
+		atomic_fetch_add(&rt_res->order_errors[c->index], 1);
+	run_last = v->seq;
+	atomic_fetch_add(&rt_res->count[c->index], 1);
+	if (v->seq == 1)
+		atomic_store(&rt_res->status[c->index],
+			     shoal_request(a->ctx, shoal_group_lookup(run_g, "responder", 0), T_REQ,
+					   &q, sizeof(q), 20 * INT64_C(1000000000), &reply));
+}
 
 static void run_asker_handler(struct shoal_actor *a, const struct shoal_msg *m)
 {
-	static uint64_t last;
 	const struct child *c = a->user;
-	struct msg v, q = { .seq = 7 }, out;
-	struct shoal_reply reply = { .buf = &out, .cap = sizeof(out) };
+	struct msg v;
 
 	memcpy(&v, m->data, sizeof(v));
-	if (v.seq != last + 1)
-		atomic_fetch_add(&rt_res->order_errors[c->index], 1);
-	last = v.seq;
-	atomic_fetch_add(&rt_res->count[c->index], 1);
+	run_take(a, &v);
 	if (v.seq != 1)
 		return;
-	atomic_store(&rt_res->status[c->index],
-		     shoal_request(a->ctx, shoal_group_lookup(run_g, "responder", 0), T_REQ, &q,
-				   sizeof(q), 20 * INT64_C(1000000000), &reply));
 	/* Its sender has written over the ring space it came in since:
 	 * m->data is still this message (lifecycle rule 4). */
 	memcpy(&v, m->data, sizeof(v));
 	if (v.seq != 1)
 		atomic_store(&rt_res->last_seq[c->index], v.seq);
+}
+
+/*
+ * The same as an on_batch handler (child 1, on_batch set): every message
+ * of the batch as run_asker_handler takes it, and then each payload read
+ * again: the batch holding seq 1 made the request, after which each must
+ * still read its own (rule 4 for the whole batch). Calls and the largest
+ * batch in per_actor[1][0] and [1][1].
+ */
+static void run_batch_handler(struct shoal_actor *a, const struct shoal_msg *msgs, uint32_t n)
+{
+	const struct child *c = a->user;
+	struct msg v;
+	uint64_t first;
+
+	atomic_fetch_add(&rt_res->per_actor[c->index][0], 1);
+	if (n > atomic_load(&rt_res->per_actor[c->index][1]))
+		atomic_store(&rt_res->per_actor[c->index][1], n);
+	memcpy(&v, msgs[0].data, sizeof(v));
+	first = v.seq;
+	for (uint32_t k = 0; k < n; k++) {
+		memcpy(&v, msgs[k].data, sizeof(v));
+		if (msgs[k].type != T_PING || msgs[k].len != sizeof(v))
+			atomic_fetch_add(&rt_res->order_errors[c->index], 1);
+		run_take(a, &v);
+	}
+	for (uint32_t k = 0; k < n; k++) {
+		memcpy(&v, msgs[k].data, sizeof(v));
+		if (v.seq != first + k)
+			atomic_store(&rt_res->last_seq[c->index], v.seq ? v.seq : UINT64_MAX);
+	}
 }
 
 static int run_asker_main(void *arg)
@@ -1395,14 +1444,16 @@ static int run_asker_main(void *arg)
 	return asker_run(arg, run_asker_handler, &run_g, 3, RUN_ALL);
 }
 
-static void runtime_request_to_the_sender_of_a_run_keeps_its_order(void **state)
+/* The run test, the asker's messages to `on_batch` if not NULL. */
+static void request_in_a_run(const char *system,
+			     void (*on_batch)(struct shoal_actor *a, const struct shoal_msg *msgs,
+					      uint32_t n))
 {
 	struct child resp = { .index = 0, .mode = 5 };
-	struct child asker = { .index = 1 };
+	struct child asker = { .index = 1, .on_batch = on_batch };
 	pid_t pr, pq;
 
-	(void)state;
-	assert_int_equal(rt_start_router("rt-run", NULL, 0), 0);
+	assert_int_equal(rt_start_router(system, NULL, 0), 0);
 	pr = test_spawn(responder_main, &resp, sizeof(resp));
 	pq = test_spawn(run_asker_main, &asker, sizeof(asker));
 	test_assert_exited(test_wait_pid(pq, 60000), 0);
@@ -1412,6 +1463,30 @@ static void runtime_request_to_the_sender_of_a_run_keeps_its_order(void **state)
 	assert_int_equal(atomic_load(&rt_res->last_seq[1]), 0);   /* its data kept */
 	rt_stop_and_reap(&pr, 1);
 	rt_stop_router();
+}
+
+static void runtime_request_to_the_sender_of_a_run_keeps_its_order(void **state)
+{
+	(void)state;
+	request_in_a_run("rt-run", NULL);
+}
+
+/*
+ * The same run handed to on_batch: the first RUN_N wait in the ring
+ * before the asker polls, so they come as batches; the request made from
+ * the batch holding seq 1 moves the whole batch's payloads out of the ring
+ * its sender then writes over, and the messages after it (deferred during
+ * the request) go to on_message, each once, in the order sent.
+ */
+static void runtime_on_batch_takes_runs_and_its_request_keeps_their_payloads(void **state)
+{
+	(void)state;
+	request_in_a_run("rt-runb", run_batch_handler);
+	print_message("on_batch: %llu calls, the largest %llu messages\n",
+		      (unsigned long long)atomic_load(&rt_res->per_actor[1][0]),
+		      (unsigned long long)atomic_load(&rt_res->per_actor[1][1]));
+	assert_true(atomic_load(&rt_res->per_actor[1][1]) > 1);
+	assert_true(atomic_load(&rt_res->per_actor[1][0]) > 0);
 }
 
 /*
@@ -1662,6 +1737,7 @@ int main(void)
 		cmocka_unit_test(runtime_discard_route_is_counted),
 		cmocka_unit_test(runtime_request_in_a_handler_survives_its_ring_table_growing),
 		cmocka_unit_test(runtime_request_to_the_sender_of_a_run_keeps_its_order),
+		cmocka_unit_test(runtime_on_batch_takes_runs_and_its_request_keeps_their_payloads),
 		cmocka_unit_test(runtime_attach_to_a_router_that_never_answers_times_out),
 		cmocka_unit_test(runtime_request_to_a_stuck_router_times_out_and_its_late_reply_is_dropped),
 	};

@@ -226,6 +226,9 @@ static int check_desc(const struct shoal_group_desc *d, const char *name, struct
 	if (d->n_types > SHOAL__CTL_MAX_TYPES || d->n_subs > SHOAL__CTL_MAX_SUBS)
 		return shoal__fail(err, -EINVAL, "group %s: at most %u types and %u routes", name,
 				   SHOAL__CTL_MAX_TYPES, SHOAL__CTL_MAX_SUBS);
+	if (d->on_batch != NULL && d->on_message == NULL)
+		return shoal__fail(err, -EINVAL, "group %s: on_batch needs on_message (requests and "
+				   "the other messages go there)", name);
 	for (uint32_t i = 0; i < d->n_types; i++) {
 		const struct shoal_type *t = &d->types[i];
 

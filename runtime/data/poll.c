@@ -111,11 +111,37 @@ __attribute__((always_inline)) static inline void invoke(struct shoal_ctx *ctx, 
  * the handler returns), so that what it reads after the request is what it
  * was sent (group.h, lifecycle rule 4). Out of memory: left in place.
  */
+static void pin_batch(struct shoal__held_msg *h)
+{
+	struct shoal__batch *b = h->batch;
+	size_t total = 0;
+	unsigned char *copy;
+
+	for (uint32_t k = 0; k < b->n; k++)
+		total += b->m[k].len;
+	if (b->pin != NULL || total == 0)
+		return;
+	copy = malloc(total);
+	if (copy == NULL)
+		return;
+	b->pin = copy;
+	for (uint32_t k = 0; k < b->n; k++) {
+		memcpy(copy, b->m[k].data, b->m[k].len);
+		b->m[k].data = copy;
+		copy += b->m[k].len;
+	}
+	h->m.data = b->m[0].data;
+}
+
 void shoal__pin_message(struct shoal_ctx *ctx)
 {
 	struct shoal__held_msg *h = ctx->cur_msg;
 	void *copy;
 
+	if (h != NULL && h->batch != NULL) {
+		pin_batch(h);
+		return;
+	}
 	if (h == NULL || h->pin != NULL || h->m.len == 0)
 		return;
 	copy = malloc(h->m.len);
@@ -494,12 +520,94 @@ void shoal__relay_latency(struct shoal_ctx *ctx, uint64_t send_ns)
 }
 
 /*
+ * on_batch (group.h): from the run's next record on, the plain messages for
+ * one actor of this worker, handed in one call. Stops before anything else
+ * (a request, a response, a message for another actor or worker, for the
+ * group's own router, a malformed or stale record, the suspect record of
+ * earlier crashes): the pass takes that one, as it takes every record while
+ * ctx->single says so. `mark` is the next record's. Each envelope is copied
+ * and its copy checked, as handle_record() does; the batch is marked in
+ * hand by its first record's mark. Returns how many it handed.
+ */
+static __attribute__((noinline)) uint32_t take_batch(struct shoal_ctx *ctx, bool mailbox,
+						     uint64_t mark)
+{
+	struct shoal_group *g = ctx->g;
+	struct shoal__batch *b = &ctx->batch;
+	const unsigned char *rec = ctx->run.next;
+	uint32_t len = ctx->run.len, stride = ctx->run.stride, n = 0, end = ctx->run.left;
+	uint32_t slot = UINT32_MAX;
+	struct shoal__held_msg held = { { NULL, NULL, 0, 0 }, NULL, b };
+	struct shoal_actor *saved = ctx->cur;
+	struct shoal__held_msg *saved_msg = ctx->cur_msg;
+
+	if (ctx->single > 0) {
+		ctx->single--;
+		return 0;
+	}
+	if (len < ENV_SIZE)
+		return 0;
+	/* Unsigned: a suspect before the mark, or of another ring, is far. */
+	if (mailbox && ctx->suspect - mark < (uint64_t)end * stride)
+		end = (uint32_t)((ctx->suspect - mark) / stride);
+	for (; n < end; n++, rec += stride) {
+		struct shoal_envelope *env = &b->env[n];
+		uint32_t s;
+
+		memcpy(env, rec, sizeof(*env));
+		if (!shoal__env_sane(env, len) ||
+		    (env->flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE)) ||
+		    shoal_addr_group(env->dest) != g->id)
+			break;
+		s = shoal_addr_slot(env->dest);
+		if (s == SHOAL_SLOT_GROUP && g->desc.route == NULL)
+			s = 0;   /* the group as a whole, without a router: actor 0 */
+		else if (s >= g->n_actors ||
+			 (!(env->flags & SHOAL_ENV_ROUTED) && shoal_addr_gen(env->dest) != g->gen))
+			break;
+		if (s != slot) {
+			/* The first, if this worker owns its actor; then the
+			 * same actor's only. */
+			if (n > 0 || (g->n_workers > 1 && s % g->n_workers != ctx->w))
+				break;
+			slot = s;
+		}
+		b->m[n] = (struct shoal_msg){ env, rec + ENV_SIZE, env->len, env->type };
+		lat_record(ctx, env->send_ns);
+	}
+	if (n == 0)
+		return 0;
+	b->n = n;
+	b->pin = NULL;
+	ctx->run.next += (size_t)n * stride;
+	ctx->run.left -= n;
+	if (mailbox)
+		shoal_store_relaxed(&ctx->mw->inflight, mark);
+	COUNT_N(ctx, received, n);
+	held.m = b->m[0];
+	ctx->cur = &g->actors[slot];
+	ctx->cur_msg = &held;
+	g->desc.on_batch(ctx->cur, b->m, n);
+	COUNT_N(ctx, handled, n);
+	if (!mailbox)
+		COUNT_N(ctx, fwd_taken, n);
+	if (SHOAL_UNLIKELY(b->pin != NULL))
+		free(b->pin);
+	ctx->cur_msg = saved_msg;
+	ctx->cur = saved;
+	return n;
+}
+
+/*
  * The outer pass over ring in[i]: runs of records of one length, up to
  * POLL_BATCH and `budget` records. Returns how many it took; *drained
  * says whether it stopped at the ring's end (else records may be left).
+ * `batch`: the group has on_batch (a constant where it is inlined, so that
+ * the others' pass pays nothing for it).
  */
 static inline __attribute__((always_inline)) uint32_t
-take_runs(struct shoal_ctx *ctx, uint32_t i, bool mailbox, uint32_t budget, bool *drained)
+take_runs(struct shoal_ctx *ctx, uint32_t i, bool mailbox, uint32_t budget, bool *drained,
+	  bool batch)
 {
 	/* A record whose handler forwards copies is released before they go
 	 * (forward()): one at a time where that can happen. */
@@ -532,10 +640,23 @@ take_runs(struct shoal_ctx *ctx, uint32_t i, bool mailbox, uint32_t budget, bool
 		 * mapping stays where it is while the run lasts). */
 		mark = shoal__rec_mark(ctx, in, ctx->run.next);
 		while (ctx->run.left > 0) {
-			const unsigned char *rec = ctx->run.next;
-			uint32_t len = ctx->run.len;
-			uint64_t m = mark;
+			const unsigned char *rec;
+			uint32_t len;
+			uint64_t m;
 
+			/* A message alone goes to on_message (group.h). */
+			if (batch && ctx->run.left > 1) {
+				uint32_t k = take_batch(ctx, mailbox, mark);
+
+				if (k > 0) {
+					mark += (uint64_t)k * ctx->run.stride;
+					taken += k;
+					continue;
+				}
+			}
+			rec = ctx->run.next;
+			len = ctx->run.len;
+			m = mark;
 			mark += ctx->run.stride;
 			ctx->run.next = rec + ctx->run.stride;
 			ctx->run.left--;
@@ -618,8 +739,10 @@ pass_ring(struct shoal_ctx *ctx, uint32_t i, bool outer, int src, uint32_t budge
 	if (outer)
 		ctx->fwd_hold = mailbox;
 	if (budget > taken) {
-		if (outer) {
-			taken += take_runs(ctx, i, mailbox, budget, &drained);
+		if (outer && SHOAL_UNLIKELY(ctx->g->desc.on_batch != NULL)) {
+			taken += take_runs(ctx, i, mailbox, budget, &drained, true);
+		} else if (outer) {
+			taken += take_runs(ctx, i, mailbox, budget, &drained, false);
 		} else {
 			uint32_t room = budget - taken;
 			uint32_t got = take_one_by_one(ctx, i, mailbox, room);

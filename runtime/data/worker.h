@@ -25,6 +25,7 @@
 #include "shm/util.h"
 
 #define POLL_BATCH 32u
+_Static_assert(POLL_BATCH <= SHOAL__BATCH_MAX, "a run fits on_batch's array");
 #define SUMMARY_TRUST 1024u   /* empty polls per scan the ready summary did not ask for */
 /* Rings up to which a pass that found records is followed by a look at
  * every ring rather than by a take of the ready summary (a fence, and a
@@ -97,6 +98,7 @@ static inline bool shoal__set_aside(struct shoal_ctx *ctx, uint64_t mark, const 
 	if (SHOAL_UNLIKELY(mark == ctx->suspect)) {
 		struct shoal_rec rec = { data, len, 0 };
 
+		ctx->single = POLL_BATCH;   /* the batch it was first of, alone */
 		if (shoal__set_aside_suspect(ctx, &rec))
 			return true;
 	}

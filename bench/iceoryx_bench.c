@@ -37,6 +37,7 @@
  *                                  subscriber's queue BLOCK_PRODUCER (the
  *                                  publisher waits instead of dropping)
  *                   shoal-burst    shoal_try_send_to_burst() of 32
+ *                   shoal-batch    the same, the receiver's handler on_batch
  *                   plain, plain-128  the plain ring, one release store a
  *                                  message (the consumer's: one a batch)
  *                   plain-burst, plain-burst-128  one release store a 32
@@ -145,6 +146,7 @@ enum contender {
 	C_SHOAL_TPUT,
 	C_IOX_TPUT,
 	C_SHOAL_BURST,
+	C_SHOAL_BATCH,
 	C_PLAIN_PP,
 	C_PLAIN_PP_REC,
 	C_PLAIN_PP_SUM,
@@ -196,6 +198,8 @@ static const struct {
 			 K_TPUT, L_IOX, false },
 	[C_SHOAL_BURST] = { "shoal-burst", "Shoal shoal_try_send_to_burst() of 32, rest retried on -EAGAIN",
 			    K_TPUT, L_SHOAL, false },
+	[C_SHOAL_BATCH] = { "shoal-batch", "as shoal-burst, the receiver's handler on_batch",
+			    K_TPUT, L_SHOAL, false },
 	[C_PLAIN_PP] = { "plain", "the limit: a plain fixed-slot SPSC ring each way, 64-byte slots, "
 			 "one release store per message", K_PINGPONG, L_PLAIN, false, MSG_BYTES, 1 },
 	[C_PLAIN_PP_REC] = { "plain-128", "as plain, 128-byte slots: the bytes of a 64-byte Shoal "
@@ -216,7 +220,7 @@ static const struct {
 				"message's bytes)", K_TPUT, L_PLAIN, false, PLAIN_REC_BYTES, BURST },
 };
 
-#define CASE_MAX 7
+#define CASE_MAX 8
 static const struct {
 	const char *name;
 	const char *title;
@@ -229,8 +233,8 @@ static const struct {
 	    C_PLAIN_PP_SUM }, 1.0 },
 	{ "pingpong-sleep", "Ping-pong round trip, 64 B, receivers sleep until woken", 2,
 	  { C_SHOAL_SLEEP, C_IOX_WAITSET }, 0.5 },
-	{ "tput", "One-way throughput, 64 B, receiver busy polling", 7,
-	  { C_SHOAL_TPUT, C_IOX_TPUT, C_SHOAL_BURST, C_PLAIN_TPUT, C_PLAIN_TPUT_REC,
+	{ "tput", "One-way throughput, 64 B, receiver busy polling", 8,
+	  { C_SHOAL_TPUT, C_IOX_TPUT, C_SHOAL_BURST, C_SHOAL_BATCH, C_PLAIN_TPUT, C_PLAIN_TPUT_REC,
 	    C_PLAIN_BURST, C_PLAIN_BURST_REC }, 1.0 },
 };
 
@@ -252,6 +256,7 @@ static enum contender limit_of(enum contender c)
 	case C_PLAIN_TPUT:
 		return C_PLAIN_TPUT;
 	case C_SHOAL_BURST:
+	case C_SHOAL_BATCH:
 	case C_PLAIN_BURST_REC:
 	case C_PLAIN_BURST:
 		return C_PLAIN_BURST;
@@ -557,6 +562,13 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 		rx.err = ret;
 }
 
+/* shoal-batch's receiver: each message of the batch as on_message takes it. */
+static void on_batch(struct shoal_actor *a, const struct shoal_msg *msgs, uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++)
+		on_message(a, &msgs[k]);
+}
+
 /* Handle messages until *flag (set by on_message) or, with flag NULL,
  * until `n` were received in all; stops at an error. */
 static int shoal_wait(struct shoal_conn *x, const bool *flag, uint64_t n)
@@ -702,7 +714,7 @@ static int shoal_side(struct side *s)
 	struct shoal_group_desc d = {
 		.name = s->side == 0 ? "ping" : "pong", .types = shoal_types,
 		.n_types = sizeof(shoal_types) / sizeof(shoal_types[0]), .node = -1,
-		.on_message = on_message,
+		.on_message = on_message, .on_batch = c == C_SHOAL_BATCH ? on_batch : NULL,
 	};
 	struct shoal_err err = { { 0 } };
 	struct shoal_conn x = { .c = c, .sleep = contenders[c].sleep };
@@ -737,7 +749,8 @@ static int shoal_side(struct side *s)
 		goto out;
 	}
 	barrier(4);
-	ret = side_run(s, c == C_SHOAL_BURST ? &shoal_burst_lib : &shoal_lib, &x, 5);
+	ret = side_run(s, c == C_SHOAL_BURST || c == C_SHOAL_BATCH ? &shoal_burst_lib : &shoal_lib,
+		       &x, 5);
 out:
 	shoal_group_detach(g);
 	return ret;
@@ -1934,6 +1947,7 @@ static void report_limits(FILE *f, const struct plan *pl)
 		{ C_SHOAL_DIRECT, C_PLAIN_PP, -1, 1.3, "API direct round trip p50 ÷ plain" },
 		{ C_SHOAL_TPUT, C_PLAIN_TPUT, 1, 0.7, "API direct one-way (`try_send_to`) ÷ plain" },
 		{ C_SHOAL_BURST, C_PLAIN_BURST, 1, 0.9, "API burst of 32 ÷ plain-burst" },
+		{ C_SHOAL_BATCH, C_PLAIN_BURST, 1, 0.9, "API burst of 32, on_batch ÷ plain-burst" },
 		{ C_PLAIN_PP_REC, C_PLAIN_PP, 0, 0, "the bytes: plain-128 round trip ÷ plain" },
 		{ C_PLAIN_PP_SUM, C_PLAIN_PP, 0, 0, "the summary: plain-summary round trip ÷ plain" },
 		{ C_PLAIN_TPUT_REC, C_PLAIN_TPUT, 0, 0, "the bytes: plain-128 one-way ÷ plain" },
@@ -1942,6 +1956,8 @@ static void report_limits(FILE *f, const struct plan *pl)
 		{ C_SHOAL_DIRECT, C_PLAIN_PP_SUM, 0, 0, "the rest: API round trip ÷ plain-summary" },
 		{ C_SHOAL_TPUT, C_PLAIN_TPUT_REC, 0, 0, "the rest: API one-way ÷ plain-128" },
 		{ C_SHOAL_BURST, C_PLAIN_BURST_REC, 0, 0, "the rest: API burst ÷ plain-burst-128" },
+		{ C_SHOAL_BATCH, C_PLAIN_BURST_REC, 0, 0,
+		  "the rest: API burst, on_batch ÷ plain-burst-128" },
 	};
 	char b[96];
 

@@ -42,6 +42,14 @@ static void on_message(struct shoal_actor *a, const struct shoal_msg *m)
 	handled++;
 }
 
+/* --on-batch: the group's on_batch, which the polls' runs go to. */
+static void on_batch(struct shoal_actor *a, const struct shoal_msg *msgs, uint32_t n)
+{
+	(void)a;
+	(void)msgs;
+	handled += n;
+}
+
 /* Neither inlined, nor merged with an identical wrapper, nor ending in a
  * tail call: each keeps its own frame for callgrind's toggle. */
 #define NOINLINE __attribute__((noipa))
@@ -410,10 +418,11 @@ static int drain_to(struct shoal_ctx *c, uint64_t want)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: " PROG " [--rounds N] [--dispatch G | --forward G]\n"
+	fprintf(f, "usage: " PROG " [--rounds N] [--on-batch] [--dispatch G | --forward G]\n"
 		   "A fixed workload of try_send_to, try_send, both bursts and polls, for\n"
 		   "bench/instr-count (callgrind); prints how many messages each call made.\n"
 		   "  --rounds N    rounds of %u messages per form (default 2000)\n"
+		   "  --on-batch    the group has an on_batch handler (group.h)\n"
 		   "  --dispatch G  instead, the dispatcher alone routing to G groups (1-%u):\n"
 		   "                N rounds of a backlog of %u messages\n"
 		   "  --forward G   instead, the plain forwarder (the dispatcher's limit) to\n"
@@ -427,6 +436,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = { { "rounds", required_argument, NULL, 'r' },
 						   { "dispatch", required_argument, NULL, 'd' },
 						   { "forward", required_argument, NULL, 'f' },
+						   { "on-batch", no_argument, NULL, 'b' },
 						   { "help", no_argument, NULL, 'h' },
 						   { NULL, 0, NULL, 0 } };
 	struct shoal_group_desc desc = { .name = "a", .types = types, .n_types = 1, .node = -1,
@@ -451,6 +461,10 @@ int main(int argc, char **argv)
 			continue;
 		if (opt == 'f' && bench_parse_uint(optarg, 1, DISPATCH_GROUPS_MAX, &forward) == 0)
 			continue;
+		if (opt == 'b') {
+			desc.on_batch = on_batch;
+			continue;
+		}
 		if (opt == 'h') {
 			usage(stdout);
 			return 0;

@@ -103,14 +103,9 @@ __attribute__((always_inline)) static inline void invoke(struct shoal_ctx *ctx, 
 	ctx->cur = saved;
 }
 
-/*
- * A handler's request polls, and its pass releases the rings it reads:
- * the record the handler has in hand among them, which its sender may then
- * overwrite while the handler waits. Before that, the payload is copied
- * into memory of ours and the handler's message points there (freed when
- * the handler returns), so that what it reads after the request is what it
- * was sent (group.h, lifecycle rule 4). Out of memory: left in place.
- */
+/* shoal__pin_message() (below) for a handler of a batch (take_batch()):
+ * every payload of the batch, in one allocation, each message pointed at
+ * its copy. */
 static void pin_batch(struct shoal__held_msg *h)
 {
 	struct shoal__batch *b = h->batch;
@@ -133,6 +128,14 @@ static void pin_batch(struct shoal__held_msg *h)
 	h->m.data = b->m[0].data;
 }
 
+/*
+ * A handler's request polls, and its pass releases the rings it reads:
+ * the record the handler has in hand among them, which its sender may then
+ * overwrite while the handler waits. Before that, the payload is copied
+ * into memory of ours and the handler's message points there (freed when
+ * the handler returns), so that what it reads after the request is what it
+ * was sent (group.h, lifecycle rule 4). Out of memory: left in place.
+ */
 void shoal__pin_message(struct shoal_ctx *ctx)
 {
 	struct shoal__held_msg *h = ctx->cur_msg;

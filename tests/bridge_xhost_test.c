@@ -18,7 +18,8 @@
  * of 64 B and 1 KiB, one at a time and thousands of them, reach the
  * responder once each and in order, one per poll of budget 1 (as a
  * ping-pong benchmark's server takes them), and each answer is its
- * request's payload.
+ * request's payload. Notes whose envelope a hostile sender broke stop at
+ * its host's bridge, counted malformed; the good ones around them cross.
  *
  * This program is also the groups' program (`--role requester|responder`),
  * so that the test needs nothing beside itself and `shoal`. The groups
@@ -68,6 +69,8 @@
 #define IDLE_TIMEOUT_S 20
 #define ECHO_ROUNDS 1000            /* requests of each size, one at a time */
 #define ECHO_BIG 1024u              /* the second size; the first is 64 B */
+#define FORGE_EVERY 10u             /* mode forge: a broken note after every 10th good one */
+#define FORGED UINT64_C(1000000)    /* the broken notes' sequence numbers, from here up */
 
 enum { T_ASK = 1, T_NOTE = 2, T_FEED = 3, T_ECHO = 4 };
 
@@ -226,6 +229,35 @@ static int echo(struct shoal_ctx *ctx, uint64_t dest, uint64_t seq)
 	return ret;
 }
 
+/*
+ * Mode forge's broken note k: its envelope broken between shoal_reserve()
+ * and shoal_commit(), as a hostile process could break it at any time: a
+ * length that is not its record's, type 0, or a flag no sender sets, in
+ * turn. Tried again while the way is full.
+ */
+static int forge(struct shoal_ctx *ctx, uint64_t dest, uint64_t k)
+{
+	uint64_t seq = FORGED + k;
+	struct shoal_envelope *env;
+	void *buf;
+	int ret;
+
+	while ((ret = shoal_reserve(ctx, dest, T_NOTE, sizeof(seq), &buf)) == -EAGAIN)
+		usleep(1000);
+	if (ret < 0)
+		return ret;
+	memcpy(buf, &seq, sizeof(seq));
+	env = (struct shoal_envelope *)(void *)((unsigned char *)buf - sizeof(*env));
+	if (k % 3 == 0)
+		env->len += 8;
+	else if (k % 3 == 1)
+		env->type = 0;
+	else
+		env->flags |= 1u << 30;
+	shoal_commit(ctx);
+	return 0;
+}
+
 static int requester(const char *mode)
 {
 	struct shoal_group_desc d = { .types = types, .n_types = N_TYPES, .node = -1 };
@@ -277,6 +309,15 @@ static int requester(const char *mode)
 		for (uint64_t i = 0; i < FEEDS && ret == 0; i++)
 			ret = shoal_send(ctx, T_FEED, &i, sizeof(i));
 		logf_line("feeds %d\n", ret);
+	} else if (strcmp(mode, "forge") == 0) {
+		uint64_t forged = 0;
+
+		for (uint64_t i = 0; i < NOTES && ret == 0; i++) {
+			ret = shoal_send_to(ctx, dest, T_NOTE, &i, sizeof(i));
+			if (ret == 0 && i % FORGE_EVERY == FORGE_EVERY - 1)
+				ret = forge(ctx, dest, forged++);
+		}
+		logf_line("forge %d %llu\n", ret, (unsigned long long)forged);
 	} else if (strcmp(mode, "idle") == 0) {
 		for (uint64_t i = 0; i < IDLE_ASKS && ret == 0; i++) {
 			uint64_t r = 0;
@@ -363,7 +404,7 @@ static int group_main(int argc, char **argv)
 	if (strcmp(role, "responder") == 0)
 		return shoal_group_main(&d, argc, argv);
 	fprintf(stderr, "usage: %s --role requester|responder --log FILE "
-		"[--mode notes|hold|flood|idle|echo] [--stall FILE]\n", argv[0]);
+		"[--mode notes|hold|flood|idle|echo|forge] [--stall FILE]\n", argv[0]);
 	return 2;
 }
 
@@ -372,7 +413,7 @@ static int group_main(int argc, char **argv)
 static struct test_netns hosts;
 static const char *skip_reason;
 static char self[PATH_MAX], dir[64], shm[2][96], out[2][128], cfg_notes[128], cfg_hold[128],
-	    cfg_proc[128], cfg_flood[128], cfg_idle[128], cfg_echo[128];
+	    cfg_proc[128], cfg_flood[128], cfg_idle[128], cfg_echo[128], cfg_forge[128];
 static char log_req[128], log_resp[128], stall[128];
 static pid_t run[2];
 static const char *const name[2] = { "a", "b" };
@@ -486,12 +527,14 @@ static int setup(void **state)
 	snprintf(cfg_flood, sizeof(cfg_flood), "%s/xf.yaml", dir);
 	snprintf(cfg_idle, sizeof(cfg_idle), "%s/xi.yaml", dir);
 	snprintf(cfg_echo, sizeof(cfg_echo), "%s/xe.yaml", dir);
+	snprintf(cfg_forge, sizeof(cfg_forge), "%s/xg.yaml", dir);
 	snprintf(stall, sizeof(stall), "%s/go", dir);
 	if (write_cfg(cfg_notes, "xn", PORT, "notes", "1MiB", LINK_TIMERS, NULL) < 0 ||
 	    write_cfg(cfg_hold, "xh", PORT + 1, "hold", "1MiB", LINK_TIMERS, NULL) < 0 ||
 	    write_cfg(cfg_proc, "xp", PORT + 2, "hold", "1MiB", LINK_TIMERS, NULL) < 0 ||
 	    write_cfg(cfg_idle, "xi", PORT + 4, "idle", "1MiB", LINK_TIMERS_SLOW, NULL) < 0 ||
-	    write_cfg(cfg_echo, "xe", PORT + 5, "echo", "1MiB", LINK_TIMERS, NULL) < 0)
+	    write_cfg(cfg_echo, "xe", PORT + 5, "echo", "1MiB", LINK_TIMERS, NULL) < 0 ||
+	    write_cfg(cfg_forge, "xg", PORT + 6, "forge", "1MiB", LINK_TIMERS, NULL) < 0)
 		return -1;
 	return write_cfg(cfg_flood, "xf", PORT + 3, "flood", "64KiB", LINK_TIMERS, stall);
 }
@@ -663,6 +706,26 @@ static unsigned direct_rings_of(int side, const char *system, const char *group,
 				 st.capacity, cap);
 		n++;
 	}
+	shoal_seg_detach(&seg);
+	shm_leave(saved);
+	return n;
+}
+
+/* Records the bridge of host `side` (system `system`) counted malformed in
+ * its mailbox, over its workers. */
+static uint64_t bridge_malformed(int side, const char *system)
+{
+	char seg_name[SHOAL_SEG_NAME_MAX], *saved = shm_enter(side);
+	struct shoal__mbx_hdr *h;
+	struct shoal_seg seg;
+	uint64_t n = 0;
+
+	assert_int_equal(shoal__name_mailbox(seg_name, system, "bridge"), 0);
+	assert_int_equal(shoal_seg_attach(&seg, seg_name, SHOAL_SEG_RDONLY, NULL), 0);
+	h = shoal__mailbox_hdr(&seg);
+	assert_non_null(h);
+	for (uint32_t w = 0; w < h->n_workers; w++)
+		n += atomic_load(&h->w[w].malformed);
 	shoal_seg_detach(&seg);
 	shm_leave(saved);
 	return n;
@@ -880,6 +943,45 @@ static void xhost_requests_one_at_a_time_arrive_once_in_order(void **state)
 	stop_run(1);
 }
 
+/*
+ * A hostile sender on a: after every tenth good note, one whose envelope it
+ * broke after shoal_reserve() (a length not its record's, type 0, a flag
+ * no sender sets). a's bridge refuses each, whether it read that record in
+ * a run (its run reader, runtime/bridge/bridge.c) or alone, and counts it
+ * malformed in its mailbox; it carries every good note, and b's responder
+ * sees each once, in order, and nothing else.
+ */
+static void xhost_forged_envelopes_stop_at_the_senders_bridge(void **state)
+{
+	uint64_t forged = NOTES / FORGE_EVERY, malformed = 0;
+	char *text, *p;
+	unsigned long long said = 0;
+	int ret = 1;
+
+	(void)state;
+	begin(cfg_forge);
+	expect_in(log_req, "requests 0\n");
+	expect_in(log_req, "\nforge ");
+	text = slurp(log_req);
+	p = strstr(text, "\nforge ");
+	assert_int_equal(sscanf(p + 1, "forge %d %llu", &ret, &said), 2);
+	free(text);
+	assert_int_equal(ret, 0);
+	assert_int_equal(said, forged);
+	expect_seq("note", NOTES - 1);
+	/* The last good note came after the last broken one. */
+	for (int ms = 0; ms < WAIT_MS && (malformed = bridge_malformed(0, "xg")) < forged; ms += 50)
+		usleep(50000);
+	if (malformed != forged) {
+		show_outputs();
+		fail_msg("a's bridge counted %llu malformed records, %llu were sent",
+			 (unsigned long long)malformed, (unsigned long long)forged);
+	}
+	stop_run(0);
+	stop_run(1);
+	check_seq("note", NOTES);
+}
+
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
@@ -889,6 +991,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(xhost_responder_killed_ends_request_with_ownerdead),
 		cmocka_unit_test(xhost_idle_bridges_wake_for_each_message),
 		cmocka_unit_test(xhost_requests_one_at_a_time_arrive_once_in_order),
+		cmocka_unit_test(xhost_forged_envelopes_stop_at_the_senders_bridge),
 	};
 	const char *why;
 

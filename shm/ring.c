@@ -496,12 +496,11 @@ static bool prod_run_room(struct shoal_ring_prod *p, uint32_t need, unsigned wan
 	return true;
 }
 
-unsigned shoal_ring_reserve_run(struct shoal_ring_prod *p, uint32_t len, uint16_t tag, unsigned n,
-				void **first)
+unsigned shoal_ring_claim_run(struct shoal_ring_prod *p, uint32_t len, uint16_t tag, unsigned n,
+			      void **first)
 {
 	uint32_t cap = p->mask + 1, need, off;
-	uint64_t hdr = shoal__ring_hdr(len, tag, 0);
-	unsigned char *run, *h, *end, *one = NULL;
+	unsigned char *one = NULL;
 	unsigned k;
 
 	if (SHOAL_UNLIKELY(n == 0 || len > p->max_payload || p->err))
@@ -527,12 +526,29 @@ unsigned shoal_ring_reserve_run(struct shoal_ring_prod *p, uint32_t len, uint16_
 			prod_note_full(p);
 		return 0;
 	}
-	run = p->data + off;
+	/* k * need <= cap - off: the run stays in the data area. */
+	p->tail += k * need;
+	p->pending += k;
+	p->bytes_in += (uint64_t)k * len;
+	*first = one != NULL ? one : p->data + off + SHOAL_RING_REC_HDR;
+	return k + (one != NULL);
+}
+
+unsigned shoal_ring_reserve_run(struct shoal_ring_prod *p, uint32_t len, uint16_t tag, unsigned n,
+				void **first)
+{
+	uint64_t hdr = shoal_ring_run_hdr(len, tag);
+	uint32_t need = shoal__ring_rec_size(len);
+	unsigned char *h, *end;
+	void *run;
+	unsigned k = shoal_ring_claim_run(p, len, tag, n, &run);
+
+	if (k == 0)
+		return 0;
 	/* Relaxed, one 64-bit store each: published by R1 at commit, like the
-	 * payload. k * need <= cap - off, so the run stays in the data area. */
-	h = run;
-	end = run + k * need;
-	/* Four a step: one loop branch per four records. */
+	 * payload. Four a step: one loop branch per four records. */
+	h = (unsigned char *)run - SHOAL_RING_REC_HDR;
+	end = h + (size_t)k * need;
 	for (; (size_t)(end - h) >= 4 * (size_t)need; h += 4 * need) {
 		shoal_store_relaxed(hdr_at(h, 0), hdr);
 		shoal_store_relaxed(hdr_at(h, need), hdr);
@@ -541,11 +557,8 @@ unsigned shoal_ring_reserve_run(struct shoal_ring_prod *p, uint32_t len, uint16_
 	}
 	for (; h != end; h += need)
 		shoal_store_relaxed(hdr_at(h, 0), hdr);
-	p->tail += k * need;
-	p->pending += k;
-	p->bytes_in += (uint64_t)k * len;
-	*first = one != NULL ? one : run + SHOAL_RING_REC_HDR;
-	return k + (one != NULL);
+	*first = run;
+	return k;
 }
 
 void shoal_ring_cancel(struct shoal_ring_prod *p)

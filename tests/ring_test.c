@@ -177,9 +177,11 @@ static void ring_check_counts_pending_records(void **state)
 
 /*
  * The same fill and drain in runs: runs of up to 3 records, one tag per run,
- * reserved until the ring refuses; read back by turns in runs of up to 8 and
- * in bursts of up to 5. Every record comes back once, in order, inside the
- * data area, with its run's tag.
+ * reserved until the ring refuses, every other run claimed instead
+ * (shoal_ring_claim_run(): each record's header written here, before its
+ * payload); read back by turns in runs of up to 8 and in bursts of up to 5.
+ * Every record comes back once, in order, inside the data area, with its
+ * run's tag.
  */
 static void ring_runs_fill_to_full_then_drain_in_order(void **state)
 {
@@ -192,11 +194,17 @@ static void ring_runs_fill_to_full_then_drain_in_order(void **state)
 	unsigned k;
 	void *first;
 
-	for (uint16_t r = 0; (k = shoal_ring_reserve_run(&f->p, f->len, r, 1 + r % 3, &first)) > 0;
+	for (uint16_t r = 0;
+	     (k = r % 2 ? shoal_ring_claim_run(&f->p, f->len, r, 1 + r % 3, &first) :
+			  shoal_ring_reserve_run(&f->p, f->len, r, 1 + r % 3, &first)) > 0;
 	     r++) {
 		assert_true(k <= 1u + r % 3);
 		for (unsigned i = 0; i < k; i++, n++) {
-			fill_pattern((unsigned char *)first + i * stride, f->len, n);
+			unsigned char *rec = (unsigned char *)first + i * stride;
+
+			if (r % 2)
+				shoal_ring_put_hdr(rec, shoal_ring_run_hdr(f->len, r));
+			fill_pattern(rec, f->len, n);
 			tags[n] = r;
 		}
 		shoal_ring_commit(&f->p);

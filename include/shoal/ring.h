@@ -263,6 +263,35 @@ static inline uint32_t shoal_ring_stride(uint32_t len)
 SHOAL_API unsigned shoal_ring_reserve_run(struct shoal_ring_prod *p, uint32_t len, uint16_t tag,
 					  unsigned n, void **first);
 
+/*
+ * shoal_ring_reserve_run() without the headers: the caller writes each
+ * record's header before the commit, shoal_ring_put_hdr(payload,
+ * shoal_ring_run_hdr(len, tag)) (or copies that word there). A producer
+ * that writes each record whole, its header and then its payload, before
+ * the next one writes every line of the run once, in order; the headers in
+ * a loop first and the payloads after make two passes over the run's
+ * lines, which a producer far from its consumer pays for (bench/SUITE.md,
+ * "Bursts written record by record"). Returns, sets and fails as
+ * shoal_ring_reserve_run(); records whose header is not written before the
+ * commit are garbage to the consumer (it condemns the ring).
+ */
+SHOAL_API unsigned shoal_ring_claim_run(struct shoal_ring_prod *p, uint32_t len, uint16_t tag,
+					unsigned n, void **first);
+
+/* The header word of each record of a run of `len`-byte payloads with `tag`. */
+static inline uint64_t shoal_ring_run_hdr(uint32_t len, uint16_t tag)
+{
+	return shoal__ring_hdr(len, tag, 0);
+}
+
+/* Write header word `hdr` before the payload at `payload` (a relaxed 64-bit
+ * store: published by the commit with the payload). */
+static inline void shoal_ring_put_hdr(void *payload, uint64_t hdr)
+{
+	__atomic_store_n((uint64_t *)(void *)((unsigned char *)payload - SHOAL_RING_REC_HDR), hdr,
+			 __ATOMIC_RELAXED);
+}
+
 /* Where the producer's tail and record and byte counts are in a ring's
  * control block (shm/ring_layout.h asserts them), for the inline
  * shoal_ring_commit() below and shoal_ring_empty(). */

@@ -1239,17 +1239,21 @@ static void burst_publish(struct shoal_ctx *ctx, const struct burst *b, uint32_t
 
 /*
  * Write k messages of one type and length, msgs[0..k), the first the i-th
- * of its burst, into the records reserved from `dst` on, `stride` bytes
- * apart: envelope in place, then the payload, copied `w` bytes twice
- * (copy_width(); 0: memcpy()). Always inlined, once for each width, so
- * that the loop's copy is a few moves.
+ * of its burst, into the records claimed from `dst` on, `stride` bytes
+ * apart, each whole before the next: its header, its envelope in place,
+ * then the payload, copied `w` bytes twice (copy_width(); 0: memcpy()).
+ * Always inlined, once for each width, so that the loop's copy is a few
+ * moves.
  */
 static inline __attribute__((always_inline)) void
 burst_fill_w(const struct env_common *ec, unsigned char *dst, uint32_t stride,
 	     const struct shoal_burst_msg *msgs, uint32_t k, uint32_t type, uint32_t len,
 	     uint32_t i, uint32_t w)
 {
+	uint64_t hdr = shoal_ring_run_hdr(ENV_SIZE + len, 0);
+
 	for (uint32_t j = 0; j < k; j++, dst += stride) {
+		shoal_ring_put_hdr(dst, hdr);
 		env_put(ec, dst, type, len, i + j);
 		if (w == 0)
 			memcpy(dst + ENV_SIZE, msgs[j].buf, len);
@@ -1286,8 +1290,9 @@ static inline uint64_t burst_key(const struct shoal_burst_msg *m)
 /*
  * Send msgs[0..n) into b's ring, in order, each checked as its single form
  * checks it. Messages of one type and length in a row (a burst often is
- * all one) are one run: checked once, reserved with one room check and
- * their headers written in one loop (shoal_ring_reserve_run()). A ring that
+ * all one) are one run: checked once, claimed with one room check
+ * (shoal_ring_claim_run()) and written record by record, each whole before
+ * the next (burst_fill_w()), one pass over the run's lines. A ring that
  * fills is published, then waited on as `sw` says (NULL: the burst stops
  * there). Returns 0 or why it stopped; *sent: how many were sent, all of
  * them published. The loop keeps what it needs in locals: its stores into
@@ -1334,7 +1339,7 @@ static int burst_send(struct shoal_ctx *ctx, const struct burst *b,
 			dst = shoal_ring_reserve(p, ENV_SIZE + len, 0);
 			k = dst != NULL;
 		} else {
-			k = shoal_ring_reserve_run(p, ENV_SIZE + len, 0, run, &dst);
+			k = shoal_ring_claim_run(p, ENV_SIZE + len, 0, run, &dst);
 		}
 		if (k == 0) {
 			/* Full, or an error: what is reserved goes first (a wait

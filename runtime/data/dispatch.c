@@ -709,13 +709,13 @@ static __attribute__((noinline)) bool one_output(const struct hop *hops, uint32_
 
 /*
  * Copy records[0 .. n), every one routed by hop_find() to the same output
- * and of the same length, into one run reserved on that output
- * (shoal_ring_reserve_run(): one space check and one index update for
- * them all, where shoal_ring_reserve() does both per record). Records that
- * lie one after the other in the uplink, as a run reserved lies in the
- * output, are copied with one memcpy(), the uplink's record headers
- * between them included; then each record gets the header the reserve
- * wrote and hop_find()'s checked fields stored over it, so that the copy
+ * and of the same length, into one run claimed on that output
+ * (shoal_ring_claim_run(): one space check and one index update for them
+ * all, where shoal_ring_reserve() does both per record; the headers are
+ * ours to write). Records that lie one after the other in the uplink, as a
+ * run claimed lies in the output, are copied with one memcpy(), the
+ * uplink's record headers between them included; then each record gets
+ * its header and hop_find()'s checked fields stored over it, so that the copy
  * carries what was checked whatever the sender rewrote meanwhile. Returns
  * how many were copied, fewer where the ring's end or its free room cut the
  * run, 0 when none fit: hop_copy() then takes the rest one by one. Out of
@@ -727,14 +727,13 @@ static __attribute__((noinline)) uint32_t copy_run(struct shoal__dispatcher *d,
 {
 	struct output *o = hops[0].o;
 	uint32_t len = recs[0].len, stride = shoal_ring_stride(len);
+	uint64_t hdr = shoal_ring_run_hdr(len, 0);
 	void *first;
-	unsigned m = shoal_ring_reserve_run(&o->p, len, 0, n, &first);
+	unsigned m = shoal_ring_claim_run(&o->p, len, 0, n, &first);
 	unsigned char *dst = first;
-	unsigned char hdr[SHOAL_RING_REC_HDR];
 
 	if (m == 0)
 		return 0;
-	memcpy(hdr, dst - SHOAL_RING_REC_HDR, sizeof(hdr));
 	/* The uplink's records follow one another in ring order, each one
 	 * stride or more after the one before until the ring wraps, and
 	 * those after a wrap lie before the first: the last one stride by
@@ -743,12 +742,14 @@ static __attribute__((noinline)) uint32_t copy_run(struct shoal__dispatcher *d,
 	    (const unsigned char *)recs[0].data + (size_t)(m - 1) * stride) {
 		memcpy(dst, recs[0].data, (size_t)(m - 1) * stride + len);
 		for (uint32_t i = 0; i < m; i++, dst += stride) {
-			memcpy(dst - SHOAL_RING_REC_HDR, hdr, sizeof(hdr));
+			shoal_ring_put_hdr(dst, hdr);
 			patch_rec(dst, &hops[i]);
 		}
 	} else {
-		for (uint32_t i = 0; i < m; i++, dst += stride)
+		for (uint32_t i = 0; i < m; i++, dst += stride) {
+			shoal_ring_put_hdr(dst, hdr);
 			copy_rec(dst, recs[i].data, &hops[i]);
+		}
 	}
 	written(d, o, hops[0].g, m);
 	return m;

@@ -496,8 +496,9 @@ static bool prod_run_room(struct shoal_ring_prod *p, uint32_t need, unsigned wan
 	return true;
 }
 
-unsigned shoal_ring_claim_run(struct shoal_ring_prod *p, uint32_t len, uint16_t tag, unsigned n,
-			      void **first)
+/* shoal_ring_claim_run(), inlined into it and into shoal_ring_reserve_run(). */
+static inline unsigned claim_run(struct shoal_ring_prod *p, uint32_t len, uint16_t tag, unsigned n,
+				 void **first)
 {
 	uint32_t cap = p->mask + 1, need, off;
 	unsigned char *one = NULL;
@@ -534,6 +535,12 @@ unsigned shoal_ring_claim_run(struct shoal_ring_prod *p, uint32_t len, uint16_t 
 	return k + (one != NULL);
 }
 
+unsigned shoal_ring_claim_run(struct shoal_ring_prod *p, uint32_t len, uint16_t tag, unsigned n,
+			      void **first)
+{
+	return claim_run(p, len, tag, n, first);
+}
+
 unsigned shoal_ring_reserve_run(struct shoal_ring_prod *p, uint32_t len, uint16_t tag, unsigned n,
 				void **first)
 {
@@ -541,7 +548,7 @@ unsigned shoal_ring_reserve_run(struct shoal_ring_prod *p, uint32_t len, uint16_
 	uint32_t need = shoal__ring_rec_size(len);
 	unsigned char *h, *end;
 	void *run;
-	unsigned k = shoal_ring_claim_run(p, len, tag, n, &run);
+	unsigned k = claim_run(p, len, tag, n, &run);
 
 	if (k == 0)
 		return 0;

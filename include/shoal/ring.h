@@ -196,6 +196,20 @@ static inline uint64_t shoal__ring_hdr(uint32_t len, uint16_t tag, uint16_t flag
  * oversized record, a handle in its error state. */
 SHOAL_API void *shoal__ring_reserve_slow(struct shoal_ring_prod *p, uint32_t len, uint16_t tag);
 
+/* The header word of each record of a run of `len`-byte payloads with `tag`. */
+static inline uint64_t shoal_ring_run_hdr(uint32_t len, uint16_t tag)
+{
+	return shoal__ring_hdr(len, tag, 0);
+}
+
+/* Write header word `hdr` before the payload at `payload` (a relaxed 64-bit
+ * store: published by the commit with the payload). */
+static inline void shoal_ring_put_hdr(void *payload, uint64_t hdr)
+{
+	__atomic_store_n((uint64_t *)(void *)((unsigned char *)payload - SHOAL_RING_REC_HDR), hdr,
+			 __ATOMIC_RELAXED);
+}
+
 /*
  * Reserve room for a record of `len` payload bytes, after any records already
  * reserved and not committed. Returns a pointer to write the payload to, or
@@ -217,16 +231,13 @@ static inline void *shoal_ring_reserve(struct shoal_ring_prod *p, uint32_t len, 
 	/* len <= max_payload < 2^30 first, so `need` did not wrap; limit -
 	 * tail is at most the capacity. */
 	if (__builtin_expect(len <= p->max_payload && need <= p->limit - tail, 1)) {
-		unsigned char *rec = p->data + (tail & p->mask);
+		unsigned char *payload = p->data + (tail & p->mask) + SHOAL_RING_REC_HDR;
 
-		/* Relaxed, one 64-bit store; published by R1 at commit,
-		 * like the payload. */
-		__atomic_store_n((uint64_t *)(void *)rec, shoal__ring_hdr(len, tag, 0),
-				 __ATOMIC_RELAXED);
+		shoal_ring_put_hdr(payload, shoal_ring_run_hdr(len, tag));
 		p->tail = tail + need;
 		p->pending++;
 		p->bytes_in += len;
-		return rec + SHOAL_RING_REC_HDR;
+		return payload;
 	}
 	return shoal__ring_reserve_slow(p, len, tag);
 }
@@ -277,20 +288,6 @@ SHOAL_API unsigned shoal_ring_reserve_run(struct shoal_ring_prod *p, uint32_t le
  */
 SHOAL_API unsigned shoal_ring_claim_run(struct shoal_ring_prod *p, uint32_t len, uint16_t tag,
 					unsigned n, void **first);
-
-/* The header word of each record of a run of `len`-byte payloads with `tag`. */
-static inline uint64_t shoal_ring_run_hdr(uint32_t len, uint16_t tag)
-{
-	return shoal__ring_hdr(len, tag, 0);
-}
-
-/* Write header word `hdr` before the payload at `payload` (a relaxed 64-bit
- * store: published by the commit with the payload). */
-static inline void shoal_ring_put_hdr(void *payload, uint64_t hdr)
-{
-	__atomic_store_n((uint64_t *)(void *)((unsigned char *)payload - SHOAL_RING_REC_HDR), hdr,
-			 __ATOMIC_RELAXED);
-}
 
 /* Where the producer's tail and record and byte counts are in a ring's
  * control block (shm/ring_layout.h asserts them), for the inline

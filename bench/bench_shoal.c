@@ -2,10 +2,12 @@
 /*
  * Shoal's rings as contenders.
  *
- * "shoal": throughput (reserve + commit per batch, peek_burst + release per
- * batch) and ping-pong, busy polling on both sides like rte_ring; the wake
- * sample (consumer asleep on the doorbell: prepare, look again, wait) and
- * the spin sweep (shoal_doorbell_poll_wait() at a given spin budget).
+ * "shoal": throughput (a batch of one: reserve; a batch: a run claimed and
+ * each record written whole, header first; one commit per batch;
+ * peek_burst + release per batch) and ping-pong, busy polling on both
+ * sides like rte_ring; the wake sample (consumer asleep on the doorbell:
+ * prepare, look again, wait) and the spin sweep
+ * (shoal_doorbell_poll_wait() at a given spin budget).
  * "shoal-db": the same throughput with shoal_doorbell_notify() after every
  * commit, as a producer must when its consumer may sleep; the consumer still
  * busy polls, so the difference is the cost of the notify itself.
@@ -105,13 +107,28 @@ static inline __attribute__((always_inline)) int tput_tx(struct bench_side *s, b
 	bench_side_ready(s);
 	while (!last) {
 		last = bench_time_up(s, seq);
-		for (uint32_t i = 0; i < batch; i++, seq++) {
-			void *dst = reserve_spin(&p, size);
+		for (uint32_t i = 0; i < batch;) {
+			void *first;
+			/* One message: the inline reserve. A batch: a run
+			 * claimed, each record written whole before the next
+			 * (shoal_ring_claim_run()). */
+			unsigned k = batch == 1 ? (first = reserve_spin(&p, size)) != NULL :
+				     shoal_ring_claim_run(&p, size, 0, batch - i, &first);
+			unsigned char *dst = first;
 
-			if (dst == NULL)
-				return bench_fail(s, -EUCLEAN, "reserve: ring corrupted");
-			bench_copy(dst, tmpl, size);
-			bench_msg_stamp(dst, size, seq | (last && i + 1 == batch ? BENCH_STOP : 0));
+			if (k == 0) {
+				if (shoal_ring_prod_error(&p))
+					return bench_fail(s, -EUCLEAN, "reserve: ring corrupted");
+				bench_relax();
+				continue;
+			}
+			for (; k > 0; k--, i++, seq++, dst += shoal_ring_stride(size)) {
+				if (batch > 1)
+					shoal_ring_put_hdr(dst, shoal_ring_run_hdr(size, 0));
+				bench_copy(dst, tmpl, size);
+				bench_msg_stamp(dst, size,
+						seq | (last && i + 1 == batch ? BENCH_STOP : 0));
+			}
 		}
 		shoal_ring_commit(&p);
 		if (notify)
@@ -373,8 +390,9 @@ static int shoal_spin_rx(struct bench_side *s)
 
 const struct bench_contender bench_shoal = {
 	.name = "shoal",
-	.what = "Shoal SPSC record ring: reserve+commit per batch / peek_burst+release per "
-		"batch, busy poll; wake: doorbell prepare/wait; spin: doorbell poll_wait",
+	.what = "Shoal SPSC record ring: reserve (batch 1) or claim_run (a batch) + commit per "
+		"batch / peek_burst+release per batch, busy poll; wake: doorbell prepare/wait; "
+		"spin: doorbell poll_wait",
 	.prepare = shoal_prepare,
 	.role = {
 		[BENCH_TPUT] = { shoal_tput_tx, shoal_tput_rx },

@@ -524,6 +524,8 @@ static void poison_handler(struct shoal_actor *a, const struct shoal_msg *m)
 {
 	struct msg v;
 
+	while (((const struct child *)a->user)->mode == 1 && !atomic_load(&rt_res->go))
+		usleep(1000);   /* poison_batch() says why */
 	memcpy(&v, m->data, sizeof(v));
 	if (v.seq == POISON_SEQ) {
 		atomic_fetch_add(&rt_res->per_actor[0][1], 1);
@@ -534,8 +536,10 @@ static void poison_handler(struct shoal_actor *a, const struct shoal_msg *m)
 }
 
 /*
- * The same as an on_batch handler (mode 1): the first process's first call
- * waits for `go`, so that the rest come as batches after it. Where each
+ * The same as an on_batch handler (mode 1): in that mode the first process's
+ * first call, of either handler, waits for `go`, which the test sets once
+ * the router delivered all 20, so that the rest wait in the ring and come
+ * as batches after it, whatever the pace of the producer. Where each
  * crash came: per_actor[0][0] in a batch, [0][1] alone (poison_handler),
  * [0][2] the poison's index in the first batch it killed, plus one.
  */
@@ -624,7 +628,16 @@ static unsigned poison_run(const char *system, struct child *c)
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
 	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
 					 60000), 0);
-	atomic_store(&rt_res->go, 1);   /* all sent: an on_batch group takes batches now */
+	/* All delivered: an on_batch group takes batches now (poison_batch()). */
+	for (int i = 0; i < 30000; i++) {
+		uint64_t delivered, full;
+
+		group_drops(id, &delivered, &full);
+		if (delivered >= POISON_N)
+			break;
+		usleep(1000);
+	}
+	atomic_store(&rt_res->go, 1);
 	while (died < crashes) {
 		int status = test_wait_pid(pc, 10000);
 

@@ -429,12 +429,21 @@ static void fw_handler(struct shoal_actor *a, const struct shoal_msg *m)
 	atomic_fetch_add(&rt_res->count[((const struct child *)a->user)->index], 1);
 }
 
+/* The same as an on_batch handler (mode 1): the copies another worker
+ * forwarded come in batches from the ring between them. */
+static void fw_batch(struct shoal_actor *a, const struct shoal_msg *msgs, uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++)
+		fw_handler(a, &msgs[k]);
+}
+
 static int fw_main(void *arg)
 {
 	struct child *c = arg;
 	struct shoal_group_desc d = {
 		.name = c->name, .n_workers = 2, .n_actors = 2, .node = -1, .types = rt_types,
 		.n_types = RT_N_TYPES, .on_message = fw_handler, .route = fw_route, .user = c,
+		.on_batch = c->mode == 1 ? fw_batch : NULL,
 	};
 	struct shoal_group *g;
 
@@ -475,17 +484,16 @@ static void tally(const char *group, uint64_t *handled, uint64_t *lost, uint64_t
  * process-private rings between them is counted (forward_lost), so every
  * accepted message is handled or counted, exactly.
  */
-static void runtime_killed_two_worker_group_counts_lost_forwards(void **state)
+static void killed_two_workers(const char *system, int mode)
 {
-	struct child fw = { .index = 0, .name = "fw" };
+	struct child fw = { .index = 0, .name = "fw", .mode = mode };
 	struct child prod = { .index = 1, .name = "prod", .n = FW_N, .type = T_PING };
 	uint64_t handled = 0, lost = 0, aside;
 	pid_t p1, p2, pp;
 	int id;
 
-	(void)state;
 	memset((void *)seen, 0, FW_N);
-	id = start_consumer("fl-fwkill", fw_main, &fw, 2, 2, &p1);
+	id = start_consumer(system, fw_main, &fw, 2, 2, &p1);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
 	pp = test_spawn(rt_producer_main, &prod, sizeof(prod));
 	for (int i = 0; atomic_load(&rt_res->count[0]) < 50; i++) {
@@ -513,6 +521,23 @@ static void runtime_killed_two_worker_group_counts_lost_forwards(void **state)
 	assert_int_equal(aside, 0);
 	rt_stop_and_reap(&p2, 1);
 	rt_stop_router();
+}
+
+static void runtime_killed_two_worker_group_counts_lost_forwards(void **state)
+{
+	(void)state;
+	killed_two_workers("fl-fwkill", 0);
+}
+
+/*
+ * The same with on_batch: the forwarded copies a worker takes in a batch
+ * are counted taken (fwd_taken) as one by one, so that what a kill left
+ * between the workers is counted lost exactly.
+ */
+static void runtime_killed_two_worker_group_with_batches_counts_lost_forwards(void **state)
+{
+	(void)state;
+	killed_two_workers("fl-fwkillb", 1);
 }
 
 /* ---- a message that kills its handler ---------------------------------------- */
@@ -727,6 +752,7 @@ int main(void)
 		cmocka_unit_test(runtime_direct_send_reaches_actor_and_group),
 		cmocka_unit_test(runtime_blocking_send_to_failed_target_returns_ehostdown),
 		cmocka_unit_test(runtime_killed_two_worker_group_counts_lost_forwards),
+		cmocka_unit_test(runtime_killed_two_worker_group_with_batches_counts_lost_forwards),
 		cmocka_unit_test(runtime_message_that_keeps_crashing_its_handler_is_set_aside),
 		cmocka_unit_test(runtime_message_that_crashes_a_batch_is_found_and_set_aside),
 	};

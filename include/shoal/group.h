@@ -106,16 +106,17 @@ struct shoal_group_desc {
 	 * inbound ring for the same actor, up to 32, as one array: one call,
 	 * and the counters and the crash mark once a batch. A message that came
 	 * alone, requests, messages to the group as a whole that `route`
-	 * decides, broadcasts, messages handled again after a crash (the 32
-	 * records after the one a process died on) and anything the worker
-	 * forwards go to on_message, one by one; so does every message a
-	 * worker of a group of several takes from the group's mailbox (each is
-	 * released before the copies it may forward). Rule 4 holds for every
-	 * message of the array: a shoal_request() inside on_batch may move all
-	 * their payloads (read msgs[i].data after it). Messages sent from
-	 * on_batch carry the first message's trace id. A message that kills
-	 * its handler is set aside after one more crash than rule 6 says: the
-	 * first kills the batch, then it is handled alone.
+	 * decides, broadcasts and messages handled again after a crash (the 32
+	 * records after the one a process died on) go to on_message, one by
+	 * one; so does every message of a group of several workers (they take
+	 * the mailbox one record at a time, each released before the copies it
+	 * forwards, and count each copy as it is handled, so that a kill counts
+	 * exactly what it lost: rule 6). Rule 4 holds for every message of the
+	 * array: a shoal_request() inside on_batch may move all their payloads
+	 * (read msgs[i].data after it). Messages sent from on_batch carry the
+	 * first message's trace id. A message that kills its handler is set
+	 * aside after one more crash than rule 6 says: the first kills the
+	 * batch, then it is handled alone.
 	 */
 	void (*on_batch)(struct shoal_actor *a, const struct shoal_msg *msgs, uint32_t n);
 };

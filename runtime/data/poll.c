@@ -531,9 +531,14 @@ void shoal__relay_latency(struct shoal_ctx *ctx, uint64_t send_ns)
  * ctx->single says so. `mark` is the next record's. Each envelope is copied
  * and its copy checked, as handle_record() does; the batch is marked in
  * hand by its first record's mark. Returns how many it handed.
+ *
+ * Mailbox rings only: a kill in the middle of a batch leaves its records
+ * to the next process, as for one message. The copies workers forward to
+ * each other are not redelivered but counted lost (forward()), each unless
+ * counted taken after its handler: a batch could not say which of its
+ * copies its handler had finished, and would count those lost as well.
  */
-static __attribute__((noinline)) uint32_t take_batch(struct shoal_ctx *ctx, bool mailbox,
-						     uint64_t mark)
+static __attribute__((noinline)) uint32_t take_batch(struct shoal_ctx *ctx, uint64_t mark)
 {
 	struct shoal_group *g = ctx->g;
 	struct shoal__batch *b = &ctx->batch;
@@ -551,7 +556,7 @@ static __attribute__((noinline)) uint32_t take_batch(struct shoal_ctx *ctx, bool
 	if (len < ENV_SIZE)
 		return 0;
 	/* Unsigned: a suspect before the mark, or of another ring, is far. */
-	if (mailbox && ctx->suspect - mark < (uint64_t)end * stride)
+	if (ctx->suspect - mark < (uint64_t)end * stride)
 		end = (uint32_t)((ctx->suspect - mark) / stride);
 	for (; n < end; n++, rec += stride) {
 		struct shoal_envelope *env = &b->env[n];
@@ -584,16 +589,13 @@ static __attribute__((noinline)) uint32_t take_batch(struct shoal_ctx *ctx, bool
 	b->pin = NULL;
 	ctx->run.next += (size_t)n * stride;
 	ctx->run.left -= n;
-	if (mailbox)
-		shoal_store_relaxed(&ctx->mw->inflight, mark);
+	shoal_store_relaxed(&ctx->mw->inflight, mark);
 	COUNT_N(ctx, received, n);
 	held.m = b->m[0];
 	ctx->cur = &g->actors[slot];
 	ctx->cur_msg = &held;
 	g->desc.on_batch(ctx->cur, b->m, n);
 	COUNT_N(ctx, handled, n);
-	if (!mailbox)
-		COUNT_N(ctx, fwd_taken, n);
 	if (SHOAL_UNLIKELY(b->pin != NULL))
 		free(b->pin);
 	ctx->cur_msg = saved_msg;
@@ -605,8 +607,9 @@ static __attribute__((noinline)) uint32_t take_batch(struct shoal_ctx *ctx, bool
  * The outer pass over ring in[i]: runs of records of one length, up to
  * POLL_BATCH and `budget` records. Returns how many it took; *drained
  * says whether it stopped at the ring's end (else records may be left).
- * `batch`: the group has on_batch (a constant where it is inlined, so that
- * the others' pass pays nothing for it).
+ * `batch`: the group has on_batch and this is a mailbox ring (take_batch()
+ * says why only those; a constant where it is inlined, so that the others'
+ * pass pays nothing for it).
  */
 static inline __attribute__((always_inline)) uint32_t
 take_runs(struct shoal_ctx *ctx, uint32_t i, bool mailbox, uint32_t budget, bool *drained,
@@ -649,7 +652,7 @@ take_runs(struct shoal_ctx *ctx, uint32_t i, bool mailbox, uint32_t budget, bool
 
 			/* A message alone goes to on_message (group.h). */
 			if (batch && ctx->run.left > 1) {
-				uint32_t k = take_batch(ctx, mailbox, mark);
+				uint32_t k = take_batch(ctx, mark);
 
 				if (k > 0) {
 					mark += (uint64_t)k * ctx->run.stride;
@@ -742,7 +745,7 @@ pass_ring(struct shoal_ctx *ctx, uint32_t i, bool outer, int src, uint32_t budge
 	if (outer)
 		ctx->fwd_hold = mailbox;
 	if (budget > taken) {
-		if (outer && SHOAL_UNLIKELY(ctx->g->desc.on_batch != NULL)) {
+		if (outer && mailbox && SHOAL_UNLIKELY(ctx->g->desc.on_batch != NULL)) {
 			taken += take_runs(ctx, i, mailbox, budget, &drained, true);
 		} else if (outer) {
 			taken += take_runs(ctx, i, mailbox, budget, &drained, false);

@@ -524,19 +524,21 @@ void shoal__relay_latency(struct shoal_ctx *ctx, uint64_t send_ns)
 
 /*
  * on_batch (group.h): from the run's next record on, the plain messages for
- * one actor of this worker, handed in one call. Stops before anything else
- * (a request, a response, a message for another actor or worker, for the
+ * one actor, handed in one call. Stops before anything else
+ * (a request, a response, a message for another actor, for the
  * group's own router, a malformed or stale record, the suspect record of
  * earlier crashes): the pass takes that one, as it takes every record while
  * ctx->single says so. `mark` is the next record's. Each envelope is copied
  * and its copy checked, as handle_record() does; the batch is marked in
  * hand by its first record's mark. Returns how many it handed.
  *
- * Mailbox rings only: a kill in the middle of a batch leaves its records
- * to the next process, as for one message. The copies workers forward to
- * each other are not redelivered but counted lost (forward()), each unless
- * counted taken after its handler: a batch could not say which of its
- * copies its handler had finished, and would count those lost as well.
+ * The mailbox rings of a one-worker group only (pass_ring()): a kill in
+ * the middle of a batch leaves its records to the next process, as for one
+ * message. Several workers take their mailbox one record at a time, and
+ * the copies they forward to each other are not redelivered but counted
+ * lost (forward()), each unless counted taken after its handler: a batch
+ * could not say which of its copies its handler had finished, and would
+ * count those lost as well.
  */
 static __attribute__((noinline)) uint32_t take_batch(struct shoal_ctx *ctx, uint64_t mark)
 {
@@ -574,10 +576,8 @@ static __attribute__((noinline)) uint32_t take_batch(struct shoal_ctx *ctx, uint
 			 (!(env->flags & SHOAL_ENV_ROUTED) && shoal_addr_gen(env->dest) != g->gen))
 			break;
 		if (s != slot) {
-			/* The first, if this worker owns its actor; then the
-			 * same actor's only. */
-			if (n > 0 || (g->n_workers > 1 && s % g->n_workers != ctx->w))
-				break;
+			if (n > 0)
+				break;   /* the first's actor's only */
 			slot = s;
 		}
 		b->m[n] = (struct shoal_msg){ env, rec + ENV_SIZE, env->len, env->type };
@@ -607,7 +607,7 @@ static __attribute__((noinline)) uint32_t take_batch(struct shoal_ctx *ctx, uint
  * The outer pass over ring in[i]: runs of records of one length, up to
  * POLL_BATCH and `budget` records. Returns how many it took; *drained
  * says whether it stopped at the ring's end (else records may be left).
- * `batch`: the group has on_batch and this is a mailbox ring (take_batch()
+ * `batch`: a mailbox ring of a one-worker group with on_batch (take_batch()
  * says why only those; a constant where it is inlined, so that the others'
  * pass pays nothing for it).
  */
@@ -745,7 +745,8 @@ pass_ring(struct shoal_ctx *ctx, uint32_t i, bool outer, int src, uint32_t budge
 	if (outer)
 		ctx->fwd_hold = mailbox;
 	if (budget > taken) {
-		if (outer && mailbox && SHOAL_UNLIKELY(ctx->g->desc.on_batch != NULL)) {
+		if (outer && mailbox && SHOAL_UNLIKELY(ctx->g->desc.on_batch != NULL) &&
+		    ctx->g->n_workers == 1) {
 			taken += take_runs(ctx, i, mailbox, budget, &drained, true);
 		} else if (outer) {
 			taken += take_runs(ctx, i, mailbox, budget, &drained, false);

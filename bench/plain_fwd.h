@@ -23,7 +23,7 @@
 
 #include "bench/plain_ring.h"
 
-#define PLAIN_FWD_PASS 64u         /* a Shoal dispatcher's PASS_BUDGET */
+#define PLAIN_FWD_PASS 256u        /* a Shoal dispatcher's PASS_BUDGET */
 #define PLAIN_FWD_MAX_OUT 128u
 
 /* A message: a type, a length, the payload, in slots of plain_fwd_slot(). */

@@ -67,7 +67,21 @@
 #include "shm/clock.h"
 #include "shm/util.h"
 
-#define PASS_BUDGET 64u           /* records per uplink per pass */
+/*
+ * Records per uplink per pass, routed in chunks. Each output a pass wrote is
+ * committed, fenced and looked at for a wake-up once, after the pass, and
+ * the uplink released once: at 100 groups a pass of 64 gave each output
+ * about one record, so every record paid all of that. A pass of up to 256
+ * gives each output several, at the price of up to 256 records' routing
+ * (10-25 us here) before the first of them is committed, in a backlog only
+ * (a pass takes what has arrived). Its records are found and copied 64 at
+ * a time, so that a chunk's uplink records are still in the L1 when they
+ * are copied (one pass of 256 in one piece: L1 read misses 5.25 -> 7.20 a
+ * message at 100 groups, callgrind's cache simulation). bench/SUITE.md,
+ * "Longer passes", has the measurements.
+ */
+#define PASS_CHUNK 64u
+#define PASS_BUDGET (4 * PASS_CHUNK)
 #define PARK_SLEEP_NS 200000      /* retry period while a blocking message waits */
 #define IDLE_SLEEP_NS 100000000   /* re-check the stop flag this often when idle */
 #define HELD_MAX 256              /* outputs with held wake-ups, listed */
@@ -831,19 +845,19 @@ static __attribute__((noinline)) void flush_outputs(struct shoal__dispatcher *d)
 }
 
 /*
- * Peek up to PASS_BUDGET records into recs[]: in runs of one length
+ * Peek up to PASS_CHUNK records into recs[]: in runs of one length
  * (shoal_ring_peek_run(), a sender's messages of one type), one header
  * check each against the first, where shoal_ring_peek_burst() decodes and
  * bounds each one. Returns how many; *one_len tells whether they all have
  * the first one's length.
  */
-static uint32_t peek_pass(struct shoal_ring_cons *c, struct shoal_rec *recs, bool *one_len)
+static uint32_t peek_chunk(struct shoal_ring_cons *c, struct shoal_rec *recs, bool *one_len)
 {
 	uint32_t n = 0, k;
 	struct shoal_rec run;
 
 	*one_len = true;
-	while (n < PASS_BUDGET && (k = shoal_ring_peek_run(c, &run, PASS_BUDGET - n)) > 0) {
+	while (n < PASS_CHUNK && (k = shoal_ring_peek_run(c, &run, PASS_CHUNK - n)) > 0) {
 		const unsigned char *data = run.data;
 		uint32_t stride = shoal_ring_stride(run.len);
 		struct shoal_rec *r = recs + n, *end = r + k;
@@ -857,11 +871,38 @@ static uint32_t peek_pass(struct shoal_ring_cons *c, struct shoal_rec *recs, boo
 }
 
 /*
+ * Route recs[0 .. n), peeked by peek_chunk(): find every record's
+ * destination, then copy them in order. `head`: the pass's first chunk,
+ * whose first record is a parked uplink's head. Returns how many were
+ * taken: fewer than n when the uplink parks on the next.
+ */
+static inline uint32_t route_chunk(struct shoal__dispatcher *d, struct pass *ps, struct uplink *u,
+				   const struct shoal_rec *recs, uint32_t n, bool one_len,
+				   bool head)
+{
+	struct hop hops[PASS_CHUNK];
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < n; i++)
+		hops[i].o = hop_find(d, ps, &recs[i], &hops[i]);
+	/* The parked record remembers the destinations it was delivered to. */
+	if (SHOAL_UNLIKELY(head && u->parked))
+		hops[0].o = NULL;
+	/* A chunk whose records all go to one output (every chunk at 1
+	 * group) is reserved as one run; what did not fit takes the loop
+	 * below. */
+	if (n > 1 && one_len && hops[0].o != NULL && hops[0].o == hops[n - 1].o &&
+	    one_output(hops, n))
+		k = copy_run(d, recs, hops, n);
+	return k + copy_each(d, ps, u, recs + k, hops + k, n - k);
+}
+
+/*
  * Route the records waiting in uplink `u` (it is not empty), at most
- * PASS_BUDGET, commit the outputs and release them. Returns records taken.
- * Never inlined, and called only for an uplink with records, so that its
- * instructions are those of routing: bench/instr-count toggles on it and
- * divides by the messages routed.
+ * PASS_BUDGET, a chunk at a time, commit the outputs and release them.
+ * Returns records taken. Never inlined, and called only for an uplink with
+ * records, so that its instructions are those of routing: bench/instr-count
+ * toggles on it and divides by the messages routed.
  */
 static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d,
 						     const struct shoal__snapshot *s,
@@ -870,32 +911,33 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 {
 	struct pass ps = { s, s->routes, shoal__route_filters(s->routes), d->matches,
 			   d->cap_matches, (uint32_t)d->index, SHOAL__ROUTE_MEMO_INIT, s->version };
-	struct shoal_rec recs[PASS_BUDGET];
+	struct shoal_rec recs[PASS_CHUNK];
 	/* The handle before the peek: shoal_ring_unpeek() gives back one
 	 * record, and a park gives back every record from the parked one on. */
 	const struct shoal_ring_cons before = u->c;
 	bool one_len;
-	uint32_t n = peek_pass(&u->c, recs, &one_len), k = 0;
-	struct hop hops[PASS_BUDGET];
+	uint32_t n, got, k = 0;
 
-	for (uint32_t i = 0; i < n; i++)
-		hops[i].o = hop_find(d, &ps, &recs[i], &hops[i]);
-	/* The parked record remembers the destinations it was delivered to. */
-	if (SHOAL_UNLIKELY(u->parked))
-		hops[0].o = NULL;
-	/* A pass whose records all go to one output (every pass at 1 group)
-	 * is reserved as one run; what did not fit takes the loop below. */
-	if (n > 1 && one_len && hops[0].o != NULL && hops[0].o == hops[n - 1].o &&
-	    one_output(hops, n))
-		k = copy_run(d, recs, hops, n);
-	k += copy_each(d, &ps, u, recs + k, hops + k, n - k);
-	if (SHOAL_UNLIKELY(k < n)) {
+	/* Chunk after chunk while each is full and taken whole. */
+	do {
+		n = peek_chunk(&u->c, recs, &one_len);
+		got = n > 0 ? route_chunk(d, &ps, u, recs, n, one_len, k == 0) : 0;
+		k += got;
+	} while (got == PASS_CHUNK && k < PASS_BUDGET);
+	if (SHOAL_UNLIKELY(got < n)) {
 		/* Parked on record k: peek the k before it again, from the
 		 * handle as it was, so that the release takes exactly those.
 		 * Fewer only if the producer rewrote records already read:
 		 * the handle is then in its error state, handled below. */
+		uint32_t left = k, p;
+
 		u->c = before;
-		k = shoal_ring_peek_burst(&u->c, recs, k);
+		k = 0;
+		do {
+			p = shoal_ring_peek_burst(&u->c, recs, left < PASS_CHUNK ? left : PASS_CHUNK);
+			k += p;
+			left -= p;
+		} while (p > 0 && left > 0);
 	}
 	/* The outputs are committed before the uplink is released: a crash
 	 * between the two re-delivers, never loses. */
@@ -949,7 +991,8 @@ static void uplink_attach(struct shoal__dispatcher *d, const struct shoal__snap_
  * flag and its handle's error state (its second line) cost 26. A parked
  * uplink is never empty (its head record waits); a handle that went into
  * its error state reads as empty, and is condemned by uplinks_check(). At
- * 100 groups a turn looks at 101 uplinks for one pass of 64 messages:
+ * 100 groups a turn looks at 101 uplinks for one pass of 64 messages (the
+ * budget then):
  * outside dispatch_pass(), 48 -> 27 instructions a message routed
  * (callgrind toggled on drain_all() over shoal-bench-instr --dispatch 100,
  * 8 rounds less 4), and dispatch_pass()'s L1 read misses 6.64 -> 5.26 a

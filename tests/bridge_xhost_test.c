@@ -947,7 +947,7 @@ static void xhost_requests_one_at_a_time_arrive_once_in_order(void **state)
  * A hostile sender on a: after every tenth good note, one whose envelope it
  * broke after shoal_reserve() (a length not its record's, type 0, a flag
  * no sender sets). a's bridge refuses each, whether it read that record in
- * a run (its run reader, runtime/bridge/bridge.c) or alone, and counts it
+ * a run (its run reader, runtime/bridge/bridge_out.c) or alone, and counts it
  * malformed in its mailbox; it carries every good note, and b's responder
  * sees each once, in order, and nothing else.
  */

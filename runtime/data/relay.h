@@ -128,7 +128,7 @@ static inline bool shoal__env_sane(const struct shoal_envelope *env, uint32_t le
  * pass found in one of the bridge's mailbox rings (runtime/data/poll.c),
  * handed to the bridge at once, not one handler call each. The bridge takes
  * records from the first on, as long as it can carry each itself (in
- * bridge.c: a direct message for a group of another host whose link has
+ * bridge_out.c: a direct message for a group of another host whose link has
  * room, a routed copy for it); it stops at the first it cannot, which the
  * pass then hands to the handler as usual, with the rest of the run (a
  * response, a request to the bridge, anything to refuse or to wait for).

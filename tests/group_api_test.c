@@ -560,6 +560,68 @@ static void router_hold_leaves_routed_messages_in_the_uplink(void **state)
 	rt_stop_router();
 }
 
+/*
+ * A backlog of 600 routed messages (the router held while the sender
+ * filled its uplink, which holds 744) for one group whose process is
+ * stopped and whose inbound ring holds 186 of them: the dispatcher's first
+ * pass (up to 256 records, routed 64 at a time) fills the ring and parks on
+ * the record that does not fit, in its third chunk, and gives back every
+ * record from that one on, peeking again the 186 it took. Continued, the
+ * group gets each message once, in order, and the dispatcher took exactly
+ * 600.
+ */
+static void router_backlog_parked_mid_pass_delivers_each_once_in_order(void **state)
+{
+	static const struct shoal_group_spec small = { .name = "sink", .node = -1,
+						       .inbound_capacity = 16384 };
+	struct child sink = { .index = 1, .name = "sink", .mode = 1 };   /* strict order */
+	struct shoal_router_stats st;
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	struct msg v = { 0 };
+	uint64_t sleeps0, sleeps, taken0, taken, n = 600;
+	pid_t pid;
+	int id;
+
+	(void)state;
+	assert_int_equal(rt_start_router("ga-park", NULL, 0), 0);
+	id = shoal_router_group(rt_router, &small, NULL);
+	assert_true(id >= 0);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	pid = test_spawn(rt_consumer_main, &sink, sizeof(sink));
+	rt_wait_attached(id);
+	kill(pid, SIGSTOP);
+	g = rt_attach_here("src", 1, 1);
+	ctx = shoal_group_worker(g, 0);
+	disp_counters(&sleeps0, &taken0);
+	shoal_router_hold(rt_router, true);
+	/* send(), not try_send(): a copy for a full group waits (a try_
+	 * copy would be dropped and counted). */
+	for (v.seq = 0; v.seq < n; v.seq++)
+		assert_int_equal(shoal_send(ctx, T_PING, &v, sizeof(v)), 0);
+	shoal_router_hold(rt_router, false);
+	/* Parked: the dispatcher sleeps between its retries, and has taken
+	 * what the stopped group's ring holds. */
+	for (int i = 0; disp_counters(&sleeps, &taken), sleeps < sleeps0 + 3 || taken == taken0;
+	     i++) {
+		assert_true(i < WAIT_MS);
+		usleep(1000);
+	}
+	print_message("parked after %llu of %llu messages\n",
+		      (unsigned long long)(taken - taken0), (unsigned long long)n);
+	assert_true(taken - taken0 < n);
+	kill(pid, SIGCONT);
+	rt_wait_count(1, n, WAIT_MS);
+	assert_int_equal(atomic_load(&rt_res->order_errors[1]), 0);
+	disp_counters(&sleeps, &taken);
+	assert_int_equal(taken - taken0, n);
+	shoal_router_stats(rt_router, &st);
+	assert_int_equal(st.dropped, 0);
+	shoal_group_detach(g);
+	rt_stop_and_reap(&pid, 1);
+	rt_stop_router();
+}
+
 /* ---- stopping one group ----------------------------------------------------- */
 
 static void router_stop_group_stops_that_group_only(void **state)
@@ -678,6 +740,8 @@ int main(void)
 				       reset),
 		cmocka_unit_test_setup(router_stop_group_stops_that_group_only, reset),
 		cmocka_unit_test_setup(router_hold_leaves_routed_messages_in_the_uplink, reset),
+		cmocka_unit_test_setup(router_backlog_parked_mid_pass_delivers_each_once_in_order,
+				       reset),
 		cmocka_unit_test_setup(group_ctx_self_is_the_actor_in_a_handler_else_the_group,
 				       reset),
 		cmocka_unit_test_setup(group_stop_from_another_thread_ends_run, reset),

@@ -929,15 +929,12 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 		 * handle as it was, so that the release takes exactly those.
 		 * Fewer only if the producer rewrote records already read:
 		 * the handle is then in its error state, handled below. */
-		uint32_t left = k, p;
+		uint32_t left = k, p = 1;
 
 		u->c = before;
-		k = 0;
-		do {
-			p = shoal_ring_peek_burst(&u->c, recs, left < PASS_CHUNK ? left : PASS_CHUNK);
-			k += p;
-			left -= p;
-		} while (p > 0 && left > 0);
+		for (k = 0; left > 0 && p > 0; k += p, left -= p)
+			p = shoal_ring_peek_burst(&u->c, recs,
+						  left < PASS_CHUNK ? left : PASS_CHUNK);
 	}
 	/* The outputs are committed before the uplink is released: a crash
 	 * between the two re-delivers, never loses. */

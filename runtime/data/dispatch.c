@@ -883,17 +883,28 @@ static inline uint32_t route_chunk(struct shoal__dispatcher *d, struct pass *ps,
 	struct hop hops[PASS_CHUNK];
 	uint32_t k = 0;
 
-	for (uint32_t i = 0; i < n; i++)
-		hops[i].o = hop_find(d, ps, &recs[i], &hops[i]);
-	/* The parked record remembers the destinations it was delivered to. */
-	if (SHOAL_UNLIKELY(head && u->parked))
+	/* A parked uplink's head goes first, alone, through dispatch_one()
+	 * (it remembers the destinations it was delivered to); while it
+	 * cannot go, nothing after it is looked at, and once it has gone,
+	 * the rest of the chunk takes the common path, a run where it can:
+	 * with the head in the chunk, every retry found each record's
+	 * destination for nothing and a chunk that went copied its records
+	 * one by one (a sender's host's dispatcher, its bridge's ring full:
+	 * bench/SUITE.md, "Parked uplinks"). */
+	if (SHOAL_UNLIKELY(head && u->parked)) {
 		hops[0].o = NULL;
+		if (copy_each(d, ps, u, recs, hops, 1) == 0)
+			return 0;
+		k = 1;
+	}
+	for (uint32_t i = k; i < n; i++)
+		hops[i].o = hop_find(d, ps, &recs[i], &hops[i]);
 	/* A chunk whose records all go to one output (every chunk at 1
 	 * group) is reserved as one run; what did not fit takes the loop
 	 * below. */
-	if (n > 1 && one_len && hops[0].o != NULL && hops[0].o == hops[n - 1].o &&
-	    one_output(hops, n))
-		k = copy_run(d, recs, hops, n);
+	if (n - k > 1 && one_len && hops[k].o != NULL && hops[k].o == hops[n - 1].o &&
+	    one_output(hops + k, n - k))
+		k += copy_run(d, recs + k, hops + k, n - k);
 	return k + copy_each(d, ps, u, recs + k, hops + k, n - k);
 }
 

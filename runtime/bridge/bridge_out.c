@@ -60,7 +60,7 @@ static inline void put_at(struct bridge *b, struct peer *p, unsigned char *at,
 	b->n.forwarded++;
 }
 
-/* shoal__bridge_put()'s wait for room on p's link, after shoal__bridge_put()'s own try found none
+/* shoal__bridge_put()'s wait for room on p's link, after its own try found none
  * (out of line: the common put finds room at once): where the record goes,
  * or NULL when p's host was given up meanwhile (the record counted lost). */
 static __attribute__((noinline)) unsigned char *put_wait(struct bridge *b, struct peer *p,
@@ -107,7 +107,7 @@ static __attribute__((noinline)) unsigned char *put_wait(struct bridge *b, struc
  * that the record fits a link (shoal__link_max_record()).
  */
 void shoal__bridge_put(struct bridge *b, struct peer *p, const struct shoal_envelope *env,
-		const void *data, uint32_t len)
+		       const void *data, uint32_t len)
 {
 	uint32_t rec = (uint32_t)sizeof(*env) + len;
 	unsigned char *at = shoal__link_reserve(p->link, rec, 0);

@@ -510,6 +510,25 @@ static void disp_counters(uint64_t *sleeps, uint64_t *taken)
 	shoal_seg_detach(&reg.seg);
 }
 
+/* A router, group `spec` with T_PING routed to it in its own process
+ * (`sink`), attached, and a group "src" attached here (*g). Returns the
+ * sink's pid. */
+static pid_t sink_and_source(const char *sys, const struct shoal_group_spec *spec,
+			     struct child *sink, struct shoal_group **g)
+{
+	pid_t pid;
+	int id;
+
+	assert_int_equal(rt_start_router(sys, NULL, 0), 0);
+	id = shoal_router_group(rt_router, spec, NULL);
+	assert_true(id >= 0);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	pid = test_spawn(rt_consumer_main, sink, sizeof(*sink));
+	rt_wait_attached(id);
+	*g = rt_attach_here("src", 1, 1);
+	return pid;
+}
+
 /*
  * While held, routed messages stay in the uplink. Told by the order of the
  * dispatcher's own counters, not by time: it publishes them at the top of
@@ -528,16 +547,10 @@ static void router_hold_leaves_routed_messages_in_the_uplink(void **state)
 	struct msg v = { 0 };
 	uint64_t sent = 0, sleeps0, sleeps, taken;
 	pid_t pid;
-	int id, ret;
+	int ret;
 
 	(void)state;
-	assert_int_equal(rt_start_router("ga-hold", NULL, 0), 0);
-	id = shoal_router_group(rt_router, &sink_spec, NULL);
-	assert_true(id >= 0);
-	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pid = test_spawn(rt_consumer_main, &sink, sizeof(sink));
-	rt_wait_attached(id);
-	g = rt_attach_here("src", 1, 1);
+	pid = sink_and_source("ga-hold", &sink_spec, &sink, &g);
 	ctx = shoal_group_worker(g, 0);
 	shoal_router_hold(rt_router, true);
 	while ((ret = shoal_try_send(ctx, T_PING, &v, sizeof(v))) == 0 && sent < 100000)
@@ -581,17 +594,10 @@ static void router_backlog_parked_mid_pass_delivers_each_once_in_order(void **st
 	struct msg v = { 0 };
 	uint64_t sleeps0, sleeps, taken0, taken, n = 600;
 	pid_t pid;
-	int id;
 
 	(void)state;
-	assert_int_equal(rt_start_router("ga-park", NULL, 0), 0);
-	id = shoal_router_group(rt_router, &small, NULL);
-	assert_true(id >= 0);
-	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	pid = test_spawn(rt_consumer_main, &sink, sizeof(sink));
-	rt_wait_attached(id);
+	pid = sink_and_source("ga-park", &small, &sink, &g);
 	kill(pid, SIGSTOP);
-	g = rt_attach_here("src", 1, 1);
 	ctx = shoal_group_worker(g, 0);
 	disp_counters(&sleeps0, &taken0);
 	shoal_router_hold(rt_router, true);

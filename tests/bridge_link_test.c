@@ -32,6 +32,7 @@
 #define WINDOW (256u << 10)
 #define MAX_RECORD 1024u
 #define NS_PER_MS 1000000ull
+#define STREAM 40000u   /* records of the backlog case's stream, ~130 bytes each */
 
 /* What the children report to the test. */
 struct report {
@@ -55,10 +56,20 @@ static uint64_t now_ns(void)
 	return shoal__now_ns();
 }
 
+/* Records come in runs of RUN of one length and tag, as a run queued with
+ * shoal__link_reserve_n() must be. */
+#define RUN 8u
+
+/* Record `seq`'s tag. */
+static uint16_t record_tag(uint64_t seq)
+{
+	return (uint16_t)(seq / RUN);
+}
+
 /* Record `seq`: its number, then bytes derived from it, 16..215 long. */
 static uint32_t record_make(unsigned char *buf, uint64_t seq)
 {
-	uint32_t len = 16 + (uint32_t)(seq * 7 % 200);
+	uint32_t len = 16 + (uint32_t)(seq / RUN * 7 % 200);
 
 	memcpy(buf, &seq, 8);
 	memcpy(buf + 8, &len, 4);
@@ -75,7 +86,7 @@ static bool record_ok(const struct shoal__frame_rec *r, uint64_t *seq)
 		return false;
 	memcpy(seq, r->data, 8);
 	return record_make(want, *seq) == r->len && memcmp(want, r->data, r->len) == 0 &&
-	       r->tag == (uint16_t)*seq;
+	       r->tag == record_tag(*seq);
 }
 
 static struct shoal__link_opts opts(int role, const char *addr)
@@ -137,7 +148,7 @@ static int sender(void *arg)
 		for (int burst = 0; more && burst < 64; burst++) {
 			uint32_t len = record_make(buf, seq);
 
-			ret = shoal__link_send(l, buf, len, (uint16_t)seq);
+			ret = shoal__link_send(l, buf, len, record_tag(seq));
 			if (ret < 0)
 				break;
 			seq++;
@@ -392,7 +403,7 @@ static uint64_t send_until_refused(struct shoal__link *tx, struct shoal__link *r
 	while (refusals < 50) {
 		uint32_t len = record_make(buf, *seq);
 
-		if (shoal__link_send(tx, buf, len, (uint16_t)*seq) == 0) {
+		if (shoal__link_send(tx, buf, len, record_tag(*seq)) == 0) {
 			(*seq)++;
 			sent++;
 			refusals = 0;
@@ -458,7 +469,7 @@ static int peer_restart(void *arg)
 	for (; seq < 100; seq++) {
 		uint32_t len = record_make(buf, seq);
 
-		CHILD_CHECK(shoal__link_send(tx, buf, len, (uint16_t)seq) == 0);
+		CHILD_CHECK(shoal__link_send(tx, buf, len, record_tag(seq)) == 0);
 	}
 	CHILD_CHECK(shoal__link_flush(tx) == 0);
 	CHILD_CHECK(PUMP_UNTIL(tx, rx, (shoal__link_stats(rx, &st_rx), st_rx.recv_held == 100),
@@ -479,7 +490,7 @@ static int peer_restart(void *arg)
 	for (; seq < 150; seq++) {
 		uint32_t len = record_make(buf, seq);
 
-		CHILD_CHECK(PUMP_UNTIL(tx, rx, shoal__link_send(tx, buf, len, (uint16_t)seq) == 0,
+		CHILD_CHECK(PUMP_UNTIL(tx, rx, shoal__link_send(tx, buf, len, record_tag(seq)) == 0,
 				       10000));
 	}
 	/* -EAGAIN (every frame buffer in flight) is fine: the polls flush. */
@@ -508,13 +519,37 @@ static bool queue_record(struct shoal__link *l, uint64_t seq)
 {
 	unsigned char buf[MAX_RECORD];
 	uint32_t len = record_make(buf, seq);
-	void *at = shoal__link_reserve(l, len, (uint16_t)seq);
+	void *at = shoal__link_reserve(l, len, record_tag(seq));
 
 	if (at == NULL)
 		return false;
 	memcpy(at, buf, len);
 	shoal__link_commit(l);
 	return true;
+}
+
+/*
+ * Queue records from `seq` to the end of its run with one
+ * shoal__link_reserve_n() and shoal__link_commit_n(), the last record
+ * reserved left out when more than one had room (the next call reserves it
+ * again): how many were queued, 0 when there was no room.
+ */
+static uint32_t queue_run(struct shoal__link *l, uint64_t seq)
+{
+	unsigned char buf[MAX_RECORD];
+	uint32_t len = record_make(buf, seq), want = RUN - (uint32_t)(seq % RUN), got = 0, k;
+	unsigned char *at = shoal__link_reserve_n(l, len, record_tag(seq), want, &got);
+
+	if (at == NULL)
+		return 0;
+	CHILD_CHECK(got >= 1 && got <= want);
+	k = got > 1 ? got - 1 : 1;
+	for (uint32_t i = 0; i < k; i++) {
+		CHILD_CHECK(record_make(buf, seq + i) == len);
+		memcpy(at + (size_t)i * shoal__frame_rec_size(len), buf, len);
+	}
+	shoal__link_commit_n(l, k);
+	return k;
 }
 
 /* Take what rx holds, checking that it is `*next`, `*next`+1 ...; how many. */
@@ -534,8 +569,9 @@ static uint64_t take_in_order(struct shoal__link *rx, uint64_t *next)
 
 /*
  * A sender with a backlog queues records beyond the receiver's credit
- * (written once, with reserve and commit) and sends them, in order, as the
- * credit comes back. Records queued while the peer is away are never sent:
+ * (written once, with reserve and commit, in runs) and sends them, in
+ * order, as the credit comes back; runs queued as they are taken wrap the
+ * queue's area several times. Records queued while the peer is away are never sent:
  * shoal__link_drop_unsent() gives them up, counted, and those queued after
  * reach the peer's next incarnation, once each, with no gap and nothing
  * counted lost_link.
@@ -545,24 +581,36 @@ static int backlog_sender(void *arg)
 	struct shoal__link *rx, *tx;
 	struct shoal__link_stats st_tx, st_rx;
 	uint64_t seq = 0, queued, next = 0, dropped;
+	uint32_t k;
 
 	(void)arg;
 	CHILD_CHECK(test_netns_enter(&hosts, 0) == 0);
 	rx = local_link(SHOAL__LINK_LISTEN, 1);
 	tx = backlog_link(SHOAL__LINK_CONNECT, 0, 2 * WINDOW);
 	CHILD_CHECK(PUMP_UNTIL(tx, rx, state_of(tx) == SHOAL__LINK_UP, 10000));
-	while (queue_record(tx, seq))
-		seq++;
+	while ((k = queue_run(tx, seq)) > 0)
+		seq += k;
 	queued = seq;
 	shoal__link_stats(tx, &st_tx);
 	CHILD_CHECK(st_tx.unacked_bytes > WINDOW && st_tx.unacked_bytes <= 3 * WINDOW);
 	CHILD_CHECK(st_tx.over_credit > 0 && st_tx.credit_waits == 1);
+	CHILD_CHECK(st_tx.next_seq == queued);
 	/* Unreleased, the receiver gets no more than its window. */
 	(void)shoal__link_flush(tx);
 	(void)PUMP_UNTIL(tx, rx, false, 300);
 	shoal__link_stats(rx, &st_rx);
 	CHILD_CHECK(st_rx.recv_held > 0 && st_rx.recv_held < queued);
 	/* Released, the rest follow, in order, once each. */
+	CHILD_CHECK(PUMP_UNTIL(tx, rx, (take_in_order(rx, &next), next == queued), 20000));
+	CHILD_CHECK(PUMP_UNTIL(tx, rx, (shoal__link_stats(tx, &st_tx), st_tx.acked == queued),
+			       10000));
+	/* Runs queued as they are taken, 5 MiB or more: the area (2 MiB) wraps. */
+	while (seq < queued + STREAM) {
+		CHILD_CHECK(PUMP_UNTIL(tx, rx, (take_in_order(rx, &next),
+						(k = queue_run(tx, seq)) > 0), 10000));
+		seq += k;
+	}
+	queued = seq;
 	CHILD_CHECK(PUMP_UNTIL(tx, rx, (take_in_order(rx, &next), next == queued), 20000));
 	CHILD_CHECK(PUMP_UNTIL(tx, rx, (shoal__link_stats(tx, &st_tx), st_tx.acked == queued),
 			       10000));
@@ -599,7 +647,7 @@ static void send_range(struct shoal__link *l, struct shoal__link *other, uint64_
 	for (uint64_t seq = first; seq < first + n; seq++) {
 		uint32_t len = record_make(buf, seq);
 
-		CHILD_CHECK(PUMP_UNTIL(l, other, shoal__link_send(l, buf, len, (uint16_t)seq) == 0,
+		CHILD_CHECK(PUMP_UNTIL(l, other, shoal__link_send(l, buf, len, record_tag(seq)) == 0,
 				       10000));
 	}
 }
@@ -756,7 +804,7 @@ static uint32_t raw_frame(unsigned char *buf, uint8_t kind, uint32_t epoch, uint
 	CHILD_CHECK(shoal__frame_begin(&e, buf, 4096, kind) == 0);
 	for (uint32_t i = 0; i < n; i++)
 		CHILD_CHECK(shoal__frame_add(&e, rec, record_make(rec, first + i),
-					     (uint16_t)(first + i)) == 0);
+					     record_tag(first + i)) == 0);
 	return shoal__frame_end(&e, epoch, first, ack, WINDOW);
 }
 

@@ -37,6 +37,13 @@ struct peer {
 	uint64_t told_failures;          /* connections broken when last told */
 	uint64_t lost_down;              /* records given up on: the host down too long */
 	struct shoal__links_row *row;    /* its row of the link view; NULL: no view */
+	/* The records of the run being carried (shoal__bridge_carry_run())
+	 * for this link: `got` reserved together, the first `k` written,
+	 * committed together at the run's end (shoal__bridge_runs_commit()). */
+	struct {
+		unsigned char *at;       /* the first's bytes */
+		uint32_t stride, got, k;
+	} run;
 };
 
 /* What the bridge counted besides its links' counters; told at its end. */

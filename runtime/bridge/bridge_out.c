@@ -49,14 +49,13 @@ void shoal__bridge_give_up(struct bridge *b, struct peer *p)
 	lose(b, p, n);
 }
 
-/* The record, `env` then `len` bytes of `data`, written where p's link
- * reserved room for it (shoal__link_reserve()), and queued. */
-static inline void put_at(struct bridge *b, struct peer *p, unsigned char *at,
-			  const struct shoal_envelope *env, const void *data, uint32_t len)
+/* The record, `env` then `len` bytes of `data`, written where a link
+ * reserved room for it. */
+static inline void rec_put(struct bridge *b, unsigned char *at, const struct shoal_envelope *env,
+			   const void *data, uint32_t len)
 {
 	memcpy(at, env, sizeof(*env));
 	memcpy(at + sizeof(*env), data, len);
-	shoal__link_commit(p->link);
 	b->n.forwarded++;
 }
 
@@ -114,7 +113,60 @@ void shoal__bridge_put(struct bridge *b, struct peer *p, const struct shoal_enve
 
 	if (SHOAL_UNLIKELY(at == NULL) && (at = put_wait(b, p, rec)) == NULL)
 		return;
-	put_at(b, p, at, env, data, len);
+	rec_put(b, at, env, data, len);
+	shoal__link_commit(p->link);
+}
+
+/*
+ * Where the next record of `rec` bytes of a run goes on p's link: in the
+ * room reserved for the run there, or, when there is none or it is full,
+ * in room reserved anew for up to `want` records (what the run has left),
+ * as shoal__link_reserve_n() gives it. NULL: the link has no room now.
+ * What a link's reservation holds is queued at the run's end, or before
+ * anything else is done with the links (shoal__bridge_runs_commit()).
+ */
+static inline unsigned char *run_slot(struct peer *p, uint32_t rec, uint32_t want)
+{
+	if (p->run.k == p->run.got) {
+		if (p->run.k > 0)
+			shoal__link_commit_n(p->link, p->run.k);
+		p->run.k = p->run.got = 0;
+		p->run.at = shoal__link_reserve_n(p->link, rec, 0, want, &p->run.got);
+		if (p->run.at == NULL)
+			return NULL;
+		p->run.stride = shoal__frame_rec_size(rec);
+	}
+	return p->run.at + (size_t)p->run.stride * p->run.k++;
+}
+
+/* Queue what the run wrote into its reservations (run_slot()). */
+static void runs_commit(struct bridge *b)
+{
+	for (uint32_t i = 0; i < b->n_peers; i++) {
+		struct peer *p = &b->peers[i];
+
+		if (p->run.k > 0)
+			shoal__link_commit_n(p->link, p->run.k);
+		p->run.k = p->run.got = 0;
+	}
+}
+
+/*
+ * shoal__bridge_put() for a record of a run of `want` more records: into
+ * the run's reservation on p's link; when the link has no room, what the
+ * run reserved is queued first and the record waits in shoal__bridge_put().
+ */
+static inline void put_run(struct bridge *b, struct peer *p, const struct shoal_envelope *env,
+			   const void *data, uint32_t len, uint32_t want)
+{
+	unsigned char *at = run_slot(p, (uint32_t)sizeof(*env) + len, want);
+
+	if (SHOAL_UNLIKELY(at == NULL)) {
+		runs_commit(b);
+		shoal__bridge_put(b, p, env, data, len);
+		return;
+	}
+	rec_put(b, at, env, data, len);
 }
 
 /*
@@ -156,10 +208,11 @@ static void carry_direct(struct bridge *b, const struct shoal_msg *m)
  * A routed message, the copy this host's router addressed to the bridge:
  * to each other host some of whose groups' routes match it, once a host,
  * with its envelope as its producer wrote it. `data` is its payload, `len`
- * bytes.
+ * bytes. `want`: 0 for a message alone, else the records its run has left
+ * from it on (put_run()).
  */
 static inline void carry_routed(struct bridge *b, const struct shoal_envelope *e,
-				const void *data, uint32_t len)
+				const void *data, uint32_t len, uint32_t want)
 {
 	uint32_t n;
 	const uint32_t *idx;
@@ -194,7 +247,10 @@ static inline void carry_routed(struct bridge *b, const struct shoal_envelope *e
 		if ((sent >> h & 1u) || b->by_host[h] == NULL)
 			continue;
 		sent |= UINT64_C(1) << h;
-		shoal__bridge_put(b, b->by_host[h], &env, data, len);
+		if (want > 0)
+			put_run(b, b->by_host[h], &env, data, len, want);
+		else
+			shoal__bridge_put(b, b->by_host[h], &env, data, len);
 	}
 }
 
@@ -205,7 +261,7 @@ void shoal__bridge_on_message(struct shoal_actor *a, const struct shoal_msg *m)
 	if (shoal_addr_group(m->env->dest) != b->gid)
 		carry_direct(b, m);
 	else
-		carry_routed(b, m->env, m->data, m->len);
+		carry_routed(b, m->env, m->data, m->len, 0);
 }
 
 /*
@@ -244,7 +300,7 @@ uint32_t shoal__bridge_carry_run(void *user, const struct shoal__relay_run *r)
 			    shoal_addr_slot(env.dest) < SHOAL_SLOT_ALL)
 				break;
 			shoal__relay_latency(b->ctx, env.send_ns);
-			carry_routed(b, &env, rec + sizeof(env), plen);
+			carry_routed(b, &env, rec + sizeof(env), plen, r->n - i);
 			continue;
 		}
 		if (env.flags & SHOAL_ENV_RESPONSE)
@@ -254,11 +310,12 @@ uint32_t shoal__bridge_carry_run(void *user, const struct shoal__relay_run *r)
 				break;
 			last = g;
 		}
-		if ((at = shoal__link_reserve(p->link, r->len, 0)) == NULL)
+		if ((at = run_slot(p, r->len, r->n - i)) == NULL)
 			break;
-		put_at(b, p, at, &env, rec + sizeof(env), plen);
+		rec_put(b, at, &env, rec + sizeof(env), plen);
 		b->n.direct++;
 	}
+	runs_commit(b);
 	return i;
 }
 

@@ -222,38 +222,55 @@ static uint64_t recq_size(const unsigned char *p)
 	return shoal__frame_rec_size(shoal__frame_rec_len(p));
 }
 
-/* Room for a record of `size` frame bytes at the tail, contiguous: where
- * its header goes, after a PAD to the end of the area when it does not fit
- * before; NULL (nothing changed) when it does not fit. Sizes are multiples
- * of the record header's, so the room left before the end of the area
- * always holds at least a PAD's header. A PAD left at the tail by a
+/* Room for up to `n` records of `size` frame bytes each at the tail, one
+ * after the other and contiguous: where the first's header goes, after a
+ * PAD to the end of the area when one does not fit before, and in *got how
+ * many fit (1 to n); NULL (nothing changed) when none does. Sizes are
+ * multiples of the record header's, so the room left before the end of the
+ * area always holds at least a PAD's header. A PAD left at the tail by a
  * reservation not committed is harmless: the next record follows it. */
-static unsigned char *recq_reserve(struct recq *q, uint64_t size)
+static unsigned char *recq_reserve(struct recq *q, uint64_t size, uint64_t n, uint32_t *got)
 {
 	uint64_t room_to_end = q->cap - (q->tail & (q->cap - 1));
 	uint64_t pad = room_to_end < size ? room_to_end : 0;
+	uint64_t used = q->tail + pad - q->head;
 
-	if (q->tail + pad + size - q->head > q->cap ||
+	if (used + size > q->cap ||
 	    (SHOAL_UNLIKELY(q->n == q->n_sizes) && !recq_sizes_grow(q)))
 		return NULL;
+	if (n > 1) {
+		uint64_t fit = (q->cap - used) / size, contiguous = (pad ? q->cap : room_to_end) / size;
+
+		n = n < fit ? n : fit;
+		n = n < contiguous ? n : contiguous;
+		/* Grown once at most; what still does not fit waits. */
+		if (q->n + n > q->n_sizes)
+			(void)recq_sizes_grow(q);
+		if (q->n + n > q->n_sizes)
+			n = q->n_sizes - q->n;
+	}
 	if (pad) {
 		shoal__frame_rec_write(recq_at(q, q->tail), NULL,
 				       (uint32_t)(pad - SHOAL__FRAME_REC_HDR), 0, REC_PAD);
 		q->tail += pad;
 		q->pad_before = true;
 	}
+	*got = (uint32_t)n;
 	return recq_at(q, q->tail);
 }
 
-/* The record written where recq_reserve() said is queued. */
-static void recq_commit(struct recq *q, uint64_t size)
+/* The first `k` records written where recq_reserve() said are queued. */
+static void recq_commit(struct recq *q, uint64_t size, uint32_t k)
 {
-	q->sizes[(q->first + q->n) & (q->n_sizes - 1)] =
-		(uint32_t)size | (q->pad_before ? SIZE_PAD_BEFORE : 0);
+	uint64_t at = q->first + q->n;
+
+	q->sizes[at & (q->n_sizes - 1)] = (uint32_t)size | (q->pad_before ? SIZE_PAD_BEFORE : 0);
+	for (uint32_t i = 1; i < k; i++)
+		q->sizes[(at + i) & (q->n_sizes - 1)] = (uint32_t)size;
 	q->pad_before = false;
-	q->tail += size;
-	q->n++;
-	q->bytes += size;
+	q->tail += size * k;
+	q->n += k;
+	q->bytes += size * k;
 }
 
 /* Skip a PAD at *pos: the position of the record there. */
@@ -366,7 +383,8 @@ struct shoal__link {
 	uint64_t unsent_bytes;
 	uint64_t unsent_since;          /* when the oldest unsent record was queued */
 	uint32_t peer_credits;
-	uint32_t reserved;              /* frame bytes of the record reserved; 0: none */
+	uint32_t reserved;              /* frame bytes of each record reserved; 0: none */
+	uint32_t reserved_n;            /* how many were */
 	bool hello_due;
 	uint64_t probe_seq;             /* 0, or the ack that ends the round trip timed */
 	uint64_t probe_at;              /* when that frame went */
@@ -1712,33 +1730,51 @@ void shoal__link_destroy(struct shoal__link *l)
 	link_free(l);
 }
 
-void *shoal__link_reserve(struct shoal__link *l, uint32_t len, uint16_t tag)
+void *shoal__link_reserve_n(struct shoal__link *l, uint32_t len, uint16_t tag, uint32_t n,
+			    uint32_t *got)
 {
-	uint64_t size = shoal__frame_rec_size(len);
+	uint64_t size = shoal__frame_rec_size(len), limit = (uint64_t)l->peer_credits + l->o.backlog;
 	unsigned char *p = NULL;
 
-	SHOAL_ASSERT(l->reserved == 0);
-	if (len <= l->o.max_record &&
-	    l->sq.bytes + size <= (uint64_t)l->peer_credits + l->o.backlog)
-		p = recq_reserve(&l->sq, size);
+	SHOAL_ASSERT(l->reserved == 0 && n > 0);
+	if (len <= l->o.max_record && l->sq.bytes + size <= limit) {
+		if (n > 1 && (limit - l->sq.bytes) / size < n)
+			n = (uint32_t)((limit - l->sq.bytes) / size);
+		p = recq_reserve(&l->sq, size, n, got);
+	}
 	if (p == NULL) {
 		l->st.credit_waits++;
 		return NULL;
 	}
-	shoal__frame_rec_write(p, NULL, len, tag, 0);
+	for (uint32_t i = 0; i < *got; i++)
+		shoal__frame_rec_write(p + i * size, NULL, len, tag, 0);
 	l->reserved = (uint32_t)size;
+	l->reserved_n = *got;
 	return p + SHOAL__FRAME_REC_HDR;
 }
 
-void shoal__link_commit(struct shoal__link *l)
+void *shoal__link_reserve(struct shoal__link *l, uint32_t len, uint16_t tag)
+{
+	uint32_t got;
+
+	return shoal__link_reserve_n(l, len, tag, 1, &got);
+}
+
+void shoal__link_commit_n(struct shoal__link *l, uint32_t k)
 {
 	uint32_t size = l->reserved;
+	uint64_t bytes = (uint64_t)size * k;
 
-	SHOAL_ASSERT(size != 0);
+	SHOAL_ASSERT(size != 0 && k >= 1 && k <= l->reserved_n);
 	l->reserved = 0;
-	if (l->sq.bytes + size > l->peer_credits)
-		l->st.over_credit++;
-	recq_commit(&l->sq, size);
+	if (l->sq.bytes + bytes > l->peer_credits) {
+		/* Each record that ends beyond the credit. */
+		uint64_t within = l->sq.bytes < l->peer_credits ?
+					  (l->peer_credits - l->sq.bytes) / size : 0;
+
+		l->st.over_credit += k - (within < k ? within : k);
+	}
+	recq_commit(&l->sq, size, k);
 	/* Through l->now, which never goes back (shoal__link_hub_poll()):
 	 * a reading newer than the clock the next poll is given made the
 	 * deadline's subtraction wrap, and every poll flushed what its turn
@@ -1747,14 +1783,19 @@ void shoal__link_commit(struct shoal__link *l)
 		l->now = shoal__now_ns();
 		l->unsent_since = l->now;
 	}
-	l->next_seq++;
-	l->unsent_bytes += size;
+	l->next_seq += k;
+	l->unsent_bytes += bytes;
 	/* sendable(), not unsent_bytes: records beyond the credit read no
 	 * clock and try no frame each, as they wait for the peer's ack. */
 	if (l->state == SHOAL__LINK_UP && sendable(l) >= l->o.flush_bytes) {
 		l->now = shoal__now_ns();
 		flush_full(l);
 	}
+}
+
+void shoal__link_commit(struct shoal__link *l)
+{
+	shoal__link_commit_n(l, 1);
 }
 
 int shoal__link_send(struct shoal__link *l, const void *data, uint32_t len, uint16_t tag)

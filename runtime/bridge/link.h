@@ -245,6 +245,19 @@ void *shoal__link_reserve(struct shoal__link *l, uint32_t len, uint16_t tag);
 void shoal__link_commit(struct shoal__link *l);
 
 /*
+ * Reserve and commit for a run of records of one length and tag, so that
+ * what a record costs the queue is paid once a run: reserve_n returns where
+ * the first's `len` bytes go, NULL as reserve does, and in *got how many of
+ * up to `n` have room (at least 1; record i's bytes at the first's plus i
+ * times shoal__frame_rec_size(len)). The caller writes the first k of them
+ * (1 <= k <= *got) and calls shoal__link_commit_n(l, k): they are queued,
+ * in order, as k reserves and commits would have queued them.
+ */
+void *shoal__link_reserve_n(struct shoal__link *l, uint32_t len, uint16_t tag, uint32_t n,
+			    uint32_t *got);
+void shoal__link_commit_n(struct shoal__link *l, uint32_t k);
+
+/*
  * Give up the records queued and never sent on any connection (for a peer
  * that stays away): they are dropped, counted in `dropped`, and their
  * numbers taken by the next records queued, so the peer sees no gap.

@@ -39,7 +39,7 @@ struct peer {
 	struct shoal__links_row *row;    /* its row of the link view; NULL: no view */
 	/* The records of the run being carried (shoal__bridge_carry_run())
 	 * for this link: `got` reserved together, the first `k` written,
-	 * committed together at the run's end (shoal__bridge_runs_commit()). */
+	 * committed together at the run's end (bridge_out.c, run_slot()). */
 	struct {
 		unsigned char *at;       /* the first's bytes */
 		uint32_t stride, got, k;

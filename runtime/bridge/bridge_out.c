@@ -123,7 +123,7 @@ void shoal__bridge_put(struct bridge *b, struct peer *p, const struct shoal_enve
  * in room reserved anew for up to `want` records (what the run has left),
  * as shoal__link_reserve_n() gives it. NULL: the link has no room now.
  * What a link's reservation holds is queued at the run's end, or before
- * anything else is done with the links (shoal__bridge_runs_commit()).
+ * anything else is done with the links (runs_commit()).
  */
 static inline unsigned char *run_slot(struct peer *p, uint32_t rec, uint32_t want)
 {
@@ -272,7 +272,8 @@ void shoal__bridge_on_message(struct shoal_actor *a, const struct shoal_msg *m)
  * link takes it at once (as carry_direct()). Stops at the first record
  * that is anything else, or that would wait: shoal__bridge_on_message() has it. The
  * envelope is copied out and checked, then that copy goes on, so what goes
- * is what was checked.
+ * is what was checked. The run's records for one link are reserved and
+ * queued together (run_slot()), before it returns.
  */
 uint32_t shoal__bridge_carry_run(void *user, const struct shoal__relay_run *r)
 {

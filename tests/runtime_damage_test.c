@@ -812,8 +812,11 @@ static void damage_mailbox_damaged_under_traffic_stalls_no_sender(void **state)
 	rt_damage_of(id, &d);
 	assert_int_equal(atomic_load(&rt_res->count[0]) + atomic_load(&rt_res->count[1]) + d.lost +
 			 d.dropped_corrupt, 20300);
-	assert_true(latency_matches_handled("c0"));
 	rt_stop_and_reap(&p, 1);
+	/* Read once c0's process is gone: a worker counts a message in its
+	 * histogram before the handler and as handled after it, so while it
+	 * runs, `handled` may trail by the one whose handler just counted. */
+	assert_true(latency_matches_handled("c0"));
 	rt_stop_router();
 }
 

@@ -116,7 +116,11 @@ static void runtime_blocking_send_waits_for_slow_consumer(void **state)
 	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)),
 					 120000), 0);
 	rt_wait_count(0, prod.n, 60000);
-	group_drops(id, &delivered, &dropped);
+	/* The dispatcher publishes its counts on its next pass, which may
+	 * come after the consumer handled the last message: wait for them. */
+	for (int i = 0; i < 30000 && (group_drops(id, &delivered, &dropped),
+				      delivered < prod.n); i++)
+		usleep(1000);
 	assert_int_equal(delivered, prod.n);
 	assert_int_equal(dropped, 0);
 	rt_stop_and_reap(&pc, 1);

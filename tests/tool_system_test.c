@@ -999,10 +999,16 @@ static void tool_stat_latency_counts_a_stopped_consumer(void **state)
 static void tool_top_says_when_the_system_goes_away(void **state)
 {
 	struct tool_run r;
+	struct stat st = { 0 };
 
 	(void)state;
 	tool_start(&r, (const char *const[]){ "top", "--interval", "50", SYSTEM, NULL });
-	usleep(300000);
+	/* Gone only once top has shown a refresh (asserted below): a top
+	 * that first looks after it went fails, finding no system. Waited
+	 * for, not slept on: a loaded machine may take longer to start it. */
+	for (int i = 0; i < 10000 && fstat(fileno(r.out_f), &st) == 0 && st.st_size == 0; i++)
+		usleep(1000);
+	assert_true(st.st_size > 0);
 	atomic_store(&rt_res->go, 1);
 	assert_int_equal(shoal_router_stop_groups(rt_router, 10000000000), 0);
 	test_assert_exited(test_wait_pid(fx.gated, 10000), 0);

@@ -117,6 +117,14 @@ void shoal__bridge_put(struct bridge *b, struct peer *p, const struct shoal_enve
 	shoal__link_commit(p->link);
 }
 
+/* Queue what p's link holds reserved for the run (run_slot()), if anything. */
+static inline void run_close(struct peer *p)
+{
+	if (p->run.k > 0)
+		shoal__link_commit_n(p->link, p->run.k);
+	p->run.k = p->run.got = 0;
+}
+
 /*
  * Where the next record of `rec` bytes of a run goes on p's link: in the
  * room reserved for the run there, or, when there is none or it is full,
@@ -128,9 +136,7 @@ void shoal__bridge_put(struct bridge *b, struct peer *p, const struct shoal_enve
 static inline unsigned char *run_slot(struct peer *p, uint32_t rec, uint32_t want)
 {
 	if (p->run.k == p->run.got) {
-		if (p->run.k > 0)
-			shoal__link_commit_n(p->link, p->run.k);
-		p->run.k = p->run.got = 0;
+		run_close(p);
 		p->run.at = shoal__link_reserve_n(p->link, rec, 0, want, &p->run.got);
 		if (p->run.at == NULL)
 			return NULL;
@@ -139,16 +145,11 @@ static inline unsigned char *run_slot(struct peer *p, uint32_t rec, uint32_t wan
 	return p->run.at + (size_t)p->run.stride * p->run.k++;
 }
 
-/* Queue what the run wrote into its reservations (run_slot()). */
+/* Queue what the run wrote into its reservations on every link. */
 static void runs_commit(struct bridge *b)
 {
-	for (uint32_t i = 0; i < b->n_peers; i++) {
-		struct peer *p = &b->peers[i];
-
-		if (p->run.k > 0)
-			shoal__link_commit_n(p->link, p->run.k);
-		p->run.k = p->run.got = 0;
-	}
+	for (uint32_t i = 0; i < b->n_peers; i++)
+		run_close(&b->peers[i]);
 }
 
 /*

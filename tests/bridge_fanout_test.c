@@ -17,6 +17,9 @@
  * passed; c, started then, gets every one of its own, in order.
  * And a host away past hosts.down_after (two seconds, in a second file)
  * has what a's bridge held for it given up, counted and said.
+ * And a full link holds back no record of another host: c not up, and
+ * more from a than a link's backlog holds, b's consumer gets every one of
+ * a's up to the one waiting for c, that one too.
  *
  * Runs as root; skips visibly (exit 77) otherwise, or when namespaces
  * cannot be made. Every wait has a deadline; nothing asserts a duration.
@@ -30,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/jsonvalue.h"
 #include "tests/netns.h"
 #include "tests/testutil.h"
 #include "tests/toolrun.h"
@@ -37,6 +41,8 @@
 #define PORT 7410
 #define WAIT_MS 60000
 #define ROUTED 1500            /* messages each producer sends */
+#define ROUTED_MORE 5000       /* ... in the full-link case: more than a backlog holds, */
+#define RATE_MORE 20000        /* ... a second, which b's consumer keeps up with */
 #define HOSTS 3
 
 /* Where each producer's keys (and sequence numbers) start. */
@@ -45,12 +51,14 @@ static const char *const name[HOSTS] = { "a", "b", "c" };
 
 static struct test_netns hosts;
 static const char *skip_reason;
-static char dir[64], shm[HOSTS][96], out[HOSTS][128], cfg[128], cfg_away[128];
+static char dir[64], shm[HOSTS][96], out[HOSTS][128], cfg[128], cfg_away[128], cfg_more[128];
 static char consumer_log[HOSTS][128];
+static unsigned routed = ROUTED;   /* what each producer of the case's file sends */
 static pid_t run[HOSTS];
 
-/* The system's file at `path`, its hosts away after `down_after`. */
-static int write_cfg(const char *path, const char *down_after)
+/* The system's file at `path`, its hosts away after `down_after`, each
+ * producer sending `n_routed`, `rate` a second (0: as fast as it can). */
+static int write_cfg(const char *path, const char *down_after, int n_routed, int rate)
 {
 	const char *group = getenv("SHOAL_TEST_GROUP");
 	char text[4096];
@@ -58,7 +66,8 @@ static int write_cfg(const char *path, const char *down_after)
 	FILE *f;
 
 	/* 64 KiB of window against 1500 records of 80 bytes (120 KB) per
-	 * producer, on every link. */
+	 * producer, on every link; ROUTED_MORE is more than a link's backlog
+	 * (four windows) holds. */
 	n += snprintf(text + n, sizeof(text) - (size_t)n,
 		      "system: fan\nhosts:\n  down_after: %s\n"
 		      "  link: { window: 64KiB, keepalive: 50ms, dead_after: 500ms }\n  list:\n",
@@ -73,8 +82,8 @@ static int write_cfg(const char *path, const char *down_after)
 	for (int s = 0; s < HOSTS; s++)
 		n += snprintf(text + n, sizeof(text) - (size_t)n,
 			      "  - { name: p%s, program: %s, host: %s,\n"
-			      "      args: [--role, producer, --n, %d, --first, %llu] }\n",
-			      name[s], group, name[s], ROUTED, first_key[s]);
+			      "      args: [--role, producer, --n, %d, --first, %llu, --rate, %d] }\n",
+			      name[s], group, name[s], n_routed, first_key[s], rate);
 	/* a's consumer takes what b and c produce; b's and c's, what a does. */
 	for (int s = 0; s < HOSTS; s++)
 		n += snprintf(text + n, sizeof(text) - (size_t)n,
@@ -84,7 +93,7 @@ static int write_cfg(const char *path, const char *down_after)
 			      "                  match: { range: [%llu, %llu] } } ] }\n",
 			      name[s], group, name[s], consumer_log[s],
 			      s == 0 ? first_key[1] : first_key[0],
-			      s == 0 ? first_key[2] + ROUTED - 1 : first_key[0] + ROUTED - 1);
+			      s == 0 ? first_key[2] + n_routed - 1 : first_key[0] + n_routed - 1);
 	f = fopen(path, "w");
 	if (f == NULL)
 		return -1;
@@ -106,7 +115,10 @@ static int setup(void **state)
 		snprintf(consumer_log[s], sizeof(consumer_log[s]), "%s/c%s.log", dir, name[s]);
 	snprintf(cfg, sizeof(cfg), "%s/fan.yaml", dir);
 	snprintf(cfg_away, sizeof(cfg_away), "%s/fan-away.yaml", dir);
-	return write_cfg(cfg, "120s") == 0 && write_cfg(cfg_away, "2s") == 0 ? 0 : -1;
+	snprintf(cfg_more, sizeof(cfg_more), "%s/fan-more.yaml", dir);
+	if (write_cfg(cfg, "120s", ROUTED, 0) < 0 || write_cfg(cfg_away, "2s", ROUTED, 0) < 0)
+		return -1;
+	return write_cfg(cfg_more, "120s", ROUTED_MORE, RATE_MORE);
 }
 
 static int teardown(void **state)
@@ -156,7 +168,7 @@ static void tally(int side, struct tally *t)
 
 		if (sscanf(p, "%u %llu", &type, &key) == 2 && type == 3)
 			for (int h = 0; h < HOSTS; h++)
-				if (key >= first_key[h] && key < first_key[h] + ROUTED)
+				if (key >= first_key[h] && key < first_key[h] + routed)
 					s = h;
 		if (s < 0) {
 			t->strangers++;
@@ -178,7 +190,7 @@ static void tally(int side, struct tally *t)
 static bool complete(int side, const struct tally *t)
 {
 	for (int s = 0; s < HOSTS; s++) {
-		unsigned want = (side == 0) == (s != 0) ? ROUTED : 0;
+		unsigned want = (side == 0) == (s != 0) ? routed : 0;
 
 		if (t->lines[s] != want || !t->in_order[s])
 			return false;
@@ -276,6 +288,7 @@ static void begin(void)
 		truncate(out[s], 0);
 		truncate(consumer_log[s], 0);
 	}
+	routed = ROUTED;
 }
 
 /* `shoal run --host` of the first n hosts, each on `file`. */
@@ -431,12 +444,84 @@ static void fanout_host_away_past_down_after_counts_its_backlog_lost(void **stat
 	free(text);
 }
 
+/* A number of a's link to host `peer` (`key`, as `shoal stat --json` on a
+ * says it); 0 while a's bridge has not shown the link yet. */
+static uint64_t a_link(const char *peer, const char *key)
+{
+	const char *const args[] = { "stat", "--json", "fan", NULL };
+	char *saved = getenv("SHOAL_SHM_DIR") ? strdup(getenv("SHOAL_SHM_DIR")) : NULL;
+	char row[64];
+	struct tool_run t;
+	uint64_t v = 0;
+
+	setenv("SHOAL_SHM_DIR", shm[0], 1);
+	tool_start(&t, args);
+	tool_wait(&t);
+	if (saved != NULL)
+		setenv("SHOAL_SHM_DIR", saved, 1);
+	else
+		unsetenv("SHOAL_SHM_DIR");
+	free(saved);
+	snprintf(row, sizeof(row), "\"peer\": \"%s\",", peer);
+	if (t.code == 0 && strstr(t.out, row) != NULL)
+		v = json_value_where(t.out, "peer", peer, key);
+	tool_free(&t);
+	return v;
+}
+
+/*
+ * A host whose link is full holds back no record of another: c not up, and
+ * a's producer sending more than a link's backlog holds, at a pace b keeps
+ * up with (so that b's link never fills), so that a's bridge finds its
+ * backlog for c full partway through, and waits there for c. A record
+ * goes to b before c (the routes' order), and what the run being carried
+ * had written for b is queued before that wait: b's consumer gets every
+ * record up to the one waiting for c, that one too, while a's bridge
+ * waits (the link view says how many went to c: the tools see the wait).
+ * Then c comes, and every consumer gets all.
+ */
+static void fanout_full_link_holds_back_no_record_of_another(void **state)
+{
+	struct tally t[HOSTS];
+	uint64_t waits = 0, queued;
+	bool done;
+
+	(void)state;
+	begin();
+	routed = ROUTED_MORE;
+	start_hosts(2, cfg_more);
+	for (int ms = 0; ms < WAIT_MS && (waits = a_link("c", "credit_waits")) == 0; ms += 100)
+		usleep(100000);
+	if (waits == 0)
+		fail_with_outputs("a's bridge never found its backlog for c full");
+	queued = a_link("c", "in_flight");
+	for (int ms = 0; ms < WAIT_MS && (tally(1, &t[1]), t[1].lines[0] < queued + 1); ms += 100)
+		usleep(100000);
+	print_message("a's bridge waits for c after %llu records; b's consumer has %u of them\n",
+		      (unsigned long long)queued, t[1].lines[0]);
+	assert_true(queued > 0 && queued < ROUTED_MORE);
+	assert_int_equal(t[1].lines[0], queued + 1);
+	assert_true(t[1].in_order[0]);
+	assert_int_equal(a_link("c", "in_flight"), queued);
+	run[2] = test_netns_spawn(&hosts, 2, shm[2], out[2],
+				  (const char *const[]){ getenv("SHOAL_BIN"), "run", "--status",
+							 "plain", "--host", name[2], cfg_more,
+							 NULL });
+	assert_true(run[2] > 0);
+	done = all_complete(t);
+	for (int s = 0; s < HOSTS; s++)
+		stop_cleanly(s);
+	if (!done)
+		fail_with_outputs("not every consumer got all, in order, once c came");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(fanout_three_hosts_once_in_order_and_a_bridge_restarts),
 		cmocka_unit_test(fanout_host_not_up_does_not_hold_up_the_others),
 		cmocka_unit_test(fanout_host_away_past_down_after_counts_its_backlog_lost),
+		cmocka_unit_test(fanout_full_link_holds_back_no_record_of_another),
 	};
 	const char *why = test_netns_unavailable();
 
@@ -448,5 +533,6 @@ int main(void)
 		printf("bridge_fanout: skipped: SHOAL_BIN and SHOAL_TEST_GROUP are not set\n");
 		return TEST_CHILD_SKIP;
 	}
+	tool_bin = getenv("SHOAL_BIN");
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -13,10 +13,16 @@
 
 uint64_t json_value_after(const char *json, const char *name, const char *key)
 {
-	char at[96], k[64];
+	return json_value_where(json, "name", name, key);
+}
+
+uint64_t json_value_where(const char *json, const char *field, const char *name,
+			  const char *key)
+{
+	char at[128], k[64];
 	const char *p;
 
-	snprintf(at, sizeof(at), "\"name\": \"%s\",", name);
+	snprintf(at, sizeof(at), "\"%s\": \"%s\",", field, name);
 	snprintf(k, sizeof(k), "\"%s\": ", key);
 	p = strstr(json, at);
 	if (p == NULL || (p = strstr(p, k)) == NULL)

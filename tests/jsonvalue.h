@@ -15,4 +15,8 @@
  */
 uint64_t json_value_after(const char *json, const char *name, const char *key);
 
+/* As json_value_after(), after `"field": "name",` (a link's "peer", ...). */
+uint64_t json_value_where(const char *json, const char *field, const char *name,
+			  const char *key);
+
 #endif

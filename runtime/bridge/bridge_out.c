@@ -81,6 +81,8 @@ static __attribute__((noinline)) unsigned char *put_wait(struct bridge *b, struc
 		for (uint32_t i = 0; i < b->n_peers; i++) {
 			shoal__link_poll(b->peers[i].link, now);
 			shoal__bridge_take_records(b, &b->peers[i]);
+			/* The tools see the wait (credit_waits, in_flight). */
+			shoal__bridge_view_write(&b->peers[i]);
 		}
 		if (shoal__link_arm(p->link) == 0) {
 			struct pollfd pfd = { .fd = shoal__link_fd(p->link), .events = POLLIN };

@@ -449,21 +449,12 @@ static void fanout_host_away_past_down_after_counts_its_backlog_lost(void **stat
 static uint64_t a_link(const char *peer, const char *key)
 {
 	const char *const args[] = { "stat", "--json", "fan", NULL };
-	char *saved = getenv("SHOAL_SHM_DIR") ? strdup(getenv("SHOAL_SHM_DIR")) : NULL;
 	char row[64];
 	struct tool_run t;
 	uint64_t v = 0;
 
-	setenv("SHOAL_SHM_DIR", shm[0], 1);
-	tool_start(&t, args);
-	tool_wait(&t);
-	if (saved != NULL)
-		setenv("SHOAL_SHM_DIR", saved, 1);
-	else
-		unsetenv("SHOAL_SHM_DIR");
-	free(saved);
 	snprintf(row, sizeof(row), "\"peer\": \"%s\",", peer);
-	if (t.code == 0 && strstr(t.out, row) != NULL)
+	if (tool_run_in(&t, shm[0], args) == 0 && strstr(t.out, row) != NULL)
 		v = json_value_where(t.out, "peer", peer, key);
 	tool_free(&t);
 	return v;

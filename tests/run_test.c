@@ -2100,18 +2100,15 @@ static void run_host_starts_only_the_groups_of_that_host(void **state)
 
 /*
  * Messages the four consumers of examples/hosts.yaml handled, as `shoal stat
- * --json` says on host b (shared memory `shm`; `back`: this process's again).
+ * --json` says on host b (shared memory `shm`).
  */
-static unsigned long long example_consumers_handled(const char *shm, const char *back)
+static unsigned long long example_consumers_handled(const char *shm)
 {
 	unsigned long long n = 0;
 	struct tool_run t;
 	char name[16];
 
-	setenv("SHOAL_SHM_DIR", shm, 1);
-	tool_start(&t, (const char *const[]){ "stat", "--json", "fanout-hosts", NULL });
-	tool_wait(&t);
-	setenv("SHOAL_SHM_DIR", back, 1);
+	tool_run_in(&t, shm, (const char *const[]){ "stat", "--json", "fanout-hosts", NULL });
 	for (int c = 0; c < 4 && strstr(t.out, "\"name\": \"consumer-3\",") != NULL; c++) {
 		snprintf(name, sizeof(name), "consumer-%d", c);
 		n += json_value_after(t.out, name, "handled");
@@ -2195,7 +2192,7 @@ static void across_two_hosts(bool full_rate)
 	}
 	/* And their handlers had it: b's bridge, which stops after them, hands
 	 * on what it received at its own pace, slow on a loaded machine. */
-	for (int i = 0; i < 1000 && example_consumers_handled(shm[1], saved_dir) < sent; i++)
+	for (int i = 0; i < 1000 && example_consumers_handled(shm[1]) < sent; i++)
 		usleep(10000);
 	assert_int_equal(stop_run(run[1], SIGTERM), 0);
 	text = read_file(out[1]);

@@ -72,6 +72,22 @@ int tool_wait(struct tool_run *r)
 	return r->code;
 }
 
+int tool_run_in(struct tool_run *r, const char *shm, const char *const *args)
+{
+	const char *now = getenv("SHOAL_SHM_DIR");
+	char *saved = now != NULL ? strdup(now) : NULL;
+
+	assert_true(now == NULL || saved != NULL);
+	setenv("SHOAL_SHM_DIR", shm, 1);
+	tool_start(r, args);
+	if (saved != NULL)
+		setenv("SHOAL_SHM_DIR", saved, 1);
+	else
+		unsetenv("SHOAL_SHM_DIR");
+	free(saved);
+	return tool_wait(r);
+}
+
 void tool_finish(struct tool_run *r, int code)
 {
 	if (tool_wait(r) != code)

@@ -29,6 +29,10 @@ void tool_start(struct tool_run *r, const char *const *args);
 /* Wait for it and collect its output; returns (and stores) its exit code. */
 int tool_wait(struct tool_run *r);
 
+/* Start and wait, `shoal` reading the shared memory in `shm` (another
+ * host's: SHOAL_SHM_DIR, this process's set back after); its exit code. */
+int tool_run_in(struct tool_run *r, const char *shm, const char *const *args);
+
 /* Wait and require exit `code`, printing both streams if it differs. */
 void tool_finish(struct tool_run *r, int code);
 

@@ -2,10 +2,10 @@
 /*
  * shoal-bench-net: across hosts, the transport's limit. UCX alone (a
  * minimal UCP program, net_ucx.c: one message per active message, and
- * messages packed into frames, the batched limit), the plain relay (the
+ * messages packed into frames, the batched limit), the plain relays (the
  * direct path's shape with nothing of Shoal: a side and a relay process per
- * host, plain rings between them, UCP frames between the relays,
- * net_relay.c) and ZeroMQ (net_zmq.c) between two "hosts", measured in one
+ * host, plain rings between them, UCP frames between the relays; and the
+ * routed path's, a plain forwarder more per host; net_relay.c) and ZeroMQ (net_zmq.c) between two "hosts", measured in one
  * run with interleaved samples beside Shoal's bridge end to end
  * (net_bridge.c) and its link layer alone (net_link.c): the contender table
  * below.
@@ -57,8 +57,9 @@
  * The contenders, in the order of the report. Shoal's whole bridge
  * (net_bridge.c: a system on each host) and its link layer alone
  * (net_link.c) are built when the bridge is (UCX found). Every figure is
- * printed against NET_LIMIT, against RELAY_REF (the bridge's shape) and
- * beside the other rows of the same run.
+ * printed against NET_LIMIT, against the plain reference of its shape
+ * (RELAY_REF, or the row's shape_ref) and beside the other rows of the
+ * same run.
  */
 static const struct net_contender *const contenders[] = {
 #ifdef SHOAL_BENCH_LINK
@@ -66,6 +67,7 @@ static const struct net_contender *const contenders[] = {
 	&net_bridge_direct,
 #endif
 	&net_plain_relay,
+	&net_plain_relay_routed,
 #ifdef SHOAL_BENCH_LINK
 	&net_link,
 #endif
@@ -77,7 +79,8 @@ static const struct net_contender *const contenders[] = {
 
 /* The round trip's reference: UCX, one message each way. */
 #define RTT_REF "ucx"
-/* The reference of the bridge's shape, in both tables: the plain relay. */
+/* The reference of a row's shape where it names none (shape_ref): the
+ * plain relay, the direct path's shape. */
 #define RELAY_REF "plain-relay"
 
 static const uint32_t payloads[] = { 64, 1024 };
@@ -681,8 +684,8 @@ static void md_header(FILE *f, const struct report *rp)
 		"(side B: receiver, responder) on CPU %d, each with its transport's threads "
 		"(UCX's async thread, ZeroMQ's I/O thread); held in %u of %u samples (the "
 		"bridge's are not pinned: each host's router, bridge and group run on both "
-		"CPUs; `%s`'s relays run each on its side's CPU)\n", o->cpu[0], o->cpu[1],
-		pinned, total, RELAY_REF);
+		"CPUs; the plain relays' processes run each on its side's CPU)\n", o->cpu[0],
+		o->cpu[1], pinned, total);
 	if (np > 0) {
 		struct bench_mmm m = bench_mmm(probes, np);
 
@@ -713,46 +716,53 @@ static double f_mbps(const struct obs *o)
 }
 
 /* A column: median [min, max] over runs of field() x scale, or with
- * `ratio`, of the row's field() over the reference contender's: `ref`, or
- * the table's when NULL. */
+ * `ratio`, of the row's field() over the reference contender's: the
+ * table's, or with `shape` the plain reference of the row's shape. */
 struct md_col {
 	double (*field)(const struct obs *o);
 	double scale;
 	int prec;
 	bool ratio;
-	const char *ref;
+	bool shape;
 };
+
+/* The plain reference of contender ci's shape for a kind of sample. */
+static const char *shape_ref(unsigned ci, enum net_kind k)
+{
+	return contenders[ci]->shape_ref[k] != NULL ? contenders[ci]->shape_ref[k] : RELAY_REF;
+}
 
 /* The two tables: what they say, their reference, their columns. */
 static const struct md_table {
 	enum net_kind kind;
 	const char *ref;
-	const char *intro;       /* a printf format taking ref, RELAY_REF, ref, RELAY_REF */
+	const char *intro;       /* a printf format taking ref, ref */
 	struct md_col cols[5];
 } md_tables[NET_KINDS] = {
 	{ NET_TPUT, NET_LIMIT,
 	  "### Throughput, one way\n\n"
 	  "A sends for the sample's duration, B checks every message; rate = messages / (A's "
 	  "first send to B's last receive). `÷ %s`: the row's rate over the batched limit's "
-	  "in the same run; `÷ %s`: over the plain relay's, the limit of the direct path's "
-	  "shape (`shoal-bridge-direct`'s).\n\n"
-	  "| contender | payload | msg/s | MB/s | ÷ %s | ÷ %s | probe (ns) |\n"
+	  "in the same run; `÷ plain shape`: over the plain reference of the row's shape, "
+	  "the limit of that shape: `" NET_ROUTED_REF "` for `shoal-bridge` (routed: six "
+	  "processes), `" RELAY_REF "` for the direct path's rows (four).\n\n"
+	  "| contender | payload | msg/s | MB/s | ÷ %s | ÷ plain shape | probe (ns) |\n"
 	  "|---|---:|---:|---:|---:|---:|---:|\n",
-	  { { f_rate, 1, 0, false, NULL }, { f_mbps, 1, 1, false, NULL },
-	    { f_rate, 1, 2, true, NULL }, { f_rate, 1, 2, true, RELAY_REF },
-	    { f_probe, 1, 0, false, NULL } } },
+	  { { f_rate, 1, 0, false, false }, { f_mbps, 1, 1, false, false },
+	    { f_rate, 1, 2, true, false }, { f_rate, 1, 2, true, true },
+	    { f_probe, 1, 0, false, false } } },
 	{ NET_RTT, RTT_REF,
 	  "### Round trip, ping-pong\n\n"
 	  "A sends one message, B sends it back, A waits for it; per run the p50 and p99 of "
 	  "every round trip (µs). `p50 ÷ %s`: the row's p50 over UCX's in the same run; "
-	  "`p50 ÷ %s`: over the plain relay's, the limit of the shape of `shoal-bridge`'s "
-	  "round trip (direct, through both bridges).\n\n"
+	  "`p50 ÷ plain shape`: over `" RELAY_REF "`'s, the limit of the shape of "
+	  "`shoal-bridge`'s round trip (direct, through both bridges).\n\n"
 	  "| contender | payload | RTT p50 (µs) | RTT p99 (µs) | round trips/s | p50 ÷ %s | "
-	  "p50 ÷ %s |\n"
+	  "p50 ÷ plain shape |\n"
 	  "|---|---:|---:|---:|---:|---:|---:|\n",
-	  { { f_p50, 1e-3, 1, false, NULL }, { f_p99, 1e-3, 1, false, NULL },
-	    { f_rate, 1, 0, false, NULL }, { f_p50, 1, 2, true, NULL },
-	    { f_p50, 1, 2, true, RELAY_REF } } },
+	  { { f_p50, 1e-3, 1, false, false }, { f_p99, 1e-3, 1, false, false },
+	    { f_rate, 1, 0, false, false }, { f_p50, 1, 2, true, false },
+	    { f_p50, 1, 2, true, true } } },
 };
 
 /* Whether contender `name` is of this build and ran. */
@@ -769,10 +779,12 @@ static bool ran(const struct report *rp, const char *name)
 static void md_table(FILE *f, const struct report *rp, const struct md_table *t)
 {
 	const unsigned n_cols = sizeof(t->cols) / sizeof(t->cols[0]);
+	const char *missing[N_CONTENDERS];
+	unsigned n_missing = 0;
 	double v[BENCH_MAX_RUNS];
 	char buf[64];
 
-	fprintf(f, t->intro, t->ref, RELAY_REF, t->ref, RELAY_REF);
+	fprintf(f, t->intro, t->ref, t->ref);
 	for (unsigned pi = 0; pi < N_PAYLOADS; pi++)
 		for (unsigned ci = 0; ci < N_CONTENDERS; ci++) {
 			unsigned cs = case_of(t->kind, pi);
@@ -782,25 +794,28 @@ static void md_table(FILE *f, const struct report *rp, const struct md_table *t)
 			fprintf(f, "| %s | %u B |", contenders[ci]->name, payloads[pi]);
 			for (unsigned j = 0; j < n_cols; j++) {
 				const struct md_col *c = &t->cols[j];
-				const char *ref = c->ref != NULL ? c->ref : t->ref;
+				const char *ref = c->shape ? shape_ref(ci, t->kind) : t->ref;
 				unsigned n = c->ratio ? collect_ratio(rp, cs, ci, contender_index(ref),
 								      c->field, v) :
 					collect(rp, cs, ci, c->field, v);
+				unsigned m = 0;
 
-				if (c->ratio && !ran(rp, ref))
+				if (c->ratio && !ran(rp, ref)) {
 					fprintf(f, " — |");
-				else
+					while (m < n_missing && strcmp(missing[m], ref) != 0)
+						m++;
+					if (m == n_missing)
+						missing[n_missing++] = ref;
+				} else
 					fprintf(f, " %s |",
 						cell(buf, sizeof(buf), v, n, c->scale, c->prec));
 			}
 			fprintf(f, "\n");
 		}
 	fprintf(f, "\n");
-	if (!ran(rp, t->ref))
-		fprintf(f, "No ratio to `%s`: it did not run (not in `--contenders`).\n\n", t->ref);
-	if (!ran(rp, RELAY_REF))
+	for (unsigned m = 0; m < n_missing; m++)
 		fprintf(f, "No ratio to `%s`: it did not run (not in `--contenders`).\n\n",
-			RELAY_REF);
+			missing[m]);
 }
 
 /*
@@ -916,7 +931,8 @@ static void write_md(FILE *f, const void *arg)
 		"round trip p50 at most 1.2x `%s`'s) are the whole bridge's, `shoal-bridge`; "
 		"`shoal-link` is its link layer alone, what the bridge cannot beat; `%s` is "
 		"the direct path's shape (four processes, two rings, two relays) done plainly, "
-		"the machine's limit for that shape.\n", NET_LIMIT, RTT_REF, RELAY_REF);
+		"the machine's limit for that shape, and `%s` the routed path's (six processes, "
+		"a forwarder more per host).\n", NET_LIMIT, RTT_REF, RELAY_REF, NET_ROUTED_REF);
 }
 
 static int write_csv(const char *path, const void *arg)
@@ -1070,7 +1086,7 @@ static bool measures_any(const struct opts *o)
 
 static void usage(FILE *f)
 {
-	char names[128];
+	char names[192];
 
 	contender_names(names, sizeof(names));
 	fprintf(f,
@@ -1080,7 +1096,8 @@ static void usage(FILE *f)
 		"Across hosts, the transport's limit: UCX active messages (one message each, and\n"
 		"packed into frames: the batched limit), the plain relay (the bridge's direct\n"
 		"path's shape done plainly: a side and a relay process per host, plain rings\n"
-		"between them, UCP frames between the relays), ZeroMQ (PUSH/PULL, REQ/REP), and,\n"
+		"between them, UCP frames between the relays; plain-relay-routed adds a plain\n"
+		"forwarder per host, the routed path's shape), ZeroMQ (PUSH/PULL, REQ/REP), and,\n"
 		"when built with the bridge, Shoal end to end (a `shoal run --host` system on\n"
 		"each host) and its link layer alone, between two network namespaces\n"
 		"joined by a veth pair that the benchmark makes and removes;\n"

@@ -110,6 +110,9 @@ struct net_contender {
 	const char *what;          /* one line for the report's legend */
 	bool batched;
 	net_role_fn role[NET_KINDS][2];
+	/* The plain reference of this row's shape, per kind, its `÷ plain
+	 * shape` column; NULL: the plain relay (RELAY_REF in net_bench.c). */
+	const char *shape_ref[NET_KINDS];
 };
 
 #define NET_LIMIT "ucx-batched"
@@ -128,6 +131,11 @@ extern const struct net_contender net_bridge_direct;
  * host, plain rings between them, UCP frames between the relays
  * (net_relay.c). The reference of the bridge's rows. */
 extern const struct net_contender net_plain_relay;
+/* The routed path's shape done plainly: the plain relay with a plain
+ * forwarder per host between the side and its relay (net_relay.c). The
+ * reference of the routed bridge row's throughput. */
+extern const struct net_contender net_plain_relay_routed;
+#define NET_ROUTED_REF "plain-relay-routed"
 
 /* The environment variable that makes this program a group of the bridge
  * contender's systems: the descriptor of the control block, inherited. */

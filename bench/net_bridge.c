@@ -545,6 +545,7 @@ const struct net_contender net_bridge = {
 		[NET_TPUT] = { bridge_role, bridge_role },
 		[NET_RTT] = { bridge_role, bridge_role },
 	},
+	.shape_ref = { [NET_TPUT] = NET_ROUTED_REF },
 };
 
 const struct net_contender net_bridge_direct = {

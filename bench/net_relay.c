@@ -10,7 +10,19 @@
  *          <--plain ring--         <==UCP frames==         <--plain ring--
  *
  * four processes where Shoal's direct path has four (sender group, bridge
- * A, bridge B, receiver group). Each side forks its relay into its own
+ * A, bridge B, receiver group). `plain-relay-routed` is the routed path's
+ * shape, six processes as Shoal's routed stream has (sender group, router
+ * A, bridge A, bridge B, router B, receiver group): a plain forwarder on
+ * each host between the side and its relay, joined to both by plain rings,
+ *
+ *   side A --ring--> fwd A --ring--> relay A ==frames==> relay B --ring--> fwd B --ring--> side B
+ *
+ * the forwarder moving what its input ring holds, up to FWD_PASS messages,
+ * into its output ring as one publication, waiting for room there (as a
+ * router's dispatcher holds back at a full ring): the hand-off of a router,
+ * without its filter (at one consumer group, the route is a constant).
+ * Throughput only: Shoal's routed row's round trip goes direct, so its
+ * reference is `plain-relay`'s. Each side forks its relay into its own
  * host; the two share an anonymous shared mapping made before the fork: a
  * word each way (the relay's state, the side's stop) and two plain SPSC
  * rings (bench/plain_ring.h) of RING_BYTES of slots each, one slot a
@@ -53,11 +65,12 @@
  * scheduler's balancing.
  *
  * The relay meets the other host at NET_ROUND_LISTENING (net_ucx_setup()),
- * its side at every later round; the side tells its relay to close once
- * both sides met at NET_ROUND_DONE, and waits for it to exit. A relay that
- * fails says why in its side's result and sets its state to the -errno,
- * which its side finds when it next waits; a side that dies takes its
- * relay with it (PR_SET_PDEATHSIG).
+ * its side at every later round; the side tells its relay (and forwarder)
+ * to close once both sides met at NET_ROUND_DONE, and waits for them to
+ * exit. A relay that fails says why in its side's result and sets its
+ * state to the -errno, which its side finds when it next waits; a side
+ * that dies takes its relay and forwarder with it (PR_SET_PDEATHSIG), and
+ * a forwarder that exits early is found by its side's next wait.
  */
 #include <errno.h>
 #include <sched.h>
@@ -76,6 +89,8 @@
 #define RING_BYTES (1u << 20)
 /* Messages side A writes, and side B reads, per look. */
 #define BURST 32u
+/* Messages a forwarder moves per look at most (a dispatcher's pass). */
+#define FWD_PASS 256u
 /* How long a process keeps looking, yielding between looks, after its
  * last work; then how long it sleeps between looks, with a timer slack of
  * SLACK_NS (the default, 50 us, would double the nap). */
@@ -105,9 +120,18 @@ struct rside {
 	struct net_side *s;
 	struct relay_shared *sh;
 	size_t map_len;
+	bool routed;               /* a forwarder between the side and its relay */
 	pid_t relay;
+	pid_t fwd;
 	struct plain_prod out;
 	struct plain_cons in;
+	struct idle idle;
+};
+
+/* The forwarder's process-local view: out to xout, xin to in. */
+struct fwd {
+	struct plain_cons out, xin;
+	struct plain_prod xout, in;
 	struct idle idle;
 };
 
@@ -171,6 +195,10 @@ static int side_wait(struct rside *r)
 		r->relay = 0;
 		return net_fail(r->s, -ECHILD, "plain-relay: the relay exited");
 	}
+	if (r->fwd > 0 && waitpid(r->fwd, NULL, WNOHANG) == r->fwd) {
+		r->fwd = 0;
+		return net_fail(r->s, -ECHILD, "plain-relay: the forwarder exited");
+	}
 	return 0;
 }
 
@@ -188,7 +216,72 @@ static void *ring_at(struct relay_shared *sh, uint32_t payload, int which)
 	return (unsigned char *)(sh + 1) + (size_t)which * ring_len(payload);
 }
 
-enum { RING_OUT, RING_IN };
+/* out and in are the side's; the relay's are xout and xin where a
+ * forwarder stands between them, else the same two. */
+enum { RING_OUT, RING_IN, RING_XOUT, RING_XIN, RINGS_ROUTED };
+
+static unsigned n_rings(bool routed)
+{
+	return routed ? RINGS_ROUTED : RING_XOUT;
+}
+
+/* Touch every page of the mapping: a forked child maps shared pages
+ * again on first touch, which the timed part should not pay. */
+static void touch(const unsigned char *mem, size_t len, uint64_t *sink)
+{
+	for (size_t off = 0; off < len; off += 4096)
+		*sink += mem[off];
+}
+
+/* ---- the forwarder ---- */
+
+/* What `from` holds, up to FWD_PASS and the room in `to`, into `to` as one
+ * publication; how many moved. */
+static uint32_t fwd_move(struct plain_cons *from, struct plain_prod *to, uint32_t payload)
+{
+	uint32_t n = plain_cons_avail(from, FWD_PASS);
+
+	if (n > 0)
+		n = plain_prod_room(to, n);
+	for (uint32_t k = 0; k < n; k++)
+		bench_copy(plain_prod_slot(to, k), plain_cons_slot(from, k), payload);
+	if (n > 0) {
+		plain_prod_publish(to, n);
+		plain_cons_release(from, n);
+	}
+	return n;
+}
+
+/* The forwarder process's body, both ways until the side says stop; exit
+ * status. */
+static int fwd_main(struct net_side *s, struct relay_shared *sh, size_t map_len)
+{
+	uint32_t payload = s->p->payload;
+	uint64_t rl = ring_len(payload);
+	struct fwd w = { 0 };
+
+	/* Pinned as its side is (inherited): a host's three on one CPU. */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	touch((const unsigned char *)sh, map_len, &s->sink);
+	if (plain_cons_attach(&w.out, ring_at(sh, payload, RING_OUT), rl) < 0 ||
+	    plain_prod_attach(&w.xout, ring_at(sh, payload, RING_XOUT), rl) < 0 ||
+	    plain_cons_attach(&w.xin, ring_at(sh, payload, RING_XIN), rl) < 0 ||
+	    plain_prod_attach(&w.in, ring_at(sh, payload, RING_IN), rl) < 0) {
+		net_fail(s, -EINVAL, "plain-relay: the forwarder's rings");
+		return 1;
+	}
+	/* A2 as in relay_loop(). */
+	while (!shoal_load_acquire(&sh->stop)) {
+		uint32_t moved = fwd_move(&w.out, &w.xout, payload);
+
+		moved += fwd_move(&w.xin, &w.in, payload);
+		if (moved > 0)
+			idle_work(&w.idle);
+		else
+			idle_wait(&w.idle);
+	}
+	return 0;
+}
 
 /* ---- the relay ---- */
 
@@ -273,27 +366,20 @@ static int relay_loop(struct relay *r)
 	return 0;
 }
 
-/* Touch every page of the mapping: a forked child maps shared pages
- * again on first touch, which the timed part should not pay. */
-static void touch(const unsigned char *mem, size_t len, uint64_t *sink)
-{
-	for (size_t off = 0; off < len; off += 4096)
-		*sink += mem[off];
-}
-
 /* The relay process's body; exit status. */
-static int relay_main(struct net_side *s, struct relay_shared *sh, size_t map_len)
+static int relay_main(struct net_side *s, struct relay_shared *sh, size_t map_len, bool routed)
 {
 	uint32_t payload = s->p->payload;
 	struct relay r = { .s = s, .sh = sh, .per = s->p->frame / payload };
+	int ring_out = routed ? RING_XOUT : RING_OUT, ring_in = routed ? RING_XIN : RING_IN;
 	int ret = 0;
 
 	/* Pinned as its side is (inherited): both of a host on one CPU. */
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	touch((const unsigned char *)sh, map_len, &s->sink);
 	if (ret == 0 &&
-	    (plain_cons_attach(&r.out, ring_at(sh, payload, RING_OUT), ring_len(payload)) < 0 ||
-	     plain_prod_attach(&r.in, ring_at(sh, payload, RING_IN), ring_len(payload)) < 0))
+	    (plain_cons_attach(&r.out, ring_at(sh, payload, ring_out), ring_len(payload)) < 0 ||
+	     plain_prod_attach(&r.in, ring_at(sh, payload, ring_in), ring_len(payload)) < 0))
 		ret = net_fail(s, -EINVAL, "plain-relay: the rings");
 	/* On failure, the other host's relay waits at the first round: this
 	 * side's failure ends the sample (bench_pair_run()). */
@@ -316,9 +402,10 @@ static int relay_main(struct net_side *s, struct relay_shared *sh, size_t map_le
 
 /* ---- the sides ---- */
 
-/* Map and lay out the shared part, fork the relay, wait until it is
- * connected. 0 or a negative errno (said); side_close() in any case. */
-static int side_open(struct rside *r, struct net_side *s)
+/* Map and lay out the shared part, fork the relay (and, `routed`, the
+ * forwarder), wait until the relay is connected. 0 or a negative errno
+ * (said); side_close() in any case. */
+static int side_open(struct rside *r, struct net_side *s, bool routed)
 {
 	uint32_t payload = s->p->payload;
 	uint64_t rl = ring_len(payload);
@@ -327,9 +414,10 @@ static int side_open(struct rside *r, struct net_side *s)
 
 	memset(r, 0, sizeof(*r));
 	r->s = s;
-	/* For this side and, inherited, its relay. */
+	r->routed = routed;
+	/* For this side and, inherited, its relay and forwarder. */
 	prctl(PR_SET_TIMERSLACK, SLACK_NS);
-	r->map_len = sizeof(struct relay_shared) + 2 * rl;
+	r->map_len = sizeof(struct relay_shared) + n_rings(routed) * rl;
 	mem = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED) {
 		r->sh = NULL;
@@ -338,18 +426,25 @@ static int side_open(struct rside *r, struct net_side *s)
 	r->sh = mem;
 	/* Every page made now, before the fork and the clock. */
 	memset(mem, 0, r->map_len);
-	if (plain_ring_init(ring_at(r->sh, payload, RING_OUT), rl, payload,
-			    RING_BYTES / payload) < 0 ||
-	    plain_ring_init(ring_at(r->sh, payload, RING_IN), rl, payload,
-			    RING_BYTES / payload) < 0 ||
-	    plain_prod_attach(&r->out, ring_at(r->sh, payload, RING_OUT), rl) < 0 ||
+	for (unsigned i = 0; i < n_rings(routed); i++)
+		if (plain_ring_init(ring_at(r->sh, payload, (int)i), rl, payload,
+				    RING_BYTES / payload) < 0)
+			return net_fail(s, -EINVAL, "plain-relay: a ring of %u B slots", payload);
+	if (plain_prod_attach(&r->out, ring_at(r->sh, payload, RING_OUT), rl) < 0 ||
 	    plain_cons_attach(&r->in, ring_at(r->sh, payload, RING_IN), rl) < 0)
 		return net_fail(s, -EINVAL, "plain-relay: a ring of %u B slots", payload);
+	if (routed) {
+		r->fwd = fork();
+		if (r->fwd < 0)
+			return net_fail(s, -errno, "plain-relay: fork: %s", strerror(errno));
+		if (r->fwd == 0)
+			_exit(fwd_main(s, r->sh, r->map_len));
+	}
 	r->relay = fork();
 	if (r->relay < 0)
 		return net_fail(s, -errno, "plain-relay: fork: %s", strerror(errno));
 	if (r->relay == 0)
-		_exit(relay_main(s, r->sh, r->map_len));
+		_exit(relay_main(s, r->sh, r->map_len, routed));
 	/* A1 as in side_wait(). */
 	while ((st = shoal_load_acquire(&r->sh->state)) == RELAY_STARTING) {
 		int ret = side_wait(r);
@@ -360,21 +455,31 @@ static int side_open(struct rside *r, struct net_side *s)
 	return st < 0 ? st : 0;
 }
 
-/* Tell the relay to close, wait for it, unmap. Returns ret, or the
- * relay's failure when ret is 0. */
-static int side_close(struct rside *r, int ret)
+/* Wait for a child told to stop. Returns ret, or its failure when ret is
+ * 0. */
+static int child_end(struct rside *r, pid_t pid, const char *what, int ret)
 {
 	int status;
 
-	if (r->relay > 0) {
-		/* R2: pairs with A2 in relay_loop(). */
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (ret == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+		ret = r->s->res->err < 0 ? r->s->res->err :
+			net_fail(r->s, -ECHILD, "plain-relay: the %s failed (%d)", what, status);
+	return ret;
+}
+
+/* Tell the relay and the forwarder to close, wait for them, unmap.
+ * Returns ret, or their failure when ret is 0. */
+static int side_close(struct rside *r, int ret)
+{
+	if (r->sh != NULL)
+		/* R2: pairs with A2 in relay_loop() and fwd_main(). */
 		shoal_store_release(&r->sh->stop, 1u);
-		while (waitpid(r->relay, &status, 0) < 0 && errno == EINTR)
-			;
-		if (ret == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-			ret = r->s->res->err < 0 ? r->s->res->err :
-				net_fail(r->s, -ECHILD, "plain-relay: the relay failed (%d)", status);
-	}
+	if (r->relay > 0)
+		ret = child_end(r, r->relay, "relay", ret);
+	if (r->fwd > 0)
+		ret = child_end(r, r->fwd, "forwarder", ret);
 	if (r->sh != NULL)
 		munmap(r->sh, r->map_len);
 	return ret;
@@ -490,10 +595,10 @@ static int answer(void *arg, const void *msg)
 	return put(arg, msg);
 }
 
-static int relay_role(struct net_side *s)
+static int relay_run(struct net_side *s, bool routed)
 {
 	struct rside r;
-	int ret = side_open(&r, s);
+	int ret = side_open(&r, s, routed);
 
 	if (ret == 0 && s->p->kind == NET_TPUT)
 		ret = s->side == 0 ? tput_send(&r) : tput_recv(&r);
@@ -506,6 +611,16 @@ static int relay_role(struct net_side *s)
 	return side_close(&r, ret);
 }
 
+static int relay_role(struct net_side *s)
+{
+	return relay_run(s, false);
+}
+
+static int relay_routed_role(struct net_side *s)
+{
+	return relay_run(s, true);
+}
+
 const struct net_contender net_plain_relay = {
 	.name = "plain-relay",
 	.what = "the direct path's shape with nothing of Shoal: on each host a side and a relay "
@@ -515,4 +630,16 @@ const struct net_contender net_plain_relay = {
 		"200 µs, then sleeps 20 µs a look; each relay pinned with its side (a host a CPU)",
 	.batched = true,
 	.role = { [NET_TPUT] = { relay_role, relay_role }, [NET_RTT] = { relay_role, relay_role } },
+};
+
+const struct net_contender net_plain_relay_routed = {
+	.name = "plain-relay-routed",
+	.what = "the routed path's shape with nothing of Shoal: `plain-relay` with a plain "
+		"forwarder process on each host between the side and its relay (six processes, "
+		"as `shoal-bridge`'s routed stream has: two groups, two routers, two bridges), "
+		"each forwarder moving what its input ring holds, up to 256 messages, into its "
+		"output ring as one publication, waiting for room; a host's three processes on "
+		"its side's CPU (throughput only)",
+	.batched = true,
+	.role = { [NET_TPUT] = { relay_routed_role, relay_routed_role } },
 };

@@ -231,13 +231,61 @@ static void placement_mailbox_pages_lie_on_the_group_node(void **state)
 	rt_stop_router();
 }
 
+/* This thread's CPUs before a case narrowed them (NULL: not narrowed). */
+static cpu_set_t *saved_cpus;
+
+/*
+ * A router on the real topology that may run on one CPU only (as under
+ * `taskset -c N shoal run`) keeps its dispatcher and waker there, and its
+ * registry says so: the node's CPUs are those the router may use. Before,
+ * the dispatcher took the whole node and left the set it was started in.
+ */
+static void placement_real_node_keeps_to_the_routers_cpus(void **state)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned last = (unsigned)(n - 1);
+	struct shoal__registry reg;
+	cpu_set_t *one = CPU_ALLOC(SHOAL__CPUS_MAX);
+	const uint64_t *w;
+
+	(void)state;
+	if (n < 2)
+		skip();
+	saved_cpus = CPU_ALLOC(SHOAL__CPUS_MAX);
+	assert_non_null(saved_cpus);
+	assert_non_null(one);
+	assert_int_equal(sched_getaffinity(0, SET_SIZE, saved_cpus), 0);
+	if (!CPU_ISSET_S(last, SET_SIZE, saved_cpus))
+		skip();
+	CPU_ZERO_S(SET_SIZE, one);
+	CPU_SET_S(last, SET_SIZE, one);
+	assert_int_equal(sched_setaffinity(0, SET_SIZE, one), 0);
+	CPU_FREE(one);
+	assert_int_equal(rt_start_router("narrow", NULL, 0), 0);
+	(void)rt_declare("g", 1, 1);
+	assert_pinned_to("shoal-disp-0", last);
+	assert_pinned_to("shoal-waker", last);
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	w = reg.cpus;   /* dispatcher 0's set, the first */
+	for (unsigned c = 0; c < reg.hdr->cpu_words * 64; c++)
+		assert_int_equal(word_bit(w, c), c == last);
+	shoal_seg_detach(&reg.seg);
+	rt_stop_router();
+}
+
 /* After each case, passed or failed: no router, no segment directory left
- * (a failed case used to leave its /dev/shm/shoal-test-* behind). */
+ * (a failed case used to leave its /dev/shm/shoal-test-* behind), and this
+ * thread's CPUs as they were. */
 static int leave_nothing(void **state)
 {
 	(void)state;
 	if (rt_router != NULL)
 		rt_stop_router();
+	if (saved_cpus != NULL) {
+		assert_int_equal(sched_setaffinity(0, SET_SIZE, saved_cpus), 0);
+		CPU_FREE(saved_cpus);
+		saved_cpus = NULL;
+	}
 	return 0;
 }
 
@@ -249,6 +297,8 @@ int main(void)
 		cmocka_unit_test_teardown(placement_cpus_past_63_reach_the_registry,
 					  leave_nothing),
 		cmocka_unit_test_teardown(placement_mailbox_pages_lie_on_the_group_node,
+					  leave_nothing),
+		cmocka_unit_test_teardown(placement_real_node_keeps_to_the_routers_cpus,
 					  leave_nothing),
 	};
 

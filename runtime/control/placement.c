@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <numa.h>
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -36,6 +37,22 @@ static struct bitmask *node_set(const struct bitmask *given)
 	return b;
 }
 
+/*
+ * The CPUs this thread may run on (sched_getaffinity(2)), in a set of
+ * SHOAL__CPUS_MAX bits to CPU_FREE(); NULL when the kernel does not say
+ * (then every CPU counts as allowed).
+ */
+static cpu_set_t *allowed_cpus(void)
+{
+	cpu_set_t *set = CPU_ALLOC(SHOAL__CPUS_MAX);
+
+	if (set != NULL && sched_getaffinity(0, CPU_ALLOC_SIZE(SHOAL__CPUS_MAX), set) != 0) {
+		CPU_FREE(set);
+		set = NULL;
+	}
+	return set;
+}
+
 /* One past the highest CPU of `b`, 0 for none. */
 static unsigned cpus_end(const struct bitmask *b)
 {
@@ -50,6 +67,7 @@ int shoal__topology_read(struct shoal_router *r, const struct shoal_topology *gi
 {
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned end = numa_num_possible_cpus() > 0 ? (unsigned)numa_num_possible_cpus() : 64;
+	cpu_set_t *allowed = NULL;
 
 	r->numa_real = given == NULL;
 	r->n_nodes = given != NULL ? given->n_nodes : shoal_numa_node_count();
@@ -67,12 +85,23 @@ int shoal__topology_read(struct shoal_router *r, const struct shoal_topology *gi
 			return shoal__fail(err, -ENOMEM, "no memory for the CPU sets of %d nodes",
 					   r->n_nodes);
 	}
+	/* A real node's CPUs are those of the machine that this router may
+	 * run on: started under `taskset -c 0`, its dispatchers stay on CPU
+	 * 0, as its bridge and groups do (they inherit the set). A node with
+	 * none of them has its dispatcher unpinned, which then runs where
+	 * the router may. */
+	if (given == NULL)
+		allowed = allowed_cpus();
 	for (long cpu = 0; given == NULL && cpu < ncpu && cpu < (long)SHOAL__CPUS_MAX; cpu++) {
 		int node = shoal_numa_node_of_cpu((int)cpu);
 
-		if (node >= 0 && node < r->n_nodes)
+		if (node >= 0 && node < r->n_nodes &&
+		    (allowed == NULL ||
+		     CPU_ISSET_S((size_t)cpu, CPU_ALLOC_SIZE(SHOAL__CPUS_MAX), allowed)))
 			numa_bitmask_setbit(r->node_cpus[node], (unsigned)cpu);
 	}
+	if (allowed != NULL)
+		CPU_FREE(allowed);
 	for (int n = 0; n < r->n_nodes; n++)
 		if (cpus_end(r->node_cpus[n]) > end)
 			end = cpus_end(r->node_cpus[n]);

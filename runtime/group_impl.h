@@ -216,6 +216,7 @@ struct shoal_group {
 	uint16_t n_actors;
 	uint32_t gen;
 	uint64_t spin_ns;
+	uint64_t yield_ns;               /* router.yield: looks yielding the CPU after the spin */
 	uint64_t wake_deadline_ns;       /* router.wake_deadline: how long a wake-up may be held */
 
 	int ctl;

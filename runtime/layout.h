@@ -147,7 +147,10 @@ struct shoal__reg_hdr {
 	 * CPU, before it sleeps (hosts.link.spin, as the bridge does; at most
 	 * a second). Router-written with `bridge`. */
 	_Atomic uint32_t remote_spin_ns;
-	uint8_t pad0[SHOAL_FALSE_SHARING - 124];
+	/* router.yield: how long an idle dispatcher or worker looks again,
+	 * yielding the CPU, after its spin and before it sleeps (at most a
+	 * second). Router-written at creation. */
+	uint32_t yield_ns;
 	struct shoal__reg_dispatcher disp[SHOAL_MAX_NODES];
 };
 
@@ -357,6 +360,7 @@ static_assert(offsetof(struct shoal__mbx_hdr, hosts_down) == 24, "mailbox ABI");
 static_assert(offsetof(struct shoal__reg_group, remote_host) == 160, "registry ABI");
 static_assert(offsetof(struct shoal__reg_hdr, bridge) == 116, "registry ABI");
 static_assert(offsetof(struct shoal__reg_hdr, remote_spin_ns) == 120, "registry ABI");
+static_assert(offsetof(struct shoal__reg_hdr, yield_ns) == 124, "registry ABI");
 static_assert(sizeof(struct shoal__mbx_aside) == 256, "mailbox ABI");
 static_assert(offsetof(struct shoal__mbx_hdr, aside) ==
 	      SHOAL_FALSE_SHARING + SHOAL_MAX_WORKERS * sizeof(struct shoal__mbx_worker),

@@ -576,7 +576,9 @@ int shoal_doorbell_idle_wait(struct shoal_doorbell *db, struct shoal_idle *st,
 		bool contended;
 		int ret;
 
-		if (spin(ready, arg, st->spin_ns, deadline, &now, false))
+		if (spin(ready, arg, st->spin_ns, deadline, &now, false) ||
+		    (st->yield_ns > 0 && now < deadline &&
+		     spin(ready, arg, st->yield_ns, deadline, &now, true)))
 			return 0;
 		if (now >= deadline)
 			return -ETIMEDOUT;

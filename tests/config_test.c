@@ -329,6 +329,34 @@ static void config_hosts_parse_with_their_links_and_groups(void **state)
 	shoal__config_free(y);
 }
 
+/* router.yield: none unless given, at most a second, where it stands. */
+static void config_router_yield_is_read_and_bounded(void **state)
+{
+	static const char groups[] = "groups:\n  - { name: a, program: /bin/true }\n";
+	char text[256];
+	struct shoal__config *c;
+
+	(void)state;
+	snprintf(text, sizeof(text), "system: s\n%s", groups);
+	c = parse_ok(text);
+	assert_int_equal(c->yield_ns, 0);
+	shoal__config_free(c);
+	snprintf(text, sizeof(text), "system: s\nrouter: { spin: 5us, yield: 200us }\n%s", groups);
+	c = parse_ok(text);
+	assert_int_equal(c->spin_ns, 5000);
+	assert_int_equal(c->yield_ns, 200000);
+	shoal__config_free(c);
+	snprintf(text, sizeof(text), "system: s\nrouter: { yield: 1s }\n%s", groups);
+	c = parse_ok(text);
+	assert_int_equal(c->yield_ns, UINT64_C(1000000000));
+	shoal__config_free(c);
+	snprintf(text, sizeof(text), "system: s\nrouter: { yield: 1001ms }\n%s", groups);
+	parse_refused(text, "t.yaml:2:18: router.yield is longer than 1s");
+	snprintf(text, sizeof(text), "system: s\nrouter: { yield: fast }\n%s", groups);
+	parse_refused(text, "t.yaml:2:18: router.yield must be a number with an optional unit, "
+		      "not 'fast'");
+}
+
 /* A bridge spins SHOAL__CFG_LINK_SPIN_NS after work unless told otherwise;
  * the link layer's options not given stay 0 (its defaults). */
 static void config_hosts_link_spin_has_its_default(void **state)
@@ -514,6 +542,7 @@ int main(void)
 		cmocka_unit_test(config_more_shared_memory_than_free_is_refused),
 		cmocka_unit_test(config_hosts_parse_with_their_links_and_groups),
 		cmocka_unit_test(config_hosts_link_spin_has_its_default),
+		cmocka_unit_test(config_router_yield_is_read_and_bounded),
 		cmocka_unit_test(config_without_hosts_runs_every_group_and_refuses_host),
 		cmocka_unit_test(config_bad_hosts_are_refused_at_their_place),
 		cmocka_unit_test(config_group_named_bridge_is_refused_with_hosts),

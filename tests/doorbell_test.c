@@ -608,6 +608,41 @@ static void doorbell_yield_wait_finds_in_its_spin_or_sleeps(void **state)
 	assert_true(atomic_load(&db.sleeps) >= 1);
 }
 
+static bool on_look_200(void *arg)
+{
+	unsigned *looks = arg;
+
+	return ++*looks >= 200;
+}
+
+/*
+ * The adaptive idle wait looks again after its spin, yielding, for
+ * yield_ns: what turns ready there is found with no sleep (a spin of 0
+ * makes 64 looks, fewer than 200), and without it the same wait sleeps.
+ * A wait for nothing still sleeps once its looks are over.
+ */
+static void doorbell_idle_wait_yields_after_its_spin_then_sleeps(void **state)
+{
+	struct shoal_idle st = { .spin_max_ns = 0, .spin_ns = 0, .yield_ns = 1000000000 };
+	struct shoal_doorbell db;
+	unsigned looks = 0;
+
+	(void)state;
+	shoal_doorbell_init(&db);
+	assert_int_equal(shoal_doorbell_idle_wait(&db, &st, on_look_200, &looks, 5000000000), 0);
+	assert_int_equal(looks, 200);
+	assert_int_equal(atomic_load(&db.sleeps), 0);
+	st.yield_ns = 0;
+	looks = 0;
+	assert_int_equal(shoal_doorbell_idle_wait(&db, &st, on_look_200, &looks, 2000000), -ETIMEDOUT);
+	assert_true(looks < 200);
+	assert_true(atomic_load(&db.sleeps) >= 1);
+	shoal_doorbell_init(&db);
+	st.yield_ns = 5000000;
+	assert_int_equal(shoal_doorbell_idle_wait(&db, &st, never, NULL, 200000000), -ETIMEDOUT);
+	assert_true(atomic_load(&db.sleeps) >= 1);
+}
+
 static int sleeper_main(void *arg)
 {
 	struct race *r = arg;
@@ -655,6 +690,7 @@ int main(void)
 		cmocka_unit_test(doorbell_wait_times_out),
 		cmocka_unit_test(doorbell_poll_wait_times_out_after_spinning),
 		cmocka_unit_test(doorbell_yield_wait_finds_in_its_spin_or_sleeps),
+		cmocka_unit_test(doorbell_idle_wait_yields_after_its_spin_then_sleeps),
 		cmocka_unit_test(doorbell_fence_then_wake_wakes_a_sleeper_in_another_process),
 		cmocka_unit_test(doorbell_no_lost_wakeup_ping_pong),
 		cmocka_unit_test(doorbell_no_lost_wakeup_burst),

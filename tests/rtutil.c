@@ -23,6 +23,7 @@ const struct shoal_type rt_types[] = {
 struct results *rt_res;
 struct shoal_router *rt_router;
 char rt_sysname[32];
+uint64_t rt_yield_ns;
 
 /* ---- fixture ---------------------------------------------------------------- */
 
@@ -30,7 +31,7 @@ int rt_start_router(const char *name, const struct shoal_topology *topo, mode_t 
 {
 	struct shoal_router_opts o = { .system = name, .topology = topo, .mode = mode,
 				       .inbound_capacity = 64 * 1024, .uplink_capacity = 64 * 1024,
-				       .direct_capacity = 16 * 1024 };
+				       .direct_capacity = 16 * 1024, .yield_ns = rt_yield_ns };
 	struct shoal_err err = { { 0 } };
 	int ret;
 

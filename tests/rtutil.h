@@ -64,6 +64,8 @@ struct child {
 extern struct results *rt_res;
 extern struct shoal_router *rt_router;
 extern char rt_sysname[32];
+/* router.yield of the next rt_start_router() (0: none). */
+extern uint64_t rt_yield_ns;
 
 /* Map the results (once, in main, before test_spawn_server_start()). */
 void rt_init(void);

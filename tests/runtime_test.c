@@ -416,6 +416,35 @@ static void runtime_group_of_another_host_is_remote_once_declared(void **state)
 	rt_stop_router();
 }
 
+/* router.yield reaches each worker's idle wait (through the control
+ * socket's welcome) and the registry the tools read; more than a second
+ * is refused at the router's start. */
+static void runtime_router_yield_reaches_workers_and_the_registry(void **state)
+{
+	struct shoal_router_opts o = { .system = "rt-yield2", .yield_ns = UINT64_C(1000000001) };
+	struct shoal_router *r = NULL;
+	struct shoal_err err = { { 0 } };
+	struct shoal__registry reg;
+	struct shoal_group *g;
+
+	(void)state;
+	rt_yield_ns = 300000;
+	assert_int_equal(rt_start_router("rt-yield", NULL, 0), 0);
+	rt_yield_ns = 0;
+	g = rt_attach_here("yielder", 2, 1);
+	assert_int_equal(shoal_group_worker(g, 0)->idle.yield_ns, 300000);
+	assert_int_equal(shoal_group_worker(g, 1)->idle.yield_ns, 300000);
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	assert_int_equal(reg.hdr->yield_ns, 300000);
+	shoal_seg_detach(&reg.seg);
+	shoal_group_detach(g);
+	rt_stop_router();
+	test_shm_dir_make("rt-yield2");
+	assert_int_equal(shoal_router_start(&r, &o, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "router yield of 1000000001 ns is longer than 1s"));
+	test_shm_dir_remove();
+}
+
 /* Type id 0 is no type: every send form refuses it, even with no payload
  * (an empty slot of the group's type table has id 0 and size 0). */
 static void runtime_type_zero_is_refused_by_every_send(void **state)
@@ -1711,6 +1740,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(runtime_routed_delivery_reaches_exactly_matching_groups),
 		cmocka_unit_test(runtime_try_send_reports_each_failure),
+		cmocka_unit_test(runtime_router_yield_reaches_workers_and_the_registry),
 		cmocka_unit_test(runtime_relayed_records_are_checked_again),
 		cmocka_unit_test(runtime_relay_runs_hand_on_what_the_reader_leaves),
 		cmocka_unit_test(runtime_poll_finds_a_message_among_many_peers_at_once),

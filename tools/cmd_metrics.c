@@ -644,6 +644,9 @@ static void print_system(FILE *out, const struct shoal__sys_view *v)
 		  "Futex waits entered on the doorbell of held wake-ups" },
 		{ "shoal_system_waker_wakes", COUNTER, NULL,
 		  "Futex wakes made on the doorbell of held wake-ups" },
+		{ "shoal_system_idle_yield_seconds", GAUGE, "seconds",
+		  "How long an idle dispatcher or worker looks again after its spin, yielding "
+		  "the CPU, before it sleeps", true },
 	};
 	char labels[LABELS_MAX] = "";
 	const char *now = shoal__system_state_name(v->state);
@@ -667,6 +670,7 @@ static void print_system(FILE *out, const struct shoal__sys_view *v)
 	one(out, &fams[4], "", v->n_routes);
 	one(out, &fams[5], "", v->route_version);
 	one(out, &fams[6], "", v->spin_ns);
+	one(out, &fams[12], "", v->yield_ns);
 	one(out, &fams[7], "", shoal__sys_view_corrupt(v));
 	one(out, &fams[8], "", v->released);
 	one(out, &fams[9], "", v->lost_released);

@@ -118,7 +118,8 @@ static void text_system(const struct shoal__sys_view *v)
 {
 	struct shoal__sys_counts n;
 	char path[SHOAL_FMT_PRINTABLE_SIZE(sizeof(v->registry_path))];
-	char when[SHOAL_FMT_TIME_SIZE], spin[SHOAL_FMT_SHORT_SIZE], state[32];
+	char when[SHOAL_FMT_TIME_SIZE], spin[SHOAL_FMT_SHORT_SIZE], yield[SHOAL_FMT_SHORT_SIZE];
+	char state[32];
 
 	shoal__sys_view_count(v, &n);
 	printf("System %s\n", v->system);
@@ -128,9 +129,11 @@ static void text_system(const struct shoal__sys_view *v)
 	      v->router_alive == 0 ? "gone; it was " : "",
 	      state_or(shoal__system_state_name(v->state), state, sizeof(state), v->state));
 	field("created", "%s", shoal__fmt_time(when, sizeof(when), v->registry.ctime_ns));
-	field("nodes", "%u (%u dispatcher%s), idle spin %s", v->n_nodes, v->n_dispatchers,
+	shoal__fmt_duration(yield, sizeof(yield), v->yield_ns);
+	field("nodes", "%u (%u dispatcher%s), idle spin %s%s%s", v->n_nodes, v->n_dispatchers,
 	      v->n_dispatchers == 1 ? "" : "s", shoal__fmt_duration(spin, sizeof(spin),
-								       v->spin_ns));
+								       v->spin_ns),
+	      v->yield_ns > 0 ? ", then yield " : "", v->yield_ns > 0 ? yield : "");
 	field("routes", "%u (published %u times)", v->n_routes, v->route_version);
 	field("groups", "%u declared, %u running, %u stopped, %u failed, %llu restarts",
 	      n.declared, n.running, n.stopped, n.failed, (unsigned long long)n.restarts);
@@ -546,6 +549,7 @@ static void json_system(struct shoal__json *j, const struct shoal__sys_view *v)
 	shoal__json_string(j, "ctime", shoal__fmt_time(when, sizeof(when), v->registry.ctime_ns));
 	shoal__json_uint(j, "nodes", v->n_nodes);
 	shoal__json_uint(j, "spin_ns", v->spin_ns);
+	shoal__json_uint(j, "yield_ns", v->yield_ns);
 	shoal__json_uint(j, "routes", v->n_routes);
 	shoal__json_uint(j, "route_version", v->route_version);
 	shoal__json_uint(j, "groups_declared", n.declared);

@@ -185,6 +185,7 @@ static void read_header(struct shoal__sys_view *v, struct shoal__reg_hdr *h)
 	 * counted here have their names and mailboxes set. */
 	v->n_groups = shoal_load_acquire(&h->n_groups);
 	v->spin_ns = h->spin_ns;
+	v->yield_ns = h->yield_ns;
 	v->released = shoal_load_relaxed(&h->released);
 	v->lost_released = shoal_load_relaxed(&h->lost_released);
 	if (shoal__system_state_name(v->state) == NULL)

@@ -141,6 +141,7 @@ struct shoal__sys_view {
 	uint32_t route_version;
 	uint32_t n_routes;
 	uint64_t spin_ns;
+	uint64_t yield_ns;              /* router.yield: looks yielding the CPU after the spin */
 	uint32_t released;              /* run-time groups freed when their process left */
 	uint64_t lost_released;         /* messages they lost: queued then, or counted before */
 	struct shoal__disp_view disp[SHOAL_MAX_NODES];

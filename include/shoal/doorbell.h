@@ -319,16 +319,20 @@ SHOAL_API int shoal_doorbell_yield_wait(struct shoal_doorbell *db, uint64_t spin
 
 /*
  * The idle protocol of a consumer that adapts its spinning (one struct per
- * consumer thread, zeroed, then spin_max_ns and spin_ns set): it spins for
- * spin_ns, which halves each time a spin finds nothing and goes back to
- * spin_max_ns when a sleep ended sooner than a spin would have, unless the
- * thread was preempted since the last sleep (the CPUs are oversubscribed:
- * spinning then only takes time from the producers). Then it sleeps as
+ * consumer thread, zeroed, then spin_max_ns, spin_ns and yield_ns set): it
+ * spins for spin_ns, which halves each time a spin finds nothing and goes
+ * back to spin_max_ns when a sleep ended sooner than a spin would have,
+ * unless the thread was preempted since the last sleep (the CPUs are
+ * oversubscribed: spinning then only takes time from the producers). Then,
+ * for yield_ns, it looks again with sched_yield() between its looks, as
+ * shoal_doorbell_yield_wait() does (the CPU goes at once to a thread
+ * runnable on it, and does not go idle). Then it sleeps as
  * shoal_doorbell_poll_wait() does, and returns as it does.
  */
 struct shoal_idle {
 	uint64_t spin_max_ns;   /* configured spin budget */
 	uint64_t spin_ns;       /* current spin budget */
+	uint64_t yield_ns;      /* looks yielding the CPU after the spin; 0: none */
 	long nivcsw;            /* involuntary context switches at the last look */
 	uint32_t streak;        /* records taken since the last sleep (shoal_doorbell_streak()) */
 };

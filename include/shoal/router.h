@@ -61,6 +61,10 @@ struct shoal_router_opts {
 	const char *system;          /* system name: [A-Za-z0-9_-], 1..31 characters */
 	mode_t mode;                 /* segments and socket; 0 means 0600 */
 	uint64_t spin_ns;            /* idle spin budget before sleeping; 0: default */
+	/* After the spin, how long an idle dispatcher or worker looks again,
+	 * yielding the CPU between its looks (sched_yield()), before it
+	 * sleeps; 0: not at all (the default). At most a second. */
+	uint64_t yield_ns;
 	/* Wake moderation: how long a message may wait for its consumer to
 	 * wake, at most, when producers let messages gather instead of waking
 	 * a consumer for each (docs/design.md); 0: the default above. */

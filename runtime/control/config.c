@@ -290,6 +290,18 @@ static int k_spin(struct walk *w, yaml_node_t *v, void *o)
 	return duration_ns(w, v, "router.spin", &w->c->spin_ns);
 }
 
+/* At most a second, as hosts.link.spin: a process looking that long
+ * between two messages is not idle. */
+static int k_yield(struct walk *w, yaml_node_t *v, void *o)
+{
+	int ret = duration_ns(w, v, "router.yield", &w->c->yield_ns);
+
+	(void)o;
+	if (ret == 0 && w->c->yield_ns > UINT64_C(1000000000))
+		return fail_at(w, v, "router.yield is longer than 1s");
+	return ret;
+}
+
 static int k_wake(struct walk *w, yaml_node_t *v, void *o)
 {
 	(void)o;
@@ -336,8 +348,8 @@ static int k_direct(struct walk *w, yaml_node_t *v, void *o)
 static int k_router(struct walk *w, yaml_node_t *v, void *o)
 {
 	static const struct key keys[] = {
-		{ "spin", k_spin, false }, { "wake_deadline", k_wake, false },
-		{ "mode", k_mode, false },
+		{ "spin", k_spin, false }, { "yield", k_yield, false },
+		{ "wake_deadline", k_wake, false }, { "mode", k_mode, false },
 		{ "uplink_capacity", k_uplink, false }, { "inbound_capacity", k_inbound, false },
 		{ "direct_capacity", k_direct, false }, { NULL, NULL, false },
 	};

@@ -94,6 +94,7 @@ struct shoal__config {
 	char *path;
 	char system[SHOAL_NAME_MAX];
 	uint64_t spin_ns;             /* 0: default */
+	uint64_t yield_ns;            /* 0: none (router.yield) */
 	uint64_t wake_deadline_ns;    /* 0: default */
 	mode_t mode;                  /* 0: 0600 */
 	uint32_t uplink_capacity, inbound_capacity, direct_capacity;

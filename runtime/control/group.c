@@ -435,6 +435,7 @@ int shoal_group_attach(struct shoal_group **out, const struct shoal_group_desc *
 	g->n_actors = w.n_actors;
 	g->gen = w.gen;
 	g->spin_ns = w.spin_ns;
+	g->yield_ns = w.yield_ns;
 	g->wake_deadline_ns = w.wake_deadline_ns;
 	ret = attach_segments(g, &w, err);
 	if (ret == 0)

@@ -27,7 +27,7 @@
 #include <shoal/segment.h>
 
 #define SHOAL__CTL_MAGIC   UINT32_C(0x4c544353)   /* "SCTL" */
-#define SHOAL__CTL_VERSION 2u
+#define SHOAL__CTL_VERSION 3u
 #define SHOAL__CTL_MAX     (64u * 1024)          /* largest packet */
 #define SHOAL__CTL_MAX_TYPES 512u
 #define SHOAL__CTL_MAX_SUBS  64u
@@ -94,6 +94,7 @@ struct shoal__ctl_welcome {
 	uint32_t gen;
 	uint32_t pad2;
 	uint64_t spin_ns;
+	uint64_t yield_ns;
 	uint64_t wake_deadline_ns;
 	char registry[SHOAL_SEG_NAME_MAX];
 	char bell[SHOAL_SEG_NAME_MAX];

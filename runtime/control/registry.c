@@ -695,6 +695,7 @@ int shoal__create_registry(struct shoal_router *r, struct shoal_err *err)
 	r->reg->cpus_off = SHOAL__REG_CPUS_OFF;
 	r->reg->cpu_words = r->cpu_words;
 	r->reg->spin_ns = r->dp.spin_ns;
+	r->reg->yield_ns = (uint32_t)r->dp.yield_ns;
 	shoal_store_relaxed(&r->reg->state, SHOAL__SYS_RUNNING);
 	r->types = (struct shoal__reg_type *)((char *)r->reg + r->reg->types_off);
 	r->regg = (struct shoal__reg_group *)((char *)r->reg + r->reg->groups_off);

@@ -148,6 +148,9 @@ int shoal__router_start_mode(struct shoal_router **out, const struct shoal_route
 			       opts->topology->n_nodes > SHOAL_MAX_NODES))
 		return shoal__fail(err, -EINVAL, "described topology has %d nodes (1..%d)",
 				   opts->topology->n_nodes, SHOAL_MAX_NODES);
+	if (opts->yield_ns > UINT64_C(1000000000))
+		return shoal__fail(err, -EINVAL, "router yield of %llu ns is longer than 1s",
+				   (unsigned long long)opts->yield_ns);
 	if (route_mode < SHOAL__ROUTE_INDEXED || route_mode > SHOAL__ROUTE_CHAIN)
 		return shoal__fail(err, -EINVAL, "unknown route mode %d", route_mode);
 	if (opts->mode != 0 && ((opts->mode & ~0777u) != 0 || (opts->mode & 0600) != 0600))
@@ -164,6 +167,7 @@ int shoal__router_start_mode(struct shoal_router **out, const struct shoal_route
 	snprintf(r->system, sizeof(r->system), "%s", opts->system);
 	r->mode = opts->mode ? opts->mode : 0600;
 	r->dp.spin_ns = opts->spin_ns ? opts->spin_ns : SHOAL_DOORBELL_SPIN_NS_DEFAULT;
+	r->dp.yield_ns = opts->yield_ns;
 	r->dp.wake_deadline_ns = opts->wake_deadline_ns ? opts->wake_deadline_ns :
 							  SHOAL_ROUTER_WAKE_DEADLINE_DEFAULT;
 	r->up_cap = opts->uplink_capacity ? opts->uplink_capacity :

@@ -161,6 +161,7 @@ static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_
 	w->n_actors = s->n_actors;
 	w->gen = gen;
 	w->spin_ns = r->dp.spin_ns;
+	w->yield_ns = r->dp.yield_ns;
 	w->wake_deadline_ns = r->dp.wake_deadline_ns;
 	shoal__name_registry(w->registry, r->system);
 	shoal__name_bell(w->bell, r->system);

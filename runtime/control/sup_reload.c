@@ -49,7 +49,8 @@ static int check_reload(struct sup *s, const struct shoal__config *n, struct sho
 	if (strcmp(n->system, o->system) != 0)
 		return shoal__fail(err, -EINVAL, "the system name changed (%s -> %s): restart it "
 				   "instead", o->system, n->system);
-	if (n->spin_ns != o->spin_ns || n->wake_deadline_ns != o->wake_deadline_ns ||
+	if (n->spin_ns != o->spin_ns || n->yield_ns != o->yield_ns ||
+	    n->wake_deadline_ns != o->wake_deadline_ns ||
 	    n->mode != o->mode ||
 	    n->uplink_capacity != o->uplink_capacity ||
 	    n->inbound_capacity != o->inbound_capacity ||

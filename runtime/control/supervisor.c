@@ -320,6 +320,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	ro.system = s.cfg->system;
 	ro.mode = s.cfg->mode;
 	ro.spin_ns = s.cfg->spin_ns;
+	ro.yield_ns = s.cfg->yield_ns;
 	ro.wake_deadline_ns = s.cfg->wake_deadline_ns;
 	ro.uplink_capacity = s.cfg->uplink_capacity;
 	ro.inbound_capacity = s.cfg->inbound_capacity;

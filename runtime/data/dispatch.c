@@ -1312,12 +1312,16 @@ static void *dispatcher_main(void *arg)
 		if ((++loops & 63) == 0 || moved == 0)
 			publish_stats(d, s);
 		if (moved > 0 || (idle_since = idle_since ? idle_since : t0,
-				  t0 < idle_since + sh->spin_ns)) {
+				  t0 < idle_since + sh->spin_ns + sh->yield_ns)) {
 			rcu_read_unlock();
 			SHOAL__SNAP_QUIESCENT(sh->snap);
 			rcu_quiescent_state();
-			if (moved == 0)
+			/* Idle: spin, then (router.yield) give the CPU to
+			 * whatever else may run on it between looks. */
+			if (moved == 0 && t0 < idle_since + sh->spin_ns)
 				shoal_cpu_relax();
+			else if (moved == 0)
+				sched_yield();
 			continue;
 		}
 		/* Idle past the spin budget (moved == 0: the stats were just

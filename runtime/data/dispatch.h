@@ -92,6 +92,7 @@ struct shoal__dispatch_shared {
 	atomic_bool stopping;
 	atomic_bool held;               /* dispatchers pause (shoal_router_hold) */
 	uint64_t spin_ns;               /* spin this long idle before sleeping */
+	uint64_t yield_ns;              /* then look this long, yielding, before sleeping */
 	uint64_t wake_deadline_ns;      /* how long a held wake-up may wait */
 	struct shoal_doorbell *waker_bell;   /* rung by a first hold (waker.c) */
 };

@@ -289,6 +289,7 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	(void)shoal_doorbell_asym_join();
 	ctx->idle.spin_max_ns = g->spin_ns;
 	ctx->idle.spin_ns = g->spin_ns;
+	ctx->idle.yield_ns = g->yield_ns;
 	/* A4: pairs with R4 in damage.c watch_once(). */
 	ctx->up_gen = shoal_load_acquire(&ctx->mw->up_gen);
 	ret = uplink_attach(ctx, ctx->up_gen, &ctx->up, &ctx->up_mem, &ctx->up_len, err);

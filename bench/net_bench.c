@@ -112,6 +112,8 @@ struct opts {
 	const char *md, *csv;
 	const char *mode;
 	const char *callgrind;    /* NULL, or --callgrind's directory */
+	uint32_t router_yield_us; /* --router-yield */
+	bool spread;              /* --spread */
 	char cmd[512];
 };
 
@@ -683,9 +685,17 @@ static void md_header(FILE *f, const struct report *rp)
 	fprintf(f, "- pinning: client (side A: sender, ping-pong initiator) on CPU %d, server "
 		"(side B: receiver, responder) on CPU %d, each with its transport's threads "
 		"(UCX's async thread, ZeroMQ's I/O thread); held in %u of %u samples (the "
-		"bridge's are not pinned: each host's router, bridge and group run on both "
-		"CPUs; the plain relays' processes run each on its side's CPU)\n", o->cpu[0],
-		o->cpu[1], pinned, total);
+		"bridge rows' sides only start their systems and never count as held); every "
+		"process of a host on its side's CPU, as on two hosts of one CPU each: the "
+		"plain relays' and %s\n", o->cpu[0], o->cpu[1], pinned, total,
+		o->spread ? "not the bridge's systems, each on both CPUs (`--spread`)" :
+			    "the bridge's systems (`shoal run` in the side's CPU set)");
+	if (o->router_yield_us > 0)
+		fprintf(f, "- the bridge's systems: `router: { yield: %uus }` (docs/config.md, "
+			"\"Spinning on shared CPUs\"; `--router-yield`)\n", o->router_yield_us);
+	else
+		fprintf(f, "- the bridge's systems: router settings left at their defaults "
+			"(`--router-yield 0`)\n");
 	if (np > 0) {
 		struct bench_mmm m = bench_mmm(probes, np);
 
@@ -1001,6 +1011,8 @@ static int run_all(struct net_ctl *ctl, const struct hosts *h, struct report *rp
 				memcpy(p.ifname, h->ifname, sizeof(p.ifname));
 				if (o->callgrind != NULL)
 					snprintf(p.callgrind, sizeof(p.callgrind), "%s", o->callgrind);
+				p.router_yield_us = o->router_yield_us;
+				p.spread = o->spread;
 				ret = sample_run(ctl, h, c, &p, ob);
 				if (ret == -EINTR)
 					return ret;
@@ -1120,6 +1132,10 @@ static void usage(FILE *f)
 		"  --csv FILE     one row per sample kept\n"
 		"  --perftest     after the runs, ucx_perftest (ucx-utils) in the same hosts, to\n"
 		"                 cross-check the UCP program's figures\n"
+		"  --router-yield US\n"
+		"                 the bridge systems' router.yield, in microseconds (0 to\n"
+		"                 1000000; default 200, docs/config.md; 0 leaves it unset)\n"
+		"  --spread       run each host's system on both CPUs, not on its side's\n"
 		"  --callgrind DIR\n"
 		"                 run the bridge contenders' systems (`shoal run` and what it\n"
 		"                 starts but the groups) under valgrind --tool=callgrind, their\n"
@@ -1144,10 +1160,12 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "perftest", no_argument, NULL, 'P' },    { "help", no_argument, NULL, 'h' },
 		{ "contenders", required_argument, NULL, 'C' },
 		{ "callgrind", required_argument, NULL, 'G' },
+		{ "router-yield", required_argument, NULL, 'Y' },
+		{ "spread", no_argument, NULL, 'D' },
 		{ NULL, 0, NULL, 0 }
 	};
 	const char *names[N_CONTENDERS];
-	char known[128];
+	char known[192];
 	bool runs_given = false, perftest = false;
 	uint64_t x;
 	int opt;
@@ -1194,6 +1212,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'P':
 			perftest = true;
+			break;
+		case 'Y':
+			if (bench_parse_uint(optarg, 0, 1000000, &x) < 0)
+				return bench_bad_option(PROG, longopts, opt, optarg), 2;
+			o->router_yield_us = (uint32_t)x;
+			break;
+		case 'D':
+			o->spread = true;
 			break;
 		case 'G':
 			if (strlen(optarg) + 64 > sizeof(((struct net_params *)0)->callgrind))
@@ -1273,6 +1299,7 @@ int main(int argc, char **argv)
 	static struct obs obs[N_CASES][N_CONTENDERS][BENCH_MAX_RUNS];
 	struct opts o = {
 		.runs = 5, .duration_ns = 1000000000u, .frame = NET_FRAME_DEFAULT,
+		.router_yield_us = 200,
 		.cpu = { 0, 1 }, .kind_on = { true, true }, .mode = "default",
 	};
 	struct hosts h = { .nsfd = { -1, -1 } };

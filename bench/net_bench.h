@@ -53,6 +53,8 @@ struct net_params {
 	char ifname[2][IF_NAMESIZE]; /* each host's end of the veth pair */
 	char callgrind[160];        /* "": none; else the bridge contenders' systems run
 				     * under callgrind, its files and their output here */
+	uint32_t router_yield_us;   /* the bridge systems' router.yield (0: not set) */
+	bool spread;                /* the bridge systems on both CPUs, not their side's */
 };
 
 struct net_ctl {

@@ -388,8 +388,10 @@ static int system_up(void **state)
 	struct child sink = { .index = 0, .name = "sink", .workers = SINK_WORKERS, .actors = 2 };
 
 	(void)state;
+	rt_yield_ns = 250000;   /* router.yield, for the metrics to show */
 	if (rt_start_router(SYSTEM, NULL, 0) < 0)
 		return -1;
+	rt_yield_ns = 0;
 	fx.router_up = true;
 	fx.id_sink = rt_declare("sink", SINK_WORKERS, 2);
 	fx.id_src = rt_declare("src", 1, 1);
@@ -468,6 +470,8 @@ static void tool_metrics_values_match_the_system(void **state)
 	assert_int_equal(metric(text, "shoal_system_state{shoal_system_state=\"running\"}"), 1);
 	assert_int_equal(metric(text, "shoal_system_corrupt"), 0);
 	assert_int_equal(metric(text, "shoal_system_routes"), 1);
+	assert_has(text, "\nshoal_system_idle_spin_seconds 0.000020000\n");
+	assert_has(text, "\nshoal_system_idle_yield_seconds 0.000250000\n");
 	assert_true(metric(text, "shoal_dispatcher_messages_total{dispatcher=\"0\",node=\"0\"}") >=
 		    N_SENT);
 	assert_int_equal(metric(text, "shoal_type_routes{type=\"ping\",type_id=\"1\"}"), 1);

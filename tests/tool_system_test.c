@@ -98,8 +98,10 @@ static int system_up(void **state)
 	struct child prod = { .index = 1, .name = "prod", .n = N_QUEUED, .type = T_PING };
 
 	(void)state;
+	rt_yield_ns = 250000;   /* router.yield, for stat to show */
 	if (rt_start_router(SYSTEM, NULL, 0) < 0)
 		return -1;
+	rt_yield_ns = 0;
 	fx.router_up = true;
 	fx.id_gated = rt_declare("gated", 1, 1);
 	fx.id_prod = rt_declare("prod", 1, 1);
@@ -281,6 +283,7 @@ static void tool_stat_shows_router_types_and_groups(void **state)
 	assert_has(r.out,
 		   "  groups        3 declared, 1 running, 0 stopped, 0 failed, 0 restarts\n");
 	assert_has(r.out, "  routes        1 ");
+	assert_has(r.out, ", idle spin 20.0 us, then yield 250.0 us\n");
 	assert_has(r.out, "\nDispatchers\n");
 	assert_has(r.out, "\nMessage types\n");
 	assert_has(r.out, "ping");
@@ -310,6 +313,7 @@ static void tool_stat_json_counts_what_is_queued(void **state)
 	assert_json_documents(r.out, 1, false);
 	assert_has(r.out, "\"router_alive\": true");
 	assert_has(r.out, "\"groups_declared\": 3");
+	assert_has(r.out, "\"spin_ns\": 20000,\n    \"yield_ns\": 250000,");
 	assert_has(r.out, "\"name\": \"ping\",\n      \"max_size\": 64,\n      \"routes\": 1");
 	assert_has(r.out, "\"name\": \"gated\",\n      \"state\": \"running\"");
 	assert_has(r.out, "\"name\": \"prod\",\n      \"state\": \"down\"");

@@ -600,6 +600,9 @@ struct sys {
 /* The live system, for the error and signal paths. */
 static struct sys cur;
 static unsigned sys_count;
+/* --router-yield: the routers' router.yield, and the plain reference's
+ * consumers' look after their spin (ns; 0: none, the default). */
+static uint64_t yield_ns;
 
 static void disp_counters(const struct sys *s, uint64_t *msgs, uint64_t *busy, uint64_t *drops)
 {
@@ -937,7 +940,7 @@ static int router_up(struct sys *s, uint32_t groups, int route, uint32_t in_cap,
 {
 	struct bitmask *disp_cpus = numa_bitmask_alloc((unsigned)cpu[1] + 1);
 	struct shoal_topology topo = { .n_nodes = 1, .cpu_sets = { disp_cpus } };
-	struct shoal_router_opts o = { .topology = &topo };
+	struct shoal_router_opts o = { .topology = &topo, .yield_ns = yield_ns };
 	struct shoal_filter f[MAX_GROUPS];
 	struct shoal_err err = { "" };
 	int ret;
@@ -1445,7 +1448,7 @@ static bool plain_ready(void *arg)
 static int plain_consumer_main(const char *system, uint32_t i)
 {
 	struct shoal_idle idle = { .spin_max_ns = SHOAL_DOORBELL_SPIN_NS_DEFAULT,
-				   .spin_ns = SHOAL_DOORBELL_SPIN_NS_DEFAULT };
+				   .spin_ns = SHOAL_DOORBELL_SPIN_NS_DEFAULT, .yield_ns = yield_ns };
 	struct shoal_err err = { "" };
 	struct shoal_ring_cons c;
 	uint64_t next = i;
@@ -3037,9 +3040,11 @@ static void report_header(FILE *f, const struct plan *pl, const struct opts *op)
 		pl->disturbed, pl->reruns, 100 * pl->steal);
 	if (!op->idle) {
 		fprintf(f, "- processes: a sample with G groups has G + 2 threads that poll "
-			"(producer, dispatcher, G consumers: each spins %u us before it sleeps) on "
+			"(producer, dispatcher, G consumers: each spins %u us, then looks %llu us "
+			"yielding (`--router-yield`), before it sleeps) on "
 			"%ld CPUs; `procs` marks with * where they outnumber the CPUs%s\n",
-			SHOAL_DOORBELL_SPIN_NS_DEFAULT / 1000, pl->ncpu,
+			SHOAL_DOORBELL_SPIN_NS_DEFAULT / 1000, (unsigned long long)(yield_ns / 1000),
+			pl->ncpu,
 			op->groups[0] + 2 > (uint32_t)pl->ncpu ?
 			" (here: at every group count, so consumers share CPUs with the producer "
 			"and the dispatcher)" : "");
@@ -3480,6 +3485,10 @@ static void usage(FILE *f)
 		"  --rate N        offered load of the latency samples, msg/s (default 10000)\n"
 		"  --cpus A,B      producer on CPU A, dispatcher (and the plain reference's\n"
 		"                  waker, the plain forwarder) on CPU B (default 0,1)\n"
+		"  --router-yield US\n"
+		"                  router.yield of the routers, and the plain reference's\n"
+		"                  consumers' look after the spin, in microseconds (0 to\n"
+		"                  1000000; default 0: none, docs/config.md)\n"
 		"  --csv FILE      one CSV row per sample (every run)\n"
 		"  --md FILE       the markdown report, also written to FILE\n"
 		"  --help          this text\n"
@@ -3518,6 +3527,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "cpus", required_argument, NULL, 'c' }, { "csv", required_argument, NULL, 'C' },
 		{ "md", required_argument, NULL, 'm' }, { "help", no_argument, NULL, 'h' },
 		{ "only", required_argument, NULL, 'O' },
+		{ "router-yield", required_argument, NULL, 'Y' },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool groups_set = false;
@@ -3583,6 +3593,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		case 'O':
 			if (bench_parse_names(optarg, section_name, SEC_IDLE, o->sec_on) < 0)
 				return bench_bad_option(PROG, longopts, opt, optarg);
+			break;
+		case 'Y':
+			if (bench_parse_uint(optarg, 0, 1000000, &v) < 0)
+				return bench_bad_option(PROG, longopts, opt, optarg);
+			yield_ns = v * 1000;
 			break;
 		case 'C':
 			o->csv = optarg;

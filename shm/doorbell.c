@@ -514,8 +514,11 @@ static int sleep_once(struct shoal_doorbell *db, bool (*ready)(void *), void *ar
 	return ret == -EINTR ? ret : 0;
 }
 
+/* A spin of `spin_ns`, with `yield` yielding between its looks, then one
+ * of `yield_ns` yielding (none when 0), then the sleep, until ready or
+ * the timeout. */
 static int poll_wait(struct shoal_doorbell *db, uint64_t spin_ns, bool (*ready)(void *),
-		     void *arg, int64_t timeout_ns, bool yield)
+		     void *arg, int64_t timeout_ns, bool yield, uint64_t yield_ns)
 {
 	uint64_t now = shoal__now_ns();
 	uint64_t deadline = timeout_ns < 0 ? UINT64_MAX : now + (uint64_t)timeout_ns;
@@ -523,7 +526,9 @@ static int poll_wait(struct shoal_doorbell *db, uint64_t spin_ns, bool (*ready)(
 	for (;;) {
 		int ret;
 
-		if (spin(ready, arg, spin_ns, deadline, &now, yield))
+		if (spin(ready, arg, spin_ns, deadline, &now, yield) ||
+		    (yield_ns > 0 && now < deadline &&
+		     spin(ready, arg, yield_ns, deadline, &now, true)))
 			return 0;
 		if (now >= deadline)
 			return -ETIMEDOUT;
@@ -536,13 +541,19 @@ static int poll_wait(struct shoal_doorbell *db, uint64_t spin_ns, bool (*ready)(
 int shoal_doorbell_poll_wait(struct shoal_doorbell *db, uint64_t spin_ns, bool (*ready)(void *),
 			     void *arg, int64_t timeout_ns)
 {
-	return poll_wait(db, spin_ns, ready, arg, timeout_ns, false);
+	return poll_wait(db, spin_ns, ready, arg, timeout_ns, false, 0);
 }
 
 int shoal_doorbell_yield_wait(struct shoal_doorbell *db, uint64_t spin_ns, bool (*ready)(void *),
 			      void *arg, int64_t timeout_ns)
 {
-	return poll_wait(db, spin_ns, ready, arg, timeout_ns, true);
+	return poll_wait(db, spin_ns, ready, arg, timeout_ns, true, 0);
+}
+
+int shoal_doorbell_spin_yield_wait(struct shoal_doorbell *db, uint64_t spin_ns, uint64_t yield_ns,
+				   bool (*ready)(void *), void *arg, int64_t timeout_ns)
+{
+	return poll_wait(db, spin_ns, ready, arg, timeout_ns, false, yield_ns);
 }
 
 /* A spin shorter than this is not worth its polls: the budget drops to 0. */

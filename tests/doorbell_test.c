@@ -615,32 +615,55 @@ static bool on_look_200(void *arg)
 	return ++*looks >= 200;
 }
 
-/*
- * The adaptive idle wait looks again after its spin, yielding, for
- * yield_ns: what turns ready there is found with no sleep (a spin of 0
- * makes 64 looks, fewer than 200), and without it the same wait sleeps.
- * A wait for nothing still sleeps once its looks are over.
- */
-static void doorbell_idle_wait_yields_after_its_spin_then_sleeps(void **state)
+/* A wait with no spin (its 64 looks) and `yield_ns` of yielding looks. */
+typedef int (*yielding_wait_fn)(struct shoal_doorbell *db, uint64_t yield_ns,
+				bool (*ready)(void *), void *arg, int64_t timeout_ns);
+
+static int idle_wait_of(struct shoal_doorbell *db, uint64_t yield_ns, bool (*ready)(void *),
+			void *arg, int64_t timeout_ns)
 {
-	struct shoal_idle st = { .spin_max_ns = 0, .spin_ns = 0, .yield_ns = 1000000000 };
+	struct shoal_idle st = { .spin_max_ns = 0, .spin_ns = 0, .yield_ns = yield_ns };
+
+	return shoal_doorbell_idle_wait(db, &st, ready, arg, timeout_ns);
+}
+
+static int spin_yield_wait_of(struct shoal_doorbell *db, uint64_t yield_ns,
+			      bool (*ready)(void *), void *arg, int64_t timeout_ns)
+{
+	return shoal_doorbell_spin_yield_wait(db, 0, yield_ns, ready, arg, timeout_ns);
+}
+
+/*
+ * A wait that looks again after its spin, yielding, for yield_ns: what
+ * turns ready there is found with no sleep (a spin of 0 makes 64 looks,
+ * fewer than 200), and without it the same wait sleeps. A wait for
+ * nothing still sleeps once its looks are over.
+ */
+static void assert_looks_past_its_spin_then_sleeps(yielding_wait_fn wait)
+{
 	struct shoal_doorbell db;
 	unsigned looks = 0;
 
-	(void)state;
 	shoal_doorbell_init(&db);
-	assert_int_equal(shoal_doorbell_idle_wait(&db, &st, on_look_200, &looks, 5000000000), 0);
+	assert_int_equal(wait(&db, 1000000000, on_look_200, &looks, 5000000000), 0);
 	assert_int_equal(looks, 200);
 	assert_int_equal(atomic_load(&db.sleeps), 0);
-	st.yield_ns = 0;
 	looks = 0;
-	assert_int_equal(shoal_doorbell_idle_wait(&db, &st, on_look_200, &looks, 2000000), -ETIMEDOUT);
+	assert_int_equal(wait(&db, 0, on_look_200, &looks, 2000000), -ETIMEDOUT);
 	assert_true(looks < 200);
 	assert_true(atomic_load(&db.sleeps) >= 1);
 	shoal_doorbell_init(&db);
-	st.yield_ns = 5000000;
-	assert_int_equal(shoal_doorbell_idle_wait(&db, &st, never, NULL, 200000000), -ETIMEDOUT);
+	assert_int_equal(wait(&db, 5000000, never, NULL, 200000000), -ETIMEDOUT);
 	assert_true(atomic_load(&db.sleeps) >= 1);
+}
+
+/* router.yield in a group's idle poll, and in its sends' and requests'
+ * waits. */
+static void doorbell_idle_and_spin_yield_waits_yield_after_their_spin(void **state)
+{
+	(void)state;
+	assert_looks_past_its_spin_then_sleeps(idle_wait_of);
+	assert_looks_past_its_spin_then_sleeps(spin_yield_wait_of);
 }
 
 static int sleeper_main(void *arg)
@@ -690,7 +713,7 @@ int main(void)
 		cmocka_unit_test(doorbell_wait_times_out),
 		cmocka_unit_test(doorbell_poll_wait_times_out_after_spinning),
 		cmocka_unit_test(doorbell_yield_wait_finds_in_its_spin_or_sleeps),
-		cmocka_unit_test(doorbell_idle_wait_yields_after_its_spin_then_sleeps),
+		cmocka_unit_test(doorbell_idle_and_spin_yield_waits_yield_after_their_spin),
 		cmocka_unit_test(doorbell_fence_then_wake_wakes_a_sleeper_in_another_process),
 		cmocka_unit_test(doorbell_no_lost_wakeup_ping_pong),
 		cmocka_unit_test(doorbell_no_lost_wakeup_burst),

@@ -318,6 +318,17 @@ SHOAL_API int shoal_doorbell_yield_wait(struct shoal_doorbell *db, uint64_t spin
 					bool (*ready)(void *arg), void *arg, int64_t timeout_ns);
 
 /*
+ * The two in turn: shoal_doorbell_poll_wait()'s spin for `spin_ns`, then
+ * shoal_doorbell_yield_wait()'s looks for `yield_ns` (router.yield: on
+ * CPUs that more processes share, the CPU goes to the one with work and
+ * does not go idle), then the sleep; repeated as poll_wait's. With
+ * yield_ns 0 it is shoal_doorbell_poll_wait().
+ */
+SHOAL_API int shoal_doorbell_spin_yield_wait(struct shoal_doorbell *db, uint64_t spin_ns,
+					     uint64_t yield_ns, bool (*ready)(void *arg),
+					     void *arg, int64_t timeout_ns);
+
+/*
  * The idle protocol of a consumer that adapts its spinning (one struct per
  * consumer thread, zeroed, then spin_max_ns, spin_ns and yield_ns set): it
  * spins for spin_ns, which halves each time a spin finds nothing and goes

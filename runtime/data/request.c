@@ -164,8 +164,8 @@ int shoal_request(struct shoal_ctx *ctx, uint64_t dest, uint32_t type, const voi
 			shoal_doorbell_yield_wait(&ctx->mw->in_db, remote_spin, response_ready, &rw,
 						  slice);
 		else
-			shoal_doorbell_poll_wait(&ctx->mw->in_db, ctx->g->spin_ns, response_ready,
-						 &rw, slice);
+			shoal_doorbell_spin_yield_wait(&ctx->mw->in_db, ctx->g->spin_ns,
+						       ctx->g->yield_ns, response_ready, &rw, slice);
 	}
 	ctx->wait_rid = 0;
 	ctx->wait_reply = NULL;

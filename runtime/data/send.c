@@ -239,6 +239,12 @@ static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct sh
 {
 	struct waiter w = { p, need, sw };
 
+	/* With router.yield, the looks yield from the first: the room comes
+	 * from a consumer behind, which on a CPU we share a spin would keep
+	 * from running (a stream through a router 20 % slower, bench/SUITE.md,
+	 * "What the routed stream waited for"). */
+	uint64_t spin_ns = ctx->g->yield_ns > 0 ? 0 : ctx->g->spin_ns;
+
 	for (;;) {
 		bool condemned = p == &ctx->up && ctx->up_condemned;
 		int64_t slice = wait_slice(sw);
@@ -246,9 +252,10 @@ static int wait_room(struct shoal_ctx *ctx, struct shoal_ring_prod *p, struct sh
 
 		if (slice < 0)
 			return (int)slice;
-		ret = condemned ? shoal_doorbell_poll_wait(db, ctx->g->spin_ns, uplink_replaced, ctx,
-							   slice) :
-				  shoal_doorbell_poll_wait(db, ctx->g->spin_ns, room, &w, slice);
+		ret = condemned ? shoal_doorbell_spin_yield_wait(db, spin_ns, ctx->g->yield_ns,
+								 uplink_replaced, ctx, slice) :
+				  shoal_doorbell_spin_yield_wait(db, spin_ns, ctx->g->yield_ns,
+								 room, &w, slice);
 		if (p == &ctx->up && shoal__ctx_uplink_renew(ctx))
 			return 0;   /* our uplink was condemned: retry on the new one */
 		if (p == &ctx->up && uplink_lost(ctx))

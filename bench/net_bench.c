@@ -5,10 +5,10 @@
  * messages packed into frames, the batched limit), the plain relays (the
  * direct path's shape with nothing of Shoal: a side and a relay process per
  * host, plain rings between them, UCP frames between the relays; and the
- * routed path's, a plain forwarder more per host; net_relay.c) and ZeroMQ (net_zmq.c) between two "hosts", measured in one
- * run with interleaved samples beside Shoal's bridge end to end
- * (net_bridge.c) and its link layer alone (net_link.c): the contender table
- * below.
+ * routed path's, a plain forwarder more per host; net_relay.c) and ZeroMQ
+ * (net_zmq.c) between two "hosts", measured in one run with interleaved
+ * samples beside Shoal's bridge end to end (net_bridge.c) and its link
+ * layer alone (net_link.c): the contender table below.
  *
  * The hosts: two network namespaces joined by a veth pair, which the
  * benchmark makes itself (it needs root) and which vanish with it. Each

@@ -120,7 +120,6 @@ struct rside {
 	struct net_side *s;
 	struct relay_shared *sh;
 	size_t map_len;
-	bool routed;               /* a forwarder between the side and its relay */
 	pid_t relay;
 	pid_t fwd;
 	struct plain_prod out;
@@ -414,7 +413,6 @@ static int side_open(struct rside *r, struct net_side *s, bool routed)
 
 	memset(r, 0, sizeof(*r));
 	r->s = s;
-	r->routed = routed;
 	/* For this side and, inherited, its relay and forwarder. */
 	prctl(PR_SET_TIMERSLACK, SLACK_NS);
 	r->map_len = sizeof(struct relay_shared) + n_rings(routed) * rl;

@@ -6,6 +6,7 @@
  * what they saw through a shared anonymous mapping and their exit status.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
@@ -443,6 +444,72 @@ static void runtime_router_yield_reaches_workers_and_the_registry(void **state)
 	assert_int_equal(shoal_router_start(&r, &o, &err), -EINVAL);
 	assert_non_null(strstr(err.msg, "router yield of 1000000001 ns is longer than 1s"));
 	test_shm_dir_remove();
+}
+
+/* The slow consumer of the case below: 100 ms late, it takes `want`. */
+struct late_drain {
+	struct shoal_ctx *ctx;
+	uint32_t want, got;
+};
+
+static void *drain_late(void *arg)
+{
+	struct late_drain *d = arg;
+	uint64_t end = shoal__now_ns() + UINT64_C(20000000000);
+
+	usleep(100000);
+	while (d->got < d->want && shoal__now_ns() < end) {
+		int n = shoal_poll(d->ctx, 0, 0);
+
+		d->got += n > 0 ? (uint32_t)n : 0;
+	}
+	return NULL;
+}
+
+/*
+ * router.yield in a send's wait for room: a sender that finds its direct
+ * ring full looks, yielding, and does not sleep while its consumer comes
+ * back 100 ms later (its look lasts 1 s); without the setting the same
+ * wait sleeps on the consumer's space doorbell (its sleeps counter).
+ */
+static void runtime_send_waiting_for_room_yields_before_it_sleeps(void **state)
+{
+	(void)state;
+	for (int pass = 0; pass < 2; pass++) {
+		struct msg v = { 0 };
+		struct late_drain d = { 0 };
+		struct shoal_group *a, *b;
+		struct shoal_ctx *ca;
+		uint64_t dest, sleeps;
+		pthread_t t;
+
+		rt_yield_ns = pass == 0 ? UINT64_C(1000000000) : 0;
+		assert_int_equal(rt_start_router("rt-room", NULL, 0), 0);
+		rt_yield_ns = 0;
+		a = rt_attach_here("sender", 1, 1);
+		b = rt_attach_here("slow", 1, 1);
+		ca = shoal_group_worker(a, 0);
+		d.ctx = shoal_group_worker(b, 0);
+		dest = shoal_group_lookup(a, "slow", 0);
+		assert_int_equal(shoal_connect(ca, dest, 10000000000ll), 0);
+		while (shoal_try_send_to(ca, dest, T_PING, &v, sizeof(v)) == 0)
+			d.want++;
+		assert_true(d.want > 0);
+		d.want++;
+		sleeps = atomic_load(&d.ctx->mw->space_db.sleeps);
+		assert_int_equal(pthread_create(&t, NULL, drain_late, &d), 0);
+		assert_int_equal(shoal_send_to(ca, dest, T_PING, &v, sizeof(v)), 0);
+		assert_int_equal(pthread_join(t, NULL), 0);
+		assert_int_equal(d.got, d.want);
+		sleeps = atomic_load(&d.ctx->mw->space_db.sleeps) - sleeps;
+		if (pass == 0)
+			assert_int_equal(sleeps, 0);
+		else
+			assert_true(sleeps >= 1);
+		shoal_group_detach(b);
+		shoal_group_detach(a);
+		rt_stop_router();
+	}
 }
 
 /* Type id 0 is no type: every send form refuses it, even with no payload
@@ -1741,6 +1808,7 @@ int main(void)
 		cmocka_unit_test(runtime_routed_delivery_reaches_exactly_matching_groups),
 		cmocka_unit_test(runtime_try_send_reports_each_failure),
 		cmocka_unit_test(runtime_router_yield_reaches_workers_and_the_registry),
+		cmocka_unit_test(runtime_send_waiting_for_room_yields_before_it_sleeps),
 		cmocka_unit_test(runtime_relayed_records_are_checked_again),
 		cmocka_unit_test(runtime_relay_runs_hand_on_what_the_reader_leaves),
 		cmocka_unit_test(runtime_poll_finds_a_message_among_many_peers_at_once),

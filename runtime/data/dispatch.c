@@ -1316,9 +1316,12 @@ static void *dispatcher_main(void *arg)
 			rcu_read_unlock();
 			SHOAL__SNAP_QUIESCENT(sh->snap);
 			rcu_quiescent_state();
-			/* Idle: spin, then (router.yield) give the CPU to
-			 * whatever else may run on it between looks. */
-			if (moved == 0 && t0 < idle_since + sh->spin_ns)
+			/* Idle: spin; with router.yield, give the CPU to
+			 * whatever else may run on it between looks instead,
+			 * from the first: on a CPU it shares, the spin would
+			 * keep its producers from running (bench/SUITE.md,
+			 * "What the routed stream waited for"). */
+			if (moved == 0 && sh->yield_ns == 0 && t0 < idle_since + sh->spin_ns)
 				shoal_cpu_relax();
 			else if (moved == 0)
 				sched_yield();

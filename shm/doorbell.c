@@ -495,6 +495,18 @@ static bool spin(bool (*ready)(void *), void *arg, uint64_t spin_ns, uint64_t de
 }
 
 /*
+ * The looks before a sleep: a spin of `spin_ns` (`yield`: yielding between
+ * its looks), then `yield_ns` of looks that yield (router.yield; none when
+ * 0). Whether ready() turned true; *now as spin() leaves it.
+ */
+static bool looks(bool (*ready)(void *), void *arg, uint64_t spin_ns, bool yield,
+		  uint64_t yield_ns, uint64_t deadline, uint64_t *now)
+{
+	return spin(ready, arg, spin_ns, deadline, now, yield) ||
+	       (yield_ns > 0 && *now < deadline && spin(ready, arg, yield_ns, deadline, now, true));
+}
+
+/*
  * Announce sleep, look once more, and sleep until woken or `deadline`;
  * *now is then read again. Returns 1 when ready() was true before the
  * sleep, 0 after a sleep, -EINTR.
@@ -514,9 +526,7 @@ static int sleep_once(struct shoal_doorbell *db, bool (*ready)(void *), void *ar
 	return ret == -EINTR ? ret : 0;
 }
 
-/* A spin of `spin_ns`, with `yield` yielding between its looks, then one
- * of `yield_ns` yielding (none when 0), then the sleep, until ready or
- * the timeout. */
+/* looks(), then the sleep, until ready or the timeout. */
 static int poll_wait(struct shoal_doorbell *db, uint64_t spin_ns, bool (*ready)(void *),
 		     void *arg, int64_t timeout_ns, bool yield, uint64_t yield_ns)
 {
@@ -526,9 +536,7 @@ static int poll_wait(struct shoal_doorbell *db, uint64_t spin_ns, bool (*ready)(
 	for (;;) {
 		int ret;
 
-		if (spin(ready, arg, spin_ns, deadline, &now, yield) ||
-		    (yield_ns > 0 && now < deadline &&
-		     spin(ready, arg, yield_ns, deadline, &now, true)))
+		if (looks(ready, arg, spin_ns, yield, yield_ns, deadline, &now))
 			return 0;
 		if (now >= deadline)
 			return -ETIMEDOUT;
@@ -587,9 +595,7 @@ int shoal_doorbell_idle_wait(struct shoal_doorbell *db, struct shoal_idle *st,
 		bool contended;
 		int ret;
 
-		if (spin(ready, arg, st->spin_ns, deadline, &now, false) ||
-		    (st->yield_ns > 0 && now < deadline &&
-		     spin(ready, arg, st->yield_ns, deadline, &now, true)))
+		if (looks(ready, arg, st->spin_ns, false, st->yield_ns, deadline, &now))
 			return 0;
 		if (now >= deadline)
 			return -ETIMEDOUT;

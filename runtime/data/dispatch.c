@@ -1277,6 +1277,13 @@ static void *dispatcher_main(void *arg)
 	struct shoal__dispatch_shared *sh = d->sh;
 	struct shoal_doorbell *bell = d->bell;
 	uint64_t idle_since = 0, loops = 0;
+	/* How long an idle dispatcher looks before it sleeps, and for how
+	 * much of it with a pause rather than a yield between looks: with
+	 * router.yield, none (on a CPU it shares, a spin would keep its
+	 * producers from running; bench/SUITE.md, "What the routed stream
+	 * waited for"). */
+	const uint64_t look_ns = sh->spin_ns + sh->yield_ns;
+	const uint64_t pause_ns = sh->yield_ns > 0 ? 0 : sh->spin_ns;
 
 	rcu_register_thread();
 	while (!atomic_load_explicit(&sh->stopping, memory_order_relaxed)) {
@@ -1312,16 +1319,11 @@ static void *dispatcher_main(void *arg)
 		if ((++loops & 63) == 0 || moved == 0)
 			publish_stats(d, s);
 		if (moved > 0 || (idle_since = idle_since ? idle_since : t0,
-				  t0 < idle_since + sh->spin_ns + sh->yield_ns)) {
+				  t0 < idle_since + look_ns)) {
 			rcu_read_unlock();
 			SHOAL__SNAP_QUIESCENT(sh->snap);
 			rcu_quiescent_state();
-			/* Idle: spin; with router.yield, give the CPU to
-			 * whatever else may run on it between looks instead,
-			 * from the first: on a CPU it shares, the spin would
-			 * keep its producers from running (bench/SUITE.md,
-			 * "What the routed stream waited for"). */
-			if (moved == 0 && sh->yield_ns == 0 && t0 < idle_since + sh->spin_ns)
+			if (moved == 0 && t0 < idle_since + pause_ns)
 				shoal_cpu_relax();
 			else if (moved == 0)
 				sched_yield();

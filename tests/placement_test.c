@@ -273,14 +273,12 @@ static void placement_real_node_keeps_to_the_routers_cpus(void **state)
 	rt_stop_router();
 }
 
-/* After each case, passed or failed: no router, no segment directory left
- * (a failed case used to leave its /dev/shm/shoal-test-* behind), and this
- * thread's CPUs as they were. */
+/* After each case, passed or failed: what rt_leave_nothing() clears (no
+ * child, router or segment directory left), and this thread's CPUs as
+ * they were. */
 static int leave_nothing(void **state)
 {
-	(void)state;
-	if (rt_router != NULL)
-		rt_stop_router();
+	(void)rt_leave_nothing(state);
 	if (saved_cpus != NULL) {
 		assert_int_equal(sched_setaffinity(0, SET_SIZE, saved_cpus), 0);
 		CPU_FREE(saved_cpus);

@@ -52,6 +52,22 @@ void rt_stop_router(void)
 	test_shm_dir_remove();
 }
 
+int rt_leave_nothing(void **state)
+{
+	char *log = rt_stderr_end();
+
+	(void)state;
+	if (log != NULL)
+		fprintf(stderr, "%s", log);
+	free(log);
+	/* Children first: a group killed is only a failed group to the router
+	 * stopping after it, and none is left to find its segments gone. */
+	test_kill_children();
+	rt_stop_router();
+	rt_yield_ns = 0;
+	return 0;
+}
+
 int rt_declare(const char *name, uint16_t workers, uint16_t actors)
 {
 	struct shoal_group_spec spec = { name, workers, actors, -1 };

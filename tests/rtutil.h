@@ -72,7 +72,26 @@ void rt_init(void);
 
 /* Start a router for system `name` in a private shm directory. */
 int rt_start_router(const char *name, const struct shoal_topology *topo, mode_t mode);
+/* Stop the router (if one runs) and remove the shm directory. */
 void rt_stop_router(void);
+
+/*
+ * The teardown of every runtime case (cmocka_unit_test_teardown): a case
+ * that fails leaves at its first failed assertion, by cmocka's longjmp, so
+ * its own clean-up never runs. This gives stderr back (showing what
+ * rt_stderr_capture() took), kills and reaps the children the case left
+ * running, stops its router and removes its shm directory, and clears
+ * rt_yield_ns: nothing of the case reaches the next one or outlives the
+ * test. After a case that passed there is nothing left and it does
+ * nothing.
+ */
+int rt_leave_nothing(void **state);
+
+/* A case with rt_leave_nothing() as its teardown; with a prestate. */
+#define RT_CASE(f) cmocka_unit_test_teardown(f, rt_leave_nothing)
+#define RT_CASE_PRESTATE(f, state) \
+	cmocka_unit_test_prestate_setup_teardown(f, NULL, rt_leave_nothing, state)
+
 int rt_declare(const char *name, uint16_t workers, uint16_t actors);
 uint32_t rt_route(int group, uint32_t type, uint8_t mode, uint8_t op, uint64_t a, uint64_t b);
 void rt_wait_attached(int id);

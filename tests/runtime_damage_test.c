@@ -180,19 +180,6 @@ static void assert_log_line(const char *log, const char *what, const char *group
 			 group, then);
 }
 
-/* Teardown: a case that failed while stderr was captured gets it back,
- * and shows what was written there. */
-static int stderr_restore(void **state)
-{
-	char *log = rt_stderr_end();
-
-	(void)state;
-	if (log != NULL)
-		fprintf(stderr, "%s", log);
-	free(log);
-	return 0;
-}
-
 /* ---- rings ------------------------------------------------------------------------ */
 
 /*
@@ -1138,53 +1125,47 @@ int main(int argc, char **argv)
 	(void)argv;
 	rt_init();
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(damage_corrupted_ring_and_uplink_are_replaced_others_never_notice),
-		cmocka_unit_test(damage_garbage_head_drops_counted_copies_never_parks),
-		cmocka_unit_test_teardown(damage_garbled_uplink_record_loses_exactly_what_it_held,
-					  stderr_restore),
-		cmocka_unit_test(damage_uplink_head_forged_while_its_producer_fills_it),
-		cmocka_unit_test(damage_inbound_tail_forged_while_its_consumer_is_stopped),
-		cmocka_unit_test(damage_uplink_head_forged_before_its_dispatcher_attaches_is_counted),
-		cmocka_unit_test(damage_corrupted_direct_ring_is_replaced_for_its_sender),
-		cmocka_unit_test(damage_registry_worker_count_is_bounded_for_direct_sends),
-		cmocka_unit_test(damage_uplink_with_no_room_left_fails_sends_never_waits),
-		cmocka_unit_test(damage_direct_sends_into_a_replaced_mailbox_are_counted),
-		cmocka_unit_test(damage_head_moved_forward_while_down_is_counted_at_restart),
-		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
-					  (void *)&mailbox_cases[0]),
-		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
-					  (void *)&mailbox_cases[1]),
-		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
-					  (void *)&mailbox_cases[2]),
-		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
-					  (void *)&mailbox_cases[3]),
-		cmocka_unit_test_prestate(damage_mailbox_is_replaced_when_its_group_restarts,
-					  (void *)&mailbox_cases[4]),
-		cmocka_unit_test_prestate_setup_teardown(
-			damage_mailbox_damaged_under_traffic_stalls_no_sender, NULL, stderr_restore,
-			(void *)&mailbox_cases[0]),
-		cmocka_unit_test_prestate_setup_teardown(
-			damage_mailbox_damaged_under_traffic_stalls_no_sender, NULL, stderr_restore,
-			(void *)&mailbox_cases[1]),
-		cmocka_unit_test_prestate_setup_teardown(
-			damage_mailbox_damaged_under_traffic_stalls_no_sender, NULL, stderr_restore,
-			(void *)&mailbox_cases[2]),
-		cmocka_unit_test_prestate_setup_teardown(
-			damage_mailbox_damaged_under_traffic_stalls_no_sender, NULL, stderr_restore,
-			(void *)&mailbox_cases[3]),
-		cmocka_unit_test_prestate_setup_teardown(
-			damage_mailbox_damaged_under_traffic_stalls_no_sender, NULL, stderr_restore,
-			(void *)&mailbox_cases[4]),
-		cmocka_unit_test_prestate(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
-					  (void *)&mailbox_cases[0]),
-		cmocka_unit_test_prestate(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
-					  (void *)&mailbox_cases[1]),
-		cmocka_unit_test_prestate(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
-					  (void *)&mailbox_cases[2]),
-		cmocka_unit_test_prestate(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
-					  (void *)&mailbox_cases[3]),
-		cmocka_unit_test_prestate(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
-					  (void *)&mailbox_cases[4]),
+		RT_CASE(damage_corrupted_ring_and_uplink_are_replaced_others_never_notice),
+		RT_CASE(damage_garbage_head_drops_counted_copies_never_parks),
+		RT_CASE(damage_garbled_uplink_record_loses_exactly_what_it_held),
+		RT_CASE(damage_uplink_head_forged_while_its_producer_fills_it),
+		RT_CASE(damage_inbound_tail_forged_while_its_consumer_is_stopped),
+		RT_CASE(damage_uplink_head_forged_before_its_dispatcher_attaches_is_counted),
+		RT_CASE(damage_corrupted_direct_ring_is_replaced_for_its_sender),
+		RT_CASE(damage_registry_worker_count_is_bounded_for_direct_sends),
+		RT_CASE(damage_uplink_with_no_room_left_fails_sends_never_waits),
+		RT_CASE(damage_direct_sends_into_a_replaced_mailbox_are_counted),
+		RT_CASE(damage_head_moved_forward_while_down_is_counted_at_restart),
+		RT_CASE_PRESTATE(damage_mailbox_is_replaced_when_its_group_restarts,
+				 (void *)&mailbox_cases[0]),
+		RT_CASE_PRESTATE(damage_mailbox_is_replaced_when_its_group_restarts,
+				 (void *)&mailbox_cases[1]),
+		RT_CASE_PRESTATE(damage_mailbox_is_replaced_when_its_group_restarts,
+				 (void *)&mailbox_cases[2]),
+		RT_CASE_PRESTATE(damage_mailbox_is_replaced_when_its_group_restarts,
+				 (void *)&mailbox_cases[3]),
+		RT_CASE_PRESTATE(damage_mailbox_is_replaced_when_its_group_restarts,
+				 (void *)&mailbox_cases[4]),
+		RT_CASE_PRESTATE(damage_mailbox_damaged_under_traffic_stalls_no_sender,
+				 (void *)&mailbox_cases[0]),
+		RT_CASE_PRESTATE(damage_mailbox_damaged_under_traffic_stalls_no_sender,
+				 (void *)&mailbox_cases[1]),
+		RT_CASE_PRESTATE(damage_mailbox_damaged_under_traffic_stalls_no_sender,
+				 (void *)&mailbox_cases[2]),
+		RT_CASE_PRESTATE(damage_mailbox_damaged_under_traffic_stalls_no_sender,
+				 (void *)&mailbox_cases[3]),
+		RT_CASE_PRESTATE(damage_mailbox_damaged_under_traffic_stalls_no_sender,
+				 (void *)&mailbox_cases[4]),
+		RT_CASE_PRESTATE(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
+				 (void *)&mailbox_cases[0]),
+		RT_CASE_PRESTATE(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
+				 (void *)&mailbox_cases[1]),
+		RT_CASE_PRESTATE(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
+				 (void *)&mailbox_cases[2]),
+		RT_CASE_PRESTATE(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
+				 (void *)&mailbox_cases[3]),
+		RT_CASE_PRESTATE(damage_mailbox_damaged_under_a_parked_sender_is_replaced,
+				 (void *)&mailbox_cases[4]),
 	};
 
 	if (getenv("SHOAL_TEST_FILTER") != NULL)   /* one test, by name pattern */

@@ -752,16 +752,16 @@ static void runtime_message_that_crashes_a_batch_is_found_and_set_aside(void **s
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(runtime_blocking_send_waits_for_slow_consumer),
-		cmocka_unit_test(runtime_try_send_drops_are_counted_never_silent),
-		cmocka_unit_test(runtime_killed_group_queue_is_handled_by_its_next_process),
-		cmocka_unit_test(runtime_in_group_routing_over_two_workers),
-		cmocka_unit_test(runtime_direct_send_reaches_actor_and_group),
-		cmocka_unit_test(runtime_blocking_send_to_failed_target_returns_ehostdown),
-		cmocka_unit_test(runtime_killed_two_worker_group_counts_lost_forwards),
-		cmocka_unit_test(runtime_killed_two_worker_group_with_batches_counts_lost_forwards),
-		cmocka_unit_test(runtime_message_that_keeps_crashing_its_handler_is_set_aside),
-		cmocka_unit_test(runtime_message_that_crashes_a_batch_is_found_and_set_aside),
+		RT_CASE(runtime_blocking_send_waits_for_slow_consumer),
+		RT_CASE(runtime_try_send_drops_are_counted_never_silent),
+		RT_CASE(runtime_killed_group_queue_is_handled_by_its_next_process),
+		RT_CASE(runtime_in_group_routing_over_two_workers),
+		RT_CASE(runtime_direct_send_reaches_actor_and_group),
+		RT_CASE(runtime_blocking_send_to_failed_target_returns_ehostdown),
+		RT_CASE(runtime_killed_two_worker_group_counts_lost_forwards),
+		RT_CASE(runtime_killed_two_worker_group_with_batches_counts_lost_forwards),
+		RT_CASE(runtime_message_that_keeps_crashing_its_handler_is_set_aside),
+		RT_CASE(runtime_message_that_crashes_a_batch_is_found_and_set_aside),
 	};
 
 	rt_init();

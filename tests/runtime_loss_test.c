@@ -685,18 +685,18 @@ int main(void)
 {
 	tool_bin = getenv("SHOAL_BIN");
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(runtime_queued_messages_of_a_failed_group_are_counted),
-		cmocka_unit_test(runtime_queued_messages_of_a_group_failed_while_attached_are_counted),
-		cmocka_unit_test(runtime_messages_stranded_at_stop_are_counted),
-		cmocka_unit_test(runtime_undeclared_groups_are_bounded),
-		cmocka_unit_test(runtime_undeclared_groups_are_freed_when_they_leave),
-		cmocka_unit_test(runtime_queued_messages_of_a_freed_group_are_counted),
-		cmocka_unit_test(runtime_group_parked_on_a_stopped_destination_is_freed),
-		cmocka_unit_test(runtime_freed_group_counts_its_quarantined_ring_once),
-		cmocka_unit_test(runtime_group_address_of_a_freed_group_is_stale_for_the_next),
-		cmocka_unit_test(runtime_slot_counts_start_again_for_its_next_owner),
-		cmocka_unit_test(runtime_lookup_skips_a_slot_changing_owner),
-		cmocka_unit_test(runtime_records_deferred_during_a_request_are_counted_when_lost),
+		RT_CASE(runtime_queued_messages_of_a_failed_group_are_counted),
+		RT_CASE(runtime_queued_messages_of_a_group_failed_while_attached_are_counted),
+		RT_CASE(runtime_messages_stranded_at_stop_are_counted),
+		RT_CASE(runtime_undeclared_groups_are_bounded),
+		RT_CASE(runtime_undeclared_groups_are_freed_when_they_leave),
+		RT_CASE(runtime_queued_messages_of_a_freed_group_are_counted),
+		RT_CASE(runtime_group_parked_on_a_stopped_destination_is_freed),
+		RT_CASE(runtime_freed_group_counts_its_quarantined_ring_once),
+		RT_CASE(runtime_group_address_of_a_freed_group_is_stale_for_the_next),
+		RT_CASE(runtime_slot_counts_start_again_for_its_next_owner),
+		RT_CASE(runtime_lookup_skips_a_slot_changing_owner),
+		RT_CASE(runtime_records_deferred_during_a_request_are_counted_when_lost),
 	};
 
 	rt_init();

@@ -1787,11 +1787,13 @@ static void runtime_request_to_a_stuck_router_times_out_and_its_late_reply_is_dr
 	}
 	pthread_mutex_lock(&rt_router->lock);
 	atomic_store(&rt_res->go, 1);
-	for (int i = 0; atomic_load(&rt_res->ready[0]) != 2; i++) {
-		assert_true(i < 30000);
+	/* Checked once the lock is given back: a failure while it is held
+	 * would leave it held, and the router's stop in the teardown waiting
+	 * for its control thread forever. */
+	for (int i = 0; atomic_load(&rt_res->ready[0]) != 2 && i < 30000; i++)
 		usleep(1000);
-	}
 	pthread_mutex_unlock(&rt_router->lock);
+	assert_int_equal(atomic_load(&rt_res->ready[0]), 2);
 	atomic_store(&rt_res->go, 2);
 	test_assert_exited(test_wait_pid(p, 30000), 0);
 	assert_int_equal(atomic_load(&rt_res->status[0]), -ETIMEDOUT);
@@ -1805,39 +1807,39 @@ static void runtime_request_to_a_stuck_router_times_out_and_its_late_reply_is_dr
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(runtime_routed_delivery_reaches_exactly_matching_groups),
-		cmocka_unit_test(runtime_try_send_reports_each_failure),
-		cmocka_unit_test(runtime_router_yield_reaches_workers_and_the_registry),
-		cmocka_unit_test(runtime_send_waiting_for_room_yields_before_it_sleeps),
-		cmocka_unit_test(runtime_relayed_records_are_checked_again),
-		cmocka_unit_test(runtime_relay_runs_hand_on_what_the_reader_leaves),
-		cmocka_unit_test(runtime_poll_finds_a_message_among_many_peers_at_once),
-		cmocka_unit_test(runtime_group_of_another_host_is_remote_once_declared),
-		cmocka_unit_test(runtime_type_zero_is_refused_by_every_send),
-		cmocka_unit_test(runtime_type_conflict_refused_at_attach),
-		cmocka_unit_test(runtime_other_user_refused_at_control_socket),
-		cmocka_unit_test(runtime_request_gets_response),
-		cmocka_unit_test(runtime_dropped_request_is_answered_ecanceled),
-		cmocka_unit_test(runtime_request_dropped_after_a_nested_poll_is_answered_ecanceled),
-		cmocka_unit_test(runtime_killed_responder_fails_request_promptly),
-		cmocka_unit_test(runtime_waiting_request_back_pressures_other_senders),
-		cmocka_unit_test(runtime_request_waiting_for_room_keeps_its_timeout),
-		cmocka_unit_test(runtime_request_waiting_for_room_ends_when_responder_dies),
-		cmocka_unit_test(runtime_request_waiting_for_room_outlives_its_ring_given_up),
-		cmocka_unit_test(runtime_routed_send_to_only_failed_groups_says_ehostdown),
-		cmocka_unit_test(runtime_direct_send_bounds_registry_worker_count),
-		cmocka_unit_test(runtime_try_send_to_all_is_all_or_nothing),
-		cmocka_unit_test(runtime_second_reserve_before_commit_is_refused),
-		cmocka_unit_test(runtime_bursts_deliver_in_order_and_stop_where_refused),
-		cmocka_unit_test(runtime_burst_runs_of_any_length_arrive_whole),
-		cmocka_unit_test(runtime_lookup_waits_for_a_group_to_come_up),
-		cmocka_unit_test(runtime_type_over_max_size_refused_at_declare),
-		cmocka_unit_test(runtime_discard_route_is_counted),
-		cmocka_unit_test(runtime_request_in_a_handler_survives_its_ring_table_growing),
-		cmocka_unit_test(runtime_request_to_the_sender_of_a_run_keeps_its_order),
-		cmocka_unit_test(runtime_on_batch_takes_runs_and_its_request_keeps_their_payloads),
-		cmocka_unit_test(runtime_attach_to_a_router_that_never_answers_times_out),
-		cmocka_unit_test(runtime_request_to_a_stuck_router_times_out_and_its_late_reply_is_dropped),
+		RT_CASE(runtime_routed_delivery_reaches_exactly_matching_groups),
+		RT_CASE(runtime_try_send_reports_each_failure),
+		RT_CASE(runtime_router_yield_reaches_workers_and_the_registry),
+		RT_CASE(runtime_send_waiting_for_room_yields_before_it_sleeps),
+		RT_CASE(runtime_relayed_records_are_checked_again),
+		RT_CASE(runtime_relay_runs_hand_on_what_the_reader_leaves),
+		RT_CASE(runtime_poll_finds_a_message_among_many_peers_at_once),
+		RT_CASE(runtime_group_of_another_host_is_remote_once_declared),
+		RT_CASE(runtime_type_zero_is_refused_by_every_send),
+		RT_CASE(runtime_type_conflict_refused_at_attach),
+		RT_CASE(runtime_other_user_refused_at_control_socket),
+		RT_CASE(runtime_request_gets_response),
+		RT_CASE(runtime_dropped_request_is_answered_ecanceled),
+		RT_CASE(runtime_request_dropped_after_a_nested_poll_is_answered_ecanceled),
+		RT_CASE(runtime_killed_responder_fails_request_promptly),
+		RT_CASE(runtime_waiting_request_back_pressures_other_senders),
+		RT_CASE(runtime_request_waiting_for_room_keeps_its_timeout),
+		RT_CASE(runtime_request_waiting_for_room_ends_when_responder_dies),
+		RT_CASE(runtime_request_waiting_for_room_outlives_its_ring_given_up),
+		RT_CASE(runtime_routed_send_to_only_failed_groups_says_ehostdown),
+		RT_CASE(runtime_direct_send_bounds_registry_worker_count),
+		RT_CASE(runtime_try_send_to_all_is_all_or_nothing),
+		RT_CASE(runtime_second_reserve_before_commit_is_refused),
+		RT_CASE(runtime_bursts_deliver_in_order_and_stop_where_refused),
+		RT_CASE(runtime_burst_runs_of_any_length_arrive_whole),
+		RT_CASE(runtime_lookup_waits_for_a_group_to_come_up),
+		RT_CASE(runtime_type_over_max_size_refused_at_declare),
+		RT_CASE(runtime_discard_route_is_counted),
+		RT_CASE(runtime_request_in_a_handler_survives_its_ring_table_growing),
+		RT_CASE(runtime_request_to_the_sender_of_a_run_keeps_its_order),
+		RT_CASE(runtime_on_batch_takes_runs_and_its_request_keeps_their_payloads),
+		RT_CASE(runtime_attach_to_a_router_that_never_answers_times_out),
+		RT_CASE(runtime_request_to_a_stuck_router_times_out_and_its_late_reply_is_dropped),
 	};
 
 	rt_init();

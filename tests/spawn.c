@@ -25,7 +25,10 @@
  * it (test_wait_pid, test_try_wait), so until then the pid names a zombie at
  * worst, never a reused process, and kill() on it stays safe. The helper
  * serves one request at a time; a long wait holds the others, which is what
- * a test waiting in its one thread expects.
+ * a test waiting in its one thread expects. This process remembers each
+ * child until it is reaped, so that test_kill_children() can end what a
+ * failed case left running: cmocka leaves a case at its first failed
+ * assertion, before the case's own waits.
  *
  * Lifetime: the helper dies with the test (parent-death signal, and end of
  * file on its socket), and each child with the helper (its own parent-death
@@ -96,6 +99,13 @@ static size_t shared_len;
 static int server_fd = -1;
 static pid_t server_pid;
 static pthread_mutex_t server_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The children test_spawn() started that no wait has reaped yet. */
+static struct {
+	pid_t *pid;
+	size_t n, cap;
+	pthread_mutex_t lock;
+} unreaped = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /*
  * Move all `len` bytes: out (send; MSG_NOSIGNAL: a server that died is an
@@ -324,15 +334,53 @@ static pid_t server_spawn(int (*fn)(void *arg), void *arg, size_t len)
 	return rep.ret;
 }
 
+static void unreaped_add(pid_t pid)
+{
+	pthread_mutex_lock(&unreaped.lock);
+	if (unreaped.n == unreaped.cap) {
+		size_t cap = unreaped.cap ? 2 * unreaped.cap : 16;
+		pid_t *p = realloc(unreaped.pid, cap * sizeof(*p));
+
+		if (p == NULL)
+			abort();
+		unreaped.pid = p;
+		unreaped.cap = cap;
+	}
+	unreaped.pid[unreaped.n++] = pid;
+	pthread_mutex_unlock(&unreaped.lock);
+}
+
+static void unreaped_remove(pid_t pid)
+{
+	pthread_mutex_lock(&unreaped.lock);
+	for (size_t i = 0; i < unreaped.n; i++)
+		if (unreaped.pid[i] == pid) {
+			unreaped.pid[i] = unreaped.pid[--unreaped.n];
+			break;
+		}
+	pthread_mutex_unlock(&unreaped.lock);
+}
+
+/* The last child still unreaped, or 0. */
+static pid_t unreaped_last(void)
+{
+	pid_t pid;
+
+	pthread_mutex_lock(&unreaped.lock);
+	pid = unreaped.n > 0 ? unreaped.pid[unreaped.n - 1] : 0;
+	pthread_mutex_unlock(&unreaped.lock);
+	return pid;
+}
+
 pid_t test_spawn(int (*fn)(void *arg), void *arg, size_t len)
 {
 	pid_t pid, parent = getpid();
 
 	if (server_fd >= 0)
-		return server_spawn(fn, arg, len);
-	pid = fork_alone("test_spawn");
-	if (pid == 0)
+		pid = server_spawn(fn, arg, len);
+	else if ((pid = fork_alone("test_spawn")) == 0)
 		child_run(fn, arg, parent);
+	unreaped_add(pid);
 	return pid;
 }
 
@@ -344,13 +392,17 @@ static int wait_any(pid_t pid, int timeout_ms, int *status)
 	struct spawn_rep rep;
 	int ret = wait_until(pid, timeout_ms, status);
 
-	if (ret != -ECHILD || server_fd < 0)
-		return ret;
-	pthread_mutex_lock(&server_lock);
-	rep = server_ask(&q, NULL);
-	pthread_mutex_unlock(&server_lock);
-	*status = rep.status;
-	return rep.ret;
+	if (ret == -ECHILD && server_fd >= 0) {
+		pthread_mutex_lock(&server_lock);
+		rep = server_ask(&q, NULL);
+		pthread_mutex_unlock(&server_lock);
+		*status = rep.status;
+		ret = rep.ret;
+	}
+	/* Anything but "still running" means reaped, or never ours. */
+	if (ret != 0)
+		unreaped_remove(pid);
+	return ret;
 }
 
 /* A pid that is nobody's child here is a test's bug: said, and -1. */
@@ -376,4 +428,15 @@ pid_t test_try_wait(pid_t pid, int *status)
 	if (ret < 0)
 		*status = -1;   /* test_assert_exited() fails on it */
 	return wait_result(pid, ret);
+}
+
+void test_kill_children(void)
+{
+	pid_t pid;
+
+	while ((pid = unreaped_last()) != 0) {
+		kill(pid, SIGKILL);
+		(void)test_wait_pid(pid, 10000);
+		unreaped_remove(pid);   /* even if that wait could not say */
+	}
 }

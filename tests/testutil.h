@@ -52,6 +52,14 @@ int test_wait_pid(pid_t pid, int timeout_ms);
 pid_t test_try_wait(pid_t pid, int *status);
 
 /*
+ * Kill (SIGKILL) and reap every child test_spawn() started that no
+ * test_wait_pid() or test_try_wait() has reaped yet: what a case that
+ * failed half-way left running. Their own test_spawn() children die with
+ * them (their parent-death signal).
+ */
+void test_kill_children(void);
+
+/*
  * Run fn(arg) in a forked child process that exits with its return value.
  * Children must not use cmocka assertions (a failure would longjmp into the
  * copy of the test runner); they use CHILD_CHECK. Returns the pid.

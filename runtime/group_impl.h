@@ -79,6 +79,7 @@ struct shoal__inring {
 	int src_group;    /* the group whose workers write it; -1: a dispatcher;
 			   * SHOAL__SRC_WORKERS: another worker of this process */
 	uint32_t hint_next;   /* the next ring of its ready hint, index + 1; 0: none */
+	uint32_t look;        /* the look whose pass reads it: its hint's bit, or READY_SET */
 };
 
 /* The message a handler runs with, and its payload's copy once a request
@@ -138,6 +139,10 @@ struct shoal_ctx {
 					  * mw->in_db's summary: 0 (ask it), every
 					  * ring (READY_SET) or the rings of hint bits */
 	uint32_t quiet_polls;            /* passes the summary answered, mod 2^32 */
+	struct shoal__inring *hot;       /* the ring a pass last took records from,
+					  * while there are at most SCAN_ALL_MAX, or
+					  * NULL: an empty poll reads its tail beside
+					  * the summary (poll.c worth_a_pass()) */
 	/* The rings of each ready hint (direct and dispatched rings: the
 	 * shoal_doorbell_ready_hint() of their key, runtime/layout.h), a list
 	 * through in[].hint_next: index + 1, 0 none. */

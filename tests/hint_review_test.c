@@ -97,6 +97,7 @@ static struct {
 	int id[PEERS];
 	bool linked[PEERS];
 	uint64_t sent, handled;
+	uint32_t handled_from[PEERS];   /* messages handled, by sending peer */
 	const struct step *during;
 	int role[R_ROLES];         /* the scenario's peers */
 	uint64_t resp;             /* the responder's address (OP_REQUEST) */
@@ -170,6 +171,8 @@ static void here_handler(struct shoal_actor *a, const struct shoal_msg *m)
 		return;   /* send_short_from()'s */
 	assert_int_equal(m->len, sizeof(v));
 	memcpy(&v, m->data, sizeof(v));
+	if (v.from < PEERS)
+		H.handled_from[v.from]++;
 	if (v.kind == K_NEST && H.during != NULL) {
 		const struct step *s = H.during;
 
@@ -246,6 +249,7 @@ static void here_start_drained(const char *sys, int linked_until)
 	while (poll_trusting() > 0)
 		;
 	H.handled = H.sent = 0;
+	memset(H.handled_from, 0, sizeof(H.handled_from));
 }
 
 /* Poll until a poll finds nothing: every message sent is handled by then,
@@ -707,6 +711,90 @@ static void hint_review_poll_after_an_idle_look_that_found_records_reads_them(vo
 	here_stop();
 }
 
+/*
+ * The hot ring's cases run twice: with few rings (two peers linked: the
+ * watch is on) and with more than SCAN_ALL_MAX (it is off). check() gets
+ * which, after here_start_drained().
+ */
+static void with_few_and_many(const char *sys, void (*check)(bool few))
+{
+	static const int linked[] = { 2, SCAN_ALL_MAX + 4 };
+	char name[32];
+
+	for (size_t t = 0; t < sizeof(linked) / sizeof(linked[0]); t++) {
+		snprintf(name, sizeof(name), "%s-%d", sys, linked[t]);
+		here_start_drained(name, linked[t]);
+		assert_int_equal(H.cc->n_in <= SCAN_ALL_MAX, t == 0);
+		check(t == 0);
+		here_stop();
+	}
+}
+
+static void hot_ring_read(bool few)
+{
+	send_from(0, K_PLAIN);
+	assert_int_equal(poll_trusting(), 1);   /* peer 0's ring: the hot one */
+	assert_int_equal(poll_trusting(), 0);
+	send_from(0, K_PLAIN);
+	atomic_store(&H.cc->mw->in_db.ready, SHOAL_DOORBELL_READY_ON);   /* no mark */
+	assert_int_equal(poll_trusting(), few ? 1 : 0);
+	if (!few)   /* the mark, at last: the summary alone finds it */
+		atomic_store(&H.cc->mw->in_db.ready,
+			     SHOAL_DOORBELL_READY_ON | SHOAL_DOORBELL_READY_SET);
+	drain_all("the hot ring");
+	send_from(1, K_PLAIN);
+	atomic_store(&H.cc->mw->in_db.ready, SHOAL_DOORBELL_READY_ON);
+	assert_int_equal(poll_trusting(), 0);   /* not the hot ring: its mark is needed */
+	atomic_store(&H.cc->mw->in_db.ready,
+		     SHOAL_DOORBELL_READY_ON |
+			     shoal_doorbell_ready_hint(shoal__ready_key((uint16_t)H.id[1], 0)));
+	assert_int_equal(poll_trusting(), 1);
+}
+
+/*
+ * The hot ring (poll.c worth_a_pass()): among at most SCAN_ALL_MAX rings,
+ * an empty poll reads the tail of the ring a pass last took records from,
+ * so a record there is found even before (here: without) its mark in the
+ * summary; another ring's record still waits for its mark. Among more
+ * rings the summary alone answers, as before.
+ */
+static void hint_review_hot_ring_is_read_beside_the_summary(void **state)
+{
+	(void)state;
+	with_few_and_many("hr-hot", hot_ring_read);
+}
+
+static void busy_ring_hides_nothing(bool few)
+{
+	(void)few;
+	for (int round = 0; round < 20; round++) {
+		int polls = 0;
+
+		send_from(0, K_PLAIN);
+		assert_int_equal(poll_trusting(), 1);
+		send_from(0, K_PLAIN);
+		send_from(1, K_PLAIN);
+		while (H.handled_from[1] < (uint32_t)round + 1) {
+			assert_true(++polls <= 2);
+			send_from(0, K_PLAIN);   /* the hot ring never empty */
+			assert_true(poll_trusting() >= 1);
+		}
+	}
+	drain_all("a busy ring");
+}
+
+/*
+ * A ring kept busy (a record in it at every poll) hides no other ring's
+ * message: with a mark in the summary the hot ring's pass reads every
+ * ring (few rings), and the summary is taken at every empty poll (many).
+ * The other peer's message is handled within two polls of its send.
+ */
+static void hint_review_a_busy_hot_ring_hides_no_other(void **state)
+{
+	(void)state;
+	with_few_and_many("hr-busy", busy_ring_hides_nothing);
+}
+
 /* ---- across processes: producers publish while the consumer polls ------------- */
 
 #define XP_MAX 4
@@ -1002,6 +1090,8 @@ int main(void)
 		cmocka_unit_test(hint_review_summary_bit_past_the_hints_means_every_ring),
 		cmocka_unit_test(hint_review_erased_mark_is_found_within_summary_trust_polls),
 		cmocka_unit_test(hint_review_poll_after_an_idle_look_that_found_records_reads_them),
+		cmocka_unit_test(hint_review_hot_ring_is_read_beside_the_summary),
+		cmocka_unit_test(hint_review_a_busy_hot_ring_hides_no_other),
 		cmocka_unit_test(hint_review_busy_poll_sees_every_finished_send),
 		cmocka_unit_test(hint_review_streaming_poll_sees_every_finished_send),
 		cmocka_unit_test(hint_review_sleeping_poll_wakes_for_every_finished_send),

@@ -273,12 +273,26 @@ static inline uint32_t shoal_doorbell_ready_hint(uint32_t key)
 
 SHOAL_API void shoal_doorbell_ready_on(struct shoal_doorbell *db);
 SHOAL_API uint32_t shoal__doorbell_ready_take_slow(struct shoal_doorbell *db);
+
+/*
+ * Whether the summary shows anything, without taking it: the inline load
+ * that shoal_doorbell_ready_take() answers an empty look with. Acquire
+ * (free on x86-64), so that a consumer that reads a ring's tail after it
+ * sees that tail as new as the mark it saw (a producer commits, then
+ * marks). A consumer that gets true and wants the answer takes it with
+ * shoal__doorbell_ready_take_slow().
+ */
+static inline bool shoal_doorbell_ready_shown(const struct shoal_doorbell *db)
+{
+	return __atomic_load_n((const uint32_t *)(const void *)&db->ready, __ATOMIC_ACQUIRE) !=
+	       SHOAL_DOORBELL_READY_ON;
+}
+
 static inline uint32_t shoal_doorbell_ready_take(struct shoal_doorbell *db)
 {
-	/* Relaxed load, inline: the common empty case is one load of a
-	 * line that producers write only when it is clear. */
-	if (__atomic_load_n((const uint32_t *)(const void *)&db->ready, __ATOMIC_RELAXED) ==
-	    SHOAL_DOORBELL_READY_ON)
+	/* The common empty case is one load of a line that producers write
+	 * only when it is clear. */
+	if (!shoal_doorbell_ready_shown(db))
 		return 0;
 	return shoal__doorbell_ready_take_slow(db);
 }

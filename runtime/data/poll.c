@@ -453,17 +453,41 @@ static inline bool reads(const struct shoal__inring *in, int src)
  * answer may have taken the summary: the pass must follow. Measured
  * (shoal-bench-iceoryx, empty shoal_poll(ctx, 0, 0)): 3.4 ns, against 9.7
  * ns scanning one ring; the ping-pong round trip unchanged.
+ *
+ * Among at most SCAN_ALL_MAX rings, the ring a pass last took records
+ * from (ctx->hot) is watched beside the summary: its tail and the lines
+ * of its next record (shoal_ring_watch_empty()), which its producer writes
+ * before it marks the summary, travel to us with the summary's line,
+ * where a take would ask for the tail only once the summary's line had
+ * come, and for the record once the tail had (bench/SUITE.md, "The hot
+ * ring"). A tail that moved makes a pass without taking the summary (its
+ * exchange waits for the line, exclusive): of that ring's hint if the
+ * summary shows nothing, else of every ring, so that the poll still finds
+ * every message whose send returned before it began
+ * (tests/hint_review_test.c), and a busy hot ring hides no other. The
+ * summary is read first (acquire: the tail is read after it), so that a
+ * mark seen means its producer's commit seen. Left set, it still stands
+ * for every commit since its last take and brings one more pass later.
+ * Past SCAN_ALL_MAX rings the watch stops: there a look at every ring
+ * costs more than the take it saves.
  */
 static inline bool worth_a_pass(struct shoal_ctx *ctx)
 {
+	bool shown;
+
 	if (ctx->look != 0)
 		return true;
 	/* The summary is shared memory: a peer that damaged it would strand
 	 * a busy poller; one pass in SUMMARY_TRUST reads every ring. */
-	if ((++ctx->quiet_polls & (SUMMARY_TRUST - 1)) == 0)
+	if ((++ctx->quiet_polls & (SUMMARY_TRUST - 1)) == 0) {
 		ctx->look = SHOAL_DOORBELL_READY_SET;
-	else
-		ctx->look = shoal_doorbell_ready_take(&ctx->mw->in_db);
+		return true;
+	}
+	shown = shoal_doorbell_ready_shown(&ctx->mw->in_db);
+	if (ctx->hot != NULL && !shoal_ring_watch_empty(&ctx->hot->c))
+		ctx->look = shown ? SHOAL_DOORBELL_READY_SET : ctx->hot->look;
+	else if (shown)
+		ctx->look = shoal__doorbell_ready_take_slow(&ctx->mw->in_db);
 	return ctx->look != 0;
 }
 
@@ -760,6 +784,14 @@ pass_ring(struct shoal_ctx *ctx, uint32_t i, bool outer, int src, uint32_t budge
 	}
 	*left |= !drained;
 	in = &ctx->in[i];
+	/* The ring empty polls read beside the summary (worth_a_pass()):
+	 * this one, among few rings, or none once a pass of it took nothing
+	 * (a ring in a handler's hand, or given up, must not bring a pass
+	 * each poll). */
+	if (taken > 0)
+		ctx->hot = ctx->n_in <= SCAN_ALL_MAX ? in : NULL;
+	else if (ctx->hot == in)
+		ctx->hot = NULL;
 	if (taken > 0) {
 		ctx->lat_bound = 0;   /* the next batch reads the clock afresh */
 		shoal_ring_release(&in->c);

@@ -55,6 +55,7 @@ static int add_inring(struct shoal_ctx *ctx, void *mem, uint64_t len, int src_gr
 	if (in == NULL)
 		return -ENOMEM;
 	ctx->in = in;
+	ctx->hot = NULL;   /* into the array it may have moved */
 	/* Given up by its reader (a process of ours before): the router counts
 	 * what it holds as lost, and a replacement follows in the directory.
 	 * A ring only its producer gave up is still ours to drain, as the
@@ -78,8 +79,11 @@ static int add_inring(struct shoal_ctx *ctx, void *mem, uint64_t len, int src_gr
 	ctx->in[ctx->n_in].condemned = false;
 	ctx->in[ctx->n_in].src_group = src_group;
 	ctx->in[ctx->n_in].hint_next = 0;
-	if (key >= 0)
+	ctx->in[ctx->n_in].look = SHOAL_DOORBELL_READY_SET;
+	if (key >= 0) {
 		hint_link(ctx, ctx->n_in, (uint32_t)key);
+		ctx->in[ctx->n_in].look = shoal_doorbell_ready_hint((uint32_t)key);
+	}
 	ctx->n_in++;
 	return 0;
 }

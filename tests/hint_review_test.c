@@ -225,11 +225,20 @@ static void here_start(const char *sys, int linked_until, uint16_t workers)
 	}
 }
 
+/* Detach what here_start() attached (none, a second time). */
+static void here_detach(void)
+{
+	for (int k = 0; k < PEERS; k++) {
+		shoal_group_detach(H.p[k]);
+		H.p[k] = NULL;
+	}
+	shoal_group_detach(H.c);
+	H.c = NULL;
+}
+
 static void here_stop(void)
 {
-	for (int k = 0; k < PEERS; k++)
-		shoal_group_detach(H.p[k]);
-	shoal_group_detach(H.c);
+	here_detach();
 	rt_stop_router();
 }
 
@@ -825,6 +834,7 @@ struct xp_shared {
 };
 
 static struct xp_shared *xs;
+static struct shoal_group *xp_c;   /* run_xp()'s consumer, attached here */
 
 #define XP_DEADLINE_NS (60 * (uint64_t)SECOND)
 #define XP_BURST 16u   /* below POLL_BATCH: one pass takes a burst whole */
@@ -919,7 +929,6 @@ static void run_xp(const struct xp_variant *v)
 	struct child kids[XP_MAX];
 	pid_t pids[XP_MAX];
 	int ids[XP_MAX], st[XP_MAX];
-	struct shoal_group *c;
 	struct shoal_ctx *cc;
 	uint64_t start, polls = 0, sleeps0;
 	bool done = false;
@@ -928,9 +937,9 @@ static void run_xp(const struct xp_variant *v)
 	xs->v = *v;
 	xs->v.rounds = test_scale(v->rounds);
 	assert_int_equal(rt_start_router(v->name, NULL, 0), 0);
-	assert_int_equal(shoal_group_attach(&c, &d, NULL, NULL), 0);
-	cc = shoal_group_worker(c, 0);
-	xs->to = shoal_group_lookup(c, "c", 0);
+	assert_int_equal(shoal_group_attach(&xp_c, &d, NULL, NULL), 0);
+	cc = shoal_group_worker(xp_c, 0);
+	xs->to = shoal_group_lookup(xp_c, "c", 0);
 	xp_declare(v->producers, ids);
 	for (int k = 0; k < v->producers; k++) {
 		kids[k] = (struct child){ .index = k };
@@ -1017,7 +1026,8 @@ static void run_xp(const struct xp_variant *v)
 	 * kernel's barrier lets them: not under ThreadSanitizer). */
 	if (v->burst_every != 0 && v->poll_timeout_ns == 0 && shoal_doorbell_asym_join() == 0)
 		assert_true(atomic_load(&xs->unfenced_sends) > 0);
-	shoal_group_detach(c);
+	shoal_group_detach(xp_c);
+	xp_c = NULL;
 	rt_stop_router();
 }
 
@@ -1080,22 +1090,39 @@ static void hint_review_timed_poll_in_a_handler_sleeps_past_its_run(void **state
 	here_stop();
 }
 
+/*
+ * After each case, passed or failed: no producer, group, router or
+ * segment directory left (a failed case used to leave its
+ * /dev/shm/shoal-test-* behind). The producers go first, then this
+ * process's groups, before rt_leave_nothing() stops the router.
+ */
+static int leave_nothing(void **state)
+{
+	test_kill_children();
+	here_detach();
+	shoal_group_detach(xp_c);
+	xp_c = NULL;
+	return rt_leave_nothing(state);
+}
+
+#define HR_CASE(f) cmocka_unit_test_teardown(f, leave_nothing)
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(hint_review_rings_sharing_a_bit_are_each_found_at_once),
-		cmocka_unit_test(hint_review_sends_and_polls_during_a_pass_leave_nothing_behind),
-		cmocka_unit_test(hint_review_forwarded_copies_are_found_by_the_next_poll),
-		cmocka_unit_test(hint_review_request_inside_a_pass_leaves_nothing_behind),
-		cmocka_unit_test(hint_review_summary_bit_past_the_hints_means_every_ring),
-		cmocka_unit_test(hint_review_erased_mark_is_found_within_summary_trust_polls),
-		cmocka_unit_test(hint_review_poll_after_an_idle_look_that_found_records_reads_them),
-		cmocka_unit_test(hint_review_hot_ring_is_read_beside_the_summary),
-		cmocka_unit_test(hint_review_a_busy_hot_ring_hides_no_other),
-		cmocka_unit_test(hint_review_busy_poll_sees_every_finished_send),
-		cmocka_unit_test(hint_review_streaming_poll_sees_every_finished_send),
-		cmocka_unit_test(hint_review_sleeping_poll_wakes_for_every_finished_send),
-		cmocka_unit_test(hint_review_timed_poll_in_a_handler_sleeps_past_its_run),
+		HR_CASE(hint_review_rings_sharing_a_bit_are_each_found_at_once),
+		HR_CASE(hint_review_sends_and_polls_during_a_pass_leave_nothing_behind),
+		HR_CASE(hint_review_forwarded_copies_are_found_by_the_next_poll),
+		HR_CASE(hint_review_request_inside_a_pass_leaves_nothing_behind),
+		HR_CASE(hint_review_summary_bit_past_the_hints_means_every_ring),
+		HR_CASE(hint_review_erased_mark_is_found_within_summary_trust_polls),
+		HR_CASE(hint_review_poll_after_an_idle_look_that_found_records_reads_them),
+		HR_CASE(hint_review_hot_ring_is_read_beside_the_summary),
+		HR_CASE(hint_review_a_busy_hot_ring_hides_no_other),
+		HR_CASE(hint_review_busy_poll_sees_every_finished_send),
+		HR_CASE(hint_review_streaming_poll_sees_every_finished_send),
+		HR_CASE(hint_review_sleeping_poll_wakes_for_every_finished_send),
+		HR_CASE(hint_review_timed_poll_in_a_handler_sleeps_past_its_run),
 	};
 
 	rt_init();

@@ -784,15 +784,14 @@ pass_ring(struct shoal_ctx *ctx, uint32_t i, bool outer, int src, uint32_t budge
 	}
 	*left |= !drained;
 	in = &ctx->in[i];
-	/* The ring empty polls read beside the summary (worth_a_pass()):
+	/* The ring empty polls watch beside the summary (worth_a_pass()):
 	 * this one, among few rings, or none once a pass of it took nothing
-	 * (a ring in a handler's hand, or given up, must not bring a pass
-	 * each poll). */
-	if (taken > 0)
-		ctx->hot = ctx->n_in <= SCAN_ALL_MAX ? in : NULL;
-	else if (ctx->hot == in)
+	 * (a ring given up, whose tail still looks moved, must not bring a
+	 * pass each poll). */
+	if (taken == 0 && ctx->hot == in)
 		ctx->hot = NULL;
 	if (taken > 0) {
+		ctx->hot = ctx->n_in <= SCAN_ALL_MAX ? in : NULL;
 		ctx->lat_bound = 0;   /* the next batch reads the clock afresh */
 		shoal_ring_release(&in->c);
 		if (outer && mailbox)

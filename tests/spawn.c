@@ -336,6 +336,10 @@ static pid_t server_spawn(int (*fn)(void *arg), void *arg, size_t len)
 
 static void unreaped_add(pid_t pid)
 {
+	/* Never 0 or below: kill() takes those for a process group, or for
+	 * every process we may signal. */
+	if (pid <= 0)
+		return;
 	pthread_mutex_lock(&unreaped.lock);
 	if (unreaped.n == unreaped.cap) {
 		size_t cap = unreaped.cap ? 2 * unreaped.cap : 16;

@@ -423,13 +423,14 @@ static inline bool shoal_ring_empty(struct shoal_ring_cons *c)
 
 /*
  * shoal_ring_empty() for a consumer that spins on an idle ring: the lines
- * its next record is written to (two: a record of up to 120 bytes of
- * payload) are asked for too, every look, so that when its producer
- * commits they travel to us with the tail rather than after it. Prefetches
- * only, never read before the tail says they are published: a line asked
- * for before its producer writes it is asked for again by the next look.
- * On a far vCPU pair this takes a cache line's transfer off the time from
- * a commit to the record's read (bench/SUITE.md, "The hot ring").
+ * its next record is written to (two: all of a record of up to 120 bytes
+ * of payload that starts a line, the first 72 to 128 bytes of any other)
+ * are asked for too, every look, so that when its producer commits they
+ * travel to us with the tail rather than after it. Prefetches only, never
+ * read before the tail says they are published: a line asked for before
+ * its producer writes it is asked for again by the next look. On a far
+ * vCPU pair this takes a cache line's transfer off the time from a commit
+ * to the record's read (bench/SUITE.md, "The hot ring").
  */
 static inline bool shoal_ring_watch_empty(struct shoal_ring_cons *c)
 {

@@ -471,6 +471,9 @@ static void close_all(struct bridge *b)
 {
 	watch_stop(&b->watch);
 	shoal__bridge_view_close(b);
+	/* Before the links close: their peers reconnect at once (link.h). */
+	if (b->hub != NULL)
+		shoal__link_hub_stop_listening(b->hub);
 	for (uint32_t i = 0; i < b->n_peers; i++) {
 		if (b->peers[i].link != NULL)
 			shoal__link_destroy(b->peers[i].link);

@@ -1566,6 +1566,32 @@ int shoal__link_hub_create(struct shoal__link_hub **out, const struct shoal__lin
 	return 0;
 }
 
+/*
+ * UCX 1.13's TCP connection manager accepts a connection in its own thread
+ * and keeps it, outside the listener, until the client's first data
+ * arrives; it then calls the listener's handler through the listener it
+ * was accepted by, destroyed or not (the newest UCX does the same). A peer
+ * whose link we close reconnects within its backoff, so a stopping bridge
+ * that closed its links while it still listened took such a connection and
+ * crashed in UCX's thread after the destroy (SIGSEGV in
+ * ucp_cm_server_conn_request_cb; bridge_hosts under ASan, 1 run in 8 on a
+ * loaded machine). Without a listener, a reconnecting peer is refused by
+ * the kernel: nothing is accepted.
+ */
+void shoal__link_hub_stop_listening(struct shoal__link_hub *h)
+{
+	if (h->listener == NULL)
+		return;
+	for (uint32_t i = 0; i < h->n_conn_req; i++)
+		ucp_listener_reject(h->listener, h->conn_req[i]);
+	h->n_conn_req = 0;
+	for (unsigned i = 0; i < NPENDING; i++)
+		if (h->pend[i].ep != NULL)
+			pending_close(h, &h->pend[i]);
+	ucp_listener_destroy(h->listener);
+	h->listener = NULL;
+}
+
 void shoal__link_hub_destroy(struct shoal__link_hub *h)
 {
 	uint64_t give_up = shoal__now_ns() + 2000000000u;
@@ -1573,13 +1599,7 @@ void shoal__link_hub_destroy(struct shoal__link_hub *h)
 
 	SHOAL_ASSERT(h->n_links == 0);
 	if (h->worker) {
-		for (uint32_t i = 0; i < h->n_conn_req; i++)
-			ucp_listener_reject(h->listener, h->conn_req[i]);
-		for (unsigned i = 0; i < NPENDING; i++)
-			if (h->pend[i].ep != NULL)
-				pending_close(h, &h->pend[i]);
-		if (h->listener)
-			ucp_listener_destroy(h->listener);
+		shoal__link_hub_stop_listening(h);
 		/* Bounded: a forced close completes locally; the bound only
 		 * keeps a UCX bug from hanging the caller. */
 		while (busy && shoal__now_ns() < give_up) {
@@ -1701,6 +1721,10 @@ void shoal__link_destroy(struct shoal__link *l)
 
 	/* First: frames it takes while it settles may stay in UCX's buffers. */
 	conn_settle(l);
+	/* Its hub's only link: nothing more to accept once it closes (the
+	 * peer reconnects at once; link.h). */
+	if (l->owns_hub)
+		shoal__link_hub_stop_listening(h);
 	give_up = shoal__now_ns() + 2000000000u;
 	for (uint64_t i = l->rx.run_head; i != l->rx.run_tail; i++)
 		if (l->rx.runs[i & (NRUN - 1)].ucx != NULL)

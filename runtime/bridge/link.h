@@ -179,6 +179,17 @@ int shoal__link_hub_create(struct shoal__link_hub **out, const struct shoal__lin
 			   struct shoal_err *err);
 
 /*
+ * Stop taking connections: the listener is destroyed, the connection
+ * requests not yet accepted are refused and the connections not yet named
+ * are closed; links already handed their peer stay. Call it before the
+ * links are destroyed at a stop: their peers reconnect at once, and UCX
+ * 1.13 calls a destroyed listener's handler for a connection it accepted
+ * before the destroy and read after it (link.c says more). Idempotent; a
+ * hub that never listened is left as it is.
+ */
+void shoal__link_hub_stop_listening(struct shoal__link_hub *h);
+
+/*
  * Free the hub: its connections not yet named are closed. Its links must
  * be destroyed first (a broken invariant aborts). Progresses UCP until its
  * requests are released: may wait, briefly (2 s at most). Never fails.

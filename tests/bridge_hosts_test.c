@@ -76,8 +76,11 @@ static void expect(int side, const char *needle, unsigned n)
 	{
 		char *text = slurp(out[side]);
 
-		fail_msg("host %s: '%s' not seen %u times in time; its output:\n%s", name[side],
-			 needle, n, text);
+		fprintf(stderr, "host %s: '%s' not seen %u times in time; its output:\n%s\n",
+			name[side], needle, n, text);
+		free(text);
+		fail_msg("host %s: '%s' not seen %u times in time (output above)", name[side],
+			 needle, n);
 	}
 }
 
@@ -164,6 +167,14 @@ static int setup(void **state)
 			    "          max_backoff: 200ms }\n", ", --rate, 500");
 }
 
+/* After each case: what a failed one left running is stopped. */
+static int leave_nothing(void **state)
+{
+	(void)state;
+	test_netns_stop_runs(run, 2);
+	return 0;
+}
+
 static int teardown(void **state)
 {
 	(void)state;
@@ -195,9 +206,14 @@ static void stop_cleanly(int side, const char *system)
 	status = test_wait_pid(run[side], WAIT_MS);
 	run[side] = 0;
 	text = slurp(out[side]);
-	if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
-		fail_msg("host %s: shoal run ended with status 0x%x; its output:\n%s", name[side],
-			 status, text);
+	if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		/* Whole, on stderr: cmocka cuts a message at about 1 kB. */
+		fprintf(stderr, "host %s: shoal run ended with status 0x%x; its output:\n%s\n",
+			name[side], status, text);
+		free(text);
+		fail_msg("host %s: shoal run ended with status 0x%x (output above)", name[side],
+			 status);
+	}
 	assert_non_null(strstr(text, "group bridge: exited with status 0"));
 	{
 		char stopped[64];
@@ -274,9 +290,12 @@ static void consumers_have_all_once(const unsigned first[2])
 		if (n != ROUTED || !exact) {
 			char *a = slurp(out[0]), *b = slurp(out[1]);
 
-			fail_msg("consumer on %s: %u lines (%s), expected %d once each\n"
-				 "--- a:\n%s\n--- b:\n%s", name[s], n,
-				 exact ? "no duplicate" : "duplicates or strangers", ROUTED, a, b);
+			fprintf(stderr, "--- a:\n%s\n--- b:\n%s\n", a, b);
+			free(a);
+			free(b);
+			fail_msg("consumer on %s: %u lines (%s), expected %d once each (outputs "
+				 "above)", name[s], n,
+				 exact ? "no duplicate" : "duplicates or strangers", ROUTED);
 		}
 	}
 }
@@ -417,9 +436,12 @@ static void hosts_link_down_two_seconds_under_load_loses_nothing(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(hosts_bridges_link_restart_and_stop_cleanly),
-		cmocka_unit_test(hosts_routed_messages_cross_both_ways_once_each),
-		cmocka_unit_test(hosts_link_down_two_seconds_under_load_loses_nothing),
+		cmocka_unit_test_teardown(hosts_bridges_link_restart_and_stop_cleanly,
+					  leave_nothing),
+		cmocka_unit_test_teardown(hosts_routed_messages_cross_both_ways_once_each,
+					  leave_nothing),
+		cmocka_unit_test_teardown(hosts_link_down_two_seconds_under_load_loses_nothing,
+					  leave_nothing),
 	};
 	const char *why = test_netns_unavailable();
 

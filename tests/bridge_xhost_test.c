@@ -551,6 +551,14 @@ static void stop_run(int side)
 	}
 }
 
+/* After each case: what a failed one left running is stopped. */
+static int leave_nothing(void **state)
+{
+	(void)state;
+	test_netns_stop_runs(run, 2);
+	return 0;
+}
+
 static int teardown(void **state)
 {
 	(void)state;
@@ -976,13 +984,20 @@ static void xhost_forged_envelopes_stop_at_the_senders_bridge(void **state)
 int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(xhost_requests_and_notes_cross_with_their_envelope),
-		cmocka_unit_test(xhost_full_responder_pushes_back_on_the_sender),
-		cmocka_unit_test(xhost_host_killed_ends_request_with_hostdown),
-		cmocka_unit_test(xhost_responder_killed_ends_request_with_ownerdead),
-		cmocka_unit_test(xhost_idle_bridges_wake_for_each_message),
-		cmocka_unit_test(xhost_requests_one_at_a_time_arrive_once_in_order),
-		cmocka_unit_test(xhost_forged_envelopes_stop_at_the_senders_bridge),
+		cmocka_unit_test_teardown(xhost_requests_and_notes_cross_with_their_envelope,
+					  leave_nothing),
+		cmocka_unit_test_teardown(xhost_full_responder_pushes_back_on_the_sender,
+					  leave_nothing),
+		cmocka_unit_test_teardown(xhost_host_killed_ends_request_with_hostdown,
+					  leave_nothing),
+		cmocka_unit_test_teardown(xhost_responder_killed_ends_request_with_ownerdead,
+					  leave_nothing),
+		cmocka_unit_test_teardown(xhost_idle_bridges_wake_for_each_message,
+					  leave_nothing),
+		cmocka_unit_test_teardown(xhost_requests_one_at_a_time_arrive_once_in_order,
+					  leave_nothing),
+		cmocka_unit_test_teardown(xhost_forged_envelopes_stop_at_the_senders_bridge,
+					  leave_nothing),
 	};
 	const char *why;
 

@@ -195,7 +195,8 @@ int test_netns_create_hosts(struct test_netns *n, const char *tag, unsigned octe
 		snprintf(n->ns[s], sizeof(n->ns[s]), NETNS_PREFIX "%d-%s-%c", (int)getpid(), tag,
 			 'a' + s);
 		snprintf(n->dev[s], sizeof(n->dev[s]), "veth-%c", 'a' + s);
-		snprintf(n->addr[s], sizeof(n->addr[s]), "169.254.%u.%u", octet & 255, s + 1);
+		snprintf(n->addr[s], sizeof(n->addr[s]), "169.254.%u.%u", octet & 255,
+			 (s + 1) & 255);
 		snprintf(cidr[s], sizeof(cidr[s]), "%s/24", n->addr[s]);
 		if (ip_checked("netns add", ip("netns", "add", n->ns[s], (char *)NULL)) < 0)
 			goto fail;
@@ -342,8 +343,7 @@ int test_netns_write(const char *path, const char *text)
 	return ret;
 }
 
-void test_netns_teardown(struct test_netns *n, pid_t *runs, unsigned n_runs,
-			 const char *const *paths)
+void test_netns_stop_runs(pid_t *runs, unsigned n_runs)
 {
 	for (unsigned i = 0; i < n_runs; i++)
 		if (runs[i] > 0) {
@@ -353,6 +353,12 @@ void test_netns_teardown(struct test_netns *n, pid_t *runs, unsigned n_runs,
 			waitpid(runs[i], &status, 0);
 			runs[i] = 0;
 		}
+}
+
+void test_netns_teardown(struct test_netns *n, pid_t *runs, unsigned n_runs,
+			 const char *const *paths)
+{
+	test_netns_stop_runs(runs, n_runs);
 	test_netns_destroy(n);
 	for (; paths != NULL && *paths != NULL; paths++) {
 		char cmd[PATH_MAX + 16];

@@ -98,10 +98,14 @@ int test_netns_dirs(const char *tag, unsigned hosts, char *dir, size_t dir_len, 
 /* A new file at `path` holding `text`: 0, or -1. */
 int test_netns_write(const char *path, const char *text);
 
+/* Each `shoal run` still in runs[0 .. n_runs) (0: none) killed with
+ * SIGKILL and reaped, its slot set to 0: after a case, so that a case that
+ * failed midway leaves the next one quiet hosts. */
+void test_netns_stop_runs(pid_t *runs, unsigned n_runs);
+
 /*
- * The end of a test of hosts: each `shoal run` still in runs[0 .. n_runs)
- * (0: none) killed with SIGKILL and reaped, the namespaces removed, then
- * every path of `paths` (NULL-terminated) with all it holds.
+ * The end of a test of hosts: test_netns_stop_runs(), the namespaces
+ * removed, then every path of `paths` (NULL-terminated) with all it holds.
  */
 void test_netns_teardown(struct test_netns *n, pid_t *runs, unsigned n_runs,
 			 const char *const *paths);

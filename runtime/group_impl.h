@@ -148,6 +148,15 @@ struct shoal_ctx {
 	 * through in[].hint_next: index + 1, 0 none. */
 	uint32_t hint_first[SHOAL_DOORBELL_READY_HINTS], hint_last[SHOAL_DOORBELL_READY_HINTS];
 
+	/* The last direct send's destination, checked (send.c send_memo()):
+	 * type 0, none. */
+	struct shoal__send_memo {
+		uint64_t dest;
+		uint32_t type, max_size;
+		const struct shoal__reg_group *rg;
+		struct shoal__dout *o;
+	} memo;
+
 	/* Direct links: per group, SHOAL_MAX_WORKERS entries, allocated and
 	 * published (release) by the link opener on the first ask. */
 	struct shoal__dout *_Atomic dout[SHOAL_MAX_GROUPS];

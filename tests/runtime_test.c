@@ -647,6 +647,126 @@ static void runtime_direct_send_bounds_registry_worker_count(void **state)
 	rt_stop_router();
 }
 
+/*
+ * A direct send remembers its destination once checked (send.c
+ * send_memo()); each change below to what the check read makes the next
+ * send to it fail as a first send would, and once undone the send goes
+ * through again. Variants from a table: the field, its value, the error.
+ */
+enum poke_field { POKE_WORKERS, POKE_ACTORS, POKE_STATE, POKE_GEN, POKE_MBX_GEN, POKE_LINK };
+
+struct memo_poke {
+	const char *what;
+	enum poke_field field;
+	uint32_t value;       /* for POKE_GEN and POKE_MBX_GEN: added */
+	int expect;
+};
+
+/* Set field `f` of group `id`'s registry entry: to `v`, or (GEN, MBX_GEN)
+ * `v` more. Returns its value before. */
+static uint32_t poke_registry(int id, enum poke_field f, uint32_t v)
+{
+	struct shoal__registry reg;
+	struct shoal__reg_group *rg;
+	uint32_t before = 0;
+
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, 0, NULL), 0);
+	rg = &reg.groups[id];
+	switch (f) {
+	case POKE_WORKERS:
+		before = rg->n_workers;
+		rg->n_workers = (uint16_t)v;
+		break;
+	case POKE_ACTORS:
+		before = rg->n_actors;
+		rg->n_actors = (uint16_t)v;
+		break;
+	case POKE_STATE:
+		before = atomic_exchange(&rg->state, v);
+		break;
+	case POKE_GEN:
+		before = atomic_fetch_add(&rg->gen, v);
+		break;
+	case POKE_MBX_GEN:
+		before = atomic_fetch_add(&rg->mbx_gen, v);
+		break;
+	case POKE_LINK:
+		break;
+	}
+	shoal_seg_detach(&reg.seg);
+	return before;
+}
+
+static void runtime_known_destination_is_checked_again_at_each_send(void **state)
+{
+	static const struct memo_poke pokes[] = {
+		{ "more workers than a group may have", POKE_WORKERS, 40, -EUCLEAN },
+		{ "no workers", POKE_WORKERS, 0, -EUCLEAN },
+		{ "two workers: the actor's is another", POKE_WORKERS, 2, -EAGAIN },
+		{ "fewer actors than its slot", POKE_ACTORS, 10, -EINVAL },
+		{ "failed", POKE_STATE, SHOAL_GROUP_FAILED, -EHOSTDOWN },
+		{ "freed", POKE_STATE, SHOAL_GROUP_EMPTY, -EINVAL },
+		{ "a later incarnation", POKE_GEN, 1, -ESTALE },
+		{ "a new mailbox", POKE_MBX_GEN, 1, -EAGAIN },
+		{ "the link given up, as dout_moved() does", POKE_LINK, 0, -EAGAIN },
+	};
+	/* Running: a group declared and not attached is remembered never. */
+	static struct child wide_child = { .index = 0, .name = "wide", .workers = 1, .actors = 20 };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	struct msg v = { 0 };
+	char big[65] = { 0 };
+	uint64_t a17;
+	pid_t pc;
+	int wide;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-memo", NULL, 0), 0);
+	pc = test_spawn(rt_consumer_main, &wide_child, sizeof(wide_child));
+	rt_wait_ready(1);
+	g = rt_attach_here("sender", 1, 1);
+	ctx = shoal_group_worker(g, 0);
+	a17 = shoal_group_lookup(g, "wide", 17);
+	assert_int_not_equal(a17, SHOAL_ADDR_NONE);
+	wide = shoal_addr_group(a17);
+	/* Nothing remembered yet: what an empty memo holds (0s) is refused. */
+	assert_int_equal(shoal_try_send_to(ctx, 0, 0, NULL, 0), -ENOMSG);
+	assert_int_equal(shoal_connect(ctx, a17, 10000000000ll), 0);
+	for (size_t i = 0; i < sizeof(pokes) / sizeof(pokes[0]); i++) {
+		const struct memo_poke *p = &pokes[i];
+		uint32_t before;
+
+		/* Twice: the second send is the remembered one. */
+		assert_int_equal(shoal_try_send_to(ctx, a17, T_PING, &v, sizeof(v)), 0);
+		assert_int_equal(shoal_try_send_to(ctx, a17, T_PING, &v, sizeof(v)), 0);
+		/* Not the remembered message: checked in full. */
+		assert_int_equal(shoal_try_send_to(ctx, a17, T_PING, big, sizeof(big)), -EMSGSIZE);
+		assert_int_equal(shoal_try_send_to(ctx, a17, T_OTHER, &v, sizeof(v)), -ENOMSG);
+		if (p->field == POKE_LINK) {
+			struct shoal__dout *o = &atomic_load(&ctx->dout[wide])[0];
+
+			o->ring = NULL;
+			atomic_store(&o->state, SHOAL__LINK_NONE);
+			before = 0;
+		} else {
+			before = poke_registry(wide, p->field, p->value);
+		}
+		if (shoal_try_send_to(ctx, a17, T_PING, &v, sizeof(v)) != p->expect)
+			fail_msg("%s: not %d", p->what, p->expect);
+		/* Undone; a new mailbox stays new, and a link given up
+		 * stays so: the link opens (into it) again. */
+		if (p->field == POKE_GEN)
+			(void)poke_registry(wide, p->field, (uint32_t)-p->value);
+		else if (p->field != POKE_MBX_GEN && p->field != POKE_LINK)
+			(void)poke_registry(wide, p->field, before);
+		assert_int_equal(shoal_connect(ctx, a17, 10000000000ll), 0);
+	}
+	assert_int_equal(shoal_try_send_to(ctx, a17, T_PING, &v, sizeof(v)), 0);
+	shoal_group_detach(g);
+	rt_stop_and_reap(&pc, 1);
+	rt_stop_router();
+}
+
 /* Handle what worker `w` has; returns how many. */
 static int drain(struct shoal_group *g, unsigned w)
 {
@@ -1828,6 +1948,7 @@ int main(void)
 		RT_CASE(runtime_request_waiting_for_room_outlives_its_ring_given_up),
 		RT_CASE(runtime_routed_send_to_only_failed_groups_says_ehostdown),
 		RT_CASE(runtime_direct_send_bounds_registry_worker_count),
+		RT_CASE(runtime_known_destination_is_checked_again_at_each_send),
 		RT_CASE(runtime_try_send_to_all_is_all_or_nothing),
 		RT_CASE(runtime_second_reserve_before_commit_is_refused),
 		RT_CASE(runtime_bursts_deliver_in_order_and_stop_where_refused),

@@ -1574,7 +1574,7 @@ int shoal__link_hub_create(struct shoal__link_hub **out, const struct shoal__lin
  * whose link we close reconnects within its backoff, so a stopping bridge
  * that closed its links while it still listened took such a connection and
  * crashed in UCX's thread after the destroy (SIGSEGV in
- * ucp_cm_server_conn_request_cb; bridge_hosts under ASan, 1 run in 8 on a
+ * ucp_cm_server_conn_request_cb; bridge_hosts under ASan, 2 runs in 13 on a
  * loaded machine). Without a listener, a reconnecting peer is refused by
  * the kernel: nothing is accepted.
  */

@@ -735,6 +735,7 @@ static void runtime_known_destination_is_checked_again_at_each_send(void **state
 	for (size_t i = 0; i < sizeof(pokes) / sizeof(pokes[0]); i++) {
 		const struct memo_poke *p = &pokes[i];
 		uint32_t before;
+		int ret;
 
 		/* Twice: the second send is the remembered one. */
 		assert_int_equal(shoal_try_send_to(ctx, a17, T_PING, &v, sizeof(v)), 0);
@@ -751,8 +752,9 @@ static void runtime_known_destination_is_checked_again_at_each_send(void **state
 		} else {
 			before = poke_registry(wide, p->field, p->value);
 		}
-		if (shoal_try_send_to(ctx, a17, T_PING, &v, sizeof(v)) != p->expect)
-			fail_msg("%s: not %d", p->what, p->expect);
+		ret = shoal_try_send_to(ctx, a17, T_PING, &v, sizeof(v));
+		if (ret != p->expect)
+			fail_msg("%s: %d, not %d", p->what, ret, p->expect);
 		/* Undone; a new mailbox stays new, and a link given up
 		 * stays so: the link opens (into it) again. */
 		if (p->field == POKE_GEN)

@@ -466,6 +466,50 @@ static void *drain_late(void *arg)
 	return NULL;
 }
 
+/* A router.yield case: two groups of this process, "a" the waiting one,
+ * over a router with router.yield 1 s on pass 0 and none on pass 1; a
+ * thread makes "b" poll from 100 ms on. */
+struct yield_case {
+	struct shoal_group *a, *b;
+	struct shoal_ctx *ca;
+	uint64_t dest;          /* b's actor 0 */
+	struct late_drain d;    /* b's late poll */
+	pthread_t t;
+};
+
+static void yield_case_start(struct yield_case *y, int pass, const char *a, const char *b)
+{
+	rt_yield_ns = pass == 0 ? UINT64_C(1000000000) : 0;
+	assert_int_equal(rt_start_router("rt-yield", NULL, 0), 0);
+	rt_yield_ns = 0;
+	y->a = rt_attach_here(a, 1, 1);
+	y->b = rt_attach_here(b, 1, 1);
+	y->ca = shoal_group_worker(y->a, 0);
+	y->d.ctx = shoal_group_worker(y->b, 0);
+	y->dest = shoal_group_lookup(y->a, b, 0);
+	assert_int_equal(shoal_connect(y->ca, y->dest, 10000000000ll), 0);
+}
+
+static void yield_case_drain(struct yield_case *y)
+{
+	assert_int_equal(pthread_create(&y->t, NULL, drain_late, &y->d), 0);
+}
+
+/* After the wait: b polled all it was to, and the wait slept on pass 1
+ * (`sleeps` of the doorbell it waits on), never on pass 0. */
+static void yield_case_end(struct yield_case *y, int pass, uint64_t sleeps)
+{
+	assert_int_equal(pthread_join(y->t, NULL), 0);
+	assert_int_equal(y->d.got, y->d.want);
+	if (pass == 0)
+		assert_int_equal(sleeps, 0);
+	else
+		assert_true(sleeps >= 1);
+	shoal_group_detach(y->b);
+	shoal_group_detach(y->a);
+	rt_stop_router();
+}
+
 /*
  * router.yield in a send's wait for room: a sender that finds its direct
  * ring full looks, yielding, and does not sleep while its consumer comes
@@ -477,43 +521,51 @@ static void runtime_send_waiting_for_room_yields_before_it_sleeps(void **state)
 	(void)state;
 	for (int pass = 0; pass < 2; pass++) {
 		struct msg v = { 0 };
-		struct late_drain d = { 0 };
-		struct shoal_group *a, *b;
-		struct shoal_ctx *ca;
-		uint64_t dest, sleeps;
-		pthread_t t;
+		struct yield_case y = { 0 };
+		uint64_t sleeps;
 
-		rt_yield_ns = pass == 0 ? UINT64_C(1000000000) : 0;
-		assert_int_equal(rt_start_router("rt-room", NULL, 0), 0);
-		rt_yield_ns = 0;
-		a = rt_attach_here("sender", 1, 1);
-		b = rt_attach_here("slow", 1, 1);
-		ca = shoal_group_worker(a, 0);
-		d.ctx = shoal_group_worker(b, 0);
-		dest = shoal_group_lookup(a, "slow", 0);
-		assert_int_equal(shoal_connect(ca, dest, 10000000000ll), 0);
-		while (shoal_try_send_to(ca, dest, T_PING, &v, sizeof(v)) == 0)
-			d.want++;
-		assert_true(d.want > 0);
-		d.want++;
-		sleeps = atomic_load(&d.ctx->mw->space_db.sleeps);
-		assert_int_equal(pthread_create(&t, NULL, drain_late, &d), 0);
-		assert_int_equal(shoal_send_to(ca, dest, T_PING, &v, sizeof(v)), 0);
-		assert_int_equal(pthread_join(t, NULL), 0);
-		assert_int_equal(d.got, d.want);
-		sleeps = atomic_load(&d.ctx->mw->space_db.sleeps) - sleeps;
-		if (pass == 0)
-			assert_int_equal(sleeps, 0);
-		else
-			assert_true(sleeps >= 1);
-		shoal_group_detach(b);
-		shoal_group_detach(a);
-		rt_stop_router();
+		yield_case_start(&y, pass, "sender", "slow");
+		while (shoal_try_send_to(y.ca, y.dest, T_PING, &v, sizeof(v)) == 0)
+			y.d.want++;
+		assert_true(y.d.want > 0);
+		y.d.want++;
+		sleeps = atomic_load(&y.d.ctx->mw->space_db.sleeps);
+		yield_case_drain(&y);
+		assert_int_equal(shoal_send_to(y.ca, y.dest, T_PING, &v, sizeof(v)), 0);
+		sleeps = atomic_load(&y.d.ctx->mw->space_db.sleeps) - sleeps;
+		yield_case_end(&y, pass, sleeps);
 	}
 }
 
 /* Type id 0 is no type: every send form refuses it, even with no payload
  * (an empty slot of the group's type table has id 0 and size 0). */
+/*
+ * router.yield in a request's wait for its response: the requester looks,
+ * yielding, and does not sleep while its responder answers 100 ms later
+ * (its look lasts 1 s); without the setting the same wait sleeps on the
+ * requester's own doorbell (its sleeps counter).
+ */
+static void runtime_request_waiting_for_its_response_yields_before_it_sleeps(void **state)
+{
+	(void)state;
+	for (int pass = 0; pass < 2; pass++) {
+		struct msg v = { 0 }, out = { 0 };
+		struct shoal_reply reply = { .buf = &out, .cap = sizeof(out) };
+		struct yield_case y = { .d = { .want = 1 } };
+		uint64_t sleeps;
+
+		yield_case_start(&y, pass, "asker", "answerer");
+		sleeps = atomic_load(&y.ca->mw->in_db.sleeps);
+		/* The answerer's handler (rt_count_handler) responds. */
+		yield_case_drain(&y);
+		assert_int_equal(shoal_request(y.ca, y.dest, T_REQ, &v, sizeof(v), 10000000000ll,
+					       &reply), 0);
+		assert_int_equal(reply.type, T_RESP);
+		sleeps = atomic_load(&y.ca->mw->in_db.sleeps) - sleeps;
+		yield_case_end(&y, pass, sleeps);
+	}
+}
+
 static void runtime_type_zero_is_refused_by_every_send(void **state)
 {
 	struct shoal_group_desc d = { .name = "zero", .types = rt_types, .n_types = RT_N_TYPES,
@@ -1933,6 +1985,7 @@ int main(void)
 		RT_CASE(runtime_try_send_reports_each_failure),
 		RT_CASE(runtime_router_yield_reaches_workers_and_the_registry),
 		RT_CASE(runtime_send_waiting_for_room_yields_before_it_sleeps),
+		RT_CASE(runtime_request_waiting_for_its_response_yields_before_it_sleeps),
 		RT_CASE(runtime_relayed_records_are_checked_again),
 		RT_CASE(runtime_relay_runs_hand_on_what_the_reader_leaves),
 		RT_CASE(runtime_poll_finds_a_message_among_many_peers_at_once),

@@ -655,64 +655,10 @@ static void runtime_routed_send_to_only_failed_groups_says_ehostdown(void **stat
 	rt_stop_router();
 }
 
-/* Overwrite n_workers of group `id` in the live registry (the router's). */
-static void poke_registry_workers(int id, uint16_t n)
-{
-	struct shoal__registry reg;
-
-	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, 0, NULL), 0);
-	reg.groups[id].n_workers = n;
-	shoal_seg_detach(&reg.seg);
-}
-
-static void runtime_direct_send_bounds_registry_worker_count(void **state)
-{
-	struct shoal_group *g;
-	struct shoal_ctx *ctx;
-	struct msg v = { 0 };
-	uint64_t a17, all;
-	void *buf;
-	int wide;
-
-	(void)state;
-	assert_int_equal(rt_start_router("rt-nw", NULL, 0), 0);
-	wide = rt_declare("wide", 1, 20);
-	g = rt_attach_here("sender", 1, 1);
-	ctx = shoal_group_worker(g, 0);
-	a17 = shoal_group_lookup(g, "wide", 17);
-	all = shoal_group_lookup(g, "wide", SHOAL_SLOT_ALL);
-	assert_int_not_equal(a17, SHOAL_ADDR_NONE);
-	/* Damaged registry: more workers than any group may have. Actor 17
-	 * would map to worker 17, one past the last direct ring slot. */
-	poke_registry_workers(wide, 40);
-	assert_int_equal(shoal_try_send_to(ctx, a17, T_PING, &v, sizeof(v)), -EUCLEAN);
-	assert_int_equal(shoal_send_to(ctx, a17, T_PING, &v, sizeof(v)), -EUCLEAN);
-	assert_int_equal(shoal_try_send_to(ctx, all, T_PING, &v, sizeof(v)), -EUCLEAN);
-	assert_int_equal(shoal_reserve(ctx, a17, T_PING, sizeof(v), &buf), -EUCLEAN);
-	poke_registry_workers(wide, 0);
-	assert_int_equal(shoal_try_send_to(ctx, a17, T_PING, &v, sizeof(v)), -EUCLEAN);
-	/* Repaired: the same send goes through. */
-	poke_registry_workers(wide, 1);
-	assert_int_equal(shoal_connect(ctx, a17, 10000000000ll), 0);
-	assert_int_equal(shoal_try_send_to(ctx, a17, T_PING, &v, sizeof(v)), 0);
-	shoal_group_detach(g);
-	rt_stop_router();
-}
-
-/*
- * A direct send remembers its destination once checked (send.c
- * send_memo()); each change below to what the check read makes the next
- * send to it fail as a first send would, and once undone the send goes
- * through again. Variants from a table: the field, its value, the error.
- */
+/* What a test overwrites: a field of a group's entry in the live registry
+ * (the router's), or (POKE_LINK) the sender's link entry, which
+ * poke_registry() leaves to the test. */
 enum poke_field { POKE_WORKERS, POKE_ACTORS, POKE_STATE, POKE_GEN, POKE_MBX_GEN, POKE_LINK };
-
-struct memo_poke {
-	const char *what;
-	enum poke_field field;
-	uint32_t value;       /* for POKE_GEN and POKE_MBX_GEN: added */
-	int expect;
-};
 
 /* Set field `f` of group `id`'s registry entry: to `v`, or (GEN, MBX_GEN)
  * `v` more. Returns its value before. */
@@ -749,6 +695,53 @@ static uint32_t poke_registry(int id, enum poke_field f, uint32_t v)
 	return before;
 }
 
+static void runtime_direct_send_bounds_registry_worker_count(void **state)
+{
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	struct msg v = { 0 };
+	uint64_t a17, all;
+	void *buf;
+	int wide;
+
+	(void)state;
+	assert_int_equal(rt_start_router("rt-nw", NULL, 0), 0);
+	wide = rt_declare("wide", 1, 20);
+	g = rt_attach_here("sender", 1, 1);
+	ctx = shoal_group_worker(g, 0);
+	a17 = shoal_group_lookup(g, "wide", 17);
+	all = shoal_group_lookup(g, "wide", SHOAL_SLOT_ALL);
+	assert_int_not_equal(a17, SHOAL_ADDR_NONE);
+	/* Damaged registry: more workers than any group may have. Actor 17
+	 * would map to worker 17, one past the last direct ring slot. */
+	(void)poke_registry(wide, POKE_WORKERS, 40);
+	assert_int_equal(shoal_try_send_to(ctx, a17, T_PING, &v, sizeof(v)), -EUCLEAN);
+	assert_int_equal(shoal_send_to(ctx, a17, T_PING, &v, sizeof(v)), -EUCLEAN);
+	assert_int_equal(shoal_try_send_to(ctx, all, T_PING, &v, sizeof(v)), -EUCLEAN);
+	assert_int_equal(shoal_reserve(ctx, a17, T_PING, sizeof(v), &buf), -EUCLEAN);
+	(void)poke_registry(wide, POKE_WORKERS, 0);
+	assert_int_equal(shoal_try_send_to(ctx, a17, T_PING, &v, sizeof(v)), -EUCLEAN);
+	/* Repaired: the same send goes through. */
+	(void)poke_registry(wide, POKE_WORKERS, 1);
+	assert_int_equal(shoal_connect(ctx, a17, 10000000000ll), 0);
+	assert_int_equal(shoal_try_send_to(ctx, a17, T_PING, &v, sizeof(v)), 0);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
+struct memo_poke {
+	const char *what;
+	enum poke_field field;
+	uint32_t value;       /* for POKE_GEN and POKE_MBX_GEN: added */
+	int expect;
+};
+
+/*
+ * A direct send remembers its destination once checked (send.c
+ * send_memo()); each change below to what the check read makes the next
+ * send to it fail as a first send would, and once undone the send goes
+ * through again. Variants from a table: the field, its value, the error.
+ */
 static void runtime_known_destination_is_checked_again_at_each_send(void **state)
 {
 	static const struct memo_poke pokes[] = {

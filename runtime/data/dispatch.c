@@ -158,18 +158,20 @@ struct shoal__dispatcher {
 	struct shoal__clock clk;
 	uint32_t streak;   /* messages moved since the last sleep (shoal_doorbell_streak()) */
 	/* Per filter of the vector that sends to a group of one worker
-	 * (mode GROUP): that group, its output and its generation's word,
-	 * found by hop_find() under snapshot `snap` (0: not yet), where
-	 * nothing about the filter or the group changes until the next
-	 * snapshot but the generation, still read per message. Indexed by the
+	 * (mode GROUP): that group, its output and the address a message
+	 * routed there carries, found by hop_find() under snapshot `snap`
+	 * (0: not yet), where nothing about the filter or the group changes
+	 * until the next snapshot. The address's generation too: the router
+	 * bumps a group's generation only when a process attaches to it, and
+	 * publishes a snapshot after (server.c), so each incarnation's
+	 * messages are routed under a snapshot of its own. Indexed by the
 	 * filter's index, so that a match goes to its output without reading
-	 * the filter; grown with the vector (pass_buffers()). */
+	 * the filter or the registry; grown with the vector (pass_buffers()). */
 	struct fcache {
 		uint32_t snap;
 		uint16_t g;
-		const _Atomic uint32_t *gen;
 		struct output *o;
-		uint64_t dest;    /* shoal_addr_make(g, SHOAL_SLOT_GROUP, 0) */
+		uint64_t dest;    /* shoal_addr_make(g, SHOAL_SLOT_GROUP, gen) */
 	} *fc;
 	uint32_t cap_fc;
 	uint32_t buf_version;         /* the snapshot pass_buffers() last sized for */
@@ -630,10 +632,7 @@ hop_find(struct shoal__dispatcher *d, struct pass *ps, const struct shoal_rec *r
 	h->len = len;
 	h->flags = flags | SHOAL_ENV_ROUTED;
 	if (fc->snap == ps->version) {
-		/* Relaxed: as in dispatch_one(). The generation is the
-		 * address's low 32 bits (shoal_addr_make()). */
-		gen = shoal_load_relaxed(fc->gen);
-		h->dest = fc->dest | gen;
+		h->dest = fc->dest;
 		h->g = fc->g;
 		h->w = 0;
 		return fc->o;
@@ -670,8 +669,7 @@ hop_find(struct shoal__dispatcher *d, struct pass *ps, const struct shoal_rec *r
 	h->dest = shoal_addr_make((uint16_t)g, slot, gen);
 	h->w = (uint16_t)w;
 	if (f->mode == SHOAL_ROUTE_GROUP && sg->n_workers == 1)
-		*fc = (struct fcache){ ps->version, (uint16_t)g, &sg->reg->gen, o,
-				       shoal_addr_make((uint16_t)g, SHOAL_SLOT_GROUP, 0) };
+		*fc = (struct fcache){ ps->version, (uint16_t)g, o, h->dest };
 	return o;
 }
 

@@ -814,6 +814,131 @@ static void runtime_known_destination_is_checked_again_at_each_send(void **state
 	rt_stop_router();
 }
 
+/*
+ * What a routed copy must carry: the dispatcher writes the envelope from
+ * the fields it checked (type, length, flags), the address it routed to,
+ * and the sender's other fields as they were (dispatch.c copy_rec() and
+ * copy_run()). The producer puts its address and the time before each send
+ * in the payload; the consumer checks every field against them.
+ */
+struct env_probe {
+	uint64_t seq, self, t_before;
+	unsigned char pad[16];
+};
+
+#define ENV_PROBES 3000u
+/* Slack on the send time's check: the data path's clock is CLOCK_MONOTONIC
+ * to about 100 ns (shm/clock.h); a millisecond leaves room for a busy
+ * machine and still refuses any other field read as the time. */
+#define ENV_SLACK_NS 1000000u
+
+/* Lengths 24 and 40 in turn (a chunk of records of two lengths, copied
+ * one by one), then 32 (runs of one length, copied as runs). */
+static uint32_t env_probe_len(uint64_t seq)
+{
+	return seq >= ENV_PROBES / 2 ? 32 : seq % 2 ? 40 : 24;
+}
+
+static int env_producer_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group *g = rt_child_attach(c, NULL, rt_count_handler);
+	struct shoal_ctx *ctx;
+	int ret = 0;
+
+	if (g == NULL)
+		return 10;
+	ctx = shoal_group_worker(g, 0);
+	for (uint64_t i = 0; i < ENV_PROBES && ret == 0; i++) {
+		struct env_probe p = { .seq = i, .self = shoal_ctx_self(ctx),
+				       .t_before = shoal__now_ns() };
+
+		ret = shoal_send(ctx, T_PING, &p, env_probe_len(i));
+	}
+	if (ret < 0)
+		fprintf(stderr, "env producer: send: %s\n", shoal_strerror(ret));
+	shoal_group_detach(g);
+	return ret == 0 ? 0 : 11;
+}
+
+static struct {
+	uint64_t n, dest, last_trace;
+	char why[160];            /* the first field found wrong */
+} env_seen;
+
+static void env_wrong(const struct shoal_envelope *env, const char *what)
+{
+	if (env_seen.why[0] == '\0')
+		snprintf(env_seen.why, sizeof(env_seen.why),
+			 "message %llu: %s (type %u len %u flags 0x%x rid %llu ns %llu)",
+			 (unsigned long long)env_seen.n, what, env->type, env->len, env->flags,
+			 (unsigned long long)env->request_id, (unsigned long long)env->send_ns);
+}
+
+static void env_probe_handler(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	const struct shoal_envelope *env = m->env;
+	struct env_probe p = { 0 };
+	uint64_t now = shoal__now_ns();
+
+	(void)a;
+	memcpy(&p, m->data, m->len < sizeof(p) ? m->len : sizeof(p));
+	if (p.seq != env_seen.n)
+		env_wrong(env, "out of order");
+	else if (m->type != T_PING || env->type != T_PING)
+		env_wrong(env, "type");
+	else if (m->len != env_probe_len(p.seq) || env->len != m->len)
+		env_wrong(env, "length");
+	else if (env->sender != p.self)
+		env_wrong(env, "sender");
+	else if (env->dest != env_seen.dest)
+		env_wrong(env, "dest: not the group's address in its generation");
+	else if (env->flags != SHOAL_ENV_ROUTED)
+		env_wrong(env, "flags: not routed alone");
+	else if (env->request_id != 0)
+		env_wrong(env, "request id");
+	else if (env->reserved != 0)
+		env_wrong(env, "reserved");
+	else if (env->send_ns + ENV_SLACK_NS < p.t_before || env->send_ns > now + ENV_SLACK_NS)
+		env_wrong(env, "send time");
+	/* Sent outside a handler: a new trace id, one more each message. */
+	else if (env_seen.n > 0 && env->trace_id != env_seen.last_trace + 1)
+		env_wrong(env, "trace id");
+	env_seen.last_trace = env->trace_id;
+	env_seen.n++;
+}
+
+static void runtime_routed_copy_carries_the_envelope_as_sent(void **state)
+{
+	static struct child src = { .index = 0, .name = "src" };
+	struct shoal_group_desc d = { .name = "dst", .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = env_probe_handler, .node = -1 };
+	struct shoal_err err = { { 0 } };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	pid_t pid;
+	int id;
+
+	(void)state;
+	memset(&env_seen, 0, sizeof(env_seen));
+	assert_int_equal(rt_start_router("rt-env", NULL, 0), 0);
+	id = rt_declare("dst", 1, 1);
+	rt_declare("src", 1, 1);
+	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
+	assert_int_equal(shoal_group_attach(&g, &d, NULL, &err), 0);
+	ctx = shoal_group_worker(g, 0);
+	env_seen.dest = shoal_addr_make((uint16_t)id, SHOAL_SLOT_GROUP, shoal_group_generation(g));
+	pid = test_spawn(env_producer_main, &src, sizeof(src));
+	for (int i = 0; i < 60000 && env_seen.n < ENV_PROBES; i++)
+		(void)shoal_poll(ctx, 0, 1000000);
+	test_assert_exited(test_wait_pid(pid, 30000), 0);
+	if (env_seen.why[0] != '\0')
+		fail_msg("%s", env_seen.why);
+	assert_int_equal(env_seen.n, ENV_PROBES);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
 /* Handle what worker `w` has; returns how many. */
 static int drain(struct shoal_group *g, unsigned w)
 {
@@ -1997,6 +2122,7 @@ int main(void)
 		RT_CASE(runtime_routed_send_to_only_failed_groups_says_ehostdown),
 		RT_CASE(runtime_direct_send_bounds_registry_worker_count),
 		RT_CASE(runtime_known_destination_is_checked_again_at_each_send),
+		RT_CASE(runtime_routed_copy_carries_the_envelope_as_sent),
 		RT_CASE(runtime_try_send_to_all_is_all_or_nothing),
 		RT_CASE(runtime_second_reserve_before_commit_is_refused),
 		RT_CASE(runtime_bursts_deliver_in_order_and_stop_where_refused),

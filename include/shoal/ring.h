@@ -289,6 +289,13 @@ SHOAL_API unsigned shoal_ring_reserve_run(struct shoal_ring_prod *p, uint32_t le
 SHOAL_API unsigned shoal_ring_claim_run(struct shoal_ring_prod *p, uint32_t len, uint16_t tag,
 					unsigned n, void **first);
 
+/* Records reserved since the last commit: what the next
+ * shoal_ring_commit() publishes. */
+static inline uint32_t shoal_ring_uncommitted(const struct shoal_ring_prod *p)
+{
+	return p->pending;
+}
+
 /* Where the producer's tail and record and byte counts are in a ring's
  * control block (shm/ring_layout.h asserts them), for the inline
  * shoal_ring_commit() below and shoal_ring_empty(). */

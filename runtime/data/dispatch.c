@@ -158,18 +158,17 @@ struct shoal__dispatcher {
 	struct shoal__clock clk;
 	uint32_t streak;   /* messages moved since the last sleep (shoal_doorbell_streak()) */
 	/* Per filter of the vector that sends to a group of one worker
-	 * (mode GROUP): that group, its output and the address a message
-	 * routed there carries, found by hop_find() under snapshot `snap`
-	 * (0: not yet), where nothing about the filter or the group changes
-	 * until the next snapshot. The address's generation too: the router
-	 * bumps a group's generation only when a process attaches to it, and
-	 * publishes a snapshot after (server.c), so each incarnation's
-	 * messages are routed under a snapshot of its own. Indexed by the
-	 * filter's index, so that a match goes to its output without reading
-	 * the filter or the registry; grown with the vector (pass_buffers()). */
+	 * (mode GROUP): its output and the address a message routed there
+	 * carries, found by hop_find() under snapshot `snap` (0: not yet),
+	 * where nothing about the filter or the group changes until the next
+	 * snapshot. The address's generation too: the router bumps a group's
+	 * generation only when a process attaches to it, and publishes a
+	 * snapshot after (server.c), so each incarnation's messages are
+	 * routed under a snapshot of its own. Indexed by the filter's index,
+	 * so that a match goes to its output without reading the filter or
+	 * the registry; grown with the vector (pass_buffers()). */
 	struct fcache {
 		uint32_t snap;
-		uint16_t g;
 		struct output *o;
 		uint64_t dest;    /* shoal_addr_make(g, SHOAL_SLOT_GROUP, gen) */
 	} *fc;
@@ -208,6 +207,9 @@ struct shoal__dispatcher {
  * misses a message 9.3 -> 6.7).
  */
 #define SLOT(g, w) ((uint32_t)(w) * SHOAL_MAX_GROUPS + (uint32_t)(g))
+/* The group and worker of output `o` of dispatcher `d`: its slot's. */
+#define OUT_GROUP(d, o) ((uint32_t)((o) - (d)->out) % SHOAL_MAX_GROUPS)
+#define OUT_WORKER(d, o) ((uint32_t)((o) - (d)->out) / SHOAL_MAX_GROUPS)
 
 /* Remember output `slot` for wake_flush(); past the list, a full scan. */
 static void note_held(struct shoal__dispatcher *d, uint32_t slot)
@@ -347,16 +349,14 @@ no_room(struct shoal__dispatcher *d, struct uplink *u, const struct shoal__snap_
 	return FULL;
 }
 
-/* `n` copies written to output `o` for group g: committed with the pass. */
-static inline void written(struct shoal__dispatcher *d, struct output *o, uint32_t g, uint32_t n)
+/* Output `o` written: committed with the pass, and its copies counted
+ * then (flush_outputs()), not each as it is written. */
+static inline void written(struct shoal__dispatcher *d, struct output *o)
 {
 	if (!o->dirty) {
 		o->dirty = true;
 		d->dirty[d->n_dirty++] = o;
 	}
-	o->unann += n;
-	d->delivered += n;
-	d->gstat_delivered[g] += n;
 }
 
 /* Copy one message to worker w of group g, with `dest` set. */
@@ -380,7 +380,7 @@ static enum deliver_result deliver(struct shoal__dispatcher *d, struct uplink *u
 	 * the payload. */
 	memcpy(dst, env, sizeof(*env));
 	memcpy(dst + sizeof(*env), payload, env->len);
-	written(d, o, g, 1);
+	written(d, o);
 	return DELIVERED;
 }
 
@@ -578,7 +578,6 @@ struct hop {
 	uint64_t dest;
 	uint32_t type, len;   /* the envelope's, checked */
 	uint32_t flags;       /* the envelope's, checked, with SHOAL_ENV_ROUTED */
-	uint16_t g, w;
 };
 
 /* Type and length stored over a copy with one 8-byte store: the same two
@@ -633,13 +632,10 @@ hop_find(struct shoal__dispatcher *d, struct pass *ps, const struct shoal_rec *r
 	h->flags = flags | SHOAL_ENV_ROUTED;
 	if (fc->snap == ps->version) {
 		h->dest = fc->dest;
-		h->g = fc->g;
-		h->w = 0;
 		return fc->o;
 	}
 	f = &ps->filters[i];
 	g = f->group;
-	h->g = (uint16_t)g;
 	sg = &ps->s->groups[g];
 	if (SHOAL_UNLIKELY(f->mode > SHOAL_ROUTE_UNICAST || !sg->used ||
 			   sg->state == SHOAL_GROUP_FAILED))
@@ -667,9 +663,8 @@ hop_find(struct shoal__dispatcher *d, struct pass *ps, const struct shoal_rec *r
 	/* Relaxed: as in dispatch_one(). */
 	gen = shoal_load_relaxed(&sg->reg->gen);
 	h->dest = shoal_addr_make((uint16_t)g, slot, gen);
-	h->w = (uint16_t)w;
 	if (f->mode == SHOAL_ROUTE_GROUP && sg->n_workers == 1)
-		*fc = (struct fcache){ ps->version, (uint16_t)g, o, h->dest };
+		*fc = (struct fcache){ ps->version, o, h->dest };
 	return o;
 }
 
@@ -681,12 +676,51 @@ static inline void patch_rec(unsigned char *dst, const struct hop *h)
 	memcpy(dst + offsetof(struct shoal_envelope, flags), &h->flags, sizeof(h->flags));
 }
 
-/* Write a record as hop_find() routed it: the envelope (inline, of a
- * constant size) with the checked fields stored over it, then the payload. */
+/* Two words stored as one 16-byte store (two with no SSE2). */
+typedef uint64_t word_pair __attribute__((vector_size(16)));
+
+static inline void put_pair(unsigned char *dst, uint64_t lo, uint64_t hi)
+{
+	word_pair v = { lo, hi };
+
+	memcpy(dst, &v, sizeof(v));
+}
+
+static inline uint64_t get_word(const unsigned char *src, size_t off)
+{
+	uint64_t w;
+
+	memcpy(&w, src + off, sizeof(w));
+	return w;
+}
+
+/*
+ * Write a record as hop_find() routed it: the envelope with the fields it
+ * checked or set taken from *h and the others from the uplink's record,
+ * in four stores (the envelope copied, then those fields stored over it,
+ * took seven: a far producer pays for each store, bench/SUITE.md, "What
+ * the far dispatcher pays for: its stores"), then the payload.
+ */
+static_assert(offsetof(struct shoal_envelope, sender) == 8 &&
+		      offsetof(struct shoal_envelope, dest) == 16 &&
+		      offsetof(struct shoal_envelope, trace_id) == 24 &&
+		      offsetof(struct shoal_envelope, request_id) == 32 &&
+		      offsetof(struct shoal_envelope, send_ns) == 40 &&
+		      offsetof(struct shoal_envelope, flags) == 48 &&
+		      offsetof(struct shoal_envelope, reserved) == 52 &&
+		      sizeof(struct shoal_envelope) == 56,
+	      "copy_rec() writes the envelope in these words");
 static inline void copy_rec(unsigned char *dst, const unsigned char *src, const struct hop *h)
 {
-	memcpy(dst, src, sizeof(struct shoal_envelope));
-	patch_rec(dst, h);
+	uint32_t flags_rsv[2] = { h->flags };
+	uint64_t type_len;
+
+	memcpy(&type_len, &h->type, HOP_TYPE_LEN);
+	memcpy(&flags_rsv[1], src + offsetof(struct shoal_envelope, reserved), sizeof(uint32_t));
+	put_pair(dst, type_len, get_word(src, offsetof(struct shoal_envelope, sender)));
+	put_pair(dst + 16, h->dest, get_word(src, offsetof(struct shoal_envelope, trace_id)));
+	memcpy(dst + 32, src + 32, 16);
+	memcpy(dst + offsetof(struct shoal_envelope, flags), flags_rsv, sizeof(flags_rsv));
 	memcpy(dst + sizeof(struct shoal_envelope), src + sizeof(struct shoal_envelope), h->len);
 }
 
@@ -699,10 +733,11 @@ static inline bool hop_copy(struct shoal__dispatcher *d, const struct pass *ps,
 	unsigned char *dst = shoal_ring_reserve(&o->p, rec->len, 0);
 
 	if (SHOAL_UNLIKELY(dst == NULL)) {
-		const struct shoal__snap_group *sg = &ps->s->groups[h->g];
+		uint32_t g = OUT_GROUP(d, o);
+		const struct shoal__snap_group *sg = &ps->s->groups[g];
 		enum deliver_result res = no_room(d, u, sg, o, rec->len);
 
-		if (settle(d, u, sg, h->g, h->w, res, h->flags)) {
+		if (settle(d, u, sg, g, OUT_WORKER(d, o), res, h->flags)) {
 			u->parked = true;
 			return false;
 		}
@@ -710,7 +745,7 @@ static inline bool hop_copy(struct shoal__dispatcher *d, const struct pass *ps,
 		return true;
 	}
 	copy_rec(dst, rec->data, h);
-	written(d, o, h->g, 1);
+	written(d, o);
 	return true;
 }
 
@@ -767,7 +802,7 @@ static __attribute__((noinline)) uint32_t copy_run(struct shoal__dispatcher *d,
 			copy_rec(dst, recs[i].data, &hops[i]);
 		}
 	}
-	written(d, o, hops[0].g, m);
+	written(d, o);
 	return m;
 }
 
@@ -831,8 +866,15 @@ static __attribute__((noinline)) void flush_outputs(struct shoal__dispatcher *d)
 	 * alias it. */
 	uint32_t n = d->n_dirty;
 
-	for (uint32_t i = 0; i < n; i++)
-		shoal_ring_commit(&d->dirty[i]->p);
+	for (uint32_t i = 0; i < n; i++) {
+		struct output *o = d->dirty[i];
+		uint32_t k = shoal_ring_uncommitted(&o->p);
+
+		shoal_ring_commit(&o->p);
+		o->unann += k;
+		d->delivered += k;
+		d->gstat_delivered[OUT_GROUP(d, o)] += k;
+	}
 	fence_outputs(d, n);
 	for (uint32_t i = 0; i < n; i++) {
 		struct output *o = d->dirty[i];
@@ -865,8 +907,12 @@ static uint32_t peek_chunk(struct shoal_ring_cons *c, struct shoal_rec *recs, bo
 		struct shoal_rec *r = recs + n, *end = r + k;
 
 		*one_len &= n == 0 || run.len == recs[0].len;
-		for (; r < end; r++, data += stride)
-			*r = (struct shoal_rec){ data, run.len, run.tag };
+		/* Two stores a record, not three: the dispatcher reads no
+		 * record's tag, so it is left unset. */
+		for (; r < end; r++, data += stride) {
+			r->data = data;
+			r->len = run.len;
+		}
 		n += k;
 	}
 	return n;

@@ -370,9 +370,17 @@ static_assert(offsetof(struct shoal__mbx_hdr, lat) ==
 	      offsetof(struct shoal__mbx_hdr, aside) +
 	      SHOAL_MAX_WORKERS * sizeof(struct shoal__mbx_aside), "mailbox ABI");
 static_assert(SHOAL__LAT_BUCKETS == 304, "mailbox ABI: the bucket scale");
+/* The envelope's words, in this order: dispatch.c copy_rec() writes them
+ * two at a time. */
 static_assert(sizeof(struct shoal_envelope) == 56, "envelope ABI");
+static_assert(offsetof(struct shoal_envelope, len) == 4, "envelope ABI");
+static_assert(offsetof(struct shoal_envelope, sender) == 8, "envelope ABI");
 static_assert(offsetof(struct shoal_envelope, dest) == 16, "envelope ABI");
+static_assert(offsetof(struct shoal_envelope, trace_id) == 24, "envelope ABI");
+static_assert(offsetof(struct shoal_envelope, request_id) == 32, "envelope ABI");
+static_assert(offsetof(struct shoal_envelope, send_ns) == 40, "envelope ABI");
 static_assert(offsetof(struct shoal_envelope, flags) == 48, "envelope ABI");
+static_assert(offsetof(struct shoal_envelope, reserved) == 52, "envelope ABI");
 
 /* Where the CPU table starts, and the registry's size with the table at its
  * largest (the router uses as much of it as its CPUs need). */

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include <shoal/api.h>
@@ -46,6 +47,30 @@ static inline uint64_t shoal__align_up(uint64_t x, uint64_t a)
  * never on a hot path.
  */
 void *shoal__grow(void *arr, uint32_t *cap, uint32_t n, size_t elem, uint32_t first);
+
+/*
+ * Two 8-byte words stored at dst (lo first) with one 16-byte store (two
+ * where the target has no 16-byte moves): a producer whose lines are far
+ * pays for each store it makes (bench/SUITE.md, "What the far dispatcher
+ * pays for: its stores"). dst needs no alignment.
+ */
+typedef uint64_t shoal__word_pair __attribute__((vector_size(16)));
+
+static inline void shoal__put_pair(void *dst, uint64_t lo, uint64_t hi)
+{
+	shoal__word_pair v = { lo, hi };
+
+	memcpy(dst, &v, sizeof(v));
+}
+
+/* The 8-byte word at src + off, unaligned. */
+static inline uint64_t shoal__get_word(const void *src, size_t off)
+{
+	uint64_t w;
+
+	memcpy(&w, (const unsigned char *)src + off, sizeof(w));
+	return w;
+}
 
 /* Monotonic clock in nanoseconds (vDSO: no system call). Inline: every
  * send reads it, and a call of our own around libc's costs a frame. */

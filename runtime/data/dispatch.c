@@ -676,40 +676,14 @@ static inline void patch_rec(unsigned char *dst, const struct hop *h)
 	memcpy(dst + offsetof(struct shoal_envelope, flags), &h->flags, sizeof(h->flags));
 }
 
-/* Two words stored as one 16-byte store (two with no SSE2). */
-typedef uint64_t word_pair __attribute__((vector_size(16)));
-
-static inline void put_pair(unsigned char *dst, uint64_t lo, uint64_t hi)
-{
-	word_pair v = { lo, hi };
-
-	memcpy(dst, &v, sizeof(v));
-}
-
-static inline uint64_t get_word(const unsigned char *src, size_t off)
-{
-	uint64_t w;
-
-	memcpy(&w, src + off, sizeof(w));
-	return w;
-}
-
 /*
  * Write a record as hop_find() routed it: the envelope with the fields it
  * checked or set taken from *h and the others from the uplink's record,
  * in four stores (the envelope copied, then those fields stored over it,
  * took seven: a far producer pays for each store, bench/SUITE.md, "What
- * the far dispatcher pays for: its stores"), then the payload.
+ * the far dispatcher pays for: its stores"), then the payload. The words'
+ * order: runtime/layout.h.
  */
-static_assert(offsetof(struct shoal_envelope, sender) == 8 &&
-		      offsetof(struct shoal_envelope, dest) == 16 &&
-		      offsetof(struct shoal_envelope, trace_id) == 24 &&
-		      offsetof(struct shoal_envelope, request_id) == 32 &&
-		      offsetof(struct shoal_envelope, send_ns) == 40 &&
-		      offsetof(struct shoal_envelope, flags) == 48 &&
-		      offsetof(struct shoal_envelope, reserved) == 52 &&
-		      sizeof(struct shoal_envelope) == 56,
-	      "copy_rec() writes the envelope in these words");
 static inline void copy_rec(unsigned char *dst, const unsigned char *src, const struct hop *h)
 {
 	uint32_t flags_rsv[2] = { h->flags };
@@ -717,9 +691,11 @@ static inline void copy_rec(unsigned char *dst, const unsigned char *src, const 
 
 	memcpy(&type_len, &h->type, HOP_TYPE_LEN);
 	memcpy(&flags_rsv[1], src + offsetof(struct shoal_envelope, reserved), sizeof(uint32_t));
-	put_pair(dst, type_len, get_word(src, offsetof(struct shoal_envelope, sender)));
-	put_pair(dst + 16, h->dest, get_word(src, offsetof(struct shoal_envelope, trace_id)));
-	memcpy(dst + 32, src + 32, 16);
+	shoal__put_pair(dst, type_len, shoal__get_word(src, offsetof(struct shoal_envelope, sender)));
+	shoal__put_pair(dst + 16, h->dest,
+			shoal__get_word(src, offsetof(struct shoal_envelope, trace_id)));
+	memcpy(dst + offsetof(struct shoal_envelope, request_id),
+	       src + offsetof(struct shoal_envelope, request_id), 2 * sizeof(uint64_t));
 	memcpy(dst + offsetof(struct shoal_envelope, flags), flags_rsv, sizeof(flags_rsv));
 	memcpy(dst + sizeof(struct shoal_envelope), src + sizeof(struct shoal_envelope), h->len);
 }

@@ -207,9 +207,11 @@ struct shoal__dispatcher {
  * misses a message 9.3 -> 6.7).
  */
 #define SLOT(g, w) ((uint32_t)(w) * SHOAL_MAX_GROUPS + (uint32_t)(g))
-/* The group and worker of output `o` of dispatcher `d`: its slot's. */
+/* The group and worker of output `o` of dispatcher `d`: its slot's (a
+ * mask and a shift: SHOAL_MAX_GROUPS is a power of two). */
 #define OUT_GROUP(d, o) ((uint32_t)((o) - (d)->out) % SHOAL_MAX_GROUPS)
 #define OUT_WORKER(d, o) ((uint32_t)((o) - (d)->out) / SHOAL_MAX_GROUPS)
+static_assert((SHOAL_MAX_GROUPS & (SHOAL_MAX_GROUPS - 1)) == 0, "OUT_GROUP(): a mask");
 
 /* Remember output `slot` for wake_flush(); past the list, a full scan. */
 static void note_held(struct shoal__dispatcher *d, uint32_t slot)
@@ -692,7 +694,7 @@ static inline void copy_rec(unsigned char *dst, const unsigned char *src, const 
 	memcpy(&type_len, &h->type, HOP_TYPE_LEN);
 	memcpy(&flags_rsv[1], src + offsetof(struct shoal_envelope, reserved), sizeof(uint32_t));
 	shoal__put_pair(dst, type_len, shoal__get_word(src, offsetof(struct shoal_envelope, sender)));
-	shoal__put_pair(dst + 16, h->dest,
+	shoal__put_pair(dst + offsetof(struct shoal_envelope, dest), h->dest,
 			shoal__get_word(src, offsetof(struct shoal_envelope, trace_id)));
 	memcpy(dst + offsetof(struct shoal_envelope, request_id),
 	       src + offsetof(struct shoal_envelope, request_id), 2 * sizeof(uint64_t));

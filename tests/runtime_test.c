@@ -911,9 +911,7 @@ static void env_probe_handler(struct shoal_actor *a, const struct shoal_msg *m)
 static void runtime_routed_copy_carries_the_envelope_as_sent(void **state)
 {
 	static struct child src = { .index = 0, .name = "src" };
-	struct shoal_group_desc d = { .name = "dst", .types = rt_types, .n_types = RT_N_TYPES,
-				      .on_message = env_probe_handler, .node = -1 };
-	struct shoal_err err = { { 0 } };
+	static struct child dst = { .index = 1, .name = "dst" };
 	struct shoal_group *g;
 	struct shoal_ctx *ctx;
 	pid_t pid;
@@ -925,7 +923,9 @@ static void runtime_routed_copy_carries_the_envelope_as_sent(void **state)
 	id = rt_declare("dst", 1, 1);
 	rt_declare("src", 1, 1);
 	rt_route(id, T_PING, SHOAL_ROUTE_GROUP, SHOAL_KEY_ANY, 0, 0);
-	assert_int_equal(shoal_group_attach(&g, &d, NULL, &err), 0);
+	/* The consumer in this process, the producer in a child. */
+	g = rt_child_attach(&dst, NULL, env_probe_handler);
+	assert_non_null(g);
 	ctx = shoal_group_worker(g, 0);
 	env_seen.dest = shoal_addr_make((uint16_t)id, SHOAL_SLOT_GROUP, shoal_group_generation(g));
 	pid = test_spawn(env_producer_main, &src, sizeof(src));

@@ -461,8 +461,7 @@ void *shoal__ring_reserve_slow(struct shoal_ring_prod *p, uint32_t len, uint16_t
 	/* Relaxed: published by R1 at commit. */
 	shoal_store_relaxed(hdr_at(p->data, off), shoal__ring_hdr(len, tag, 0));
 	p->tail += need;
-	p->pending++;
-	p->bytes_in += len;
+	p->pending += SHOAL__RING_PENDING_REC + len;
 	/* A pad moved the tail to the next lap. */
 	prod_set_limit(p);
 	return p->data + off + SHOAL_RING_REC_HDR;
@@ -529,8 +528,7 @@ static inline unsigned claim_run(struct shoal_ring_prod *p, uint32_t len, uint16
 	}
 	/* k * need <= cap - off: the run stays in the data area. */
 	p->tail += k * need;
-	p->pending += k;
-	p->bytes_in += (uint64_t)k * len;
+	p->pending += k * (SHOAL__RING_PENDING_REC + len);
 	*first = one != NULL ? one : p->data + off + SHOAL_RING_REC_HDR;
 	return k + (one != NULL);
 }
@@ -570,12 +568,10 @@ unsigned shoal_ring_reserve_run(struct shoal_ring_prod *p, uint32_t len, uint16_
 
 void shoal_ring_cancel(struct shoal_ring_prod *p)
 {
-	/* Nothing was published: roll the private index and counter back. The
-	 * payload bytes of cancelled records are not tracked separately, so
-	 * recompute them from the published count. */
+	/* Nothing was published: roll the private index back; the records
+	 * and bytes reserved were counted in `pending` only. */
 	p->tail = p->tail_pub;
 	p->pending = 0;
-	p->bytes_in = shoal_load_relaxed(&p->r->bytes_in);
 	/* The tail may be back on the lap before a pad. */
 	prod_set_limit(p);
 }

@@ -363,6 +363,122 @@ static void ring_reserved_records_are_invisible_until_commit(void **state)
 	fixture_free(f);
 }
 
+/* The ring's producer counters in shared memory, as tools read them. */
+static void expect_counted(const struct fixture *f, uint64_t records, uint64_t bytes,
+			   uint64_t full_events)
+{
+	struct shoal_ring_stats st;
+
+	assert_int_equal(shoal_ring_stats(f->mem, shoal_ring_size(f->cap), &st, NULL), 0);
+	assert_int_equal(st.records_in, records);
+	assert_int_equal(st.bytes_in, bytes);
+	assert_int_equal(st.full_events, full_events);
+}
+
+/*
+ * Each way of reserving counts its records and payload bytes as
+ * uncommitted until the commit, which publishes the counts with the
+ * records; a cancel drops them uncounted. A refusal for lack of room is
+ * one full event however often it is refused again, until a commit shows
+ * that room was found.
+ */
+static void ring_counts_exactly_what_was_committed(void **state)
+{
+	struct fixture *f = fixture_new(256);
+	struct shoal_rec rec;
+	void *first;
+	unsigned k;
+
+	(void)state;
+	assert_int_equal(shoal_ring_uncommitted(&f->p), 0);
+	assert_non_null(shoal_ring_reserve(&f->p, 10, 0));
+	assert_int_equal(shoal_ring_reserve_run(&f->p, 3, 0, 2, &first), 2);
+	assert_int_equal(shoal_ring_uncommitted(&f->p), 3);
+	shoal_ring_cancel(&f->p);
+	assert_int_equal(shoal_ring_uncommitted(&f->p), 0);
+	shoal_ring_commit(&f->p);
+	expect_counted(f, 0, 0, 0);
+
+	assert_non_null(shoal_ring_reserve(&f->p, 10, 0));
+	first = shoal_ring_claim(&f->p, 0, 0);
+	assert_non_null(first);
+	shoal_ring_put_hdr(first, shoal_ring_run_hdr(0, 0));
+	k = shoal_ring_claim_run(&f->p, 5, 0, 3, &first);
+	assert_int_equal(k, 3);
+	for (unsigned i = 0; i < k; i++)
+		shoal_ring_put_hdr((unsigned char *)first + i * shoal_ring_stride(5),
+				   shoal_ring_run_hdr(5, 0));
+	assert_int_equal(shoal_ring_uncommitted(&f->p), 5);
+	expect_counted(f, 0, 0, 0);   /* nothing before the commit */
+	shoal_ring_commit(&f->p);
+	assert_int_equal(shoal_ring_uncommitted(&f->p), 0);
+	expect_counted(f, 5, 25, 0);
+
+	/* Full: those took 80 bytes of 256; one 100-byte record (112 with
+	 * its header) fits, the next does not. */
+	assert_non_null(shoal_ring_reserve(&f->p, 100, 0));
+	assert_null(shoal_ring_reserve(&f->p, 100, 0));
+	assert_null(shoal_ring_claim(&f->p, 100, 0));
+	assert_int_equal(shoal_ring_claim_run(&f->p, 100, 0, 2, &first), 0);
+	expect_counted(f, 5, 25, 1);   /* one episode, the record not yet in */
+	shoal_ring_commit(&f->p);
+	expect_counted(f, 6, 125, 1);
+	/* A commit since: a refusal now is a new episode. */
+	assert_null(shoal_ring_reserve(&f->p, 100, 0));
+	assert_null(shoal_ring_reserve(&f->p, 100, 0));
+	expect_counted(f, 6, 125, 2);
+	while (shoal_ring_peek(&f->c, &rec))
+		;
+	shoal_ring_release(&f->c);
+	/* After a pad, which is not counted. */
+	assert_non_null(shoal_ring_reserve(&f->p, 100, 0));
+	shoal_ring_commit(&f->p);
+	expect_counted(f, 7, 225, 2);
+	fixture_free(f);
+}
+
+/*
+ * shoal_ring_claim() leaves the header to its caller: the record is read
+ * back with the length and tag the caller wrote, whether it was claimed
+ * inline or, at the end of the data area, after a pad (the slow path).
+ */
+static void ring_claimed_record_carries_the_header_its_caller_wrote(void **state)
+{
+	struct fixture *f = fixture_new(256);
+	struct shoal_rec rec;
+	unsigned char *a;
+
+	(void)state;
+	for (uint16_t tag = 1; tag <= 6; tag++) {
+		unsigned char want[56];
+
+		/* 64-byte records: after the first, 136 bytes in and out
+		 * leave 56 before the lap's end, so the second goes to offset
+		 * 0 after a pad, and the fifth ends the lap exactly. */
+		a = shoal_ring_claim(&f->p, 56, 0);
+		assert_non_null(a);
+		assert_true(a + 56 <= (unsigned char *)f->mem + SHOAL__RING_DATA_OFF + f->cap);
+		shoal_ring_put_hdr(a, shoal_ring_run_hdr(56, tag));
+		memset(a, 'a' + tag, 56);
+		shoal_ring_commit(&f->p);
+		assert_true(shoal_ring_peek(&f->c, &rec));
+		assert_int_equal(rec.len, 56);
+		assert_int_equal(rec.tag, tag);
+		assert_ptr_equal(rec.data, a);
+		memset(want, 'a' + tag, sizeof(want));
+		assert_memory_equal(rec.data, want, sizeof(want));
+		shoal_ring_release(&f->c);
+		if (tag == 1) {
+			advance_to(f, 72);
+			advance_to(f, 64);
+		}
+		if (tag == 2 || tag == 6)
+			assert_ptr_equal(a, (unsigned char *)f->mem + SHOAL__RING_DATA_OFF + 8);
+	}
+	assert_int_equal(shoal_ring_cons_error(&f->c), 0);
+	fixture_free(f);
+}
+
 /*
  * A cancel that takes the tail back across a pad, onto the lap before it:
  * the inline reserve's bound is the old lap's end again, so the next record
@@ -668,6 +784,8 @@ int main(void)
 		cmocka_unit_test(ring_burst_takes_what_fits_bulk_takes_all_or_nothing),
 		cmocka_unit_test(ring_bursts_over_mixed_runs_return_every_record_in_order),
 		cmocka_unit_test(ring_reserved_records_are_invisible_until_commit),
+		cmocka_unit_test(ring_counts_exactly_what_was_committed),
+		cmocka_unit_test(ring_claimed_record_carries_the_header_its_caller_wrote),
 		cmocka_unit_test(ring_cancel_back_across_a_pad_reserves_on_the_old_lap),
 		cmocka_unit_test(ring_impossible_head_refuses_every_later_reserve),
 		cmocka_unit_test(ring_dequeue_small_buffer_keeps_record),

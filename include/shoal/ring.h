@@ -99,11 +99,15 @@ struct shoal_ring_prod {
 			       * nearer; the tail itself in the error state */
 	uint32_t tail_pub;    /* last published tail */
 	uint32_t head_cache;  /* last head read from the consumer */
-	uint32_t pending;     /* records reserved since the last commit */
-	bool full;            /* here, not below: a commit writes it, and then
-			       * touches only the handle's first 64 bytes */
-	uint64_t records_in;
+	/* Records (high half) and payload bytes (low half; fewer than the
+	 * capacity, at most 2^30) reserved since the last commit: one store a
+	 * record, not two, which a producer far from its consumer pays for
+	 * (bench/SUITE.md, "One store a record less"). */
+	uint64_t pending;
+	uint64_t records_in;  /* with the fields above, all that a commit writes:
+			       * the handle's first 64 bytes */
 	uint64_t bytes_in;
+	bool full;            /* a commit only reads it, unless it was set */
 	uint64_t full_events;
 	uint32_t high_water;
 	int err;
@@ -186,6 +190,9 @@ static inline uint32_t shoal__ring_rec_size(uint32_t len)
 	return (len + SHOAL_RING_REC_HDR + 7u) & ~7u;
 }
 
+/* One record in a producer handle's `pending`, beside its payload bytes. */
+#define SHOAL__RING_PENDING_REC (1ull << 32)
+
 static inline uint64_t shoal__ring_hdr(uint32_t len, uint16_t tag, uint16_t flags)
 {
 	return (uint64_t)len | (uint64_t)tag << 32 | (uint64_t)flags << 48;
@@ -210,21 +217,10 @@ static inline void shoal_ring_put_hdr(void *payload, uint64_t hdr)
 			 __ATOMIC_RELAXED);
 }
 
-/*
- * Reserve room for a record of `len` payload bytes, after any records already
- * reserved and not committed. Returns a pointer to write the payload to, or
- * NULL when the ring is full, when len exceeds the largest payload, or when
- * the handle saw corruption (shoal_ring_prod_error() tells which).
- * The record becomes visible at the next shoal_ring_commit().
- *
- * Inline for the common case (room before the end of the data area by the
- * cached head): one bound, the header, three private counters and the
- * pointer, about a dozen instructions, where a call cost 40
- * (bench/instr-count). The bound `limit` folds the end of the data area,
- * the cached head and the error state into one compare (shm/ring.c
- * prod_set_limit()).
- */
-static inline void *shoal_ring_reserve(struct shoal_ring_prod *p, uint32_t len, uint16_t tag)
+/* shoal_ring_reserve() and shoal_ring_claim(), which differ only in
+ * `put_hdr` (a constant in each). */
+static inline __attribute__((always_inline)) void *
+shoal__ring_take(struct shoal_ring_prod *p, uint32_t len, uint16_t tag, bool put_hdr)
 {
 	uint32_t tail = p->tail, need = shoal__ring_rec_size(len);
 
@@ -233,13 +229,47 @@ static inline void *shoal_ring_reserve(struct shoal_ring_prod *p, uint32_t len, 
 	if (__builtin_expect(len <= p->max_payload && need <= p->limit - tail, 1)) {
 		unsigned char *payload = p->data + (tail & p->mask) + SHOAL_RING_REC_HDR;
 
-		shoal_ring_put_hdr(payload, shoal_ring_run_hdr(len, tag));
+		if (put_hdr)
+			shoal_ring_put_hdr(payload, shoal_ring_run_hdr(len, tag));
 		p->tail = tail + need;
-		p->pending++;
-		p->bytes_in += len;
+		p->pending += SHOAL__RING_PENDING_REC + len;
 		return payload;
 	}
 	return shoal__ring_reserve_slow(p, len, tag);
+}
+
+/*
+ * Reserve room for a record of `len` payload bytes, after any records already
+ * reserved and not committed. Returns a pointer to write the payload to, or
+ * NULL when the ring is full, when len exceeds the largest payload, or when
+ * the handle saw corruption (shoal_ring_prod_error() tells which).
+ * The record becomes visible at the next shoal_ring_commit().
+ *
+ * Inline for the common case (room before the end of the data area by the
+ * cached head): one bound, the header, the private index, one private count
+ * and the pointer, about a dozen instructions, where a call cost 40
+ * (bench/instr-count). The bound `limit` folds the end of the data area,
+ * the cached head and the error state into one compare (shm/ring.c
+ * prod_set_limit()).
+ */
+static inline void *shoal_ring_reserve(struct shoal_ring_prod *p, uint32_t len, uint16_t tag)
+{
+	return shoal__ring_take(p, len, tag, true);
+}
+
+/*
+ * shoal_ring_reserve() without the header, as shoal_ring_claim_run() is to
+ * shoal_ring_reserve_run(): the caller writes the record's header before
+ * the commit, shoal_ring_put_hdr(payload, shoal_ring_run_hdr(len, tag)),
+ * or that word with the payload's first 8 bytes in one 16-byte store: a
+ * store less a record, which a producer far from its consumer pays for
+ * (bench/SUITE.md, "One store a record less"). Returns and fails as
+ * shoal_ring_reserve(); a record whose header is not written before the
+ * commit is garbage to the consumer (it condemns the ring).
+ */
+static inline void *shoal_ring_claim(struct shoal_ring_prod *p, uint32_t len, uint16_t tag)
+{
+	return shoal__ring_take(p, len, tag, false);
 }
 
 /*
@@ -293,7 +323,7 @@ SHOAL_API unsigned shoal_ring_claim_run(struct shoal_ring_prod *p, uint32_t len,
  * shoal_ring_commit() publishes. */
 static inline uint32_t shoal_ring_uncommitted(const struct shoal_ring_prod *p)
 {
-	return p->pending;
+	return (uint32_t)(p->pending >> 32);
 }
 
 /* Where the producer's tail and record and byte counts are in a ring's
@@ -316,8 +346,10 @@ static inline void shoal_ring_commit(struct shoal_ring_prod *p)
 		return;
 	/* Room was found since the ring was last full: the next full is a
 	 * new event (shm/ring.c prod_note_full()). */
-	p->full = false;
-	p->records_in += p->pending;
+	if (__builtin_expect(p->full, 0))
+		p->full = false;
+	p->records_in += p->pending >> 32;
+	p->bytes_in += (uint32_t)p->pending;
 	p->pending = 0;
 	/* Relaxed: single-writer counters. The record count goes before the
 	 * tail, so that R1 publishes it too: a consumer that attaches finds

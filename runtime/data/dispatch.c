@@ -110,7 +110,6 @@ struct output {
 	uint32_t snap;
 	uint32_t unann;               /* our commits its consumer was not woken for */
 	uint32_t hint;                /* our ring's bit in its consumer's ready summary */
-	bool dirty;
 	bool listed;                  /* in held[] */
 	struct shoal_ring_prod p;
 };
@@ -351,14 +350,16 @@ no_room(struct shoal__dispatcher *d, struct uplink *u, const struct shoal__snap_
 	return FULL;
 }
 
-/* Output `o` written: committed with the pass, and its copies counted
- * then (flush_outputs()), not each as it is written. */
-static inline void written(struct shoal__dispatcher *d, struct output *o)
+/* `k` records just written to output `o`. It is committed with the pass,
+ * and its copies counted then (flush_outputs()), not each as written. Its
+ * first records of the pass list it in dirty[]: its handle then counts
+ * exactly these `k` uncommitted, since the pass commits every output it
+ * lists and nothing else reserves on an output. No flag of its own, set
+ * and cleared: two stores an output less. */
+static inline void written(struct shoal__dispatcher *d, struct output *o, uint32_t k)
 {
-	if (!o->dirty) {
-		o->dirty = true;
+	if (shoal_ring_uncommitted(&o->p) == k)
 		d->dirty[d->n_dirty++] = o;
-	}
 }
 
 /* Copy one message to worker w of group g, with `dest` set. */
@@ -382,7 +383,7 @@ static enum deliver_result deliver(struct shoal__dispatcher *d, struct uplink *u
 	 * the payload. */
 	memcpy(dst, env, sizeof(*env));
 	memcpy(dst + sizeof(*env), payload, env->len);
-	written(d, o);
+	written(d, o, 1);
 	return DELIVERED;
 }
 
@@ -578,17 +579,10 @@ malformed:
 struct hop {
 	struct output *o;     /* NULL: the record takes dispatch_one() */
 	uint64_t dest;
-	uint32_t type, len;   /* the envelope's, checked */
-	uint32_t flags;       /* the envelope's, checked, with SHOAL_ENV_ROUTED */
+	/* The envelope's words as the copy stores them: type and length
+	 * (checked), flags (checked, with SHOAL_ENV_ROUTED) and `reserved`. */
+	uint64_t type_len, flags_rsv;
 };
-
-/* Type and length stored over a copy with one 8-byte store: the same two
- * words in the same order in both. */
-#define HOP_TYPE_LEN (2 * sizeof(uint32_t))
-static_assert(offsetof(struct hop, len) == offsetof(struct hop, type) + sizeof(uint32_t),
-	      "hop: type, then len");
-static_assert(offsetof(struct shoal_envelope, len) ==
-	      offsetof(struct shoal_envelope, type) + sizeof(uint32_t), "envelope: type, then len");
 
 /* Record `rec`'s destination: its output, with the rest in *h, or NULL
  * (h then unset) when the record takes dispatch_one(). Forced inline, as
@@ -604,18 +598,21 @@ hop_find(struct shoal__dispatcher *d, struct pass *ps, const struct shoal_rec *r
 	const struct shoal__snap_group *sg;
 	struct fcache *fc;
 	uint32_t type, len, flags, i, g, w, gen;
-	uint64_t sender;
+	uint64_t type_len, flags_rsv, sender;
 	uint16_t slot;
 	struct output *o;
 
 	/* The envelope is another process's writing: each field used is read
-	 * once and checked, and hop_copy() stores the checked values over
-	 * the copy, so that the copy carries what was checked. */
+	 * once and checked, two to a word as the copy stores them, and the
+	 * copy stores those words (copy_rec()), so that it carries what was
+	 * checked. */
 	if (SHOAL_UNLIKELY(rec->len < sizeof(struct shoal_envelope)))
 		return NULL;
-	memcpy(&type, p + offsetof(struct shoal_envelope, type), sizeof(type));
-	memcpy(&len, p + offsetof(struct shoal_envelope, len), sizeof(len));
-	memcpy(&flags, p + offsetof(struct shoal_envelope, flags), sizeof(flags));
+	type_len = shoal__get_word(p, offsetof(struct shoal_envelope, type));
+	flags_rsv = shoal__get_word(p, offsetof(struct shoal_envelope, flags));
+	type = (uint32_t)type_len;
+	len = (uint32_t)(type_len >> 32);
+	flags = (uint32_t)flags_rsv;
 	/* Type 0 needs no test of its own here: its descriptor finds
 	 * nothing (the memo starts with type 0 and that descriptor, and no
 	 * filter lists type 0), so it goes to dispatch_one(), which counts
@@ -629,9 +626,8 @@ hop_find(struct shoal__dispatcher *d, struct pass *ps, const struct shoal_rec *r
 	if (SHOAL_UNLIKELY(i == SHOAL__ROUTE_NOT_ONE))
 		return NULL;
 	fc = &d->fc[i];
-	h->type = type;
-	h->len = len;
-	h->flags = flags | SHOAL_ENV_ROUTED;
+	h->type_len = type_len;
+	h->flags_rsv = flags_rsv | SHOAL_ENV_ROUTED;
 	if (fc->snap == ps->version) {
 		h->dest = fc->dest;
 		return fc->o;
@@ -670,36 +666,35 @@ hop_find(struct shoal__dispatcher *d, struct pass *ps, const struct shoal_rec *r
 	return o;
 }
 
-/* Store over a copied record the fields hop_find() checked or set. */
-static inline void patch_rec(unsigned char *dst, const struct hop *h)
+/* The record header and the envelope's first word (type and length) as
+ * hop_find() checked them, for the record at `dst` of `len` bytes. */
+static inline void put_head(unsigned char *dst, uint32_t len, const struct hop *h)
 {
-	memcpy(dst + offsetof(struct shoal_envelope, type), &h->type, HOP_TYPE_LEN);
-	memcpy(dst + offsetof(struct shoal_envelope, dest), &h->dest, sizeof(h->dest));
-	memcpy(dst + offsetof(struct shoal_envelope, flags), &h->flags, sizeof(h->flags));
+	shoal__put_pair(dst - SHOAL_RING_REC_HDR, shoal_ring_run_hdr(len, 0), h->type_len);
 }
 
 /*
- * Write a record as hop_find() routed it: the envelope with the fields it
- * checked or set taken from *h and the others from the uplink's record,
- * in four stores (the envelope copied, then those fields stored over it,
- * took seven: a far producer pays for each store, bench/SUITE.md, "What
- * the far dispatcher pays for: its stores"), then the payload. The words'
- * order: runtime/layout.h.
+ * Write a record of `len` bytes as hop_find() routed it, its header
+ * included: the header and the envelope, the fields hop_find() checked or
+ * set taken from *h and the others from the uplink's record at `src`, in
+ * four 16-byte stores, then the payload. The envelope copied and those
+ * fields stored over it took eight (the header's included): a far producer
+ * pays for each store (bench/SUITE.md, "What the far dispatcher pays for:
+ * its stores", "One store a record less"). The words' order:
+ * runtime/layout.h.
  */
-static inline void copy_rec(unsigned char *dst, const unsigned char *src, const struct hop *h)
+static inline void copy_rec(unsigned char *dst, const unsigned char *src, uint32_t len,
+			    const struct hop *h)
 {
-	uint32_t flags_rsv[2] = { h->flags };
-	uint64_t type_len;
-
-	memcpy(&type_len, &h->type, HOP_TYPE_LEN);
-	memcpy(&flags_rsv[1], src + offsetof(struct shoal_envelope, reserved), sizeof(uint32_t));
-	shoal__put_pair(dst, type_len, shoal__get_word(src, offsetof(struct shoal_envelope, sender)));
-	shoal__put_pair(dst + offsetof(struct shoal_envelope, dest), h->dest,
-			shoal__get_word(src, offsetof(struct shoal_envelope, trace_id)));
-	memcpy(dst + offsetof(struct shoal_envelope, request_id),
-	       src + offsetof(struct shoal_envelope, request_id), 2 * sizeof(uint64_t));
-	memcpy(dst + offsetof(struct shoal_envelope, flags), flags_rsv, sizeof(flags_rsv));
-	memcpy(dst + sizeof(struct shoal_envelope), src + sizeof(struct shoal_envelope), h->len);
+	put_head(dst, len, h);
+	shoal__put_pair(dst + offsetof(struct shoal_envelope, sender),
+			shoal__get_word(src, offsetof(struct shoal_envelope, sender)), h->dest);
+	memcpy(dst + offsetof(struct shoal_envelope, trace_id),
+	       src + offsetof(struct shoal_envelope, trace_id), 2 * sizeof(uint64_t));
+	shoal__put_pair(dst + offsetof(struct shoal_envelope, send_ns),
+			shoal__get_word(src, offsetof(struct shoal_envelope, send_ns)), h->flags_rsv);
+	memcpy(dst + sizeof(struct shoal_envelope), src + sizeof(struct shoal_envelope),
+	       len - sizeof(struct shoal_envelope));
 }
 
 /* Copy record `rec` as hop_find() routed it. Returns false if the uplink
@@ -708,22 +703,22 @@ static inline bool hop_copy(struct shoal__dispatcher *d, const struct pass *ps,
 			    struct uplink *u, const struct shoal_rec *rec, const struct hop *h)
 {
 	struct output *o = h->o;
-	unsigned char *dst = shoal_ring_reserve(&o->p, rec->len, 0);
+	unsigned char *dst = shoal_ring_claim(&o->p, rec->len, 0);
 
 	if (SHOAL_UNLIKELY(dst == NULL)) {
 		uint32_t g = OUT_GROUP(d, o);
 		const struct shoal__snap_group *sg = &ps->s->groups[g];
 		enum deliver_result res = no_room(d, u, sg, o, rec->len);
 
-		if (settle(d, u, sg, g, OUT_WORKER(d, o), res, h->flags)) {
+		if (settle(d, u, sg, g, OUT_WORKER(d, o), res, (uint32_t)h->flags_rsv)) {
 			u->parked = true;
 			return false;
 		}
 		u->n_done = 0;
 		return true;
 	}
-	copy_rec(dst, rec->data, h);
-	written(d, o);
+	copy_rec(dst, rec->data, rec->len, h);
+	written(d, o, 1);
 	return true;
 }
 
@@ -756,7 +751,6 @@ static __attribute__((noinline)) uint32_t copy_run(struct shoal__dispatcher *d,
 {
 	struct output *o = hops[0].o;
 	uint32_t len = recs[0].len, stride = shoal_ring_stride(len);
-	uint64_t hdr = shoal_ring_run_hdr(len, 0);
 	void *first;
 	unsigned m = shoal_ring_claim_run(&o->p, len, 0, n, &first);
 	unsigned char *dst = first;
@@ -771,16 +765,17 @@ static __attribute__((noinline)) uint32_t copy_run(struct shoal__dispatcher *d,
 	    (const unsigned char *)recs[0].data + (size_t)(m - 1) * stride) {
 		memcpy(dst, recs[0].data, (size_t)(m - 1) * stride + len);
 		for (uint32_t i = 0; i < m; i++, dst += stride) {
-			shoal_ring_put_hdr(dst, hdr);
-			patch_rec(dst, &hops[i]);
+			put_head(dst, len, &hops[i]);
+			memcpy(dst + offsetof(struct shoal_envelope, dest), &hops[i].dest,
+			       sizeof(hops[i].dest));
+			memcpy(dst + offsetof(struct shoal_envelope, flags), &hops[i].flags_rsv,
+			       sizeof(uint32_t));
 		}
 	} else {
-		for (uint32_t i = 0; i < m; i++, dst += stride) {
-			shoal_ring_put_hdr(dst, hdr);
-			copy_rec(dst, recs[i].data, &hops[i]);
-		}
+		for (uint32_t i = 0; i < m; i++, dst += stride)
+			copy_rec(dst, recs[i].data, len, &hops[i]);
 	}
-	written(d, o);
+	written(d, o, m);
 	return m;
 }
 
@@ -843,6 +838,7 @@ static __attribute__((noinline)) void flush_outputs(struct shoal__dispatcher *d)
 	/* The count in a local: through memory, each commit's stores could
 	 * alias it. */
 	uint32_t n = d->n_dirty;
+	uint64_t delivered = 0;
 
 	for (uint32_t i = 0; i < n; i++) {
 		struct output *o = d->dirty[i];
@@ -850,9 +846,10 @@ static __attribute__((noinline)) void flush_outputs(struct shoal__dispatcher *d)
 
 		shoal_ring_commit(&o->p);
 		o->unann += k;
-		d->delivered += k;
+		delivered += k;
 		d->gstat_delivered[OUT_GROUP(d, o)] += k;
 	}
+	d->delivered += delivered;
 	fence_outputs(d, n);
 	for (uint32_t i = 0; i < n; i++) {
 		struct output *o = d->dirty[i];
@@ -861,7 +858,6 @@ static __attribute__((noinline)) void flush_outputs(struct shoal__dispatcher *d)
 			o->unann = 0;
 		else
 			wake_output(d, o);
-		o->dirty = false;
 	}
 	d->n_dirty = 0;
 }

@@ -620,6 +620,9 @@ hop_find(struct shoal__dispatcher *d, struct pass *ps, const struct shoal_rec *r
 	if (SHOAL_UNLIKELY(len != rec->len - sizeof(struct shoal_envelope) ||
 			   (flags & ~SHOAL_ENV_FLAGS)))
 		return NULL;
+	/* The same, from the record: in a run, the loop holds that one in a
+	 * register, where the envelope's was spilled, a store a record. */
+	len = rec->len - sizeof(struct shoal_envelope);
 	/* One filter, or dispatch_one() matches it in full (every
 	 * QUICK_NONE descriptor gives NOT_ONE). */
 	i = shoal__route_quick_one(shoal__route_memo_q(ps->routes, &ps->memo, type), payload, len);
@@ -697,18 +700,53 @@ static inline void copy_rec(unsigned char *dst, const unsigned char *src, uint32
 	       len - sizeof(struct shoal_envelope));
 }
 
+/*
+ * A chunk of uplink records (peek_chunk()). Most chunks are one run of
+ * records of one length a stride apart (a sender's messages of one type):
+ * those are found from the run's first, where a record array cost two
+ * stores a record to fill, which a far dispatcher pays for (bench/SUITE.md,
+ * "A chunk as its run"). The others are listed in an array.
+ */
+struct chunk {
+	const struct shoal_rec *recs;   /* each record, or NULL: one run */
+	const unsigned char *data;      /* one run: its first record's payload */
+	uint32_t len;                   /* one run: each record's length */
+	bool one_len;                   /* every record of the first's length */
+};
+
+/* Record i of chunk `ch`. */
+static inline struct shoal_rec chunk_rec(const struct chunk *ch, uint32_t i)
+{
+	if (ch->recs != NULL)
+		return ch->recs[i];
+	return (struct shoal_rec){ .data = ch->data + (size_t)i * shoal_ring_stride(ch->len),
+				   .len = ch->len };
+}
+
+/* Chunk `ch` from its record k on. */
+static inline struct chunk chunk_from(const struct chunk *ch, uint32_t k)
+{
+	struct chunk c = *ch;
+
+	if (c.recs != NULL)
+		c.recs += k;
+	else
+		c.data += (size_t)k * shoal_ring_stride(c.len);
+	return c;
+}
+
 /* Copy record `rec` as hop_find() routed it. Returns false if the uplink
  * must park on it (a blocking message found its destination full). */
 static inline bool hop_copy(struct shoal__dispatcher *d, const struct pass *ps,
-			    struct uplink *u, const struct shoal_rec *rec, const struct hop *h)
+			    struct uplink *u, struct shoal_rec rec, const struct hop *h)
 {
 	struct output *o = h->o;
-	unsigned char *dst = shoal_ring_claim(&o->p, rec->len, 0);
+	unsigned char *dst = shoal_ring_claim(&o->p, rec.len, 0);
 
 	if (SHOAL_UNLIKELY(dst == NULL)) {
 		uint32_t g = OUT_GROUP(d, o);
 		const struct shoal__snap_group *sg = &ps->s->groups[g];
-		enum deliver_result res = no_room(d, u, sg, o, rec->len);
+		enum deliver_result res = no_room(d, u, sg, o, rec.len);
 
 		if (settle(d, u, sg, g, OUT_WORKER(d, o), res, (uint32_t)h->flags_rsv)) {
 			u->parked = true;
@@ -717,7 +755,7 @@ static inline bool hop_copy(struct shoal__dispatcher *d, const struct pass *ps,
 		u->n_done = 0;
 		return true;
 	}
-	copy_rec(dst, rec->data, rec->len, h);
+	copy_rec(dst, rec.data, rec.len, h);
 	written(d, o, 1);
 	return true;
 }
@@ -746,24 +784,27 @@ static __attribute__((noinline)) bool one_output(const struct hop *hops, uint32_
  * line, so that the loop of single copies (100 groups) keeps its registers.
  */
 static __attribute__((noinline)) uint32_t copy_run(struct shoal__dispatcher *d,
-						  const struct shoal_rec *recs,
+						  const struct chunk *ch,
 						  const struct hop *hops, uint32_t n)
 {
 	struct output *o = hops[0].o;
-	uint32_t len = recs[0].len, stride = shoal_ring_stride(len);
+	const struct shoal_rec *recs = ch->recs;
+	const unsigned char *src = chunk_rec(ch, 0).data;
+	uint32_t len = chunk_rec(ch, 0).len, stride = shoal_ring_stride(len);
 	void *first;
 	unsigned m = shoal_ring_claim_run(&o->p, len, 0, n, &first);
 	unsigned char *dst = first;
 
 	if (m == 0)
 		return 0;
-	/* The uplink's records follow one another in ring order, each one
-	 * stride or more after the one before until the ring wraps, and
-	 * those after a wrap lie before the first: the last one stride by
-	 * stride after the first means that none is between them. */
-	if ((const unsigned char *)recs[m - 1].data ==
-	    (const unsigned char *)recs[0].data + (size_t)(m - 1) * stride) {
-		memcpy(dst, recs[0].data, (size_t)(m - 1) * stride + len);
+	/* One run lies whole, a stride apart. Listed, the uplink's records
+	 * follow one another in ring order, each one stride or more after
+	 * the one before until the ring wraps, and those after a wrap lie
+	 * before the first: the last one stride by stride after the first
+	 * means that none is between them. */
+	if (recs == NULL ||
+	    (const unsigned char *)recs[m - 1].data == src + (size_t)(m - 1) * stride) {
+		memcpy(dst, src, (size_t)(m - 1) * stride + len);
 		for (uint32_t i = 0; i < m; i++, dst += stride) {
 			put_head(dst, len, &hops[i]);
 			memcpy(dst + offsetof(struct shoal_envelope, dest), &hops[i].dest,
@@ -786,14 +827,18 @@ static __attribute__((noinline)) uint32_t copy_run(struct shoal__dispatcher *d,
  */
 static __attribute__((noinline)) uint32_t copy_each(struct shoal__dispatcher *d,
 						   struct pass *ps, struct uplink *u,
-						   const struct shoal_rec *recs,
+						   const struct chunk *ch,
 						   const struct hop *hops, uint32_t n)
 {
 	uint32_t k = 0;
 
-	while (k < n && (hops[k].o != NULL ? hop_copy(d, ps, u, &recs[k], &hops[k])
-					   : dispatch_one(d, ps, u, &recs[k])))
-		k++;
+	for (; k < n; k++) {
+		struct shoal_rec rec = chunk_rec(ch, k);
+
+		if (!(hops[k].o != NULL ? hop_copy(d, ps, u, rec, &hops[k])
+					: dispatch_one(d, ps, u, &rec)))
+			break;
+	}
 	return k;
 }
 
@@ -862,57 +907,81 @@ static __attribute__((noinline)) void flush_outputs(struct shoal__dispatcher *d)
 	d->n_dirty = 0;
 }
 
+/* List the k records of run `run` in r[]. Two stores a record, not three:
+ * the dispatcher reads no record's tag, so it is left unset. */
+static void list_run(struct shoal_rec *r, const struct shoal_rec *run, uint32_t k)
+{
+	const unsigned char *data = run->data;
+	uint32_t stride = shoal_ring_stride(run->len);
+
+	for (struct shoal_rec *end = r + k; r < end; r++, data += stride) {
+		r->data = data;
+		r->len = run->len;
+	}
+}
+
 /*
- * Peek up to PASS_CHUNK records into recs[]: in runs of one length
+ * Peek up to PASS_CHUNK records as chunk *ch: in runs of one length
  * (shoal_ring_peek_run(), a sender's messages of one type), one header
  * check each against the first, where shoal_ring_peek_burst() decodes and
- * bounds each one. Returns how many; *one_len tells whether they all have
- * the first one's length.
+ * bounds each one. A chunk of one run is kept as that run; one of several
+ * is listed in recs[]. Returns how many records.
  */
-static uint32_t peek_chunk(struct shoal_ring_cons *c, struct shoal_rec *recs, bool *one_len)
+static uint32_t peek_chunk(struct shoal_ring_cons *c, struct shoal_rec *recs, struct chunk *ch)
 {
-	uint32_t n = 0, k;
-	struct shoal_rec run;
+	uint32_t n, k;
+	struct shoal_rec run, next;
 
-	*one_len = true;
-	while (n < PASS_CHUNK && (k = shoal_ring_peek_run(c, &run, PASS_CHUNK - n)) > 0) {
-		const unsigned char *data = run.data;
-		uint32_t stride = shoal_ring_stride(run.len);
-		struct shoal_rec *r = recs + n, *end = r + k;
-
-		*one_len &= n == 0 || run.len == recs[0].len;
-		/* Two stores a record, not three: the dispatcher reads no
-		 * record's tag, so it is left unset. */
-		for (; r < end; r++, data += stride) {
-			r->data = data;
-			r->len = run.len;
-		}
+	n = shoal_ring_peek_run(c, &run, PASS_CHUNK);
+	*ch = (struct chunk){ .recs = NULL, .data = run.data, .len = run.len, .one_len = true };
+	if (n == 0 || n == PASS_CHUNK || (k = shoal_ring_peek_run(c, &next, PASS_CHUNK - n)) == 0)
+		return n;
+	ch->recs = recs;
+	list_run(recs, &run, n);
+	do {
+		ch->one_len &= next.len == run.len;
+		list_run(recs + n, &next, k);
 		n += k;
-	}
+	} while (n < PASS_CHUNK && (k = shoal_ring_peek_run(c, &next, PASS_CHUNK - n)) > 0);
 	return n;
 }
 
 /*
- * Route recs[0 .. n), peeked by peek_chunk(): find every record's
- * destination, then copy them in order. Returns how many were taken: fewer
- * than n when the uplink parks on the next.
+ * Route chunk `ch` of n records, peeked by peek_chunk(): find every
+ * record's destination, then copy them in order. Returns how many were
+ * taken: fewer than n when the uplink parks on the next.
  */
 static inline __attribute__((always_inline)) uint32_t
 route_found(struct shoal__dispatcher *d, struct pass *ps, struct uplink *u,
-	    const struct shoal_rec *recs, uint32_t n, bool one_len)
+	    const struct chunk *ch, uint32_t n)
 {
 	struct hop hops[PASS_CHUNK];
+	struct chunk rest;
 	uint32_t k = 0;
 
-	for (uint32_t i = 0; i < n; i++)
-		hops[i].o = hop_find(d, ps, &recs[i], &hops[i]);
+	if (ch->recs == NULL) {
+		/* A loop of its own: with chunk_rec()'s test in it, a register
+		 * spilled, a store a record. */
+		const unsigned char *data = ch->data;
+		uint32_t stride = shoal_ring_stride(ch->len);
+
+		for (uint32_t i = 0; i < n; i++, data += stride) {
+			struct shoal_rec rec = { .data = data, .len = ch->len };
+
+			hops[i].o = hop_find(d, ps, &rec, &hops[i]);
+		}
+	} else {
+		for (uint32_t i = 0; i < n; i++)
+			hops[i].o = hop_find(d, ps, &ch->recs[i], &hops[i]);
+	}
 	/* A chunk whose records all go to one output (every chunk at 1
 	 * group) is reserved as one run; what did not fit takes the loop
 	 * below. */
-	if (n > 1 && one_len && hops[0].o != NULL && hops[0].o == hops[n - 1].o &&
+	if (n > 1 && ch->one_len && hops[0].o != NULL && hops[0].o == hops[n - 1].o &&
 	    one_output(hops, n))
-		k = copy_run(d, recs, hops, n);
-	return k + copy_each(d, ps, u, recs + k, hops + k, n - k);
+		k = copy_run(d, ch, hops, n);
+	rest = chunk_from(ch, k);
+	return k + copy_each(d, ps, u, &rest, hops + k, n - k);
 }
 
 /*
@@ -928,14 +997,15 @@ route_found(struct shoal__dispatcher *d, struct pass *ps, struct uplink *u,
  */
 static __attribute__((noinline)) uint32_t route_parked(struct shoal__dispatcher *d,
 						       struct pass *ps, struct uplink *u,
-						       const struct shoal_rec *recs, uint32_t n,
-						       bool one_len)
+						       const struct chunk *ch, uint32_t n)
 {
 	struct hop head = { .o = NULL };
+	struct chunk rest;
 
-	if (copy_each(d, ps, u, recs, &head, 1) == 0)
+	if (copy_each(d, ps, u, ch, &head, 1) == 0)
 		return 0;
-	return 1 + route_found(d, ps, u, recs + 1, n - 1, one_len);
+	rest = chunk_from(ch, 1);
+	return 1 + route_found(d, ps, u, &rest, n - 1);
 }
 
 /*
@@ -956,18 +1026,18 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 	/* The handle before the peek: shoal_ring_unpeek() gives back one
 	 * record, and a park gives back every record from the parked one on. */
 	const struct shoal_ring_cons before = u->c;
-	bool one_len;
+	struct chunk ch;
 	uint32_t n, got, k = 0;
 
 	/* Chunk after chunk while each is full and taken whole. */
 	do {
-		n = peek_chunk(&u->c, recs, &one_len);
+		n = peek_chunk(&u->c, recs, &ch);
 		if (n == 0)
 			got = 0;
 		else if (SHOAL_UNLIKELY(k == 0 && u->parked))
-			got = route_parked(d, &ps, u, recs, n, one_len);
+			got = route_parked(d, &ps, u, &ch, n);
 		else
-			got = route_found(d, &ps, u, recs, n, one_len);
+			got = route_found(d, &ps, u, &ch, n);
 		k += got;
 	} while (got == PASS_CHUNK && k < PASS_BUDGET);
 	if (SHOAL_UNLIKELY(got < n)) {

@@ -104,8 +104,11 @@ struct shoal_ring_prod {
 	 * record, not two, which a producer far from its consumer pays for
 	 * (bench/SUITE.md, "One store a record less"). */
 	uint64_t pending;
-	uint64_t records_in;  /* with the fields above, all that a commit writes:
-			       * the handle's first 64 bytes */
+	/* The records and bytes committed, a private copy: the ring's may be
+	 * overwritten by anyone who maps it, so a caller counting what a
+	 * corrupted ring lost trusts this one. With the fields above, all
+	 * that a commit writes: the handle's first 64 bytes. */
+	uint64_t records_in;
 	uint64_t bytes_in;
 	bool full;            /* a commit only reads it, unless it was set */
 	uint64_t full_events;

@@ -423,6 +423,12 @@ static bool prod_refresh(struct shoal_ring_prod *p)
 	return true;
 }
 
+/* What shoal_ring_commit() writes in the handle, in its first line. */
+static_assert(offsetof(struct shoal_ring_prod, bytes_in) + sizeof(uint64_t) <= 64 &&
+	      offsetof(struct shoal_ring_prod, pending) < 64 &&
+	      offsetof(struct shoal_ring_prod, tail_pub) < 64,
+	      "a commit writes one line of its handle");
+
 static void prod_note_full(struct shoal_ring_prod *p)
 {
 	if (!p->full) {

@@ -354,8 +354,8 @@ no_room(struct shoal__dispatcher *d, struct uplink *u, const struct shoal__snap_
  * and its copies counted then (flush_outputs()), not each as written. Its
  * first records of the pass list it in dirty[]: its handle then counts
  * exactly these `k` uncommitted, since the pass commits every output it
- * lists and nothing else reserves on an output. No flag of its own, set
- * and cleared: two stores an output less. */
+ * lists and every copy into an output is followed by this call. No flag
+ * of its own, set and cleared: two stores an output less. */
 static inline void written(struct shoal__dispatcher *d, struct output *o, uint32_t k)
 {
 	if (shoal_ring_uncommitted(&o->p) == k)
@@ -933,8 +933,10 @@ static uint32_t peek_chunk(struct shoal_ring_cons *c, struct shoal_rec *recs, st
 	struct shoal_rec run, next;
 
 	n = shoal_ring_peek_run(c, &run, PASS_CHUNK);
+	if (n == 0)
+		return 0;
 	*ch = (struct chunk){ .recs = NULL, .data = run.data, .len = run.len, .one_len = true };
-	if (n == 0 || n == PASS_CHUNK || (k = shoal_ring_peek_run(c, &next, PASS_CHUNK - n)) == 0)
+	if (n == PASS_CHUNK || (k = shoal_ring_peek_run(c, &next, PASS_CHUNK - n)) == 0)
 		return n;
 	ch->recs = recs;
 	list_run(recs, &run, n);

@@ -788,9 +788,9 @@ static __attribute__((noinline)) uint32_t copy_run(struct shoal__dispatcher *d,
 						  const struct hop *hops, uint32_t n)
 {
 	struct output *o = hops[0].o;
-	const struct shoal_rec *recs = ch->recs;
-	const unsigned char *src = chunk_rec(ch, 0).data;
-	uint32_t len = chunk_rec(ch, 0).len, stride = shoal_ring_stride(len);
+	const struct shoal_rec *recs = ch->recs, first_rec = chunk_rec(ch, 0);
+	const unsigned char *src = first_rec.data;
+	uint32_t len = first_rec.len, stride = shoal_ring_stride(len);
 	void *first;
 	unsigned m = shoal_ring_claim_run(&o->p, len, 0, n, &first);
 	unsigned char *dst = first;
@@ -806,11 +806,12 @@ static __attribute__((noinline)) uint32_t copy_run(struct shoal__dispatcher *d,
 	    (const unsigned char *)recs[m - 1].data == src + (size_t)(m - 1) * stride) {
 		memcpy(dst, src, (size_t)(m - 1) * stride + len);
 		for (uint32_t i = 0; i < m; i++, dst += stride) {
+			uint32_t flags = (uint32_t)hops[i].flags_rsv;
+
 			put_head(dst, len, &hops[i]);
 			memcpy(dst + offsetof(struct shoal_envelope, dest), &hops[i].dest,
 			       sizeof(hops[i].dest));
-			memcpy(dst + offsetof(struct shoal_envelope, flags), &hops[i].flags_rsv,
-			       sizeof(uint32_t));
+			memcpy(dst + offsetof(struct shoal_envelope, flags), &flags, sizeof(flags));
 		}
 	} else {
 		for (uint32_t i = 0; i < m; i++, dst += stride)

@@ -11,10 +11,6 @@
 #include <stdbool.h>
 #include <string.h>
 
-#if defined(__x86_64__)
-#include <cpuid.h>
-#endif
-
 #include "shm/clock.h"
 
 /* A kernel read that took longer than this many ticks was preempted or
@@ -37,16 +33,9 @@ void shoal__clock_init(struct shoal__clock *c)
 /* The invariant time-stamp counter: constant rate in every power state. */
 static bool counter_invariant(void)
 {
-	static _Atomic int known;   /* 0: not asked yet, 1: yes, 2: no */
-	int k = atomic_load_explicit(&known, memory_order_relaxed);
-	unsigned a, b, cx, d;
+	static _Atomic int known;
 
-	if (k == 0) {
-		k = __get_cpuid(0x80000007u, &a, &b, &cx, &d) && (d & (1u << 8)) ? 1 : 2;
-		/* Relaxed: every thread computes the same answer. */
-		atomic_store_explicit(&known, k, memory_order_relaxed);
-	}
-	return k == 1;
+	return shoal__cpuid_bit(0x80000007u, false, 8, &known);
 }
 
 static void baseline(struct shoal__clock *c, uint64_t tsc, uint64_t ns)

@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdatomic.h>
 #include <string.h>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <shoal/api.h>
 
@@ -55,4 +60,30 @@ const char *shoal_strerror(int err)
 	default:
 		return strerror(-err);
 	}
+}
+
+#if defined(__x86_64__)
+bool shoal__cpuid_bit(unsigned leaf, bool ecx, unsigned bit, _Atomic int *known)
+{
+	int k = atomic_load_explicit(known, memory_order_relaxed);
+	unsigned a, b, c, d;
+
+	if (k == 0) {
+		k = __get_cpuid(leaf, &a, &b, &c, &d) && ((ecx ? c : d) & (1u << bit)) ? 1 : 2;
+		/* Relaxed: every thread computes the same answer. */
+		atomic_store_explicit(known, k, memory_order_relaxed);
+	}
+	return k == 1;
+}
+#endif
+
+bool shoal__cpu_prefetchw(void)
+{
+#if defined(__x86_64__)
+	static _Atomic int known;
+
+	return shoal__cpuid_bit(0x80000001u, true, 8, &known);
+#else
+	return false;
+#endif
 }

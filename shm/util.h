@@ -4,6 +4,8 @@
 #define SHOAL_SHM_UTIL_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +63,40 @@ static inline void shoal__put_pair(void *dst, uint64_t lo, uint64_t hi)
 	shoal__word_pair v = { lo, hi };
 
 	memcpy(dst, &v, sizeof(v));
+}
+
+#if defined(__x86_64__)
+/* Whether CPUID leaf `leaf` sets bit `bit` of ECX (`ecx`) or of EDX. The
+ * answer is kept in *known (0: not asked yet, 1: yes, 2: no), so that the
+ * CPU is asked once. */
+bool shoal__cpuid_bit(unsigned leaf, bool ecx, unsigned bit, _Atomic int *known);
+#endif
+
+/*
+ * Whether this CPU runs PREFETCHW (CPUID 0x80000001, ECX bit 8: every
+ * AMD64 CPU, Intel's since Broadwell). Asked of the CPU once.
+ */
+bool shoal__cpu_prefetchw(void);
+
+/*
+ * Ask for the line holding `p` ready to be written: a hint, never a fault.
+ * With `w` (shoal__cpu_prefetchw()'s answer, kept by the caller) PREFETCHW,
+ * which takes the line from another core's cache as a store would, so the
+ * stores that follow find it theirs; without, a read prefetch. A build for
+ * the baseline x86-64 gets only the read prefetch from
+ * __builtin_prefetch(p, 1), hence the instruction by hand.
+ */
+static inline void shoal__prefetch_write(const void *p, bool w)
+{
+#if defined(__x86_64__)
+	if (w) {
+		__asm__ volatile("prefetchw %0" : : "m"(*(const unsigned char *)p));
+		return;
+	}
+#else
+	(void)w;
+#endif
+	__builtin_prefetch(p, 1);
 }
 
 /* The 8-byte word at src + off, unaligned. */

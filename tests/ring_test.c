@@ -480,6 +480,45 @@ static void ring_claimed_record_carries_the_header_its_caller_wrote(void **state
 }
 
 /*
+ * shoal_ring_next_at() names where the next record's header goes, and
+ * shoal_ring_commit_at() the word the commit publishes the tail in (the
+ * dispatcher asks for those lines early): through a lap, at its exact end,
+ * and with records reserved and not yet committed.
+ */
+static void ring_next_and_commit_lines_are_those_written(void **state)
+{
+	struct fixture *f = fixture_new(256);
+	const unsigned char *data = (unsigned char *)f->mem + SHOAL__RING_DATA_OFF;
+	uint32_t tail;
+
+	(void)state;
+	assert_true((const unsigned char *)shoal_ring_commit_at(&f->p) >=
+		    (const unsigned char *)f->mem);
+	assert_true((const unsigned char *)shoal_ring_commit_at(&f->p) + sizeof(uint32_t) <= data);
+	for (unsigned i = 0; i < 6; i++) {
+		const unsigned char *next = shoal_ring_next_at(&f->p);
+		unsigned char *a;
+		struct shoal_rec rec;
+
+		/* 64-byte records: four a lap, the fifth at offset 0 again. */
+		assert_ptr_equal(next, data + (i % 4) * 64);
+		a = shoal_ring_reserve(&f->p, 56, (uint16_t)i);
+		assert_ptr_equal(a, next + SHOAL_RING_REC_HDR);
+		/* Reserved, not committed: the next goes after it. */
+		assert_ptr_equal(shoal_ring_next_at(&f->p), data + ((i + 1) % 4) * 64);
+		memcpy(&tail, shoal_ring_commit_at(&f->p), sizeof(tail));
+		assert_int_equal(tail, i * 64);
+		shoal_ring_commit(&f->p);
+		memcpy(&tail, shoal_ring_commit_at(&f->p), sizeof(tail));
+		assert_int_equal(tail, (i + 1) * 64);
+		assert_true(shoal_ring_peek(&f->c, &rec));
+		assert_ptr_equal(rec.data, a);
+		shoal_ring_release(&f->c);
+	}
+	fixture_free(f);
+}
+
+/*
  * A cancel that takes the tail back across a pad, onto the lap before it:
  * the inline reserve's bound is the old lap's end again, so the next record
  * goes where the cancelled pad was and is read back whole.
@@ -786,6 +825,7 @@ int main(void)
 		cmocka_unit_test(ring_reserved_records_are_invisible_until_commit),
 		cmocka_unit_test(ring_counts_exactly_what_was_committed),
 		cmocka_unit_test(ring_claimed_record_carries_the_header_its_caller_wrote),
+		cmocka_unit_test(ring_next_and_commit_lines_are_those_written),
 		cmocka_unit_test(ring_cancel_back_across_a_pad_reserves_on_the_old_lap),
 		cmocka_unit_test(ring_impossible_head_refuses_every_later_reserve),
 		cmocka_unit_test(ring_dequeue_small_buffer_keeps_record),

@@ -337,6 +337,23 @@ static inline uint32_t shoal_ring_uncommitted(const struct shoal_ring_prod *p)
 #define SHOAL__RING_BYTES_IN_OFF 144u
 
 /*
+ * The lines a producer writes next, for one that asks for them early (a
+ * prefetch for writing) while it does other work: where the next record
+ * reserved or claimed begins, its header (unless a pad comes first, at
+ * the data area's end), and where the next commit writes. Addresses only:
+ * nothing is read or written through them here.
+ */
+static inline const void *shoal_ring_next_at(const struct shoal_ring_prod *p)
+{
+	return p->data + (p->tail & p->mask);
+}
+
+static inline const void *shoal_ring_commit_at(const struct shoal_ring_prod *p)
+{
+	return (const unsigned char *)p->r + SHOAL__RING_TAIL_OFF;
+}
+
+/*
  * Publish every record reserved since the last commit (one release store).
  * Inline: a single send commits once per message, and the call cost a
  * third of the commit's instructions (bench/instr-count).

@@ -744,10 +744,10 @@ static inline struct chunk chunk_from(const struct chunk *ch, uint32_t k)
  * flush_outputs() looks at. Far from the consumers, each line is a
  * transfer from another core, which the copy's and the commit's stores
  * waited for one output after another; asked here, the chunk's transfers
- * overlap. Backlog at 100 groups ÷ the build before, far apart, medians of
- * paired runs: 0.79 and 0.82 (lower in 12 and 10 of 12 pairs); at 1
- * group, where each record asks again for its one output's lines, 0.83
- * and 0.91 (bench/SUITE.md, "The output's lines asked for early").
+ * overlap. Backlog at 100 groups ÷ the plain forwarder, far apart, ÷ the
+ * build before in paired runs: 0.84, lower in 14 of 16 pairs; at 1 group,
+ * which asks once a chunk (route_found()), 0.93, lower in 13 of 16
+ * (bench/SUITE.md, "The output's lines asked for early").
  */
 static inline void ask_lines(const struct output *o, bool w)
 {
@@ -764,9 +764,10 @@ static inline void ask_lines(const struct output *o, bool w)
  * which hop_find() reads the key from (the envelope fills the record's
  * first line with its header). The chunk's records were published before
  * the peek, so no sender is writing those lines. Backlog at 1 group ÷ the
- * build before, far apart, medians of paired runs: 0.92 and 0.89 (lower in
- * 9 of 12 and 13 of 16 pairs); at 100 groups no change shows
- * (bench/SUITE.md, "The output's lines asked for early").
+ * plain forwarder, far apart, ÷ the build before in paired runs: 0.80,
+ * lower in 13 of 16 pairs (0.87 and 0.86 in two sets before); at 100
+ * groups no change shows (bench/SUITE.md, "The output's lines asked for
+ * early"). Four ahead helped less, sixteen no more.
  */
 #define PAYLOAD_AHEAD 8u
 

@@ -371,8 +371,9 @@ static_assert(offsetof(struct shoal__mbx_hdr, lat) ==
 	      SHOAL_MAX_WORKERS * sizeof(struct shoal__mbx_aside), "mailbox ABI");
 static_assert(SHOAL__LAT_BUCKETS == 304, "mailbox ABI: the bucket scale");
 /* The envelope's words, in this order: dispatch.c copy_rec() writes them
- * two at a time, and hop_find() reads type and length, and flags and
- * `reserved`, as one word each, the first field in its low half. */
+ * two at a time, stream_rec() and send.c burst_stream() one at a time, and
+ * hop_find() reads type and length, and flags and `reserved`, as one word
+ * each, the first field in its low half. */
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "envelope words: the first field low");
 static_assert(sizeof(struct shoal_envelope) == 56, "envelope ABI");
 static_assert(offsetof(struct shoal_envelope, len) == 4, "envelope ABI");

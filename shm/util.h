@@ -108,6 +108,76 @@ static inline uint64_t shoal__get_word(const void *src, size_t off)
 	return w;
 }
 
+/*
+ * Streamed stores: non-temporal 8-byte stores (MOVNTI on x86-64), which
+ * write a line without first reading it into this core's cache. A store to
+ * a line that another core's cache holds waits for that line to come over
+ * (a read for ownership), and far apart that is the producer's whole cost;
+ * a streamed store sends its line to memory, taking it from every cache,
+ * and the reader reads it from there. For throughput paths whose records
+ * are read later, not for a round trip's one record. Weakly ordered: a
+ * release store does not publish them, shoal__stream_fence() (SFENCE) must
+ * come between the last of them and the store that publishes them
+ * (docs/memory-ordering.md, S1). Elsewhere than x86-64 they are plain
+ * stores and the fence is the compiler's only.
+ */
+static inline void shoal__stream_word(void *dst, uint64_t v)
+{
+#if defined(__x86_64__)
+	__builtin_ia32_movnti64((long long *)dst, (long long)v);
+#else
+	memcpy(dst, &v, sizeof(v));
+#endif
+}
+
+static inline void shoal__stream_fence(void)
+{
+#if defined(__x86_64__)
+	__builtin_ia32_sfence();
+#else
+	atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+/*
+ * The largest record the runtime's throughput paths stream (the
+ * dispatcher's copies, bursts); a larger one is copied with memcpy(), whose
+ * own large-copy path (REP MOVSB here) writes whole lines. Measured at 64
+ * bytes of payload only (bench/SUITE.md, "Streamed copies").
+ */
+#define SHOAL__STREAM_MAX 1024u
+
+/*
+ * The fewest records a write streams: the fence costs a few hundred
+ * nanoseconds, and a reader then takes the record from memory, so one
+ * record alone streamed is a round trip's leg made ~190 ns slower far apart
+ * (bench/SUITE.md, "Streamed copies"). A pass or a burst of fewer is
+ * written with plain stores.
+ */
+#define SHOAL__STREAM_MIN 8u
+
+/*
+ * Stream `n` bytes from src to dst, 8 at a time; a last partial word goes
+ * with zeros after the bytes, so dst must have room for n rounded up to 8
+ * (a ring record's padding) while src is read only within its n bytes.
+ * dst 8-byte aligned.
+ */
+static inline void shoal__stream_copy(void *dst, const void *src, uint32_t n)
+{
+	unsigned char *d = dst;
+	const unsigned char *s = src;
+	uint32_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		shoal__stream_word(d + i, shoal__get_word(s, i));
+	if (i < n) {
+		uint64_t w = 0;
+
+		memcpy(&w, s + i, n - i);
+		shoal__stream_word(d + i, w);
+	}
+}
+
 /* Monotonic clock in nanoseconds (vDSO: no system call). Inline: every
  * send reads it, and a call of our own around libc's costs a frame. */
 static inline uint64_t shoal__now_ns(void)

@@ -1064,10 +1064,13 @@ static void runtime_bursts_deliver_in_order_and_stop_where_refused(void **state)
 	rt_stop_router();
 }
 
-/* What burst_runs_handler() saw, in order (one worker, this thread). */
+/* What burst_runs_handler() saw, in order (one worker, this thread), and
+ * the lengths its messages run through. */
 static struct {
 	uint32_t n, bad;
 	uint64_t last_trace;
+	const uint32_t *lens;
+	uint32_t n_lens, rep;
 } runs_seen;
 
 /* A burst message's payload byte j, from its number in the whole test. */
@@ -1076,15 +1079,11 @@ static unsigned char runs_byte(uint32_t seq, uint32_t j)
 	return (unsigned char)(seq * 13 + j * 7 + 1);
 }
 
-/* The length and type of message `seq`: runs of one length and type, of
- * every length a burst copies in its own way (0-7, 8-15, 16-31, 32-64,
- * more), broken by a change of either. */
+/* The length and type of message `seq`: runs of one length and type, `rep`
+ * messages a length, broken by a change of either. */
 static uint32_t runs_len(uint32_t seq)
 {
-	static const uint32_t lens[] = { 0, 8, 8, 8, 13, 13, 31, 32, 32, 33, 64, 64, 64, 64,
-					 1, 7, 16, 17, 40, 40, 63, 63, 63, 9, 15, 48, 48 };
-
-	return lens[(seq / 2) % (sizeof(lens) / sizeof(lens[0]))];
+	return runs_seen.lens[(seq / runs_seen.rep) % runs_seen.n_lens];
 }
 
 static uint32_t runs_type(uint32_t seq)
@@ -1109,16 +1108,21 @@ static void burst_runs_handler(struct shoal_actor *a, const struct shoal_msg *m)
 	runs_seen.last_trace = trace;
 }
 
+#define RUNS_MAX 2048u
+
 /*
- * Bursts of messages of changing lengths and types, routed and direct,
- * each run of one length and type written as one (send.c burst_send()),
- * over several laps of the rings: every message arrives once, in order,
- * with its type, length, payload and trace id.
+ * Bursts of `per` messages of changing lengths (lens[], `rep` messages
+ * each) and types of up to `max` bytes, routed and direct, each run of one
+ * length and type written as one (send.c burst_send(), dispatch.c
+ * copy_run()), `rounds` times: every message arrives once, in order, with
+ * its type, length, payload and trace id.
  */
-static void runtime_burst_runs_of_any_length_arrive_whole(void **state)
+static void burst_runs(const char *sys, const uint32_t *lens, uint32_t n_lens, uint32_t rep,
+		       uint32_t max, uint32_t per, int rounds)
 {
-	static unsigned char bufs[32][64];
-	struct shoal_group_desc d = { .name = "runs", .types = rt_types, .n_types = RT_N_TYPES,
+	static unsigned char bufs[32][RUNS_MAX];
+	const struct shoal_type types[] = { { T_PING, max, "ping" }, { T_PONG, max, "pong" } };
+	struct shoal_group_desc d = { .name = "runs", .types = types, .n_types = 2,
 				      .on_message = burst_runs_handler, .node = -1 };
 	struct shoal_filter f = { .types = { T_PING, T_PONG }, .n_types = 2,
 				  .mode = SHOAL_ROUTE_GROUP };
@@ -1130,9 +1134,12 @@ static void runtime_burst_runs_of_any_length_arrive_whole(void **state)
 	uint64_t self;
 	int id;
 
-	(void)state;
+	assert_true(per <= 32 && max <= RUNS_MAX);
 	memset(&runs_seen, 0, sizeof(runs_seen));
-	assert_int_equal(rt_start_router("rt-runs", NULL, 0), 0);
+	runs_seen.lens = lens;
+	runs_seen.n_lens = n_lens;
+	runs_seen.rep = rep;
+	assert_int_equal(rt_start_router(sys, NULL, 0), 0);
 	id = rt_declare("runs", 1, 1);
 	/* A filter that reads no key: a message of any length matches. */
 	f.group = (uint16_t)id;
@@ -1141,19 +1148,17 @@ static void runtime_burst_runs_of_any_length_arrive_whole(void **state)
 	ctx = shoal_group_worker(g, 0);
 	self = shoal_group_lookup(g, "runs", 0);
 	assert_int_equal(shoal_connect(ctx, self, 10000000000ll), 0);
-	/* About 38 KiB of records each way: two laps of the 16 KiB direct
-	 * ring and more, half a lap of the 64 KiB uplink. */
-	for (int round = 0; round < 24; round++) {
-		for (uint32_t i = 0; i < 32; i++, seq++) {
+	for (int round = 0; round < rounds; round++) {
+		for (uint32_t i = 0; i < per; i++, seq++) {
 			for (uint32_t j = 0; j < runs_len(seq); j++)
 				bufs[i][j] = runs_byte(seq, j);
 			b[i] = (struct shoal_burst_msg){ runs_type(seq), runs_len(seq), bufs[i] };
 		}
 		if (round % 2 == 0)
-			assert_int_equal(shoal_try_send_to_burst(ctx, self, b, 32, &sent), 0);
+			assert_int_equal(shoal_try_send_to_burst(ctx, self, b, per, &sent), 0);
 		else
-			assert_int_equal(shoal_try_send_burst(ctx, b, 32, &sent), 0);
-		assert_int_equal(sent, 32);
+			assert_int_equal(shoal_try_send_burst(ctx, b, per, &sent), 0);
+		assert_int_equal(sent, per);
 		for (int i = 0; i < 30000 && runs_seen.n < seq; i++)
 			(void)shoal_poll(ctx, 0, 1000000);
 		assert_int_equal(runs_seen.n, seq);
@@ -1161,6 +1166,38 @@ static void runtime_burst_runs_of_any_length_arrive_whole(void **state)
 	}
 	shoal_group_detach(g);
 	rt_stop_router();
+}
+
+/* Every length a burst copies in its own way (0-7, 8-15, 16-31, 32-64,
+ * more): about 38 KiB of records each way, two laps of the 16 KiB direct
+ * ring and more, half a lap of the 64 KiB uplink. */
+static void runtime_burst_runs_of_any_length_arrive_whole(void **state)
+{
+	static const uint32_t lens[] = { 0, 8, 8, 8, 13, 13, 31, 32, 32, 33, 64, 64, 64, 64,
+					 1, 7, 16, 17, 40, 40, 63, 63, 63, 9, 15, 48, 48 };
+
+	(void)state;
+	burst_runs("rt-runs", lens, sizeof(lens) / sizeof(lens[0]), 2, 64, 32, 24);
+}
+
+/*
+ * Records on both sides of the largest that bursts and the dispatcher
+ * stream (SHOAL__STREAM_MAX, 1024 bytes: a payload of 968 and its
+ * envelope), and larger ones that they copy; in bursts of eight, as many
+ * as they stream at the fewest (SHOAL__STREAM_MIN), each of one length
+ * (the dispatcher's pass takes it as one run) or of four, and in bursts of
+ * four, which they write with plain stores. About 100 KiB each way a
+ * call, laps of every ring.
+ */
+static void runtime_burst_runs_streamed_or_copied_arrive_whole(void **state)
+{
+	static const uint32_t lens[] = { 968, 969, 1500, 64, 967, 1000, 7, 1200 };
+	const uint32_t n = sizeof(lens) / sizeof(lens[0]);
+
+	(void)state;
+	burst_runs("rt-big", lens, n, 8, RUNS_MAX, 8, 12);
+	burst_runs("rt-big", lens, n, 2, RUNS_MAX, 8, 12);
+	burst_runs("rt-big", lens, n, 2, RUNS_MAX, 4, 24);
 }
 
 static void runtime_second_reserve_before_commit_is_refused(void **state)
@@ -2127,6 +2164,7 @@ int main(void)
 		RT_CASE(runtime_second_reserve_before_commit_is_refused),
 		RT_CASE(runtime_bursts_deliver_in_order_and_stop_where_refused),
 		RT_CASE(runtime_burst_runs_of_any_length_arrive_whole),
+		RT_CASE(runtime_burst_runs_streamed_or_copied_arrive_whole),
 		RT_CASE(runtime_lookup_waits_for_a_group_to_come_up),
 		RT_CASE(runtime_type_over_max_size_refused_at_declare),
 		RT_CASE(runtime_discard_route_is_counted),

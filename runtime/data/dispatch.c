@@ -146,6 +146,7 @@ struct shoal__dispatcher {
 	void *out_mem;                /* what was allocated for out[] */
 	uint32_t n_dirty;
 	bool prefetchw;               /* shoal__cpu_prefetchw(): see ask_lines() */
+	bool streamed;                /* a record streamed since the last commit (stream_rec()) */
 	uint32_t *matches;
 	uint32_t cap_matches;
 	struct shoal__reg_dispatcher *stats;
@@ -702,6 +703,48 @@ static inline void copy_rec(unsigned char *dst, const unsigned char *src, uint32
 }
 
 /*
+ * copy_rec() with streamed stores (shm/util.h): each line of the record is
+ * sent to memory without first being read into this core's cache, where a
+ * store waits for it to come from the consumer's cache, which read it a
+ * lap before. Far apart, that wait is most of a copy's cost: backlog ÷ the
+ * plain forwarder, per-pair ratios to the build before (bench/SUITE.md,
+ * "Streamed copies"), at 100 groups 0.83, at 1 group 0.89, lower in 12 of
+ * 16 pairs each. Eight words and the payload, one 8-byte store each:
+ * flush_outputs() fences them before the commits (S1).
+ */
+static inline void stream_rec(unsigned char *dst, const unsigned char *src, uint32_t len,
+			      const struct hop *h)
+{
+	shoal__stream_word(dst - SHOAL_RING_REC_HDR, shoal_ring_run_hdr(len, 0));
+	shoal__stream_word(dst, h->type_len);
+	shoal__stream_word(dst + offsetof(struct shoal_envelope, sender),
+			   shoal__get_word(src, offsetof(struct shoal_envelope, sender)));
+	shoal__stream_word(dst + offsetof(struct shoal_envelope, dest), h->dest);
+	shoal__stream_word(dst + offsetof(struct shoal_envelope, trace_id),
+			   shoal__get_word(src, offsetof(struct shoal_envelope, trace_id)));
+	shoal__stream_word(dst + offsetof(struct shoal_envelope, request_id),
+			   shoal__get_word(src, offsetof(struct shoal_envelope, request_id)));
+	shoal__stream_word(dst + offsetof(struct shoal_envelope, send_ns),
+			   shoal__get_word(src, offsetof(struct shoal_envelope, send_ns)));
+	shoal__stream_word(dst + offsetof(struct shoal_envelope, flags), h->flags_rsv);
+	shoal__stream_copy(dst + sizeof(struct shoal_envelope), src + sizeof(struct shoal_envelope),
+			   len - (uint32_t)sizeof(struct shoal_envelope));
+}
+
+/* Write a record as hop_find() routed it: streamed (`stream`, and up to
+ * SHOAL__STREAM_MAX bytes; noted for the fence), else copied. */
+static inline void put_rec(struct shoal__dispatcher *d, unsigned char *dst,
+			   const unsigned char *src, uint32_t len, const struct hop *h, bool stream)
+{
+	if (stream && len <= SHOAL__STREAM_MAX) {
+		stream_rec(dst, src, len, h);
+		d->streamed = true;
+	} else {
+		copy_rec(dst, src, len, h);
+	}
+}
+
+/*
  * A chunk of uplink records (peek_chunk()). Most chunks are one run of
  * records of one length a stride apart (a sender's messages of one type):
  * those are found from the run's first, where a record array cost two
@@ -779,7 +822,7 @@ static inline void ask_payload(const void *rec_data)
 /* Copy record `rec` as hop_find() routed it. Returns false if the uplink
  * must park on it (a blocking message found its destination full). */
 static inline bool hop_copy(struct shoal__dispatcher *d, const struct pass *ps,
-			    struct uplink *u, struct shoal_rec rec, const struct hop *h)
+			    struct uplink *u, struct shoal_rec rec, const struct hop *h, bool stream)
 {
 	struct output *o = h->o;
 	unsigned char *dst = shoal_ring_claim(&o->p, rec.len, 0);
@@ -796,7 +839,7 @@ static inline bool hop_copy(struct shoal__dispatcher *d, const struct pass *ps,
 		u->n_done = 0;
 		return true;
 	}
-	copy_rec(dst, rec.data, rec.len, h);
+	put_rec(d, dst, rec.data, rec.len, h, stream);
 	written(d, o, 1);
 	return true;
 }
@@ -815,18 +858,20 @@ static __attribute__((noinline)) bool one_output(const struct hop *hops, uint32_
  * and of the same length, into one run claimed on that output
  * (shoal_ring_claim_run(): one space check and one index update for them
  * all, where shoal_ring_reserve() does both per record; the headers are
- * ours to write). Records that lie one after the other in the uplink, as a
- * run claimed lies in the output, are copied with one memcpy(), the
- * uplink's record headers between them included; then each record gets
- * its header and hop_find()'s checked fields stored over it, so that the copy
- * carries what was checked whatever the sender rewrote meanwhile. Returns
- * how many were copied, fewer where the ring's end or its free room cut the
- * run, 0 when none fit: hop_copy() then takes the rest one by one. Out of
- * line, so that the loop of single copies (100 groups) keeps its registers.
+ * ours to write). When `stream` (a chunk of SHOAL__STREAM_MIN or more),
+ * records of up to SHOAL__STREAM_MAX bytes are streamed one by one
+ * (put_rec()). Others that lie one after the other in the uplink, as a run
+ * claimed lies in the output, are copied with one memcpy(), the uplink's
+ * record headers between them included; then each record gets its header
+ * and hop_find()'s checked fields stored over it, so that the copy carries
+ * what was checked whatever the sender rewrote meanwhile. Returns how many
+ * were copied, fewer where the ring's end or its free room cut the run, 0
+ * when none fit: hop_copy() then takes the rest one by one. Out of line,
+ * so that the loop of single copies (100 groups) keeps its registers.
  */
 static __attribute__((noinline)) uint32_t copy_run(struct shoal__dispatcher *d,
 						  const struct chunk *ch,
-						  const struct hop *hops, uint32_t n)
+						  const struct hop *hops, uint32_t n, bool stream)
 {
 	struct output *o = hops[0].o;
 	const struct shoal_rec *recs = ch->recs, first_rec = chunk_rec(ch, 0);
@@ -843,8 +888,9 @@ static __attribute__((noinline)) uint32_t copy_run(struct shoal__dispatcher *d,
 	 * the one before until the ring wraps, and those after a wrap lie
 	 * before the first: the last one stride by stride after the first
 	 * means that none is between them. */
-	if (recs == NULL ||
-	    (const unsigned char *)recs[m - 1].data == src + (size_t)(m - 1) * stride) {
+	if ((!stream || len > SHOAL__STREAM_MAX) &&
+	    (recs == NULL ||
+	     (const unsigned char *)recs[m - 1].data == src + (size_t)(m - 1) * stride)) {
 		memcpy(dst, src, (size_t)(m - 1) * stride + len);
 		for (uint32_t i = 0; i < m; i++, dst += stride) {
 			uint32_t flags = (uint32_t)hops[i].flags_rsv;
@@ -856,7 +902,7 @@ static __attribute__((noinline)) uint32_t copy_run(struct shoal__dispatcher *d,
 		}
 	} else {
 		for (uint32_t i = 0; i < m; i++, dst += stride)
-			copy_rec(dst, recs[i].data, len, &hops[i]);
+			put_rec(d, dst, chunk_rec(ch, i).data, len, &hops[i], stream);
 	}
 	written(d, o, m);
 	return m;
@@ -870,14 +916,14 @@ static __attribute__((noinline)) uint32_t copy_run(struct shoal__dispatcher *d,
 static __attribute__((noinline)) uint32_t copy_each(struct shoal__dispatcher *d,
 						   struct pass *ps, struct uplink *u,
 						   const struct chunk *ch,
-						   const struct hop *hops, uint32_t n)
+						   const struct hop *hops, uint32_t n, bool stream)
 {
 	uint32_t k = 0;
 
 	for (; k < n; k++) {
 		struct shoal_rec rec = chunk_rec(ch, k);
 
-		if (!(hops[k].o != NULL ? hop_copy(d, ps, u, rec, &hops[k])
+		if (!(hops[k].o != NULL ? hop_copy(d, ps, u, rec, &hops[k], stream)
 					: dispatch_one(d, ps, u, &rec)))
 			break;
 	}
@@ -926,6 +972,14 @@ static __attribute__((noinline)) void flush_outputs(struct shoal__dispatcher *d)
 	 * alias it. */
 	uint32_t n = d->n_dirty;
 	uint64_t delivered = 0;
+
+	/* S1: the streamed records before the tails that publish them
+	 * (docs/memory-ordering.md). Only after a streamed copy: a fence
+	 * also waits for the plain stores before it. */
+	if (d->streamed) {
+		shoal__stream_fence();
+		d->streamed = false;
+	}
 
 	for (uint32_t i = 0; i < n; i++) {
 		struct output *o = d->dirty[i];
@@ -1006,6 +1060,9 @@ route_found(struct shoal__dispatcher *d, struct pass *ps, struct uplink *u,
 	 * records that follow one another to it (every chunk at 1 group). */
 	const struct output *last = NULL;
 	const bool w = d->prefetchw;
+	/* A chunk of a few (a request's leg) is copied with plain stores:
+	 * SHOAL__STREAM_MIN. */
+	const bool stream = n >= SHOAL__STREAM_MIN;
 
 	if (ch->recs == NULL) {
 		/* A loop of its own: with chunk_rec()'s test in it, a register
@@ -1036,9 +1093,9 @@ route_found(struct shoal__dispatcher *d, struct pass *ps, struct uplink *u,
 	 * below. */
 	if (n > 1 && ch->one_len && hops[0].o != NULL && hops[0].o == hops[n - 1].o &&
 	    one_output(hops, n))
-		k = copy_run(d, ch, hops, n);
+		k = copy_run(d, ch, hops, n, stream);
 	rest = chunk_from(ch, k);
-	return k + copy_each(d, ps, u, &rest, hops + k, n - k);
+	return k + copy_each(d, ps, u, &rest, hops + k, n - k, stream);
 }
 
 /*
@@ -1059,7 +1116,7 @@ static __attribute__((noinline)) uint32_t route_parked(struct shoal__dispatcher 
 	struct hop head = { .o = NULL };
 	struct chunk rest;
 
-	if (copy_each(d, ps, u, ch, &head, 1) == 0)
+	if (copy_each(d, ps, u, ch, &head, 1, false) == 0)
 		return 0;
 	rest = chunk_from(ch, 1);
 	return 1 + route_found(d, ps, u, &rest, n - 1);

@@ -1286,10 +1286,16 @@ struct burst {
 
 /* Publish the k records the burst reserved since its last publication:
  * one commit, one fence, one doorbell. */
-static void burst_publish(struct shoal_ctx *ctx, const struct burst *b, uint32_t k)
+static void burst_publish(struct shoal_ctx *ctx, const struct burst *b, uint32_t k,
+			  bool streamed)
 {
-	if (k > 0)
+	if (k > 0) {
+		/* S1: the streamed records before the tail that publishes
+		 * them (docs/memory-ordering.md). */
+		if (streamed)
+			shoal__stream_fence();
 		publish(ctx, b->p, b->o, k, false);
+	}
 }
 
 /*
@@ -1317,16 +1323,54 @@ burst_fill_w(const struct env_common *ec, unsigned char *dst, uint32_t stride,
 	}
 }
 
-static void burst_fill(const struct env_common *ec, unsigned char *dst, uint32_t stride,
-		       const struct shoal_burst_msg *msgs, uint32_t k, uint32_t type, uint32_t len,
-		       uint32_t i)
+/*
+ * burst_fill_w() with streamed stores (shm/util.h): the header, the
+ * envelope's seven words and the payload, one 8-byte store each, every line
+ * written without first being read into this core's cache. Far from its
+ * receiver, whose cache holds the ring's lines from the lap before, a
+ * burst's plain stores each waited for such a line. burst_publish() fences
+ * them (S1) before the commit.
+ */
+static void burst_stream(const struct env_common *ec, unsigned char *dst, uint32_t stride,
+			 const struct shoal_burst_msg *msgs, uint32_t k, uint32_t type,
+			 uint32_t len, uint32_t i)
 {
+	const uint64_t hdr = shoal_ring_run_hdr(ENV_SIZE + len, 0);
+	const uint64_t type_len = (uint64_t)type | (uint64_t)len << 32;
+
+	for (uint32_t j = 0; j < k; j++, dst += stride) {
+		shoal__stream_word(dst - SHOAL_RING_REC_HDR, hdr);
+		shoal__stream_word(dst, type_len);
+		shoal__stream_word(dst + offsetof(struct shoal_envelope, sender), ec->self);
+		shoal__stream_word(dst + offsetof(struct shoal_envelope, dest), ec->dest);
+		shoal__stream_word(dst + offsetof(struct shoal_envelope, trace_id),
+				   ec->trace | ((ec->next + i + j) & ec->mask));
+		shoal__stream_word(dst + offsetof(struct shoal_envelope, request_id), ec->rid);
+		shoal__stream_word(dst + offsetof(struct shoal_envelope, send_ns), ec->now);
+		/* flags, and `reserved` 0 */
+		shoal__stream_word(dst + offsetof(struct shoal_envelope, flags), ec->flags);
+		shoal__stream_copy(dst + ENV_SIZE, msgs[j].buf, len);
+	}
+}
+
+/* Write a burst's k messages of one type and length: streamed (`stream`,
+ * and up to SHOAL__STREAM_MAX bytes a record), else with plain stores.
+ * Returns whether it streamed them. */
+static bool burst_fill(const struct env_common *ec, unsigned char *dst, uint32_t stride,
+		       const struct shoal_burst_msg *msgs, uint32_t k, uint32_t type, uint32_t len,
+		       uint32_t i, bool stream)
+{
+	if (stream && ENV_SIZE + len <= SHOAL__STREAM_MAX) {
+		burst_stream(ec, dst, stride, msgs, k, type, len, i);
+		return true;
+	}
 	switch (copy_width(len)) {
 	case 32: burst_fill_w(ec, dst, stride, msgs, k, type, len, i, 32); break;
 	case 16: burst_fill_w(ec, dst, stride, msgs, k, type, len, i, 16); break;
 	case 8: burst_fill_w(ec, dst, stride, msgs, k, type, len, i, 8); break;
 	default: burst_fill_w(ec, dst, stride, msgs, k, type, len, i, 0); break;
 	}
+	return false;
 }
 
 static_assert(offsetof(struct shoal_burst_msg, len) ==
@@ -1361,6 +1405,9 @@ static int burst_send(struct shoal_ctx *ctx, const struct burst *b,
 	const struct shoal__ltype *t = NULL;
 	struct env_common ec;
 	uint32_t i, pending = 0, tid = 0, tlim = 0, rest = 0;
+	/* A burst of a few is written as single sends are (SHOAL__STREAM_MIN). */
+	const bool stream = n >= SHOAL__STREAM_MIN;
+	bool streamed = false;
 	int ret = 0;
 
 	/* The messages of a burst share their send time: one clock read. */
@@ -1391,7 +1438,8 @@ static int burst_send(struct shoal_ctx *ctx, const struct burst *b,
 			while (i + run < n && burst_key(&msgs[i + run]) == burst_key(&msgs[i]))
 				run++;
 		if (run == 1) {
-			dst = shoal_ring_reserve(p, ENV_SIZE + len, 0);
+			/* Its header is burst_fill()'s to write, as a run's. */
+			dst = shoal_ring_claim(p, ENV_SIZE + len, 0);
 			k = dst != NULL;
 		} else {
 			k = shoal_ring_claim_run(p, ENV_SIZE + len, 0, run, &dst);
@@ -1399,8 +1447,9 @@ static int burst_send(struct shoal_ctx *ctx, const struct burst *b,
 		if (k == 0) {
 			/* Full, or an error: what is reserved goes first (a wait
 			 * cancels reservations), then the single form's path. */
-			burst_publish(ctx, b, pending);
+			burst_publish(ctx, b, pending, streamed);
 			pending = 0;
+			streamed = false;
 			dst = shoal__reserve_in(ctx, p,
 						b->o == NULL ? &ctx->mw->up_db : &b->o->dst->space_db,
 						b->o == NULL ? NULL : &b->o->dst->in_db, len, sw, &ret);
@@ -1410,12 +1459,13 @@ static int burst_send(struct shoal_ctx *ctx, const struct burst *b,
 		}
 		/* The i-th of the burst on: the messages before them are
 		 * counted sent, or pending. */
-		burst_fill(&ec, dst, shoal_ring_stride(ENV_SIZE + len), msgs + i, k, type, len, i);
+		streamed |= burst_fill(&ec, dst, shoal_ring_stride(ENV_SIZE + len), msgs + i, k,
+				       type, len, i, stream);
 		pending += k;
 		i += k;
 		rest = run - k;
 	}
-	burst_publish(ctx, b, pending);
+	burst_publish(ctx, b, pending, streamed);
 	*sent = i;
 	if (ret == -EUCLEAN && b->o != NULL)
 		dout_condemned(ctx, b->o);

@@ -140,12 +140,14 @@ static inline void shoal__stream_fence(void)
 }
 
 /*
- * The largest record the runtime's throughput paths stream (the
- * dispatcher's copies, bursts); a larger one is copied with memcpy(), whose
- * own large-copy path (REP MOVSB here) writes whole lines. Measured at 64
- * bytes of payload only (bench/SUITE.md, "Streamed copies").
+ * The largest record, envelope and payload, that the runtime's throughput
+ * paths stream (the dispatcher's copies, bursts): a message of up to 72
+ * bytes. Larger ones were slower streamed, 8 bytes a store, than copied
+ * (the dispatcher's runs with REP MOVSB, which writes whole lines too):
+ * backlog at 1 group about 1.3x slower with 200-byte payloads and 1.1x
+ * with 960 (bench/SUITE.md, "Streamed copies").
  */
-#define SHOAL__STREAM_MAX 1024u
+#define SHOAL__STREAM_MAX 128u
 
 /*
  * The fewest records a write streams: the fence costs a few hundred

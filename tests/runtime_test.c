@@ -1182,16 +1182,16 @@ static void runtime_burst_runs_of_any_length_arrive_whole(void **state)
 
 /*
  * Records on both sides of the largest that bursts and the dispatcher
- * stream (SHOAL__STREAM_MAX, 1024 bytes: a payload of 968 and its
+ * stream (SHOAL__STREAM_MAX, 128 bytes: a payload of 72 and its
  * envelope), and larger ones that they copy; in bursts of eight, as many
  * as they stream at the fewest (SHOAL__STREAM_MIN), each of one length
  * (the dispatcher's pass takes it as one run) or of four, and in bursts of
- * four, which they write with plain stores. About 100 KiB each way a
- * call, laps of every ring.
+ * four, which they write with plain stores. About 50 KiB each way a
+ * call, three laps of the 16 KiB direct ring.
  */
 static void runtime_burst_runs_streamed_or_copied_arrive_whole(void **state)
 {
-	static const uint32_t lens[] = { 968, 969, 1500, 64, 967, 1000, 7, 1200 };
+	static const uint32_t lens[] = { 72, 73, 1500, 64, 71, 1000, 7, 1200 };
 	const uint32_t n = sizeof(lens) / sizeof(lens[0]);
 
 	(void)state;

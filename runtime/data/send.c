@@ -78,6 +78,12 @@ static inline void env_common(const struct shoal_ctx *ctx, struct env_common *ec
 	ec->now = now;
 }
 
+/* The trace id of the k-th message of a send (0 for a single one). */
+static inline uint64_t env_trace(const struct env_common *ec, uint64_t k)
+{
+	return ec->trace | ((ec->next + k) & ec->mask);
+}
+
 /*
  * The envelope of the k-th message of a send (0 for a single one), written
  * in place into its reserved record `dst`: the commit's R1 publishes it
@@ -92,7 +98,7 @@ static inline void env_put(const struct env_common *ec, unsigned char *dst, uint
 	env->len = len;
 	env->sender = ec->self;
 	env->dest = ec->dest;
-	env->trace_id = ec->trace | ((ec->next + k) & ec->mask);
+	env->trace_id = env_trace(ec, k);
 	env->request_id = ec->rid;
 	env->send_ns = ec->now;
 	env->flags = ec->flags;
@@ -1344,7 +1350,7 @@ static void burst_stream(const struct env_common *ec, unsigned char *dst, uint32
 		shoal__stream_word(dst + offsetof(struct shoal_envelope, sender), ec->self);
 		shoal__stream_word(dst + offsetof(struct shoal_envelope, dest), ec->dest);
 		shoal__stream_word(dst + offsetof(struct shoal_envelope, trace_id),
-				   ec->trace | ((ec->next + i + j) & ec->mask));
+				   env_trace(ec, (uint64_t)i + j));
 		shoal__stream_word(dst + offsetof(struct shoal_envelope, request_id), ec->rid);
 		shoal__stream_word(dst + offsetof(struct shoal_envelope, send_ns), ec->now);
 		/* flags, and `reserved` 0 */

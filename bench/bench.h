@@ -475,6 +475,12 @@ bool bench_cpus_usable(const int cpu[2]);
 /* Parse "A,B": two different CPU numbers below `limit`. 0 or -EINVAL. */
 int bench_parse_cpus(const char *arg, int limit, int cpu[2]);
 
+/* Parse "auto", "on" or "off" (a router's streamed copies: SHOAL_STREAM_*,
+ * docs/design.md) into *mode. 0 or -EINVAL. */
+int bench_parse_stream(const char *arg, int *mode);
+/* The word of a SHOAL_STREAM_* mode, as bench_parse_stream() reads it. */
+const char *bench_stream_name(int mode);
+
 /* Parse a decimal number in [min, max] into *v. 0 or -EINVAL. */
 int bench_parse_uint(const char *arg, uint64_t min, uint64_t max, uint64_t *v);
 

@@ -40,9 +40,11 @@
 #include <unistd.h>
 
 #include <shoal/ring.h>
+#include <shoal/router.h>
 
 #include "bench/bench.h"
 #include "bench/plain_ring.h"
+#include "shm/probe.h"
 
 #define REGION_CTL  "bench.ctl"
 #define REGION_DB   "bench.db"
@@ -57,7 +59,6 @@ static const char *const region_plain[2] = { "bench.plain.ab", "bench.plain.ba" 
 #define PROBE_WARMUP 1000u
 #define PROBE_ROUNDS 10000u
 #define PROBE_MAX_NS 50000000u          /* 50 ms */
-#define PROBE_STOP UINT64_MAX
 
 const char *const bench_kind_name[BENCH_KINDS] = {
 	[BENCH_TPUT] = "throughput",
@@ -220,52 +221,16 @@ void bench_barrier(_Atomic uint32_t *arrived, uint32_t round)
 }
 
 /*
- * The placement probe: side A writes odd values, side B answers with the
- * next even one; no pause in the loops, so that only the line's trip is
- * timed. Side A stops after PROBE_ROUNDS timed round trips or PROBE_MAX_NS,
- * whichever comes first, by writing PROBE_STOP: on a loaded machine every
- * trip can wait for a time slice, and the probe must still end.
+ * The placement probe (shm/probe.h): side A pings, side B answers. Side A
+ * stops after PROBE_ROUNDS timed round trips or PROBE_MAX_NS, whichever
+ * comes first; the mean of them all is the sample's probe.
  */
-static double probe_ping(_Atomic uint64_t *line)
-{
-	uint64_t t0 = 0, limit = UINT64_MAX, i;
-	double ns;
-
-	for (i = 0; i < PROBE_WARMUP + PROBE_ROUNDS; i++) {
-		if (i == PROBE_WARMUP) {
-			t0 = shoal__now_ns();
-			limit = t0 + PROBE_MAX_NS;
-		}
-		if (i % 256 == 0 && shoal__now_ns() >= limit)
-			break;
-		/* Relaxed: the line carries no data (see the file comment). */
-		shoal_store_relaxed(line, 2 * i + 1);
-		while (shoal_load_relaxed(line) != 2 * i + 2)
-			;
-	}
-	ns = i > PROBE_WARMUP ? (double)(shoal__now_ns() - t0) / (double)(i - PROBE_WARMUP) : 0;
-	shoal_store_relaxed(line, PROBE_STOP);
-	return ns;
-}
-
-static void probe_pong(_Atomic uint64_t *line)
-{
-	for (uint64_t i = 0;; i++) {
-		uint64_t v;
-
-		/* Relaxed: the line carries no data (see the file comment). */
-		while ((v = shoal_load_relaxed(line)) != 2 * i + 1)
-			if (v == PROBE_STOP)
-				return;
-		shoal_store_relaxed(line, 2 * i + 2);
-	}
-}
-
 double bench_probe(_Atomic uint64_t *line, int side)
 {
 	if (side == 0)
-		return probe_ping(line);
-	probe_pong(line);
+		return shoal__probe_ping(line, PROBE_WARMUP, PROBE_ROUNDS, PROBE_ROUNDS,
+					 PROBE_MAX_NS);
+	shoal__probe_pong(line);
 	return 0;
 }
 
@@ -563,6 +528,26 @@ int bench_parse_cpus(const char *arg, int limit, int cpu[2])
 	cpu[0] = (int)a;
 	cpu[1] = (int)b;
 	return 0;
+}
+
+/* In SHOAL_STREAM_* order. */
+static const char *const stream_words[] = { "auto", "on", "off" };
+static_assert(SHOAL_STREAM_AUTO == 0 && SHOAL_STREAM_ON == 1 && SHOAL_STREAM_OFF == 2,
+	      "stream_words[] in SHOAL_STREAM_* order");
+
+int bench_parse_stream(const char *arg, int *mode)
+{
+	for (int i = 0; i < 3; i++)
+		if (strcmp(arg, stream_words[i]) == 0) {
+			*mode = i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+const char *bench_stream_name(int mode)
+{
+	return mode >= 0 && mode < 3 ? stream_words[mode] : "?";
 }
 
 int bench_parse_uint(const char *arg, uint64_t min, uint64_t max, uint64_t *v)

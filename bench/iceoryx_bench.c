@@ -1565,6 +1565,9 @@ struct sample {
 };
 
 static unsigned sample_counter;
+/* --stream, and how many Shoal samples streamed their copies (of how many). */
+static int stream_mode = SHOAL_STREAM_AUTO;
+static unsigned stream_on, stream_samples;
 
 static int sample_run(enum contender c, uint64_t duration_ns, const int cpu[2], struct sample *out)
 {
@@ -1596,6 +1599,7 @@ static int sample_run(enum contender c, uint64_t duration_ns, const int cpu[2], 
 			.direct_capacity = SHOAL_DIRECT_CAP,
 			/* Sleeping variant: sleep on the doorbell at once. */
 			.spin_ns = contenders[c].sleep ? 1 : 0,
+			.stream = stream_mode,
 		};
 		struct shoal_err err = { { 0 } };
 
@@ -1605,6 +1609,8 @@ static int sample_run(enum contender c, uint64_t duration_ns, const int cpu[2], 
 				err.msg);
 			return ret;
 		}
+		stream_on += shoal_router_stream(router, NULL) == 1;
+		stream_samples++;
 	}
 	fflush(NULL);
 	/* RouDi dying under the sides fails the sample: nothing iceoryx can run any more. */
@@ -1997,6 +2003,8 @@ static void write_md(FILE *f, const void *arg)
 		"every run. Median over runs [min, max].\n\n", pl->cpu[0], pl->cpu[1], t->pinned,
 		t->samples, pl->runs, (double)pl->duration_ns / 1e6,
 		(double)pl->duration_ns * 0.5 / 1e6);
+	fprintf(f, "Streamed copies (`--stream %s`, docs/design.md): on in %u of %u Shoal "
+		"samples.\n\n", bench_stream_name(stream_mode), stream_on, stream_samples);
 	for (unsigned k = 0; k < N_CASES; k++)
 		if (pl->on[k])
 			report_case(f, pl, k);
@@ -2089,7 +2097,7 @@ static int run_all(const struct plan *pl, struct tally *t)
 static void usage(FILE *f)
 {
 	fputs("usage: " PROG " [--short | --smoke] [--runs N] [--duration MS] [--cpus A,B]\n"
-	      "                            [--only LIST] [--csv FILE] [--md FILE]\n"
+	      "                            [--only LIST] [--stream MODE] [--csv FILE] [--md FILE]\n"
 	      "Shoal against Eclipse iceoryx between two processes pinned to two CPUs, in one\n"
 	      "run: ping-pong round trip (busy polling; sleeping receivers) and one-way\n"
 	      "throughput, 64-byte messages, contenders interleaved, median [min, max] over\n"
@@ -2103,6 +2111,8 @@ static void usage(FILE *f)
 	      "  --smoke        1 run of 100 ms, no reruns: checks that everything runs\n"
 	      "  --cpus A,B     CPUs of side A (ping, sender) and B (pong, receiver); default 0,1\n"
 	      "  --only LIST    run only some cases: pingpong,pingpong-sleep,tput\n"
+	      "  --stream MODE  the router's streamed copies: auto (default: its line probe\n"
+	      "                 decides at each sample's start), on, off\n"
 	      "  --csv FILE     one row per sample\n"
 	      "  --md FILE      the markdown report, also written to FILE\n"
 	      "Exit: 0, 1 (a sample failed), 2 (usage), 77 (no iox-roudi or no two CPUs),\n"
@@ -2132,6 +2142,7 @@ static int parse_opts(int argc, char **argv, struct plan *pl)
 		{ "csv", required_argument, NULL, 'C' },
 		{ "md", required_argument, NULL, 'm' },
 		{ "only", required_argument, NULL, 'o' },
+		{ "stream", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -2191,6 +2202,12 @@ static int parse_opts(int argc, char **argv, struct plan *pl)
 			break;
 		case 'm':
 			pl->md = optarg;
+			break;
+		case 'T':
+			if (bench_parse_stream(optarg, &stream_mode) < 0) {
+				fprintf(stderr, "%s: --stream takes auto, on or off\n", PROG);
+				return -EINVAL;
+			}
 			break;
 		case 'h':
 			usage(stdout);

@@ -603,6 +603,10 @@ static unsigned sys_count;
 /* --router-yield: the routers' router.yield, and the plain reference's
  * consumers' look after their spin (ns; 0: none, the default). */
 static uint64_t yield_ns;
+/* --stream: the routers' router.stream, and how many of them streamed
+ * their copies (of how many). */
+static int stream_mode = SHOAL_STREAM_AUTO;
+static unsigned stream_on, stream_routers;
 
 static void disp_counters(const struct sys *s, uint64_t *msgs, uint64_t *busy, uint64_t *drops)
 {
@@ -940,7 +944,8 @@ static int router_up(struct sys *s, uint32_t groups, int route, uint32_t in_cap,
 {
 	struct bitmask *disp_cpus = numa_bitmask_alloc((unsigned)cpu[1] + 1);
 	struct shoal_topology topo = { .n_nodes = 1, .cpu_sets = { disp_cpus } };
-	struct shoal_router_opts o = { .topology = &topo, .yield_ns = yield_ns };
+	struct shoal_router_opts o = { .topology = &topo, .yield_ns = yield_ns,
+				       .stream = stream_mode };
 	struct shoal_filter f[MAX_GROUPS];
 	struct shoal_err err = { "" };
 	int ret;
@@ -965,6 +970,8 @@ static int router_up(struct sys *s, uint32_t groups, int route, uint32_t in_cap,
 			shoal_strerror(ret), err.msg);
 		return ret;
 	}
+	stream_on += shoal_router_stream(s->r, NULL) == 1;
+	stream_routers++;
 	/* Nothing to route while the groups are declared one by one. */
 	shoal_router_hold(s->r, true);
 	for (uint32_t i = 0; i < groups; i++) {
@@ -3023,6 +3030,9 @@ static void report_header(FILE *f, const struct plan *pl, const struct opts *op)
 		fprintf(f, "- pinning: producer on CPU %d (held in %u of %u samples), dispatcher "
 			"(the plain reference: its waker; the plain forwarder) on CPU %d (held in %u "
 			"of %u), consumers unpinned\n", op->cpu[0], hp, all, op->cpu[1], hd, all);
+	if (!op->idle)
+		fprintf(f, "- streamed copies (`--stream %s`, docs/design.md): on in %u of %u "
+			"routers\n", bench_stream_name(stream_mode), stream_on, stream_routers);
 	if (np > 0) {
 		struct bench_mmm m = bench_mmm(probes, np);
 
@@ -3489,6 +3499,8 @@ static void usage(FILE *f)
 		"                  router.yield of the routers, and the plain reference's\n"
 		"                  consumers' look after the spin, in microseconds (0 to\n"
 		"                  1000000; default 0: none, docs/config.md)\n"
+		"  --stream MODE   router.stream of the routers: auto (default: each router's\n"
+		"                  line probe decides), on, off (docs/config.md)\n"
 		"  --csv FILE      one CSV row per sample (every run)\n"
 		"  --md FILE       the markdown report, also written to FILE\n"
 		"  --help          this text\n"
@@ -3528,6 +3540,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		{ "md", required_argument, NULL, 'm' }, { "help", no_argument, NULL, 'h' },
 		{ "only", required_argument, NULL, 'O' },
 		{ "router-yield", required_argument, NULL, 'Y' },
+		{ "stream", required_argument, NULL, 'T' },
 		{ NULL, 0, NULL, 0 },
 	};
 	bool groups_set = false;
@@ -3592,6 +3605,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'O':
 			if (bench_parse_names(optarg, section_name, SEC_IDLE, o->sec_on) < 0)
+				return bench_bad_option(PROG, longopts, opt, optarg);
+			break;
+		case 'T':
+			if (bench_parse_stream(optarg, &stream_mode) < 0)
 				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'Y':

@@ -232,6 +232,7 @@ struct shoal_group {
 	uint64_t spin_ns;
 	uint64_t yield_ns;               /* router.yield: looks yielding the CPU after the spin */
 	uint64_t wake_deadline_ns;       /* router.wake_deadline: how long a wake-up may be held */
+	bool stream;                     /* bursts stream their copies (router.stream) */
 
 	int ctl;
 	int ctl_ms;                      /* how long a control request waits (group.c) */

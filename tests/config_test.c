@@ -357,6 +357,31 @@ static void config_router_yield_is_read_and_bounded(void **state)
 		      "not 'fast'");
 }
 
+/* router.stream: auto unless told, on or off as told, nothing else. */
+static void config_router_stream_is_one_of_three_words(void **state)
+{
+	static const char groups[] = "groups:\n  - { name: a, program: /bin/true }\n";
+	static const char *const words[] = { "auto", "on", "off" };
+	char text[256];
+	struct shoal__config *c;
+
+	(void)state;
+	snprintf(text, sizeof(text), "system: s\n%s", groups);
+	c = parse_ok(text);
+	assert_int_equal(c->stream, SHOAL_STREAM_AUTO);
+	shoal__config_free(c);
+	for (int i = 0; i < 3; i++) {
+		snprintf(text, sizeof(text), "system: s\nrouter: { stream: %s }\n%s", words[i],
+			 groups);
+		c = parse_ok(text);
+		assert_int_equal(c->stream, i == 0 ? SHOAL_STREAM_AUTO :
+					    i == 1 ? SHOAL_STREAM_ON : SHOAL_STREAM_OFF);
+		shoal__config_free(c);
+	}
+	snprintf(text, sizeof(text), "system: s\nrouter: { stream: yes }\n%s", groups);
+	parse_refused(text, "t.yaml:2:19: router.stream is 'yes', expected one of: auto, on, off");
+}
+
 /* A bridge spins SHOAL__CFG_LINK_SPIN_NS after work unless told otherwise;
  * the link layer's options not given stay 0 (its defaults). */
 static void config_hosts_link_spin_has_its_default(void **state)
@@ -543,6 +568,7 @@ int main(void)
 		cmocka_unit_test(config_hosts_parse_with_their_links_and_groups),
 		cmocka_unit_test(config_hosts_link_spin_has_its_default),
 		cmocka_unit_test(config_router_yield_is_read_and_bounded),
+		cmocka_unit_test(config_router_stream_is_one_of_three_words),
 		cmocka_unit_test(config_without_hosts_runs_every_group_and_refuses_host),
 		cmocka_unit_test(config_bad_hosts_are_refused_at_their_place),
 		cmocka_unit_test(config_group_named_bridge_is_refused_with_hosts),

@@ -21,9 +21,40 @@
 #include <shoal/numa.h>
 #include <shoal/router.h>
 
+#include "runtime/control/router_impl.h"
+#include "runtime/group_impl.h"
 #include "runtime/layout.h"
 #include "tests/rtutil.h"
 #include "tests/testutil.h"
+
+/* How many threads of this process are called `name`; *tid (may be
+ * NULL) the id of one of them. */
+static int threads_named(const char *name, pid_t *tid)
+{
+	char path[300], buf[256];
+	struct dirent *e;
+	DIR *d = opendir("/proc/self/task");
+	int n = 0;
+
+	assert_non_null(d);
+	while ((e = readdir(d)) != NULL) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		f = fopen(path, "r");
+		if (f == NULL)
+			continue;
+		if (fgets(buf, sizeof(buf), f) && strncmp(buf, name, strlen(name)) == 0 &&
+		    buf[strlen(name)] == '\n') {
+			n++;
+			if (tid != NULL)
+				*tid = (pid_t)atoi(e->d_name);
+		}
+		fclose(f);
+	}
+	closedir(d);
+	return n;
+}
 
 /*
  * The CPUs the thread called `name` of this process may run on, as the
@@ -33,26 +64,9 @@
 #define SET_SIZE CPU_ALLOC_SIZE(SHOAL__CPUS_MAX)
 static void thread_cpus(const char *name, cpu_set_t *set)
 {
-	char path[300], buf[256];
-	struct dirent *e;
-	DIR *d = opendir("/proc/self/task");
 	pid_t tid = 0;
 
-	assert_non_null(d);
-	while (tid == 0 && (e = readdir(d)) != NULL) {
-		FILE *f;
-
-		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
-		f = fopen(path, "r");
-		if (f == NULL)
-			continue;
-		if (fgets(buf, sizeof(buf), f) && strncmp(buf, name, strlen(name)) == 0 &&
-		    buf[strlen(name)] == '\n')
-			tid = (pid_t)atoi(e->d_name);
-		fclose(f);
-	}
-	closedir(d);
-	assert_true(tid > 0);
+	assert_true(threads_named(name, &tid) > 0);
 	assert_int_equal(sched_getaffinity(tid, SET_SIZE, set), 0);
 }
 
@@ -273,6 +287,92 @@ static void placement_real_node_keeps_to_the_routers_cpus(void **state)
 	rt_stop_router();
 }
 
+/*
+ * router.stream auto, on a machine of two CPUs or more that this process
+ * may run on: the router times a line's round trip between two of them,
+ * streams exactly when it is SHOAL__STREAM_FAR_NS or longer, and leaves no
+ * probe thread behind. A group attached gets the choice.
+ */
+static void placement_stream_auto_times_a_line_between_two_cpus(void **state)
+{
+	cpu_set_t *set = CPU_ALLOC(SHOAL__CPUS_MAX);
+	struct shoal_group *g;
+	uint32_t ns = 0;
+	int on;
+
+	(void)state;
+	assert_non_null(set);
+	assert_int_equal(sched_getaffinity(0, SET_SIZE, set), 0);
+	if (CPU_COUNT_S(SET_SIZE, set) < 2) {
+		CPU_FREE(set);
+		skip();
+	}
+	CPU_FREE(set);
+	rt_stream = SHOAL_STREAM_AUTO;
+	assert_int_equal(rt_start_router("stream-auto", NULL, 0), 0);
+	on = shoal_router_stream(rt_router, &ns);
+	print_message("line round trip %u ns: streamed copies %s\n", ns, on ? "on" : "off");
+	assert_true(ns > 0);
+	assert_int_equal(on, ns >= SHOAL__STREAM_FAR_NS);
+	assert_int_equal(threads_named("shoal-probe", NULL), 0);
+	g = rt_attach_here("g", 1, 1);
+	assert_int_equal(g->stream, on);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
+/* Under a single CPU every line is near: auto streams nothing and times
+ * nothing. */
+static void placement_stream_auto_on_one_cpu_stays_off(void **state)
+{
+	cpu_set_t *one = CPU_ALLOC(SHOAL__CPUS_MAX);
+	uint32_t ns = 1;
+
+	(void)state;
+	saved_cpus = CPU_ALLOC(SHOAL__CPUS_MAX);
+	assert_non_null(saved_cpus);
+	assert_non_null(one);
+	assert_int_equal(sched_getaffinity(0, SET_SIZE, saved_cpus), 0);
+	CPU_ZERO_S(SET_SIZE, one);
+	for (unsigned c = 0; c < SHOAL__CPUS_MAX; c++)
+		if (CPU_ISSET_S(c, SET_SIZE, saved_cpus)) {
+			CPU_SET_S(c, SET_SIZE, one);
+			break;
+		}
+	assert_int_equal(sched_setaffinity(0, SET_SIZE, one), 0);
+	CPU_FREE(one);
+	rt_stream = SHOAL_STREAM_AUTO;
+	assert_int_equal(rt_start_router("stream-one", NULL, 0), 0);
+	assert_int_equal(shoal_router_stream(rt_router, &ns), 0);
+	assert_int_equal(ns, 0);
+	rt_stop_router();
+}
+
+/* On and off are kept as asked, without a probe; any other mode is refused. */
+static void placement_stream_asked_is_kept_unprobed(void **state)
+{
+	struct shoal_router_opts o = { .system = "stream-bad", .stream = SHOAL_STREAM_OFF + 1 };
+	struct shoal_router *r = NULL;
+	struct shoal_err err = { { 0 } };
+	uint32_t ns = 1;
+
+	(void)state;
+	rt_stream = SHOAL_STREAM_ON;
+	assert_int_equal(rt_start_router("stream-on", NULL, 0), 0);
+	assert_int_equal(shoal_router_stream(rt_router, &ns), 1);
+	assert_int_equal(ns, 0);
+	rt_stop_router();
+	rt_stream = SHOAL_STREAM_OFF;
+	ns = 1;
+	assert_int_equal(rt_start_router("stream-off", NULL, 0), 0);
+	assert_int_equal(shoal_router_stream(rt_router, &ns), 0);
+	assert_int_equal(ns, 0);
+	rt_stop_router();
+	assert_int_equal(shoal_router_start(&r, &o, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "stream mode 3"));
+	assert_null(r);
+}
+
 /* After each case, passed or failed: what rt_leave_nothing() clears (no
  * child, router or segment directory left), and this thread's CPUs as
  * they were. */
@@ -297,6 +397,12 @@ int main(void)
 		cmocka_unit_test_teardown(placement_mailbox_pages_lie_on_the_group_node,
 					  leave_nothing),
 		cmocka_unit_test_teardown(placement_real_node_keeps_to_the_routers_cpus,
+					  leave_nothing),
+		cmocka_unit_test_teardown(placement_stream_auto_times_a_line_between_two_cpus,
+					  leave_nothing),
+		cmocka_unit_test_teardown(placement_stream_auto_on_one_cpu_stays_off,
+					  leave_nothing),
+		cmocka_unit_test_teardown(placement_stream_asked_is_kept_unprobed,
 					  leave_nothing),
 	};
 

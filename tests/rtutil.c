@@ -24,6 +24,7 @@ struct results *rt_res;
 struct shoal_router *rt_router;
 char rt_sysname[32];
 uint64_t rt_yield_ns;
+int rt_stream;
 
 /* ---- fixture ---------------------------------------------------------------- */
 
@@ -31,7 +32,8 @@ int rt_start_router(const char *name, const struct shoal_topology *topo, mode_t 
 {
 	struct shoal_router_opts o = { .system = name, .topology = topo, .mode = mode,
 				       .inbound_capacity = 64 * 1024, .uplink_capacity = 64 * 1024,
-				       .direct_capacity = 16 * 1024, .yield_ns = rt_yield_ns };
+				       .direct_capacity = 16 * 1024, .yield_ns = rt_yield_ns,
+				       .stream = rt_stream };
 	struct shoal_err err = { { 0 } };
 	int ret;
 
@@ -65,6 +67,7 @@ int rt_leave_nothing(void **state)
 	test_kill_children();
 	rt_stop_router();
 	rt_yield_ns = 0;
+	rt_stream = SHOAL_STREAM_AUTO;
 	return 0;
 }
 

@@ -66,6 +66,8 @@ extern struct shoal_router *rt_router;
 extern char rt_sysname[32];
 /* router.yield of the next rt_start_router() (0: none). */
 extern uint64_t rt_yield_ns;
+/* router.stream of the next rt_start_router() (SHOAL_STREAM_*; 0: auto). */
+extern int rt_stream;
 
 /* Map the results (once, in main, before test_spawn_server_start()). */
 void rt_init(void);

@@ -701,6 +701,13 @@ static void run_sighup_switches_a_route_live(void **state)
 	write_file(cfg, text[2]);
 	kill(run, SIGHUP);
 	expect_output(out, "reload refused, nothing changed: router settings cannot change", 10000);
+	/* Streamed copies too: the dispatcher and every group took them at
+	 * start (docs/config.md). */
+	snprintf(text[2], sizeof(text[2]), "system: hup\nrouter: { stream: off }\n%.4000s",
+		 text[1] + strlen("system: hup\n"));
+	write_file(cfg, text[2]);
+	kill(run, SIGHUP);
+	expect_count(out, "reload refused, nothing changed: router settings cannot change", 2, 10000);
 	assert_int_equal(rt_group_pid("hup", "a"), pa);
 	assert_int_equal(stop_run(run, SIGTERM), 0);
 }

@@ -1145,6 +1145,8 @@ static void burst_runs(const char *sys, const uint32_t *lens, uint32_t n_lens, u
 	f.group = (uint16_t)id;
 	assert_int_equal(shoal_router_add_route(rt_router, &f, &fid, &err), 0);
 	assert_int_equal(shoal_group_attach(&g, &d, NULL, &err), 0);
+	/* The group writes its bursts as the router says (the welcome). */
+	assert_int_equal(g->stream, shoal_router_stream(rt_router, NULL));
 	ctx = shoal_group_worker(g, 0);
 	self = shoal_group_lookup(g, "runs", 0);
 	assert_int_equal(shoal_connect(ctx, self, 10000000000ll), 0);
@@ -1187,7 +1189,8 @@ static void runtime_burst_runs_of_any_length_arrive_whole(void **state)
  * as they stream at the fewest (SHOAL__STREAM_MIN), each of one length
  * (the dispatcher's pass takes it as one run) or of four, and in bursts of
  * four, which they write with plain stores. About 50 KiB each way a
- * call, three laps of the 16 KiB direct ring.
+ * call, three laps of the 16 KiB direct ring. With router.stream on, and
+ * off (every record copied with plain stores).
  */
 static void runtime_burst_runs_streamed_or_copied_arrive_whole(void **state)
 {
@@ -1195,9 +1198,13 @@ static void runtime_burst_runs_streamed_or_copied_arrive_whole(void **state)
 	const uint32_t n = sizeof(lens) / sizeof(lens[0]);
 
 	(void)state;
-	burst_runs("rt-big", lens, n, 8, RUNS_MAX, 8, 12);
-	burst_runs("rt-big", lens, n, 2, RUNS_MAX, 8, 12);
-	burst_runs("rt-big", lens, n, 2, RUNS_MAX, 4, 24);
+	for (int on = 1; on >= 0; on--) {
+		/* Asked, not probed: both ways whatever the placement. */
+		rt_stream = on ? SHOAL_STREAM_ON : SHOAL_STREAM_OFF;
+		burst_runs("rt-big", lens, n, 8, RUNS_MAX, 8, 12);
+		burst_runs("rt-big", lens, n, 2, RUNS_MAX, 8, 12);
+		burst_runs("rt-big", lens, n, 2, RUNS_MAX, 4, 24);
+	}
 }
 
 static void runtime_second_reserve_before_commit_is_refused(void **state)

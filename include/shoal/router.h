@@ -74,7 +74,17 @@ struct shoal_router_opts {
 				      * 0: the default above */
 	uint32_t direct_capacity;    /* bytes per direct ring; 0: the default above */
 	const struct shoal_topology *topology;
+	/* Whether bursts of small messages are written with streamed
+	 * (non-temporal) stores, which win where a cache line's trip between
+	 * CPUs is long and lose where it is short (docs/design.md, "Streamed
+	 * copies"): SHOAL_STREAM_AUTO (0, the default) times that trip at
+	 * start and decides; ON and OFF say. */
+	int stream;
 };
+
+#define SHOAL_STREAM_AUTO 0
+#define SHOAL_STREAM_ON   1
+#define SHOAL_STREAM_OFF  2
 
 /* What a full mailbox does to a message routed with send() (blocking). */
 #define SHOAL_OVERFLOW_BLOCK 0       /* the sender waits (back-pressure) */
@@ -114,6 +124,14 @@ struct shoal_router_stats {
  */
 SHOAL_API int shoal_router_start(struct shoal_router **r, const struct shoal_router_opts *opts,
 				 struct shoal_err *err);
+
+/*
+ * Whether this router's system streams its copies (opts.stream): 1 or 0.
+ * With *probe_ns (may be NULL) the line round trip that SHOAL_STREAM_AUTO
+ * timed between two CPUs of node 0, in ns; 0 when it did not time one
+ * (ON or OFF asked, or a single CPU). Never fails; may run at any time.
+ */
+SHOAL_API int shoal_router_stream(struct shoal_router *r, uint32_t *probe_ns);
 
 /*
  * Declare a group so that routes can name it and messages queue for it
@@ -220,7 +238,8 @@ SHOAL_API void shoal_router_destroy(struct shoal_router *r);
  *   [5] shoal_router_stop_group, _resume_group, _stop_groups, _wait_change:
  *       the last two wait on a condition variable, releasing the lock
  *       meanwhile
- *   [6] shoal_router_hold: an atomic store and doorbell rings, no lock
+ *   [6] shoal_router_hold: an atomic store and doorbell rings, no lock;
+ *       shoal_router_stream: reads what start chose, no lock
  *
  *          [2]  [3]  [4]  [5]  [6]
  *     [2]   X    X    X    X    X

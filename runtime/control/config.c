@@ -345,13 +345,23 @@ static int k_direct(struct walk *w, yaml_node_t *v, void *o)
 	return size_of(w, v, "router.direct_capacity", &w->c->direct_capacity);
 }
 
+/* The words in SHOAL_STREAM_* order. */
+static int k_stream(struct walk *w, yaml_node_t *v, void *o)
+{
+	static const char *const words[] = { "auto", "on", "off", NULL };
+
+	(void)o;
+	return word(w, v, "router.stream", words, &w->c->stream);
+}
+
 static int k_router(struct walk *w, yaml_node_t *v, void *o)
 {
 	static const struct key keys[] = {
 		{ "spin", k_spin, false }, { "yield", k_yield, false },
 		{ "wake_deadline", k_wake, false }, { "mode", k_mode, false },
 		{ "uplink_capacity", k_uplink, false }, { "inbound_capacity", k_inbound, false },
-		{ "direct_capacity", k_direct, false }, { NULL, NULL, false },
+		{ "direct_capacity", k_direct, false }, { "stream", k_stream, false },
+		{ NULL, NULL, false },
 	};
 
 	(void)o;

@@ -97,6 +97,7 @@ struct shoal__config {
 	uint64_t yield_ns;            /* 0: none (router.yield) */
 	uint64_t wake_deadline_ns;    /* 0: default */
 	mode_t mode;                  /* 0: 0600 */
+	int stream;                   /* SHOAL_STREAM_* (router.stream) */
 	uint32_t uplink_capacity, inbound_capacity, direct_capacity;
 	struct shoal__cfg_type *types;
 	uint32_t n_types;

@@ -434,6 +434,7 @@ int shoal_group_attach(struct shoal_group **out, const struct shoal_group_desc *
 	g->n_workers = w.n_workers;
 	g->n_actors = w.n_actors;
 	g->gen = w.gen;
+	g->stream = (w.flags & SHOAL__WELCOME_STREAM) != 0;
 	g->spin_ns = w.spin_ns;
 	g->yield_ns = w.yield_ns;
 	g->wake_deadline_ns = w.wake_deadline_ns;

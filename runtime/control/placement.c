@@ -14,7 +14,9 @@
  */
 #include <errno.h>
 #include <numa.h>
+#include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -22,6 +24,8 @@
 #include <shoal/numa.h>
 
 #include "runtime/control/router_impl.h"
+#include "shm/atomic.h"
+#include "shm/probe.h"
 #include "shm/util.h"
 
 /* A copy of `given` (NULL: empty) in a set of SHOAL__CPUS_MAX bits. */
@@ -171,4 +175,147 @@ int shoal__ensure_dispatcher(struct shoal_router *r, int node, struct shoal_err 
 	 * CPU set before the count that includes d. */
 	shoal_store_release(&r->reg->n_dispatchers, (uint32_t)r->n_disp);
 	return d;
+}
+
+/*
+ * Streamed copies (docs/design.md): the data path writes bursts of small
+ * records with streamed stores when a cache line's round trip between two
+ * CPUs of node 0 (where the dispatcher runs) costs at least
+ * SHOAL__STREAM_FAR_NS (router_impl.h); where lines are cheap, streaming
+ * would send every record to memory for nothing. Timed between the first
+ * CPU of the node that the router may run on and up to PROBE_PEERS others
+ * spread over the node, each pair's lowest batch (shm/probe.h) taken; the
+ * median of the pairs (the upper of two) decides. A described topology
+ * (tests, benchmarks) names CPUs that need not be this machine's: the
+ * pairs are then taken from every CPU the router may run on.
+ */
+#define PROBE_PEERS 3
+#define PROBE_WARMUP 1000u
+#define PROBE_ROUNDS 4096u
+#define PROBE_BATCH 256u
+#define PROBE_MAX_NS 20000000u   /* 20 ms a pair */
+
+struct probe_side {
+	_Atomic uint64_t *line;
+	double ns;
+};
+
+static void *probe_ping_main(void *arg)
+{
+	struct probe_side *p = arg;
+
+	p->ns = shoal__probe_ping(p->line, PROBE_WARMUP, PROBE_ROUNDS, PROBE_BATCH,
+				  PROBE_MAX_NS);
+	return NULL;
+}
+
+static void *probe_pong_main(void *arg)
+{
+	struct probe_side *p = arg;
+
+	shoal__probe_pong(p->line);
+	return NULL;
+}
+
+/* The round trip between CPUs a and b (ns), or 0 when either thread could
+ * not start. */
+static double probe_pair(_Atomic uint64_t *line, unsigned a, unsigned b)
+{
+	struct bitmask *ca = numa_bitmask_alloc(SHOAL__CPUS_MAX);
+	struct bitmask *cb = numa_bitmask_alloc(SHOAL__CPUS_MAX);
+	struct probe_side side = { .line = line };
+	pthread_t ping, pong;
+	double ns = 0;
+
+	if (ca == NULL || cb == NULL)
+		goto out;
+	numa_bitmask_setbit(ca, a);
+	numa_bitmask_setbit(cb, b);
+	shoal_store_relaxed(line, 0);
+	if (shoal__thread_start(&pong, cb, probe_pong_main, &side, "shoal-probe") != 0)
+		goto out;
+	if (shoal__thread_start(&ping, ca, probe_ping_main, &side, "shoal-probe") != 0) {
+		/* Relaxed: the line carries no data (shm/probe.h). */
+		shoal_store_relaxed(line, SHOAL__PROBE_STOP);
+		pthread_join(pong, NULL);
+		goto out;
+	}
+	pthread_join(ping, NULL);
+	pthread_join(pong, NULL);
+	ns = side.ns;
+out:
+	if (ca != NULL)
+		numa_bitmask_free(ca);
+	if (cb != NULL)
+		numa_bitmask_free(cb);
+	return ns;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Whether the line probe may use CPU c: allowed to the router, and of node
+ * 0 when the topology is the machine's (a described one names CPUs that
+ * need not exist). */
+static bool probe_cpu(const struct shoal_router *r, const cpu_set_t *allowed, unsigned c)
+{
+	return (!r->numa_real || numa_bitmask_isbitset(r->node_cpus[0], c)) &&
+	       (allowed == NULL || CPU_ISSET_S(c, CPU_ALLOC_SIZE(SHOAL__CPUS_MAX), allowed));
+}
+
+/* The CPU the line probe may use that comes `k`-th (from 0), or the last. */
+static unsigned probe_nth(const struct shoal_router *r, const cpu_set_t *allowed, unsigned k)
+{
+	unsigned last = 0;
+
+	for (unsigned c = 0; c < SHOAL__CPUS_MAX; c++)
+		if (probe_cpu(r, allowed, c)) {
+			last = c;
+			if (k-- == 0)
+				break;
+		}
+	return last;
+}
+
+int shoal__stream_choose(struct shoal_router *r, int mode, struct shoal_err *err)
+{
+	double rtt[PROBE_PEERS];
+	unsigned n = 0, pairs = 0, peers, first;
+	cpu_set_t *allowed;
+	_Atomic uint64_t *line;
+
+	r->stream_probe_ns = 0;
+	if (mode == SHOAL_STREAM_ON || mode == SHOAL_STREAM_OFF) {
+		r->dp.stream = mode == SHOAL_STREAM_ON;
+		return 0;
+	}
+	r->dp.stream = false;
+	line = aligned_alloc(SHOAL_FALSE_SHARING, SHOAL_FALSE_SHARING);
+	if (line == NULL)
+		return shoal__fail(err, -ENOMEM, "no memory for the line probe");
+	allowed = allowed_cpus();
+	for (unsigned c = 0; c < SHOAL__CPUS_MAX; c++)
+		n += probe_cpu(r, allowed, c);
+	/* One CPU: every line is near, nothing to time. */
+	peers = n < 2 ? 0 : n - 1 < PROBE_PEERS ? n - 1 : PROBE_PEERS;
+	first = probe_nth(r, allowed, 0);
+	for (unsigned k = 1; k <= peers; k++) {
+		double ns = probe_pair(line, first, probe_nth(r, allowed, k * (n - 1) / peers));
+
+		if (ns > 0)
+			rtt[pairs++] = ns;
+	}
+	if (allowed != NULL)
+		CPU_FREE(allowed);
+	free(line);
+	if (pairs == 0)
+		return 0;
+	qsort(rtt, pairs, sizeof(rtt[0]), cmp_double);
+	r->stream_probe_ns = (uint32_t)(rtt[pairs / 2] + 0.5);
+	r->dp.stream = r->stream_probe_ns >= SHOAL__STREAM_FAR_NS;
+	return 0;
 }

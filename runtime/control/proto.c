@@ -163,6 +163,8 @@ int shoal__ctl_check(const void *buf, size_t len, struct shoal_err *err)
 		    !terminated(w->bell, sizeof(w->bell)) ||
 		    !terminated(w->mailbox, sizeof(w->mailbox)))
 			return shoal__fail(err, -EBADMSG, "WELCOME segment name not terminated");
+		if ((w->flags & ~SHOAL__WELCOME_STREAM) != 0)
+			return shoal__fail(err, -EBADMSG, "WELCOME flags 0x%x unknown", w->flags);
 		break;
 	}
 	default:

@@ -85,12 +85,15 @@ struct shoal__ctl_hello {
 	uint32_t pad;
 };
 
+/* The group streams its bursts' copies (shoal_router_stream()). */
+#define SHOAL__WELCOME_STREAM 1u
+
 struct shoal__ctl_welcome {
 	struct shoal__ctl_hdr h;
 	uint16_t group;
 	uint16_t n_workers;
 	uint16_t n_actors;
-	uint16_t pad;
+	uint16_t flags;                  /* SHOAL__WELCOME_* */
 	uint32_t gen;
 	uint32_t pad2;
 	uint64_t spin_ns;

@@ -151,6 +151,9 @@ int shoal__router_start_mode(struct shoal_router **out, const struct shoal_route
 	if (opts->yield_ns > UINT64_C(1000000000))
 		return shoal__fail(err, -EINVAL, "router yield of %llu ns is longer than 1s",
 				   (unsigned long long)opts->yield_ns);
+	if (opts->stream < SHOAL_STREAM_AUTO || opts->stream > SHOAL_STREAM_OFF)
+		return shoal__fail(err, -EINVAL, "stream mode %d is none of SHOAL_STREAM_AUTO, "
+				   "_ON and _OFF", opts->stream);
 	if (route_mode < SHOAL__ROUTE_INDEXED || route_mode > SHOAL__ROUTE_CHAIN)
 		return shoal__fail(err, -EINVAL, "unknown route mode %d", route_mode);
 	if (opts->mode != 0 && ((opts->mode & ~0777u) != 0 || (opts->mode & 0600) != 0600))
@@ -186,6 +189,9 @@ int shoal__router_start_mode(struct shoal_router **out, const struct shoal_route
 		goto fail;
 	}
 	ret = shoal__topology_read(r, opts->topology, err);
+	if (ret < 0)
+		goto fail;
+	ret = shoal__stream_choose(r, opts->stream, err);
 	if (ret < 0)
 		goto fail;
 	ret = shoal__claim_system(r, err);
@@ -380,6 +386,13 @@ void shoal_router_hold(struct shoal_router *r, bool hold)
 	for (int d = 0; d < SHOAL_MAX_NODES && !hold; d++)
 		if (r->bell != NULL)
 			shoal_doorbell_notify(&r->bell->disp[d]);
+}
+
+int shoal_router_stream(struct shoal_router *r, uint32_t *probe_ns)
+{
+	if (probe_ns != NULL)
+		*probe_ns = r->stream_probe_ns;
+	return r->dp.stream;
 }
 
 void shoal_router_stats(struct shoal_router *r, struct shoal_router_stats *st)

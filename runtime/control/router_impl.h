@@ -107,6 +107,9 @@ struct shoal_router {
 	struct bitmask *node_cpus[SHOAL_MAX_NODES];
 	uint32_t cpu_words;
 	bool numa_real;                 /* topology read from libnuma: bind memory */
+	/* The line probe's round trip (ns) that chose dp.stream under
+	 * SHOAL_STREAM_AUTO; 0: not probed (asked for, or one CPU). */
+	uint32_t stream_probe_ns;
 
 	struct shoal_seg reg_seg, bell_seg;
 	struct shoal__reg_hdr *reg;
@@ -177,6 +180,14 @@ int shoal__place_group(const struct shoal_router *r);
 int shoal__dispatcher_of_node(const struct shoal_router *r, int node);
 /* The dispatcher of `node`, started (with its inbound rings) if it is not yet. */
 int shoal__ensure_dispatcher(struct shoal_router *r, int node, struct shoal_err *err);
+/* The line round trip from which SHOAL_STREAM_AUTO streams (ns): see
+ * docs/design.md, "Streamed copies", for the measurements. */
+#define SHOAL__STREAM_FAR_NS 300u
+/* Whether the data path streams its copies (r->dp.stream), as `mode`
+ * (SHOAL_STREAM_*) says: AUTO times the line probe between CPUs of node 0
+ * (r->stream_probe_ns). Before the router's threads run. Returns 0, or
+ * -ENOMEM with the reason in *err. */
+int shoal__stream_choose(struct shoal_router *r, int mode, struct shoal_err *err);
 
 /* snapshot.c */
 /* Free a snapshot no dispatcher can see any more; NULL is ignored. */

@@ -51,7 +51,7 @@ static int check_reload(struct sup *s, const struct shoal__config *n, struct sho
 				   "instead", o->system, n->system);
 	if (n->spin_ns != o->spin_ns || n->yield_ns != o->yield_ns ||
 	    n->wake_deadline_ns != o->wake_deadline_ns ||
-	    n->mode != o->mode ||
+	    n->mode != o->mode || n->stream != o->stream ||
 	    n->uplink_capacity != o->uplink_capacity ||
 	    n->inbound_capacity != o->inbound_capacity ||
 	    n->direct_capacity != o->direct_capacity)

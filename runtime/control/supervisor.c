@@ -163,6 +163,21 @@ static uint32_t local_groups(const struct shoal__config *c, int host)
  * router's attach does not wake the loop: it looks again at each turn,
  * and turns often until then (READY_POLL_NS).
  */
+/* What router.stream chose, and on what (docs/design.md, "Streamed copies"). */
+static void say_stream(struct sup *s)
+{
+	uint32_t ns;
+	bool on = shoal_router_stream(s->router, &ns) == 1;
+
+	if (s->cfg->stream != SHOAL_STREAM_AUTO)
+		shoal__sup_event(s, "streamed copies %s (router.stream)", on ? "on" : "off");
+	else if (ns == 0)
+		shoal__sup_event(s, "streamed copies off (router.stream auto: no two CPUs to time a line between)");
+	else
+		shoal__sup_event(s, "streamed copies %s (router.stream auto: a cache line's round "
+				 "trip between two CPUs took %u ns)", on ? "on" : "off", ns);
+}
+
 static void check_ready(struct sup *s)
 {
 	char text[160];
@@ -325,6 +340,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	ro.uplink_capacity = s.cfg->uplink_capacity;
 	ro.inbound_capacity = s.cfg->inbound_capacity;
 	ro.direct_capacity = s.cfg->direct_capacity;
+	ro.stream = s.cfg->stream;
 	ret = s.admin_rd < 0 ? -errno : shoal_router_start(&s.router, &ro, err);
 	if (ret == 0) {
 		shoal__control_admin(s.router, s.admin_wr);
@@ -346,6 +362,7 @@ int shoal__supervise(const struct shoal__sup_opts *o, struct shoal_err *err)
 	s.start_ns = shoal__now_ns();
 	shoal__sup_event(&s, "system %s: router pid %d, %u groups, %u routes (%s)", s.cfg->system,
 			 (int)getpid(), s.cfg->n_groups, s.cfg->n_routes, s.cfg->path);
+	say_stream(&s);
 	if (s.host >= 0 && s.cfg->n_hosts > 1)
 		shoal__sup_event(&s, "host %s: %u of the file's %u groups run here, and the bridge "
 				 "to the %u other host%s", o->host, local_groups(s.cfg, s.host) - 1,

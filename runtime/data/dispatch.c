@@ -146,6 +146,10 @@ struct shoal__dispatcher {
 	void *out_mem;                /* what was allocated for out[] */
 	uint32_t n_dirty;
 	bool prefetchw;               /* shoal__cpu_prefetchw(): see ask_lines() */
+	/* The fewest records of a chunk that route_found() streams:
+	 * SHOAL__STREAM_MIN where the router streams (sh->stream), else
+	 * none. One compare a chunk, as with the constant alone. */
+	uint32_t stream_min;
 	bool streamed;                /* a record streamed since the last commit (stream_rec()) */
 	uint32_t *matches;
 	uint32_t cap_matches;
@@ -1060,9 +1064,9 @@ route_found(struct shoal__dispatcher *d, struct pass *ps, struct uplink *u,
 	 * records that follow one another to it (every chunk at 1 group). */
 	const struct output *last = NULL;
 	const bool w = d->prefetchw;
-	/* A chunk of a few (a request's leg) is copied with plain stores:
-	 * SHOAL__STREAM_MIN. */
-	const bool stream = n >= SHOAL__STREAM_MIN;
+	/* A chunk of a few (a request's leg) is copied with plain stores,
+	 * and every chunk where the router does not stream (d->stream_min). */
+	const bool stream = n >= d->stream_min;
 
 	if (ch->recs == NULL) {
 		/* A loop of its own: with chunk_rec()'s test in it, a register
@@ -1576,6 +1580,7 @@ int shoal__dispatcher_start(struct shoal__dispatch_shared *sh, int index,
 	if (d == NULL)
 		return -ENOMEM;
 	d->sh = sh;
+	d->stream_min = sh->stream ? SHOAL__STREAM_MIN : UINT32_MAX;
 	d->bell = bell;
 	shoal_wake_mod_init(&d->wmod, sh->wake_deadline_ns);
 	/* Our outputs may skip F2 while their consumers poll (shm/doorbell.h). */

@@ -94,6 +94,7 @@ struct shoal__dispatch_shared {
 	uint64_t spin_ns;               /* spin this long idle before sleeping */
 	uint64_t yield_ns;              /* then look this long, yielding, before sleeping */
 	uint64_t wake_deadline_ns;      /* how long a held wake-up may wait */
+	bool stream;                    /* stream the copies of a chunk (set before any start) */
 	struct shoal_doorbell *waker_bell;   /* rung by a first hold (waker.c) */
 };
 

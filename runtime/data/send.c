@@ -1411,8 +1411,9 @@ static int burst_send(struct shoal_ctx *ctx, const struct burst *b,
 	const struct shoal__ltype *t = NULL;
 	struct env_common ec;
 	uint32_t i, pending = 0, tid = 0, tlim = 0, rest = 0;
-	/* A burst of a few is written as single sends are (SHOAL__STREAM_MIN). */
-	const bool stream = n >= SHOAL__STREAM_MIN;
+	/* A burst of a few is written as single sends are (SHOAL__STREAM_MIN);
+	 * every burst is, where the router does not stream (router.stream). */
+	const bool stream = ctx->g->stream && n >= SHOAL__STREAM_MIN;
 	bool streamed = false;
 	int ret = 0;
 

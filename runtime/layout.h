@@ -73,8 +73,9 @@ static inline uint32_t shoal__ready_key_dispatcher(uint32_t d)
  * 6: dispatchers' CPU sets of any size, in their own table (cpus_off), and
  *    a latency histogram per worker (struct shoal__mbx_lat);
  * 7: groups of other hosts and their hosts marked down (remote_host, bridge,
- *    hosts_down) */
-#define SHOAL__LAYOUT_VERSION 7u
+ *    hosts_down);
+ * 8: each dispatcher's streamed copies (stream_min, stream_probe_ns) */
+#define SHOAL__LAYOUT_VERSION 8u
 #define SHOAL__MAX_TYPES 1024u
 #define SHOAL__SYSTEM_MAX 32u
 
@@ -87,10 +88,14 @@ static inline uint32_t shoal__ready_key_dispatcher(uint32_t d)
 #define SHOAL__CPU_WORDS_MAX (SHOAL__CPUS_MAX / 64)
 
 /* Per-dispatcher counters, written by that dispatcher only. Its CPU set is
- * in the registry's CPU table (struct shoal__reg_hdr, cpus_off). */
+ * in the registry's CPU table (struct shoal__reg_hdr, cpus_off). Its node
+ * and streamed copies are router-written before the dispatcher counts in
+ * n_dispatchers (R8 in placement.c) and never change. */
 struct shoal__reg_dispatcher {
 	int32_t node;
-	uint32_t pad0;
+	/* The fewest records of a chunk it writes with streamed stores, 0:
+	 * none (router.stream, docs/design.md "Streamed copies"). */
+	uint32_t stream_min;
 	_Atomic uint64_t batches;        /* loop passes that moved at least one message */
 	_Atomic uint64_t messages;       /* records taken from uplinks */
 	_Atomic uint64_t delivered;      /* copies written into inbound rings */
@@ -103,7 +108,11 @@ struct shoal__reg_dispatcher {
 	_Atomic uint64_t discarded;      /* matches of SHOAL_ROUTE_DISCARD filters */
 	_Atomic uint64_t corrupt;        /* rings it found corrupted and condemned */
 	_Atomic uint64_t dropped_corrupt; /* copies dropped: destination ring corrupted */
-	uint8_t pad1[SHOAL_FALSE_SHARING - 104];
+	/* The line round trip that router.stream auto timed at the router's
+	 * start (ns); 0: not timed (on or off asked, or one CPU). */
+	uint32_t stream_probe_ns;
+	uint32_t pad0;
+	uint8_t pad1[SHOAL_FALSE_SHARING - 112];
 };
 
 /* The system's state in the registry header; the tools name them too. */
@@ -342,6 +351,8 @@ struct shoal__bell {
 };
 
 static_assert(sizeof(struct shoal__reg_dispatcher) == SHOAL_FALSE_SHARING, "registry ABI");
+static_assert(offsetof(struct shoal__reg_dispatcher, stream_min) == 4, "registry ABI");
+static_assert(offsetof(struct shoal__reg_dispatcher, stream_probe_ns) == 104, "registry ABI");
 static_assert(offsetof(struct shoal__reg_hdr, disp) == SHOAL_FALSE_SHARING, "registry ABI");
 static_assert(sizeof(struct shoal__reg_type) == 64, "registry ABI");
 static_assert(offsetof(struct shoal__reg_group, stats) == 192, "registry ABI");

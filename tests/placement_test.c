@@ -291,11 +291,13 @@ static void placement_real_node_keeps_to_the_routers_cpus(void **state)
  * router.stream auto, on a machine of two CPUs or more that this process
  * may run on: the router times a line's round trip between two of them,
  * streams exactly when it is SHOAL__STREAM_FAR_NS or longer, and leaves no
- * probe thread behind. A group attached gets the choice.
+ * probe thread behind. A group attached gets the choice, and the registry
+ * shows it to the tools.
  */
 static void placement_stream_auto_times_a_line_between_two_cpus(void **state)
 {
 	cpu_set_t *set = CPU_ALLOC(SHOAL__CPUS_MAX);
+	struct shoal__registry reg;
 	struct shoal_group *g;
 	uint32_t ns = 0;
 	int on;
@@ -317,6 +319,12 @@ static void placement_stream_auto_times_a_line_between_two_cpus(void **state)
 	assert_int_equal(threads_named("shoal-probe", NULL), 0);
 	g = rt_attach_here("g", 1, 1);
 	assert_int_equal(g->stream, on);
+	/* What the tools read: the dispatcher's registry entry. */
+	assert_int_equal(shoal__registry_attach(&reg, rt_sysname, SHOAL_SEG_RDONLY, NULL), 0);
+	assert_int_equal(reg.hdr->n_dispatchers, 1);
+	assert_int_equal(reg.hdr->disp[0].stream_min, on ? SHOAL__STREAM_MIN : 0);
+	assert_int_equal(reg.hdr->disp[0].stream_probe_ns, ns);
+	shoal_seg_detach(&reg.seg);
 	shoal_group_detach(g);
 	rt_stop_router();
 }

@@ -99,9 +99,11 @@ static int system_up(void **state)
 
 	(void)state;
 	rt_yield_ns = 250000;   /* router.yield, for stat to show */
+	rt_stream = SHOAL_STREAM_ON;   /* router.stream, the same whatever the placement */
 	if (rt_start_router(SYSTEM, NULL, 0) < 0)
 		return -1;
 	rt_yield_ns = 0;
+	rt_stream = SHOAL_STREAM_AUTO;
 	fx.router_up = true;
 	fx.id_gated = rt_declare("gated", 1, 1);
 	fx.id_prod = rt_declare("prod", 1, 1);
@@ -284,6 +286,7 @@ static void tool_stat_shows_router_types_and_groups(void **state)
 		   "  groups        3 declared, 1 running, 0 stopped, 0 failed, 0 restarts\n");
 	assert_has(r.out, "  routes        1 ");
 	assert_has(r.out, ", idle spin 20.0 us, then yield 250.0 us\n");
+	assert_has(r.out, "\n  copies        streamed (router.stream on)\n");
 	assert_has(r.out, "\nDispatchers\n");
 	assert_has(r.out, "\nMessage types\n");
 	assert_has(r.out, "ping");
@@ -319,6 +322,7 @@ static void tool_stat_json_counts_what_is_queued(void **state)
 	assert_has(r.out, "\"name\": \"prod\",\n      \"state\": \"down\"");
 	assert_has(r.out, "\"name\": \"idle\",\n      \"state\": \"down\"");
 	assert_has(r.out, "\"delivered\": 10");
+	assert_has(r.out, "\"stream_min\": 8,\n      \"stream_probe_ns\": 0\n");
 	assert_has(r.out, "\"sent_routed\": 10");
 	assert_has(r.out, "\"queued\": 10,");
 	assert_has(r.out, "\"name\": \"in.0.d0\",");

@@ -114,6 +114,20 @@ static void field(const char *label, const char *fmt, ...)
 	putchar('\n');
 }
 
+/* How the dispatchers write what they route (router.stream: the same for
+ * all; dispatcher 0's word). */
+static void text_copies(const struct shoal__disp_view *dv)
+{
+	const char *how = dv->stream_min > 0 ? "streamed" : "plain stores";
+
+	if (dv->stream_probe_ns > 0)
+		field("copies", "%s (router.stream auto: a cache line's round trip took %u ns "
+		      "at start)", how, dv->stream_probe_ns);
+	else
+		field("copies", "%s (router.stream %s)", how,
+		      dv->stream_min > 0 ? "on" : "off, or auto on one CPU");
+}
+
 static void text_system(const struct shoal__sys_view *v)
 {
 	struct shoal__sys_counts n;
@@ -134,6 +148,8 @@ static void text_system(const struct shoal__sys_view *v)
 	      v->n_dispatchers == 1 ? "" : "s", shoal__fmt_duration(spin, sizeof(spin),
 								       v->spin_ns),
 	      v->yield_ns > 0 ? ", then yield " : "", v->yield_ns > 0 ? yield : "");
+	if (v->n_dispatchers > 0)
+		text_copies(&v->disp[0]);
 	field("routes", "%u (published %u times)", v->n_routes, v->route_version);
 	field("groups", "%u declared, %u running, %u stopped, %u failed, %llu restarts",
 	      n.declared, n.running, n.stopped, n.failed, (unsigned long long)n.restarts);
@@ -591,6 +607,8 @@ static void json_dispatchers(struct shoal__json *j, const struct shoal__sys_view
 		shoal__json_uint(j, "discarded", dv->discarded);
 		shoal__json_uint(j, "sleeps", dv->sleeps);
 		shoal__json_uint(j, "busy_ns", dv->busy_ns);
+		shoal__json_uint(j, "stream_min", dv->stream_min);
+		shoal__json_uint(j, "stream_probe_ns", dv->stream_probe_ns);
 		shoal__json_object_end(j);
 	}
 	shoal__json_array_end(j);

@@ -216,6 +216,8 @@ static void read_dispatchers(struct shoal__sys_view *v, struct shoal__reg_hdr *h
 		struct shoal__disp_view *dv = &v->disp[d];
 
 		dv->node = rd->node;
+		dv->stream_min = rd->stream_min;
+		dv->stream_probe_ns = rd->stream_probe_ns;
 		/* Bounded: d < SHOAL_MAX_NODES, cpu_words <= SHOAL__CPU_WORDS_MAX,
 		 * the table's room in the region (shoal__registry_attach()). */
 		memcpy(dv->cpus, cpus + d * v->cpu_words, v->cpu_words * sizeof(uint64_t));

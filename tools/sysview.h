@@ -41,6 +41,8 @@ struct shoal__disp_view {
 	uint64_t batches, messages, delivered, no_route, dropped_full, dropped_dead;
 	uint64_t malformed, sleeps, busy_ns, discarded;
 	uint64_t corrupt, dropped_corrupt;   /* rings condemned; copies dropped for them */
+	uint32_t stream_min;                 /* fewest records a chunk streamed, 0: none */
+	uint32_t stream_probe_ns;            /* router.stream auto's line round trip, 0: none */
 	struct shoal__bell_counts doorbell;  /* when the view has_bells */
 };
 

@@ -158,6 +158,8 @@ int shoal__ensure_dispatcher(struct shoal_router *r, int node, struct shoal_err 
 		return shoal__fail(err, ret, "cannot add inbound rings for the dispatcher of node "
 				   "%d: %s", node, strerror(-ret));
 	r->reg->disp[d].node = node;
+	r->reg->disp[d].stream_min = r->stream ? SHOAL__STREAM_MIN : 0;
+	r->reg->disp[d].stream_probe_ns = r->stream_probe_ns;
 	for (uint32_t i = 0; i < r->cpu_words * 64; i++)
 		if (numa_bitmask_isbitset(r->node_cpus[node], i))
 			r->cpus[d * r->cpu_words + i / 64] |= UINT64_C(1) << (i % 64);
@@ -171,8 +173,8 @@ int shoal__ensure_dispatcher(struct shoal_router *r, int node, struct shoal_err 
 				   strerror(-ret));
 	r->disp_node[d] = node;
 	r->n_disp = d + 1;
-	/* R8: pairs with A8 in the tools' registry readers: d's node and
-	 * CPU set before the count that includes d. */
+	/* R8: pairs with A8 in the tools' registry readers: d's node, CPU
+	 * set and streamed copies before the count that includes d. */
 	shoal_store_release(&r->reg->n_dispatchers, (uint32_t)r->n_disp);
 	return d;
 }
@@ -290,10 +292,10 @@ int shoal__stream_choose(struct shoal_router *r, int mode, struct shoal_err *err
 
 	r->stream_probe_ns = 0;
 	if (mode == SHOAL_STREAM_ON || mode == SHOAL_STREAM_OFF) {
-		r->dp.stream = mode == SHOAL_STREAM_ON;
+		r->stream = mode == SHOAL_STREAM_ON;
 		return 0;
 	}
-	r->dp.stream = false;
+	r->stream = false;
 	line = aligned_alloc(SHOAL_FALSE_SHARING, SHOAL_FALSE_SHARING);
 	if (line == NULL)
 		return shoal__fail(err, -ENOMEM, "no memory for the line probe");
@@ -316,6 +318,6 @@ int shoal__stream_choose(struct shoal_router *r, int mode, struct shoal_err *err
 		return 0;
 	qsort(rtt, pairs, sizeof(rtt[0]), cmp_double);
 	r->stream_probe_ns = (uint32_t)(rtt[pairs / 2] + 0.5);
-	r->dp.stream = r->stream_probe_ns >= SHOAL__STREAM_FAR_NS;
+	r->stream = r->stream_probe_ns >= SHOAL__STREAM_FAR_NS;
 	return 0;
 }

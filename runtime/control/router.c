@@ -392,7 +392,7 @@ int shoal_router_stream(struct shoal_router *r, uint32_t *probe_ns)
 {
 	if (probe_ns != NULL)
 		*probe_ns = r->stream_probe_ns;
-	return r->dp.stream;
+	return r->stream;
 }
 
 void shoal_router_stats(struct shoal_router *r, struct shoal_router_stats *st)

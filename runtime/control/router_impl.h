@@ -107,8 +107,12 @@ struct shoal_router {
 	struct bitmask *node_cpus[SHOAL_MAX_NODES];
 	uint32_t cpu_words;
 	bool numa_real;                 /* topology read from libnuma: bind memory */
-	/* The line probe's round trip (ns) that chose dp.stream under
-	 * SHOAL_STREAM_AUTO; 0: not probed (asked for, or one CPU). */
+	/* Whether the data path streams its copies (router.stream), and
+	 * the line probe's round trip (ns) that chose it under
+	 * SHOAL_STREAM_AUTO; 0: not probed (asked for, or one CPU). Set at
+	 * start; the dispatchers find it in their registry entry, groups in
+	 * the welcome. */
+	bool stream;
 	uint32_t stream_probe_ns;
 
 	struct shoal_seg reg_seg, bell_seg;
@@ -183,7 +187,7 @@ int shoal__ensure_dispatcher(struct shoal_router *r, int node, struct shoal_err 
 /* The line round trip from which SHOAL_STREAM_AUTO streams (ns): see
  * docs/design.md, "Streamed copies", for the measurements. */
 #define SHOAL__STREAM_FAR_NS 300u
-/* Whether the data path streams its copies (r->dp.stream), as `mode`
+/* Whether the data path streams its copies (r->stream), as `mode`
  * (SHOAL_STREAM_*) says: AUTO times the line probe between CPUs of node 0
  * (r->stream_probe_ns). Before the router's threads run. Returns 0, or
  * -ENOMEM with the reason in *err. */

@@ -160,7 +160,7 @@ static int handle_hello(struct shoal_router *r, int fd, const struct shoal__ctl_
 	w->n_workers = s->n_workers;
 	w->n_actors = s->n_actors;
 	w->gen = gen;
-	w->flags = r->dp.stream ? SHOAL__WELCOME_STREAM : 0;
+	w->flags = r->stream ? SHOAL__WELCOME_STREAM : 0;
 	w->spin_ns = r->dp.spin_ns;
 	w->yield_ns = r->dp.yield_ns;
 	w->wake_deadline_ns = r->dp.wake_deadline_ns;

@@ -146,9 +146,9 @@ struct shoal__dispatcher {
 	void *out_mem;                /* what was allocated for out[] */
 	uint32_t n_dirty;
 	bool prefetchw;               /* shoal__cpu_prefetchw(): see ask_lines() */
-	/* The fewest records of a chunk that route_found() streams:
-	 * SHOAL__STREAM_MIN where the router streams (sh->stream), else
-	 * none. One compare a chunk, as with the constant alone. */
+	/* The fewest records of a chunk that route_found() streams: the
+	 * router's word in our registry entry (stats->stream_min), or none.
+	 * One compare a chunk, as with a constant. */
 	uint32_t stream_min;
 	bool streamed;                /* a record streamed since the last commit (stream_rec()) */
 	uint32_t *matches;
@@ -1580,7 +1580,7 @@ int shoal__dispatcher_start(struct shoal__dispatch_shared *sh, int index,
 	if (d == NULL)
 		return -ENOMEM;
 	d->sh = sh;
-	d->stream_min = sh->stream ? SHOAL__STREAM_MIN : UINT32_MAX;
+	d->stream_min = stats->stream_min != 0 ? stats->stream_min : UINT32_MAX;
 	d->bell = bell;
 	shoal_wake_mod_init(&d->wmod, sh->wake_deadline_ns);
 	/* Our outputs may skip F2 while their consumers poll (shm/doorbell.h). */

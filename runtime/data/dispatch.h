@@ -94,7 +94,6 @@ struct shoal__dispatch_shared {
 	uint64_t spin_ns;               /* spin this long idle before sleeping */
 	uint64_t yield_ns;              /* then look this long, yielding, before sleeping */
 	uint64_t wake_deadline_ns;      /* how long a held wake-up may wait */
-	bool stream;                    /* stream the copies of a chunk (set before any start) */
 	struct shoal_doorbell *waker_bell;   /* rung by a first hold (waker.c) */
 };
 
@@ -103,7 +102,8 @@ struct bitmask;   /* libnuma's CPU set (<numa.h>), of any size */
 
 /*
  * Start dispatcher `index`: it drains the uplinks that `sh->snap` lists for
- * it, sleeps on `bell`, and publishes its counters in `stats`. On success
+ * it, sleeps on `bell`, and publishes its counters in `stats`, whose
+ * stream_min (set before) says which chunks it streams. On success
  * the thread is named shoal-disp-<index> and pinned to `cpus` as
  * shoal__thread_start() pins.
  */

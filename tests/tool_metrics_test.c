@@ -389,9 +389,11 @@ static int system_up(void **state)
 
 	(void)state;
 	rt_yield_ns = 250000;   /* router.yield, for the metrics to show */
+	rt_stream = SHOAL_STREAM_OFF;   /* router.stream, the same whatever the placement */
 	if (rt_start_router(SYSTEM, NULL, 0) < 0)
 		return -1;
 	rt_yield_ns = 0;
+	rt_stream = SHOAL_STREAM_AUTO;
 	fx.router_up = true;
 	fx.id_sink = rt_declare("sink", SINK_WORKERS, 2);
 	fx.id_src = rt_declare("src", 1, 1);
@@ -523,6 +525,11 @@ static void tool_metrics_values_match_the_system(void **state)
 	assert_has(text, "shoal_worker_doorbell_sleeps_total{group=\"sink\",worker=\"1\","
 			 "doorbell=\"space\"} ");
 	assert_has(text, "shoal_dispatcher_doorbell_wakes_total{dispatcher=\"0\",node=\"0\"} ");
+	/* router.stream off: no chunk streamed, nothing timed. */
+	assert_int_equal(metric(text, "shoal_dispatcher_stream_min{dispatcher=\"0\",node=\"0\"}"),
+			 0);
+	assert_int_equal(metric(text, "shoal_dispatcher_stream_probe_seconds{dispatcher=\"0\","
+				"node=\"0\"}"), 0);
 	assert_has(text, "shoal_system_waker_sleeps_total ");
 
 	/* At this quiet moment `shoal stat --json` says the same. */

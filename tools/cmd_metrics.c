@@ -201,6 +201,10 @@ static const struct fam disp_fams[] = {
 	  "Futex waits the dispatcher entered on its doorbell" },
 	{ "shoal_dispatcher_doorbell_wakes", COUNTER, NULL,
 	  "Futex wakes producers made on the dispatcher's doorbell" },
+	{ "shoal_dispatcher_stream_min", GAUGE, NULL,
+	  "Fewest records of a chunk the dispatcher writes with streamed stores, 0: none" },
+	{ "shoal_dispatcher_stream_probe_seconds", GAUGE, "seconds",
+	  "Cache line round trip that router.stream auto timed at start, 0: not timed", true },
 };
 
 static bool disp_next(const struct shoal__sys_view *v, struct cursor *c)
@@ -219,6 +223,7 @@ static bool disp_next(const struct shoal__sys_view *v, struct cursor *c)
 	x[7] = d->malformed, x[8] = d->discarded, x[9] = d->corrupt, x[10] = d->sleeps;
 	x[11] = d->busy_ns;
 	x[12] = d->doorbell.sleeps, x[13] = d->doorbell.wakes;
+	x[14] = d->stream_min, x[15] = d->stream_probe_ns;
 	c->have[12] = c->have[13] = v->have_bells;
 	c->a++;
 	return true;

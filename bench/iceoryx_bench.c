@@ -38,6 +38,11 @@
  *                                  publisher waits instead of dropping)
  *                   shoal-burst    shoal_try_send_to_burst() of 32
  *                   shoal-batch    the same, the receiver's handler on_batch
+ *                   shoal-burst-nostream  shoal-burst with router.stream off
+ *                                  (plain stores, as where lines are near),
+ *                                  whatever --stream says: beside
+ *                                  shoal-burst, what streaming is worth in
+ *                                  the placement of the run
  *                   plain, plain-128  the plain ring, one release store a
  *                                  message (the consumer's: one a batch)
  *                   plain-burst, plain-burst-128  one release store a 32
@@ -147,6 +152,7 @@ enum contender {
 	C_IOX_TPUT,
 	C_SHOAL_BURST,
 	C_SHOAL_BATCH,
+	C_SHOAL_BURST_NOSTREAM,
 	C_PLAIN_PP,
 	C_PLAIN_PP_REC,
 	C_PLAIN_PP_SUM,
@@ -181,6 +187,7 @@ static const struct {
 	bool sleep;               /* receivers sleep (Shoal spin 1 ns / waitset) */
 	uint32_t slot, batch;     /* plain: slot bytes, messages per publication */
 	bool summary;             /* plain: a ready summary, as Shoal's poll reads */
+	bool no_stream;           /* Shoal: router.stream off, whatever --stream says */
 } contenders[C_COUNT] = {
 	[C_SHOAL_DIRECT] = { "shoal-direct", "Shoal shoal_send_to() both ways, shoal_poll(ctx, 0, 0) loop",
 			     K_PINGPONG, L_SHOAL, false },
@@ -200,6 +207,9 @@ static const struct {
 			    K_TPUT, L_SHOAL, false },
 	[C_SHOAL_BATCH] = { "shoal-batch", "as shoal-burst, the receiver's handler on_batch",
 			    K_TPUT, L_SHOAL, false },
+	[C_SHOAL_BURST_NOSTREAM] = { "shoal-burst-nostream", "as shoal-burst, router.stream off: "
+				     "the records written with plain stores", K_TPUT, L_SHOAL,
+				     false, .no_stream = true },
 	[C_PLAIN_PP] = { "plain", "the limit: a plain fixed-slot SPSC ring each way, 64-byte slots, "
 			 "one release store per message", K_PINGPONG, L_PLAIN, false, MSG_BYTES, 1 },
 	[C_PLAIN_PP_REC] = { "plain-128", "as plain, 128-byte slots: the bytes of a 64-byte Shoal "
@@ -220,7 +230,7 @@ static const struct {
 				"message's bytes)", K_TPUT, L_PLAIN, false, PLAIN_REC_BYTES, BURST },
 };
 
-#define CASE_MAX 8
+#define CASE_MAX 9
 static const struct {
 	const char *name;
 	const char *title;
@@ -233,9 +243,9 @@ static const struct {
 	    C_PLAIN_PP_SUM }, 1.0 },
 	{ "pingpong-sleep", "Ping-pong round trip, 64 B, receivers sleep until woken", 2,
 	  { C_SHOAL_SLEEP, C_IOX_WAITSET }, 0.5 },
-	{ "tput", "One-way throughput, 64 B, receiver busy polling", 8,
-	  { C_SHOAL_TPUT, C_IOX_TPUT, C_SHOAL_BURST, C_SHOAL_BATCH, C_PLAIN_TPUT, C_PLAIN_TPUT_REC,
-	    C_PLAIN_BURST, C_PLAIN_BURST_REC }, 1.0 },
+	{ "tput", "One-way throughput, 64 B, receiver busy polling", 9,
+	  { C_SHOAL_TPUT, C_IOX_TPUT, C_SHOAL_BURST, C_SHOAL_BATCH, C_SHOAL_BURST_NOSTREAM,
+	    C_PLAIN_TPUT, C_PLAIN_TPUT_REC, C_PLAIN_BURST, C_PLAIN_BURST_REC }, 1.0 },
 };
 
 /* The plain contender each contender is measured against (the limit of
@@ -257,6 +267,7 @@ static enum contender limit_of(enum contender c)
 		return C_PLAIN_TPUT;
 	case C_SHOAL_BURST:
 	case C_SHOAL_BATCH:
+	case C_SHOAL_BURST_NOSTREAM:
 	case C_PLAIN_BURST_REC:
 	case C_PLAIN_BURST:
 		return C_PLAIN_BURST;
@@ -749,7 +760,8 @@ static int shoal_side(struct side *s)
 		goto out;
 	}
 	barrier(4);
-	ret = side_run(s, c == C_SHOAL_BURST || c == C_SHOAL_BATCH ? &shoal_burst_lib : &shoal_lib,
+	ret = side_run(s, c == C_SHOAL_BURST || c == C_SHOAL_BATCH || c == C_SHOAL_BURST_NOSTREAM ?
+			  &shoal_burst_lib : &shoal_lib,
 		       &x, 5);
 out:
 	shoal_group_detach(g);
@@ -1565,7 +1577,8 @@ struct sample {
 };
 
 static unsigned sample_counter;
-/* --stream, and how many Shoal samples streamed their copies (of how many). */
+/* --stream, and how many Shoal samples streamed their copies (of how many;
+ * shoal-burst-nostream's, which never do, not counted). */
 static int stream_mode = SHOAL_STREAM_AUTO;
 static unsigned stream_on, stream_samples;
 
@@ -1599,7 +1612,7 @@ static int sample_run(enum contender c, uint64_t duration_ns, const int cpu[2], 
 			.direct_capacity = SHOAL_DIRECT_CAP,
 			/* Sleeping variant: sleep on the doorbell at once. */
 			.spin_ns = contenders[c].sleep ? 1 : 0,
-			.stream = stream_mode,
+			.stream = contenders[c].no_stream ? SHOAL_STREAM_OFF : stream_mode,
 		};
 		struct shoal_err err = { { 0 } };
 
@@ -1609,8 +1622,10 @@ static int sample_run(enum contender c, uint64_t duration_ns, const int cpu[2], 
 				err.msg);
 			return ret;
 		}
-		stream_on += shoal_router_stream(router, NULL) == 1;
-		stream_samples++;
+		if (!contenders[c].no_stream) {
+			stream_on += shoal_router_stream(router, NULL) == 1;
+			stream_samples++;
+		}
 	}
 	fflush(NULL);
 	/* RouDi dying under the sides fails the sample: nothing iceoryx can run any more. */
@@ -1954,6 +1969,10 @@ static void report_limits(FILE *f, const struct plan *pl)
 		{ C_SHOAL_TPUT, C_PLAIN_TPUT, 1, 0.7, "API direct one-way (`try_send_to`) ÷ plain" },
 		{ C_SHOAL_BURST, C_PLAIN_BURST, 1, 0.9, "API burst of 32 ÷ plain-burst" },
 		{ C_SHOAL_BATCH, C_PLAIN_BURST, 1, 0.9, "API burst of 32, on_batch ÷ plain-burst" },
+		{ C_SHOAL_BURST_NOSTREAM, C_PLAIN_BURST, 0, 0,
+		  "API burst of 32, router.stream off ÷ plain-burst" },
+		{ C_SHOAL_BURST, C_SHOAL_BURST_NOSTREAM, 0, 0,
+		  "streaming: API burst ÷ the same with router.stream off" },
 		{ C_PLAIN_PP_REC, C_PLAIN_PP, 0, 0, "the bytes: plain-128 round trip ÷ plain" },
 		{ C_PLAIN_PP_SUM, C_PLAIN_PP, 0, 0, "the summary: plain-summary round trip ÷ plain" },
 		{ C_PLAIN_TPUT_REC, C_PLAIN_TPUT, 0, 0, "the bytes: plain-128 one-way ÷ plain" },

@@ -172,7 +172,8 @@ static void say_stream(struct sup *s)
 	if (s->cfg->stream != SHOAL_STREAM_AUTO)
 		shoal__sup_event(s, "streamed copies %s (router.stream)", on ? "on" : "off");
 	else if (ns == 0)
-		shoal__sup_event(s, "streamed copies off (router.stream auto: no two CPUs to time a line between)");
+		shoal__sup_event(s, "streamed copies off (router.stream auto: no two CPUs to "
+				 "time a line between)");
 	else
 		shoal__sup_event(s, "streamed copies %s (router.stream auto: a cache line's round "
 				 "trip between two CPUs took %u ns)", on ? "on" : "off", ns);

@@ -170,6 +170,17 @@ static inline void shoal__stream_copy(void *dst, const void *src, uint32_t n)
 	const unsigned char *s = src;
 	uint32_t i = 0;
 
+	/* Four words a turn: a turn of one word cost 4.5 instructions of
+	 * loop for its two of copy (a 64-byte payload: 36 of 52). */
+	for (; i + 32 <= n; i += 32) {
+		uint64_t w0 = shoal__get_word(s, i), w1 = shoal__get_word(s, i + 8);
+		uint64_t w2 = shoal__get_word(s, i + 16), w3 = shoal__get_word(s, i + 24);
+
+		shoal__stream_word(d + i, w0);
+		shoal__stream_word(d + i + 8, w1);
+		shoal__stream_word(d + i + 16, w2);
+		shoal__stream_word(d + i + 24, w3);
+	}
 	for (; i + 8 <= n; i += 8)
 		shoal__stream_word(d + i, shoal__get_word(s, i));
 	if (i < n) {

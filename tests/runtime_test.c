@@ -1179,7 +1179,12 @@ static void runtime_burst_runs_of_any_length_arrive_whole(void **state)
 					 1, 7, 16, 17, 40, 40, 63, 63, 63, 9, 15, 48, 48 };
 
 	(void)state;
-	burst_runs("rt-runs", lens, sizeof(lens) / sizeof(lens[0]), 2, 64, 32, 24);
+	for (int on = 1; on >= 0; on--) {
+		/* Streamed (shoal__stream_copy(): four words a turn, one, a
+		 * partial one) and plain, whatever the placement. */
+		rt_stream = on ? SHOAL_STREAM_ON : SHOAL_STREAM_OFF;
+		burst_runs("rt-runs", lens, sizeof(lens) / sizeof(lens[0]), 2, 64, 32, 24);
+	}
 }
 
 /*

@@ -32,8 +32,9 @@
  * at most `max_ns`; the timed trips go in batches of `batch` (1..rounds).
  * Returns the round trip in ns: the mean of the batch with the lowest
  * mean (a batch that waited for a time slice does not count against the
- * others; batch == rounds: the mean of them all), or 0 when no batch was
- * complete. Ends the pong in any case. `line` starts at 0.
+ * others; batch == rounds: the mean of them all); when `max_ns` ended it
+ * before any batch was complete, the mean of the trips it timed; 0 when it
+ * timed none. Ends the pong in any case. `line` starts at 0.
  */
 double shoal__probe_ping(_Atomic uint64_t *line, uint32_t warmup, uint32_t rounds,
 			 uint32_t batch, uint64_t max_ns);

@@ -1927,6 +1927,151 @@ static void runtime_on_batch_takes_runs_and_its_request_keeps_their_payloads(voi
 }
 
 /*
+ * on_batch is handed a run while its records are for one actor and each
+ * passes the checks a message alone passes, whether or not a record's
+ * checked words repeat the one's before it; each message's latency counts
+ * once, in its bucket, whether the batch's send times share one bucket or
+ * not. A sender process writes one run of records (one payload length) to
+ * the two actors of group "rb", which polls once they are all in:
+ *   seq 0-3   actor 0, one send time BL_OLD_NS ago      -> a batch of 4
+ *   seq 4-5   actor 1, fresh                              -> a batch of 2
+ *   seq 6-8   actor 0: BL_OLD_NS ago, fresh, an hour ahead -> a batch of 3
+ *   seq 9     actor 0, an earlier generation's address    -> stale, alone
+ *   seq 10-13 actor 0, T_PING then two T_PONG, fresh      -> a batch of 4
+ * The envelopes are written over after shoal_reserve(), as a peer could.
+ */
+#define BL_N 14u
+#define BL_OLD_NS UINT64_C(10000000000)   /* 10 s */
+#define BL_SECOND INT64_C(1000000000)
+
+struct bl_call {
+	uint16_t slot;
+	uint32_t n;
+	uint64_t first;
+};
+
+static struct {
+	struct bl_call call[8];
+	uint32_t calls, alone, wrong;
+} bl;
+
+static void bl_on_message(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	(void)a;
+	(void)m;
+	bl.alone++;
+}
+
+static void bl_on_batch(struct shoal_actor *a, const struct shoal_msg *msgs, uint32_t n)
+{
+	struct msg v;
+
+	for (uint32_t k = 0; k < n; k++) {
+		memcpy(&v, msgs[k].data, sizeof(v));
+		if (k > 0 && v.seq != bl.call[bl.calls % 8].first + k)
+			bl.wrong++;
+		if (k == 0)
+			bl.call[bl.calls % 8] = (struct bl_call){ a->slot, n, v.seq };
+		if (msgs[k].type != (v.seq >= 12 ? T_PONG : T_PING) || msgs[k].len != sizeof(v))
+			bl.wrong++;
+	}
+	bl.calls++;
+}
+
+static int bl_sender_main(void *arg)
+{
+	struct child *c = arg;
+	struct shoal_group *g = rt_child_attach(c, "bs", rt_count_handler);
+	struct shoal_ctx *ctx;
+	uint64_t to[2];
+
+	if (g == NULL)
+		return 10;
+	ctx = shoal_group_worker(g, 0);
+	to[0] = shoal_group_lookup(g, "rb", 0);
+	to[1] = shoal_group_lookup(g, "rb", 1);
+	if (to[0] == 0 || to[1] == 0 || shoal_connect(ctx, to[0], 10 * BL_SECOND) < 0)
+		return 11;
+	for (uint64_t seq = 0; seq < BL_N; seq++) {
+		struct msg v = { .seq = seq };
+		struct shoal_envelope env;
+		void *buf;
+
+		if (shoal_reserve(ctx, to[seq == 4 || seq == 5], seq >= 12 ? T_PONG : T_PING,
+				  sizeof(v), &buf) < 0)
+			return 12;
+		memcpy(buf, &v, sizeof(v));
+		memcpy(&env, (char *)buf - sizeof(env), sizeof(env));
+		if (seq <= 3 || seq == 6)
+			env.send_ns -= BL_OLD_NS;
+		else if (seq == 8)
+			env.send_ns += 3600 * (uint64_t)BL_SECOND;
+		else if (seq == 9)
+			env.dest = shoal_addr_make((uint16_t)shoal_addr_group(env.dest),
+						   shoal_addr_slot(env.dest),
+						   shoal_addr_gen(env.dest) + 1);
+		memcpy((char *)buf - sizeof(env), &env, sizeof(env));
+		shoal_commit(ctx);
+	}
+	shoal_group_detach(g);
+	return 0;
+}
+
+static void runtime_on_batch_stops_where_a_record_differs_and_counts_each_latency(void **state)
+{
+	static const struct bl_call want[] = { { 0, 4, 0 }, { 1, 2, 4 }, { 0, 3, 6 }, { 0, 4, 10 } };
+	struct shoal_group_desc d = { .name = "rb", .n_workers = 1, .n_actors = 2,
+				      .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = bl_on_message, .on_batch = bl_on_batch,
+				      .node = -1 };
+	struct child sender = { .index = 1, .name = "bs" };
+	struct shoal_err err = { { 0 } };
+	struct shoal__mbx_hdr *h;
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+	struct shoal_seg seg;
+	uint64_t old = 0, fresh = 0;
+	uint32_t old_b = shoal__lat_bucket(BL_OLD_NS);
+
+	(void)state;
+	memset(&bl, 0, sizeof(bl));
+	assert_int_equal(rt_start_router("rt-batchlat", NULL, 0), 0);
+	assert_int_equal(shoal_group_attach(&g, &d, NULL, &err), 0);
+	ctx = shoal_group_worker(g, 0);
+	test_assert_exited(test_wait_pid(test_spawn(bl_sender_main, &sender, sizeof(sender)),
+					 60000),
+			   0);
+	rt_mailbox_map("rb", &seg);
+	h = shoal__mailbox_hdr(&seg);
+	assert_non_null(h);
+	for (int i = 0; i < 10000 && atomic_load(&h->w[0].handled) +
+						 atomic_load(&h->w[0].stale) < BL_N; i++)
+		shoal_poll(ctx, 0, 1000000);
+	assert_int_equal(atomic_load(&h->w[0].handled), BL_N - 1);
+	assert_int_equal(atomic_load(&h->w[0].stale), 1);
+	assert_int_equal(bl.alone, 0);
+	assert_int_equal(bl.wrong, 0);
+	assert_int_equal(bl.calls, 4);
+	for (unsigned k = 0; k < 4; k++) {
+		assert_int_equal(bl.call[k].slot, want[k].slot);
+		assert_int_equal(bl.call[k].n, want[k].n);
+		assert_int_equal(bl.call[k].first, want[k].first);
+	}
+	/* Five sent BL_OLD_NS ago, seven fresh (polled well within it),
+	 * one ahead: out of range. */
+	for (uint32_t b = 0; b < SHOAL__LAT_BUCKETS; b++)
+		*(b >= old_b ? &old : &fresh) += atomic_load(&h->lat[0].bucket[b]);
+	assert_int_equal(old, 5);
+	assert_int_equal(fresh, 7);
+	assert_int_equal(atomic_load(&h->lat[0].out_of_range), 1);
+	assert_true(atomic_load(&h->lat[0].sum_ns) >= 5 * (uint64_t)BL_OLD_NS);
+	assert_true(atomic_load(&h->lat[0].sum_ns) < 12 * (uint64_t)BL_OLD_NS);
+	shoal_seg_detach(&seg);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
+/*
  * While a request waits, the asker drains only the responder's rings: a
  * third group sending to it meanwhile fills its ring and is refused
  * (back-pressure), instead of the asker setting aside all it sends; after
@@ -2183,6 +2328,7 @@ int main(void)
 		RT_CASE(runtime_request_in_a_handler_survives_its_ring_table_growing),
 		RT_CASE(runtime_request_to_the_sender_of_a_run_keeps_its_order),
 		RT_CASE(runtime_on_batch_takes_runs_and_its_request_keeps_their_payloads),
+		RT_CASE(runtime_on_batch_stops_where_a_record_differs_and_counts_each_latency),
 		RT_CASE(runtime_attach_to_a_router_that_never_answers_times_out),
 		RT_CASE(runtime_request_to_a_stuck_router_times_out_and_its_late_reply_is_dropped),
 	};

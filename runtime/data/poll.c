@@ -10,6 +10,7 @@
  * as stale (counted).
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,6 +75,36 @@ static inline void lat_record(struct shoal_ctx *ctx, uint64_t send_ns)
 	b = shoal__lat_bucket(d);   /* < SHOAL__LAT_BUCKETS: d < 2^SHOAL__LAT_MAX_BITS */
 	shoal_store_relaxed(&h->bucket[b], shoal_load_relaxed(&h->bucket[b]) + 1);
 	shoal_store_relaxed(&h->sum_ns, shoal_load_relaxed(&h->sum_ns) + d);
+}
+
+/*
+ * lat_record() for each of the n copies env[0..n) handed as one batch,
+ * whose send_ns lie in [lo, hi] and add up to `sum`: when the two ends
+ * fall in one bucket, so does every one between them (the buckets are
+ * ranges), and the bucket and the sum are written once for all n; else
+ * each is recorded as it comes. The sum is exact modulo 2^64, as each
+ * addition is.
+ */
+static void lat_record_batch(struct shoal_ctx *ctx, const struct shoal_envelope *env, uint32_t n,
+			     uint64_t lo, uint64_t hi, uint64_t sum)
+{
+	struct shoal__mbx_lat *h = ctx->lat;
+	uint64_t d_lo, d_hi;
+	uint32_t b;
+
+	if (ctx->lat_bound == 0)
+		lat_clock(ctx, 0);   /* the batch's clock read */
+	/* A send_ns after now wraps its d past lat_bound (lat_clock()). */
+	d_lo = ctx->lat_now - hi;
+	d_hi = ctx->lat_now - lo;
+	if (SHOAL_UNLIKELY(d_lo >= ctx->lat_bound || d_hi >= ctx->lat_bound ||
+			   (b = shoal__lat_bucket(d_lo)) != shoal__lat_bucket(d_hi))) {
+		for (uint32_t i = 0; i < n; i++)
+			lat_record(ctx, env[i].send_ns);
+		return;
+	}
+	shoal_store_relaxed(&h->bucket[b], shoal_load_relaxed(&h->bucket[b]) + n);
+	shoal_store_relaxed(&h->sum_ns, shoal_load_relaxed(&h->sum_ns) + n * ctx->lat_now - sum);
 }
 
 __attribute__((always_inline)) static inline void invoke(struct shoal_ctx *ctx, uint16_t slot,
@@ -547,6 +578,52 @@ void shoal__relay_latency(struct shoal_ctx *ctx, uint64_t send_ns)
 }
 
 /*
+ * The actor a record copied for on_batch is for, checked as
+ * handle_record() checks it, or UINT32_MAX for one that a batch does not
+ * take: malformed, a request or a response, for another group, an actor
+ * out of range, or a direct message of an earlier generation.
+ */
+static inline uint32_t batch_slot(const struct shoal_group *g, const struct shoal_envelope *env,
+				  uint32_t len)
+{
+	uint32_t s;
+
+	if (!shoal__env_sane(env, len) || (env->flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE)) ||
+	    shoal_addr_group(env->dest) != g->id)
+		return UINT32_MAX;
+	s = shoal_addr_slot(env->dest);
+	if (s == SHOAL_SLOT_GROUP && g->desc.route == NULL)
+		return 0;   /* the group as a whole, without a router: actor 0 */
+	if (s >= g->n_actors ||
+	    (!(env->flags & SHOAL_ENV_ROUTED) && shoal_addr_gen(env->dest) != g->gen))
+		return UINT32_MAX;
+	return s;
+}
+
+/*
+ * Whether batch_slot() could answer otherwise for copy `a` than for copy
+ * `b`: it reads type and len (one word), dest, and flags (the word it
+ * shares with `reserved`, compared too: a difference there only costs
+ * the check).
+ */
+static inline bool env_checked_words_differ(const struct shoal_envelope *a,
+					    const struct shoal_envelope *b)
+{
+	uint64_t a0, b0, a6, b6;
+
+	_Static_assert(offsetof(struct shoal_envelope, len) ==
+				       offsetof(struct shoal_envelope, type) + 4 &&
+			       offsetof(struct shoal_envelope, reserved) ==
+				       offsetof(struct shoal_envelope, flags) + 4,
+		       "type and len, flags and reserved: one word each");
+	memcpy(&a0, &a->type, sizeof(a0));
+	memcpy(&b0, &b->type, sizeof(b0));
+	memcpy(&a6, &a->flags, sizeof(a6));
+	memcpy(&b6, &b->flags, sizeof(b6));
+	return ((a0 ^ b0) | (a->dest ^ b->dest) | (a6 ^ b6)) != 0;
+}
+
+/*
  * on_batch (group.h): from the run's next record on, the plain messages for
  * one actor, handed in one call. Stops before anything else
  * (a request, a response, a message for another actor, for the
@@ -574,6 +651,7 @@ static __attribute__((noinline)) uint32_t take_batch(struct shoal_ctx *ctx, uint
 	struct shoal__held_msg held = { { NULL, NULL, 0, 0 }, NULL, b };
 	struct shoal_actor *saved = ctx->cur;
 	struct shoal__held_msg *saved_msg = ctx->cur_msg;
+	uint64_t send_lo = UINT64_MAX, send_hi = 0, send_sum = 0;
 
 	if (ctx->single > 0) {
 		ctx->single--;
@@ -586,29 +664,26 @@ static __attribute__((noinline)) uint32_t take_batch(struct shoal_ctx *ctx, uint
 		end = (uint32_t)((ctx->suspect - mark) / stride);
 	for (; n < end; n++, rec += stride) {
 		struct shoal_envelope *env = &b->env[n];
-		uint32_t s;
 
 		memcpy(env, rec, sizeof(*env));
-		if (!shoal__env_sane(env, len) ||
-		    (env->flags & (SHOAL_ENV_REQUEST | SHOAL_ENV_RESPONSE)) ||
-		    shoal_addr_group(env->dest) != g->id)
-			break;
-		s = shoal_addr_slot(env->dest);
-		if (s == SHOAL_SLOT_GROUP && g->desc.route == NULL)
-			s = 0;   /* the group as a whole, without a router: actor 0 */
-		else if (s >= g->n_actors ||
-			 (!(env->flags & SHOAL_ENV_ROUTED) && shoal_addr_gen(env->dest) != g->gen))
-			break;
-		if (s != slot) {
-			if (n > 0)
-				break;   /* the first's actor's only */
+		/* The usual run, one sender's messages to one actor: a copy
+		 * whose checked words are those of the copy before it passes
+		 * as that one did, unchecked again. */
+		if (n == 0 || env_checked_words_differ(env, env - 1)) {
+			uint32_t s = batch_slot(g, env, len);
+
+			if (s == UINT32_MAX || (n > 0 && s != slot))
+				break;   /* refused, or not the first's actor's */
 			slot = s;
 		}
 		b->m[n] = (struct shoal_msg){ env, rec + ENV_SIZE, env->len, env->type };
-		lat_record(ctx, env->send_ns);
+		send_lo = env->send_ns < send_lo ? env->send_ns : send_lo;
+		send_hi = env->send_ns > send_hi ? env->send_ns : send_hi;
+		send_sum += env->send_ns;
 	}
 	if (n == 0)
 		return 0;
+	lat_record_batch(ctx, b->env, n, send_lo, send_hi, send_sum);
 	b->n = n;
 	b->pin = NULL;
 	ctx->run.next += (size_t)n * stride;

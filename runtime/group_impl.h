@@ -207,6 +207,12 @@ struct shoal_ctx {
 	uint32_t (*relay_run)(void *user, const struct shoal__relay_run *r);
 	void *relay_user;
 	struct shoal__batch batch;       /* on_batch's, in the outer pass only */
+	/* The last record handle_record() (poll.c) checked in full and handed
+	 * to an actor of this worker, `ok_slot`: a record whose checked words
+	 * repeat its envelope's goes to the same actor unchecked again. Its
+	 * len starts at UINT32_MAX, which no record's checks let through. */
+	struct shoal_envelope ok_env;
+	uint16_t ok_slot;
 
 	/* The latency histogram (runtime/data/poll.c lat_record()), the
 	 * clock it read for this ring batch, and the bound a latency measured

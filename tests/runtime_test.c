@@ -1927,20 +1927,24 @@ static void runtime_on_batch_takes_runs_and_its_request_keeps_their_payloads(voi
 }
 
 /*
- * on_batch is handed a run while its records are for one actor and each
- * passes the checks a message alone passes, whether or not a record's
- * checked words repeat the one's before it; each message's latency counts
- * once, in its bucket, whether the batch's send times share one bucket or
- * not. A sender process writes one run of records (one payload length) to
- * the two actors of group "rb", which polls once they are all in:
+ * A worker hands each record to the actor its checks find, whether or not
+ * the record's checked words repeat those of one it checked before, and
+ * on_batch is handed a run while its records are for one actor and pass
+ * those checks; each message's latency counts once, in its bucket, whether
+ * a batch's send times share one bucket or not. A sender process writes
+ * records to the two actors of group "rb", which polls once they are all
+ * in (one run of one payload length, then a record of another):
  *   seq 0-3   actor 0, one send time BL_OLD_NS ago      -> a batch of 4
  *   seq 4-5   actor 1, fresh                              -> a batch of 2
  *   seq 6-8   actor 0: BL_OLD_NS ago, fresh, an hour ahead -> a batch of 3
- *   seq 9     actor 0, an earlier generation's address    -> stale, alone
+ *   seq 9     actor 0, an earlier generation's address    -> stale
  *   seq 10-13 actor 0, T_PING then two T_PONG, fresh      -> a batch of 4
+ *   seq 14    actor 0, 8 bytes longer, its envelope's len that of the others
+ *                                                         -> malformed
  * The envelopes are written over after shoal_reserve(), as a peer could.
+ * Without on_batch, every message goes to on_message, as listed.
  */
-#define BL_N 14u
+#define BL_N 15u
 #define BL_OLD_NS UINT64_C(10000000000)   /* 10 s */
 #define BL_SECOND INT64_C(1000000000)
 
@@ -1952,30 +1956,40 @@ struct bl_call {
 
 static struct {
 	struct bl_call call[8];
-	uint32_t calls, alone, wrong;
+	uint32_t calls, wrong;
+	uint16_t slot_of[BL_N];   /* on_message: slot + 1 per seq */
 } bl;
+
+/* Whether message `m` is the seq it says and of its type and length. */
+static uint64_t bl_take(const struct shoal_msg *m)
+{
+	struct msg v;
+
+	memcpy(&v, m->data, sizeof(v));
+	if (v.seq >= BL_N || m->type != (v.seq >= 12 ? T_PONG : T_PING) || m->len != sizeof(v)) {
+		bl.wrong++;
+		return 0;
+	}
+	return v.seq;
+}
 
 static void bl_on_message(struct shoal_actor *a, const struct shoal_msg *m)
 {
-	(void)a;
-	(void)m;
-	bl.alone++;
+	uint64_t seq = bl_take(m);
+
+	if (bl.slot_of[seq] != 0)
+		bl.wrong++;
+	bl.slot_of[seq] = (uint16_t)(a->slot + 1);
 }
 
 static void bl_on_batch(struct shoal_actor *a, const struct shoal_msg *msgs, uint32_t n)
 {
-	struct msg v;
+	struct bl_call *c = &bl.call[bl.calls++ % 8];
 
-	for (uint32_t k = 0; k < n; k++) {
-		memcpy(&v, msgs[k].data, sizeof(v));
-		if (k > 0 && v.seq != bl.call[bl.calls % 8].first + k)
+	*c = (struct bl_call){ a->slot, n, bl_take(&msgs[0]) };
+	for (uint32_t k = 1; k < n; k++)
+		if (bl_take(&msgs[k]) != c->first + k)
 			bl.wrong++;
-		if (k == 0)
-			bl.call[bl.calls % 8] = (struct bl_call){ a->slot, n, v.seq };
-		if (msgs[k].type != (v.seq >= 12 ? T_PONG : T_PING) || msgs[k].len != sizeof(v))
-			bl.wrong++;
-	}
-	bl.calls++;
 }
 
 static int bl_sender_main(void *arg)
@@ -1994,12 +2008,14 @@ static int bl_sender_main(void *arg)
 		return 11;
 	for (uint64_t seq = 0; seq < BL_N; seq++) {
 		struct msg v = { .seq = seq };
+		uint32_t len = seq == 14 ? sizeof(v) + 8 : sizeof(v);
 		struct shoal_envelope env;
 		void *buf;
 
-		if (shoal_reserve(ctx, to[seq == 4 || seq == 5], seq >= 12 ? T_PONG : T_PING,
-				  sizeof(v), &buf) < 0)
+		if (shoal_reserve(ctx, to[seq == 4 || seq == 5], seq >= 12 ? T_PONG : T_PING, len,
+				  &buf) < 0)
 			return 12;
+		memset(buf, 0, len);
 		memcpy(buf, &v, sizeof(v));
 		memcpy(&env, (char *)buf - sizeof(env), sizeof(env));
 		if (seq <= 3 || seq == 6)
@@ -2010,6 +2026,8 @@ static int bl_sender_main(void *arg)
 			env.dest = shoal_addr_make((uint16_t)shoal_addr_group(env.dest),
 						   shoal_addr_slot(env.dest),
 						   shoal_addr_gen(env.dest) + 1);
+		else if (seq == 14)
+			env.len = sizeof(v);
 		memcpy((char *)buf - sizeof(env), &env, sizeof(env));
 		shoal_commit(ctx);
 	}
@@ -2017,25 +2035,25 @@ static int bl_sender_main(void *arg)
 	return 0;
 }
 
-static void runtime_on_batch_stops_where_a_record_differs_and_counts_each_latency(void **state)
+/* The test, with on_batch set or not. */
+static void records_alike_or_not(const char *system, bool batch)
 {
 	static const struct bl_call want[] = { { 0, 4, 0 }, { 1, 2, 4 }, { 0, 3, 6 }, { 0, 4, 10 } };
 	struct shoal_group_desc d = { .name = "rb", .n_workers = 1, .n_actors = 2,
 				      .types = rt_types, .n_types = RT_N_TYPES,
-				      .on_message = bl_on_message, .on_batch = bl_on_batch,
-				      .node = -1 };
+				      .on_message = bl_on_message,
+				      .on_batch = batch ? bl_on_batch : NULL, .node = -1 };
 	struct child sender = { .index = 1, .name = "bs" };
 	struct shoal_err err = { { 0 } };
 	struct shoal__mbx_hdr *h;
 	struct shoal_group *g;
 	struct shoal_ctx *ctx;
 	struct shoal_seg seg;
-	uint64_t old = 0, fresh = 0;
+	uint64_t old = 0, fresh = 0, done;
 	uint32_t old_b = shoal__lat_bucket(BL_OLD_NS);
 
-	(void)state;
 	memset(&bl, 0, sizeof(bl));
-	assert_int_equal(rt_start_router("rt-batchlat", NULL, 0), 0);
+	assert_int_equal(rt_start_router(system, NULL, 0), 0);
 	assert_int_equal(shoal_group_attach(&g, &d, NULL, &err), 0);
 	ctx = shoal_group_worker(g, 0);
 	test_assert_exited(test_wait_pid(test_spawn(bl_sender_main, &sender, sizeof(sender)),
@@ -2044,18 +2062,31 @@ static void runtime_on_batch_stops_where_a_record_differs_and_counts_each_latenc
 	rt_mailbox_map("rb", &seg);
 	h = shoal__mailbox_hdr(&seg);
 	assert_non_null(h);
-	for (int i = 0; i < 10000 && atomic_load(&h->w[0].handled) +
-						 atomic_load(&h->w[0].stale) < BL_N; i++)
+	for (int i = 0; i < 10000; i++) {
+		done = atomic_load(&h->w[0].handled) + atomic_load(&h->w[0].stale) +
+		       atomic_load(&h->w[0].malformed);
+		if (done >= BL_N)
+			break;
 		shoal_poll(ctx, 0, 1000000);
-	assert_int_equal(atomic_load(&h->w[0].handled), BL_N - 1);
+	}
+	assert_int_equal(atomic_load(&h->w[0].handled), BL_N - 2);
 	assert_int_equal(atomic_load(&h->w[0].stale), 1);
-	assert_int_equal(bl.alone, 0);
+	assert_int_equal(atomic_load(&h->w[0].malformed), 1);
 	assert_int_equal(bl.wrong, 0);
-	assert_int_equal(bl.calls, 4);
-	for (unsigned k = 0; k < 4; k++) {
-		assert_int_equal(bl.call[k].slot, want[k].slot);
-		assert_int_equal(bl.call[k].n, want[k].n);
-		assert_int_equal(bl.call[k].first, want[k].first);
+	if (batch) {
+		assert_int_equal(bl.calls, 4);
+		for (unsigned k = 0; k < 4; k++) {
+			assert_int_equal(bl.call[k].slot, want[k].slot);
+			assert_int_equal(bl.call[k].n, want[k].n);
+			assert_int_equal(bl.call[k].first, want[k].first);
+		}
+	}
+	for (unsigned seq = 0; seq < BL_N; seq++) {   /* on_message: each to its actor */
+		uint16_t slot_of = seq == 4 || seq == 5 ? 2 : 1;
+
+		if (batch || seq == 9 || seq == 14)
+			slot_of = 0;   /* batches, stale, malformed */
+		assert_int_equal(bl.slot_of[seq], slot_of);
 	}
 	/* Five sent BL_OLD_NS ago, seven fresh (polled well within it),
 	 * one ahead: out of range. */
@@ -2069,6 +2100,18 @@ static void runtime_on_batch_stops_where_a_record_differs_and_counts_each_latenc
 	shoal_seg_detach(&seg);
 	shoal_group_detach(g);
 	rt_stop_router();
+}
+
+static void runtime_records_alike_or_not_each_reach_their_actor_and_latency(void **state)
+{
+	(void)state;
+	records_alike_or_not("rt-alike", false);
+}
+
+static void runtime_on_batch_stops_where_a_record_differs_and_counts_each_latency(void **state)
+{
+	(void)state;
+	records_alike_or_not("rt-batchlat", true);
 }
 
 /*
@@ -2328,6 +2371,7 @@ int main(void)
 		RT_CASE(runtime_request_in_a_handler_survives_its_ring_table_growing),
 		RT_CASE(runtime_request_to_the_sender_of_a_run_keeps_its_order),
 		RT_CASE(runtime_on_batch_takes_runs_and_its_request_keeps_their_payloads),
+		RT_CASE(runtime_records_alike_or_not_each_reach_their_actor_and_latency),
 		RT_CASE(runtime_on_batch_stops_where_a_record_differs_and_counts_each_latency),
 		RT_CASE(runtime_attach_to_a_router_that_never_answers_times_out),
 		RT_CASE(runtime_request_to_a_stuck_router_times_out_and_its_late_reply_is_dropped),

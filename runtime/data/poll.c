@@ -386,6 +386,30 @@ static void relay(struct shoal_ctx *ctx, const struct shoal_envelope *env, const
 	COUNT(ctx, handled);
 }
 
+/*
+ * Whether the checks of a record (handle_record(), batch_slot()) could
+ * answer otherwise for envelope copy `a` than for copy `b` of a record of
+ * the same length: they read type and len (one word), dest, and flags
+ * (the word it shares with `reserved`, compared too: a difference there
+ * only costs the checks).
+ */
+static inline bool env_checked_words_differ(const struct shoal_envelope *a,
+					    const struct shoal_envelope *b)
+{
+	uint64_t a0, b0, a6, b6;
+
+	_Static_assert(offsetof(struct shoal_envelope, len) ==
+				       offsetof(struct shoal_envelope, type) + 4 &&
+			       offsetof(struct shoal_envelope, reserved) ==
+				       offsetof(struct shoal_envelope, flags) + 4,
+		       "type and len, flags and reserved: one word each");
+	memcpy(&a0, &a->type, sizeof(a0));
+	memcpy(&b0, &b->type, sizeof(b0));
+	memcpy(&a6, &a->flags, sizeof(a6));
+	memcpy(&b6, &b->flags, sizeof(b6));
+	return ((a0 ^ b0) | (a->dest ^ b->dest) | (a6 ^ b6)) != 0;
+}
+
 /* Handle one record (envelope + payload) from an inbound ring. Inline in
  * the pass: a call per record saved and restored six registers. */
 __attribute__((always_inline)) static inline void handle_record(struct shoal_ctx *ctx,
@@ -400,6 +424,15 @@ __attribute__((always_inline)) static inline void handle_record(struct shoal_ctx
 	if (SHOAL_UNLIKELY(len < ENV_SIZE))
 		goto malformed;
 	memcpy(&env, rec, sizeof(env));
+	/* The usual record: one like the last this worker checked in full
+	 * and handed to an actor of its own (ctx->ok_env) goes to the same
+	 * actor. Its length is checked here, the rest by the compare. */
+	if (SHOAL_LIKELY(env.len == len - ENV_SIZE && !env_checked_words_differ(&env, &ctx->ok_env) &&
+			 ctx->wait_rid == 0)) {
+		COUNT(ctx, received);
+		invoke(ctx, ctx->ok_slot, &env, payload);
+		return;
+	}
 	if (SHOAL_UNLIKELY(!shoal__env_sane(&env, len)))
 		goto malformed;
 	if (env.flags & SHOAL_ENV_RESPONSE) {
@@ -431,9 +464,13 @@ __attribute__((always_inline)) static inline void handle_record(struct shoal_ctx
 		COUNT(ctx, stale);   /* for an actor of an earlier incarnation */
 		return;
 	}
-	if (slot < g->n_actors)
+	if (slot < g->n_actors) {
+		if (g->n_workers == 1 || slot % g->n_workers == ctx->w) {
+			ctx->ok_env = env;
+			ctx->ok_slot = slot;
+		}
 		deliver_slot(ctx, slot, &env, payload);
-	else if (slot == SHOAL_SLOT_ALL)
+	} else if (slot == SHOAL_SLOT_ALL)
 		deliver_local_all(ctx, &env, payload);
 	else if (slot == SHOAL_SLOT_GROUP)
 		deliver_group(ctx, &env, payload);
@@ -598,29 +635,6 @@ static inline uint32_t batch_slot(const struct shoal_group *g, const struct shoa
 	    (!(env->flags & SHOAL_ENV_ROUTED) && shoal_addr_gen(env->dest) != g->gen))
 		return UINT32_MAX;
 	return s;
-}
-
-/*
- * Whether batch_slot() could answer otherwise for copy `a` than for copy
- * `b`: it reads type and len (one word), dest, and flags (the word it
- * shares with `reserved`, compared too: a difference there only costs
- * the check).
- */
-static inline bool env_checked_words_differ(const struct shoal_envelope *a,
-					    const struct shoal_envelope *b)
-{
-	uint64_t a0, b0, a6, b6;
-
-	_Static_assert(offsetof(struct shoal_envelope, len) ==
-				       offsetof(struct shoal_envelope, type) + 4 &&
-			       offsetof(struct shoal_envelope, reserved) ==
-				       offsetof(struct shoal_envelope, flags) + 4,
-		       "type and len, flags and reserved: one word each");
-	memcpy(&a0, &a->type, sizeof(a0));
-	memcpy(&b0, &b->type, sizeof(b0));
-	memcpy(&a6, &a->flags, sizeof(a6));
-	memcpy(&b6, &b->flags, sizeof(b6));
-	return ((a0 ^ b0) | (a->dest ^ b->dest) | (a6 ^ b6)) != 0;
 }
 
 /*

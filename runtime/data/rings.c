@@ -283,6 +283,7 @@ int shoal__ctx_init(struct shoal_group *g, unsigned w, struct shoal_err *err)
 	ctx->lat = &g->mbx->lat[w];
 	ctx->bell = &g->bell->disp[g->reg.groups[g->id].dispatcher % SHOAL_MAX_NODES];
 	ctx->next_rid = 1;
+	ctx->ok_env.len = UINT32_MAX;   /* handle_record()'s memo: empty */
 	ctx->trace_base = (uint64_t)(g->id + 1u) << 48 | (uint64_t)w << 40;
 	shoal_doorbell_init(&ctx->link_db);
 	shoal_wake_mod_init(&ctx->wmod, g->wake_deadline_ns);

@@ -46,6 +46,12 @@
  *                   plain, plain-128  the plain ring, one release store a
  *                                  message (the consumer's: one a batch)
  *                   plain-burst, plain-burst-128  one release store a 32
+ *                   ring-burst     Shoal's ring alone (shm/ring.h, a direct
+ *                                  link's capacity), no runtime: runs of 32
+ *                                  claimed, written record by record, one
+ *                                  commit; read in runs: the ring's own
+ *                                  batch of 32, which issue 12's burst
+ *                                  target is stated against
  *
  * Processes: the parent starts its own iox-roudi (fork/exec, its own
  * process group, monitoring off, SIGTERM if the parent dies), waits until a
@@ -160,12 +166,13 @@ enum contender {
 	C_PLAIN_TPUT_REC,
 	C_PLAIN_BURST,
 	C_PLAIN_BURST_REC,
+	C_RING_BURST,
 	C_COUNT
 };
 
 enum kind { K_PINGPONG, K_TPUT };
 
-enum lib_kind { L_SHOAL, L_IOX, L_PLAIN };
+enum lib_kind { L_SHOAL, L_IOX, L_PLAIN, L_RING };
 
 /*
  * The plain contenders are the limit of this machine for each case, in the
@@ -228,9 +235,14 @@ static const struct {
 			    K_TPUT, L_PLAIN, false, MSG_BYTES, BURST },
 	[C_PLAIN_BURST_REC] = { "plain-burst-128", "as plain-burst, 128-byte slots (a Shoal "
 				"message's bytes)", K_TPUT, L_PLAIN, false, PLAIN_REC_BYTES, BURST },
+	[C_RING_BURST] = { "ring-burst", "Shoal's ring alone (shm/ring.h, as a direct link's, "
+			   "of its capacity), no runtime: 64-byte payloads claimed 32 as a run, each "
+			   "record written whole, one commit; the receiver peeks runs and releases "
+			   "each: the ring's own batch of 32, what issue 12's burst target is stated "
+			   "against", K_TPUT, L_RING, false, MSG_BYTES, BURST },
 };
 
-#define CASE_MAX 9
+#define CASE_MAX 10
 static const struct {
 	const char *name;
 	const char *title;
@@ -243,9 +255,10 @@ static const struct {
 	    C_PLAIN_PP_SUM }, 1.0 },
 	{ "pingpong-sleep", "Ping-pong round trip, 64 B, receivers sleep until woken", 2,
 	  { C_SHOAL_SLEEP, C_IOX_WAITSET }, 0.5 },
-	{ "tput", "One-way throughput, 64 B, receiver busy polling", 9,
+	{ "tput", "One-way throughput, 64 B, receiver busy polling", 10,
 	  { C_SHOAL_TPUT, C_IOX_TPUT, C_SHOAL_BURST, C_SHOAL_BATCH, C_SHOAL_BURST_NOSTREAM,
-	    C_PLAIN_TPUT, C_PLAIN_TPUT_REC, C_PLAIN_BURST, C_PLAIN_BURST_REC }, 1.0 },
+	    C_PLAIN_TPUT, C_PLAIN_TPUT_REC, C_PLAIN_BURST, C_PLAIN_BURST_REC, C_RING_BURST },
+	  1.0 },
 };
 
 /* The plain contender each contender is measured against (the limit of
@@ -269,6 +282,7 @@ static enum contender limit_of(enum contender c)
 	case C_SHOAL_BATCH:
 	case C_SHOAL_BURST_NOSTREAM:
 	case C_PLAIN_BURST_REC:
+	case C_RING_BURST:
 	case C_PLAIN_BURST:
 		return C_PLAIN_BURST;
 	default:
@@ -775,6 +789,34 @@ static const char *errno_str(int err)
 	return strerror(-err);
 }
 
+/* What a receiver of the plain and ring contenders has taken. */
+struct rx_count {
+	uint64_t expect, received, t_end;
+};
+
+/*
+ * B: receive with `take` (which returns 1 after the last message, 0, or
+ * an error) the first `n` messages, the warm-up; with n == 0 the rest, up
+ * to the last one, then set res->msgs and res->t_end.
+ */
+static int receive_with(struct side *s, void *x, struct rx_count *rc, uint64_t n,
+			int (*take)(void *x))
+{
+	int ret = 0;
+
+	if (n > 0) {
+		while (rc->received < n && ret == 0)
+			ret = take(x);
+		return ret < 0 ? ret : 0;
+	}
+	rc->received = 0;
+	while (ret == 0)
+		ret = take(x);
+	s->res->msgs = rc->received;
+	s->res->t_end = rc->t_end;
+	return ret < 0 ? ret : 0;
+}
+
 /* Two plain rings in a shared anonymous mapping made before the first
  * fork and written once through (parent_init()), so that no sample pays
  * the first touch of its pages: ring 0 carries side A's messages, ring 1
@@ -783,7 +825,11 @@ static unsigned char *plain_mem;
 #define PLAIN_RING_LEN plain_ring_size(PLAIN_REC_BYTES, PLAIN_SLOTS)
 /* plain-summary: the doorbell (its ready word) of ring i's receiver. */
 #define PLAIN_DB(i) ((struct shoal_doorbell *)(plain_mem + 2 * PLAIN_RING_LEN) + (i))
-#define PLAIN_MEM_LEN (2 * PLAIN_RING_LEN + 2 * sizeof(struct shoal_doorbell))
+/* ring-burst: a Shoal ring of a direct link's capacity, page-aligned after them. */
+#define RING_OFF ((2 * PLAIN_RING_LEN + 2 * sizeof(struct shoal_doorbell) + 4095) & ~(size_t)4095)
+#define RING_MEM (plain_mem + RING_OFF)
+static uint64_t ring_len;        /* shoal_ring_size(SHOAL_DIRECT_CAP), set in parent_init() */
+#define PLAIN_MEM_LEN (RING_OFF + ring_len)
 
 /* This side's plain state, for side_run(). */
 struct plain_conn {
@@ -793,7 +839,7 @@ struct plain_conn {
 	uint32_t pending;         /* A: written since the last publication */
 	struct shoal_doorbell *out_db, *in_db;   /* plain-summary, else NULL */
 	bool answer;              /* B, ping-pong: answer every message */
-	uint64_t expect, received, t_end;
+	struct rx_count rc;
 	_Alignas(64) unsigned char tmpl[PLAIN_REC_BYTES];
 };
 
@@ -836,8 +882,9 @@ static int plain_send_last(void *arg, uint64_t seq)
 
 /* Take what has arrived, up to a burst: check each message, answer it
  * (ping-pong, side B). Returns 1 after the last message, 0, or -EBADMSG. */
-static int plain_take(struct plain_conn *x)
+static int plain_take(void *arg)
 {
+	struct plain_conn *x = arg;
 	uint32_t n = plain_avail(x, BURST);
 	int ret = 0;
 
@@ -848,15 +895,15 @@ static int plain_take(struct plain_conn *x)
 	for (uint32_t k = 0; k < n && ret == 0; k++) {
 		const void *m = plain_cons_slot(&x->c, k);
 
-		ret = bench_msg_check(m, x->slot, x->expect, &msg_sink);
+		ret = bench_msg_check(m, x->slot, x->rc.expect, &msg_sink);
 		if (ret < 0)
 			break;
-		x->received++;
+		x->rc.received++;
 		if (ret == 1) {
-			x->t_end = shoal__now_ns();
+			x->rc.t_end = shoal__now_ns();
 			break;
 		}
-		x->expect++;
+		x->rc.expect++;
 		if (x->answer) {
 			while (plain_prod_room(&x->p, 1) < 1)
 				bench_relax();
@@ -887,20 +934,7 @@ static int plain_round_trip(void *arg, uint64_t seq)
 
 static int plain_receive(struct side *s, void *arg, uint64_t n)
 {
-	struct plain_conn *x = arg;
-	int ret = 0;
-
-	if (n > 0) {
-		while (x->received < n && ret == 0)
-			ret = plain_take(x);
-		return ret < 0 ? ret : 0;
-	}
-	x->received = 0;
-	while (ret == 0)
-		ret = plain_take(x);
-	s->res->msgs = x->received;
-	s->res->t_end = x->t_end;
-	return ret < 0 ? ret : 0;
+	return receive_with(s, arg, &((struct plain_conn *)arg)->rc, n, plain_take);
 }
 
 static const struct lib plain_lib = {
@@ -931,6 +965,129 @@ static int plain_side(struct side *s)
 	barrier(1);
 	s->res->poll_ns = 0;
 	return side_run(s, &plain_lib, &x, 2);
+}
+
+/* ---- ring-burst: Shoal's ring alone ------------------------------------------ */
+
+/* This side's ring state, for side_run(). */
+struct ring_conn {
+	struct shoal_ring_prod p;     /* A */
+	struct shoal_ring_cons c;     /* B */
+	unsigned char *next;          /* A: the claimed record to write next */
+	uint32_t left;                /* A: claimed records not yet written */
+	uint32_t pending;             /* A: written since the last commit */
+	struct rx_count rc;           /* B */
+	_Alignas(64) unsigned char tmpl[MSG_BYTES];
+};
+
+/* Write message `seq` whole, header then payload, into the next claimed
+ * record. */
+static void ring_put(struct ring_conn *x, uint64_t seq)
+{
+	shoal_ring_put_hdr(x->next, shoal_ring_run_hdr(MSG_BYTES, 0));
+	bench_copy(x->next, x->tmpl, MSG_BYTES);
+	bench_msg_stamp(x->next, MSG_BYTES, seq);
+	x->next += shoal_ring_stride(MSG_BYTES);
+	x->left--;
+}
+
+/* Write message `seq` into the run claimed for the burst, claiming the
+ * rest of the burst when it has none left; commit when the burst is
+ * complete or it is the last (then the records claimed after it are
+ * written too, as messages the receiver, stopped, does not read: a claimed
+ * record must be whole when committed). A full ring is counted as a retry,
+ * as the other contenders count it. */
+static int ring_send(struct side *s, void *arg, uint64_t seq)
+{
+	struct ring_conn *x = arg;
+
+	while (x->left == 0) {
+		void *first;
+
+		x->left = shoal_ring_claim_run(&x->p, MSG_BYTES, 0, BURST - x->pending, &first);
+		x->next = first;
+		if (x->left > 0)
+			break;
+		if (shoal_ring_prod_error(&x->p))
+			return -EUCLEAN;
+		if (s != NULL)
+			s->res->retries++;
+		bench_relax();
+	}
+	ring_put(x, seq);
+	if (seq & BENCH_STOP)
+		while (x->left > 0)
+			ring_put(x, (seq & ~BENCH_STOP) + 1);
+	if (++x->pending == BURST || (seq & BENCH_STOP)) {
+		shoal_ring_commit(&x->p);
+		x->pending = 0;
+	}
+	return 0;
+}
+
+static int ring_send_last(void *arg, uint64_t seq)
+{
+	return ring_send(NULL, arg, seq);
+}
+
+/* Take a run of up to a burst: check each message, release them. Returns
+ * 1 after the last message, 0, -EBADMSG or -EUCLEAN. */
+static int ring_take(void *arg)
+{
+	struct ring_conn *x = arg;
+	struct shoal_rec first;
+	unsigned n = shoal_ring_peek_run(&x->c, &first, BURST);
+	const unsigned char *m = first.data;
+	int ret = 0;
+
+	if (n == 0) {
+		if (shoal_ring_cons_error(&x->c))
+			return -EUCLEAN;
+		bench_relax();
+		return 0;
+	}
+	if (first.len != MSG_BYTES)
+		return -EBADMSG;
+	for (unsigned k = 0; k < n && ret == 0; k++, m += shoal_ring_stride(MSG_BYTES)) {
+		ret = bench_msg_check(m, MSG_BYTES, x->rc.expect, &msg_sink);
+		if (ret < 0)
+			break;
+		x->rc.received++;
+		x->rc.expect++;
+		if (ret == 1)
+			x->rc.t_end = shoal__now_ns();
+	}
+	shoal_ring_release(&x->c);
+	return ret;
+}
+
+static int ring_receive(struct side *s, void *arg, uint64_t n)
+{
+	return receive_with(s, arg, &((struct ring_conn *)arg)->rc, n, ring_take);
+}
+
+static const struct lib ring_lib = {
+	.send = ring_send,
+	.send_last = ring_send_last,
+	.receive = ring_receive,
+	.err_str = errno_str,
+	.warm_fail = { "warm-up: ", "" },
+};
+
+static int ring_side(struct side *s)
+{
+	struct ring_conn x = { 0 };
+	struct shoal_err err = { { 0 } };
+	int ret;
+
+	bench_msg_fill(x.tmpl, MSG_BYTES);
+	ret = s->side == 0 ? shoal_ring_prod_attach(&x.p, RING_MEM, ring_len, &err) :
+			     shoal_ring_cons_attach(&x.c, RING_MEM, ring_len, &err);
+	if (ret < 0)
+		return side_fail(s, ret, "ring: %s", err.msg);
+	barrier(1);
+	s->res->poll_ns = 0;
+	return side_run(s, &ring_lib, &x, 2);
 }
 
 /* ---- iceoryx sides -------------------------------------------------------- */
@@ -1216,7 +1373,8 @@ static __attribute__((noreturn)) void side_main(int side, void *unused)
 		_exit(1);
 	}
 	s.res->cpu = sched_getcpu();
-	ret = lib == L_SHOAL ? shoal_side(&s) : lib == L_IOX ? iox_side(&s) : plain_side(&s);
+	ret = lib == L_SHOAL ? shoal_side(&s) : lib == L_IOX ? iox_side(&s) :
+	      lib == L_RING  ? ring_side(&s)  : plain_side(&s);
 	if (ret < 0 && s.res->err == 0)
 		side_fail(&s, ret, "%s", strerror(-ret));
 	/* exit(), not _exit(), for iceoryx: the runtime deregisters from RouDi
@@ -1606,6 +1764,13 @@ static int sample_run(enum contender c, uint64_t duration_ns, const int cpu[2], 
 			shoal_doorbell_init(PLAIN_DB(i));
 			shoal_doorbell_ready_on(PLAIN_DB(i));
 		}
+	if (contenders[c].lib == L_RING) {
+		ret = shoal_ring_init(RING_MEM, ring_len, SHOAL_DIRECT_CAP, 0);
+		if (ret < 0) {
+			fprintf(stderr, "%s: shoal_ring_init: %s\n", PROG, shoal_strerror(ret));
+			return ret;
+		}
+	}
 	if (contenders[c].lib == L_SHOAL) {
 		struct shoal_router_opts o = {
 			.system = ctl->p.system,
@@ -1967,6 +2132,10 @@ static void report_limits(FILE *f, const struct plan *pl)
 	} rows[] = {
 		{ C_SHOAL_DIRECT, C_PLAIN_PP, -1, 1.3, "API direct round trip p50 ÷ plain" },
 		{ C_SHOAL_TPUT, C_PLAIN_TPUT, 1, 0.7, "API direct one-way (`try_send_to`) ÷ plain" },
+		{ C_SHOAL_BURST, C_RING_BURST, 1, 0.9,
+		  "API burst of 32 ÷ ring-burst (the ring's own batch of 32)" },
+		{ C_SHOAL_BATCH, C_RING_BURST, 1, 0.9,
+		  "API burst of 32, on_batch ÷ ring-burst" },
 		{ C_SHOAL_BURST, C_PLAIN_BURST, 1, 0.9, "API burst of 32 ÷ plain-burst" },
 		{ C_SHOAL_BATCH, C_PLAIN_BURST, 1, 0.9, "API burst of 32, on_batch ÷ plain-burst" },
 		{ C_SHOAL_BURST_NOSTREAM, C_PLAIN_BURST, 0, 0,
@@ -1977,6 +2146,7 @@ static void report_limits(FILE *f, const struct plan *pl)
 		{ C_PLAIN_PP_SUM, C_PLAIN_PP, 0, 0, "the summary: plain-summary round trip ÷ plain" },
 		{ C_PLAIN_TPUT_REC, C_PLAIN_TPUT, 0, 0, "the bytes: plain-128 one-way ÷ plain" },
 		{ C_PLAIN_BURST_REC, C_PLAIN_BURST, 0, 0, "the bytes: plain-burst-128 ÷ plain-burst" },
+		{ C_RING_BURST, C_PLAIN_BURST, 0, 0, "the ring: ring-burst ÷ plain-burst" },
 		{ C_SHOAL_DIRECT, C_PLAIN_PP_REC, 0, 0, "the rest: API round trip ÷ plain-128" },
 		{ C_SHOAL_DIRECT, C_PLAIN_PP_SUM, 0, 0, "the rest: API round trip ÷ plain-summary" },
 		{ C_SHOAL_TPUT, C_PLAIN_TPUT_REC, 0, 0, "the rest: API one-way ÷ plain-128" },
@@ -2004,7 +2174,8 @@ static void report_limits(FILE *f, const struct plan *pl)
 				rows[i].goal > 0 ? "≥" : "≤", rows[i].target, met ? "met" : "**not met**");
 	}
 	fprintf(f, "\nThe issue's burst target is against the Shoal ring's own batch of 32 "
-		"(shoal-bench-ring); the plain ring's is the stricter limit used here.\n\n");
+		"(`ring-burst`, the ring a direct link is, with no runtime); the plain ring's "
+		"(`plain-burst`) is the stricter limit, reported beside it.\n\n");
 }
 
 static void write_md(FILE *f, const void *arg)
@@ -2286,6 +2457,7 @@ static int parent_init(const struct plan *pl)
 		fprintf(stderr, "%s: removed %d file(s) left by an earlier run that was killed\n",
 			PROG, stale);
 	ctl = mmap(NULL, sizeof(*ctl), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ring_len = shoal_ring_size(SHOAL_DIRECT_CAP);
 	plain_mem = mmap(NULL, PLAIN_MEM_LEN, PROT_READ | PROT_WRITE,
 			 MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (ctl == MAP_FAILED || plain_mem == MAP_FAILED) {

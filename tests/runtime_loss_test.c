@@ -637,23 +637,33 @@ static int requester_main(void *arg)
 	return 0;
 }
 
+/* The requester's on_batch in the test's second form: never called while
+ * its request waits, as nothing is. */
+static void requester_batch(struct shoal_actor *a, const struct shoal_msg *msgs, uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++)
+		rt_count_handler(a, &msgs[k]);
+}
+
 /*
  * Messages a worker took out of its rings and keeps in its memory while a
  * request waits are lost with its process: the next process of the group
- * counts them (forward_lost), as it does forwarded copies.
+ * counts them (forward_lost), as it does forwarded copies. None of them
+ * reaches a handler meanwhile, with on_batch set or not.
  */
-static void runtime_records_deferred_during_a_request_are_counted_when_lost(void **state)
+static void deferred_lost(const char *system,
+			  void (*on_batch)(struct shoal_actor *a, const struct shoal_msg *msgs,
+					   uint32_t n))
 {
 	struct child resp = { .index = 0, .name = "r" };
-	struct child req = { .index = 1, .name = "q" };
+	struct child req = { .index = 1, .name = "q", .on_batch = on_batch };
 	struct shoal__mbx_hdr *h;
 	struct shoal_group *g;
 	struct shoal_seg seg;
 	int rid, qid;
 	pid_t pr, pq;
 
-	(void)state;
-	assert_int_equal(rt_start_router("loss-defer", NULL, 0), 0);
+	assert_int_equal(rt_start_router(system, NULL, 0), 0);
 	rid = rt_declare("r", 1, 1);
 	qid = rt_declare("q", 1, 1);
 	pr = test_spawn(stalling_responder_main, &resp, sizeof(resp));
@@ -667,6 +677,8 @@ static void runtime_records_deferred_during_a_request_are_counted_when_lost(void
 		usleep(1000);
 	assert_int_equal(atomic_load(&h->w[0].fwd_sent), N_DEFERRED);
 	assert_int_equal(atomic_load(&h->w[0].fwd_lost), 0);
+	assert_int_equal(atomic_load(&h->w[0].handled), 0);
+	assert_int_equal(atomic_load(&rt_res->sum_seq[1]), 0);
 	kill(pq, SIGKILL);
 	assert_int_not_equal(test_wait_pid(pq, 10000), -1);
 	for (int i = 0; i < 1000 && shoal_router_group_pid(rt_router, qid) != 0; i++)
@@ -679,6 +691,18 @@ static void runtime_records_deferred_during_a_request_are_counted_when_lost(void
 	kill(pr, SIGKILL);
 	assert_int_not_equal(test_wait_pid(pr, 10000), -1);
 	rt_stop_router();
+}
+
+static void runtime_records_deferred_during_a_request_are_counted_when_lost(void **state)
+{
+	(void)state;
+	deferred_lost("loss-defer", NULL);
+}
+
+static void runtime_records_deferred_during_a_request_reach_no_batch(void **state)
+{
+	(void)state;
+	deferred_lost("loss-deferb", requester_batch);
 }
 
 int main(void)
@@ -697,6 +721,7 @@ int main(void)
 		RT_CASE(runtime_slot_counts_start_again_for_its_next_owner),
 		RT_CASE(runtime_lookup_skips_a_slot_changing_owner),
 		RT_CASE(runtime_records_deferred_during_a_request_are_counted_when_lost),
+		RT_CASE(runtime_records_deferred_during_a_request_reach_no_batch),
 	};
 
 	rt_init();

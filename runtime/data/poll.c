@@ -858,8 +858,10 @@ pass_ring(struct shoal_ctx *ctx, uint32_t i, bool outer, int src, uint32_t budge
 	if (outer)
 		ctx->fwd_hold = mailbox;
 	if (budget > taken) {
+		/* Not while a request made outside a handler waits: the
+		 * records then go aside (handle_record()). */
 		if (outer && mailbox && SHOAL_UNLIKELY(ctx->g->desc.on_batch != NULL) &&
-		    ctx->g->n_workers == 1) {
+		    ctx->g->n_workers == 1 && ctx->wait_rid == 0) {
 			taken += take_runs(ctx, i, mailbox, budget, &drained, true);
 		} else if (outer) {
 			taken += take_runs(ctx, i, mailbox, budget, &drained, false);

@@ -2115,6 +2115,71 @@ static void runtime_on_batch_stops_where_a_record_differs_and_counts_each_latenc
 }
 
 /*
+ * A message sent from on_message carries the trace id of the message its
+ * handler has in hand, each of a run's in turn: a producer process sends
+ * TR_N messages to group "tr" (one run in its ring, outside a handler, so
+ * each with a trace of its own); tr's handler echoes each to itself, and
+ * each echo must carry the trace of the message it answers.
+ */
+#define TR_N 8u
+
+static struct {
+	uint64_t trace[TR_N];
+	uint32_t pings, echoes, wrong;
+} tr;
+
+static void tr_handler(struct shoal_actor *a, const struct shoal_msg *m)
+{
+	struct msg v;
+
+	if (m->len != sizeof(v)) {
+		tr.wrong++;
+		return;
+	}
+	memcpy(&v, m->data, sizeof(v));
+	if (v.seq >= TR_N) {
+		tr.wrong++;
+	} else if (m->type == T_PING) {
+		tr.trace[v.seq] = m->env->trace_id;
+		tr.pings++;
+		if (shoal_try_send_to(a->ctx, a->addr, T_PONG, &v, sizeof(v)) < 0)
+			tr.wrong++;
+	} else {
+		if (m->env->trace_id != tr.trace[v.seq])
+			tr.wrong++;
+		tr.echoes++;
+	}
+}
+
+static void runtime_handler_sends_carry_the_trace_of_the_message_in_hand(void **state)
+{
+	struct shoal_group_desc d = { .name = "tr", .n_workers = 1, .n_actors = 1,
+				      .types = rt_types, .n_types = RT_N_TYPES,
+				      .on_message = tr_handler, .node = -1 };
+	struct child prod = { .index = 1, .name = "tp", .n = TR_N, .type = T_PING };
+	struct shoal_err err = { { 0 } };
+	struct shoal_group *g;
+	struct shoal_ctx *ctx;
+
+	(void)state;
+	memset(&tr, 0, sizeof(tr));
+	assert_int_equal(rt_start_router("rt-trace", NULL, 0), 0);
+	assert_int_equal(shoal_group_attach(&g, &d, NULL, &err), 0);
+	ctx = shoal_group_worker(g, 0);
+	prod.dest = shoal_group_lookup(g, "tr", 0);
+	assert_int_equal(shoal_connect(ctx, prod.dest, 10 * BL_SECOND), 0);
+	test_assert_exited(test_wait_pid(test_spawn(rt_producer_main, &prod, sizeof(prod)), 60000),
+			   0);
+	for (int i = 0; i < 10000 && tr.echoes < TR_N; i++)
+		shoal_poll(ctx, 0, 1000000);
+	assert_int_equal(tr.pings, TR_N);
+	assert_int_equal(tr.echoes, TR_N);
+	assert_int_equal(tr.wrong, 0);
+	shoal_group_detach(g);
+	rt_stop_router();
+}
+
+/*
  * While a request waits, the asker drains only the responder's rings: a
  * third group sending to it meanwhile fills its ring and is refused
  * (back-pressure), instead of the asker setting aside all it sends; after
@@ -2373,6 +2438,7 @@ int main(void)
 		RT_CASE(runtime_on_batch_takes_runs_and_its_request_keeps_their_payloads),
 		RT_CASE(runtime_records_alike_or_not_each_reach_their_actor_and_latency),
 		RT_CASE(runtime_on_batch_stops_where_a_record_differs_and_counts_each_latency),
+		RT_CASE(runtime_handler_sends_carry_the_trace_of_the_message_in_hand),
 		RT_CASE(runtime_attach_to_a_router_that_never_answers_times_out),
 		RT_CASE(runtime_request_to_a_stuck_router_times_out_and_its_late_reply_is_dropped),
 	};

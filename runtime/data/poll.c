@@ -52,6 +52,14 @@ __attribute__((noinline)) static uint64_t lat_clock(struct shoal_ctx *ctx, uint6
 	return now - send_ns;
 }
 
+/* n latencies in bucket b that add up to d_sum. Relaxed: the worker is
+ * the only writer. */
+static inline void lat_add(struct shoal__mbx_lat *h, uint32_t b, uint64_t n, uint64_t d_sum)
+{
+	shoal_store_relaxed(&h->bucket[b], shoal_load_relaxed(&h->bucket[b]) + n);
+	shoal_store_relaxed(&h->sum_ns, shoal_load_relaxed(&h->sum_ns) + d_sum);
+}
+
 static inline void lat_record(struct shoal_ctx *ctx, uint64_t send_ns)
 {
 	struct shoal__mbx_lat *h = ctx->lat;
@@ -66,29 +74,25 @@ static inline void lat_record(struct shoal_ctx *ctx, uint64_t send_ns)
 			 * (shm/clock.h). No wait, then. */
 			d = 0;
 		} else if (d >= ctx->lat_bound) {
-			/* Relaxed, here and below: the worker is the only writer. */
+			/* Relaxed: the worker is the only writer. */
 			shoal_store_relaxed(&h->out_of_range,
 					    shoal_load_relaxed(&h->out_of_range) + 1);
 			return;
 		}
 	}
 	b = shoal__lat_bucket(d);   /* < SHOAL__LAT_BUCKETS: d < 2^SHOAL__LAT_MAX_BITS */
-	shoal_store_relaxed(&h->bucket[b], shoal_load_relaxed(&h->bucket[b]) + 1);
-	shoal_store_relaxed(&h->sum_ns, shoal_load_relaxed(&h->sum_ns) + d);
+	lat_add(h, b, 1, d);
 }
 
 /*
- * lat_record() for each of the n copies env[0..n) handed as one batch,
- * whose send_ns lie in [lo, hi] and add up to `sum`: when the two ends
- * fall in one bucket, so does every one between them (the buckets are
- * ranges), and the bucket and the sum are written once for all n; else
- * each is recorded as it comes. The sum is exact modulo 2^64, as each
- * addition is.
+ * The one bucket the latencies of a batch fall in, whose send_ns lie in
+ * [lo, hi], against the batch's clock read (made here if there is none
+ * yet): when the two ends are in range and fall in one bucket, so does
+ * every one between them (the buckets are ranges); else UINT32_MAX, and
+ * each is recorded by lat_record() as it comes.
  */
-static void lat_record_batch(struct shoal_ctx *ctx, const struct shoal_envelope *env, uint32_t n,
-			     uint64_t lo, uint64_t hi, uint64_t sum)
+static uint32_t lat_batch_bucket(struct shoal_ctx *ctx, uint64_t lo, uint64_t hi)
 {
-	struct shoal__mbx_lat *h = ctx->lat;
 	uint64_t d_lo, d_hi;
 	uint32_t b;
 
@@ -98,13 +102,9 @@ static void lat_record_batch(struct shoal_ctx *ctx, const struct shoal_envelope 
 	d_lo = ctx->lat_now - hi;
 	d_hi = ctx->lat_now - lo;
 	if (SHOAL_UNLIKELY(d_lo >= ctx->lat_bound || d_hi >= ctx->lat_bound ||
-			   (b = shoal__lat_bucket(d_lo)) != shoal__lat_bucket(d_hi))) {
-		for (uint32_t i = 0; i < n; i++)
-			lat_record(ctx, env[i].send_ns);
-		return;
-	}
-	shoal_store_relaxed(&h->bucket[b], shoal_load_relaxed(&h->bucket[b]) + n);
-	shoal_store_relaxed(&h->sum_ns, shoal_load_relaxed(&h->sum_ns) + n * ctx->lat_now - sum);
+			   (b = shoal__lat_bucket(d_lo)) != shoal__lat_bucket(d_hi)))
+		return UINT32_MAX;
+	return b;
 }
 
 __attribute__((always_inline)) static inline void invoke(struct shoal_ctx *ctx, uint16_t slot,
@@ -638,14 +638,20 @@ static inline uint32_t batch_slot(const struct shoal_group *g, const struct shoa
 }
 
 /*
- * on_batch (group.h): from the run's next record on, the plain messages for
- * one actor, handed in one call. Stops before anything else
+ * A batch: from the run's next record on, the plain messages for one
+ * actor, handed to on_batch (group.h) in one call, or with `each` to
+ * on_message one by one. Stops before anything else
  * (a request, a response, a message for another actor, for the
  * group's own router, a malformed or stale record, the suspect record of
  * earlier crashes): the pass takes that one, as it takes every record while
  * ctx->single says so. `mark` is the next record's. Each envelope is copied
- * and its copy checked, as handle_record() does; the batch is marked in
- * hand by its first record's mark. Returns how many it handed.
+ * and its copy checked, as handle_record() does; `received` and the
+ * latencies are counted once for the batch, before its first handler.
+ * on_batch's batch is marked in hand by its first record's mark and
+ * counted handled after the call; with `each`, each message is marked in
+ * hand by its own mark before its handler and counted handled after it, as
+ * a message alone is, so that a crash finds the message that caused it.
+ * Returns how many it handed.
  *
  * The mailbox rings of a one-worker group only (pass_ring()): a kill in
  * the middle of a batch leaves its records to the next process, as for one
@@ -655,7 +661,8 @@ static inline uint32_t batch_slot(const struct shoal_group *g, const struct shoa
  * could not say which of its copies its handler had finished, and would
  * count those lost as well.
  */
-static __attribute__((noinline)) uint32_t take_batch(struct shoal_ctx *ctx, uint64_t mark)
+static inline __attribute__((always_inline)) uint32_t take_batch(struct shoal_ctx *ctx,
+								   uint64_t mark, bool each)
 {
 	struct shoal_group *g = ctx->g;
 	struct shoal__batch *b = &ctx->batch;
@@ -665,7 +672,8 @@ static __attribute__((noinline)) uint32_t take_batch(struct shoal_ctx *ctx, uint
 	struct shoal__held_msg held = { { NULL, NULL, 0, 0 }, NULL, b };
 	struct shoal_actor *saved = ctx->cur;
 	struct shoal__held_msg *saved_msg = ctx->cur_msg;
-	uint64_t send_lo = UINT64_MAX, send_hi = 0, send_sum = 0;
+	uint64_t send_lo = UINT64_MAX, send_hi = 0, send_sum = 0, now;
+	uint32_t bucket;
 
 	if (ctx->single > 0) {
 		ctx->single--;
@@ -697,18 +705,44 @@ static __attribute__((noinline)) uint32_t take_batch(struct shoal_ctx *ctx, uint
 	}
 	if (n == 0)
 		return 0;
-	lat_record_batch(ctx, b->env, n, send_lo, send_hi, send_sum);
+	bucket = lat_batch_bucket(ctx, send_lo, send_hi);
+	now = ctx->lat_now;
 	b->n = n;
 	b->pin = NULL;
 	ctx->run.next += (size_t)n * stride;
 	ctx->run.left -= n;
-	shoal_store_relaxed(&ctx->mw->inflight, mark);
-	COUNT_N(ctx, received, n);
-	held.m = b->m[0];
 	ctx->cur = &g->actors[slot];
 	ctx->cur_msg = &held;
-	g->desc.on_batch(ctx->cur, b->m, n);
-	COUNT_N(ctx, handled, n);
+	if (each) {
+		/* on_message, one by one, each counted received, its latency
+		 * recorded and marked in hand before its handler and counted
+		 * handled after it, as a message alone is; the message a
+		 * handler's sends carry the trace of is its own. The batch's
+		 * bucket holds while no handler's poll read the clock again. */
+		for (uint32_t k = 0; k < n; k++, mark += stride) {
+			COUNT(ctx, received);
+			if (SHOAL_LIKELY(bucket != UINT32_MAX && ctx->lat_now == now &&
+					 ctx->lat_bound != 0))
+				lat_add(ctx->lat, bucket, 1, now - b->env[k].send_ns);
+			else
+				lat_record(ctx, b->env[k].send_ns);
+			shoal_store_relaxed(&ctx->mw->inflight, mark);
+			held.m = b->m[k];
+			g->desc.on_message(ctx->cur, &b->m[k]);
+			COUNT(ctx, handled);
+		}
+	} else {
+		COUNT_N(ctx, received, n);
+		if (SHOAL_LIKELY(bucket != UINT32_MAX))
+			lat_add(ctx->lat, bucket, n, n * now - send_sum);
+		else
+			for (uint32_t k = 0; k < n; k++)
+				lat_record(ctx, b->env[k].send_ns);
+		shoal_store_relaxed(&ctx->mw->inflight, mark);
+		held.m = b->m[0];
+		g->desc.on_batch(ctx->cur, b->m, n);
+		COUNT_N(ctx, handled, n);
+	}
 	if (SHOAL_UNLIKELY(b->pin != NULL))
 		free(b->pin);
 	ctx->cur_msg = saved_msg;
@@ -716,17 +750,34 @@ static __attribute__((noinline)) uint32_t take_batch(struct shoal_ctx *ctx, uint
 	return n;
 }
 
+static __attribute__((noinline)) uint32_t take_batch_call(struct shoal_ctx *ctx, uint64_t mark)
+{
+	return take_batch(ctx, mark, false);
+}
+
+static __attribute__((noinline)) uint32_t take_batch_each(struct shoal_ctx *ctx, uint64_t mark)
+{
+	return take_batch(ctx, mark, true);
+}
+
+/* How take_runs() hands the runs of a ring on (take_batch()). */
+enum run_batch {
+	RUN_ONE_BY_ONE,   /* each record through handle_record() */
+	RUN_BATCH_CALL,   /* batches to on_batch */
+	RUN_BATCH_EACH,   /* batches checked at once, each message to on_message */
+};
+
 /*
  * The outer pass over ring in[i]: runs of records of one length, up to
  * POLL_BATCH and `budget` records. Returns how many it took; *drained
  * says whether it stopped at the ring's end (else records may be left).
- * `batch`: a mailbox ring of a one-worker group with on_batch (take_batch()
- * says why only those; a constant where it is inlined, so that the others'
- * pass pays nothing for it).
+ * `batch`: other than RUN_ONE_BY_ONE for a mailbox ring of a one-worker
+ * group (take_batch() says why only those); a constant where it is
+ * inlined, so that each form's pass pays nothing for the others.
  */
 static inline __attribute__((always_inline)) uint32_t
 take_runs(struct shoal_ctx *ctx, uint32_t i, bool mailbox, uint32_t budget, bool *drained,
-	  bool batch)
+	  enum run_batch batch)
 {
 	/* A record whose handler forwards copies is released before they go
 	 * (forward()): one at a time where that can happen. */
@@ -763,9 +814,10 @@ take_runs(struct shoal_ctx *ctx, uint32_t i, bool mailbox, uint32_t budget, bool
 			uint32_t len;
 			uint64_t m;
 
-			/* A message alone goes to on_message (group.h). */
-			if (batch && ctx->run.left > 1) {
-				uint32_t k = take_batch(ctx, mark);
+			/* A message alone goes to handle_record(). */
+			if (batch != RUN_ONE_BY_ONE && ctx->run.left > 1) {
+				uint32_t k = batch == RUN_BATCH_CALL ? take_batch_call(ctx, mark) :
+								      take_batch_each(ctx, mark);
 
 				if (k > 0) {
 					mark += (uint64_t)k * ctx->run.stride;
@@ -860,11 +912,14 @@ pass_ring(struct shoal_ctx *ctx, uint32_t i, bool outer, int src, uint32_t budge
 	if (budget > taken) {
 		/* Not while a request made outside a handler waits: the
 		 * records then go aside (handle_record()). */
-		if (outer && mailbox && SHOAL_UNLIKELY(ctx->g->desc.on_batch != NULL) &&
-		    ctx->g->n_workers == 1 && ctx->wait_rid == 0) {
-			taken += take_runs(ctx, i, mailbox, budget, &drained, true);
+		bool batches = outer && mailbox && ctx->g->n_workers == 1 && ctx->wait_rid == 0;
+
+		if (batches && SHOAL_UNLIKELY(ctx->g->desc.on_batch != NULL)) {
+			taken += take_runs(ctx, i, mailbox, budget, &drained, RUN_BATCH_CALL);
+		} else if (batches && ctx->g->desc.on_message != NULL) {
+			taken += take_runs(ctx, i, mailbox, budget, &drained, RUN_BATCH_EACH);
 		} else if (outer) {
-			taken += take_runs(ctx, i, mailbox, budget, &drained, false);
+			taken += take_runs(ctx, i, mailbox, budget, &drained, RUN_ONE_BY_ONE);
 		} else {
 			uint32_t room = budget - taken;
 			uint32_t got = take_one_by_one(ctx, i, mailbox, room);

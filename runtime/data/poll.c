@@ -30,7 +30,8 @@
  * its count follows `handled`). The clock is read at most once per ring
  * batch: between batches lat_bound is 0 (as the context starts, and set
  * again by scan_rings() and handle_deferred() after each batch), so the
- * first handler of a batch reads the clock here. A message later in the
+ * first handler of a batch reads the clock here (or take_batch(), before
+ * the batch's first handler: lat_batch_bucket()). A message later in the
  * batch is measured against that read: it reads short by the time the
  * handlers before it in the batch took (at most POLL_BATCH - 1 of them; a
  * few microseconds for handlers that do not block). One sent after the read

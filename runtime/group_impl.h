@@ -206,7 +206,7 @@ struct shoal_ctx {
 	 * shoal__relay_runs()); NULL: none, every record to the handler. */
 	uint32_t (*relay_run)(void *user, const struct shoal__relay_run *r);
 	void *relay_user;
-	struct shoal__batch batch;       /* on_batch's, in the outer pass only */
+	struct shoal__batch batch;       /* take_batch()'s, in the outer pass only */
 	/* The last record handle_record() (poll.c) checked in full and handed
 	 * to an actor of this worker, `ok_slot`: a record whose checked words
 	 * repeat its envelope's goes to the same actor unchecked again. Its

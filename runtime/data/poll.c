@@ -616,7 +616,7 @@ void shoal__relay_latency(struct shoal_ctx *ctx, uint64_t send_ns)
 }
 
 /*
- * The actor a record copied for on_batch is for, checked as
+ * The actor a record copied for a batch (take_batch()) is for, checked as
  * handle_record() checks it, or UINT32_MAX for one that a batch does not
  * take: malformed, a request or a response, for another group, an actor
  * out of range, or a direct message of an earlier generation.
@@ -646,13 +646,14 @@ static inline uint32_t batch_slot(const struct shoal_group *g, const struct shoa
  * group's own router, a malformed or stale record, the suspect record of
  * earlier crashes): the pass takes that one, as it takes every record while
  * ctx->single says so. `mark` is the next record's. Each envelope is copied
- * and its copy checked, as handle_record() does; `received` and the
- * latencies are counted once for the batch, before its first handler.
- * on_batch's batch is marked in hand by its first record's mark and
- * counted handled after the call; with `each`, each message is marked in
- * hand by its own mark before its handler and counted handled after it, as
- * a message alone is, so that a crash finds the message that caused it.
- * Returns how many it handed.
+ * and its copy checked, as handle_record() does, and the latency bucket
+ * they share, if they do, is found once. on_batch's batch is counted
+ * received and its latencies recorded before the call, marked in hand by
+ * its first record's mark and counted handled after it; with `each`, each
+ * message is counted received, its latency recorded and marked in hand by
+ * its own mark before its handler and counted handled after it, as a
+ * message alone is, so that the counters read as they did and a crash
+ * finds the message that caused it. Returns how many it handed.
  *
  * The mailbox rings of a one-worker group only (pass_ring()): a kill in
  * the middle of a batch leaves its records to the next process, as for one

@@ -492,7 +492,7 @@ int bench_parse_names(const char *arg, const char *const *names, unsigned n, boo
 struct option;
 
 /* Say on stderr which option of `longopts` (the one getopt_long returned as
- * `opt`) got the bad value `arg`. Returns -EINVAL. */
+ * `opt`) got the bad value `arg`. Returns 2, the usage exit status. */
 int bench_bad_option(const char *prog, const struct option *longopts, int opt, const char *arg);
 
 /* The command line, its words joined by spaces (cut at `len`). */

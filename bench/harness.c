@@ -594,7 +594,7 @@ int bench_bad_option(const char *prog, const struct option *longopts, int opt, c
 			name = o->name;
 	fprintf(stderr, "%s: --%s: '%s' is not a valid value (see --help)\n", prog, name,
 		arg ? arg : "");
-	return -EINVAL;
+	return 2;
 }
 
 void bench_command_line(char *buf, size_t len, int argc, char **argv)

@@ -255,14 +255,12 @@ static int routed_to(struct shoal_router *r, uint64_t want)
 	return -1;
 }
 
-static int dispatch_alone(uint32_t groups, uint64_t rounds)
+static int dispatch_alone(uint32_t groups, uint64_t rounds, int stream)
 {
 	struct shoal_group_desc desc = { .name = "p", .types = types, .n_types = 1, .node = -1,
 					 .on_message = on_message };
 	struct shoal_filter f[DISPATCH_GROUPS_MAX];
-	/* Streamed copies on, whatever the placement (the probe under
-	 * valgrind times its time slices): the path of the far placement. */
-	struct shoal_router_opts o = { .stream = SHOAL_STREAM_ON };
+	struct shoal_router_opts o = { .stream = stream };
 	struct shoal_router *r = NULL;
 	struct shoal_group *g = NULL;
 	struct shoal_err err = { "" };
@@ -420,11 +418,14 @@ static int drain_to(struct shoal_ctx *c, uint64_t want)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: " PROG " [--rounds N] [--on-batch] [--dispatch G | --forward G]\n"
+	fprintf(f, "usage: " PROG " [--rounds N] [--on-batch] [--stream on|off]\n"
+		   "                         [--dispatch G | --forward G]\n"
 		   "A fixed workload of try_send_to, try_send, both bursts and polls, for\n"
 		   "bench/instr-count (callgrind); prints how many messages each call made.\n"
 		   "  --rounds N    rounds of %u messages per form (default 2000)\n"
 		   "  --on-batch    the group has an on_batch handler (group.h)\n"
+		   "  --stream on|off  the router's streamed copies (default on: the far\n"
+		   "                placement's path; auto would time valgrind's time slices)\n"
 		   "  --dispatch G  instead, the dispatcher alone routing to G groups (1-%u):\n"
 		   "                N rounds of a backlog of %u messages\n"
 		   "  --forward G   instead, the plain forwarder (the dispatcher's limit) to\n"
@@ -439,14 +440,15 @@ int main(int argc, char **argv)
 						   { "dispatch", required_argument, NULL, 'd' },
 						   { "forward", required_argument, NULL, 'f' },
 						   { "on-batch", no_argument, NULL, 'b' },
+						   { "stream", required_argument, NULL, 's' },
 						   { "help", no_argument, NULL, 'h' },
 						   { NULL, 0, NULL, 0 } };
 	struct shoal_group_desc desc = { .name = "a", .types = types, .n_types = 1, .node = -1,
 					 .on_message = on_message };
 	struct shoal_burst_msg msgs[BATCH];
 	unsigned char payload[BATCH][BYTES];
-	/* Streamed copies on, whatever the placement (the probe under
-	 * valgrind times its time slices): the path of the far placement. */
+	/* Streamed copies on unless --stream off, whatever the placement:
+	 * the probe of `auto` under valgrind would time its time slices. */
 	struct shoal_router_opts o = { .stream = SHOAL_STREAM_ON };
 	struct shoal_router *r = NULL;
 	struct shoal_group *g = NULL;
@@ -469,11 +471,14 @@ int main(int argc, char **argv)
 			desc.on_batch = on_batch;
 			continue;
 		}
+		if (opt == 's' && bench_parse_stream(optarg, &o.stream) == 0 &&
+		    o.stream != SHOAL_STREAM_AUTO)
+			continue;
 		if (opt == 'h') {
 			usage(stdout);
 			return 0;
 		}
-		if (opt == 'r' || opt == 'd' || opt == 'f')
+		if (opt == 'r' || opt == 'd' || opt == 'f' || opt == 's')
 			return bench_bad_option(PROG, longopts, opt, optarg);
 		usage(stderr);
 		return 2;
@@ -488,7 +493,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	if (dispatch > 0)
-		return dispatch_alone((uint32_t)dispatch, rounds);
+		return dispatch_alone((uint32_t)dispatch, rounds, o.stream);
 	if (forward > 0)
 		return forward_alone((uint32_t)forward, rounds);
 	memset(payload, 0x5a, sizeof(payload));

@@ -1181,17 +1181,17 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'r':
 			if (bench_parse_uint(optarg, 1, BENCH_MAX_RUNS, &x) < 0)
-				return bench_bad_option(PROG, longopts, opt, optarg), 2;
+				return bench_bad_option(PROG, longopts, opt, optarg);
 			o->runs = (unsigned)x;
 			runs_given = true;
 			break;
 		case 'c':
 			if (bench_parse_cpus(optarg, CPU_SETSIZE, o->cpu) < 0)
-				return bench_bad_option(PROG, longopts, opt, optarg), 2;
+				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'o':
 			if (bench_parse_names(optarg, kind_name, NET_KINDS, o->kind_on) < 0)
-				return bench_bad_option(PROG, longopts, opt, optarg), 2;
+				return bench_bad_option(PROG, longopts, opt, optarg);
 			break;
 		case 'C':
 			for (unsigned i = 0; i < N_CONTENDERS; i++)
@@ -1207,7 +1207,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'f':
 			if (bench_parse_uint(optarg, NET_PAYLOAD_MAX, NET_FRAME_MAX, &x) < 0)
-				return bench_bad_option(PROG, longopts, opt, optarg), 2;
+				return bench_bad_option(PROG, longopts, opt, optarg);
 			o->frame = (uint32_t)x;
 			break;
 		case 'P':
@@ -1215,7 +1215,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'Y':
 			if (bench_parse_uint(optarg, 0, 1000000, &x) < 0)
-				return bench_bad_option(PROG, longopts, opt, optarg), 2;
+				return bench_bad_option(PROG, longopts, opt, optarg);
 			o->router_yield_us = (uint32_t)x;
 			break;
 		case 'D':
@@ -1223,7 +1223,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case 'G':
 			if (strlen(optarg) + 64 > sizeof(((struct net_params *)0)->callgrind))
-				return bench_bad_option(PROG, longopts, opt, optarg), 2;
+				return bench_bad_option(PROG, longopts, opt, optarg);
 			o->callgrind = optarg;
 			break;
 		case 'm':

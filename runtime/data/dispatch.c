@@ -848,15 +848,6 @@ static inline bool hop_copy(struct shoal__dispatcher *d, const struct pass *ps,
 	return true;
 }
 
-/* Whether records[0 .. n) all go to one output. */
-static __attribute__((noinline)) bool one_output(const struct hop *hops, uint32_t n)
-{
-	for (uint32_t i = 1; i < n; i++)
-		if (hops[i].o != hops[0].o)
-			return false;
-	return true;
-}
-
 /*
  * Copy records[0 .. n), every one routed by hop_find() to the same output
  * and of the same length, into one run claimed on that output
@@ -1061,8 +1052,13 @@ route_found(struct shoal__dispatcher *d, struct pass *ps, struct uplink *u,
 	struct chunk rest;
 	uint32_t k = 0;
 	/* The output whose lines were asked for last (ask_lines()): once for
-	 * records that follow one another to it (every chunk at 1 group). */
+	 * records that follow one another to it (every chunk at 1 group).
+	 * `turns` counts the records whose output differs from the one
+	 * before (the first's from NULL): 1 when, the first's not NULL,
+	 * every record goes to the first's output, found without a second
+	 * loop over hops[] (5 instructions a message at 1 group). */
 	const struct output *last = NULL;
+	uint32_t turns = 0;
 	const bool w = d->prefetchw;
 	/* A chunk of a few (a request's leg) is copied with plain stores,
 	 * and every chunk where the router does not stream (d->stream_min). */
@@ -1080,23 +1076,28 @@ route_found(struct shoal__dispatcher *d, struct pass *ps, struct uplink *u,
 			if (i + PAYLOAD_AHEAD < n)
 				ask_payload(data + PAYLOAD_AHEAD * stride);
 			hops[i].o = hop_find(d, ps, &rec, &hops[i]);
-			if (hops[i].o != last && (last = hops[i].o) != NULL)
-				ask_lines(last, w);
+			if (hops[i].o != last) {
+				turns++;
+				if ((last = hops[i].o) != NULL)
+					ask_lines(last, w);
+			}
 		}
 	} else {
 		for (uint32_t i = 0; i < n; i++) {
 			if (i + PAYLOAD_AHEAD < n)
 				ask_payload(ch->recs[i + PAYLOAD_AHEAD].data);
 			hops[i].o = hop_find(d, ps, &ch->recs[i], &hops[i]);
-			if (hops[i].o != last && (last = hops[i].o) != NULL)
-				ask_lines(last, w);
+			if (hops[i].o != last) {
+				turns++;
+				if ((last = hops[i].o) != NULL)
+					ask_lines(last, w);
+			}
 		}
 	}
 	/* A chunk whose records all go to one output (every chunk at 1
 	 * group) is reserved as one run; what did not fit takes the loop
 	 * below. */
-	if (n > 1 && ch->one_len && hops[0].o != NULL && hops[0].o == hops[n - 1].o &&
-	    one_output(hops, n))
+	if (n > 1 && ch->one_len && turns == 1 && hops[0].o != NULL)
 		k = copy_run(d, ch, hops, n, stream);
 	rest = chunk_from(ch, k);
 	return k + copy_each(d, ps, u, &rest, hops + k, n - k, stream);

@@ -710,7 +710,7 @@ static inline bool cons_ready(struct shoal_ring_cons *c)
 	return c->head != c->tail_cache || (cons_refresh(c) && c->head != c->tail_cache);
 }
 
-bool shoal_ring_peek(struct shoal_ring_cons *c, struct shoal_rec *rec)
+bool shoal__ring_peek(struct shoal_ring_cons *c, struct shoal_rec *rec)
 {
 	uint32_t cap = c->mask + 1;
 	struct shoal__rec_hdr h;
@@ -790,7 +790,7 @@ static inline void rec_len_tag(struct shoal_rec *out, uint64_t w)
  * to the one before it (a run, as most senders write) needs only the bound:
  * 14 instructions a record there, where the loop takes 20.
  */
-unsigned shoal_ring_peek_burst(struct shoal_ring_cons *c, struct shoal_rec *recs, unsigned n)
+unsigned shoal__ring_peek_burst(struct shoal_ring_cons *c, struct shoal_rec *recs, unsigned n)
 {
 	/* In locals: the stores into recs[] could alias the handle. */
 	const unsigned char *data = c->data, *rec, *start, *end;
@@ -865,7 +865,7 @@ unsigned shoal_ring_peek_burst(struct shoal_ring_cons *c, struct shoal_rec *recs
 	return (unsigned)(out - recs);
 }
 
-unsigned shoal_ring_peek_run(struct shoal_ring_cons *c, struct shoal_rec *first, unsigned n)
+unsigned shoal__ring_peek_run(struct shoal_ring_cons *c, struct shoal_rec *first, unsigned n)
 {
 	const unsigned char *data = c->data, *run, *hdr, *stop;
 	uint32_t head = c->head, tail, off, need, end;
@@ -951,7 +951,7 @@ void shoal_ring_unpeek(struct shoal_ring_cons *c)
 	c->pending_bytes -= c->last_len;
 }
 
-int shoal_ring_dequeue(struct shoal_ring_cons *c, void *buf, uint32_t cap, uint16_t *tag)
+int shoal__ring_dequeue(struct shoal_ring_cons *c, void *buf, uint32_t cap, uint16_t *tag)
 {
 	struct shoal_rec rec;
 

@@ -171,6 +171,38 @@ static void ring_corrupted_record_is_refused(void **state)
 	free(m.r);
 }
 
+/*
+ * A header found bad puts the handle in its error state for good: mended
+ * afterwards (by the producer, or by whoever wrote it), the record is still
+ * refused by every consumer call, though the cached tail is past it and
+ * its header would now pass every check.
+ */
+static void ring_error_stays_when_the_header_is_mended(void **state)
+{
+	struct ring_mem m = ring_new();
+	struct shoal_ring_prod p;
+	struct shoal_ring_cons c;
+	struct shoal_rec rec, recs[2];
+	char buf[8];
+
+	(void)state;
+	assert_int_equal(shoal_ring_prod_attach(&p, m.r, m.len, NULL), 0);
+	assert_int_equal(shoal_ring_enqueue(&p, "0123456789abcdef", 16, 0), 0);
+	assert_int_equal(shoal_ring_enqueue(&p, "wxyz", 4, 0), 0);
+	assert_int_equal(shoal_ring_cons_attach(&c, m.r, m.len, NULL), 0);
+	put_hdr(&m, 24, 4, 0, 0x40);
+	assert_true(shoal_ring_peek(&c, &rec));
+	assert_int_equal(rec.len, 16);
+	assert_false(shoal_ring_peek(&c, &rec));
+	assert_int_equal(shoal_ring_cons_error(&c), -EUCLEAN);
+	put_hdr(&m, 24, 4, 0, 0);
+	assert_false(shoal_ring_peek(&c, &rec));
+	assert_int_equal(shoal_ring_peek_burst(&c, recs, 2), 0);
+	assert_int_equal(shoal_ring_peek_run(&c, &rec, 2), 0);
+	assert_int_equal(shoal_ring_dequeue(&c, buf, sizeof(buf), NULL), -EUCLEAN);
+	free(m.r);
+}
+
 static void ring_producer_refuses_head_past_tail(void **state)
 {
 	struct ring_mem m = ring_new();
@@ -394,6 +426,7 @@ int main(void)
 	struct CMUnitTest table[N_CONTROL + N_RECORD];
 	char names[N_CONTROL + N_RECORD][80];
 	const struct CMUnitTest fixed[] = {
+		cmocka_unit_test(ring_error_stays_when_the_header_is_mended),
 		cmocka_unit_test(ring_producer_refuses_head_past_tail),
 		cmocka_unit_test(ring_consumer_counts_records_a_forged_head_skipped),
 		cmocka_unit_test(ring_condemned_ring_keeps_its_marks_and_counts),

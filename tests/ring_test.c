@@ -519,6 +519,47 @@ static void ring_next_and_commit_lines_are_those_written(void **state)
 }
 
 /*
+ * What the consumer is told lies published ahead of its peeks: the bytes
+ * after the records peeked, as far as the tail it last read, never past the
+ * data area's end; nothing committed after that read until it reads again.
+ */
+static void ring_ahead_is_what_is_published_after_the_peeks(void **state)
+{
+	struct fixture *f = fixture_new(256);
+	const unsigned char *data = (unsigned char *)f->mem + SHOAL__RING_DATA_OFF;
+	const void *at;
+	struct shoal_rec rec;
+
+	(void)state;
+	assert_int_equal(shoal_ring_ahead(&f->c, &at), 0);
+	assert_ptr_equal(at, data);
+	for (unsigned i = 0; i < 3; i++) {
+		assert_non_null(shoal_ring_reserve(&f->p, 56, 0));
+		shoal_ring_commit(&f->p);
+	}
+	/* Not read yet: the tail the handle knows is the old one. */
+	assert_int_equal(shoal_ring_ahead(&f->c, &at), 0);
+	assert_true(shoal_ring_peek(&f->c, &rec));
+	assert_int_equal(shoal_ring_ahead(&f->c, &at), 128);
+	assert_ptr_equal(at, data + 64);
+	assert_true(shoal_ring_peek(&f->c, &rec));
+	assert_true(shoal_ring_peek(&f->c, &rec));
+	assert_int_equal(shoal_ring_ahead(&f->c, &at), 0);
+	assert_ptr_equal(at, data + 192);
+	shoal_ring_release(&f->c);
+	/* Two more, the second at offset 0 of the next lap: ahead stops at
+	 * the data area's end. */
+	for (unsigned i = 0; i < 2; i++) {
+		assert_non_null(shoal_ring_reserve(&f->p, 56, 0));
+		shoal_ring_commit(&f->p);
+	}
+	assert_false(shoal_ring_empty(&f->c));
+	assert_int_equal(shoal_ring_ahead(&f->c, &at), 64);
+	assert_ptr_equal(at, data + 192);
+	fixture_free(f);
+}
+
+/*
  * A cancel that takes the tail back across a pad, onto the lap before it:
  * the inline reserve's bound is the old lap's end again, so the next record
  * goes where the cancelled pad was and is read back whole.
@@ -826,6 +867,7 @@ int main(void)
 		cmocka_unit_test(ring_counts_exactly_what_was_committed),
 		cmocka_unit_test(ring_claimed_record_carries_the_header_its_caller_wrote),
 		cmocka_unit_test(ring_next_and_commit_lines_are_those_written),
+		cmocka_unit_test(ring_ahead_is_what_is_published_after_the_peeks),
 		cmocka_unit_test(ring_cancel_back_across_a_pad_reserves_on_the_old_lap),
 		cmocka_unit_test(ring_impossible_head_refuses_every_later_reserve),
 		cmocka_unit_test(ring_dequeue_small_buffer_keeps_record),

@@ -530,6 +530,21 @@ static inline bool shoal_ring_watch_empty(struct shoal_ring_cons *c)
 	return shoal_ring_empty(c);
 }
 
+/*
+ * The bytes the producer has published after the records already peeked,
+ * as this handle last read its tail, up to the end of the data area: sets
+ * *at to the first and returns how many (0: none). Their headers are not
+ * checked until they are peeked: for a consumer that asks for their lines
+ * early (a prefetch), never to read them.
+ */
+static inline uint32_t shoal_ring_ahead(const struct shoal_ring_cons *c, const void **at)
+{
+	uint32_t off = c->head & c->mask, contig = c->mask + 1 - off, n = c->tail_cache - c->head;
+
+	*at = c->data + off;
+	return n < contig ? n : contig;
+}
+
 /* The sticky error of a handle: 0 or -EUCLEAN. */
 SHOAL_API int shoal_ring_prod_error(const struct shoal_ring_prod *p);
 SHOAL_API int shoal_ring_cons_error(const struct shoal_ring_cons *c);

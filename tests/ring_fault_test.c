@@ -118,6 +118,15 @@ static void len_past_end(struct ring_mem *m)
 	atomic_store(&m->r->tail, CAP + 32);
 	put_hdr(m, CAP - 16, 64, 0, 0);
 }
+static void len_past_end_later(struct ring_mem *m)
+{
+	/* The same, after a good record, with the tail past both: the tail
+	 * read with the first bounds it no more, only the data area's end. */
+	atomic_store(&m->r->head, CAP - 40);
+	atomic_store(&m->r->tail, CAP + 64);
+	put_hdr(m, CAP - 40, 16, 0, 0);
+	put_hdr(m, CAP - 16, 64, 0, 0);
+}
 static void pad_short(struct ring_mem *m)
 {
 	atomic_store(&m->r->head, CAP - 32);
@@ -136,6 +145,7 @@ static const struct record_case record_cases[] = {
 	{ "len_past_tail", len_past_tail, "past tail" },
 	{ "len_over_max", len_over_max, "largest payload" },
 	{ "len_past_end", len_past_end, "past the end" },
+	{ "len_past_end_later", len_past_end_later, "past the end" },
 	{ "pad_short", pad_short, "to the end" },
 	{ "pad_last", pad_last, "not followed" },
 	{ "flags_unknown", flags_unknown, "unknown flags" },

@@ -21,3 +21,16 @@ for p in ('16','64','256','1024'):
     if not hb: continue
     f=lambda x: f'{min(x):.2f}-{max(x):.2f} (med {st.median(x):.2f})' if x else '-'
     print(f'{p:>5} B x{b:<2} shoal base {f(bv)} head {f(hv)} M/s | head/base median {st.median(hb):.3f}, lower in {sum(r<1 for r in hb)} of {len(hb)} | ÷plain base {f(bp)} head {f(hp)} | ÷rte base {f(br)} head {f(hr)}')
+# ping-pong p50: Shoal ÷ plain per alternation, each build
+def pmed(rs,c):
+    v=[float(r['p50_ns']) for r in rs if r['kind']=='ping-pong' and r['contender']==c]
+    return st.median(v) if v else None
+hp=[];bp=[];hb=[]
+for i in range(1,n+1):
+    if not os.path.exists(f'{d}/base-{i}.csv') or not os.path.exists(f'{d}/head-{i}.csv'): continue
+    H=rows(f'{d}/head-{i}.csv'); B=rows(f'{d}/base-{i}.csv')
+    if pmed(H,'shoal') is None or pmed(B,'shoal') is None: continue
+    hp.append(pmed(H,'shoal')/pmed(H,'plain')); bp.append(pmed(B,'shoal')/pmed(B,'plain')); hb.append(pmed(H,'shoal')/pmed(B,'shoal'))
+if hp:
+    f=lambda x: f'{min(x):.2f}-{max(x):.2f} (med {st.median(x):.2f})'
+    print(f'ping-pong 64 B p50 ÷ plain: base {f(bp)} head {f(hp)} | head/base median {st.median(hb):.3f}, lower in {sum(r<1 for r in hb)} of {len(hb)}')

@@ -1040,26 +1040,30 @@ static void list_run(struct shoal_rec *r, const struct shoal_rec *run, uint32_t 
  * (shoal_ring_peek_run(), a sender's messages of one type), one header
  * check each against the first, where shoal_ring_peek_burst() decodes and
  * bounds each one. A chunk of one run is kept as that run; one of several
- * is listed in recs[]. Returns how many records.
+ * is listed in recs[]; either way the chunk says where the bytes published
+ * after it end (ask_next()). Returns how many records.
  */
 static uint32_t peek_chunk(struct shoal_ring_cons *c, struct shoal_rec *recs, struct chunk *ch)
 {
-	uint32_t n, k;
+	uint32_t n, k, ahead;
 	struct shoal_rec run, next;
+	const void *at;
 
 	n = shoal_ring_peek_run(c, &run, PASS_CHUNK);
 	if (n == 0)
 		return 0;
 	*ch = (struct chunk){ .recs = NULL, .data = run.data, .len = run.len, .one_len = true };
-	if (n == PASS_CHUNK || (k = shoal_ring_peek_run(c, &next, PASS_CHUNK - n)) == 0)
-		return n;
-	ch->recs = recs;
-	list_run(recs, &run, n);
-	do {
-		ch->one_len &= next.len == run.len;
-		list_run(recs + n, &next, k);
-		n += k;
-	} while (n < PASS_CHUNK && (k = shoal_ring_peek_run(c, &next, PASS_CHUNK - n)) > 0);
+	if (n < PASS_CHUNK && (k = shoal_ring_peek_run(c, &next, PASS_CHUNK - n)) > 0) {
+		ch->recs = recs;
+		list_run(recs, &run, n);
+		do {
+			ch->one_len &= next.len == run.len;
+			list_run(recs + n, &next, k);
+			n += k;
+		} while (n < PASS_CHUNK && (k = shoal_ring_peek_run(c, &next, PASS_CHUNK - n)) > 0);
+	}
+	ahead = shoal_ring_ahead(c, &at);
+	ch->ahead_end = (const unsigned char *)at + ahead;
 	return n;
 }
 
@@ -1177,12 +1181,6 @@ static __attribute__((noipa)) uint32_t dispatch_pass(struct shoal__dispatcher *d
 	/* Chunk after chunk while each is full and taken whole. */
 	do {
 		n = peek_chunk(&u->c, recs, &ch);
-		if (n > 0) {
-			const void *at;
-			uint32_t ahead = shoal_ring_ahead(&u->c, &at);
-
-			ch.ahead_end = (const unsigned char *)at + ahead;
-		}
 		if (n == 0)
 			got = 0;
 		else if (SHOAL_UNLIKELY(k == 0 && u->parked))

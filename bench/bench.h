@@ -271,6 +271,9 @@ static inline __attribute__((always_inline)) void bench_copy(void *dst, const vo
 	case 16:
 		memcpy(dst, src, 16);
 		break;
+	case 56:
+		memcpy(dst, src, 56);
+		break;
 	case 64:
 		memcpy(dst, src, 64);
 		break;

@@ -29,10 +29,15 @@ static int rte_prepare(const struct bench_mem *m, const struct bench_params *p,
 		       struct bench_fds *fds)
 {
 	static const char *const names[2] = { "bench.ab", "bench.ba" };
-	unsigned count = BENCH_BUF_BYTES / p->payload;
-	ssize_t need = rte_ring_get_memsize_elem(p->payload, count);
+	unsigned count = 1;
+	ssize_t need;
 
 	(void)fds;
+	/* rte_ring_init() takes a power of two (without RING_F_EXACT_SZ):
+	 * the largest that fits the buffer, as the plain ring's count. */
+	while (2 * count * p->payload <= BENCH_BUF_BYTES)
+		count *= 2;
+	need = rte_ring_get_memsize_elem(p->payload, count);
 	if (need < 0)
 		return (int)need;
 	if ((uint64_t)need > m->rte_len)
